@@ -1,0 +1,162 @@
+//===- MdBase.td - md dialect definition, enums, op base class -*- tablegen -*-===//
+//
+// The `md` dialect describes a training program: a model's parameters and
+// forward function, the recipe that trains it, and, after md's passes, the
+// backward pass, the sharding of parameters and the collectives that keep the
+// ranks of an SPMD job in step. Tensors are builtin value-semantics tensors.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MD_DIALECT_MDBASE_TD
+#define MD_DIALECT_MDBASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Md_Dialect : Dialect {
+  let name = "md";
+  let cppNamespace = "::md";
+  let summary = "distributed training programs: model, recipe, plan";
+  let description = [{
+    The `md` dialect is the intermediate representation of md, a compiler for
+    distributed training. A `md.model` holds the parameters (`md.param`), the
+    forward function (`md.forward`), user blocks (`md.func`) and the training
+    recipe (`md.train`). md's passes derive the backward pass with the `*_grad`
+    ops, shard parameters into flat per-unit buffers (`md.flatten`/`md.view`),
+    insert collectives (`md.all_gather`, `md.reduce_scatter`, `md.all_reduce`,
+    `md.broadcast`, `md.barrier`) and place casts (`md.cast`).
+
+    The program is SPMD: every rank runs the same ops. The only values that may
+    differ between ranks come from `md.rank`, `md.local_rank`, per-rank data,
+    `md.wall_time` and `md.file_exists`; the desync checker tracks them.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasConstantMaterializer = 1;
+  let extraClassDeclaration = [{
+    void registerAttributes();
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::tensor::TensorDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+// The process group a collective runs over. `world` is every rank; on a
+// hybrid (2-D) mesh `shard` is the group that shards parameters and
+// `replicate` the group of ranks that hold the same shard. On a 1-D mesh
+// `shard` is the world and `replicate` has one rank.
+def MD_Group : I32EnumAttr<"Group", "process group of a collective", [
+    I32EnumAttrCase<"world", 0>,
+    I32EnumAttrCase<"shard", 1>,
+    I32EnumAttrCase<"replicate", 2>]> {
+  let cppNamespace = "::md";
+  let genSpecializedAttr = 0;
+}
+def MD_GroupAttr : EnumAttr<Md_Dialect, MD_Group, "group"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def MD_ReductionKind : I32EnumAttr<"ReductionKind", "reduction of a collective", [
+    I32EnumAttrCase<"sum", 0>,
+    I32EnumAttrCase<"avg", 1>,
+    I32EnumAttrCase<"max", 2>,
+    I32EnumAttrCase<"min", 3>,
+    I32EnumAttrCase<"prod", 4>]> {
+  let cppNamespace = "::md";
+  let genSpecializedAttr = 0;
+}
+def MD_ReductionKindAttr : EnumAttr<Md_Dialect, MD_ReductionKind, "reduction"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def MD_CollectiveKind : I32EnumAttr<"CollectiveKind", "kind of a collective", [
+    I32EnumAttrCase<"all_gather", 0>,
+    I32EnumAttrCase<"reduce_scatter", 1>,
+    I32EnumAttrCase<"all_reduce", 2>,
+    I32EnumAttrCase<"broadcast", 3>,
+    I32EnumAttrCase<"barrier", 4>]> {
+  let cppNamespace = "::md";
+  let genSpecializedAttr = 0;
+}
+
+def MD_PeriodUnit : I32EnumAttr<"PeriodUnit", "unit of an `md.every` period", [
+    I32EnumAttrCase<"steps", 0>,
+    I32EnumAttrCase<"seconds", 1>,
+    I32EnumAttrCase<"minutes", 2>]> {
+  let cppNamespace = "::md";
+  let genSpecializedAttr = 0;
+}
+def MD_PeriodUnitAttr : EnumAttr<Md_Dialect, MD_PeriodUnit, "period_unit"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def MD_CheckpointFormat : I32EnumAttr<"CheckpointFormat", "checkpoint format", [
+    I32EnumAttrCase<"full", 0>,
+    I32EnumAttrCase<"sharded", 1>]> {
+  let cppNamespace = "::md";
+  let genSpecializedAttr = 0;
+}
+def MD_CheckpointFormatAttr : EnumAttr<Md_Dialect, MD_CheckpointFormat, "checkpoint"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def MD_InitKind : I32EnumAttr<"InitKind", "parameter initialiser", [
+    I32EnumAttrCase<"zeros", 0>,
+    I32EnumAttrCase<"ones", 1>,
+    I32EnumAttrCase<"constant", 2>,
+    I32EnumAttrCase<"normal", 3>,
+    I32EnumAttrCase<"uniform", 4>]> {
+  let cppNamespace = "::md";
+  let genSpecializedAttr = 0;
+}
+
+def MD_ScheduleKind : I32EnumAttr<"ScheduleKind", "learning-rate schedule", [
+    I32EnumAttrCase<"constant", 0>,
+    I32EnumAttrCase<"linear", 1>,
+    I32EnumAttrCase<"cosine", 2>]> {
+  let cppNamespace = "::md";
+  let genSpecializedAttr = 0;
+}
+
+def MD_DataKind : I32EnumAttr<"DataKind", "training data source", [
+    I32EnumAttrCase<"synthetic", 0>,
+    I32EnumAttrCase<"npy", 1>,
+    I32EnumAttrCase<"tokens", 2>]> {
+  let cppNamespace = "::md";
+  let genSpecializedAttr = 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+// The floating-point element types md computes and stores in.
+def MD_Float : AnyTypeOf<[BF16, F16, F32], "bf16, f16 or f32">;
+def MD_FloatTensor : RankedTensorOf<[BF16, F16, F32]>;
+def MD_IndexTensor : RankedTensorOf<[I32, I64]>;
+def MD_AnyTensor : RankedTensorOf<[BF16, F16, F32, I32, I64]>;
+// A rank-0 f32 tensor: losses, norms, reduced metrics.
+def MD_ScalarTensor : 0DTensorOf<[F32]>;
+
+//===----------------------------------------------------------------------===//
+// Side-effect resources
+//===----------------------------------------------------------------------===//
+
+// Collectives read and write this resource, so generic passes neither reorder
+// nor merge nor drop them: their order is part of an SPMD program's meaning.
+def MD_CommResource : Resource<"::md::CommResource">;
+// Recipe side effects (log, print, save, exit) and host queries.
+def MD_HostIOResource : Resource<"::md::HostIOResource">;
+
+//===----------------------------------------------------------------------===//
+// Op base class
+//===----------------------------------------------------------------------===//
+
+class MD_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Md_Dialect, mnemonic, traits>;
+
+#endif // MD_DIALECT_MDBASE_TD

@@ -1,0 +1,14 @@
+//===- MdCollectiveOps.cpp - md collective ops -------------------------------------===//
+
+#include "dialect/MdAsmUtils.h"
+#include "dialect/MdOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
+
+using namespace mlir;
+using namespace md;
+
+#define GET_OP_CLASSES
+#include "dialect/MdCollectiveOps.cpp.inc"

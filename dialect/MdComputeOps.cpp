@@ -1,0 +1,14 @@
+//===- MdComputeOps.cpp - md compute ops -------------------------------------===//
+
+#include "dialect/MdAsmUtils.h"
+#include "dialect/MdOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
+
+using namespace mlir;
+using namespace md;
+
+#define GET_OP_CLASSES
+#include "dialect/MdComputeOps.cpp.inc"

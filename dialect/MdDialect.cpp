@@ -1,0 +1,118 @@
+//===- MdDialect.cpp - md dialect registration and shared helpers ---------===//
+
+#include "dialect/MdOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace md;
+
+#include "dialect/MdDialect.cpp.inc"
+#include "dialect/MdEnums.cpp.inc"
+
+void MdDialect::initialize() {
+  registerAttributes();
+  addOperations<
+#define GET_OP_LIST
+#include "dialect/MdStructureOps.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "dialect/MdControlOps.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "dialect/MdComputeOps.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "dialect/MdOptimizerOps.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "dialect/MdBufferOps.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "dialect/MdCollectiveOps.cpp.inc"
+      >();
+}
+
+Operation *MdDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                          Type type, Location loc) {
+  if (auto typed = dyn_cast<TypedAttr>(value))
+    if (arith::ConstantOp::isBuildableWith(typed, type))
+      return arith::ConstantOp::create(builder, loc, type, typed);
+  return nullptr;
+}
+
+//===----------------------------------------------------------------------===//
+// Shared helpers
+//===----------------------------------------------------------------------===//
+
+std::optional<int64_t> md::getStaticGroupSize(Operation *op, Group group) {
+  auto model = op->getParentOfType<ModelOp>();
+  if (!model)
+    model = dyn_cast<ModelOp>(op);
+  if (!model)
+    return std::nullopt;
+  return model.getStaticGroupSize(group);
+}
+
+int64_t md::getElementBytes(Type elementType) {
+  if (elementType.isIntOrFloat())
+    return std::max<int64_t>(1, elementType.getIntOrFloatBitWidth() / 8);
+  return 0;
+}
+
+int64_t md::getTensorBytes(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return 0;
+  return tensor.getNumElements() * getElementBytes(tensor.getElementType());
+}
+
+std::string md::formatShape(ArrayRef<int64_t> shape) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  llvm::interleave(
+      shape, os,
+      [&](int64_t d) {
+        if (ShapedType::isDynamic(d))
+          os << "?";
+        else
+          os << d;
+      },
+      "x");
+  return out;
+}
+
+static bool containsCollectiveImpl(Operation *op,
+                                   llvm::SmallPtrSetImpl<Operation *> &seen) {
+  if (isa<CollectiveOpInterface>(op))
+    return true;
+  // Ops that communicate without being a collective themselves.
+  if (auto save = dyn_cast<SaveOp>(op))
+    return true; // full gathers to rank 0; sharded barriers before rename
+  if (isa<EvaluateOp>(op))
+    return true; // the metric is all-reduced
+  if (auto call = dyn_cast<CallOp>(op)) {
+    auto callee = SymbolTable::lookupNearestSymbolFrom<FuncOp>(
+        op, call.getCalleeAttr());
+    if (callee && seen.insert(callee).second &&
+        containsCollectiveImpl(callee, seen))
+      return true;
+  }
+  for (Region &region : op->getRegions())
+    for (Operation &nested : region.getOps())
+      if (containsCollectiveImpl(&nested, seen))
+        return true;
+  return false;
+}
+
+bool md::containsCollective(Operation *op) {
+  llvm::SmallPtrSet<Operation *, 8> seen;
+  return containsCollectiveImpl(op, seen);
+}

@@ -1,0 +1,80 @@
+//===- Device.cpp - CUDA device discovery ---------------------------------===//
+
+#include "runtime/cuda/Device.h"
+
+#include <cuda_runtime.h>
+
+#include "absl/strings/str_format.h"
+
+namespace md::cuda {
+
+absl::Status cudaStatus(int code, const char *what) {
+  auto err = static_cast<cudaError_t>(code);
+  if (err == cudaSuccess)
+    return absl::OkStatus();
+  const char *name = cudaGetErrorName(err);
+  const char *text = cudaGetErrorString(err);
+  std::string message = absl::StrFormat("%s: %s: %s", what,
+                                        name ? name : "unknown CUDA error",
+                                        text ? text : "");
+  switch (err) {
+  case cudaErrorNoDevice:
+  case cudaErrorInsufficientDriver:
+  case cudaErrorDevicesUnavailable:
+  case cudaErrorNoKernelImageForDevice:
+    return absl::UnavailableError(message);
+  case cudaErrorMemoryAllocation:
+    return absl::ResourceExhaustedError(message);
+  case cudaErrorInvalidValue:
+  case cudaErrorInvalidDevice:
+    return absl::InvalidArgumentError(message);
+  default:
+    return absl::InternalError(message);
+  }
+}
+
+absl::StatusOr<CudaVersions> queryVersions() {
+  CudaVersions v;
+  if (absl::Status s = cudaStatus(cudaRuntimeGetVersion(&v.runtime),
+                                  "cudaRuntimeGetVersion");
+      !s.ok())
+    return s;
+  if (absl::Status s = cudaStatus(cudaDriverGetVersion(&v.driver),
+                                  "cudaDriverGetVersion");
+      !s.ok())
+    return s;
+  return v;
+}
+
+absl::StatusOr<std::vector<DeviceInfo>> queryDevices() {
+  int count = 0;
+  if (absl::Status s = cudaStatus(cudaGetDeviceCount(&count),
+                                  "cudaGetDeviceCount");
+      !s.ok())
+    return s;
+  if (count == 0)
+    return cudaStatus(cudaErrorNoDevice, "cudaGetDeviceCount");
+  std::vector<DeviceInfo> devices;
+  devices.reserve(count);
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop{};
+    if (absl::Status s = cudaStatus(cudaGetDeviceProperties(&prop, i),
+                                    "cudaGetDeviceProperties");
+        !s.ok())
+      return s;
+    DeviceInfo info;
+    info.ordinal = i;
+    info.name = prop.name;
+    info.computeMajor = prop.major;
+    info.computeMinor = prop.minor;
+    info.totalMemoryBytes = static_cast<int64_t>(prop.totalGlobalMem);
+    info.multiprocessors = prop.multiProcessorCount;
+    char bus[32] = {0};
+    if (cudaDeviceGetPCIBusId(bus, sizeof(bus), i) == cudaSuccess)
+      info.pciBusId = bus;
+    devices.push_back(std::move(info));
+  }
+  return devices;
+}
+
+} // namespace md::cuda
