@@ -302,7 +302,7 @@ def MD_EvaluateOp : MD_EffectOp<"evaluate"> {
     It communicates, so it cannot be `rank0_only`.
 
     ```mlir
-    %v = md.evaluate @forward data #md.data<tokens, "val.bin"> : tensor<f32>
+    %v = md.evaluate @forward(#md.data<tokens, "val.bin">) batches 100 : tensor<f32>
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$forward, MD_DataAttr:$data,
@@ -310,7 +310,7 @@ def MD_EvaluateOp : MD_EffectOp<"evaluate"> {
                        UnitAttr:$rank0_only);
   let results = (outs MD_ScalarTensor:$result);
   let assemblyFormat = [{
-    $forward `data` $data (`batches` $batches^)? (`rank0_only` $rank0_only^)? attr-dict `:` type($result)
+    $forward `(` $data `)` (`batches` $batches^)? (`rank0_only` $rank0_only^)? attr-dict `:` type($result)
   }];
 }
 

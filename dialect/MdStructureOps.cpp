@@ -167,25 +167,8 @@ ParseResult FuncOp::parse(OpAsmParser &parser, OperationState &result) {
 }
 void FuncOp::print(OpAsmPrinter &p) { printFunctionLike(p, *this); }
 
-/// The entry block's arguments must be the function's inputs.
-static LogicalResult verifyFunctionBody(FunctionOpInterface fn) {
-  Block &entry = fn.getFunctionBody().front();
-  ArrayRef<Type> inputs = fn.getArgumentTypes();
-  if (entry.getNumArguments() != inputs.size())
-    return fn.emitOpError("entry block has ")
-           << entry.getNumArguments() << " arguments, the signature "
-           << inputs.size();
-  for (auto [i, arg] : llvm::enumerate(entry.getArguments()))
-    if (arg.getType() != inputs[i])
-      return fn.emitOpError("entry block argument #")
-             << i << " has type " << arg.getType() << ", the signature "
-             << inputs[i];
-  return success();
-}
-
+// FunctionOpInterface already checks the entry block against the signature.
 LogicalResult ForwardOp::verify() {
-  if (failed(verifyFunctionBody(*this)))
-    return failure();
   ArrayRef<Type> results = getResultTypes();
   auto lossType = RankedTensorType::get({}, Float32Type::get(getContext()));
   if (results.empty() || results.front() != lossType)
@@ -198,8 +181,6 @@ LogicalResult ForwardOp::verify() {
               }());
   return success();
 }
-
-LogicalResult FuncOp::verify() { return verifyFunctionBody(*this); }
 
 LogicalResult ReturnOp::verify() {
   auto fn = cast<FunctionOpInterface>((*this)->getParentOp());

@@ -111,7 +111,6 @@ class MD_FunctionLikeOp<string mnemonic, list<Trait> traits = []>
                        OptionalAttr<DictArrayAttr>:$res_attrs);
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
-  let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::Region *getCallableRegion() { return &getBody(); }
     ::llvm::ArrayRef<::mlir::Type> getArgumentTypes() {
@@ -125,6 +124,7 @@ class MD_FunctionLikeOp<string mnemonic, list<Trait> traits = []>
 }
 
 def MD_ForwardOp : MD_FunctionLikeOp<"forward"> {
+  let hasVerifier = 1;
   let summary = "the forward function of a model; its first result is the loss";
   let description = [{
     The function md differentiates. Its arguments are one micro-batch as this

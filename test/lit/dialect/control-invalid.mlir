@@ -1,0 +1,166 @@
+// RUN: md-opt %s -split-input-file -verify-diagnostics
+
+func.func @lr_outside_train(%s: i64) {
+  // expected-error @+1 {{'md.lr' op must be inside an 'md.train', whose schedule it reads}}
+  %lr = md.lr %s : f32
+  return
+}
+
+// -----
+
+func.func @if_results_without_else(%c: i1, %x: tensor<f32>) {
+  // expected-error @+1 {{'md.if' op with results needs an else region}}
+  %r = md.if %c -> (tensor<f32>) {
+    md.yield %x : tensor<f32>
+  }
+  return
+}
+
+// -----
+
+func.func @if_yield_count(%c: i1, %x: tensor<f32>) {
+  // expected-error @+1 {{'md.if' op the then region yields 2 values, the op has 1 results}}
+  %r = md.if %c -> (tensor<f32>) {
+    md.yield %x, %x : tensor<f32>, tensor<f32>
+  } else {
+    md.yield %x : tensor<f32>
+  }
+  return
+}
+
+// -----
+
+func.func @if_yield_type(%c: i1, %x: tensor<f32>, %y: tensor<2xf32>) {
+  // expected-error @+1 {{'md.if' op the else region yields 'tensor<2xf32>' for result #0 of type 'tensor<f32>'}}
+  %r = md.if %c -> (tensor<f32>) {
+    md.yield %x : tensor<f32>
+  } else {
+    md.yield %y : tensor<2xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @if_condition_not_i1(%c: i64) {
+  // expected-error @+1 {{'md.if' op operand #0 must be 1-bit signless integer, but got 'i64'}}
+  "md.if"(%c) ({
+    md.yield
+  }, {
+  }) : (i64) -> ()
+  return
+}
+
+// -----
+
+func.func @every_time_period_outside_train() {
+  // expected-error @+1 {{'md.every' op with a time period must be inside an 'md.train' hook}}
+  md.every 5 minutes {
+    md.print "x"
+  }
+  return
+}
+
+// -----
+
+func.func @every_zero_period() {
+  // expected-error @+1 {{'md.every' op attribute 'period' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  md.every 0 steps {
+    md.print "x"
+  }
+  return
+}
+
+// -----
+
+func.func @every_unknown_unit() {
+  // expected-error @+1 {{unknown keyword 'hours'; expected one of: steps, seconds, minutes}}
+  md.every 2 hours {
+    md.print "x"
+  }
+  return
+}
+
+// -----
+
+func.func @every_rank0_only_with_save() {
+  // expected-error @+1 {{'md.every' op is rank0_only but communicates: the other ranks would never join its collective (a deadlock); drop rank0_only, md already writes on rank 0 only where that is safe}}
+  md.every 100 steps rank0_only {
+    md.save full "ckpt"
+  }
+  return
+}
+
+// -----
+
+func.func @every_yields_values(%x: tensor<f32>) {
+  // expected-error @+1 {{'md.every' op the body region yields 1 values, the op has 0 results}}
+  "md.every"() <{period = 1 : i64, unit = #md.period_unit<steps>}> ({
+    md.yield %x : tensor<f32>
+  }) : () -> ()
+  return
+}
+
+// -----
+
+func.func @for_induction_variable_not_i64(%lb: i64, %ub: i64) {
+  // expected-error @+1 {{'md.for' op body must have one i64 induction variable}}
+  "md.for"(%lb, %ub) ({
+  ^bb0(%i: i32):
+    md.yield
+  }) : (i64, i64) -> ()
+  return
+}
+
+// -----
+
+func.func @save_rank0_only() {
+  // expected-error @+1 {{'md.save' op is rank0_only but communicates: the other ranks would never join its collective (a deadlock); drop rank0_only, md already writes on rank 0 only where that is safe}}
+  md.save full "ckpt" rank0_only
+  return
+}
+
+// -----
+
+func.func @save_empty_path() {
+  // expected-error @+1 {{'md.save' op checkpoint path is empty}}
+  md.save sharded ""
+  return
+}
+
+// -----
+
+func.func @save_unknown_format() {
+  // expected-error @+1 {{unknown keyword 'partial'; expected one of: full, sharded}}
+  md.save partial
+  return
+}
+
+// -----
+
+md.model @evaluate_rank0_only {
+  md.forward @forward(%x: tensor<2xf32>) -> tensor<f32> {
+    %l = arith.constant dense<0.0> : tensor<f32>
+    md.return %l : tensor<f32>
+  }
+  md.func @f() {
+    // expected-error @+1 {{'md.evaluate' op is rank0_only but communicates}}
+    %v = md.evaluate @forward(#md.data<synthetic, "">) rank0_only : tensor<f32>
+    md.return
+  }
+}
+
+// -----
+
+func.func @yield_outside_region_op() {
+  // expected-error @+1 {{'md.yield' op expects parent op to be one of 'md.if, md.every, md.for'}}
+  md.yield
+}
+
+// -----
+
+func.func @evaluate_result_not_scalar() {
+  // expected-error @+1 {{'md.evaluate' op result #0 must be 0D tensor of 32-bit float values, but got 'tensor<2xf32>'}}
+  %v = md.evaluate @forward(#md.data<synthetic, "">) : tensor<2xf32>
+  return
+}
