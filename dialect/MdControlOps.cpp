@@ -22,6 +22,13 @@ LogicalResult LrOp::verify() {
   return success();
 }
 
+LogicalResult LossOp::verify() {
+  if (!(*this)->getParentOfType<TrainOp>())
+    return emitOpError("must be inside an 'md.train': there is no loss "
+                       "outside training");
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // IfOp
 //===----------------------------------------------------------------------===//

@@ -90,6 +90,23 @@ def MD_FileExistsOp : MD_Op<"file_exists", [MemoryEffects<[MemRead<MD_HostIOReso
   let assemblyFormat = "$path attr-dict `:` type($result)";
 }
 
+def MD_LossOp : MD_Op<"loss", [Pure]> {
+  let summary = "this rank's loss of the last step (varies between ranks)";
+  let description = [{
+    The loss this rank computed on its own micro-batches in the step just
+    run, before any reduction: it differs between ranks. Branching on it
+    around a collective is a desync; branch on the reduced
+    `md.all_reduce %l avg group world` (the language's `mean(loss)`) instead.
+
+    ```mlir
+    %l = md.loss : tensor<f32>
+    ```
+  }];
+  let results = (outs MD_ScalarTensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 def MD_LrOp : MD_Op<"lr", [Pure]> {
   let summary = "the learning rate the recipe's schedule gives at a step";
   let description = [{

@@ -8,6 +8,14 @@ func.func @lr_outside_train(%s: i64) {
 
 // -----
 
+func.func @loss_outside_train() {
+  // expected-error @+1 {{'md.loss' op must be inside an 'md.train': there is no loss outside training}}
+  %l = md.loss : tensor<f32>
+  return
+}
+
+// -----
+
 func.func @if_results_without_else(%c: i1, %x: tensor<f32>) {
   // expected-error @+1 {{'md.if' op with results needs an else region}}
   %r = md.if %c -> (tensor<f32>) {

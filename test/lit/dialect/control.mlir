@@ -23,6 +23,8 @@ md.model @m {
     %w = md.world_size : i64
     // CHECK-NEXT: md.epoch : i64
     %e = md.epoch : i64
+    // CHECK-NEXT: md.loss : tensor<f32>
+    %loss = md.loss : tensor<f32>
     // CHECK-NEXT: md.wall_time : f64
     %t = md.wall_time : f64
     // CHECK-NEXT: %[[E:.*]] = md.file_exists "STOP" : i1
