@@ -1,14 +1,633 @@
 //===- MdComputeOps.cpp - md compute ops -------------------------------------===//
+//
+// Verifiers, builders and folders of the compute ops. Shapes are checked
+// where they are static; a dynamic dim (`?`) is compatible with anything.
+//
+//===----------------------------------------------------------------------===//
 
 #include "dialect/MdAsmUtils.h"
 #include "dialect/MdOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallBitVector.h"
+#include "llvm/Support/Format.h"
 
 using namespace mlir;
 using namespace md;
 
 #define GET_OP_CLASSES
 #include "dialect/MdComputeOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Shared helpers
+//===----------------------------------------------------------------------===//
+
+/// A type as IR spells it, without the quotes diagnostics put around types:
+/// "tensor<8x768xf32>".
+static std::string str(Type type) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  type.print(os);
+  return out;
+}
+
+/// "[0, 1]".
+static std::string str(ArrayRef<int64_t> list) {
+  std::string out = "[";
+  llvm::raw_string_ostream os(out);
+  llvm::interleaveComma(list, os);
+  os << "]";
+  return out;
+}
+
+static RankedTensorType tensorType(Value value) {
+  return cast<RankedTensorType>(value.getType());
+}
+
+static bool dimsCompatible(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+static bool shapesCompatible(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  if (a.size() != b.size())
+    return false;
+  for (auto [x, y] : llvm::zip_equal(a, b))
+    if (!dimsCompatible(x, y))
+      return false;
+  return true;
+}
+
+/// Checks that `actual` is a tensor of `shape` and `elementType`, else
+/// reports "<name> must be tensor<...> (<why>), got tensor<...>".
+static LogicalResult expectType(Operation *op, StringRef name, Type actual,
+                                ArrayRef<int64_t> shape, Type elementType,
+                                const Twine &why) {
+  auto tensor = cast<RankedTensorType>(actual);
+  if (tensor.getElementType() == elementType &&
+      shapesCompatible(tensor.getShape(), shape))
+    return success();
+  return op->emitOpError()
+         << name << " must be " << str(RankedTensorType::get(shape, elementType))
+         << " (" << why.str() << "), got " << str(actual);
+}
+
+static LogicalResult verifyMinRank(Operation *op, StringRef name, Type type,
+                                   int64_t minRank) {
+  if (cast<RankedTensorType>(type).getRank() >= minRank)
+    return success();
+  return op->emitOpError() << name << " must have rank >= " << minRank
+                           << ", got " << str(type);
+}
+
+/// Checks a per-feature vector (gamma, beta, batch statistics) against the
+/// last dim of `x`: it must be [D], with `elementType` or else x's.
+static LogicalResult verifyLastDimVector(Operation *op, StringRef name,
+                                         Type vector, Type x,
+                                         Type elementType = {}) {
+  auto xType = cast<RankedTensorType>(x);
+  if (!elementType)
+    elementType = xType.getElementType();
+  return expectType(op, name, vector, {xType.getShape().back()}, elementType,
+                    "the last dim of x " + str(x));
+}
+
+/// `axis` in [-rank, rank) counted from the end when negative; returns it in
+/// [0, rank).
+static FailureOr<int64_t> normalizeAxis(Operation *op, StringRef name,
+                                        int64_t axis, Type type) {
+  int64_t rank = cast<RankedTensorType>(type).getRank();
+  if (axis < -rank || axis >= rank) {
+    op->emitOpError() << name << " " << axis << " is out of range for "
+                      << str(type) << " of rank " << rank;
+    return failure();
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+/// The numpy broadcast of two shapes, or nothing when they are incompatible.
+static std::optional<SmallVector<int64_t>>
+broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  size_t rank = std::max(a.size(), b.size());
+  SmallVector<int64_t> shape(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t x = i < a.size() ? a[a.size() - 1 - i] : 1;
+    int64_t y = i < b.size() ? b[b.size() - 1 - i] : 1;
+    int64_t &out = shape[rank - 1 - i];
+    if (x == 1)
+      out = y;
+    else if (y == 1)
+      out = x;
+    else if (ShapedType::isDynamic(x))
+      out = y; // a static y is the only size that can match
+    else if (ShapedType::isDynamic(y) || x == y)
+      out = x;
+    else
+      return std::nullopt;
+  }
+  return shape;
+}
+
+/// True when `from` broadcasts to `to` without changing `to`.
+static bool broadcastsTo(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
+  if (from.size() > to.size())
+    return false;
+  ArrayRef<int64_t> tail = to.take_back(from.size());
+  for (auto [f, t] : llvm::zip_equal(from, tail))
+    if (f != 1 && !dimsCompatible(f, t))
+      return false;
+  return true;
+}
+
+/// Validates the `dims` of a reduction of `type` (not empty, in range,
+/// distinct) and returns the reduced shape.
+static FailureOr<SmallVector<int64_t>>
+reducedShape(Operation *op, Type type, ArrayRef<int64_t> dims, bool keepdim) {
+  auto tensor = cast<RankedTensorType>(type);
+  if (dims.empty()) {
+    op->emitOpError("dims must not be empty; list every dim to reduce to a "
+                    "scalar");
+    return failure();
+  }
+  llvm::SmallBitVector reduced(tensor.getRank());
+  for (int64_t dim : dims) {
+    FailureOr<int64_t> d = normalizeAxis(op, "dim", dim, type);
+    if (failed(d))
+      return failure();
+    if (reduced.test(*d)) {
+      op->emitOpError() << "dims " << str(dims) << " list dim " << *d
+                        << " twice";
+      return failure();
+    }
+    reduced.set(*d);
+  }
+  SmallVector<int64_t> shape;
+  for (auto [i, size] : llvm::enumerate(tensor.getShape())) {
+    if (!reduced.test(i))
+      shape.push_back(size);
+    else if (keepdim)
+      shape.push_back(1);
+  }
+  return shape;
+}
+
+/// A flag that says whether an optional result is present must agree with it.
+static LogicalResult verifyOptionalResult(Operation *op, StringRef flag,
+                                          bool set, StringRef result,
+                                          Value value) {
+  if (set && !value)
+    return op->emitOpError() << flag << " is set but there is no " << result
+                             << " result";
+  if (!set && value)
+    return op->emitOpError() << "has a " << result << " result but " << flag
+                             << " is not set";
+  return success();
+}
+
+static LogicalResult verifyEps(Operation *op, const APFloat &eps) {
+  double value = eps.convertToDouble();
+  if (value > 0)
+    return success();
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::format("%g", value);
+  return op->emitOpError() << "eps must be > 0, got " << text;
+}
+
+/// C of a [B, T, C] attention operand must split into `numHeads` heads.
+static LogicalResult verifyHeads(Operation *op, Type type, int64_t numHeads) {
+  int64_t c = cast<RankedTensorType>(type).getShape().back();
+  if (ShapedType::isDynamic(c) || c % numHeads == 0)
+    return success();
+  return op->emitOpError() << "C = " << c << " of " << str(type)
+                           << " is not divisible by num_heads = " << numHeads;
+}
+
+/// Targets of a cross-entropy: the leading dims of the logits.
+static LogicalResult verifyTargets(Operation *op, Type logits, Type targets) {
+  if (failed(verifyMinRank(op, "logits", logits, 1)))
+    return failure();
+  auto logitsType = cast<RankedTensorType>(logits);
+  return expectType(op, "targets", targets, logitsType.getShape().drop_back(),
+                    cast<RankedTensorType>(targets).getElementType(),
+                    "the leading dims of logits " + str(logits));
+}
+
+//===----------------------------------------------------------------------===//
+// Matmul
+//===----------------------------------------------------------------------===//
+
+/// The shape of op_a(a) · op_b(b), assuming the operands are valid.
+static SmallVector<int64_t> matmulShape(RankedTensorType a, RankedTensorType b,
+                                        bool transposeA, bool transposeB) {
+  ArrayRef<int64_t> as = a.getShape(), bs = b.getShape();
+  SmallVector<int64_t> shape(as.drop_back(2));
+  shape.push_back(transposeA ? as.back() : as[as.size() - 2]);
+  shape.push_back(transposeB ? bs[bs.size() - 2] : bs.back());
+  return shape;
+}
+
+/// Checks the operands of a matmul (shared by md.matmul and md.matmul_grad)
+/// and returns the shape of the product.
+static FailureOr<SmallVector<int64_t>>
+verifyMatmulOperands(Operation *op, Type aType, Type bType, bool transposeA,
+                     bool transposeB) {
+  auto a = cast<RankedTensorType>(aType);
+  auto b = cast<RankedTensorType>(bType);
+  if (failed(verifyMinRank(op, "lhs", a, 2)))
+    return failure();
+  if (b.getRank() != 2 && b.getRank() != a.getRank()) {
+    op->emitOpError() << "rhs must have rank 2 or the rank of lhs ("
+                      << a.getRank() << "), got " << str(b);
+    return failure();
+  }
+  if (b.getRank() > 2 && !shapesCompatible(a.getShape().drop_back(2),
+                                           b.getShape().drop_back(2))) {
+    op->emitOpError() << "batch dimensions differ: lhs " << str(a) << ", rhs "
+                      << str(b);
+    return failure();
+  }
+  int64_t ka = transposeA ? a.getShape()[a.getRank() - 2] : a.getShape().back();
+  int64_t kb = transposeB ? b.getShape().back() : b.getShape()[b.getRank() - 2];
+  if (!dimsCompatible(ka, kb)) {
+    op->emitOpError() << "contracting dimensions differ: lhs " << str(a)
+                      << " has K = " << ka << ", rhs " << str(b)
+                      << " has K = " << kb;
+    return failure();
+  }
+  return matmulShape(a, b, transposeA, transposeB);
+}
+
+void MatmulOp::build(OpBuilder &builder, OperationState &state, Value a,
+                     Value b, Value bias, bool transposeA, bool transposeB) {
+  RankedTensorType aType = tensorType(a);
+  auto resultType = RankedTensorType::get(
+      matmulShape(aType, tensorType(b), transposeA, transposeB),
+      aType.getElementType());
+  build(builder, state, resultType, a, b, bias, transposeA, transposeB);
+}
+
+LogicalResult MatmulOp::verify() {
+  FailureOr<SmallVector<int64_t>> shape = verifyMatmulOperands(
+      *this, getA().getType(), getB().getType(), getTransposeA(),
+      getTransposeB());
+  if (failed(shape))
+    return failure();
+  Type elementType = getA().getType().getElementType();
+  if (getBias() &&
+      failed(expectType(*this, "bias", getBias().getType(), {shape->back()},
+                        elementType, "N of rhs " + str(getB().getType()))))
+    return failure();
+  return expectType(*this, "result", getType(), *shape, elementType,
+                    "the product of lhs " + str(getA().getType()) +
+                        " and rhs " + str(getB().getType()));
+}
+
+LogicalResult MatmulGradOp::verify() {
+  FailureOr<SmallVector<int64_t>> shape = verifyMatmulOperands(
+      *this, getA().getType(), getB().getType(), getTransposeA(),
+      getTransposeB());
+  if (failed(shape))
+    return failure();
+  Type elementType = getA().getType().getElementType();
+  if (failed(expectType(*this, "dy", getDy().getType(), *shape, elementType,
+                        "the product of lhs " + str(getA().getType()) +
+                            " and rhs " + str(getB().getType()))) ||
+      failed(verifyOptionalResult(*this, "has_bias", getHasBias(), "dbias",
+                                  getDbias())))
+    return failure();
+  if (getDbias())
+    return expectType(*this, "dbias", getDbias().getType(), {shape->back()},
+                      elementType, "N of rhs " + str(getB().getType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyBroadcastBinary(Operation *op, Value lhs, Value rhs,
+                                           Value result) {
+  RankedTensorType lhsType = tensorType(lhs), rhsType = tensorType(rhs);
+  std::optional<SmallVector<int64_t>> shape =
+      broadcastShapes(lhsType.getShape(), rhsType.getShape());
+  if (!shape)
+    return op->emitOpError()
+           << "incompatible shapes for broadcasting: lhs " << str(lhsType)
+           << ", rhs " << str(rhsType);
+  return expectType(op, "result", result.getType(), *shape,
+                    lhsType.getElementType(),
+                    "the broadcast of lhs " + str(lhsType) + " and rhs " +
+                        str(rhsType));
+}
+
+/// The broadcast result type for the builders; assumes compatible shapes.
+static Type broadcastType(Value lhs, Value rhs) {
+  RankedTensorType lhsType = tensorType(lhs);
+  std::optional<SmallVector<int64_t>> shape =
+      broadcastShapes(lhsType.getShape(), tensorType(rhs).getShape());
+  assert(shape && "incompatible shapes for broadcasting");
+  return RankedTensorType::get(*shape, lhsType.getElementType());
+}
+
+#define MD_BROADCAST_BINARY_OP(OP)                                             \
+  void OP::build(OpBuilder &builder, OperationState &state, Value lhs,         \
+                 Value rhs) {                                                  \
+    build(builder, state, broadcastType(lhs, rhs), lhs, rhs);                  \
+  }                                                                            \
+  LogicalResult OP::verify() {                                                 \
+    return verifyBroadcastBinary(*this, getLhs(), getRhs(), getResult());      \
+  }
+MD_BROADCAST_BINARY_OP(AddOp)
+MD_BROADCAST_BINARY_OP(SubOp)
+MD_BROADCAST_BINARY_OP(MulOp)
+#undef MD_BROADCAST_BINARY_OP
+
+OpFoldResult ScaleOp::fold(FoldAdaptor) {
+  if (getFactor().convertToDouble() == 1.0)
+    return getX();
+  // scale(scale(x, a), b) = scale(x, a * b).
+  if (auto inner = getX().getDefiningOp<ScaleOp>()) {
+    double factor =
+        inner.getFactor().convertToDouble() * getFactor().convertToDouble();
+    getXMutable().assign(inner.getX());
+    setFactorAttr(FloatAttr::get(Float64Type::get(getContext()), factor));
+    return getResult();
+  }
+  return {};
+}
+
+LogicalResult AccumulateOp::verify() {
+  if (shapesCompatible(getAcc().getType().getShape(),
+                       getG().getType().getShape()))
+    return success();
+  return emitOpError() << "shapes differ: acc " << str(getAcc().getType())
+                       << ", g " << str(getG().getType());
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisations and softmax
+//===----------------------------------------------------------------------===//
+
+LogicalResult LayerNormOp::verify() {
+  if (failed(verifyEps(*this, getEps())) ||
+      failed(verifyMinRank(*this, "x", getX().getType(), 1)) ||
+      failed(verifyLastDimVector(*this, "gamma", getGamma().getType(),
+                                 getX().getType())))
+    return failure();
+  if (getBeta())
+    return verifyLastDimVector(*this, "beta", getBeta().getType(),
+                               getX().getType());
+  return success();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  if (failed(verifyEps(*this, getEps())) ||
+      failed(verifyMinRank(*this, "x", getX().getType(), 1)) ||
+      failed(verifyLastDimVector(*this, "gamma", getGamma().getType(),
+                                 getX().getType())) ||
+      failed(verifyOptionalResult(*this, "has_beta", getHasBeta(), "dbeta",
+                                  getDbeta())))
+    return failure();
+  if (getDbeta() && getDbeta().getType() != getGamma().getType())
+    return emitOpError() << "dbeta must have the type of gamma "
+                         << str(getGamma().getType()) << ", got "
+                         << str(getDbeta().getType());
+  return success();
+}
+
+LogicalResult RmsNormOp::verify() {
+  if (failed(verifyEps(*this, getEps())) ||
+      failed(verifyMinRank(*this, "x", getX().getType(), 1)))
+    return failure();
+  return verifyLastDimVector(*this, "gamma", getGamma().getType(),
+                             getX().getType());
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  if (failed(verifyEps(*this, getEps())) ||
+      failed(verifyMinRank(*this, "x", getX().getType(), 1)))
+    return failure();
+  return verifyLastDimVector(*this, "gamma", getGamma().getType(),
+                             getX().getType());
+}
+
+/// x [N, ..., C], gamma [C] (x's element type), mean/invstd f32 [C].
+static LogicalResult verifyBatchNormOperands(Operation *op, Type x, Type gamma,
+                                             Type mean) {
+  if (failed(verifyMinRank(op, "x", x, 2)) ||
+      failed(verifyLastDimVector(op, "gamma", gamma, x)))
+    return failure();
+  return verifyLastDimVector(op, "mean", mean, x,
+                             Float32Type::get(op->getContext()));
+}
+
+LogicalResult BatchNormOp::verify() {
+  if (failed(verifyEps(*this, getEps())))
+    return failure();
+  return verifyBatchNormOperands(*this, getX().getType(), getGamma().getType(),
+                                 getMean().getType());
+}
+
+LogicalResult BatchNormGradOp::verify() {
+  return verifyBatchNormOperands(*this, getX().getType(), getGamma().getType(),
+                                 getMean().getType());
+}
+
+LogicalResult SoftmaxOp::verify() {
+  return normalizeAxis(*this, "axis", static_cast<int64_t>(getAxis()),
+                       getX().getType());
+}
+
+LogicalResult SoftmaxGradOp::verify() {
+  return normalizeAxis(*this, "axis", static_cast<int64_t>(getAxis()),
+                       getY().getType());
+}
+
+LogicalResult CausalAttentionOp::verify() {
+  return verifyHeads(*this, getQ().getType(), getNumHeads());
+}
+
+LogicalResult CausalAttentionGradOp::verify() {
+  return verifyHeads(*this, getQ().getType(), getNumHeads());
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding and loss
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::verify() {
+  RankedTensorType table = getTable().getType(), ids = getIds().getType();
+  SmallVector<int64_t> shape(ids.getShape());
+  shape.push_back(table.getShape().back());
+  return expectType(*this, "result", getType(), shape, table.getElementType(),
+                    "ids " + str(ids) + " looking up rows of table " +
+                        str(table));
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  RankedTensorType dy = getDy().getType(), ids = getIds().getType();
+  if (dy.getRank() != ids.getRank() + 1 ||
+      !shapesCompatible(dy.getShape().drop_back(), ids.getShape()))
+    return emitOpError() << "dy " << str(dy) << " must have the shape of ids "
+                         << str(ids) << " plus a trailing dim D";
+  int64_t v = static_cast<int64_t>(getNumEmbeddings());
+  return expectType(*this, "result", getType(), {v, dy.getShape().back()},
+                    dy.getElementType(),
+                    "num_embeddings = " + Twine(v) + " rows of the last dim of dy " +
+                        str(dy));
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  return verifyTargets(*this, getLogits().getType(), getTargets().getType());
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  return verifyTargets(*this, getLogits().getType(), getTargets().getType());
+}
+
+//===----------------------------------------------------------------------===//
+// Shape ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  RankedTensorType in = getX().getType(), out = getType();
+  if (!in.hasStaticShape() || !out.hasStaticShape() ||
+      in.getNumElements() == out.getNumElements())
+    return success();
+  return emitOpError() << "element counts differ: x " << str(in) << " has "
+                       << in.getNumElements() << ", result " << str(out)
+                       << " has " << out.getNumElements();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor) {
+  if (getX().getType() == getType())
+    return getX();
+  // reshape(reshape(x)) = reshape(x).
+  if (auto inner = getX().getDefiningOp<ReshapeOp>()) {
+    if (inner.getX().getType() == getType())
+      return inner.getX();
+    getXMutable().assign(inner.getX());
+    return getResult();
+  }
+  return {};
+}
+
+LogicalResult TransposeOp::verify() {
+  RankedTensorType in = getX().getType();
+  ArrayRef<int64_t> perm = getPerm();
+  if (static_cast<int64_t>(perm.size()) != in.getRank())
+    return emitOpError() << "perm " << str(perm) << " has " << perm.size()
+                         << " entries, x " << str(in) << " has rank "
+                         << in.getRank();
+  llvm::SmallBitVector seen(perm.size());
+  for (int64_t p : perm) {
+    if (p < 0 || p >= in.getRank() || seen.test(p))
+      return emitOpError() << "perm " << str(perm)
+                           << " is not a permutation of [0, " << in.getRank()
+                           << ")";
+    seen.set(p);
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm)
+    shape.push_back(in.getShape()[p]);
+  return expectType(*this, "result", getType(), shape, in.getElementType(),
+                    "x " + str(in) + " permuted by " + str(perm));
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  auto isIdentity = [](ArrayRef<int64_t> perm) {
+    for (auto [i, p] : llvm::enumerate(perm))
+      if (static_cast<int64_t>(i) != p)
+        return false;
+    return true;
+  };
+  if (isIdentity(getPerm()) && getX().getType() == getType())
+    return getX();
+  // transpose(transpose(x, p1), p2) = transpose(x, p1[p2[i]]).
+  if (auto inner = getX().getDefiningOp<TransposeOp>()) {
+    ArrayRef<int64_t> innerPerm = inner.getPerm();
+    SmallVector<int64_t> composed;
+    for (int64_t p : getPerm())
+      composed.push_back(innerPerm[p]);
+    if (isIdentity(composed) && inner.getX().getType() == getType())
+      return inner.getX();
+    getXMutable().assign(inner.getX());
+    setPerm(composed);
+    return getResult();
+  }
+  return {};
+}
+
+LogicalResult ArangeOp::verify() {
+  auto start = static_cast<int64_t>(getStart());
+  auto end = static_cast<int64_t>(getEnd());
+  if (start >= end)
+    return emitOpError() << "start " << start << " must be less than end "
+                         << end;
+  return expectType(*this, "result", getType(), {end - start},
+                    getType().getElementType(),
+                    "end - start = " + Twine(end - start));
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and gradient plumbing
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyReduction(Operation *op, Value x,
+                                     ArrayRef<int64_t> dims, bool keepdim,
+                                     Value result) {
+  FailureOr<SmallVector<int64_t>> shape =
+      reducedShape(op, x.getType(), dims, keepdim);
+  if (failed(shape))
+    return failure();
+  return expectType(op, "result", result.getType(), *shape,
+                    tensorType(x).getElementType(),
+                    "x " + str(x.getType()) + " reduced over dims " +
+                        str(dims) + (keepdim ? " with keepdim" : ""));
+}
+
+/// The gradient of a reduction: dy must be the result type reduced.
+static LogicalResult verifyReductionGrad(Operation *op, Value dy,
+                                         ArrayRef<int64_t> dims, bool keepdim,
+                                         Value result) {
+  FailureOr<SmallVector<int64_t>> shape =
+      reducedShape(op, result.getType(), dims, keepdim);
+  if (failed(shape))
+    return failure();
+  return expectType(op, "dy", dy.getType(), *shape,
+                    tensorType(dy).getElementType(),
+                    "the result " + str(result.getType()) +
+                        " reduced over dims " + str(dims) +
+                        (keepdim ? " with keepdim" : ""));
+}
+
+LogicalResult SumOp::verify() {
+  return verifyReduction(*this, getX(), getDims(), getKeepdim(), getResult());
+}
+LogicalResult MeanOp::verify() {
+  return verifyReduction(*this, getX(), getDims(), getKeepdim(), getResult());
+}
+LogicalResult SumGradOp::verify() {
+  return verifyReductionGrad(*this, getDy(), getDims(), getKeepdim(),
+                             getResult());
+}
+LogicalResult MeanGradOp::verify() {
+  return verifyReductionGrad(*this, getDy(), getDims(), getKeepdim(),
+                             getResult());
+}
+
+LogicalResult SumToOp::verify() {
+  if (broadcastsTo(getType().getShape(), getG().getType().getShape()))
+    return success();
+  return emitOpError() << "result " << str(getType())
+                       << " does not broadcast to g " << str(getG().getType());
+}
+
+OpFoldResult SumToOp::fold(FoldAdaptor) {
+  if (getG().getType() == getType())
+    return getG();
+  return {};
+}
