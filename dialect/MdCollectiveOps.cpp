@@ -1,4 +1,9 @@
 //===- MdCollectiveOps.cpp - md collective ops -------------------------------------===//
+//
+// Verifiers, the CollectiveOpInterface (bytes on the wire with nccl-tests'
+// ring conventions) and the canonicalizations of md's collectives.
+//
+//===----------------------------------------------------------------------===//
 
 #include "dialect/MdAsmUtils.h"
 #include "dialect/MdOps.h"
@@ -12,3 +17,300 @@ using namespace md;
 
 #define GET_OP_CLASSES
 #include "dialect/MdCollectiveOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Shared verification
+//===----------------------------------------------------------------------===//
+
+/// The number of ranks of `group` seen from `op` when it is statically known
+/// (and sane; a bad mesh is reported by md.model's own verifier).
+static std::optional<int64_t> knownGroupSize(Operation *op, Group group) {
+  std::optional<int64_t> n = getStaticGroupSize(op, group);
+  if (n && *n < 1)
+    return std::nullopt;
+  return n;
+}
+
+/// What every collective must satisfy.
+static LogicalResult verifyCollective(Operation *op) {
+  if (op->getDiscardableAttr("rank0_only"))
+    return op->emitOpError("a collective cannot be rank0_only: the other "
+                           "ranks would never join it");
+  return success();
+}
+
+static std::string formatDim(int64_t dim) {
+  return ShapedType::isDynamic(dim) ? std::string("?") : std::to_string(dim);
+}
+
+/// All-gather (`scatter` false) and reduce-scatter (`scatter` true) relate a
+/// per-rank shard to a full buffer n times as long along `axis`: the shard is
+/// the input of an all-gather and the result of a reduce-scatter.
+static LogicalResult verifyShardedPair(Operation *op, bool scatter,
+                                       RankedTensorType input,
+                                       RankedTensorType result, int64_t axis,
+                                       Group group) {
+  StringRef opName = scatter ? "reduce_scatter" : "all_gather";
+  StringRef verb = scatter ? "scattered" : "gathered";
+  StringRef shardName = scatter ? "result" : "input";
+  StringRef fullName = scatter ? "input" : "result";
+  RankedTensorType shard = scatter ? result : input;
+  RankedTensorType full = scatter ? input : result;
+  if (input.getElementType() != result.getElementType())
+    return op->emitOpError("result element type ")
+           << result.getElementType() << " differs from input element type "
+           << input.getElementType();
+  if (input.getRank() != result.getRank())
+    return op->emitOpError("result rank ")
+           << result.getRank() << " differs from input rank "
+           << input.getRank();
+  int64_t rank = input.getRank();
+  if (axis >= rank)
+    return op->emitOpError("axis ")
+           << axis << " is out of range for a rank-" << rank << " tensor";
+  if (!shard.hasStaticShape())
+    return op->emitOpError()
+           << shardName << " shape " << formatShape(shard.getShape())
+           << " must be static: it is this rank's shard";
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == axis || input.getDimSize(d) == result.getDimSize(d))
+      continue;
+    return op->emitOpError("dim ")
+           << d << " differs between input (" << formatDim(input.getDimSize(d))
+           << ") and result (" << formatDim(result.getDimSize(d))
+           << "): only axis " << axis << " is " << verb;
+  }
+
+  int64_t shardDim = shard.getDimSize(axis);
+  int64_t fullDim = full.getDimSize(axis);
+  bool fullStatic = !ShapedType::isDynamic(fullDim);
+  if (std::optional<int64_t> n = knownGroupSize(op, group)) {
+    // reduce_scatter: say first that the full buffer does not split evenly.
+    if (scatter && fullStatic && fullDim % *n != 0)
+      return op->emitOpError()
+             << opName << " of " << fullDim << " elements along axis "
+             << axis << " is not divisible by group size " << *n;
+    if (fullStatic && fullDim == *n * shardDim)
+      return success();
+    if (scatter && fullStatic)
+      return op->emitOpError()
+             << shardName << " dim " << axis << " must be " << fullName
+             << " dim " << fullDim << " / group size " << *n << " = "
+             << fullDim / *n << ", got " << shardDim;
+    return op->emitOpError()
+           << fullName << " dim " << axis << " must be group size " << *n
+           << " x " << shardName << " dim " << shardDim << " = "
+           << *n * shardDim << ", got " << formatDim(fullDim);
+  }
+  // Symbolic group size: the full dim, when static, is a positive multiple of
+  // the shard dim (0 for an empty shard).
+  if (fullStatic &&
+      (shardDim == 0 ? fullDim != 0
+                     : (fullDim < shardDim || fullDim % shardDim != 0)))
+    return op->emitOpError()
+           << fullName << " dim " << axis << " must be a multiple of "
+           << shardName << " dim " << shardDim
+           << " (the group size times it), got " << fullDim;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Canonicalization patterns
+//===----------------------------------------------------------------------===//
+//
+// Both rewrites are decided from facts every rank of an SPMD program shares:
+// the group size pinned by md.model and the static tensor type, which is the
+// same on every rank. So either every rank of the group drops the collective
+// or none does, and no rank is left waiting for a peer that will never join.
+
+namespace {
+/// A collective over a group of statically one rank moves nothing: its result
+/// is its operand (sum/avg/max/min/prod of one value is the value; the only
+/// shard is the whole buffer; the root is the only rank).
+template <typename OpT>
+struct ForwardSingleRankCollective : OpRewritePattern<OpT> {
+  using OpRewritePattern<OpT>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpT op,
+                                PatternRewriter &rewriter) const override {
+    if (knownGroupSize(op, op.getGroup()) != 1)
+      return rewriter.notifyMatchFailure(op, "group size is not statically 1");
+    if (op.getInput().getType() != op.getResult().getType())
+      return rewriter.notifyMatchFailure(op, "types differ");
+    rewriter.replaceOp(op, op.getInput());
+    return success();
+  }
+};
+
+/// A barrier over a group of statically one rank waits for nobody.
+struct EraseSingleRankBarrier : OpRewritePattern<BarrierOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(BarrierOp op,
+                                PatternRewriter &rewriter) const override {
+    if (knownGroupSize(op, op.getGroup()) != 1)
+      return rewriter.notifyMatchFailure(op, "group size is not statically 1");
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+/// An all-reduce or broadcast of a tensor with no elements moves nothing.
+template <typename OpT>
+struct ForwardEmptyCollective : OpRewritePattern<OpT> {
+  using OpRewritePattern<OpT>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpT op,
+                                PatternRewriter &rewriter) const override {
+    auto type = cast<RankedTensorType>(op.getInput().getType());
+    if (!llvm::is_contained(type.getShape(), 0))
+      return rewriter.notifyMatchFailure(op, "tensor has elements");
+    rewriter.replaceOp(op, op.getInput());
+    return success();
+  }
+};
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// AllGatherOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllGatherOp::verify() {
+  if (failed(verifyCollective(*this)))
+    return failure();
+  auto input = cast<RankedTensorType>(getInput().getType());
+  auto result = cast<RankedTensorType>(getResult().getType());
+  return verifyShardedPair(*this, /*scatter=*/false, input, result,
+                           static_cast<int64_t>(getAxis()), getGroup());
+}
+
+std::optional<ReductionKind> AllGatherOp::getReduction() {
+  return std::nullopt;
+}
+
+int64_t AllGatherOp::getFullBytes(int64_t groupSize) {
+  return std::max<int64_t>(groupSize, 0) * getTensorBytes(getInput().getType());
+}
+
+int64_t AllGatherOp::getBytesSent(int64_t groupSize) {
+  if (groupSize <= 1)
+    return 0;
+  // (n - 1)/n of the n x shard bytes gathered.
+  return (groupSize - 1) * getTensorBytes(getInput().getType());
+}
+
+void AllGatherOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                              MLIRContext *context) {
+  results.add<ForwardSingleRankCollective<AllGatherOp>>(context);
+}
+
+//===----------------------------------------------------------------------===//
+// ReduceScatterOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReduceScatterOp::verify() {
+  if (failed(verifyCollective(*this)))
+    return failure();
+  auto input = cast<RankedTensorType>(getInput().getType());
+  auto result = cast<RankedTensorType>(getResult().getType());
+  return verifyShardedPair(*this, /*scatter=*/true, input, result,
+                           static_cast<int64_t>(getAxis()), getGroup());
+}
+
+std::optional<ReductionKind> ReduceScatterOp::getReduction() {
+  return getReductionKind();
+}
+
+int64_t ReduceScatterOp::getFullBytes(int64_t groupSize) {
+  return std::max<int64_t>(groupSize, 0) *
+         getTensorBytes(getResult().getType());
+}
+
+int64_t ReduceScatterOp::getBytesSent(int64_t groupSize) {
+  if (groupSize <= 1)
+    return 0;
+  // (n - 1)/n of the n x shard bytes reduced.
+  return (groupSize - 1) * getTensorBytes(getResult().getType());
+}
+
+void ReduceScatterOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                                  MLIRContext *context) {
+  results.add<ForwardSingleRankCollective<ReduceScatterOp>>(context);
+}
+
+//===----------------------------------------------------------------------===//
+// AllReduceOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllReduceOp::verify() { return verifyCollective(*this); }
+
+std::optional<ReductionKind> AllReduceOp::getReduction() {
+  return getReductionKind();
+}
+
+int64_t AllReduceOp::getFullBytes(int64_t) {
+  return getTensorBytes(getInput().getType());
+}
+
+int64_t AllReduceOp::getBytesSent(int64_t groupSize) {
+  if (groupSize <= 1)
+    return 0;
+  // 2(n - 1)/n of the buffer; multiply before dividing.
+  return 2 * (groupSize - 1) * getTensorBytes(getInput().getType()) /
+         groupSize;
+}
+
+void AllReduceOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                              MLIRContext *context) {
+  results.add<ForwardSingleRankCollective<AllReduceOp>,
+              ForwardEmptyCollective<AllReduceOp>>(context);
+}
+
+//===----------------------------------------------------------------------===//
+// BroadcastOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult BroadcastOp::verify() {
+  if (failed(verifyCollective(*this)))
+    return failure();
+  if (std::optional<int64_t> n = knownGroupSize(*this, getGroup()))
+    if (static_cast<int64_t>(getRoot()) >= *n)
+      return emitOpError("root ")
+             << getRoot() << " is out of range for group "
+             << stringifyGroup(getGroup()) << " of size " << *n;
+  return success();
+}
+
+std::optional<ReductionKind> BroadcastOp::getReduction() {
+  return std::nullopt;
+}
+
+int64_t BroadcastOp::getFullBytes(int64_t) {
+  return getTensorBytes(getInput().getType());
+}
+
+int64_t BroadcastOp::getBytesSent(int64_t groupSize) {
+  if (groupSize <= 1)
+    return 0;
+  return getTensorBytes(getInput().getType());
+}
+
+void BroadcastOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                              MLIRContext *context) {
+  results.add<ForwardSingleRankCollective<BroadcastOp>,
+              ForwardEmptyCollective<BroadcastOp>>(context);
+}
+
+//===----------------------------------------------------------------------===//
+// BarrierOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult BarrierOp::verify() { return verifyCollective(*this); }
+
+std::optional<ReductionKind> BarrierOp::getReduction() { return std::nullopt; }
+
+int64_t BarrierOp::getFullBytes(int64_t) { return 0; }
+
+int64_t BarrierOp::getBytesSent(int64_t) { return 0; }
+
+void BarrierOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                            MLIRContext *context) {
+  results.add<EraseSingleRankBarrier>(context);
+}
