@@ -232,7 +232,7 @@ SGDUpdateOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
 }
 
 ParseResult SGDUpdateOp::parse(OpAsmParser &parser, OperationState &result) {
-  OpAsmParser::UnresolvedOperand param, grad, buffer, lr;
+  OpAsmParser::UnresolvedOperand param, grad, buffer, lr, step;
   bool hasBuffer = false;
   if (parser.parseOperand(param) || parser.parseComma() ||
       parser.parseOperand(grad))
@@ -242,7 +242,8 @@ ParseResult SGDUpdateOp::parse(OpAsmParser &parser, OperationState &result) {
       return failure();
     hasBuffer = true;
   }
-  if (parser.parseComma() || parser.parseOperand(lr) ||
+  if (parser.parseComma() || parser.parseOperand(lr) || parser.parseComma() ||
+      parser.parseOperand(step) ||
       parseOptionalKeywordF64(parser, result, "momentum",
                               getMomentumAttrName(result.name)) ||
       parseOptionalKeywordF64(parser, result, "dampening",
@@ -282,6 +283,8 @@ ParseResult SGDUpdateOp::parse(OpAsmParser &parser, OperationState &result) {
       (hasBuffer &&
        parser.resolveOperand(buffer, bufferType, result.operands)) ||
       parser.resolveOperand(lr, parser.getBuilder().getF32Type(),
+                            result.operands) ||
+      parser.resolveOperand(step, parser.getBuilder().getI64Type(),
                             result.operands))
     return failure();
   result.addTypes(paramType);
@@ -294,7 +297,7 @@ void SGDUpdateOp::print(OpAsmPrinter &p) {
   p << ' ' << getParam() << ", " << getGrad();
   if (Value buffer = getMomentumBuffer())
     p << " momentum_buffer " << buffer;
-  p << ", " << getLr();
+  p << ", " << getLr() << ", " << getStep();
   // Zero is the default of each and is left out.
   if (!getMomentum().isPosZero())
     printF64(p, "momentum", getMomentum());

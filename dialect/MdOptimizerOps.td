@@ -77,18 +77,15 @@ def MD_SGDUpdateOp : MD_Op<"sgd_update", [Pure, InferTypeOpAdaptor]> {
     ```
     g = g + weight_decay * param                  // when weight_decay != 0
     // with momentum > 0:
-    buf' = momentum * buf + (1 - dampening) * g
+    buf' = step == 1 ? g : momentum * buf + (1 - dampening) * g
     g    = nesterov ? g + momentum * buf' : buf'
     param' = param - lr * g
     ```
 
     `param'` is rounded to the element type of `param`. The momentum buffer
     is an operand (and `buf'` a result) exactly when `momentum > 0`; it has
-    the shape of `param` and is f32. PyTorch sets `buf' = g` on the first
-    step; the recurrence gives the same from a zero-initialised buffer when
-    `dampening = 0`. With `dampening != 0` PyTorch's first step is undamped,
-    which this op cannot express (it does not know the step): from a zero
-    buffer it gives `buf' = (1 - dampening) * g`.
+    the shape of `param` and is f32. `step` is the 1-based optimizer step: as
+    in PyTorch, the first step sets `buf' = g` without dampening.
 
     `momentum`, `dampening` and `weight_decay` default to 0 and are printed
     only when non-zero. `nesterov` needs `momentum > 0` and `dampening = 0`,
@@ -97,15 +94,15 @@ def MD_SGDUpdateOp : MD_Op<"sgd_update", [Pure, InferTypeOpAdaptor]> {
     follows from `param`.
 
     ```mlir
-    %p2 = md.sgd_update %p, %g, %lr : tensor<64x32xf32>, tensor<64x32xf32>
-    %p3, %b3 = md.sgd_update %p, %g momentum_buffer %b, %lr
+    %p2 = md.sgd_update %p, %g, %lr, %step : tensor<64x32xf32>, tensor<64x32xf32>
+    %p3, %b3 = md.sgd_update %p, %g momentum_buffer %b, %lr, %step
         momentum 0.9 weight_decay 1.0e-04 nesterov
         : tensor<64x32xf32>, tensor<64x32xbf16>
     ```
   }];
   let arguments = (ins MD_FloatTensor:$param, MD_FloatTensor:$grad,
                        Optional<MD_FloatTensor>:$momentum_buffer, F32:$lr,
-                       F64Attr:$momentum, F64Attr:$dampening,
+                       I64:$step, F64Attr:$momentum, F64Attr:$dampening,
                        F64Attr:$weight_decay, UnitAttr:$nesterov);
   let results = (outs MD_FloatTensor:$new_param,
                       Optional<MD_FloatTensor>:$new_momentum_buffer);

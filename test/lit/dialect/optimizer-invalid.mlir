@@ -64,81 +64,81 @@ func.func @adamw_update_int_grad(%p: tensor<8xf32>, %g: tensor<8xi32>, %m: tenso
 
 // -----
 
-func.func @sgd_update_grad_shape(%p: tensor<8xf32>, %g: tensor<16xf32>, %lr: f32) {
+func.func @sgd_update_grad_shape(%p: tensor<8xf32>, %g: tensor<16xf32>, %lr: f32, %s: i64) {
   // expected-error @+1 {{'md.sgd_update' op grad shape 16 does not match param shape 8}}
-  %p2 = md.sgd_update %p, %g, %lr : tensor<8xf32>, tensor<16xf32>
+  %p2 = md.sgd_update %p, %g, %lr, %s : tensor<8xf32>, tensor<16xf32>
   return
 }
 
 // -----
 
-func.func @sgd_update_momentum_negative(%p: tensor<8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>, %lr: f32) {
+func.func @sgd_update_momentum_negative(%p: tensor<8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>, %lr: f32, %s: i64) {
   // expected-error @+1 {{'md.sgd_update' op momentum must be >= 0, got -0.9}}
-  %p2, %b2 = md.sgd_update %p, %g momentum_buffer %b, %lr momentum -0.9 : tensor<8xf32>, tensor<8xf32>
+  %p2, %b2 = md.sgd_update %p, %g momentum_buffer %b, %lr, %s momentum -0.9 : tensor<8xf32>, tensor<8xf32>
   return
 }
 
 // -----
 
-func.func @sgd_update_weight_decay_negative(%p: tensor<8xf32>, %g: tensor<8xf32>, %lr: f32) {
+func.func @sgd_update_weight_decay_negative(%p: tensor<8xf32>, %g: tensor<8xf32>, %lr: f32, %s: i64) {
   // expected-error @+1 {{'md.sgd_update' op weight_decay must be >= 0, got -0.0001}}
-  %p2 = md.sgd_update %p, %g, %lr weight_decay -1.0e-4 : tensor<8xf32>, tensor<8xf32>
+  %p2 = md.sgd_update %p, %g, %lr, %s weight_decay -1.0e-4 : tensor<8xf32>, tensor<8xf32>
   return
 }
 
 // -----
 
-func.func @sgd_update_nesterov_without_momentum(%p: tensor<8xf32>, %g: tensor<8xf32>, %lr: f32) {
+func.func @sgd_update_nesterov_without_momentum(%p: tensor<8xf32>, %g: tensor<8xf32>, %lr: f32, %s: i64) {
   // expected-error @+1 {{'md.sgd_update' op nesterov needs momentum > 0 and dampening = 0, got momentum 0 and dampening 0}}
-  %p2 = md.sgd_update %p, %g, %lr nesterov : tensor<8xf32>, tensor<8xf32>
+  %p2 = md.sgd_update %p, %g, %lr, %s nesterov : tensor<8xf32>, tensor<8xf32>
   return
 }
 
 // -----
 
-func.func @sgd_update_nesterov_with_dampening(%p: tensor<8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>, %lr: f32) {
+func.func @sgd_update_nesterov_with_dampening(%p: tensor<8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>, %lr: f32, %s: i64) {
   // expected-error @+1 {{'md.sgd_update' op nesterov needs momentum > 0 and dampening = 0, got momentum 0.9 and dampening 0.1}}
-  %p2, %b2 = md.sgd_update %p, %g momentum_buffer %b, %lr momentum 0.9 dampening 0.1 nesterov : tensor<8xf32>, tensor<8xf32>
+  %p2, %b2 = md.sgd_update %p, %g momentum_buffer %b, %lr, %s momentum 0.9 dampening 0.1 nesterov : tensor<8xf32>, tensor<8xf32>
   return
 }
 
 // -----
 
-func.func @sgd_update_momentum_without_buffer(%p: tensor<8xf32>, %g: tensor<8xf32>, %lr: f32) {
+func.func @sgd_update_momentum_without_buffer(%p: tensor<8xf32>, %g: tensor<8xf32>, %lr: f32, %s: i64) {
   // expected-error @+1 {{'md.sgd_update' op with momentum 0.9 needs a momentum_buffer operand}}
-  %p2 = md.sgd_update %p, %g, %lr momentum 0.9 : tensor<8xf32>, tensor<8xf32>
+  %p2 = md.sgd_update %p, %g, %lr, %s momentum 0.9 : tensor<8xf32>, tensor<8xf32>
   return
 }
 
 // -----
 
-func.func @sgd_update_buffer_without_momentum(%p: tensor<8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>, %lr: f32) {
+func.func @sgd_update_buffer_without_momentum(%p: tensor<8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>, %lr: f32, %s: i64) {
   // expected-error @+1 {{'md.sgd_update' op has a momentum_buffer but momentum is 0; plain SGD keeps no buffer}}
-  %p2, %b2 = md.sgd_update %p, %g momentum_buffer %b, %lr : tensor<8xf32>, tensor<8xf32>
+  %p2, %b2 = md.sgd_update %p, %g momentum_buffer %b, %lr, %s : tensor<8xf32>, tensor<8xf32>
   return
 }
 
 // -----
 
-func.func @sgd_update_buffer_shape(%p: tensor<8xf32>, %g: tensor<8xf32>, %b: tensor<2x4xf32>, %lr: f32) {
+func.func @sgd_update_buffer_shape(%p: tensor<8xf32>, %g: tensor<8xf32>, %b: tensor<2x4xf32>, %lr: f32, %s: i64) {
   // expected-error @+1 {{'md.sgd_update' op momentum_buffer shape 2x4 does not match param shape 8}}
-  %p2, %b2 = md.sgd_update %p, %g momentum_buffer %b, %lr momentum 0.9 : tensor<8xf32>, tensor<8xf32>, tensor<2x4xf32>
+  %p2, %b2 = md.sgd_update %p, %g momentum_buffer %b, %lr, %s momentum 0.9 : tensor<8xf32>, tensor<8xf32>, tensor<2x4xf32>
   return
 }
 
 // -----
 
-func.func @sgd_update_buffer_not_f32(%p: tensor<8xf32>, %g: tensor<8xf32>, %b: tensor<8xf16>, %lr: f32) {
+func.func @sgd_update_buffer_not_f32(%p: tensor<8xf32>, %g: tensor<8xf32>, %b: tensor<8xf16>, %lr: f32, %s: i64) {
   // expected-error @+1 {{'md.sgd_update' op momentum_buffer must be f32 (optimizer state is kept in f32), got 'f16'}}
-  %p2, %b2 = md.sgd_update %p, %g momentum_buffer %b, %lr momentum 0.9 : tensor<8xf32>, tensor<8xf32>, tensor<8xf16>
+  %p2, %b2 = md.sgd_update %p, %g momentum_buffer %b, %lr, %s momentum 0.9 : tensor<8xf32>, tensor<8xf32>, tensor<8xf16>
   return
 }
 
 // -----
 
-func.func @sgd_update_buffer_type_without_buffer(%p: tensor<8xf32>, %g: tensor<8xf32>, %lr: f32) {
+func.func @sgd_update_buffer_type_without_buffer(%p: tensor<8xf32>, %g: tensor<8xf32>, %lr: f32, %s: i64) {
   // expected-error @+1 {{a third type is the momentum buffer's, but there is no momentum_buffer operand}}
-  %p2 = md.sgd_update %p, %g, %lr : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+  %p2 = md.sgd_update %p, %g, %lr, %s : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
   return
 }
 

@@ -25,36 +25,36 @@ func.func @adamw_update_bf16_param(%p: tensor<4x8xbf16>, %g: tensor<4x8xf32>, %m
 }
 
 // CHECK-LABEL: func.func @sgd_update_plain
-// CHECK-SAME: (%[[P:.*]]: tensor<64x32xf32>, %[[G:.*]]: tensor<64x32xf32>, %[[LR:.*]]: f32)
-func.func @sgd_update_plain(%p: tensor<64x32xf32>, %g: tensor<64x32xf32>, %lr: f32) -> tensor<64x32xf32> {
-  // CHECK: %{{.*}} = md.sgd_update %[[P]], %[[G]], %[[LR]] : tensor<64x32xf32>, tensor<64x32xf32>{{$}}
-  %p2 = md.sgd_update %p, %g, %lr : tensor<64x32xf32>, tensor<64x32xf32>
+// CHECK-SAME: (%[[P:.*]]: tensor<64x32xf32>, %[[G:.*]]: tensor<64x32xf32>, %[[LR:.*]]: f32, %{{.*}}: i64)
+func.func @sgd_update_plain(%p: tensor<64x32xf32>, %g: tensor<64x32xf32>, %lr: f32, %s: i64) -> tensor<64x32xf32> {
+  // CHECK: %{{.*}} = md.sgd_update %[[P]], %[[G]], %[[LR]], %{{.*}} : tensor<64x32xf32>, tensor<64x32xf32>{{$}}
+  %p2 = md.sgd_update %p, %g, %lr, %s : tensor<64x32xf32>, tensor<64x32xf32>
   return %p2 : tensor<64x32xf32>
 }
 
 // Zero hyper-parameters are the defaults and are left out when printed.
 // CHECK-LABEL: func.func @sgd_update_weight_decay
-func.func @sgd_update_weight_decay(%p: tensor<8xf32>, %g: tensor<8xbf16>, %lr: f32) -> tensor<8xf32> {
-  // CHECK: md.sgd_update %{{.*}}, %{{.*}}, %{{.*}} weight_decay 0.01 : tensor<8xf32>, tensor<8xbf16>{{$}}
-  %p2 = md.sgd_update %p, %g, %lr momentum 0.0 dampening 0.0 weight_decay 0.01 : tensor<8xf32>, tensor<8xbf16>
+func.func @sgd_update_weight_decay(%p: tensor<8xf32>, %g: tensor<8xbf16>, %lr: f32, %s: i64) -> tensor<8xf32> {
+  // CHECK: md.sgd_update %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} weight_decay 0.01 : tensor<8xf32>, tensor<8xbf16>{{$}}
+  %p2 = md.sgd_update %p, %g, %lr, %s momentum 0.0 dampening 0.0 weight_decay 0.01 : tensor<8xf32>, tensor<8xbf16>
   return %p2 : tensor<8xf32>
 }
 
 // CHECK-LABEL: func.func @sgd_update_momentum
-// CHECK-SAME: (%[[P:.*]]: tensor<8xf32>, %[[G:.*]]: tensor<8xf32>, %[[B:.*]]: tensor<8xf32>, %[[LR:.*]]: f32)
-func.func @sgd_update_momentum(%p: tensor<8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>, %lr: f32)
+// CHECK-SAME: (%[[P:.*]]: tensor<8xf32>, %[[G:.*]]: tensor<8xf32>, %[[B:.*]]: tensor<8xf32>, %[[LR:.*]]: f32, %{{.*}}: i64)
+func.func @sgd_update_momentum(%p: tensor<8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>, %lr: f32, %s: i64)
     -> (tensor<8xf32>, tensor<8xf32>) {
-  // CHECK: %{{.*}}, %{{.*}} = md.sgd_update %[[P]], %[[G]] momentum_buffer %[[B]], %[[LR]] momentum 0.9 dampening 0.1 : tensor<8xf32>, tensor<8xf32>{{$}}
-  %p2, %b2 = md.sgd_update %p, %g momentum_buffer %b, %lr momentum 0.9 dampening 0.1
+  // CHECK: %{{.*}}, %{{.*}} = md.sgd_update %[[P]], %[[G]] momentum_buffer %[[B]], %[[LR]], %{{.*}} momentum 0.9 dampening 0.1 : tensor<8xf32>, tensor<8xf32>{{$}}
+  %p2, %b2 = md.sgd_update %p, %g momentum_buffer %b, %lr, %s momentum 0.9 dampening 0.1
       : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
   return %p2, %b2 : tensor<8xf32>, tensor<8xf32>
 }
 
 // CHECK-LABEL: func.func @sgd_update_nesterov
-func.func @sgd_update_nesterov(%p: tensor<64x32xf32>, %g: tensor<64x32xbf16>, %b: tensor<64x32xf32>, %lr: f32)
+func.func @sgd_update_nesterov(%p: tensor<64x32xf32>, %g: tensor<64x32xbf16>, %b: tensor<64x32xf32>, %lr: f32, %s: i64)
     -> (tensor<64x32xf32>, tensor<64x32xf32>) {
-  // CHECK: md.sgd_update %{{.*}}, %{{.*}} momentum_buffer %{{.*}}, %{{.*}} momentum 0.9 weight_decay 0.0001 nesterov : tensor<64x32xf32>, tensor<64x32xbf16>{{$}}
-  %p2, %b2 = md.sgd_update %p, %g momentum_buffer %b, %lr momentum 0.9 weight_decay 1.0e-4 nesterov
+  // CHECK: md.sgd_update %{{.*}}, %{{.*}} momentum_buffer %{{.*}}, %{{.*}}, %{{.*}} momentum 0.9 weight_decay 0.0001 nesterov : tensor<64x32xf32>, tensor<64x32xbf16>{{$}}
+  %p2, %b2 = md.sgd_update %p, %g momentum_buffer %b, %lr, %s momentum 0.9 weight_decay 1.0e-4 nesterov
       : tensor<64x32xf32>, tensor<64x32xbf16>
   return %p2, %b2 : tensor<64x32xf32>, tensor<64x32xf32>
 }
