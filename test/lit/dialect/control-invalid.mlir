@@ -172,3 +172,83 @@ func.func @evaluate_result_not_scalar() {
   %v = md.evaluate @forward(#md.data<synthetic, "">) : tensor<2xf32>
   return
 }
+
+// -----
+
+func.func @rank_not_i64() {
+  // expected-error @+1 {{'md.rank' op result #0 must be 64-bit signless integer, but got 'i32'}}
+  %r = md.rank : i32
+  return
+}
+
+// -----
+
+func.func @local_rank_not_i64() {
+  // expected-error @+1 {{'md.local_rank' op result #0 must be 64-bit signless integer, but got 'i16'}}
+  %r = md.local_rank : i16
+  return
+}
+
+// -----
+
+func.func @world_size_not_i64() {
+  // expected-error @+1 {{'md.world_size' op result #0 must be 64-bit signless integer, but got 'i32'}}
+  %w = md.world_size : i32
+  return
+}
+
+// -----
+
+func.func @step_not_i64() {
+  // expected-error @+1 {{'md.step' op result #0 must be 64-bit signless integer, but got 'i8'}}
+  %s = md.step : i8
+  return
+}
+
+// -----
+
+func.func @epoch_not_i64() {
+  // expected-error @+1 {{'md.epoch' op result #0 must be 64-bit signless integer, but got 'i1'}}
+  %e = md.epoch : i1
+  return
+}
+
+// -----
+
+func.func @wall_time_not_f64() {
+  // expected-error @+1 {{'md.wall_time' op result #0 must be 64-bit float, but got 'f32'}}
+  %t = md.wall_time : f32
+  return
+}
+
+// -----
+
+func.func @file_exists_not_i1() {
+  // expected-error @+1 {{'md.file_exists' op result #0 must be 1-bit signless integer, but got 'i64'}}
+  %e = md.file_exists "STOP" : i64
+  return
+}
+
+// -----
+
+func.func @exit_reason_not_a_string() {
+  // expected-error @+1 {{invalid properties {reason = 3 : i64} for op md.exit: Invalid attribute `reason` in property conversion: 3 : i64}}
+  "md.exit"() <{reason = 3 : i64}> : () -> ()
+  return
+}
+
+// -----
+
+func.func @log_tag_not_a_string() {
+  // expected-error @+1 {{invalid properties {tag = 1 : i64} for op md.log: Invalid attribute `tag` in property conversion: 1 : i64}}
+  "md.log"() <{tag = 1 : i64}> : () -> ()
+  return
+}
+
+// -----
+
+func.func @print_without_message() {
+  // expected-error @+1 {{'md.print' op requires attribute 'message'}}
+  "md.print"() : () -> ()
+  return
+}
