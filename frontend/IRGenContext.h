@@ -1,0 +1,67 @@
+//===- IRGenContext.h - state shared by the IR generators -------*- C++ -*-===//
+//
+// IRGen.cpp emits the model (params, blocks, forward); IRGenRecipe.cpp emits
+// the recipe (md.train and its hooks); Plans.cpp resolves plans and presets
+// into the `#md.plan` attribute. They share this context and these entry
+// points.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MD_FRONTEND_IRGENCONTEXT_H
+#define MD_FRONTEND_IRGENCONTEXT_H
+
+#include "frontend/AST.h"
+#include "frontend/Diagnostics.h"
+
+#include "mlir/IR/Attributes.h"
+#include "mlir/IR/Location.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/LLVM.h"
+
+namespace md {
+class ModelOp;
+} // namespace md
+
+namespace md::frontend {
+
+class IRGenContext {
+public:
+  IRGenContext(mlir::MLIRContext &context, Diagnostics &diags)
+      : context(context), diags(diags) {}
+
+  /// A FileLineColLoc for `loc` in the .mdl file (UnknownLoc if invalid).
+  mlir::Location getLoc(llvm::SMLoc loc) {
+    if (!loc.isValid())
+      return mlir::UnknownLoc::get(&context);
+    llvm::SourceMgr &sm = diags.getSourceMgr();
+    unsigned buffer = sm.FindBufferContainingLoc(loc);
+    if (!buffer)
+      return mlir::UnknownLoc::get(&context);
+    auto [line, col] = sm.getLineAndColumn(loc, buffer);
+    llvm::StringRef file = sm.getMemoryBuffer(buffer)->getBufferIdentifier();
+    return mlir::FileLineColLoc::get(&context, file, line, col);
+  }
+
+  mlir::MLIRContext &context;
+  Diagnostics &diags;
+};
+
+/// Emits `md.train` for `train` at the end of `model`'s body; the forward it
+/// trains is the model's `md.forward`. Reports errors and returns failure
+/// when the recipe is invalid.
+mlir::LogicalResult emitTrain(const TrainDecl &train, md::ModelOp model,
+                              IRGenContext &ctx);
+
+/// Checks every plan the file declares (options, values, `extends`), whether
+/// or not it is selected, reporting all errors.
+mlir::LogicalResult checkPlans(const Module &module, IRGenContext &ctx);
+
+/// Resolves `name` — a plan of the file, else a built-in preset — to the
+/// `#md.plan` attribute. An unknown name is an error listing the valid ones.
+mlir::FailureOr<mlir::Attribute> resolvePlan(const Module &module,
+                                             llvm::StringRef name,
+                                             IRGenContext &ctx);
+
+} // namespace md::frontend
+
+#endif // MD_FRONTEND_IRGENCONTEXT_H
