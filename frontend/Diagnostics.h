@@ -24,13 +24,13 @@ public:
 
   void error(llvm::SMLoc loc, const llvm::Twine &message) {
     ++numErrors;
-    sourceMgr.PrintMessage(os, loc, llvm::SourceMgr::DK_Error, message);
+    print(loc, llvm::SourceMgr::DK_Error, message);
   }
   void warning(llvm::SMLoc loc, const llvm::Twine &message) {
-    sourceMgr.PrintMessage(os, loc, llvm::SourceMgr::DK_Warning, message);
+    print(loc, llvm::SourceMgr::DK_Warning, message);
   }
   void note(llvm::SMLoc loc, const llvm::Twine &message) {
-    sourceMgr.PrintMessage(os, loc, llvm::SourceMgr::DK_Note, message);
+    print(loc, llvm::SourceMgr::DK_Note, message);
   }
 
   unsigned getNumErrors() const { return numErrors; }
@@ -38,6 +38,16 @@ public:
   llvm::SourceMgr &getSourceMgr() { return sourceMgr; }
 
 private:
+  /// A message without a location (about the command line: `--plan x`)
+  /// reads `error: message` rather than `<unknown>:0: error: message`.
+  void print(llvm::SMLoc loc, llvm::SourceMgr::DiagKind kind,
+             const llvm::Twine &message) {
+    if (loc.isValid())
+      sourceMgr.PrintMessage(os, loc, kind, message);
+    else
+      llvm::SMDiagnostic("", kind, message.str()).print(nullptr, os);
+  }
+
   llvm::SourceMgr &sourceMgr;
   llvm::raw_ostream &os;
   unsigned numErrors = 0;
