@@ -2488,20 +2488,24 @@ mlir::OwningOpRef<mlir::ModuleOp> ModelGen::run() {
     genModelForward(*root, *model);
   }
 
+  // The plan generator checks `blocks(h)` against this model and a
+  // single-rank plan against the pinned world size: both come first.
+  ctx.modelDecl = model;
+  ctx.modelOp = modelOp ? modelOp.getOperation() : nullptr;
+  if (modelOp && options.worldSize) {
+    if (*options.worldSize <= 0)
+      error(SMLoc(), "--world-size must be positive, got " +
+                         Twine(*options.worldSize));
+    else
+      modelOp.setWorldSizeAttr(b.getI64IntegerAttr(*options.worldSize));
+  }
   (void)checkPlans(module, ctx);
   if (modelOp) {
     if (!options.plan.empty()) {
       mlir::FailureOr<mlir::Attribute> plan =
           resolvePlan(module, options.plan, ctx);
       if (succeeded(plan))
-        modelOp->setAttr("plan", *plan);
-    }
-    if (options.worldSize) {
-      if (*options.worldSize <= 0)
-        error(SMLoc(), "--world-size must be positive, got " +
-                           Twine(*options.worldSize));
-      else
-        modelOp.setWorldSizeAttr(b.getI64IntegerAttr(*options.worldSize));
+        modelOp->setAttr(modelOp.getPlanAttrName(), *plan);
     }
     if (!module.trains.empty() && forwardOp)
       (void)emitTrain(module.trains.front(), modelOp, ctx);
