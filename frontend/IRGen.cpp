@@ -560,11 +560,14 @@ void ModelGen::checkDeclarations() {
   }
   checkRecursion();
 
+  // Reported once, at the second train, however many there are.
   if (module.trains.size() > 1) {
-    for (size_t k = 1; k < module.trains.size(); ++k) {
-      error(module.trains[k].loc, "a file has at most one 'train'");
-      note(module.trains[0].loc, "the first 'train' is here");
-    }
+    std::string count =
+        module.trains.size() > 2
+            ? " (it has " + std::to_string(module.trains.size()) + ")"
+            : std::string();
+    error(module.trains[1].loc, "a file has at most one 'train'" + count);
+    note(module.trains[0].loc, "the first 'train' is here");
   }
 }
 
