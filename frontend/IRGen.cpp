@@ -248,6 +248,8 @@ std::string formalsPhrase(llvm::ArrayRef<Formal> formals) {
   size_t required = 0;
   for (const Formal &f : formals)
     required += f.required;
+  if (formals.empty())
+    return "no arguments";
   std::string n = std::to_string(formals.size());
   std::string noun = formals.size() == 1 ? " argument" : " arguments";
   if (required == formals.size())
@@ -558,11 +560,14 @@ void ModelGen::checkDeclarations() {
   }
   checkRecursion();
 
+  // Reported once, at the second train, however many there are.
   if (module.trains.size() > 1) {
-    for (size_t k = 1; k < module.trains.size(); ++k) {
-      error(module.trains[k].loc, "a file has at most one 'train'");
-      note(module.trains[0].loc, "the first 'train' is here");
-    }
+    std::string count =
+        module.trains.size() > 2
+            ? " (it has " + std::to_string(module.trains.size()) + ")"
+            : std::string();
+    error(module.trains[1].loc, "a file has at most one 'train'" + count);
+    note(module.trains[0].loc, "the first 'train' is here");
   }
 }
 
@@ -647,12 +652,6 @@ const BlockDecl *ModelGen::selectModel() {
   for (const BlockDecl *m : models)
     names.push_back(m->name);
 
-  llvm::SourceMgr &sm = ctx.diags.getSourceMgr();
-  std::string file =
-      sm.getNumBuffers()
-          ? sm.getMemoryBuffer(sm.getMainFileID())->getBufferIdentifier().str()
-          : std::string("the file");
-
   if (!options.model.empty()) {
     for (const BlockDecl *m : models)
       if (m->name == options.model)
@@ -665,8 +664,8 @@ const BlockDecl *ModelGen::selectModel() {
                                         : "; the models are: " +
                                               joinNames(names)));
     else if (names.empty())
-      error(SMLoc(), "--model " + options.model + ": " + file +
-                         " declares no model");
+      error(SMLoc(), "--model " + options.model +
+                         ": the file declares no model");
     else
       error(SMLoc(), "--model " + options.model + ": no model named '" +
                          options.model + "'; the models are: " +
@@ -674,7 +673,7 @@ const BlockDecl *ModelGen::selectModel() {
     return nullptr;
   }
   if (models.empty()) {
-    error(SMLoc(), file + " declares no model");
+    error(SMLoc(), "the file declares no model");
     return nullptr;
   }
   if (models.size() > 1) {
@@ -2238,9 +2237,14 @@ Val ModelGen::reshape(FnState &fn, const Val &x, const Expr &shapeExpr,
     if (inDyn == 0 && tmp == 0 && rest > 0 && inCount % rest == 0) {
       shape[inferred] = inCount / rest;
     } else if (inDyn == 0 && tmp == 0) {
-      error(l, "cannot reshape " + formatType(xt) + " (" + Twine(inCount) +
-                   " elements) into a shape with " + Twine(rest) +
-                   " elements per -1");
+      std::string target;
+      for (auto [k, dim] : llvm::enumerate(shape))
+        target += (k ? ", " : "") +
+                  (static_cast<int>(k) == inferred ? std::string("-1")
+                                                   : std::to_string(dim));
+      error(l, "cannot reshape " + formatType(xt) + " to [" + target +
+                   "]: its " + Twine(inCount) +
+                   " elements are not a multiple of " + Twine(rest));
       return Val::error();
     } else {
       shape[inferred] = ShapedType::kDynamic;
@@ -2248,7 +2252,9 @@ Val ModelGen::reshape(FnState &fn, const Val &x, const Expr &shapeExpr,
   }
   int64_t outCount = staticProduct(shape, outDyn);
   auto result = tensorType(shape, xt.getElementType());
-  if (inDyn == outDyn && inferred < 0 && inCount != outCount) {
+  // A dynamic dim (B without a train) may stand for B times anything: only
+  // fully static shapes are compared.
+  if (inDyn == 0 && outDyn == 0 && inCount != outCount) {
     error(l, "reshape from " + formatType(xt) + " to " + formatType(result) +
                  " changes the number of elements (" + Twine(inCount) +
                  " vs " + Twine(outCount) + ")");
@@ -2485,20 +2491,24 @@ mlir::OwningOpRef<mlir::ModuleOp> ModelGen::run() {
     genModelForward(*root, *model);
   }
 
+  // The plan generator checks `blocks(h)` against this model and a
+  // single-rank plan against the pinned world size: both come first.
+  ctx.modelDecl = model;
+  ctx.modelOp = modelOp ? modelOp.getOperation() : nullptr;
+  if (modelOp && options.worldSize) {
+    if (*options.worldSize <= 0)
+      error(SMLoc(), "--world-size must be positive, got " +
+                         Twine(*options.worldSize));
+    else
+      modelOp.setWorldSizeAttr(b.getI64IntegerAttr(*options.worldSize));
+  }
   (void)checkPlans(module, ctx);
   if (modelOp) {
     if (!options.plan.empty()) {
       mlir::FailureOr<mlir::Attribute> plan =
           resolvePlan(module, options.plan, ctx);
       if (succeeded(plan))
-        modelOp->setAttr("plan", *plan);
-    }
-    if (options.worldSize) {
-      if (*options.worldSize <= 0)
-        error(SMLoc(), "--world-size must be positive, got " +
-                           Twine(*options.worldSize));
-      else
-        modelOp.setWorldSizeAttr(b.getI64IntegerAttr(*options.worldSize));
+        modelOp->setAttr(modelOp.getPlanAttrName(), *plan);
     }
     if (!module.trains.empty() && forwardOp)
       (void)emitTrain(module.trains.front(), modelOp, ctx);
