@@ -131,7 +131,7 @@ const BlockDecl *getPlanModel(const Module &module, IRGenContext &ctx) {
 /// every invalid option through `diags`.
 class PlanBuilder {
 public:
-  PlanBuilder(const BlockDecl *model, std::optional<int64_t> worldSize,
+  PlanBuilder(const BlockDecl *model, int64_t worldSize,
               MLIRContext *context, Diagnostics &diags)
       : model(model), worldSize(worldSize), context(context), diags(diags) {}
 
@@ -240,11 +240,11 @@ private:
                                  describe(group));
       return;
     }
-    if (worldSize && *worldSize % number->intValue != 0) {
+    if (worldSize && worldSize % number->intValue != 0) {
       diags.error(group.loc, "shard group of " +
                                  llvm::Twine(number->intValue) +
                                  " ranks does not divide the world size " +
-                                 llvm::Twine(*worldSize));
+                                 llvm::Twine(worldSize));
       return;
     }
     plan.shard = ShardKind::hybrid;
@@ -474,17 +474,18 @@ private:
   static std::string describe(const Expr &expr) { return describeExpr(expr); }
 
   const BlockDecl *model;
-  std::optional<int64_t> worldSize;
+  /// The world size pinned on the model, 0 when it is symbolic.
+  int64_t worldSize;
   MLIRContext *context;
   Diagnostics &diags;
 };
 
-/// The world size pinned on the model op so far, if any.
-std::optional<int64_t> getPinnedWorldSize(IRGenContext &ctx) {
+/// The world size pinned on the model op so far; 0 when it is symbolic.
+int64_t getPinnedWorldSize(IRGenContext &ctx) {
   if (auto model = dyn_cast_or_null<ModelOp>(ctx.modelOp))
-    if (std::optional<uint64_t> world = model.getWorldSize())
-      return static_cast<int64_t>(*world);
-  return std::nullopt;
+    if (IntegerAttr world = model.getWorldSizeAttr())
+      return world.getInt();
+  return 0;
 }
 
 } // namespace
@@ -512,7 +513,7 @@ FailureOr<Attribute> md::frontend::resolvePlan(const Module &module,
                                                StringRef name,
                                                IRGenContext &ctx) {
   const BlockDecl *model = getPlanModel(module, ctx);
-  std::optional<int64_t> worldSize = getPinnedWorldSize(ctx);
+  int64_t worldSize = getPinnedWorldSize(ctx);
   const PlanDecl *decl = nullptr;
   for (const PlanDecl &plan : module.plans)
     if (plan.name == name) {
@@ -547,11 +548,11 @@ FailureOr<Attribute> md::frontend::resolvePlan(const Module &module,
 
   PlanAttr plan = values.toAttr(&ctx.context);
   if (plan.isSingleRank()) {
-    if (worldSize && *worldSize != 1) {
+    if (worldSize > 1) {
       ctx.diags.error(decl ? decl->loc : SMLoc(),
                       "plan '" + name + "' runs on one rank, but the world "
                                         "size is pinned to " +
-                          llvm::Twine(*worldSize));
+                          llvm::Twine(worldSize));
       return failure();
     }
     if (auto modelOp = dyn_cast_or_null<ModelOp>(ctx.modelOp))
