@@ -100,8 +100,10 @@ Lexer::Lexer(unsigned bufferId, Diagnostics &diags)
 
 void Lexer::error(SMLoc loc, const llvm::Twine &message) {
   if (diags.getNumErrors() - startErrors >= errorLimit) {
-    lastErrorLoc = loc; // where it gave up
-    cur = end;
+    // Give up: the next lex() returns Eof. (Not by moving `cur` here: the
+    // caller may still step over the offending characters.)
+    lastErrorLoc = loc;
+    gaveUp = true;
     return;
   }
   lastErrorLoc = loc;
@@ -127,6 +129,8 @@ void Lexer::skipWhitespaceAndComments(bool &sawNewline) {
 
 Token Lexer::lex() {
   for (;;) {
+    if (gaveUp)
+      cur = end;
     Token tok;
     bool sawNewline = cur == begin;
     skipWhitespaceAndComments(sawNewline);

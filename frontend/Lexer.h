@@ -111,6 +111,7 @@ private:
   llvm::SMLoc lastErrorLoc;
   unsigned startErrors;
   unsigned errorLimit = ~0u;
+  bool gaveUp = false; // the error limit was reached
 };
 
 /// Whether `s` is a size unit: B KB MB GB KiB MiB GiB; sets its multiplier.
