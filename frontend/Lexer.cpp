@@ -90,7 +90,8 @@ bool md::frontend::getSizeUnitMultiplier(StringRef s, int64_t &multiplier) {
 static bool isIdentStart(char c) { return llvm::isAlpha(c) || c == '_'; }
 static bool isIdentChar(char c) { return llvm::isAlnum(c) || c == '_'; }
 
-Lexer::Lexer(unsigned bufferId, Diagnostics &diags) : diags(diags) {
+Lexer::Lexer(unsigned bufferId, Diagnostics &diags)
+    : diags(diags), startErrors(diags.getNumErrors()) {
   const llvm::MemoryBuffer *buffer =
       diags.getSourceMgr().getMemoryBuffer(bufferId);
   begin = cur = buffer->getBufferStart();
@@ -98,6 +99,13 @@ Lexer::Lexer(unsigned bufferId, Diagnostics &diags) : diags(diags) {
 }
 
 void Lexer::error(SMLoc loc, const llvm::Twine &message) {
+  if (diags.getNumErrors() - startErrors >= errorLimit) {
+    // Give up: the next lex() returns Eof. (Not by moving `cur` here: the
+    // caller may still step over the offending characters.)
+    lastErrorLoc = loc;
+    gaveUp = true;
+    return;
+  }
   lastErrorLoc = loc;
   diags.error(loc, message);
 }
@@ -121,6 +129,8 @@ void Lexer::skipWhitespaceAndComments(bool &sawNewline) {
 
 Token Lexer::lex() {
   for (;;) {
+    if (gaveUp)
+      cur = end;
     Token tok;
     bool sawNewline = cur == begin;
     skipWhitespaceAndComments(sawNewline);

@@ -88,6 +88,11 @@ public:
   /// From now on only Eof (after too many errors).
   void stop() { cur = end; }
 
+  /// Once the file has this many errors (counted from the lexer's creation)
+  /// the lexer reports no more and returns Eof: a binary file must not
+  /// produce an error per byte.
+  void setErrorLimit(unsigned limit) { errorLimit = limit; }
+
   /// Where the last lexical error was reported (invalid if none).
   llvm::SMLoc getLastErrorLoc() const { return lastErrorLoc; }
 
@@ -104,6 +109,9 @@ private:
   const char *end;
   unsigned nextIndex = 0;
   llvm::SMLoc lastErrorLoc;
+  unsigned startErrors;
+  unsigned errorLimit = ~0u;
+  bool gaveUp = false; // the error limit was reached
 };
 
 /// Whether `s` is a size unit: B KB MB GB KiB MiB GiB; sets its multiplier.

@@ -80,8 +80,10 @@ public:
   Parser(unsigned bufferId, Diagnostics &diags)
       : lexer(bufferId, diags), diags(diags),
         startErrors(diags.getNumErrors()) {
+    lexer.setErrorLimit(kMaxErrors);
     tok = lexer.lex();
     prevEnd = tok.getLoc();
+    checkErrorLimit();
   }
 
   std::unique_ptr<Module> parseModule();
@@ -99,13 +101,22 @@ private:
     } else {
       tok = lexer.lex();
     }
-    if (!stopped && diags.getNumErrors() - startErrors >= kMaxErrors) {
-      diags.error(tok.getLoc(), "too many errors emitted, stopping now");
-      stopped = true;
-      lexer.stop();
-      lookahead.clear();
-      tok = lexer.lex();
-    }
+    checkErrorLimit();
+  }
+
+  /// Past kMaxErrors errors, says so and turns the rest into end of file.
+  void checkErrorLimit() {
+    if (stopped || diags.getNumErrors() - startErrors < kMaxErrors)
+      return;
+    // Where the lexer gave up, if it did, else at the current token.
+    SMLoc loc = tok.getLoc();
+    if (tok.is(TokenKind::Eof) && lexer.getLastErrorLoc().isValid())
+      loc = lexer.getLastErrorLoc();
+    diags.error(loc, "too many errors emitted, stopping now");
+    stopped = true;
+    lexer.stop();
+    lookahead.clear();
+    tok = lexer.lex();
   }
 
   const Token &peek() {
