@@ -38,19 +38,14 @@ public:
   llvm::SourceMgr &getSourceMgr() { return sourceMgr; }
 
 private:
-  /// A message without a location is about the whole file or the command
-  /// line (no model, a bad -D, an unknown --plan): it reads
-  /// `file: error: message` rather than `<unknown>:0: error: message`.
+  /// A message without a location (about the command line: `--plan x`)
+  /// reads `error: message` rather than `<unknown>:0: error: message`.
   void print(llvm::SMLoc loc, llvm::SourceMgr::DiagKind kind,
              const llvm::Twine &message) {
-    if (loc.isValid() || sourceMgr.getNumBuffers() == 0) {
+    if (loc.isValid())
       sourceMgr.PrintMessage(os, loc, kind, message);
-      return;
-    }
-    llvm::StringRef file =
-        sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())
-            ->getBufferIdentifier();
-    llvm::SMDiagnostic(file, kind, message.str()).print(nullptr, os);
+    else
+      llvm::SMDiagnostic("", kind, message.str()).print(nullptr, os);
   }
 
   llvm::SourceMgr &sourceMgr;
