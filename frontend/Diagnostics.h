@@ -38,14 +38,19 @@ public:
   llvm::SourceMgr &getSourceMgr() { return sourceMgr; }
 
 private:
-  /// A message without a location (about the command line: `--plan x`)
-  /// reads `error: message` rather than `<unknown>:0: error: message`.
+  /// A message without a location is about the whole file or the command
+  /// line (no model, a bad -D, an unknown --plan): it reads
+  /// `file: error: message` rather than `<unknown>:0: error: message`.
   void print(llvm::SMLoc loc, llvm::SourceMgr::DiagKind kind,
              const llvm::Twine &message) {
-    if (loc.isValid())
+    if (loc.isValid() || sourceMgr.getNumBuffers() == 0) {
       sourceMgr.PrintMessage(os, loc, kind, message);
-    else
-      llvm::SMDiagnostic("", kind, message.str()).print(nullptr, os);
+      return;
+    }
+    llvm::StringRef file =
+        sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())
+            ->getBufferIdentifier();
+    llvm::SMDiagnostic(file, kind, message.str()).print(nullptr, os);
   }
 
   llvm::SourceMgr &sourceMgr;

@@ -516,9 +516,14 @@ private:
 
   /// The setting `name` is a near miss of, if any.
   static std::optional<StringRef> getNearSetting(StringRef name) {
-    for (StringRef key : kSettings)
-      if (name != key && name.edit_distance(key) <= 2)
+    if (llvm::is_contained(kBuiltinValues, name))
+      return std::nullopt;
+    for (StringRef key : kSettings) {
+      // Short keys (`seed`) are a single edit away from ordinary words.
+      unsigned allowed = key.size() >= 8 ? 2 : 1;
+      if (name != key && name.edit_distance(key) <= allowed)
         return key;
+    }
     return std::nullopt;
   }
 
@@ -572,7 +577,7 @@ private:
       if (!let || let->targets.size() != 1)
         continue;
       StringRef name = let->targets[0].name;
-      if (name != key && name.edit_distance(key) <= 2) {
+      if (getNearSetting(name) == key) {
         diags.note(let->targets[0].loc,
                    "'" + name + "' is a variable, not a setting; did you "
                                 "mean '" +
@@ -1408,7 +1413,8 @@ LogicalResult RecipeEmitter::emit(const TrainDecl &train) {
   warnMisspeltSettings(train, settings);
   for (const StmtPtr &stmt : train.body)
     emitStmt(*stmt);
-  warnUnusedConstants(train);
+  if (diags.getNumErrors() == errors)
+    warnUnusedConstants(train);
   scopes.clear();
 
   if (diags.getNumErrors() != errors)
