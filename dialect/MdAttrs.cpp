@@ -160,3 +160,328 @@ ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "schedule min_lr must be >= 0, got " << minLr;
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// PlanAttr
+//===----------------------------------------------------------------------===//
+
+ArrayRef<StringRef> PlanAttr::getPresetNames() {
+  static const StringRef names[] = {"single",       "ddp",       "zero1",
+                                    "fsdp-grad-op", "fsdp-full", "fsdp-hybrid"};
+  return names;
+}
+
+namespace {
+/// Parses `key = value, ...` in any order: each key at most once, every key
+/// of `keys` present. `parseValue` parses the value of one key.
+ParseResult
+parseKeyedList(AsmParser &parser, ArrayRef<StringRef> keys,
+               function_ref<ParseResult(StringRef key)> parseValue) {
+  SmallVector<StringRef> seen;
+  SMLoc start = parser.getCurrentLocation();
+  if (parser.parseCommaSeparatedList([&]() -> ParseResult {
+        SMLoc keyLoc = parser.getCurrentLocation();
+        std::string key;
+        if (parser.parseKeywordOrString(&key))
+          return failure();
+        const StringRef *known = llvm::find(keys, key);
+        if (known == keys.end()) {
+          InFlightDiagnostic diag = parser.emitError(keyLoc)
+                                    << "unknown field '" << key
+                                    << "'; expected one of: ";
+          llvm::interleaveComma(keys, diag);
+          return diag;
+        }
+        if (llvm::is_contained(seen, *known))
+          return parser.emitError(keyLoc) << "'" << key << "' is given twice";
+        seen.push_back(*known);
+        if (parser.parseEqual())
+          return failure();
+        return parseValue(*known);
+      }))
+    return failure();
+  for (StringRef key : keys)
+    if (!llvm::is_contained(seen, key))
+      return parser.emitError(start) << "missing '" << key << "'";
+  return success();
+}
+
+ParseResult parseBool(AsmParser &parser, bool &value) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  if (keyword != "true" && keyword != "false")
+    return parser.emitError(loc) << "expected true or false, got '" << keyword
+                                 << "'";
+  value = keyword == "true";
+  return success();
+}
+
+template <typename EnumT>
+ParseResult parseEnum(AsmParser &parser, EnumT &value) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  std::optional<EnumT> parsed = symbolizeEnum<EnumT>(keyword);
+  if (!parsed) {
+    InFlightDiagnostic diag = parser.emitError(loc)
+                              << "unknown keyword '" << keyword
+                              << "'; expected one of: ";
+    for (int64_t i = 0;; ++i) {
+      StringRef name = stringifyEnum(static_cast<EnumT>(i));
+      if (name.empty())
+        break;
+      diag << (i ? ", " : "") << name;
+    }
+    return diag;
+  }
+  value = *parsed;
+  return success();
+}
+
+/// `(name, ...)` after `blocks`.
+ParseResult parseNameList(AsmParser &parser, SmallVectorImpl<StringAttr> &names) {
+  return parser.parseCommaSeparatedList(
+      AsmParser::Delimiter::Paren, [&]() -> ParseResult {
+        std::string name;
+        if (parser.parseKeywordOrString(&name))
+          return failure();
+        names.push_back(StringAttr::get(parser.getContext(), name));
+        return success();
+      });
+}
+
+/// `name = INTEGER` inside `hybrid(...)` and `size(...)`.
+ParseResult parseNamedInt(AsmParser &parser, StringRef name,
+                          std::optional<int64_t> &value) {
+  int64_t v;
+  if (parser.parseLParen() || parser.parseKeyword(name) ||
+      parser.parseEqual() || parser.parseInteger(v) || parser.parseRParen())
+    return failure();
+  value = v;
+  return success();
+}
+
+void printNameList(AsmPrinter &printer, ArrayRef<StringAttr> names) {
+  printer << "blocks(";
+  llvm::interleaveComma(names, printer, [&](StringAttr name) {
+    printer.printKeywordOrString(name.getValue());
+  });
+  printer << ")";
+}
+} // namespace
+
+Attribute PlanAttr::parse(AsmParser &parser, Type) {
+  SMLoc loc = parser.getCurrentLocation();
+  std::string name, preset;
+  ShardKind shard = ShardKind::none;
+  std::optional<int64_t> shardGroupSize, wrapMinParams;
+  WrapKind wrap = WrapKind::none;
+  SmallVector<StringAttr> wrapBlocks, checkpointActivations;
+  Type paramType, reduceType, bufferType, masterType;
+  int64_t bucketCap = 0;
+  bool prefetchForward = false, reshardAfterForward = false;
+  PrefetchBackward prefetchBackward = PrefetchBackward::none;
+
+  auto parseField = [&](StringRef key) -> ParseResult {
+    if (key == "name")
+      return parser.parseString(&name);
+    if (key == "preset")
+      return parser.parseString(&preset);
+    if (key == "shard") {
+      if (parseEnum(parser, shard))
+        return failure();
+      if (shard == ShardKind::hybrid)
+        return parseNamedInt(parser, "shard_group", shardGroupSize);
+      return success();
+    }
+    if (key == "wrap") {
+      if (parseEnum(parser, wrap))
+        return failure();
+      if (wrap == WrapKind::blocks)
+        return parseNameList(parser, wrapBlocks);
+      if (wrap == WrapKind::size)
+        return parseNamedInt(parser, "min_params", wrapMinParams);
+      return success();
+    }
+    if (key == "precision") {
+      if (parser.parseLBrace() ||
+          parseKeyedList(parser, {"param", "reduce", "buffer", "master"},
+                         [&](StringRef field) {
+                           Type &type = field == "param"    ? paramType
+                                        : field == "reduce" ? reduceType
+                                        : field == "buffer" ? bufferType
+                                                            : masterType;
+                           return parser.parseType(type);
+                         }))
+        return failure();
+      return parser.parseRBrace();
+    }
+    if (key == "bucket_cap")
+      return parser.parseInteger(bucketCap);
+    if (key == "prefetch") {
+      if (parser.parseLBrace() ||
+          parseKeyedList(parser, {"forward", "backward"},
+                         [&](StringRef field) {
+                           if (field == "forward")
+                             return parseBool(parser, prefetchForward);
+                           return parseEnum(parser, prefetchBackward);
+                         }))
+        return failure();
+      return parser.parseRBrace();
+    }
+    if (key == "reshard_after_forward")
+      return parseBool(parser, reshardAfterForward);
+    // checkpoint_activations
+    SMLoc valueLoc = parser.getCurrentLocation();
+    StringRef keyword;
+    if (parser.parseKeyword(&keyword))
+      return failure();
+    if (keyword == "blocks")
+      return parseNameList(parser, checkpointActivations);
+    if (keyword != "none")
+      return parser.emitError(valueLoc)
+             << "expected blocks(...) or none, got '" << keyword << "'";
+    return success();
+  };
+
+  if (parser.parseLess() ||
+      parseKeyedList(parser,
+                     {"name", "preset", "shard", "wrap", "precision",
+                      "bucket_cap", "prefetch", "reshard_after_forward",
+                      "checkpoint_activations"},
+                     parseField) ||
+      parser.parseGreater())
+    return {};
+  return PlanAttr::getChecked(
+      [&] { return parser.emitError(loc); }, parser.getContext(), name, preset,
+      shard, shardGroupSize, wrap, wrapBlocks, wrapMinParams, paramType,
+      reduceType, bufferType, masterType, bucketCap, prefetchForward,
+      prefetchBackward, reshardAfterForward, checkpointActivations);
+}
+
+void PlanAttr::print(AsmPrinter &printer) const {
+  printer << "<name = ";
+  printer.printString(getName());
+  printer << ", preset = ";
+  printer.printString(getPreset());
+  printer << ", shard = " << stringifyShardKind(getShard());
+  if (std::optional<int64_t> group = getShardGroupSize())
+    printer << "(shard_group = " << *group << ")";
+  printer << ", wrap = ";
+  switch (getWrap()) {
+  case WrapKind::none:
+    printer << "none";
+    break;
+  case WrapKind::blocks:
+    printNameList(printer, getWrapBlocks());
+    break;
+  case WrapKind::size:
+    printer << "size(min_params = " << getWrapMinParams().value_or(0) << ")";
+    break;
+  }
+  printer << ", precision = {param = " << getParamDtype()
+          << ", reduce = " << getReduceDtype()
+          << ", buffer = " << getBufferDtype()
+          << ", master = " << getMasterDtype() << "}";
+  printer << ", bucket_cap = " << getBucketCap();
+  printer << ", prefetch = {forward = "
+          << (getPrefetchForward() ? "true" : "false")
+          << ", backward = " << stringifyPrefetchBackward(getPrefetchBackward())
+          << "}";
+  printer << ", reshard_after_forward = "
+          << (getReshardAfterForward() ? "true" : "false");
+  printer << ", checkpoint_activations = ";
+  if (getCheckpointActivations().empty())
+    printer << "none";
+  else
+    printNameList(printer, getCheckpointActivations());
+  printer << ">";
+}
+
+/// The names of a `blocks(...)` list are non-empty and distinct.
+static LogicalResult
+verifyBlockNames(function_ref<InFlightDiagnostic()> emitError, StringRef what,
+                 ArrayRef<StringAttr> names) {
+  for (auto [i, name] : llvm::enumerate(names)) {
+    if (name.getValue().empty())
+      return emitError() << what << " names an empty parameter";
+    if (llvm::is_contained(names.take_front(i), name))
+      return emitError() << what << " names '" << name.getValue()
+                         << "' twice";
+  }
+  return success();
+}
+
+LogicalResult
+PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError, StringRef name,
+                 StringRef preset, ShardKind shard,
+                 std::optional<int64_t> shardGroupSize, WrapKind wrap,
+                 ArrayRef<StringAttr> wrapBlocks,
+                 std::optional<int64_t> wrapMinParams, Type paramDtype,
+                 Type reduceDtype, Type bufferDtype, Type masterDtype,
+                 int64_t bucketCap, bool, PrefetchBackward, bool,
+                 ArrayRef<StringAttr> checkpointActivations) {
+  if (name.empty())
+    return emitError() << "plan name is empty";
+  if (!llvm::is_contained(getPresetNames(), preset)) {
+    InFlightDiagnostic diag = emitError() << "unknown preset '" << preset
+                                          << "'; expected one of: ";
+    llvm::interleaveComma(getPresetNames(), diag);
+    return diag;
+  }
+  if (shard == ShardKind::hybrid) {
+    if (!shardGroupSize)
+      return emitError() << "hybrid sharding needs a shard group size";
+    if (*shardGroupSize <= 1)
+      return emitError() << "hybrid shard group size must be > 1, got "
+                         << *shardGroupSize;
+  } else if (shardGroupSize) {
+    return emitError() << "a shard group size is only meaningful with hybrid "
+                          "sharding, got shard = "
+                       << stringifyShardKind(shard);
+  }
+  switch (wrap) {
+  case WrapKind::none:
+    if (!wrapBlocks.empty() || wrapMinParams)
+      return emitError() << "wrap none takes no blocks and no min_params";
+    break;
+  case WrapKind::blocks:
+    if (wrapBlocks.empty())
+      return emitError() << "wrap blocks(...) names no repeated parameter";
+    if (wrapMinParams)
+      return emitError() << "wrap blocks(...) takes no min_params";
+    if (failed(verifyBlockNames(emitError, "wrap", wrapBlocks)))
+      return failure();
+    break;
+  case WrapKind::size:
+    if (!wrapBlocks.empty())
+      return emitError() << "wrap size(...) takes no blocks";
+    if (!wrapMinParams || *wrapMinParams <= 0)
+      return emitError() << "wrap size(min_params = N) needs N > 0, got "
+                         << wrapMinParams.value_or(0);
+    break;
+  }
+  std::pair<StringRef, Type> dtypes[] = {{"param", paramDtype},
+                                         {"reduce", reduceDtype},
+                                         {"buffer", bufferDtype},
+                                         {"master", masterDtype}};
+  for (auto [field, type] : dtypes) {
+    if (!type)
+      return emitError() << "precision " << field << " is missing";
+    if (!(type.isBF16() || type.isF16() || type.isF32()))
+      return emitError() << "precision " << field
+                         << " must be bf16, f16 or f32, got " << type;
+  }
+  if (!masterDtype.isF32())
+    return emitError() << "precision master must be f32: md's optimizer "
+                          "updates keep master weights and optimizer state "
+                          "in f32, got "
+                       << masterDtype;
+  if (bucketCap <= 0)
+    return emitError() << "bucket_cap must be > 0 bytes, got " << bucketCap;
+  return verifyBlockNames(emitError, "checkpoint_activations",
+                          checkpointActivations);
+}

@@ -1,4 +1,4 @@
-//===- MdAttrs.td - md attributes: init, optimizer, schedule, data -*- tablegen -*-===//
+//===- MdAttrs.td - md attributes: init, optimizer, schedule, data, plan -*- tablegen -*-===//
 //
 // The recipe-level attributes of a training program. Floating-point
 // parameters print in their shortest round-tripping form.
@@ -77,6 +77,72 @@ def MD_DataAttr : MD_Attr<"Data", "data"> {
   }];
   let parameters = (ins "::md::DataKind":$kind, StringRefParameter<>:$path);
   let assemblyFormat = "`<` $kind `,` $path `>`";
+}
+
+def MD_PlanAttr : MD_Attr<"Plan", "plan"> {
+  let summary = "a parallelism plan: sharding, wrap units, precision, overlap";
+  let description = [{
+    The resolved plan of a model (`md.model ... attributes {plan = ...}`):
+    a built-in preset with the overrides of a `plan` of the .mdl file. Every
+    field is explicit; nothing is left to a default.
+
+    ```mlir
+    #md.plan<name = "fsdp-full", preset = "fsdp-full", shard = full,
+             wrap = blocks(h),
+             precision = {param = bf16, reduce = f32, buffer = f32, master = f32},
+             bucket_cap = 26214400, prefetch = {forward = true, backward = pre},
+             reshard_after_forward = true, checkpoint_activations = none>
+    ```
+
+    - `shard`: `none` (DDP: everything replicated), `optimizer` (ZeRO-1),
+      `grad_op` (ZeRO-2), `full` (ZeRO-3/FSDP) or `hybrid(shard_group = N)`
+      (HSDP: full sharding within groups of N > 1 ranks, replication across
+      them).
+    - `wrap`: the wrap units (FSDP units): `blocks(h, ...)`, one unit per
+      instance of the named repeated parameters; `size(min_params = N)`,
+      units of at least N parameters; or `none`, one unit for the model.
+    - `precision`: the dtype parameters are computed in (`param`), gradients
+      are reduced in (`reduce`), buffers are kept in (`buffer`), and the master
+      weights with the optimizer state (`master`); each bf16, f16 or f32.
+      `master` must be f32: md's optimizer updates read and write f32 state.
+    - `bucket_cap`: the largest communication bucket, in bytes (> 0).
+    - `prefetch`: whether the forward pass all-gathers the next unit ahead of
+      use, and whether the backward pass does so before (`pre`) or after
+      (`post`) the current unit's gradient, or not at all (`none`).
+    - `reshard_after_forward`: free gathered parameters after the forward
+      pass and gather them again in the backward pass.
+    - `checkpoint_activations`: the repeated parameters whose instances
+      recompute their activations in the backward pass (`blocks(h)`), or
+      `none`.
+    - `name`: the plan's name; `preset`: the built-in preset it extends
+      (`single`, `ddp`, `zero1`, `fsdp-grad-op`, `fsdp-full`, `fsdp-hybrid`).
+      `single` runs on one rank (the model's `world_size` is 1).
+  }];
+  let parameters = (ins
+    StringRefParameter<"the plan's name">:$name,
+    StringRefParameter<"the built-in preset it extends">:$preset,
+    AttrParameter<"::md::ShardKind", "what is sharded">:$shard,
+    OptionalParameter<"::std::optional<int64_t>", "shard group size (hybrid only)">:$shard_group_size,
+    AttrParameter<"::md::WrapKind", "how wrap units are formed">:$wrap,
+    ArrayRefParameter<"::mlir::StringAttr", "repeated params that are wrap units">:$wrap_blocks,
+    OptionalParameter<"::std::optional<int64_t>", "min params of a unit (size wrap only)">:$wrap_min_params,
+    AttrParameter<"::mlir::Type", "dtype params are computed in">:$param_dtype,
+    AttrParameter<"::mlir::Type", "dtype gradients are reduced in">:$reduce_dtype,
+    AttrParameter<"::mlir::Type", "dtype buffers are kept in">:$buffer_dtype,
+    AttrParameter<"::mlir::Type", "dtype of master weights and optimizer state">:$master_dtype,
+    AttrParameter<"int64_t", "largest bucket in bytes">:$bucket_cap,
+    AttrParameter<"bool", "forward prefetch">:$prefetch_forward,
+    AttrParameter<"::md::PrefetchBackward", "backward prefetch">:$prefetch_backward,
+    AttrParameter<"bool", "free gathered params after forward">:$reshard_after_forward,
+    ArrayRefParameter<"::mlir::StringAttr", "repeated params that recompute activations">:$checkpoint_activations);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The built-in presets, in the order diagnostics list them.
+    static ::llvm::ArrayRef<::llvm::StringRef> getPresetNames();
+    /// Whether the plan pins the world size to one rank (`single`).
+    bool isSingleRank() { return getPreset() == "single"; }
+  }];
 }
 
 #endif // MD_DIALECT_MDATTRS_TD

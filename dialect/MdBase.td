@@ -130,6 +130,39 @@ def MD_DataKind : I32EnumAttr<"DataKind", "training data source", [
   let genSpecializedAttr = 0;
 }
 
+// How a plan shards a model (`#md.plan<... shard = ...>`): DDP replicates
+// everything, ZeRO-1 shards the optimizer state, ZeRO-2 also the gradients,
+// ZeRO-3/FSDP also the parameters; hybrid shards within a group and
+// replicates across groups (HSDP).
+def MD_ShardKind : I32EnumAttr<"ShardKind", "what a plan shards", [
+    I32EnumAttrCase<"none", 0>,
+    I32EnumAttrCase<"optimizer", 1>,
+    I32EnumAttrCase<"grad_op", 2>,
+    I32EnumAttrCase<"full", 3>,
+    I32EnumAttrCase<"hybrid", 4>]> {
+  let cppNamespace = "::md";
+  let genSpecializedAttr = 0;
+}
+
+// How a plan groups parameters into wrap units (FSDP units).
+def MD_WrapKind : I32EnumAttr<"WrapKind", "wrap policy of a plan", [
+    I32EnumAttrCase<"none", 0>,
+    I32EnumAttrCase<"blocks", 1>,
+    I32EnumAttrCase<"size", 2>]> {
+  let cppNamespace = "::md";
+  let genSpecializedAttr = 0;
+}
+
+// When the backward pass prefetches the next unit's parameters: before or
+// after the current unit's gradient computation, or not at all.
+def MD_PrefetchBackward : I32EnumAttr<"PrefetchBackward", "backward prefetch of a plan", [
+    I32EnumAttrCase<"pre", 0>,
+    I32EnumAttrCase<"post", 1>,
+    I32EnumAttrCase<"none", 2>]> {
+  let cppNamespace = "::md";
+  let genSpecializedAttr = 0;
+}
+
 //===----------------------------------------------------------------------===//
 // Type constraints
 //===----------------------------------------------------------------------===//

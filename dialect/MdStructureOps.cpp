@@ -69,6 +69,17 @@ LogicalResult ModelOp::verify() {
     return emitOpError("world size ")
            << *world << " is not a multiple of the shard group size "
            << *shard;
+  if (PlanAttr plan = getPlanAttr()) {
+    if (plan.isSingleRank() && world && *world != 1)
+      return emitOpError("plan '")
+             << plan.getName() << "' runs on one rank, but world_size is "
+             << *world;
+    std::optional<int64_t> planGroup = plan.getShardGroupSize();
+    if (planGroup && shard && static_cast<int64_t>(*shard) != *planGroup)
+      return emitOpError("shard_group_size ")
+             << *shard << " differs from the shard group " << *planGroup
+             << " of plan '" << plan.getName() << "'";
+  }
   Operation *firstForward = nullptr, *firstTrain = nullptr;
   for (Operation &op : getBody().getOps()) {
     Operation *&first = isa<ForwardOp>(op) ? firstForward

@@ -27,6 +27,9 @@ def MD_ModelOp : MD_Op<"model", [
     `md.train`. `world_size` pins W when the user asked for it
     (`mdc --world-size N`); without it every size is symbolic in W.
     `shard_group_size` is the size of the shard group of a hybrid (2-D) mesh.
+    `plan` is the parallelism plan md's passes apply (`#md.plan<...>`); a
+    plan that runs on one rank (`single`) needs `world_size = 1`, a hybrid
+    plan's shard group must match `shard_group_size` when both are given.
 
     Example:
 
@@ -39,7 +42,8 @@ def MD_ModelOp : MD_Op<"model", [
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$world_size,
-                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$shard_group_size);
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$shard_group_size,
+                       OptionalAttr<MD_PlanAttr>:$plan);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasVerifier = 1;

@@ -22,15 +22,17 @@ public:
                        llvm::raw_ostream &os = llvm::errs())
       : sourceMgr(sourceMgr), os(os) {}
 
+  /// An invalid `loc` is a message about the whole file (a bad -D, no
+  /// model): it prints as `file: error: message`.
   void error(llvm::SMLoc loc, const llvm::Twine &message) {
     ++numErrors;
-    sourceMgr.PrintMessage(os, loc, llvm::SourceMgr::DK_Error, message);
+    print(loc, llvm::SourceMgr::DK_Error, message);
   }
   void warning(llvm::SMLoc loc, const llvm::Twine &message) {
-    sourceMgr.PrintMessage(os, loc, llvm::SourceMgr::DK_Warning, message);
+    print(loc, llvm::SourceMgr::DK_Warning, message);
   }
   void note(llvm::SMLoc loc, const llvm::Twine &message) {
-    sourceMgr.PrintMessage(os, loc, llvm::SourceMgr::DK_Note, message);
+    print(loc, llvm::SourceMgr::DK_Note, message);
   }
 
   unsigned getNumErrors() const { return numErrors; }
@@ -38,6 +40,18 @@ public:
   llvm::SourceMgr &getSourceMgr() { return sourceMgr; }
 
 private:
+  void print(llvm::SMLoc loc, llvm::SourceMgr::DiagKind kind,
+             const llvm::Twine &message) {
+    if (loc.isValid() || sourceMgr.getNumBuffers() == 0) {
+      sourceMgr.PrintMessage(os, loc, kind, message);
+      return;
+    }
+    llvm::StringRef file =
+        sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())
+            ->getBufferIdentifier();
+    llvm::SMDiagnostic(file, kind, message.str()).print(nullptr, os);
+  }
+
   llvm::SourceMgr &sourceMgr;
   llvm::raw_ostream &os;
   unsigned numErrors = 0;

@@ -44,6 +44,18 @@ public:
 
   mlir::MLIRContext &context;
   Diagnostics &diags;
+
+  /// The model being generated and its `md.model` op (an md::ModelOp), set by
+  /// generateIR once it has chosen them and before it calls checkPlans or
+  /// resolvePlan: `blocks(h)` in a plan must name a repeated param of this
+  /// model, and a plan that runs on one rank (`single`) pins `world_size = 1`
+  /// on this op. When `modelDecl` is null the plans are checked against the
+  /// file's first model.
+  const BlockDecl *modelDecl = nullptr;
+  mlir::Operation *modelOp = nullptr;
+  /// Set by checkPlans, so that resolvePlan does not report a plan's errors
+  /// a second time.
+  bool plansChecked = false;
 };
 
 /// Emits `md.train` for `train` at the end of `model`'s body; the forward it

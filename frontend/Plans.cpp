@@ -1,0 +1,606 @@
+//===- Plans.cpp - plans and presets to the #md.plan attribute ------------===//
+//
+// A plan of a .mdl file starts from a built-in preset (`extends`, ddp when
+// absent) and overrides some of its options. This file holds the presets,
+// checks every option of every plan at its .mdl location, and resolves the
+// plan `mdc --plan NAME` selects into a `#md.plan` attribute in which every
+// field is explicit.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/IRGen.h"
+#include "frontend/IRGenContext.h"
+
+#include "dialect/MdOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/Casting.h"
+
+using namespace mlir;
+using namespace md;
+using namespace md::frontend;
+using llvm::cast;
+using llvm::dyn_cast;
+using llvm::isa;
+
+ArrayRef<StringRef> md::frontend::getBuiltinPlanNames() {
+  return PlanAttr::getPresetNames();
+}
+
+namespace {
+
+/// 25 MiB, the default bucket size of PyTorch DDP and FSDP.
+constexpr int64_t kDefaultBucketCap = 25 * 1024 * 1024;
+
+const StringRef kPlanOptions[] = {"shard",
+                                  "wrap",
+                                  "precision",
+                                  "bucket_cap",
+                                  "prefetch",
+                                  "reshard_after_forward",
+                                  "checkpoint_activations"};
+
+/// The values of a plan while its options are applied.
+struct PlanValues {
+  std::string name;
+  std::string preset;
+  ShardKind shard = ShardKind::none;
+  std::optional<int64_t> shardGroupSize;
+  WrapKind wrap = WrapKind::none;
+  SmallVector<std::string> wrapBlocks;
+  std::optional<int64_t> wrapMinParams;
+  Type paramDtype, reduceDtype, bufferDtype, masterDtype;
+  int64_t bucketCap = kDefaultBucketCap;
+  bool prefetchForward = true;
+  PrefetchBackward prefetchBackward = PrefetchBackward::pre;
+  bool reshardAfterForward = false;
+  SmallVector<std::string> checkpointActivations;
+
+  PlanAttr toAttr(MLIRContext *context) const {
+    auto strings = [&](ArrayRef<std::string> names) {
+      SmallVector<StringAttr> attrs;
+      for (const std::string &name : names)
+        attrs.push_back(StringAttr::get(context, name));
+      return attrs;
+    };
+    return PlanAttr::get(context, name, preset, shard, shardGroupSize, wrap,
+                         strings(wrapBlocks), wrapMinParams, paramDtype,
+                         reduceDtype, bufferDtype, masterDtype, bucketCap,
+                         prefetchForward, prefetchBackward,
+                         reshardAfterForward, strings(checkpointActivations));
+  }
+};
+
+std::string joinNames(ArrayRef<StringRef> names) {
+  return llvm::join(names, ", ");
+}
+
+/// The params of `model` declared with a repeat count (`param h: B(d)[n]`).
+SmallVector<StringRef> getRepeatedParams(const BlockDecl *model) {
+  SmallVector<StringRef> names;
+  if (model)
+    for (const ParamDecl &param : model->params)
+      if (!param.isRaw && param.repeat)
+        names.push_back(param.name);
+  return names;
+}
+
+/// The values of the built-in preset `preset` (which must be one of them).
+PlanValues getPreset(StringRef preset, const BlockDecl *model,
+                     MLIRContext *context) {
+  PlanValues plan;
+  plan.name = preset.str();
+  plan.preset = preset.str();
+  plan.shard = llvm::StringSwitch<ShardKind>(preset)
+                   .Case("zero1", ShardKind::optimizer)
+                   .Case("fsdp-grad-op", ShardKind::grad_op)
+                   .Case("fsdp-full", ShardKind::full)
+                   .Case("fsdp-hybrid", ShardKind::hybrid)
+                   .Default(ShardKind::none);
+  if (plan.shard == ShardKind::hybrid)
+    plan.shardGroupSize = 8;
+  // Every repeated block is a wrap unit: one unit for the whole model saves
+  // no memory under FSDP.
+  for (StringRef name : getRepeatedParams(model))
+    plan.wrapBlocks.push_back(name.str());
+  plan.wrap = plan.wrapBlocks.empty() ? WrapKind::none : WrapKind::blocks;
+  Type f32 = Float32Type::get(context);
+  Type bf16 = BFloat16Type::get(context);
+  bool fullPrecision = preset == "single" || preset == "ddp";
+  plan.paramDtype = fullPrecision ? f32 : bf16;
+  plan.reduceDtype = plan.bufferDtype = plan.masterDtype = f32;
+  plan.reshardAfterForward = preset == "fsdp-full";
+  return plan;
+}
+
+/// The first model of the file, for plans checked without a chosen model.
+const BlockDecl *getPlanModel(const Module &module, IRGenContext &ctx) {
+  if (ctx.modelDecl)
+    return ctx.modelDecl;
+  for (const BlockDecl &decl : module.blocks)
+    if (decl.isModel)
+      return &decl;
+  return nullptr;
+}
+
+/// Applies the options of one plan to the values of its preset, reporting
+/// every invalid option through `diags`.
+class PlanBuilder {
+public:
+  PlanBuilder(const BlockDecl *model, std::optional<int64_t> worldSize,
+              MLIRContext *context, Diagnostics &diags)
+      : model(model), worldSize(worldSize), context(context), diags(diags) {}
+
+  FailureOr<PlanValues> build(const PlanDecl &decl) {
+    unsigned errors = diags.getNumErrors();
+    StringRef preset = decl.extends.empty() ? "ddp" : decl.extends;
+    if (!llvm::is_contained(getBuiltinPlanNames(), preset)) {
+      diags.error(decl.extendsLoc, "unknown preset '" + preset +
+                                       "'; expected one of: " +
+                                       joinNames(getBuiltinPlanNames()));
+      preset = "ddp"; // check the options all the same
+    }
+    PlanValues plan = getPreset(preset, model, context);
+    plan.name = decl.name;
+
+    SmallVector<const Setting *> seen;
+    for (const Setting &option : decl.options) {
+      if (!llvm::is_contained(kPlanOptions, option.key)) {
+        diags.error(option.keyLoc, "unknown plan option '" + option.key +
+                                       "'; expected one of: " +
+                                       joinNames(kPlanOptions));
+        continue;
+      }
+      if (checkDuplicate(seen, option, "plan option"))
+        continue;
+      const Expr &value = *option.value;
+      if (option.key == "shard")
+        applyShard(value, plan);
+      else if (option.key == "wrap")
+        applyWrap(value, plan);
+      else if (option.key == "precision")
+        applyPrecision(value, plan);
+      else if (option.key == "bucket_cap")
+        applyBucketCap(value, plan);
+      else if (option.key == "prefetch")
+        applyPrefetch(value, plan);
+      else if (option.key == "reshard_after_forward")
+        applyBool(option, plan.reshardAfterForward);
+      else
+        applyCheckpointActivations(value, plan);
+    }
+    if (diags.getNumErrors() != errors)
+      return failure();
+    return plan;
+  }
+
+private:
+  /// Reports a second setting of the same key; true when it is one.
+  bool checkDuplicate(SmallVectorImpl<const Setting *> &seen,
+                      const Setting &setting, StringRef what) {
+    for (const Setting *previous : seen) {
+      if (previous->key != setting.key)
+        continue;
+      diags.error(setting.keyLoc,
+                  what + " '" + setting.key + "' is set twice");
+      diags.note(previous->keyLoc, "previous definition is here");
+      return true;
+    }
+    seen.push_back(&setting);
+    return false;
+  }
+
+  static const NameExpr *asName(const Expr &expr) {
+    return dyn_cast<NameExpr>(&expr);
+  }
+
+  /// `shard = none | optimizer | grad_op | full | hybrid(shard_group = N)`.
+  void applyShard(const Expr &value, PlanValues &plan) {
+    auto fail = [&] {
+      diags.error(value.loc, "'shard' must be none, optimizer, grad_op, full "
+                             "or hybrid(shard_group = N)");
+    };
+    if (const NameExpr *name = asName(value)) {
+      std::optional<ShardKind> kind = symbolizeShardKind(name->name);
+      if (!kind) {
+        fail();
+        return;
+      }
+      if (*kind == ShardKind::hybrid) {
+        diags.error(value.loc, "'hybrid' needs the size of its shard group: "
+                               "hybrid(shard_group = N)");
+        return;
+      }
+      plan.shard = *kind;
+      plan.shardGroupSize.reset();
+      return;
+    }
+    const auto *call = dyn_cast<CallExpr>(&value);
+    if (!call || call->callee != "hybrid") {
+      fail();
+      return;
+    }
+    if (call->args.size() != 1 ||
+        (!call->args[0].name.empty() && call->args[0].name != "shard_group")) {
+      SMLoc loc = call->args.empty() ? call->loc
+                  : call->args[0].name.empty() ? call->args[0].value->loc
+                                               : call->args[0].nameLoc;
+      diags.error(loc, "'hybrid' takes one argument, shard_group = N");
+      return;
+    }
+    const Expr &group = *call->args[0].value;
+    const auto *number = dyn_cast<NumberExpr>(&group);
+    if (!number || !number->isInteger || number->intValue <= 1) {
+      diags.error(group.loc, "'shard_group' must be an integer > 1, got " +
+                                 describe(group));
+      return;
+    }
+    if (worldSize && *worldSize % number->intValue != 0) {
+      diags.error(group.loc, "shard group of " +
+                                 llvm::Twine(number->intValue) +
+                                 " ranks does not divide the world size " +
+                                 llvm::Twine(*worldSize));
+      return;
+    }
+    plan.shard = ShardKind::hybrid;
+    plan.shardGroupSize = number->intValue;
+  }
+
+  /// `blocks(h, ...)`: each name a repeated param of the model. `what` is the
+  /// option for messages.
+  bool parseBlocks(const CallExpr &call, StringRef what,
+                   SmallVectorImpl<std::string> &names) {
+    if (call.args.empty()) {
+      diags.error(call.loc, "'blocks()' in '" + what +
+                                "' names no repeated parameter");
+      return false;
+    }
+    SmallVector<StringRef> repeated = getRepeatedParams(model);
+    bool ok = true;
+    for (const Argument &arg : call.args) {
+      const NameExpr *name = asName(*arg.value);
+      if (!arg.name.empty() || !name) {
+        diags.error(arg.name.empty() ? arg.value->loc : arg.nameLoc,
+                    "'blocks(...)' takes the names of repeated parameters");
+        ok = false;
+        continue;
+      }
+      if (llvm::is_contained(names, name->name)) {
+        diags.error(name->loc, "'" + name->name + "' is named twice in '" +
+                                   describe(call) + "'");
+        ok = false;
+        continue;
+      }
+      if (model && !llvm::is_contained(repeated, name->name)) {
+        diags.error(name->loc, "'" + describe(call) + "': '" + name->name +
+                                   "' is not a repeated parameter of model '" +
+                                   model->name + "'");
+        if (repeated.empty())
+          diags.note(model->loc, "model '" + model->name +
+                                     "' declares no repeated parameter");
+        else
+          diags.note(model->loc, "the repeated parameters of '" +
+                                     model->name +
+                                     "' are: " + joinNames(repeated));
+        ok = false;
+        continue;
+      }
+      names.push_back(name->name);
+    }
+    return ok;
+  }
+
+  /// `wrap = blocks(h) | size(min_params = N) | none`.
+  void applyWrap(const Expr &value, PlanValues &plan) {
+    auto fail = [&] {
+      diags.error(value.loc, "'wrap' must be blocks(<repeated parameters>), "
+                             "size(min_params = N) or none");
+    };
+    if (const NameExpr *name = asName(value)) {
+      if (name->name != "none")
+        return fail();
+      plan.wrap = WrapKind::none;
+      plan.wrapBlocks.clear();
+      plan.wrapMinParams.reset();
+      return;
+    }
+    const auto *call = dyn_cast<CallExpr>(&value);
+    if (!call)
+      return fail();
+    if (call->callee == "blocks") {
+      SmallVector<std::string> names;
+      if (!parseBlocks(*call, "wrap", names))
+        return;
+      plan.wrap = WrapKind::blocks;
+      plan.wrapBlocks = std::move(names);
+      plan.wrapMinParams.reset();
+      return;
+    }
+    if (call->callee != "size")
+      return fail();
+    if (call->args.size() != 1 ||
+        (!call->args[0].name.empty() && call->args[0].name != "min_params")) {
+      diags.error(call->loc, "'size' takes one argument, min_params = N");
+      return;
+    }
+    const Expr &count = *call->args[0].value;
+    const auto *number = dyn_cast<NumberExpr>(&count);
+    if (!number || !number->isInteger || number->intValue <= 0) {
+      diags.error(count.loc, "'min_params' must be a positive integer, got " +
+                                 describe(count));
+      return;
+    }
+    plan.wrap = WrapKind::size;
+    plan.wrapBlocks.clear();
+    plan.wrapMinParams = number->intValue;
+  }
+
+  /// `checkpoint_activations = blocks(h) | none`.
+  void applyCheckpointActivations(const Expr &value, PlanValues &plan) {
+    if (const NameExpr *name = asName(value); name && name->name == "none") {
+      plan.checkpointActivations.clear();
+      return;
+    }
+    const auto *call = dyn_cast<CallExpr>(&value);
+    if (!call || call->callee != "blocks") {
+      diags.error(value.loc, "'checkpoint_activations' must be "
+                             "blocks(<repeated parameters>) or none");
+      return;
+    }
+    SmallVector<std::string> names;
+    if (parseBlocks(*call, "checkpoint_activations", names))
+      plan.checkpointActivations = std::move(names);
+  }
+
+  /// `precision = { param = bf16, reduce = f32, buffer = f32, master = f32 }`;
+  /// fields left out keep the preset's dtype.
+  void applyPrecision(const Expr &value, PlanValues &plan) {
+    const auto *record = dyn_cast<RecordExpr>(&value);
+    if (!record) {
+      diags.error(value.loc, "'precision' must be a record such as { param "
+                             "= bf16, reduce = f32, buffer = f32, master = "
+                             "f32 }");
+      return;
+    }
+    static const StringRef fields[] = {"param", "reduce", "buffer", "master"};
+    SmallVector<const Setting *> seen;
+    for (const Setting &field : record->fields) {
+      if (!llvm::is_contained(fields, field.key)) {
+        diags.error(field.keyLoc, "unknown precision field '" + field.key +
+                                      "'; expected one of: " +
+                                      joinNames(fields));
+        continue;
+      }
+      if (checkDuplicate(seen, field, "precision field"))
+        continue;
+      const NameExpr *name = asName(*field.value);
+      Type type;
+      if (name)
+        type = llvm::StringSwitch<Type>(name->name)
+                   .Case("bf16", BFloat16Type::get(context))
+                   .Case("f16", Float16Type::get(context))
+                   .Case("f32", Float32Type::get(context))
+                   .Default(Type());
+      if (!type) {
+        diags.error(field.value->loc, "'" + field.key +
+                                          "' must be bf16, f16 or f32, got " +
+                                          describe(*field.value));
+        continue;
+      }
+      if (field.key == "master" && !type.isF32()) {
+        diags.error(field.value->loc,
+                    "'master' must be f32: md keeps master weights and "
+                    "optimizer state in f32 in this version, got " +
+                        name->name);
+        continue;
+      }
+      Type &slot = field.key == "param"    ? plan.paramDtype
+                   : field.key == "reduce" ? plan.reduceDtype
+                   : field.key == "buffer" ? plan.bufferDtype
+                                           : plan.masterDtype;
+      slot = type;
+    }
+  }
+
+  /// `bucket_cap = 25 MiB`.
+  void applyBucketCap(const Expr &value, PlanValues &plan) {
+    const auto *size = dyn_cast<SizeExpr>(&value);
+    if (!size) {
+      diags.error(value.loc, "'bucket_cap' must be a size with a unit, such "
+                             "as 25 MiB");
+      return;
+    }
+    if (size->bytes <= 0) {
+      diags.error(value.loc, "'bucket_cap' must be at least 1 byte, got " +
+                                 describe(value));
+      return;
+    }
+    plan.bucketCap = size->bytes;
+  }
+
+  /// `prefetch = { forward = true, backward = pre | post | none }`.
+  void applyPrefetch(const Expr &value, PlanValues &plan) {
+    const auto *record = dyn_cast<RecordExpr>(&value);
+    if (!record) {
+      diags.error(value.loc, "'prefetch' must be a record such as { forward "
+                             "= true, backward = pre }");
+      return;
+    }
+    static const StringRef fields[] = {"forward", "backward"};
+    SmallVector<const Setting *> seen;
+    for (const Setting &field : record->fields) {
+      if (!llvm::is_contained(fields, field.key)) {
+        diags.error(field.keyLoc, "unknown prefetch field '" + field.key +
+                                      "'; expected one of: " +
+                                      joinNames(fields));
+        continue;
+      }
+      if (checkDuplicate(seen, field, "prefetch field"))
+        continue;
+      if (field.key == "forward") {
+        applyBool(field, plan.prefetchForward);
+        continue;
+      }
+      const NameExpr *name = asName(*field.value);
+      std::optional<PrefetchBackward> kind;
+      if (name)
+        kind = symbolizePrefetchBackward(name->name);
+      if (!kind) {
+        diags.error(field.value->loc,
+                    "'backward' must be pre, post or none, got " +
+                        describe(*field.value));
+        continue;
+      }
+      plan.prefetchBackward = *kind;
+    }
+  }
+
+  void applyBool(const Setting &setting, bool &slot) {
+    const auto *value = dyn_cast<BoolExpr>(setting.value.get());
+    if (!value) {
+      diags.error(setting.value->loc, "'" + setting.key +
+                                          "' must be true or false, got " +
+                                          describe(*setting.value));
+      return;
+    }
+    slot = value->value;
+  }
+
+  /// A short rendering of a value for messages: `foo`, `3`, `blocks(h, g)`.
+  static std::string describe(const Expr &expr) {
+    switch (expr.kind) {
+    case Expr::Kind::Number: {
+      const auto &number = cast<NumberExpr>(expr);
+      if (number.isInteger)
+        return std::to_string(number.intValue);
+      SmallString<16> text;
+      llvm::raw_svector_ostream os(text);
+      os << number.floatValue;
+      return text.str().str();
+    }
+    case Expr::Kind::String:
+      return "\"" + cast<StringExpr>(expr).value + "\"";
+    case Expr::Kind::Bool:
+      return cast<BoolExpr>(expr).value ? "true" : "false";
+    case Expr::Kind::Name:
+      return cast<NameExpr>(expr).name;
+    case Expr::Kind::Size: {
+      const auto &size = cast<SizeExpr>(expr);
+      SmallString<16> text;
+      llvm::raw_svector_ostream os(text);
+      os << size.value << " " << size.unit;
+      return text.str().str();
+    }
+    case Expr::Kind::Call: {
+      const auto &call = cast<CallExpr>(expr);
+      std::string text = call.callee + "(";
+      for (auto [i, arg] : llvm::enumerate(call.args)) {
+        if (i)
+          text += ", ";
+        if (!arg.name.empty())
+          text += arg.name + " = ";
+        text += describe(*arg.value);
+      }
+      return text + ")";
+    }
+    case Expr::Kind::Record:
+      return "a record";
+    case Expr::Kind::List:
+      return "a list";
+    case Expr::Kind::Tuple:
+      return "a tuple";
+    default:
+      return "an expression";
+    }
+  }
+
+  const BlockDecl *model;
+  std::optional<int64_t> worldSize;
+  MLIRContext *context;
+  Diagnostics &diags;
+};
+
+/// The world size pinned on the model op so far, if any.
+std::optional<int64_t> getPinnedWorldSize(IRGenContext &ctx) {
+  if (auto model = dyn_cast_or_null<ModelOp>(ctx.modelOp))
+    if (std::optional<uint64_t> world = model.getWorldSize())
+      return static_cast<int64_t>(*world);
+  return std::nullopt;
+}
+
+} // namespace
+
+LogicalResult md::frontend::checkPlans(const Module &module,
+                                       IRGenContext &ctx) {
+  ctx.plansChecked = true;
+  unsigned errors = ctx.diags.getNumErrors();
+  PlanBuilder builder(getPlanModel(module, ctx), getPinnedWorldSize(ctx),
+                      &ctx.context, ctx.diags);
+  for (auto [i, plan] : llvm::enumerate(module.plans)) {
+    for (const PlanDecl &previous : ArrayRef(module.plans).take_front(i)) {
+      if (previous.name != plan.name)
+        continue;
+      ctx.diags.error(plan.loc, "plan '" + plan.name + "' is already defined");
+      ctx.diags.note(previous.loc, "previous definition is here");
+      break;
+    }
+    (void)builder.build(plan);
+  }
+  return success(ctx.diags.getNumErrors() == errors);
+}
+
+FailureOr<Attribute> md::frontend::resolvePlan(const Module &module,
+                                               StringRef name,
+                                               IRGenContext &ctx) {
+  const BlockDecl *model = getPlanModel(module, ctx);
+  std::optional<int64_t> worldSize = getPinnedWorldSize(ctx);
+  const PlanDecl *decl = nullptr;
+  for (const PlanDecl &plan : module.plans)
+    if (plan.name == name) {
+      decl = &plan;
+      break;
+    }
+
+  PlanValues values;
+  if (decl) {
+    // checkPlans has reported this plan's errors already.
+    Diagnostics silent(ctx.diags.getSourceMgr(), llvm::nulls());
+    PlanBuilder builder(model, worldSize, &ctx.context,
+                        ctx.plansChecked ? silent : ctx.diags);
+    FailureOr<PlanValues> built = builder.build(*decl);
+    if (failed(built))
+      return failure();
+    values = std::move(*built);
+  } else if (llvm::is_contained(getBuiltinPlanNames(), name)) {
+    values = getPreset(name, model, &ctx.context);
+  } else {
+    SmallVector<StringRef> names;
+    for (const PlanDecl &plan : module.plans)
+      if (!llvm::is_contained(names, plan.name))
+        names.push_back(plan.name);
+    for (StringRef preset : getBuiltinPlanNames())
+      if (!llvm::is_contained(names, preset))
+        names.push_back(preset);
+    ctx.diags.error(SMLoc(), "unknown plan '" + name +
+                                 "'; expected one of: " + joinNames(names));
+    return failure();
+  }
+
+  PlanAttr plan = values.toAttr(&ctx.context);
+  if (plan.isSingleRank()) {
+    if (worldSize && *worldSize != 1) {
+      ctx.diags.error(decl ? decl->loc : SMLoc(),
+                      "plan '" + name + "' runs on one rank, but the world "
+                                        "size is pinned to " +
+                          llvm::Twine(*worldSize));
+      return failure();
+    }
+    if (auto modelOp = dyn_cast_or_null<ModelOp>(ctx.modelOp))
+      modelOp.setWorldSize(1);
+  }
+  return Attribute(plan);
+}
