@@ -19,6 +19,10 @@
 #include "llvm/Support/SMLoc.h"
 #include "llvm/Support/raw_ostream.h"
 
+namespace llvm {
+class SourceMgr;
+} // namespace llvm
+
 namespace md::frontend {
 
 //===----------------------------------------------------------------------===//
@@ -356,6 +360,9 @@ struct Module {
   std::vector<BlockDecl> blocks; // blocks and models, in source order
   std::vector<TrainDecl> trains; // at most one is legal; sema reports extras
   std::vector<PlanDecl> plans;
+  /// The SourceMgr the module was parsed from (set by parseModule); dumpAST
+  /// prints line numbers through it. Null for a hand-built module.
+  const llvm::SourceMgr *sourceMgr = nullptr;
 };
 
 /// Prints the tree in an indented, stable form (`mdc --emit=ast`).

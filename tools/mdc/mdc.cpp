@@ -1,0 +1,255 @@
+//===- mdc.cpp - the md compiler driver -----------------------------------===//
+//
+// Reads a .mdl program, parses it, and prints either its AST (--emit=ast) or
+// the md dialect module that IR generation builds from it (--emit=mlir, the
+// default). A thin driver: the work is in frontend/. Exit status: 0 success,
+// 1 errors in the program or its files (diagnostics on stderr), 2 a bad
+// command line.
+//
+//===----------------------------------------------------------------------===//
+
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "dialect/MdOps.h"
+#include "frontend/AST.h"
+#include "frontend/Diagnostics.h"
+#include "frontend/IRGen.h"
+#include "frontend/Parser.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OperationSupport.h"
+#include "mlir/IR/Verifier.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace cl = llvm::cl;
+using namespace md::frontend;
+
+namespace {
+
+enum ExitCode { kSuccess = 0, kUserError = 1, kUsageError = 2 };
+
+enum class EmitKind { MLIR, AST };
+
+cl::OptionCategory mdcCategory("mdc options");
+
+cl::opt<std::string> inputFilename(cl::Positional, cl::Required,
+                                   cl::desc("<input .mdl file>"),
+                                   cl::cat(mdcCategory));
+
+cl::opt<std::string> outputFilename("o", cl::init("-"),
+                                    cl::desc("Write the output to <file> "
+                                             "(default: stdout)"),
+                                    cl::value_desc("file"),
+                                    cl::cat(mdcCategory));
+
+cl::opt<EmitKind> emitKind(
+    "emit", cl::init(EmitKind::MLIR), cl::desc("What to print"),
+    cl::values(clEnumValN(EmitKind::MLIR, "mlir",
+                          "The md dialect module (default)"),
+               clEnumValN(EmitKind::AST, "ast",
+                          "The syntax tree, after parsing only")),
+    cl::cat(mdcCategory));
+
+cl::opt<std::string> planName(
+    "plan",
+    cl::desc("The parallelism plan: a plan of the file or a built-in preset "
+             "(default: none)"),
+    cl::value_desc("name"), cl::cat(mdcCategory));
+
+cl::opt<std::string> modelName(
+    "model", cl::desc("The model to compile when the file has several"),
+    cl::value_desc("name"), cl::cat(mdcCategory));
+
+cl::list<std::string> defines(
+    "D", cl::Prefix,
+    cl::desc("Override the model's hyper-parameter <name> with <value>"),
+    cl::value_desc("name=value"), cl::cat(mdcCategory));
+
+cl::opt<long> worldSize(
+    "world-size",
+    cl::desc("Pin the number of ranks W (default: chosen at launch)"),
+    cl::value_desc("N"), cl::cat(mdcCategory));
+
+cl::opt<bool> printDebugInfo(
+    "mlir-print-debuginfo",
+    cl::desc("Print the source locations (file:line:col) of the IR"),
+    cl::init(false), cl::cat(mdcCategory));
+
+const char *const kOverview =
+    "mdc - the md compiler\n\n"
+    "  Compiles a .mdl program (its blocks and models, the training recipe\n"
+    "  and the parallelism plans) into an md dialect module, the input of\n"
+    "  md's passes and of mdrun. The program is parsed and checked, and every\n"
+    "  error is reported with its file:line:col before mdc exits; the module\n"
+    "  is printed only when there were none. --emit=ast stops after parsing\n"
+    "  and prints the syntax tree instead.\n";
+
+bool isIdentifier(llvm::StringRef s) {
+  if (s.empty() || !(llvm::isAlpha(s[0]) || s[0] == '_'))
+    return false;
+  return llvm::all_of(s, [](char c) { return llvm::isAlnum(c) || c == '_'; });
+}
+
+/// Writes through `write` to `path` ("-": stdout). A file is written to a
+/// temporary next to it and renamed into place, so it is never left half
+/// written.
+bool writeOutput(llvm::StringRef path,
+                 llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  if (path == "-") {
+    write(llvm::outs());
+    llvm::outs().flush();
+    return true;
+  }
+  llvm::SmallString<256> tempPath;
+  int fd;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueFile(path + ".tmp-%%%%%%%%", fd, tempPath)) {
+    llvm::errs() << "mdc: error: cannot write '" << path
+                 << "': " << ec.message() << "\n";
+    return false;
+  }
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    write(os);
+    os.close();
+    if (os.has_error()) {
+      llvm::errs() << "mdc: error: cannot write '" << path
+                   << "': " << os.error().message() << "\n";
+      os.clear_error();
+      llvm::sys::fs::remove(tempPath);
+      return false;
+    }
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(tempPath, path)) {
+    llvm::errs() << "mdc: error: cannot write '" << path
+                 << "': " << ec.message() << "\n";
+    llvm::sys::fs::remove(tempPath);
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+
+  // The presets, for --help; computed here rather than in a static
+  // initializer that could run before the list exists.
+  std::string presets = "\nPLAN PRESETS:\n  ";
+  llvm::interleave(
+      getBuiltinPlanNames(), [&](llvm::StringRef name) { presets += name; },
+      [&] { presets += ", "; });
+  presets += "\n";
+  cl::extrahelp presetsHelp(presets.c_str());
+  cl::extrahelp examplesHelp(
+      "\nEXAMPLES:\n"
+      "  mdc gpt.mdl                       print the md IR of gpt.mdl\n"
+      "  mdc gpt.mdl --plan fsdp-full --world-size 8 -o gpt.mlir\n"
+      "                                    compile for FSDP over 8 ranks\n"
+      "  mdc gpt.mdl -D layers=2 -D d=128  override hyper-parameters\n"
+      "  mdc gpt.mdl --emit=ast            print the syntax tree\n"
+      "\nEXIT STATUS:\n"
+      "  0 success; 1 errors in the program (reported on stderr) or in its\n"
+      "  files; 2 a bad command line.\n");
+
+  cl::HideUnrelatedOptions(mdcCategory);
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "mdc (md) built with LLVM " << LLVM_VERSION_STRING << "\n";
+  });
+  if (!cl::ParseCommandLineOptions(argc, argv, kOverview, &llvm::errs()))
+    return kUsageError;
+
+  IRGenOptions options;
+  options.plan = planName;
+  options.model = modelName;
+  for (const std::string &define : defines) {
+    auto [name, value] = llvm::StringRef(define).split('=');
+    if (!isIdentifier(name) || value.empty() ||
+        define.find('=') == std::string::npos) {
+      llvm::errs() << "mdc: error: malformed -D '" << define
+                   << "': expected NAME=VALUE, as in -D layers=2\n";
+      return kUsageError;
+    }
+    options.overrides[name.str()] = value.str();
+  }
+  if (worldSize.getNumOccurrences()) {
+    if (worldSize < 1) {
+      llvm::errs() << "mdc: error: --world-size must be a positive integer, "
+                      "got "
+                   << worldSize << "\n";
+      return kUsageError;
+    }
+    options.worldSize = worldSize;
+  }
+
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
+      llvm::MemoryBuffer::getFileOrSTDIN(inputFilename, /*IsText=*/true);
+  if (std::error_code ec = file.getError()) {
+    llvm::errs() << "mdc: error: cannot open '" << inputFilename
+                 << "': " << ec.message() << "\n";
+    return kUserError;
+  }
+  llvm::SourceMgr sourceMgr;
+  unsigned bufferId =
+      sourceMgr.AddNewSourceBuffer(std::move(*file), llvm::SMLoc());
+  Diagnostics diags(sourceMgr);
+
+  std::unique_ptr<Module> module = parseModule(bufferId, diags);
+  if (diags.hasErrors())
+    return kUserError;
+
+  if (emitKind == EmitKind::AST)
+    return writeOutput(outputFilename,
+                       [&](llvm::raw_ostream &os) { dumpAST(*module, os); })
+               ? kSuccess
+               : kUserError;
+
+  mlir::DialectRegistry registry;
+  registry.insert<md::MdDialect, mlir::func::FuncDialect,
+                  mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  // Diagnostics the IR itself raises (the verifier) print like ours, with the
+  // .mdl source line under them.
+  mlir::SourceMgrDiagnosticHandler mlirDiagnostics(sourceMgr, &context);
+
+  mlir::OwningOpRef<mlir::ModuleOp> ir =
+      generateIR(*module, context, options, diags);
+  if (!ir || diags.hasErrors())
+    return kUserError;
+  if (mlir::failed(mlir::verify(*ir))) {
+    llvm::errs() << "mdc: error: internal error: the generated IR does not "
+                    "verify\n";
+    return kUserError;
+  }
+
+  mlir::OpPrintingFlags flags;
+  flags.enableDebugInfo(printDebugInfo);
+  return writeOutput(outputFilename,
+                     [&](llvm::raw_ostream &os) {
+                       ir->print(os, flags);
+                       os << "\n";
+                     })
+             ? kSuccess
+             : kUserError;
+}
