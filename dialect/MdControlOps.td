@@ -155,7 +155,7 @@ def MD_IfOp : MD_Op<"if", [
     ```mlir
     %is0 = arith.cmpi eq, %r, %c0 : i64
     md.if %is0 {
-      md.log "loss" %loss : tensor<f32>
+      md.log "loss"(%loss : tensor<f32>)
     }
     %x = md.if %c -> (tensor<f32>) {
       md.yield %a : tensor<f32>
@@ -221,7 +221,7 @@ def MD_ForOp : MD_Op<"for", [
 
     ```mlir
     md.for %i = %c0 to %n {
-      md.print "i" %i : i64
+      md.print "i"(%i : i64)
     }
     ```
   }];
@@ -266,15 +266,16 @@ def MD_LogOp : MD_EffectOp<"log"> {
   let description = [{
     Writes `tag` and the values to the metrics log (JSONL) and the progress
     line. With `rank0_only` only rank 0 writes: a pure side effect, legal
-    under any condition.
+    under any condition. The values are parenthesised: without them, a log
+    of no values followed by `%v = ...` would read `%v` as its value.
 
     ```mlir
-    md.log "train" %loss, %lr : tensor<f32>, f32 rank0_only
+    md.log "train"(%loss, %lr : tensor<f32>, f32) rank0_only
     ```
   }];
   let arguments = (ins StrAttr:$tag, Variadic<AnyType>:$values, UnitAttr:$rank0_only);
   let assemblyFormat = [{
-    $tag ($values^ `:` type($values))? (`rank0_only` $rank0_only^)? attr-dict
+    $tag (`(` $values^ `:` type($values) `)`)? (`rank0_only` $rank0_only^)? attr-dict
   }];
 }
 
@@ -282,12 +283,12 @@ def MD_PrintOp : MD_EffectOp<"print"> {
   let summary = "prints a message and values on the console";
   let description = [{
     ```mlir
-    md.print "step" %s : i64 rank0_only
+    md.print "step"(%s : i64) rank0_only
     ```
   }];
   let arguments = (ins StrAttr:$message, Variadic<AnyType>:$values, UnitAttr:$rank0_only);
   let assemblyFormat = [{
-    $message ($values^ `:` type($values))? (`rank0_only` $rank0_only^)? attr-dict
+    $message (`(` $values^ `:` type($values) `)`)? (`rank0_only` $rank0_only^)? attr-dict
   }];
 }
 

@@ -22,8 +22,6 @@ public:
                        llvm::raw_ostream &os = llvm::errs())
       : sourceMgr(sourceMgr), os(os) {}
 
-  /// An invalid `loc` is a message about the whole file (a bad -D, no
-  /// model): it prints as `file: error: message`.
   void error(llvm::SMLoc loc, const llvm::Twine &message) {
     ++numErrors;
     print(loc, llvm::SourceMgr::DK_Error, message);
@@ -40,16 +38,14 @@ public:
   llvm::SourceMgr &getSourceMgr() { return sourceMgr; }
 
 private:
+  /// A message without a location (about the command line: `--plan x`)
+  /// reads `error: message` rather than `<unknown>:0: error: message`.
   void print(llvm::SMLoc loc, llvm::SourceMgr::DiagKind kind,
              const llvm::Twine &message) {
-    if (loc.isValid() || sourceMgr.getNumBuffers() == 0) {
+    if (loc.isValid())
       sourceMgr.PrintMessage(os, loc, kind, message);
-      return;
-    }
-    llvm::StringRef file =
-        sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())
-            ->getBufferIdentifier();
-    llvm::SMDiagnostic(file, kind, message.str()).print(nullptr, os);
+    else
+      llvm::SMDiagnostic("", kind, message.str()).print(nullptr, os);
   }
 
   llvm::SourceMgr &sourceMgr;

@@ -560,11 +560,14 @@ void ModelGen::checkDeclarations() {
   }
   checkRecursion();
 
+  // Reported once, at the second train, however many there are.
   if (module.trains.size() > 1) {
-    for (size_t k = 1; k < module.trains.size(); ++k) {
-      error(module.trains[k].loc, "a file has at most one 'train'");
-      note(module.trains[0].loc, "the first 'train' is here");
-    }
+    std::string count =
+        module.trains.size() > 2
+            ? " (it has " + std::to_string(module.trains.size()) + ")"
+            : std::string();
+    error(module.trains[1].loc, "a file has at most one 'train'" + count);
+    note(module.trains[0].loc, "the first 'train' is here");
   }
 }
 
@@ -2488,20 +2491,24 @@ mlir::OwningOpRef<mlir::ModuleOp> ModelGen::run() {
     genModelForward(*root, *model);
   }
 
+  // The plan generator checks `blocks(h)` against this model and a
+  // single-rank plan against the pinned world size: both come first.
+  ctx.modelDecl = model;
+  ctx.modelOp = modelOp ? modelOp.getOperation() : nullptr;
+  if (modelOp && options.worldSize) {
+    if (*options.worldSize <= 0)
+      error(SMLoc(), "--world-size must be positive, got " +
+                         Twine(*options.worldSize));
+    else
+      modelOp.setWorldSizeAttr(b.getI64IntegerAttr(*options.worldSize));
+  }
   (void)checkPlans(module, ctx);
   if (modelOp) {
     if (!options.plan.empty()) {
       mlir::FailureOr<mlir::Attribute> plan =
           resolvePlan(module, options.plan, ctx);
       if (succeeded(plan))
-        modelOp->setAttr("plan", *plan);
-    }
-    if (options.worldSize) {
-      if (*options.worldSize <= 0)
-        error(SMLoc(), "--world-size must be positive, got " +
-                           Twine(*options.worldSize));
-      else
-        modelOp.setWorldSizeAttr(b.getI64IntegerAttr(*options.worldSize));
+        modelOp->setAttr(modelOp.getPlanAttrName(), *plan);
     }
     if (!module.trains.empty() && forwardOp)
       (void)emitTrain(module.trains.front(), modelOp, ctx);

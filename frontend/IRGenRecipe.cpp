@@ -10,7 +10,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "frontend/ExprText.h"
 #include "frontend/IRGenContext.h"
+#include "frontend/Sema.h"
 
 #include "dialect/MdOps.h"
 
@@ -18,7 +20,6 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -52,48 +53,9 @@ std::string joinNames(ArrayRef<StringRef> names) {
   return llvm::join(names, ", ");
 }
 
-std::string formatDouble(double value) {
-  SmallString<16> text;
-  llvm::raw_svector_ostream os(text);
-  os << value;
-  return text.str().str();
-}
+std::string formatDouble(double value) { return formatNum(Num::real(value)); }
 
-/// A short rendering of a value for messages: `foo`, `3`, `-0.5`, `adamw(...)`.
-std::string describe(const Expr &expr) {
-  switch (expr.kind) {
-  case Expr::Kind::Number: {
-    const auto &number = cast<NumberExpr>(expr);
-    return number.isInteger ? std::to_string(number.intValue)
-                            : formatDouble(number.floatValue);
-  }
-  case Expr::Kind::String:
-    return "\"" + cast<StringExpr>(expr).value + "\"";
-  case Expr::Kind::Bool:
-    return cast<BoolExpr>(expr).value ? "true" : "false";
-  case Expr::Kind::Name:
-    return cast<NameExpr>(expr).name;
-  case Expr::Kind::Unary: {
-    const auto &unary = cast<UnaryExpr>(expr);
-    return (unary.op == UnaryOp::Neg ? "-" : "not ") +
-           describe(*unary.operand);
-  }
-  case Expr::Kind::Call:
-    return cast<CallExpr>(expr).callee + "(...)";
-  case Expr::Kind::Size: {
-    const auto &size = cast<SizeExpr>(expr);
-    return formatDouble(size.value) + " " + size.unit;
-  }
-  case Expr::Kind::Tuple:
-    return "a tuple";
-  case Expr::Kind::List:
-    return "a list";
-  case Expr::Kind::Record:
-    return "a record";
-  default:
-    return "an expression";
-  }
-}
+std::string describe(const Expr &expr) { return describeExpr(expr); }
 
 /// A literal number, possibly negated: `3`, `-1`, `6e-4`.
 struct Literal {
@@ -138,38 +100,6 @@ struct Typed {
   Value value;
   Kind kind;
 };
-
-const char *binaryOpSpelling(BinaryOp op) {
-  switch (op) {
-  case BinaryOp::Add:
-    return "+";
-  case BinaryOp::Sub:
-    return "-";
-  case BinaryOp::Mul:
-    return "*";
-  case BinaryOp::Div:
-    return "/";
-  case BinaryOp::MatMul:
-    return "@";
-  case BinaryOp::Eq:
-    return "==";
-  case BinaryOp::Ne:
-    return "!=";
-  case BinaryOp::Lt:
-    return "<";
-  case BinaryOp::Le:
-    return "<=";
-  case BinaryOp::Gt:
-    return ">";
-  case BinaryOp::Ge:
-    return ">=";
-  case BinaryOp::And:
-    return "and";
-  case BinaryOp::Or:
-    return "or";
-  }
-  llvm_unreachable("unknown binary op");
-}
 
 class RecipeEmitter {
 public:
@@ -584,6 +514,62 @@ private:
     return literal->intValue;
   }
 
+  /// The setting `name` is a near miss of, if any.
+  static std::optional<StringRef> getNearSetting(StringRef name) {
+    if (llvm::is_contained(kBuiltinValues, name))
+      return std::nullopt;
+    for (StringRef key : kSettings) {
+      // Short keys (`seed`) are a single edit away from ordinary words.
+      unsigned allowed = key.size() >= 8 ? 2 : 1;
+      if (name != key && name.edit_distance(key) <= allowed)
+        return key;
+    }
+    return std::nullopt;
+  }
+
+  /// A top-level `key = value` whose key is no setting is a variable of the
+  /// hooks. Warns where it looks like a misspelt setting.
+  void warnMisspeltSettings(const TrainDecl &train,
+                            const llvm::StringMap<const Setting *> &settings) {
+    for (const StmtPtr &stmt : train.body) {
+      const auto *let = dyn_cast<LetStmt>(stmt.get());
+      if (!let || let->targets.size() != 1)
+        continue;
+      const LetStmt::Target &target = let->targets[0];
+      std::optional<StringRef> near = getNearSetting(target.name);
+      // A missing required setting has its note already.
+      if (near && !settings.count(*near) &&
+          !llvm::is_contained(kRequiredSettings, *near))
+        diags.warning(target.loc, "'" + target.name +
+                                      "' is a variable, not a train "
+                                      "setting; did you mean '" +
+                                      *near + "'?");
+    }
+  }
+
+  /// Warns about a top-level constant that nothing reads: most likely a
+  /// setting md does not have (`steps = 1000`).
+  void warnUnusedConstants(const TrainDecl &train) {
+    for (const StmtPtr &stmt : train.body) {
+      const auto *let = dyn_cast<LetStmt>(stmt.get());
+      if (!let || let->targets.size() != 1)
+        continue;
+      const LetStmt::Target &target = let->targets[0];
+      if (getNearSetting(target.name))
+        continue;
+      auto it = scopes.front().find(target.name);
+      bool constant = isa<NumberExpr, BoolExpr, SizeExpr, StringExpr>(
+          *let->value);
+      if (constant && it != scopes.front().end() && !it->second.used &&
+          it->second.loc == target.loc)
+        diags.warning(target.loc,
+                      "'" + target.name +
+                          "' is never used; it is not a train setting "
+                          "(those are: " +
+                          joinNames(kSettings) + ")");
+    }
+  }
+
   /// Notes a top-level variable whose name is a near miss of `key`.
   void noteNearMiss(const TrainDecl &train, StringRef key) {
     for (const StmtPtr &stmt : train.body) {
@@ -591,7 +577,7 @@ private:
       if (!let || let->targets.size() != 1)
         continue;
       StringRef name = let->targets[0].name;
-      if (name != key && name.edit_distance(key) <= 2) {
+      if (getNearSetting(name) == key) {
         diags.note(let->targets[0].loc,
                    "'" + name + "' is a variable, not a setting; did you "
                                 "mean '" +
@@ -608,9 +594,13 @@ private:
   struct Binding {
     Typed value;
     SMLoc loc;
+    bool used = false;
+    /// The value when the let binds a literal (`n = 100`), so that a
+    /// constant such as the period of `every` can name it.
+    std::optional<Literal> literal;
   };
 
-  const Binding *lookup(StringRef name) {
+  Binding *lookup(StringRef name) {
     for (auto &scope : llvm::reverse(scopes)) {
       auto it = scope.find(name);
       if (it != scope.end())
@@ -663,8 +653,8 @@ private:
         return;
       }
       std::optional<Typed> value = emitExpr(*let.value);
-      if (value)
-        define(let.targets[0].name, let.targets[0].loc, *value);
+      if (value && define(let.targets[0].name, let.targets[0].loc, *value))
+        lookup(let.targets[0].name)->literal = getLiteral(*let.value);
       return;
     }
     case Stmt::Kind::Return:
@@ -721,20 +711,20 @@ private:
           ok = false;
         }
       if (!ok) {
-        emitDetached(forStmt.body);
+        // Check the body all the same, with the variable bound to a
+        // placeholder, into a block that is dropped.
+        Block scratch;
+        OpBuilder::InsertionGuard guard(builder);
+        builder.setInsertionPointToEnd(&scratch);
+        Value placeholder = arith::ConstantIntOp::create(
+            builder, loc, builder.getI64Type(), 0);
+        emitLoopBody(forStmt, placeholder);
         return;
       }
       auto op = ForOp::create(builder, loc, lo->value, hi->value);
       Block *body = &op.getBody().front();
       body->getArgument(0).setLoc(ctx.getLoc(forStmt.varLoc));
-      inBlock(body, [&] {
-        scopes.emplace_back();
-        if (define(forStmt.var, forStmt.varLoc,
-                   Typed{op.getInductionVar(), Kind::Int}))
-          for (const StmtPtr &inner : forStmt.body)
-            emitStmt(*inner);
-        scopes.pop_back();
-      });
+      inBlock(body, [&] { emitLoopBody(forStmt, op.getInductionVar()); });
       return;
     }
     case Stmt::Kind::Every: {
@@ -772,6 +762,15 @@ private:
     }
   }
 
+  /// The body of `for`, with its variable bound to `inductionVar`.
+  void emitLoopBody(const ForStmt &forStmt, Value inductionVar) {
+    scopes.emplace_back();
+    if (define(forStmt.var, forStmt.varLoc, Typed{inductionVar, Kind::Int}))
+      for (const StmtPtr &inner : forStmt.body)
+        emitStmt(*inner);
+    scopes.pop_back();
+  }
+
   /// Checks `body` without keeping its ops (after an error in the statement
   /// that holds it).
   void emitDetached(const Body &body) {
@@ -784,6 +783,11 @@ private:
   /// The period of `every`: a constant positive integer.
   std::optional<int64_t> getPeriod(const Expr &expr) {
     std::optional<Literal> literal = getLiteral(expr);
+    if (const auto *name = dyn_cast<NameExpr>(&expr))
+      if (Binding *binding = lookup(name->name); binding && binding->literal) {
+        binding->used = true;
+        literal = binding->literal;
+      }
     if (!literal) {
       diags.error(expr.loc, "the period of 'every' must be a constant "
                             "integer, got " +
@@ -835,14 +839,18 @@ private:
     StringAttr path;
     if (save.args.size() == 2) {
       const Expr &dir = *save.args[1].value;
-      std::optional<std::string> value = getString(dir, "directory");
-      if (!value)
+      const auto *value = dyn_cast<StringExpr>(&dir);
+      if (!value) {
+        diags.error(dir.loc, "the checkpoint directory must be a string, "
+                             "got " +
+                                 describe(dir));
         return;
-      if (value->empty()) {
+      }
+      if (value->value.empty()) {
         diags.error(dir.loc, "the checkpoint directory is empty");
         return;
       }
-      path = builder.getStringAttr(*value);
+      path = builder.getStringAttr(value->value);
     }
     SaveOp::create(builder, ctx.getLoc(save.loc),
                    CheckpointFormatAttr::get(&ctx.context, *kind), path,
@@ -948,8 +956,10 @@ private:
   }
 
   std::optional<Typed> emitName(const NameExpr &name) {
-    if (const Binding *binding = lookup(name.name))
+    if (Binding *binding = lookup(name.name)) {
+      binding->used = true;
       return binding->value;
+    }
     Location loc = ctx.getLoc(name.loc);
     Type i64 = builder.getI64Type();
     if (name.name == "rank")
@@ -1046,6 +1056,15 @@ private:
     if (callee == "log" || callee == "print") {
       diags.error(call.loc, "'" + callee + "' has no value; call it as a "
                                            "statement");
+      return std::nullopt;
+    }
+    static const StringRef settingValues[] = {
+        "adamw",  "sgd",       "constant", "linear",
+        "cosine", "synthetic", "npy",      "tokens"};
+    if (llvm::is_contained(settingValues, callee)) {
+      diags.error(call.loc, "'" + callee + "(...)' is the value of a train "
+                                           "setting, not a value of the "
+                                           "hooks");
       return std::nullopt;
     }
     diags.error(call.loc, "unknown function '" + callee +
@@ -1149,7 +1168,8 @@ private:
       return Typed{arith::SubIOp::create(builder, loc, zero, operand->value),
                    Kind::Int};
     }
-    return Typed{arith::NegFOp::create(builder, loc, toF64(*operand, loc)),
+    Value value = toF64(*operand, ctx.getLoc(unary.operand->loc));
+    return Typed{arith::NegFOp::create(builder, loc, value),
                  Kind::Float};
   }
 
@@ -1204,7 +1224,8 @@ private:
               arith::DivSIOp::create(builder, loc, lhs->value, rhs->value);
         return Typed{result, Kind::Int};
       }
-      Value a = toF64(*lhs, loc), b = toF64(*rhs, loc);
+      Value a = toF64(*lhs, ctx.getLoc(binary.lhs->loc)),
+            b = toF64(*rhs, ctx.getLoc(binary.rhs->loc));
       Value result;
       if (binary.op == BinaryOp::Add)
         result = arith::AddFOp::create(builder, loc, a, b);
@@ -1280,7 +1301,8 @@ private:
       predicate = arith::CmpFPredicate::OGE;
       break;
     }
-    Value a = toF64(*lhs, loc), b = toF64(*rhs, loc);
+    Value a = toF64(*lhs, ctx.getLoc(binary.lhs->loc)),
+          b = toF64(*rhs, ctx.getLoc(binary.rhs->loc));
     return Typed{arith::CmpFOp::create(builder, loc, predicate, a, b),
                  Kind::Bool};
   }
@@ -1388,8 +1410,11 @@ LogicalResult RecipeEmitter::emit(const TrainDecl &train) {
   hooks.push_back(new Block());
   builder.setInsertionPointToEnd(&hooks.front());
   scopes.emplace_back();
+  warnMisspeltSettings(train, settings);
   for (const StmtPtr &stmt : train.body)
     emitStmt(*stmt);
+  if (diags.getNumErrors() == errors)
+    warnUnusedConstants(train);
   scopes.clear();
 
   if (diags.getNumErrors() != errors)
@@ -1410,9 +1435,18 @@ LogicalResult RecipeEmitter::emit(const TrainDecl &train) {
 
 LogicalResult md::frontend::emitTrain(const TrainDecl &train, ModelOp model,
                                       IRGenContext &ctx) {
-  // A `single` plan resolved before the recipe pins one rank.
-  if (PlanAttr plan = model.getPlanAttr())
-    if (plan.isSingleRank() && !model.getWorldSize())
-      model.setWorldSize(1);
+  // A plan that runs on one rank pins W = 1, where resolvePlan could not
+  // (generateIR did not hand it the model op).
+  if (PlanAttr plan = model.getPlanAttr(); plan && plan.isSingleRank()) {
+    std::optional<uint64_t> world = model.getWorldSize();
+    if (world && *world != 1) {
+      ctx.diags.error(SMLoc(), "plan '" + plan.getName() +
+                                   "' runs on one rank, but the world size "
+                                   "is pinned to " +
+                                   Twine(*world));
+      return failure();
+    }
+    model.setWorldSize(1);
+  }
   return RecipeEmitter(model, ctx).emit(train);
 }

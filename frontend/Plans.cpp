@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "frontend/ExprText.h"
 #include "frontend/IRGen.h"
 #include "frontend/IRGenContext.h"
 
@@ -15,7 +16,6 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/Casting.h"
@@ -137,7 +137,8 @@ public:
 
   FailureOr<PlanValues> build(const PlanDecl &decl) {
     unsigned errors = diags.getNumErrors();
-    StringRef preset = decl.extends.empty() ? "ddp" : decl.extends;
+    StringRef preset =
+        decl.extends.empty() ? StringRef("ddp") : StringRef(decl.extends);
     if (!llvm::is_contained(getBuiltinPlanNames(), preset)) {
       diags.error(decl.extendsLoc, "unknown preset '" + preset +
                                        "'; expected one of: " +
@@ -470,53 +471,7 @@ private:
     slot = value->value;
   }
 
-  /// A short rendering of a value for messages: `foo`, `3`, `blocks(h, g)`.
-  static std::string describe(const Expr &expr) {
-    switch (expr.kind) {
-    case Expr::Kind::Number: {
-      const auto &number = cast<NumberExpr>(expr);
-      if (number.isInteger)
-        return std::to_string(number.intValue);
-      SmallString<16> text;
-      llvm::raw_svector_ostream os(text);
-      os << number.floatValue;
-      return text.str().str();
-    }
-    case Expr::Kind::String:
-      return "\"" + cast<StringExpr>(expr).value + "\"";
-    case Expr::Kind::Bool:
-      return cast<BoolExpr>(expr).value ? "true" : "false";
-    case Expr::Kind::Name:
-      return cast<NameExpr>(expr).name;
-    case Expr::Kind::Size: {
-      const auto &size = cast<SizeExpr>(expr);
-      SmallString<16> text;
-      llvm::raw_svector_ostream os(text);
-      os << size.value << " " << size.unit;
-      return text.str().str();
-    }
-    case Expr::Kind::Call: {
-      const auto &call = cast<CallExpr>(expr);
-      std::string text = call.callee + "(";
-      for (auto [i, arg] : llvm::enumerate(call.args)) {
-        if (i)
-          text += ", ";
-        if (!arg.name.empty())
-          text += arg.name + " = ";
-        text += describe(*arg.value);
-      }
-      return text + ")";
-    }
-    case Expr::Kind::Record:
-      return "a record";
-    case Expr::Kind::List:
-      return "a list";
-    case Expr::Kind::Tuple:
-      return "a tuple";
-    default:
-      return "an expression";
-    }
-  }
+  static std::string describe(const Expr &expr) { return describeExpr(expr); }
 
   const BlockDecl *model;
   std::optional<int64_t> worldSize;
@@ -585,7 +540,7 @@ FailureOr<Attribute> md::frontend::resolvePlan(const Module &module,
     for (StringRef preset : getBuiltinPlanNames())
       if (!llvm::is_contained(names, preset))
         names.push_back(preset);
-    ctx.diags.error(SMLoc(), "unknown plan '" + name +
+    ctx.diags.error(SMLoc(), "--plan " + name + ": unknown plan '" + name +
                                  "'; expected one of: " + joinNames(names));
     return failure();
   }

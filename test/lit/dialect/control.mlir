@@ -32,10 +32,10 @@ md.model @m {
     %c0 = arith.constant 0 : i64
     %is0 = arith.cmpi eq, %r, %c0 : i64
     // CHECK: md.if %{{.*}} {
-    // CHECK-NEXT: md.log "rank" %[[R]] : i64 rank0_only
+    // CHECK-NEXT: md.log "rank"(%[[R]] : i64) rank0_only
     // CHECK-NEXT: }
     md.if %is0 {
-      md.log "rank" %r : i64 rank0_only
+      md.log "rank"(%r : i64) rank0_only
     }
     // CHECK: md.if %[[E]] {
     // CHECK-NEXT: md.print "stopping"
@@ -63,8 +63,8 @@ md.model @m {
     } else {
       md.yield %v2 : tensor<f32>
     }
-    // CHECK: md.log "val" %{{.*}}, %{{.*}} : tensor<f32>, f64
-    md.log "val" %best, %t : tensor<f32>, f64
+    // CHECK: md.log "val"(%{{.*}}, %{{.*}} : tensor<f32>, f64)
+    md.log "val"(%best, %t : tensor<f32>, f64)
     // CHECK: md.every 250 steps {
     // CHECK-NEXT: md.save sharded
     // CHECK-NEXT: }
@@ -77,16 +77,25 @@ md.model @m {
       md.save full "ckpt/latest"
     }
     // CHECK: md.every 30 minutes rank0_only {
-    // CHECK-NEXT: md.print "still training" %{{.*}} : i64
+    // CHECK-NEXT: md.print "still training"(%{{.*}} : i64)
     md.every 30 minutes rank0_only {
-      md.print "still training" %e : i64
+      md.print "still training"(%e : i64)
     }
     // CHECK: md.for %[[I:.*]] = %{{.*}} to %{{.*}} {
-    // CHECK-NEXT: md.print "i" %[[I]] : i64
+    // CHECK-NEXT: md.print "i"(%[[I]] : i64)
     // CHECK-NEXT: }
     md.for %i = %c0 to %w {
-      md.print "i" %i : i64
+      md.print "i"(%i : i64)
     }
+    // A print without values followed by a value is not read as printing it.
+    // CHECK: md.print "no values"{{$}}
+    // CHECK-NEXT: %[[S2:.*]] = md.step : i64
+    // CHECK-NEXT: md.log "no values"{{$}}
+    // CHECK-NEXT: md.print "step"(%[[S2]] : i64)
+    md.print "no values"
+    %s2 = md.step : i64
+    md.log "no values"
+    md.print "step"(%s2 : i64)
     // CHECK: md.exit{{$}}
     md.exit
   }

@@ -1,0 +1,62 @@
+//===- ExprText.cpp - expressions as diagnostics quote them ---------------===//
+
+#include "frontend/ExprText.h"
+#include "frontend/Sema.h"
+
+#include "llvm/Support/Casting.h"
+
+using namespace md::frontend;
+using llvm::cast;
+
+std::string md::frontend::describeExpr(const Expr &expr) {
+  switch (expr.kind) {
+  case Expr::Kind::Number: {
+    const auto &number = cast<NumberExpr>(expr);
+    return formatNum(number.isInteger ? Num::integer(number.intValue)
+                                      : Num::real(number.floatValue));
+  }
+  case Expr::Kind::String:
+    return "\"" + cast<StringExpr>(expr).value + "\"";
+  case Expr::Kind::Bool:
+    return cast<BoolExpr>(expr).value ? "true" : "false";
+  case Expr::Kind::Name:
+    return cast<NameExpr>(expr).name;
+  case Expr::Kind::Member: {
+    const auto &member = cast<MemberExpr>(expr);
+    return describeExpr(*member.base) + "." + member.member;
+  }
+  case Expr::Kind::Unary: {
+    const auto &unary = cast<UnaryExpr>(expr);
+    return (unary.op == UnaryOp::Neg ? "-" : "not ") +
+           describeExpr(*unary.operand);
+  }
+  case Expr::Kind::Binary: {
+    const auto &binary = cast<BinaryExpr>(expr);
+    return describeExpr(*binary.lhs) + " " + binaryOpSpelling(binary.op) +
+           " " + describeExpr(*binary.rhs);
+  }
+  case Expr::Kind::Call: {
+    const auto &call = cast<CallExpr>(expr);
+    std::string text = call.callee + "(";
+    for (size_t i = 0; i < call.args.size(); ++i) {
+      if (i)
+        text += ", ";
+      if (!call.args[i].name.empty())
+        text += call.args[i].name + " = ";
+      text += describeExpr(*call.args[i].value);
+    }
+    return text + ")";
+  }
+  case Expr::Kind::Size: {
+    const auto &size = cast<SizeExpr>(expr);
+    return formatNum(Num::real(size.value)) + " " + size.unit;
+  }
+  case Expr::Kind::Tuple:
+    return "a tuple";
+  case Expr::Kind::List:
+    return "a list";
+  case Expr::Kind::Record:
+    return "a record";
+  }
+  return "an expression";
+}
