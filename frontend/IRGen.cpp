@@ -1279,14 +1279,23 @@ ModelGen::buildBlock(const BlockDecl &decl, std::unique_ptr<Env> env,
 // Forward: statements
 //===----------------------------------------------------------------------===//
 
+// A let may rebind a name (`x = x + attn(ln_1(x))`, the residual style of
+// DESIGN.md's sketch): values are immutable, a rebinding only changes what
+// the name refers to from here on. It may not hide a parameter instance or a
+// hyper-parameter, whose names a reader expects to keep their meaning.
 void ModelGen::bindLocal(FnState &fn, const std::string &name, SMLoc l,
                          Val v) {
-  auto [it, inserted] = fn.locals.try_emplace(name, v, l);
-  if (!inserted) {
-    error(l, "redefinition of '" + name + "'");
-    note(it->second.second, "previous definition is here");
-    it->second.first = Val::error();
+  if (Instance *child = fn.self->child(name)) {
+    error(l, "'" + name + "' names a parameter of " + fn.owner +
+                 "; a let cannot hide it");
+    (void)child;
+    v = Val::error();
+  } else if (fn.self->hyper->count(name)) {
+    error(l, "'" + name + "' names a hyper-parameter of " + fn.owner +
+                 "; a let cannot hide it");
+    v = Val::error();
   }
+  fn.locals[name] = {v, l};
 }
 
 const char *stmtKeyword(Stmt::Kind kind) {
@@ -1328,9 +1337,18 @@ bool ModelGen::genBody(FnState &fn, const ForwardDecl &fwd,
       if (!unpack && !v.isError())
         error(let.loc, "cannot unpack " + describe(v) + " into " +
                            Twine(let.targets.size()) + " names");
-      for (auto [k, target] : llvm::enumerate(let.targets))
+      llvm::StringMap<SMLoc> seen;
+      for (auto [k, target] : llvm::enumerate(let.targets)) {
+        auto [it, inserted] = seen.try_emplace(target.name, target.loc);
+        if (!inserted) {
+          error(target.loc, "'" + target.name +
+                                "' appears twice in the same assignment");
+          note(it->second, "first occurrence is here");
+          continue;
+        }
         bindLocal(fn, target.name, target.loc,
                   unpack ? v.elements[k] : Val::error());
+      }
       break;
     }
     case Stmt::Kind::Return: {
