@@ -558,5 +558,10 @@ FailureOr<Attribute> md::frontend::resolvePlan(const Module &module,
     if (auto modelOp = dyn_cast_or_null<ModelOp>(ctx.modelOp))
       modelOp.setWorldSize(1);
   }
+  // A hybrid mesh's shard group is part of the model's mesh: collective
+  // verifiers and group sizes read it from md.model.
+  if (std::optional<int64_t> group = plan.getShardGroupSize())
+    if (auto modelOp = dyn_cast_or_null<ModelOp>(ctx.modelOp))
+      modelOp.setShardGroupSize(*group);
   return Attribute(plan);
 }
