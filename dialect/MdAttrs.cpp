@@ -485,3 +485,21 @@ PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError, StringRef name,
   return verifyBlockNames(emitError, "checkpoint_activations",
                           checkpointActivations);
 }
+
+//===----------------------------------------------------------------------===//
+// DataAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult DataAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               DataKind kind, StringRef path, int64_t seed) {
+  if (seed < 0)
+    return emitError() << "data seed must be >= 0, got " << seed;
+  if (seed != 0 && kind != DataKind::synthetic)
+    return emitError() << "only synthetic data has a seed; " << stringifyDataKind(kind)
+                       << " data is read from '" << path << "'";
+  if (kind == DataKind::synthetic && !path.empty())
+    return emitError() << "synthetic data has no path, got '" << path << "'";
+  if (kind != DataKind::synthetic && path.empty())
+    return emitError() << stringifyDataKind(kind) << " data needs a path";
+  return success();
+}

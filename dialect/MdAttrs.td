@@ -71,12 +71,21 @@ def MD_DataAttr : MD_Attr<"Data", "data"> {
   let summary = "a data source";
   let description = [{
     `#md.data<tokens, "data/train.bin">`, `#md.data<npy, "x.npy">` or
-    `#md.data<synthetic, "">`. The shapes of a batch are the forward
-    function's argument shapes; the sampler gives every rank disjoint,
-    equally many samples.
+    `#md.data<synthetic, "", seed = 7>`. The shapes of a batch are the
+    forward function's argument shapes; the sampler gives every rank
+    disjoint, equally many samples. `seed` (synthetic data only, default 0)
+    selects the generated data set independently of the recipe's seed, which
+    drives initialisation and shuffling.
   }];
-  let parameters = (ins "::md::DataKind":$kind, StringRefParameter<>:$path);
-  let assemblyFormat = "`<` $kind `,` $path `>`";
+  let parameters = (ins "::md::DataKind":$kind, StringRefParameter<>:$path,
+                        DefaultValuedParameter<"int64_t", "0">:$seed);
+  let assemblyFormat = "`<` $kind `,` $path (`,` `seed` `=` $seed^)? `>`";
+  let builders = [
+    AttrBuilder<(ins "::md::DataKind":$kind, "::llvm::StringRef":$path), [{
+      return $_get($_ctxt, kind, path, 0);
+    }]>
+  ];
+  let genVerifyDecl = 1;
 }
 
 def MD_PlanAttr : MD_Attr<"Plan", "plan"> {

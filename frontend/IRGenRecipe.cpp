@@ -225,6 +225,7 @@ private:
       auto args = bindArgs(call->args, call->loc, "synthetic", {"seed"});
       if (!args)
         return {};
+      int64_t dataSeed = 0;
       if (const Expr *seed = (*args)[0]) {
         std::optional<int64_t> value = getInteger(*seed, "seed");
         if (!value)
@@ -234,12 +235,9 @@ private:
                                      std::to_string(*value));
           return {};
         }
-        if (*value != 0)
-          diags.warning(seed->loc,
-                        "the seed of synthetic data is not carried into the "
-                        "IR yet; its samples follow the recipe's seed");
+        dataSeed = *value;
       }
-      return DataAttr::get(context, DataKind::synthetic, "");
+      return DataAttr::get(context, DataKind::synthetic, "", dataSeed);
     }
     std::optional<DataKind> kind = llvm::StringSwitch<std::optional<DataKind>>(
                                        call->callee)

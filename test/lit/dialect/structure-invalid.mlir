@@ -419,3 +419,63 @@ md.model @train_schedule_no_steps {
   } hooks {
   }
 }
+
+// -----
+
+md.model @data_seed_on_a_file {
+  md.forward @forward(%x: tensor<2xf32>) -> tensor<f32> {
+    %l = arith.constant dense<0.0> : tensor<f32>
+    md.return %l : tensor<f32>
+  }
+  // expected-error @+1 {{only synthetic data has a seed; tokens data is read from 'train.bin'}}
+  md.train @forward data #md.data<tokens, "train.bin", seed = 3> global_batch 8 micro_batch 4
+      optimizer #md.sgd<lr = 0.1, momentum = 0.0, dampening = 0.0, weight_decay = 0.0, nesterov = false>
+      schedule #md.schedule<constant, warmup = 0, steps = 10, min_lr = 0.0> seed 0 step {
+  } hooks {
+  }
+}
+
+// -----
+
+md.model @data_synthetic_with_path {
+  md.forward @forward(%x: tensor<2xf32>) -> tensor<f32> {
+    %l = arith.constant dense<0.0> : tensor<f32>
+    md.return %l : tensor<f32>
+  }
+  // expected-error @+1 {{synthetic data has no path, got 'x.npy'}}
+  md.train @forward data #md.data<synthetic, "x.npy"> global_batch 8 micro_batch 4
+      optimizer #md.sgd<lr = 0.1, momentum = 0.0, dampening = 0.0, weight_decay = 0.0, nesterov = false>
+      schedule #md.schedule<constant, warmup = 0, steps = 10, min_lr = 0.0> seed 0 step {
+  } hooks {
+  }
+}
+
+// -----
+
+md.model @data_file_without_path {
+  md.forward @forward(%x: tensor<2xf32>) -> tensor<f32> {
+    %l = arith.constant dense<0.0> : tensor<f32>
+    md.return %l : tensor<f32>
+  }
+  // expected-error @+1 {{npy data needs a path}}
+  md.train @forward data #md.data<npy, ""> global_batch 8 micro_batch 4
+      optimizer #md.sgd<lr = 0.1, momentum = 0.0, dampening = 0.0, weight_decay = 0.0, nesterov = false>
+      schedule #md.schedule<constant, warmup = 0, steps = 10, min_lr = 0.0> seed 0 step {
+  } hooks {
+  }
+}
+
+// -----
+
+md.model @data_negative_seed {
+  md.forward @forward(%x: tensor<2xf32>) -> tensor<f32> {
+    %l = arith.constant dense<0.0> : tensor<f32>
+    md.return %l : tensor<f32>
+  }
+  // expected-error @+1 {{data seed must be >= 0, got -1}}
+  md.train @forward data #md.data<synthetic, "", seed = -1> global_batch 8 micro_batch 4
+      optimizer #md.sgd<lr = 0.1, momentum = 0.0, dampening = 0.0, weight_decay = 0.0, nesterov = false>
+      schedule #md.schedule<constant, warmup = 0, steps = 10, min_lr = 0.0> seed 0 step {
+  } hooks {
+  }
+}

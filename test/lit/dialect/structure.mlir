@@ -54,10 +54,10 @@ md.model @sgd {
     %l = arith.constant dense<0.0> : tensor<f32>
     md.return %l : tensor<f32>
   }
-  // CHECK: md.train @forward data <synthetic, ""> global_batch 8 micro_batch 8
+  // CHECK: md.train @forward data <synthetic, "", seed = 5> global_batch 8 micro_batch 8
   // CHECK-SAME: optimizer #md.sgd<lr = 1.000000e-01, momentum = 9.000000e-01, dampening = 0.000000e+00, weight_decay = 0.000000e+00, nesterov = true>
   // CHECK-SAME: schedule <linear, warmup = 0, steps = 10, min_lr = 0.000000e+00> seed 0 step {
-  md.train @forward data #md.data<synthetic, ""> global_batch 8 micro_batch 8
+  md.train @forward data #md.data<synthetic, "", seed = 5> global_batch 8 micro_batch 8
       optimizer #md.sgd<lr = 0.1, momentum = 0.9, dampening = 0.0, weight_decay = 0.0, nesterov = true>
       schedule #md.schedule<linear, warmup = 0, steps = 10, min_lr = 0.0> seed 0 step {
   } hooks {
