@@ -108,9 +108,8 @@ static FailureOr<int64_t> normalizeAxis(Operation *op, StringRef name,
   return axis < 0 ? axis + rank : axis;
 }
 
-/// The numpy broadcast of two shapes, or nothing when they are incompatible.
-static std::optional<SmallVector<int64_t>>
-broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+std::optional<SmallVector<int64_t>>
+md::broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
   size_t rank = std::max(a.size(), b.size());
   SmallVector<int64_t> shape(rank);
   for (size_t i = 0; i < rank; ++i) {

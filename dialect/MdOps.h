@@ -52,6 +52,12 @@ int64_t getElementBytes(mlir::Type elementType);
 /// Bytes of a statically shaped tensor type (0 for a dynamic one).
 int64_t getTensorBytes(mlir::Type type);
 
+/// The numpy broadcast of two shapes (a dynamic dim matches any size), or
+/// std::nullopt when they do not broadcast. The verifiers of md.add/sub/mul
+/// and the frontend's shape inference share it.
+std::optional<llvm::SmallVector<int64_t>>
+broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
+
 /// "4x8xf32" for diagnostics.
 std::string formatShape(llvm::ArrayRef<int64_t> shape);
 } // namespace md

@@ -180,26 +180,4 @@ bool dimsCompatible(int64_t a, int64_t b) {
   return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
 }
 
-std::optional<llvm::SmallVector<int64_t>>
-broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b) {
-  size_t rank = std::max(a.size(), b.size());
-  llvm::SmallVector<int64_t> shape(rank);
-  for (size_t k = 0; k < rank; ++k) {
-    int64_t x = k < a.size() ? a[a.size() - 1 - k] : 1;
-    int64_t y = k < b.size() ? b[b.size() - 1 - k] : 1;
-    int64_t &out = shape[rank - 1 - k];
-    if (x == 1)
-      out = y;
-    else if (y == 1)
-      out = x;
-    else if (ShapedType::isDynamic(x))
-      out = y;
-    else if (ShapedType::isDynamic(y) || x == y)
-      out = x;
-    else
-      return std::nullopt;
-  }
-  return shape;
-}
-
 } // namespace md::frontend

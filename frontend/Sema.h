@@ -15,6 +15,7 @@
 
 #include "frontend/AST.h"
 
+#include "dialect/MdOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
@@ -75,10 +76,9 @@ std::string dtypeName(mlir::Type elementType);
 /// `f32[8, 1024, 768]`, `f32[]` for a scalar, `?` for a dynamic dim.
 std::string formatType(mlir::RankedTensorType type);
 
-/// numpy broadcasting of two shapes (a dynamic dim is compatible with any);
-/// std::nullopt when they do not broadcast.
-std::optional<llvm::SmallVector<int64_t>>
-broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
+/// numpy broadcasting of two shapes: the dialect's, shared with md.add's
+/// verifier.
+using ::md::broadcastShapes;
 
 /// Dims are compatible when equal or when either is dynamic.
 bool dimsCompatible(int64_t a, int64_t b);
