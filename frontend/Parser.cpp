@@ -367,6 +367,39 @@ private:
     unsigned &depth;
   };
 
+  /// Parses the items of a braced body whose '{' at `lbrace` has just been
+  /// consumed, up to and including its '}': skips ';', reports
+  /// "expected '}' to close <closes>" at the end of the file or a top-level
+  /// keyword (or, with `stopAtBlockItems`, 'param' and 'forward'), and runs
+  /// each item through parseRecovering. Brackets open around the body do not
+  /// count inside it.
+  template <typename Fn>
+  void parseBracedItems(SMLoc lbrace, const Twine &closes, Fn &&parseItem,
+                        bool stopAtBlockItems = false) {
+    unsigned savedParens = parenDepth, savedRecords = recordDepth;
+    parenDepth = recordDepth = 0;
+    for (;;) {
+      while (tok.is(TokenKind::Semicolon))
+        consume();
+      if (tok.is(TokenKind::RBrace)) {
+        consume();
+        break;
+      }
+      if (tok.is(TokenKind::Eof) || tok.isTopLevelKeyword() ||
+          (stopAtBlockItems &&
+           (tok.is(TokenKind::KwParam) || tok.is(TokenKind::KwForward)))) {
+        stmtStart = tok.index;
+        error(tok.is(TokenKind::Eof) ? prevEnd : tok.getLoc(),
+              "expected '}' to close " + closes);
+        note(lbrace, "to match this '{'");
+        break;
+      }
+      parseRecovering(parseItem);
+    }
+    parenDepth = savedParens;
+    recordDepth = savedRecords;
+  }
+
   //===--------------------------------------------------------------------===//
   // Declarations
   //===--------------------------------------------------------------------===//
@@ -502,34 +535,15 @@ void Parser::parseBlockDecl(Module &module) {
   }
   SMLoc lbrace = tok.getLoc();
   consume();
-  unsigned savedParens = parenDepth, savedRecords = recordDepth;
-  parenDepth = recordDepth = 0;
-  for (;;) {
-    while (tok.is(TokenKind::Semicolon))
-      consume();
-    if (tok.is(TokenKind::RBrace)) {
-      consume();
-      break;
-    }
-    if (tok.is(TokenKind::Eof) || tok.isTopLevelKeyword()) {
-      stmtStart = tok.index;
-      error(tok.is(TokenKind::Eof) ? prevEnd : tok.getLoc(),
-            "expected '}' to close the body of " + what);
-      note(lbrace, "to match this '{'");
-      break;
-    }
-    parseRecovering([&] {
-      if (tok.is(TokenKind::KwParam))
-        return parseParam(decl);
-      if (tok.is(TokenKind::KwForward))
-        return parseForward(decl);
-      error(tok.getLoc(), "unexpected " + describe(tok) + " in the body of " +
-                              what + "; expected 'param' or 'forward'");
-      return false;
-    });
-  }
-  parenDepth = savedParens;
-  recordDepth = savedRecords;
+  parseBracedItems(lbrace, "the body of " + what, [&] {
+    if (tok.is(TokenKind::KwParam))
+      return parseParam(decl);
+    if (tok.is(TokenKind::KwForward))
+      return parseForward(decl);
+    error(tok.getLoc(), "unexpected " + describe(tok) + " in the body of " +
+                            what + "; expected 'param' or 'forward'");
+    return false;
+  });
   module.blocks.push_back(std::move(decl));
 }
 
@@ -816,50 +830,31 @@ void Parser::parsePlan(Module &module) {
   }
   SMLoc lbrace = tok.getLoc();
   consume();
-  unsigned savedParens = parenDepth, savedRecords = recordDepth;
-  parenDepth = recordDepth = 0;
-  for (;;) {
-    while (tok.is(TokenKind::Semicolon))
-      consume();
-    if (tok.is(TokenKind::RBrace)) {
-      consume();
-      break;
+  parseBracedItems(lbrace, "plan '" + plan.name + "'", [&] {
+    if (!tok.isIdentifierLike()) {
+      error(tok.getLoc(), "expected a plan option such as 'shard = full', "
+                          "found " +
+                              describe(tok));
+      return false;
     }
-    if (tok.is(TokenKind::Eof) || tok.isTopLevelKeyword()) {
-      stmtStart = tok.index;
-      error(tok.is(TokenKind::Eof) ? prevEnd : tok.getLoc(),
-            "expected '}' to close plan '" + plan.name + "'");
-      note(lbrace, "to match this '{'");
-      break;
+    Setting option;
+    option.key = tok.spelling.str();
+    option.keyLoc = tok.getLoc();
+    consume();
+    if (!tok.is(TokenKind::Equal)) {
+      error(missingLoc(),
+            "expected '=' after plan option '" + option.key + "'");
+      return false;
     }
-    parseRecovering([&] {
-      if (!tok.isIdentifierLike()) {
-        error(tok.getLoc(), "expected a plan option such as 'shard = full', "
-                            "found " +
-                                describe(tok));
-        return false;
-      }
-      Setting option;
-      option.key = tok.spelling.str();
-      option.keyLoc = tok.getLoc();
-      consume();
-      if (!tok.is(TokenKind::Equal)) {
-        error(missingLoc(), "expected '=' after plan option '" + option.key +
-                                "'");
-        return false;
-      }
-      consume();
-      if (!parseValueOnSameLine())
-        return false;
-      option.value = parseExpr();
-      if (!option.value)
-        return false;
-      plan.options.push_back(std::move(option));
-      return parseStatementEnd();
-    });
-  }
-  parenDepth = savedParens;
-  recordDepth = savedRecords;
+    consume();
+    if (!parseValueOnSameLine())
+      return false;
+    option.value = parseExpr();
+    if (!option.value)
+      return false;
+    plan.options.push_back(std::move(option));
+    return parseStatementEnd();
+  });
   module.plans.push_back(std::move(plan));
 }
 
@@ -875,27 +870,9 @@ bool Parser::parseBody(Body &body, SMLoc lbrace, const Twine &what) {
     return false;
   }
   consume(); // '{'
-  unsigned savedParens = parenDepth, savedRecords = recordDepth;
-  parenDepth = recordDepth = 0;
-  for (;;) {
-    while (tok.is(TokenKind::Semicolon))
-      consume();
-    if (tok.is(TokenKind::RBrace)) {
-      consume();
-      break;
-    }
-    if (tok.is(TokenKind::Eof) || tok.isTopLevelKeyword() ||
-        tok.is(TokenKind::KwParam) || tok.is(TokenKind::KwForward)) {
-      stmtStart = tok.index;
-      error(tok.is(TokenKind::Eof) ? prevEnd : tok.getLoc(),
-            "expected '}' to close " + what);
-      note(lbrace, "to match this '{'");
-      break;
-    }
-    parseRecovering([&] { return parseStatement(body); });
-  }
-  parenDepth = savedParens;
-  recordDepth = savedRecords;
+  parseBracedItems(
+      lbrace, what, [&] { return parseStatement(body); },
+      /*stopAtBlockItems=*/true);
   return true;
 }
 
