@@ -367,6 +367,39 @@ private:
     unsigned &depth;
   };
 
+  /// Parses a comma-separated list from its opening bracket (the current
+  /// token) up to and including `close`; a trailing ',' is allowed. Counts as
+  /// brackets in `bracketDepth` meanwhile. Stops at the first item that fails;
+  /// after an item followed by neither ',' nor `close`, reports
+  /// "expected '<close>' to close <what>".
+  template <typename Fn>
+  bool parseCommaList(TokenKind close, unsigned &bracketDepth,
+                      const Twine &what, Fn &&parseItem) {
+    SMLoc open = tok.getLoc();
+    StringRef openSpelling = tok.spelling;
+    consume();
+    BracketGuard guard(bracketDepth);
+    while (!tok.is(close)) {
+      if (!parseItem())
+        return false;
+      if (tok.is(TokenKind::Comma)) {
+        consume();
+        continue;
+      }
+      if (!tok.is(close)) {
+        StringRef closeSpelling = close == TokenKind::RParen     ? ")"
+                                  : close == TokenKind::RBracket ? "]"
+                                                                 : "}";
+        error(missingLoc(),
+              "expected '" + closeSpelling + "' to close " + what);
+        note(open, "to match this '" + openSpelling + "'");
+        return false;
+      }
+    }
+    consume();
+    return true;
+  }
+
   /// Parses the items of a braced body whose '{' at `lbrace` has just been
   /// consumed, up to and including its '}': skips ';', reports
   /// "expected '}' to close <closes>" at the end of the file or a top-level
@@ -548,38 +581,26 @@ void Parser::parseBlockDecl(Module &module) {
 }
 
 bool Parser::parseHyperParams(BlockDecl &decl) {
-  SMLoc lparen = tok.getLoc();
-  consume();
-  BracketGuard guard(parenDepth);
-  while (!tok.is(TokenKind::RParen)) {
-    if (!tok.is(TokenKind::Identifier)) {
-      error(tok.getLoc(), "expected a hyper-parameter name, found " +
-                              describe(tok));
-      return false;
-    }
-    HyperParam hp;
-    hp.name = tok.spelling.str();
-    hp.loc = tok.getLoc();
-    consume();
-    if (tok.is(TokenKind::Equal)) {
-      consume();
-      hp.defaultValue = parseExpr();
-      if (!hp.defaultValue)
-        return false;
-    }
-    decl.hyperParams.push_back(std::move(hp));
-    if (tok.is(TokenKind::Comma)) {
-      consume();
-      continue;
-    }
-    if (!tok.is(TokenKind::RParen)) {
-      error(missingLoc(), "expected ')' to close the hyper-parameter list");
-      note(lparen, "to match this '('");
-      return false;
-    }
-  }
-  consume();
-  return true;
+  return parseCommaList(
+      TokenKind::RParen, parenDepth, "the hyper-parameter list", [&] {
+        if (!tok.is(TokenKind::Identifier)) {
+          error(tok.getLoc(),
+                "expected a hyper-parameter name, found " + describe(tok));
+          return false;
+        }
+        HyperParam hp;
+        hp.name = tok.spelling.str();
+        hp.loc = tok.getLoc();
+        consume();
+        if (tok.is(TokenKind::Equal)) {
+          consume();
+          hp.defaultValue = parseExpr();
+          if (!hp.defaultValue)
+            return false;
+        }
+        decl.hyperParams.push_back(std::move(hp));
+        return true;
+      });
 }
 
 bool Parser::parseParam(BlockDecl &decl) {
@@ -719,38 +740,26 @@ bool Parser::parseForward(BlockDecl &decl) {
 }
 
 bool Parser::parseForwardArgs(ForwardDecl &forward) {
-  SMLoc lparen = tok.getLoc();
-  consume();
-  BracketGuard guard(parenDepth);
-  while (!tok.is(TokenKind::RParen)) {
-    if (!tok.is(TokenKind::Identifier)) {
-      error(tok.getLoc(), "expected an argument name, found " + describe(tok));
-      return false;
-    }
-    ForwardArg arg;
-    arg.name = tok.spelling.str();
-    arg.loc = tok.getLoc();
-    consume();
-    if (tok.is(TokenKind::Colon)) {
-      consume();
-      arg.type.emplace();
-      if (!parseTensorType(*arg.type))
-        return false;
-    }
-    forward.args.push_back(std::move(arg));
-    if (tok.is(TokenKind::Comma)) {
-      consume();
-      continue;
-    }
-    if (!tok.is(TokenKind::RParen)) {
-      error(missingLoc(), "expected ')' to close the argument list of "
-                          "'forward'");
-      note(lparen, "to match this '('");
-      return false;
-    }
-  }
-  consume();
-  return true;
+  return parseCommaList(
+      TokenKind::RParen, parenDepth, "the argument list of 'forward'", [&] {
+        if (!tok.is(TokenKind::Identifier)) {
+          error(tok.getLoc(),
+                "expected an argument name, found " + describe(tok));
+          return false;
+        }
+        ForwardArg arg;
+        arg.name = tok.spelling.str();
+        arg.loc = tok.getLoc();
+        consume();
+        if (tok.is(TokenKind::Colon)) {
+          consume();
+          arg.type.emplace();
+          if (!parseTensorType(*arg.type))
+            return false;
+        }
+        forward.args.push_back(std::move(arg));
+        return true;
+      });
 }
 
 void Parser::parseTrain(Module &module) {
@@ -1337,33 +1346,21 @@ ExprPtr Parser::parsePostfix() {
 }
 
 bool Parser::parseCallArgs(std::vector<Argument> &args) {
-  SMLoc lparen = tok.getLoc();
-  consume(); // '('
-  BracketGuard guard(parenDepth);
-  while (!tok.is(TokenKind::RParen)) {
-    Argument arg;
-    if (tok.isIdentifierLike() && peek().is(TokenKind::Equal)) {
-      arg.name = tok.spelling.str();
-      arg.nameLoc = tok.getLoc();
-      consume();
-      consume(); // '='
-    }
-    arg.value = parseExpr();
-    if (!arg.value)
-      return false;
-    args.push_back(std::move(arg));
-    if (tok.is(TokenKind::Comma)) {
-      consume();
-      continue;
-    }
-    if (!tok.is(TokenKind::RParen)) {
-      error(missingLoc(), "expected ')' to close the argument list");
-      note(lparen, "to match this '('");
-      return false;
-    }
-  }
-  consume();
-  return true;
+  return parseCommaList(
+      TokenKind::RParen, parenDepth, "the argument list", [&] {
+        Argument arg;
+        if (tok.isIdentifierLike() && peek().is(TokenKind::Equal)) {
+          arg.name = tok.spelling.str();
+          arg.nameLoc = tok.getLoc();
+          consume();
+          consume(); // '='
+        }
+        arg.value = parseExpr();
+        if (!arg.value)
+          return false;
+        args.push_back(std::move(arg));
+        return true;
+      });
 }
 
 ExprPtr Parser::parsePrimary() {
@@ -1474,64 +1471,44 @@ ExprPtr Parser::parseParenthesized() {
 
 ExprPtr Parser::parseList() {
   SMLoc lbracket = tok.getLoc();
-  consume(); // '['
-  BracketGuard guard(parenDepth);
   std::vector<ExprPtr> elements;
-  while (!tok.is(TokenKind::RBracket)) {
-    ExprPtr element = parseExpr();
-    if (!element)
-      return nullptr;
-    elements.push_back(std::move(element));
-    if (tok.is(TokenKind::Comma)) {
-      consume();
-      continue;
-    }
-    if (!tok.is(TokenKind::RBracket)) {
-      error(missingLoc(), "expected ']' to close the list");
-      note(lbracket, "to match this '['");
-      return nullptr;
-    }
-  }
-  consume();
+  if (!parseCommaList(TokenKind::RBracket, parenDepth, "the list", [&] {
+        ExprPtr element = parseExpr();
+        if (!element)
+          return false;
+        elements.push_back(std::move(element));
+        return true;
+      }))
+    return nullptr;
   return std::make_unique<ListExpr>(lbracket, std::move(elements));
 }
 
 ExprPtr Parser::parseRecord() {
   SMLoc lbrace = tok.getLoc();
-  consume(); // '{'
-  BracketGuard guard(recordDepth);
   std::vector<Setting> fields;
-  while (!tok.is(TokenKind::RBrace)) {
-    if (!tok.isIdentifierLike()) {
-      error(missingLoc(), "expected a field name in the record, found " +
-                              describe(tok));
-      return nullptr;
-    }
-    Setting field;
-    field.key = tok.spelling.str();
-    field.keyLoc = tok.getLoc();
-    consume();
-    if (!tok.is(TokenKind::Equal)) {
-      error(missingLoc(), "expected '=' after field '" + field.key +
-                              "' in the record");
-      return nullptr;
-    }
-    consume();
-    field.value = parseExpr();
-    if (!field.value)
-      return nullptr;
-    fields.push_back(std::move(field));
-    if (tok.is(TokenKind::Comma)) {
-      consume();
-      continue;
-    }
-    if (!tok.is(TokenKind::RBrace)) {
-      error(missingLoc(), "expected '}' to close the record");
-      note(lbrace, "to match this '{'");
-      return nullptr;
-    }
-  }
-  consume();
+  if (!parseCommaList(TokenKind::RBrace, recordDepth, "the record", [&] {
+        if (!tok.isIdentifierLike()) {
+          error(missingLoc(),
+                "expected a field name in the record, found " + describe(tok));
+          return false;
+        }
+        Setting field;
+        field.key = tok.spelling.str();
+        field.keyLoc = tok.getLoc();
+        consume();
+        if (!tok.is(TokenKind::Equal)) {
+          error(missingLoc(),
+                "expected '=' after field '" + field.key + "' in the record");
+          return false;
+        }
+        consume();
+        field.value = parseExpr();
+        if (!field.value)
+          return false;
+        fields.push_back(std::move(field));
+        return true;
+      }))
+    return nullptr;
   return std::make_unique<RecordExpr>(lbrace, std::move(fields));
 }
 
