@@ -297,6 +297,8 @@ private:
   // Diagnostics -----------------------------------------------------------
   void error(SMLoc loc, const Twine &message);
   void note(SMLoc loc, const Twine &message);
+  /// The number of `result`, or its error reported at `loc`.
+  Val numberOrError(const NumResult &result, SMLoc loc);
 
   // Declarations ----------------------------------------------------------
   void checkDeclarations();
@@ -429,6 +431,14 @@ void ModelGen::error(SMLoc l, const Twine &message) {
 void ModelGen::note(SMLoc l, const Twine &message) {
   if (lastErrorShown)
     ctx.diags.note(l, message);
+}
+
+Val ModelGen::numberOrError(const NumResult &result, SMLoc l) {
+  if (!result.value) {
+    error(l, result.error);
+    return Val::error();
+  }
+  return Val::number(*result.value);
 }
 
 //===----------------------------------------------------------------------===//
@@ -772,20 +782,8 @@ Val ModelGen::evalConst(const Expr &e, const Env &env, bool allowBatch) {
     Val v = evalConst(*u.operand, env, allowBatch);
     if (v.isError())
       return v;
-    if (u.op == UnaryOp::Neg && v.isNumber()) {
-      Num n = v.num;
-      if (n.isInt) {
-        if (n.i == INT64_MIN) {
-          error(e.loc, "integer overflow in -" + formatNum(n));
-          return Val::error();
-        }
-        n.i = -n.i;
-        n.f = static_cast<double>(n.i);
-      } else {
-        n.f = -n.f;
-      }
-      return Val::number(n);
-    }
+    if (u.op == UnaryOp::Neg && v.isNumber())
+      return numberOrError(applyNumNeg(v.num), e.loc);
     if (u.op == UnaryOp::Not && v.kind == Val::Kind::Bool)
       return Val::boolVal(!v.boolean);
     error(e.loc, std::string(u.op == UnaryOp::Neg ? "'-'" : "'not'") +
@@ -811,12 +809,7 @@ Val ModelGen::evalConst(const Expr &e, const Env &env, bool allowBatch) {
                            describe(r));
       return Val::error();
     }
-    NumResult res = applyNumBinary(bin.op, l.num, r.num);
-    if (!res.value) {
-      error(bin.opLoc, res.error);
-      return Val::error();
-    }
-    return Val::number(*res.value);
+    return numberOrError(applyNumBinary(bin.op, l.num, r.num), bin.opLoc);
   }
   default:
     error(e.loc, "expected a compile-time number");
@@ -1568,20 +1561,8 @@ Val ModelGen::evalUnary(FnState &fn, const UnaryExpr &e) {
   Val v = eval(fn, *e.operand);
   if (v.isError())
     return v;
-  if (v.isNumber()) {
-    Num n = v.num;
-    if (n.isInt) {
-      if (n.i == INT64_MIN) {
-        error(e.loc, "integer overflow in -" + formatNum(n));
-        return Val::error();
-      }
-      n.i = -n.i;
-      n.f = static_cast<double>(n.i);
-    } else {
-      n.f = -n.f;
-    }
-    return Val::number(n);
-  }
+  if (v.isNumber())
+    return numberOrError(applyNumNeg(v.num), e.loc);
   if (!expectFloat(v, e.loc, "the operand of unary '-'"))
     return Val::error();
   return scale(v, -1.0, e.loc);
@@ -1617,12 +1598,7 @@ Val ModelGen::evalBinary(FnState &fn, const BinaryExpr &e) {
                          describe(r));
       return Val::error();
     }
-    NumResult res = applyNumBinary(e.op, l.num, r.num);
-    if (!res.value) {
-      error(e.opLoc, res.error);
-      return Val::error();
-    }
-    return Val::number(*res.value);
+    return numberOrError(applyNumBinary(e.op, l.num, r.num), e.opLoc);
   }
   if (e.op == BinaryOp::MatMul) {
     if (!l.isTensor() || !r.isTensor()) {

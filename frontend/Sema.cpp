@@ -59,6 +59,23 @@ const char *binaryOpSpelling(BinaryOp op) {
   return "?";
 }
 
+NumResult applyNumNeg(const Num &n) {
+  NumResult result;
+  Num neg = n;
+  if (neg.isInt) {
+    if (neg.i == INT64_MIN) {
+      result.error = "integer overflow in -" + formatNum(n);
+      return result;
+    }
+    neg.i = -neg.i;
+    neg.f = static_cast<double>(neg.i);
+  } else {
+    neg.f = -neg.f;
+  }
+  result.value = neg;
+  return result;
+}
+
 NumResult applyNumBinary(BinaryOp op, const Num &a, const Num &b) {
   NumResult result;
   if (a.dynamic || b.dynamic) {

@@ -63,6 +63,9 @@ struct NumResult {
 /// overflow and division by zero are errors.
 NumResult applyNumBinary(BinaryOp op, const Num &a, const Num &b);
 
+/// `-n`; negating the most negative integer is an overflow error.
+NumResult applyNumNeg(const Num &n);
+
 /// The spelling of an operator: "+", "@", "==".
 const char *binaryOpSpelling(BinaryOp op);
 
