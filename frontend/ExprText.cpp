@@ -3,10 +3,15 @@
 #include "frontend/ExprText.h"
 #include "frontend/Sema.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Casting.h"
 
 using namespace md::frontend;
 using llvm::cast;
+
+std::string md::frontend::joinNames(llvm::ArrayRef<llvm::StringRef> names) {
+  return llvm::join(names, ", ");
+}
 
 std::string md::frontend::describeExpr(const Expr &expr) {
   switch (expr.kind) {

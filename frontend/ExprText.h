@@ -13,11 +13,17 @@
 
 #include "frontend/AST.h"
 
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
 namespace md::frontend {
 
 /// `foo`, `3`, `2.5`, `-1`, `"path"`, `blocks(h, g)`, `25 MiB`; composite
 /// values read as `a tuple`, `a list`, `a record`.
 std::string describeExpr(const Expr &expr);
+
+/// `a, b, c`: the names a diagnostic offers.
+std::string joinNames(llvm::ArrayRef<llvm::StringRef> names);
 
 } // namespace md::frontend
 

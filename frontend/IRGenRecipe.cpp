@@ -49,10 +49,6 @@ const StringRef kBuiltinValues[] = {"rank", "local_rank", "world_size",
 const StringRef kFunctions[] = {"mean",     "sum", "max",  "time", "exists",
                                 "evaluate", "log", "print"};
 
-std::string joinNames(ArrayRef<StringRef> names) {
-  return llvm::join(names, ", ");
-}
-
 std::string formatDouble(double value) { return formatNum(Num::real(value)); }
 
 std::string describe(const Expr &expr) { return describeExpr(expr); }

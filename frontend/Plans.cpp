@@ -75,10 +75,6 @@ struct PlanValues {
   }
 };
 
-std::string joinNames(ArrayRef<StringRef> names) {
-  return llvm::join(names, ", ");
-}
-
 /// The params of `model` declared with a repeat count (`param h: B(d)[n]`).
 SmallVector<StringRef> getRepeatedParams(const BlockDecl *model) {
   SmallVector<StringRef> names;
