@@ -367,6 +367,53 @@ private:
     unsigned &depth;
   };
 
+  /// A left-associative chain `operand (op operand)*` on one logical line,
+  /// where `opOf` gives the operator a token kind stands for, if any.
+  template <typename OpOf>
+  ExprPtr parseBinaryChain(ExprPtr (Parser::*parseOperand)(), OpOf opOf) {
+    ExprPtr lhs = (this->*parseOperand)();
+    if (!lhs)
+      return nullptr;
+    ChainGuard chain(*this);
+    for (;;) {
+      std::optional<BinaryOp> op = opOf(tok.kind);
+      if (!op || !continuesLine())
+        break;
+      SMLoc opLoc = tok.getLoc();
+      if (!chain.add()) {
+        error(opLoc, "expression nested too deeply");
+        return nullptr;
+      }
+      consume();
+      ExprPtr rhs = (this->*parseOperand)();
+      if (!rhs)
+        return nullptr;
+      SMLoc loc = lhs->loc;
+      lhs = std::make_unique<BinaryExpr>(loc, *op, std::move(lhs),
+                                         std::move(rhs), opLoc);
+    }
+    return lhs;
+  }
+
+  /// `prefix operand` with the operand parsed by `self` (so prefixes nest),
+  /// or else just what `next` parses.
+  ExprPtr parsePrefixed(TokenKind prefix, UnaryOp op, ExprPtr (Parser::*self)(),
+                        ExprPtr (Parser::*next)()) {
+    if (!tok.is(prefix))
+      return (this->*next)();
+    DepthGuard guard(*this);
+    SMLoc loc = tok.getLoc();
+    if (guard.tooDeep()) {
+      error(loc, "expression nested too deeply");
+      return nullptr;
+    }
+    consume();
+    ExprPtr operand = (this->*self)();
+    if (!operand)
+      return nullptr;
+    return std::make_unique<UnaryExpr>(loc, op, std::move(operand));
+  }
+
   /// Parses a comma-separated list from its opening bracket (the current
   /// token) up to and including `close`; a trailing ',' is allowed. Counts as
   /// brackets in `bracketDepth` meanwhile. Stops at the first item that fails;
@@ -1131,63 +1178,21 @@ ExprPtr Parser::parseExpr() {
 }
 
 ExprPtr Parser::parseOr() {
-  ExprPtr lhs = parseAnd();
-  if (!lhs)
-    return nullptr;
-  ChainGuard chain(*this);
-  while (tok.is(TokenKind::KwOr) && continuesLine()) {
-    SMLoc opLoc = tok.getLoc();
-    if (!chain.add()) {
-      error(opLoc, "expression nested too deeply");
-      return nullptr;
-    }
-    consume();
-    ExprPtr rhs = parseAnd();
-    if (!rhs)
-      return nullptr;
-    SMLoc loc = lhs->loc;
-    lhs = std::make_unique<BinaryExpr>(loc, BinaryOp::Or, std::move(lhs),
-                                       std::move(rhs), opLoc);
-  }
-  return lhs;
+  return parseBinaryChain(&Parser::parseAnd, [](TokenKind kind) {
+    return kind == TokenKind::KwOr ? std::optional(BinaryOp::Or) : std::nullopt;
+  });
 }
 
 ExprPtr Parser::parseAnd() {
-  ExprPtr lhs = parseNot();
-  if (!lhs)
-    return nullptr;
-  ChainGuard chain(*this);
-  while (tok.is(TokenKind::KwAnd) && continuesLine()) {
-    SMLoc opLoc = tok.getLoc();
-    if (!chain.add()) {
-      error(opLoc, "expression nested too deeply");
-      return nullptr;
-    }
-    consume();
-    ExprPtr rhs = parseNot();
-    if (!rhs)
-      return nullptr;
-    SMLoc loc = lhs->loc;
-    lhs = std::make_unique<BinaryExpr>(loc, BinaryOp::And, std::move(lhs),
-                                       std::move(rhs), opLoc);
-  }
-  return lhs;
+  return parseBinaryChain(&Parser::parseNot, [](TokenKind kind) {
+    return kind == TokenKind::KwAnd ? std::optional(BinaryOp::And)
+                                    : std::nullopt;
+  });
 }
 
 ExprPtr Parser::parseNot() {
-  if (!tok.is(TokenKind::KwNot))
-    return parseComparison();
-  DepthGuard guard(*this);
-  SMLoc loc = tok.getLoc();
-  if (guard.tooDeep()) {
-    error(loc, "expression nested too deeply");
-    return nullptr;
-  }
-  consume();
-  ExprPtr operand = parseNot();
-  if (!operand)
-    return nullptr;
-  return std::make_unique<UnaryExpr>(loc, UnaryOp::Not, std::move(operand));
+  return parsePrefixed(TokenKind::KwNot, UnaryOp::Not, &Parser::parseNot,
+                       &Parser::parseComparison);
 }
 
 static std::optional<BinaryOp> getComparisonOp(TokenKind kind) {
@@ -1231,76 +1236,32 @@ ExprPtr Parser::parseComparison() {
 }
 
 ExprPtr Parser::parseAdditive() {
-  ExprPtr lhs = parseMultiplicative();
-  if (!lhs)
-    return nullptr;
-  ChainGuard chain(*this);
-  while ((tok.is(TokenKind::Plus) || tok.is(TokenKind::Minus)) &&
-         continuesLine()) {
-    BinaryOp op = tok.is(TokenKind::Plus) ? BinaryOp::Add : BinaryOp::Sub;
-    SMLoc opLoc = tok.getLoc();
-    if (!chain.add()) {
-      error(opLoc, "expression nested too deeply");
-      return nullptr;
-    }
-    consume();
-    ExprPtr rhs = parseMultiplicative();
-    if (!rhs)
-      return nullptr;
-    SMLoc loc = lhs->loc;
-    lhs = std::make_unique<BinaryExpr>(loc, op, std::move(lhs), std::move(rhs),
-                                       opLoc);
-  }
-  return lhs;
+  return parseBinaryChain(&Parser::parseMultiplicative,
+                          [](TokenKind kind) -> std::optional<BinaryOp> {
+                            if (kind == TokenKind::Plus)
+                              return BinaryOp::Add;
+                            if (kind == TokenKind::Minus)
+                              return BinaryOp::Sub;
+                            return std::nullopt;
+                          });
 }
 
 ExprPtr Parser::parseMultiplicative() {
-  ExprPtr lhs = parseUnary();
-  if (!lhs)
-    return nullptr;
-  ChainGuard chain(*this);
-  for (;;) {
-    BinaryOp op;
-    if (tok.is(TokenKind::Star))
-      op = BinaryOp::Mul;
-    else if (tok.is(TokenKind::Slash))
-      op = BinaryOp::Div;
-    else if (tok.is(TokenKind::At))
-      op = BinaryOp::MatMul;
-    else
-      break;
-    if (!continuesLine())
-      break;
-    SMLoc opLoc = tok.getLoc();
-    if (!chain.add()) {
-      error(opLoc, "expression nested too deeply");
-      return nullptr;
-    }
-    consume();
-    ExprPtr rhs = parseUnary();
-    if (!rhs)
-      return nullptr;
-    SMLoc loc = lhs->loc;
-    lhs = std::make_unique<BinaryExpr>(loc, op, std::move(lhs), std::move(rhs),
-                                       opLoc);
-  }
-  return lhs;
+  return parseBinaryChain(&Parser::parseUnary,
+                          [](TokenKind kind) -> std::optional<BinaryOp> {
+                            if (kind == TokenKind::Star)
+                              return BinaryOp::Mul;
+                            if (kind == TokenKind::Slash)
+                              return BinaryOp::Div;
+                            if (kind == TokenKind::At)
+                              return BinaryOp::MatMul;
+                            return std::nullopt;
+                          });
 }
 
 ExprPtr Parser::parseUnary() {
-  if (!tok.is(TokenKind::Minus))
-    return parsePostfix();
-  DepthGuard guard(*this);
-  SMLoc loc = tok.getLoc();
-  if (guard.tooDeep()) {
-    error(loc, "expression nested too deeply");
-    return nullptr;
-  }
-  consume();
-  ExprPtr operand = parseUnary();
-  if (!operand)
-    return nullptr;
-  return std::make_unique<UnaryExpr>(loc, UnaryOp::Neg, std::move(operand));
+  return parsePrefixed(TokenKind::Minus, UnaryOp::Neg, &Parser::parseUnary,
+                       &Parser::parsePostfix);
 }
 
 ExprPtr Parser::parsePostfix() {
