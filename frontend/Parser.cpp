@@ -1,6 +1,6 @@
 //===- Parser.cpp - recursive-descent parser for .mdl ---------------------===//
 //
-// One function per grammar rule of lang-spec.md. Conventions:
+// One function per grammar rule of docs/language.md. Conventions:
 //  - A parse function that fails has already reported its error and consumed
 //    nothing after the offending token; callers pass the failure up without
 //    adding errors of their own.
