@@ -171,6 +171,22 @@ def MD_ReluOp : MD_ComputeOp<"relu", [SameOperandsAndResultType]> {
   let assemblyFormat = "$x attr-dict `:` type($x)";
 }
 
+def MD_SqrtOp : MD_ComputeOp<"sqrt", [SameOperandsAndResultType]> {
+  let summary = "elementwise square root";
+  let description = [{
+    `sqrt(x)`, IEEE (correctly rounded in f32; NaN for negative inputs). md's
+    passes use it to turn the all-reduced sum of squared gradient norms into
+    the global norm that `md.clip` takes.
+
+    ```mlir
+    %norm = md.sqrt %sq : tensor<f32>
+    ```
+  }];
+  let arguments = (ins MD_FloatTensor:$x);
+  let results = (outs MD_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
 //===----------------------------------------------------------------------===//
 // Normalisations and softmax
 //===----------------------------------------------------------------------===//
