@@ -1,0 +1,21 @@
+//===- Pipeline.cpp - md's training pipeline -----------------------------===//
+
+#include "passes/Pipeline.h"
+#include "passes/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+void md::buildTrainingPipeline(OpPassManager &pm) {
+  OpPassManager &model = pm.nest<ModelOp>();
+  (void)model; // the passes land here one by one, in docs/passes.md's order
+}
+
+void md::registerTrainingPipeline() {
+  PassPipelineRegistration<>(
+      "md-training-pipeline",
+      "md's passes from the frontend's IR to the scheduled step program",
+      [](OpPassManager &pm) { buildTrainingPipeline(pm); });
+}
