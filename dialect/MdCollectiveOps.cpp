@@ -39,6 +39,25 @@ static LogicalResult verifyCollective(Operation *op) {
   return success();
 }
 
+/// Whether `shard` is the 1-D dynamic shard of the static flat buffer
+/// `full`, the form md-apply-plan gives sharded state.
+static bool isFlatShard(RankedTensorType shard, RankedTensorType full) {
+  return shard.getRank() == 1 && full.getRank() == 1 &&
+         shard.isDynamicDim(0) && full.hasStaticShape();
+}
+
+/// Bytes of this rank's shard of an all-gather or reduce-scatter over `n`
+/// ranks: the static shard's bytes, or ceil(N / n) elements of a flat shard.
+static int64_t shardBytes(RankedTensorType shard, RankedTensorType full,
+                          int64_t n) {
+  if (!isFlatShard(shard, full))
+    return getTensorBytes(shard);
+  if (n < 1)
+    return 0;
+  int64_t numel = full.getNumElements();
+  return (numel + n - 1) / n * getElementBytes(shard.getElementType());
+}
+
 static std::string formatDim(int64_t dim) {
   return ShapedType::isDynamic(dim) ? std::string("?") : std::to_string(dim);
 }
@@ -68,10 +87,16 @@ static LogicalResult verifyShardedPair(Operation *op, bool scatter,
   if (axis >= rank)
     return op->emitOpError("axis ")
            << axis << " is out of range for a rank-" << rank << " tensor";
+  // The shard of a flat buffer (docs/passes.md): a 1-D `tensor<?xT>` of
+  // ceil(N / n) elements of a static N-element buffer, which the runtime pads
+  // to n * ceil(N / n) with zeros. Its size depends only on N and n.
+  if (isFlatShard(shard, full))
+    return success();
   if (!shard.hasStaticShape())
     return op->emitOpError()
            << shardName << " shape " << formatShape(shard.getShape())
-           << " must be static: it is this rank's shard";
+           << " must be static: it is this rank's shard (or a 1-D shard "
+              "tensor<?x...> of a static flat buffer)";
   for (int64_t d = 0; d < rank; ++d) {
     if (d == axis || input.getDimSize(d) == result.getDimSize(d))
       continue;
@@ -186,14 +211,16 @@ std::optional<ReductionKind> AllGatherOp::getReduction() {
 }
 
 int64_t AllGatherOp::getFullBytes(int64_t groupSize) {
-  return std::max<int64_t>(groupSize, 0) * getTensorBytes(getInput().getType());
+  return std::max<int64_t>(groupSize, 0) *
+         shardBytes(getInput().getType(), getResult().getType(), groupSize);
 }
 
 int64_t AllGatherOp::getBytesSent(int64_t groupSize) {
   if (groupSize <= 1)
     return 0;
   // (n - 1)/n of the n x shard bytes gathered.
-  return (groupSize - 1) * getTensorBytes(getInput().getType());
+  return (groupSize - 1) *
+         shardBytes(getInput().getType(), getResult().getType(), groupSize);
 }
 
 void AllGatherOp::getCanonicalizationPatterns(RewritePatternSet &results,
@@ -220,14 +247,15 @@ std::optional<ReductionKind> ReduceScatterOp::getReduction() {
 
 int64_t ReduceScatterOp::getFullBytes(int64_t groupSize) {
   return std::max<int64_t>(groupSize, 0) *
-         getTensorBytes(getResult().getType());
+         shardBytes(getResult().getType(), getInput().getType(), groupSize);
 }
 
 int64_t ReduceScatterOp::getBytesSent(int64_t groupSize) {
   if (groupSize <= 1)
     return 0;
   // (n - 1)/n of the n x shard bytes reduced.
-  return (groupSize - 1) * getTensorBytes(getResult().getType());
+  return (groupSize - 1) *
+         shardBytes(getResult().getType(), getInput().getType(), groupSize);
 }
 
 void ReduceScatterOp::getCanonicalizationPatterns(RewritePatternSet &results,

@@ -54,6 +54,17 @@ md.model @m {
 
 // -----
 
+// A dynamic shard is the 1-D shard of a flat buffer, never of a 2-D tensor.
+md.model @m {
+  md.func @all_gather_dynamic_shard_of_2d(%x: tensor<?xf32>) -> tensor<4x8xf32> {
+    // expected-error @+1 {{result rank 2 differs from input rank 1}}
+    %0 = md.all_gather %x group world : tensor<?xf32> -> tensor<4x8xf32>
+    md.return %0 : tensor<4x8xf32>
+  }
+}
+
+// -----
+
 md.model @m attributes {world_size = 4 : i64} {
   md.func @all_gather_other_dim_differs(%x: tensor<4x8xf32>) -> tensor<16x4xf32> {
     // expected-error @+1 {{dim 1 differs between input (8) and result (4): only axis 0 is gathered}}

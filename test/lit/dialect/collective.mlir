@@ -126,6 +126,16 @@ md.model @m attributes {world_size = 4 : i64} {
     %0 = md.all_reduce %x sum group world {note = "loss"} : tensor<f32>
     md.return %0 : tensor<f32>
   }
+
+  // A flat shard with W pinned: N = 4161 need not divide by 4.
+  // CHECK-LABEL: md.func @pinned_flat_shards(
+  // CHECK: md.all_gather %{{.*}} group world : tensor<?xf32> -> tensor<4161xf32>
+  // CHECK: md.reduce_scatter %{{.*}} sum group world : tensor<4161xf32> -> tensor<?xf32>
+  md.func @pinned_flat_shards(%s: tensor<?xf32>) -> tensor<?xf32> {
+    %0 = md.all_gather %s group world : tensor<?xf32> -> tensor<4161xf32>
+    %1 = md.reduce_scatter %0 sum group world : tensor<4161xf32> -> tensor<?xf32>
+    md.return %1 : tensor<?xf32>
+  }
 }
 
 // A hybrid mesh: shard groups of 2 ranks, replicate groups of 4.
@@ -178,6 +188,17 @@ md.model @symbolic {
     %1 = md.all_gather %y axis 1 group shard : tensor<2x16xf32> -> tensor<2x?xf32>
     %2 = md.all_gather %x group world : tensor<16xf32> -> tensor<64xf32>
     md.return %0 : tensor<?xf32>
+  }
+
+  // The 1-D shard of a static flat buffer (a sharded md.state): ceil(N / n)
+  // elements, whether or not n is known; N need not divide by n.
+  // CHECK-LABEL: md.func @flat_shards(
+  // CHECK: md.all_gather %{{.*}} group world : tensor<?xbf16> -> tensor<4161xbf16>
+  // CHECK: md.reduce_scatter %{{.*}} avg group shard bucket 2 : tensor<4161xf32> -> tensor<?xf32>
+  md.func @flat_shards(%s: tensor<?xbf16>, %g: tensor<4161xf32>) -> tensor<?xf32> {
+    %0 = md.all_gather %s group world : tensor<?xbf16> -> tensor<4161xbf16>
+    %1 = md.reduce_scatter %g avg group shard bucket 2 : tensor<4161xf32> -> tensor<?xf32>
+    md.return %1 : tensor<?xf32>
   }
 
   // CHECK-LABEL: md.func @symbolic_reduce_scatter(
