@@ -10,4 +10,85 @@
 
 include "mlir/Pass/PassBase.td"
 
+//===----------------------------------------------------------------------===//
+// Communication and scheduling (docs/passes.md, steps 4 to 7)
+//===----------------------------------------------------------------------===//
+
+def Bucketing : Pass<"md-bucketing", "::md::ModelOp"> {
+  let summary = "groups collectives into buckets with a latency/bandwidth model";
+  let description = [{
+    Gives every collective of the model's `md.train` a `bucket` id and packs
+    gradient reductions into buckets, so that the `bucket_cap` of the plan
+    (`#md.plan`, or the `bucket-cap` option) bounds what is reduced at once
+    and the cost model decides where the boundaries fall.
+
+    **Gradient reductions** (the `reduce_scatter`s and `all_reduce`s of flat
+    unit gradients, in backward order) of the same kind, group, reduction and
+    dtype are split into runs of consecutive reductions. A bucket of B bytes
+    takes `alpha + w·B / beta` on the wire (w = 1 for a reduce-scatter, 2 for
+    an all-reduce: nccl-tests' ring factors (n-1)/n and 2(n-1)/n for large n,
+    the exact ones when W is pinned), can start when its last gradient is
+    computed (the compute before it is estimated from FLOPs at
+    `compute-tflops`) and when the previous bucket is done. A dynamic
+    program picks the boundaries that finish the last bucket earliest (then
+    the fewest buckets); a bucket holds at most `bucket_cap` bytes unless one
+    gradient alone is larger.
+
+    A bucket of `all_reduce`s of static buffers (DDP) is packed: one
+    `md.flatten` of the gradients, one `md.all_reduce` with the bucket id and
+    `md.view`s of its result at the gradients' offsets. A bucket of
+    `reduce_scatter`s (or of all-reduces of shards) is not: the shard of a
+    concatenation is not the concatenation of the shards. Its members keep
+    their own ops, move next to each other (to the last one's place, with
+    the ops that use them moved after it) and share the id, which the runtime
+    issues as one group (`ncclGroupStart/End`).
+
+    **All-gathers** of the same phase, group and dtype that are latency-bound
+    (at most `alpha x beta` bytes) are grouped in program order under the
+    cap: the later ones move up to the first, with the loads and casts their
+    shards come from. Every other collective is a bucket of its own.
+
+    Ids number the buckets in program order. The table goes on the model as
+    `md.bucket_table`, one dictionary per bucket: `id`, `kind`, `group`,
+    `dtype`, `members` (`"u<unit>"` per collective, `"-"` without a unit),
+    `bytes` (of the full buffers, independent of W) and `exposed_us`, the
+    model's estimate of its communication time not hidden behind compute.
+
+    Before (two DDP gradients, `bucket-cap=1048576`):
+
+    ```mlir
+    %r1 = md.all_reduce %g1 avg group world : tensor<40xf32>
+    ...
+    %r0 = md.all_reduce %g0 avg group world : tensor<36xf32>
+    ```
+
+    After:
+
+    ```mlir
+    %f = md.flatten %g1, %g0 {md.bucket_buffer} : tensor<40xf32>, tensor<36xf32> to tensor<76xf32>
+    %r = md.all_reduce %f avg group world bucket 0 : tensor<76xf32>
+    %r1 = md.view %r[0] : tensor<76xf32> to tensor<40xf32>
+    %r0 = md.view %r[40] : tensor<76xf32> to tensor<36xf32>
+    ```
+  }];
+  let options = [
+    Option<"bucketCap", "bucket-cap", "int64_t", /*default=*/"0",
+           "largest bucket in bytes (default: the plan's bucket_cap, else 25 MiB)">,
+    Option<"interconnect", "interconnect", "std::string", /*default=*/"\"nvlink\"",
+           "link the cost model assumes: nvlink (10 us, 150 GB/s), "
+           "pcie (20 us, 12 GB/s) or shm (5 us, 5 GB/s)">,
+    Option<"alphaUs", "alpha-us", "double", /*default=*/"-1.0",
+           "latency of one collective in microseconds (default: the interconnect's)">,
+    Option<"betaGBps", "beta-gbps", "double", /*default=*/"-1.0",
+           "bandwidth per rank in GB/s (default: the interconnect's)">,
+    Option<"computeTflops", "compute-tflops", "double", /*default=*/"100.0",
+           "sustained compute rate of a rank in TFLOP/s">,
+  ];
+  let statistics = [
+    Statistic<"numBuckets", "buckets", "Number of buckets">,
+    Statistic<"numPacked", "packed-reductions",
+              "Number of reductions packed into shared buffers">,
+  ];
+}
+
 #endif // MD_PASSES_TD

@@ -1,0 +1,655 @@
+//===- Bucketing.cpp - communication buckets with a cost model -----------===//
+//
+// md-bucketing: gives every collective of md.train a bucket id, packs DDP's
+// gradient all-reduces into shared flat buffers, groups reduce-scatters and
+// small all-gathers so that the runtime issues each group at once, and
+// records the bucket table mdc --explain prints. Passes.td describes the
+// cost model; CostModel.h holds it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/CostModel.h"
+#include "passes/Passes.h"
+#include "passes/StepProgram.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Format.h"
+
+namespace md {
+#define GEN_PASS_DEF_BUCKETING
+#include "passes/Passes.h.inc"
+} // namespace md
+
+using namespace mlir;
+using namespace md;
+
+namespace {
+
+constexpr int64_t kDefaultBucketCap = 25 * 1024 * 1024;
+
+/// A bucket while it is being formed: its collectives in program order and
+/// what the table says about it.
+struct Bucket {
+  SmallVector<Operation *> members;
+  SmallVector<std::string> units;
+  CollectiveKind kind;
+  Group group;
+  Type elementType;
+  int64_t bytes = 0;
+  int64_t exposedNs = 0;
+};
+
+/// What collectives must share to be in one bucket.
+struct BucketClass {
+  CollectiveKind kind;
+  Group group;
+  std::optional<ReductionKind> reduction;
+  Type elementType;
+  StringRef phase;
+  /// All-reduces of static buffers pack into one flat buffer.
+  bool packable;
+
+  bool operator==(const BucketClass &other) const {
+    return kind == other.kind && group == other.group &&
+           reduction == other.reduction && elementType == other.elementType &&
+           phase == other.phase && packable == other.packable;
+  }
+};
+
+BucketClass classify(Operation *op) {
+  auto collective = cast<CollectiveOpInterface>(op);
+  Type elementType;
+  bool packable = false;
+  if (op->getNumOperands() != 0) {
+    auto type = cast<RankedTensorType>(op->getOperand(0).getType());
+    elementType = type.getElementType();
+    packable = isa<AllReduceOp>(op) && type.hasStaticShape();
+  }
+  return {collective.getCollectiveKind(), collective.getCollectiveGroup(),
+          collective.getReduction(), elementType, getPhase(op), packable};
+}
+
+std::string formatNumber(double value) {
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::format("%g", value);
+  return text;
+}
+
+std::string unitName(Operation *op) {
+  int64_t unit = getUnit(op);
+  return unit < 0 ? std::string("-") : "u" + std::to_string(unit);
+}
+
+/// Ops that only move or convert a unit's parameters; an all-gather joining
+/// an earlier one's bucket may take them along.
+bool isMovableProducer(Operation *op) {
+  return isa<StateLoadOp, CastOp, ViewOp, FlattenOp, ShardSliceOp, ReshapeOp>(
+      op);
+}
+
+struct BucketingPass : public md::impl::BucketingBase<BucketingPass> {
+  using BucketingBase::BucketingBase;
+
+  void runOnOperation() override;
+
+private:
+  ModelOp model;
+  CostModel costModel;
+  int64_t cap = 0;
+  std::vector<Bucket> buckets;
+
+  /// Bytes of the full buffer a collective moves, counted for the cap:
+  /// independent of W (a flat shard of N elements counts N / |G| when the
+  /// group's size is pinned, N otherwise).
+  int64_t capBytes(Operation *op);
+  /// Bytes one rank sends for `bytes` of full buffer, with the ring factors
+  /// of the collective's kind (their large-n limits while W is symbolic).
+  int64_t wireBytes(const BucketClass &cls, int64_t bytes);
+  int64_t costNs(const BucketClass &cls, int64_t bytes) {
+    return costModel.collectiveNs(wireBytes(cls, bytes));
+  }
+
+  /// The compute finish time of every op of the block in program order.
+  SmallVector<int64_t> computeTimeline(const BlockDependences &deps);
+
+  void bucketGradientReductions(Block &block,
+                                llvm::DenseSet<Operation *> &bucketed);
+  void bucketAllGathers(Block &block, llvm::DenseSet<Operation *> &bucketed);
+  bool canSink(const BlockDependences &deps, ArrayRef<unsigned> members,
+               SmallVectorImpl<unsigned> *dependents);
+  bool canHoist(const BlockDependences &deps, ArrayRef<unsigned> members,
+                SmallVectorImpl<unsigned> *producers);
+  Operation *pack(ArrayRef<Operation *> members);
+};
+
+int64_t BucketingPass::capBytes(Operation *op) {
+  auto bytesOf = [](Value value) { return getTensorBytes(value.getType()); };
+  if (auto gather = dyn_cast<AllGatherOp>(op)) {
+    if (int64_t bytes = bytesOf(gather.getResult()))
+      return bytes;
+    int64_t shard = bytesOf(gather.getInput());
+    if (std::optional<int64_t> n = model.getStaticGroupSize(gather.getGroup()))
+      return shard * *n;
+    return shard;
+  }
+  if (auto scatter = dyn_cast<ReduceScatterOp>(op)) {
+    if (int64_t bytes = bytesOf(scatter.getInput()))
+      return bytes;
+    return bytesOf(scatter.getResult());
+  }
+  if (op->getNumOperands() == 0)
+    return 0;
+  Value input = op->getOperand(0);
+  if (int64_t bytes = bytesOf(input))
+    return bytes;
+  std::optional<ShardInfo> shard = getShardInfo(input);
+  if (!shard)
+    return 0;
+  int64_t elementBytes =
+      getElementBytes(cast<RankedTensorType>(input.getType()).getElementType());
+  int64_t numel = shard->numel;
+  if (std::optional<int64_t> n = model.getStaticGroupSize(shard->group))
+    numel = (numel + *n - 1) / *n;
+  return numel * elementBytes;
+}
+
+int64_t BucketingPass::wireBytes(const BucketClass &cls, int64_t bytes) {
+  std::optional<int64_t> n = model.getStaticGroupSize(cls.group);
+  switch (cls.kind) {
+  case CollectiveKind::all_gather:
+  case CollectiveKind::reduce_scatter:
+    return n ? bytes * (*n - 1) / *n : bytes;
+  case CollectiveKind::all_reduce:
+    return n ? 2 * bytes * (*n - 1) / *n : 2 * bytes;
+  case CollectiveKind::broadcast:
+    return n && *n <= 1 ? 0 : bytes;
+  case CollectiveKind::barrier:
+    return 0;
+  }
+  return bytes;
+}
+
+SmallVector<int64_t>
+BucketingPass::computeTimeline(const BlockDependences &deps) {
+  SmallVector<int64_t> finish;
+  int64_t now = 0;
+  for (Operation *op : deps.getOps()) {
+    now += costModel.computeNs(estimateFlops(op));
+    finish.push_back(now);
+  }
+  return finish;
+}
+
+/// Whether the collectives at `members` (positions, increasing) can move to
+/// the last one's place: none depends on another, and what depends on the
+/// earlier ones (collected in `dependents`, members excluded) can move after
+/// the last without crossing a conflicting access.
+bool BucketingPass::canSink(const BlockDependences &deps,
+                            ArrayRef<unsigned> members,
+                            SmallVectorImpl<unsigned> *dependents) {
+  unsigned lo = members.front(), hi = members.back();
+  SmallVector<bool> tainted(hi - lo + 1, false);
+  SmallVector<bool> isMember(hi - lo + 1, false);
+  for (unsigned m : members)
+    isMember[m - lo] = true;
+  for (unsigned i = lo; i <= hi; ++i) {
+    bool depends = llvm::any_of(deps.getPredecessors(i), [&](unsigned p) {
+      return p >= lo && tainted[p - lo];
+    });
+    if (isMember[i - lo]) {
+      if (depends)
+        return false;
+      tainted[i - lo] = i != hi;
+      continue;
+    }
+    tainted[i - lo] = depends;
+  }
+  for (unsigned i = lo; i <= hi; ++i) {
+    if (!tainted[i - lo])
+      continue;
+    const OpAccess &moved = deps.getAccessAt(i);
+    if (moved.hasEffects())
+      for (unsigned j = lo; j <= hi; ++j)
+        if (!tainted[j - lo] && !isMember[j - lo] &&
+            accessesConflict(moved, deps.getAccessAt(j)))
+          return false;
+    if (dependents && !isMember[i - lo])
+      dependents->push_back(i);
+  }
+  return true;
+}
+
+/// Whether the collectives at `members` (positions, increasing) can move up
+/// to the first one's place: none depends on another, and the ops the later
+/// ones need from after the first (collected in `producers`) only load and
+/// convert state and can move before it without crossing a conflicting
+/// access.
+bool BucketingPass::canHoist(const BlockDependences &deps,
+                             ArrayRef<unsigned> members,
+                             SmallVectorImpl<unsigned> *producers) {
+  unsigned lo = members.front(), hi = members.back();
+  SmallVector<bool> needed(hi - lo + 1, false);
+  SmallVector<bool> isMember(hi - lo + 1, false);
+  for (unsigned m : members)
+    isMember[m - lo] = true;
+  for (unsigned m : members.drop_front())
+    needed[m - lo] = true;
+  for (unsigned i = hi + 1; i-- > lo;) {
+    if (!needed[i - lo])
+      continue;
+    for (unsigned p : deps.getPredecessors(i)) {
+      if (p < lo)
+        continue;
+      if (isMember[p - lo])
+        return false; // a member needs another one
+      needed[p - lo] = true;
+    }
+  }
+  for (unsigned i = lo + 1; i <= hi; ++i) {
+    if (!needed[i - lo])
+      continue;
+    if (!isMember[i - lo] && !isMovableProducer(deps.getOps()[i]))
+      return false;
+    const OpAccess &moved = deps.getAccessAt(i);
+    if (moved.hasEffects())
+      for (unsigned j = lo; j <= hi; ++j)
+        if (!needed[j - lo] && accessesConflict(moved, deps.getAccessAt(j)))
+          return false;
+    if (producers && !isMember[i - lo])
+      producers->push_back(i);
+  }
+  return true;
+}
+
+/// Replaces the adjacent all-reduces `members` by one all-reduce of the
+/// flattening of their inputs and views of its result.
+Operation *BucketingPass::pack(ArrayRef<Operation *> members) {
+  auto first = cast<AllReduceOp>(members.front());
+  OpBuilder builder(first);
+  SmallVector<Value> inputs;
+  SmallVector<Type> inputTypes;
+  int64_t total = 0;
+  for (Operation *member : members) {
+    Value input = member->getOperand(0);
+    inputs.push_back(input);
+    total += cast<RankedTensorType>(input.getType()).getNumElements();
+  }
+  Type elementType =
+      cast<RankedTensorType>(inputs.front().getType()).getElementType();
+  auto flatType = RankedTensorType::get({total}, elementType);
+  SmallVector<Location> locs;
+  for (Operation *member : members)
+    locs.push_back(member->getLoc());
+  Location loc = builder.getFusedLoc(locs);
+  auto flat = FlattenOp::create(builder, loc, flatType, inputs);
+  flat->setAttr("md.bucket_buffer", builder.getUnitAttr());
+  auto reduced = AllReduceOp::create(
+      builder, loc, flatType, first.getGroupAttr(), IntegerAttr(), flat,
+      first.getReductionKindAttr());
+  int64_t offset = 0;
+  for (Operation *member : members) {
+    auto type = cast<RankedTensorType>(member->getResult(0).getType());
+    auto view = ViewOp::create(builder, member->getLoc(), type, reduced,
+                               builder.getI64IntegerAttr(offset));
+    if (Attribute unit = member->getAttr("md.unit"))
+      view->setAttr("md.unit", unit);
+    member->getResult(0).replaceAllUsesWith(view);
+    offset += type.getNumElements();
+  }
+  for (Operation *member : members)
+    member->erase();
+  return reduced;
+}
+
+void BucketingPass::bucketGradientReductions(
+    Block &block, llvm::DenseSet<Operation *> &bucketed) {
+  // The classes, in the order of their first reduction.
+  SmallVector<std::pair<BucketClass, SmallVector<Operation *>>> classes;
+  for (Operation &op : block) {
+    if (!isGradientReduction(&op))
+      continue;
+    BucketClass cls = classify(&op);
+    auto *it = llvm::find_if(classes, [&](auto &entry) {
+      return entry.first == cls;
+    });
+    if (it == classes.end()) {
+      classes.push_back({cls, {}});
+      it = std::prev(classes.end());
+    }
+    it->second.push_back(&op);
+  }
+
+  for (auto &[cls, ops] : classes) {
+    // Earlier classes moved ops: read positions and times afresh.
+    BlockDependences deps(block);
+    SmallVector<int64_t> finish = computeTimeline(deps);
+    llvm::sort(ops, [&](Operation *a, Operation *b) {
+      return deps.indexOf(a) < deps.indexOf(b);
+    });
+    size_t k = ops.size();
+    SmallVector<unsigned> pos;
+    SmallVector<int64_t> bytes, ready;
+    for (Operation *op : ops) {
+      unsigned i = deps.indexOf(op);
+      pos.push_back(i);
+      bytes.push_back(capBytes(op));
+      ArrayRef<unsigned> preds = deps.getPredecessors(i);
+      ready.push_back(preds.empty() ? 0 : finish[preds.back()]);
+    }
+
+    // best[j]: the earliest time the first j reductions are all reduced,
+    // with count[j] buckets; from[j]: where the last of those buckets
+    // starts. A later bucket can only start after an earlier one finishes,
+    // and finishing earlier never hurts what follows, so the prefix optimum
+    // extends to the optimum (the dynamic program is exact for the model).
+    constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+    SmallVector<int64_t> best(k + 1, kNever), count(k + 1, 0);
+    SmallVector<size_t> from(k + 1, 0);
+    best[0] = 0;
+    for (size_t j = 1; j <= k; ++j) {
+      int64_t total = 0, latest = 0;
+      for (size_t i = j; i >= 1; --i) {
+        total += bytes[i - 1];
+        latest = std::max(latest, ready[i - 1]);
+        if (i < j && total > cap)
+          break;
+        if (i < j && !canSink(deps, ArrayRef(pos).slice(i - 1, j - i + 1),
+                              nullptr))
+          continue;
+        int64_t done = std::max(latest, best[i - 1]) + costNs(cls, total);
+        if (done < best[j] || (done == best[j] && count[i - 1] + 1 < count[j])) {
+          best[j] = done;
+          count[j] = count[i - 1] + 1;
+          from[j] = i;
+        }
+      }
+    }
+    SmallVector<std::pair<size_t, size_t>> ranges; // [i, j), program order
+    for (size_t j = k; j > 0; j = from[j] - 1)
+      ranges.push_back({from[j] - 1, j});
+    std::reverse(ranges.begin(), ranges.end());
+
+    // Exposure: a bucket's time on the wire past the end of the compute
+    // that produces the class's gradients is not hidden by it.
+    int64_t computeEnd = *llvm::max_element(ready);
+    int64_t commFree = 0;
+    for (auto [i, j] : ranges) {
+      Bucket bucket;
+      bucket.kind = cls.kind;
+      bucket.group = cls.group;
+      bucket.elementType = cls.elementType;
+      int64_t latest = 0;
+      for (size_t m = i; m < j; ++m) {
+        bucket.members.push_back(ops[m]);
+        bucket.units.push_back(unitName(ops[m]));
+        bucket.bytes += bytes[m];
+        latest = std::max(latest, ready[m]);
+      }
+      int64_t start = std::max(latest, commFree);
+      int64_t end = start + costNs(cls, bucket.bytes);
+      bucket.exposedNs = std::max<int64_t>(0, end - std::max(start, computeEnd));
+      commFree = end;
+      buckets.push_back(std::move(bucket));
+    }
+
+    // Place each bucket: its members next to the last one, what uses the
+    // earlier members after it. Positions shift as ops move; recompute them.
+    size_t first = buckets.size() - ranges.size();
+    for (size_t b = first; b < buckets.size(); ++b) {
+      Bucket &bucket = buckets[b];
+      for (Operation *member : bucket.members)
+        bucketed.insert(member);
+      if (bucket.members.size() == 1)
+        continue;
+      BlockDependences now(block);
+      SmallVector<unsigned> memberPos;
+      for (Operation *member : bucket.members)
+        memberPos.push_back(now.indexOf(member));
+      SmallVector<unsigned> dependents;
+      bool ok = canSink(now, memberPos, &dependents);
+      assert(ok && "the dynamic program only forms buckets that can sink");
+      (void)ok;
+      Operation *last = bucket.members.back();
+      Operation *after = last;
+      for (unsigned d : dependents) {
+        now.getOps()[d]->moveAfter(after);
+        after = now.getOps()[d];
+      }
+      for (Operation *member : ArrayRef(bucket.members).drop_back())
+        member->moveBefore(last);
+      if (cls.packable) {
+        numPacked += bucket.members.size();
+        Operation *packed = pack(bucket.members);
+        bucketed.insert(packed);
+        bucket.members = {packed};
+      }
+    }
+  }
+}
+
+void BucketingPass::bucketAllGathers(Block &block,
+                                     llvm::DenseSet<Operation *> &bucketed) {
+  SmallVector<std::pair<BucketClass, SmallVector<Operation *>>> classes;
+  for (Operation &op : block) {
+    if (!isa<AllGatherOp>(op) || bucketed.contains(&op))
+      continue;
+    BucketClass cls = classify(&op);
+    auto *it = llvm::find_if(classes, [&](auto &entry) {
+      return entry.first == cls;
+    });
+    if (it == classes.end()) {
+      classes.push_back({cls, {}});
+      it = std::prev(classes.end());
+    }
+    it->second.push_back(&op);
+  }
+  int64_t small = costModel.latencyBoundBytes();
+  for (auto &[cls, ops] : classes) {
+    BlockDependences deps(block);
+    SmallVector<int64_t> finish = computeTimeline(deps);
+    llvm::sort(ops, [&](Operation *a, Operation *b) {
+      return deps.indexOf(a) < deps.indexOf(b);
+    });
+    // Greedy in program order: a latency-bound gather joins the open bucket
+    // while every member is latency-bound, the cap holds and it can move up.
+    SmallVector<SmallVector<Operation *>> groups;
+    int64_t openBytes = 0;
+    bool openSmall = false;
+    for (Operation *op : ops) {
+      int64_t bytes = capBytes(op);
+      bool isSmall = bytes <= small;
+      if (!groups.empty() && openSmall && isSmall && openBytes + bytes <= cap) {
+        SmallVector<unsigned> memberPos;
+        for (Operation *member : groups.back())
+          memberPos.push_back(deps.indexOf(member));
+        memberPos.push_back(deps.indexOf(op));
+        if (canHoist(deps, memberPos, nullptr)) {
+          groups.back().push_back(op);
+          openBytes += bytes;
+          continue;
+        }
+      }
+      groups.push_back({op});
+      openBytes = bytes;
+      openSmall = isSmall;
+    }
+
+    // Exposure: the gathers of a class go out back to back from the time
+    // their shards are ready; what is still on the wire when the compute
+    // first needs a member stalls it.
+    int64_t commFree = 0;
+    for (SmallVector<Operation *> &group : groups) {
+      Bucket bucket;
+      bucket.kind = cls.kind;
+      bucket.group = cls.group;
+      bucket.elementType = cls.elementType;
+      int64_t issue = 0;
+      unsigned firstUse = deps.size();
+      for (Operation *member : group) {
+        unsigned i = deps.indexOf(member);
+        ArrayRef<unsigned> preds = deps.getPredecessors(i);
+        issue = std::max(issue, preds.empty() ? 0 : finish[preds.back()]);
+        for (unsigned s : deps.getSuccessors(i))
+          firstUse = std::min(firstUse, s);
+        bucket.bytes += capBytes(member);
+        bucket.units.push_back(unitName(member));
+      }
+      int64_t start = std::max(issue, commFree);
+      int64_t cost = costNs(cls, bucket.bytes);
+      int64_t end = start + cost;
+      int64_t need = firstUse == 0 ? 0 : finish[firstUse - 1];
+      bucket.exposedNs = std::clamp<int64_t>(end - need, 0, cost);
+      commFree = end;
+      bucket.members = group;
+      buckets.push_back(std::move(bucket));
+    }
+
+    size_t firstBucket = buckets.size() - groups.size();
+    for (size_t b = firstBucket; b < buckets.size(); ++b) {
+      Bucket &bucket = buckets[b];
+      for (Operation *member : bucket.members)
+        bucketed.insert(member);
+      if (bucket.members.size() == 1)
+        continue;
+      BlockDependences now(block);
+      SmallVector<unsigned> memberPos;
+      for (Operation *member : bucket.members)
+        memberPos.push_back(now.indexOf(member));
+      SmallVector<unsigned> producers;
+      bool ok = canHoist(now, memberPos, &producers);
+      assert(ok && "buckets of all-gathers are formed only when they hoist");
+      (void)ok;
+      Operation *head = bucket.members.front();
+      for (unsigned p : producers)
+        now.getOps()[p]->moveBefore(head);
+      Operation *after = head;
+      for (Operation *member : ArrayRef(bucket.members).drop_front()) {
+        member->moveAfter(after);
+        after = member;
+      }
+    }
+  }
+}
+
+void BucketingPass::runOnOperation() {
+  model = getOperation();
+  TrainOp train = model.getTrain();
+  if (!train)
+    return;
+  bool hasCollectives = false;
+  train.walk([&](CollectiveOpInterface) { hasCollectives = true; });
+  if (!hasCollectives)
+    return;
+
+  cap = bucketCap;
+  if (cap < 0) {
+    model.emitError("md-bucketing: bucket-cap must be >= 0 bytes, got ")
+        << cap;
+    return signalPassFailure();
+  }
+  if (cap == 0) {
+    // Without a plan, PyTorch DDP's default bucket_cap_mb.
+    PlanAttr plan = model.getPlanAttr();
+    cap = plan ? plan.getBucketCap() : kDefaultBucketCap;
+  }
+  std::optional<Interconnect> link = getInterconnect(interconnect);
+  if (!link) {
+    model.emitError("md-bucketing: unknown interconnect '")
+        << interconnect << "'; expected one of " << getInterconnectNames();
+    return signalPassFailure();
+  }
+  if (alphaUs >= 0)
+    link->alphaUs = alphaUs;
+  if (betaGBps >= 0)
+    link->betaGBps = betaGBps;
+  for (auto [name, value] : {std::pair<StringRef, double>{"beta-gbps",
+                                                         link->betaGBps},
+                             {"compute-tflops", computeTflops}})
+    if (value <= 0) {
+      model.emitError("md-bucketing: ")
+          << name << " must be > 0, got " << formatNumber(value);
+      return signalPassFailure();
+    }
+  costModel = CostModel{*link, computeTflops};
+
+  // Every block of the step program, outer first.
+  SmallVector<Block *> blocks = {&train.getStep().front()};
+  train.getStep().walk<WalkOrder::PreOrder>([&](Operation *op) {
+    for (Region &region : op->getRegions())
+      for (Block &block : region)
+        blocks.push_back(&block);
+  });
+  llvm::DenseSet<Operation *> bucketed;
+  for (Block *block : blocks) {
+    bucketGradientReductions(*block, bucketed);
+    bucketAllGathers(*block, bucketed);
+  }
+
+  // Every other collective is a bucket of its own, fully exposed.
+  train.walk([&](CollectiveOpInterface collective) {
+    Operation *op = collective;
+    if (bucketed.contains(op))
+      return;
+    BucketClass cls = classify(op);
+    Bucket bucket;
+    bucket.members = {op};
+    bucket.units = {unitName(op)};
+    bucket.kind = cls.kind;
+    bucket.group = cls.group;
+    bucket.elementType = cls.elementType;
+    bucket.bytes = capBytes(op);
+    bucket.exposedNs = costNs(cls, bucket.bytes);
+    buckets.push_back(std::move(bucket));
+  });
+
+  // Ids in program order of each bucket's first collective.
+  llvm::DenseMap<Operation *, size_t> bucketOf;
+  for (auto [b, bucket] : llvm::enumerate(buckets))
+    for (Operation *member : bucket.members)
+      bucketOf[member] = b;
+  SmallVector<int64_t> idOf(buckets.size(), -1);
+  SmallVector<size_t> byId;
+  train.walk<WalkOrder::PreOrder>([&](CollectiveOpInterface collective) {
+    size_t b = bucketOf.lookup(collective);
+    if (idOf[b] < 0) {
+      idOf[b] = byId.size();
+      byId.push_back(b);
+    }
+    collective->setAttr("bucket", IntegerAttr::get(
+                                      IntegerType::get(&getContext(), 64),
+                                      idOf[b]));
+  });
+
+  Builder builder(&getContext());
+  SmallVector<Attribute> table;
+  for (auto [id, b] : llvm::enumerate(byId)) {
+    const Bucket &bucket = buckets[b];
+    SmallVector<Attribute> members;
+    for (const std::string &unit : bucket.units)
+      members.push_back(builder.getStringAttr(unit));
+    SmallVector<NamedAttribute> fields = {
+        builder.getNamedAttr("id", builder.getI64IntegerAttr(id)),
+        builder.getNamedAttr("kind", builder.getStringAttr(
+                                         stringifyCollectiveKind(bucket.kind))),
+        builder.getNamedAttr(
+            "group", builder.getStringAttr(stringifyGroup(bucket.group))),
+        builder.getNamedAttr("members", builder.getArrayAttr(members)),
+        builder.getNamedAttr("bytes", builder.getI64IntegerAttr(bucket.bytes)),
+        builder.getNamedAttr(
+            "exposed_us",
+            builder.getF64FloatAttr(static_cast<double>(bucket.exposedNs) /
+                                    1e3))};
+    if (bucket.elementType)
+      fields.push_back(builder.getNamedAttr(
+          "dtype", TypeAttr::get(bucket.elementType)));
+    table.push_back(builder.getDictionaryAttr(fields));
+  }
+  model->setAttr("md.bucket_table", builder.getArrayAttr(table));
+  numBuckets += table.size();
+}
+
+} // namespace
