@@ -91,4 +91,67 @@ def Bucketing : Pass<"md-bucketing", "::md::ModelOp"> {
   ];
 }
 
+def Schedule : Pass<"md-schedule", "::md::ModelOp"> {
+  let summary = "orders the step program on a compute and a comm stream";
+  let description = [{
+    Puts the ops of every block of the step region (the last micro-step and
+    the `md.micro_steps` body) in their execution order, places each on a
+    stream (`md.stream = 0` compute, `1` comm: the collectives) and adds the
+    events between the streams: an op whose result is used on the other
+    stream gets `md.record = e`, the users `md.wait = array<i64: e, ...>`
+    (event ids unique in the model).
+
+    The order is a list schedule of each block's dependences (SSA values,
+    then the order of reads and writes of the same `md.state`, the data
+    cursor and the loss; collectives of one bucket are issued together)
+    whose priorities depend only on the IR: program order, except that
+
+    - with forward prefetch, the next unit's forward all-gather (with the
+      loads and casts of its shard) is issued before the current unit's
+      first forward op;
+    - with backward prefetch `pre`, the next unit's backward all-gather is
+      issued before the current unit's gradient computation; with `post`,
+      right after it;
+    - a prefetch is made only while fewer than `max-inflight-gathers`
+      gathered units are live, counting the one prefetched.
+
+    Nothing depends on values, so every rank computes the same order and
+    issues its collectives in the same sequence.
+
+    Before (`prefetch.forward = true`):
+
+    ```mlir
+    %w1 = md.all_gather %s1 group world : tensor<?xbf16> -> tensor<36xbf16>
+    %y1 = md.matmul %x, %v1 ...
+    %w2 = md.all_gather %s2 group world : tensor<?xbf16> -> tensor<36xbf16>
+    %y2 = md.matmul %y1, %v2 ...
+    ```
+
+    After:
+
+    ```mlir
+    %w1 = md.all_gather %s1 group world {md.record = 0, md.stream = 1} ...
+    %w2 = md.all_gather %s2 group world {md.record = 1, md.stream = 1} ...
+    %y1 = md.matmul %x, %v1 {md.stream = 0, md.wait = array<i64: 0>} ...
+    %y2 = md.matmul %y1, %v2 {md.stream = 0, md.wait = array<i64: 1>} ...
+    ```
+  }];
+  let options = [
+    Option<"forwardPrefetch", "forward-prefetch", "std::string",
+           /*default=*/"\"plan\"",
+           "prefetch the next unit's forward all-gather: plan, on or off">,
+    Option<"backwardPrefetch", "backward-prefetch", "std::string",
+           /*default=*/"\"plan\"",
+           "prefetch the next unit's backward all-gather: plan, pre, post or none">,
+    Option<"maxInflightGathers", "max-inflight-gathers", "int64_t",
+           /*default=*/"2",
+           "most gathered units live at once when prefetching (>= 1)">,
+  ];
+  let statistics = [
+    Statistic<"numEvents", "events", "Number of cross-stream events">,
+    Statistic<"numPrefetched", "prefetched-gathers",
+              "Number of all-gathers issued ahead by prefetch">,
+  ];
+}
+
 #endif // MD_PASSES_TD
