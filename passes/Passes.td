@@ -154,4 +154,57 @@ def Schedule : Pass<"md-schedule", "::md::ModelOp"> {
   ];
 }
 
+def PlanMemory : Pass<"md-plan-memory", "::md::ModelOp"> {
+  let summary = "per-rank bytes of every buffer of the step and their peak";
+  let description = [{
+    Computes the liveness interval and size of every buffer of the step
+    program at world size W (`world-size`, else the model's `world_size`;
+    without either the pass does nothing) and attaches the per-rank bytes by
+    category at the peak to the model:
+
+    ```mlir
+    md.model @m attributes {md.memory = {activations = 512 : i64, comm_buffers = 0 : i64,
+        grad_acc = 0 : i64, grads = 288 : i64, optimizer = 144 : i64,
+        params = 216 : i64, peak = 1160 : i64, world_size = 2 : i64}, ...}
+    ```
+
+    `md.state`s are live throughout; an SSA value from its definition to its
+    last use in the step's order (a use inside `md.micro_steps` of a value
+    from outside keeps it to the loop's end; the operand of a collective on
+    the comm stream until an op waits for it). A `tensor<?xT>` shard of N
+    elements over a group of G ranks has `ceil(N / G)` elements. Views,
+    reshapes and state loads alias their source. docs/memory.md has the
+    rules and a worked example.
+
+    With `max-memory`, a peak above it is an error on the model with notes
+    at the largest buffers live at the peak.
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"0",
+           "W to size the buffers for (default: the model's world_size)">,
+    Option<"maxMemory", "max-memory", "int64_t", /*default=*/"0",
+           "fail when the peak bytes per rank exceed this (0: no limit)">,
+  ];
+}
+
+def Explain : Pass<"md-explain", "::md::ModelOp"> {
+  let summary = "prints what mdc --explain reports about the step program";
+  let description = [{
+    Prints to standard output the report of `mdc --explain` for world size
+    W: per-rank bytes by category and their peak, bytes sent per step by
+    each kind of collective, the bucket table, the precision table (every
+    cast and the dtype of every collective), the accumulation steps and the
+    effective batch. The IR is unchanged. `format=json` prints one JSON
+    object with stable keys.
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"0",
+           "W to report for (default: the model's world_size)">,
+    Option<"format", "format", "std::string", /*default=*/"\"text\"",
+           "text or json">,
+    Option<"listBuffers", "list-buffers", "bool", /*default=*/"false",
+           "also list every buffer with its size, category and interval">,
+  ];
+}
+
 #endif // MD_PASSES_TD

@@ -1,0 +1,306 @@
+//===- ExplainReport.cpp - what mdc --explain reports ---------------------===//
+
+#include "passes/ExplainReport.h"
+#include "passes/StepProgram.h"
+
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
+#include <map>
+
+using namespace mlir;
+using namespace md;
+
+static std::string typeName(Type type) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  type.print(os);
+  return out;
+}
+
+/// Bytes one rank sends in `op` at world size `worldSize`.
+static int64_t bytesSent(ModelOp model, CollectiveOpInterface op,
+                         int64_t worldSize) {
+  int64_t n = getGroupSize(model, op.getCollectiveGroup(), worldSize);
+  int64_t bytes = op.getBytesSent(n);
+  if (bytes != 0 || n <= 1 || !isa<AllReduceOp, BroadcastOp>(op))
+    return bytes;
+  // An all-reduce or broadcast of a shard: its size comes from the buffer
+  // it is a shard of.
+  FailureOr<int64_t> shard =
+      getValueBytes(model, op->getOperand(0), worldSize);
+  if (failed(shard))
+    return 0;
+  return isa<AllReduceOp>(op) ? 2 * (n - 1) * *shard / n : *shard;
+}
+
+FailureOr<ExplainReport> md::computeExplainReport(ModelOp model,
+                                                  int64_t worldSize) {
+  ExplainReport report;
+  report.model = model.getSymName().str();
+  if (PlanAttr plan = model.getPlanAttr())
+    report.plan = plan.getName().str();
+  report.worldSize = worldSize;
+  if (worldSize < 1)
+    return model.emitError("world size must be >= 1, got ") << worldSize;
+
+  TrainOp train = model.getTrain();
+  if (train) {
+    report.globalBatch = train.getGlobalBatch();
+    report.microBatch = train.getMicroBatch();
+    int64_t perStep = report.microBatch * worldSize;
+    if (report.globalBatch % perStep != 0)
+      return train.emitError("global_batch ")
+             << report.globalBatch << " is not a multiple of micro_batch x "
+             << "world size = " << report.microBatch << " x " << worldSize
+             << " = " << perStep;
+    report.accumulationSteps = report.globalBatch / perStep;
+    report.effectiveBatch = report.globalBatch;
+  }
+
+  FailureOr<MemoryReport> memory = computeMemory(model, worldSize);
+  if (failed(memory))
+    return failure();
+  report.memory = std::move(*memory);
+
+  std::map<std::pair<std::string, std::string>, int64_t> casts;
+  if (Block *step = getStepBlock(model)) {
+    step->walk<WalkOrder::PreOrder>([&](Operation *op) {
+      if (auto cast = dyn_cast<CastOp>(op)) {
+        ++casts[{typeName(cast.getInput().getType().getElementType()),
+                 typeName(cast.getResult().getType().getElementType())}];
+        return;
+      }
+      auto collective = dyn_cast<CollectiveOpInterface>(op);
+      if (!collective)
+        return;
+      ExplainReport::Collective row;
+      row.kind = stringifyCollectiveKind(collective.getCollectiveKind()).str();
+      row.group = stringifyGroup(collective.getCollectiveGroup()).str();
+      if (op->getNumOperands() != 0)
+        row.dtype = typeName(
+            cast<RankedTensorType>(op->getOperand(0).getType())
+                .getElementType());
+      row.bucket = collective.getBucketId();
+      row.bytesSent = bytesSent(model, collective, worldSize);
+      row.perStep =
+          op->getParentOfType<MicroStepsOp>() ? report.accumulationSteps - 1
+                                              : 1;
+      int64_t total = row.bytesSent * row.perStep;
+      switch (collective.getCollectiveKind()) {
+      case CollectiveKind::all_gather:
+        report.allGatherBytes += total;
+        break;
+      case CollectiveKind::reduce_scatter:
+        report.reduceScatterBytes += total;
+        break;
+      case CollectiveKind::all_reduce:
+        report.allReduceBytes += total;
+        break;
+      case CollectiveKind::broadcast:
+        report.broadcastBytes += total;
+        break;
+      case CollectiveKind::barrier:
+        break;
+      }
+      report.collectives.push_back(std::move(row));
+    });
+  }
+  for (auto &[types, count] : casts)
+    report.casts.push_back({types.first, types.second, count});
+
+  if (auto table = model->getAttrOfType<ArrayAttr>("md.bucket_table")) {
+    for (auto entry : table.getAsRange<DictionaryAttr>()) {
+      ExplainReport::Bucket bucket;
+      if (auto id = entry.getAs<IntegerAttr>("id"))
+        bucket.id = id.getInt();
+      if (auto kind = entry.getAs<StringAttr>("kind"))
+        bucket.kind = kind.str();
+      if (auto group = entry.getAs<StringAttr>("group"))
+        bucket.group = group.str();
+      if (auto dtype = entry.getAs<TypeAttr>("dtype"))
+        bucket.dtype = typeName(dtype.getValue());
+      if (auto members = entry.getAs<ArrayAttr>("members"))
+        for (auto member : members.getAsRange<StringAttr>())
+          bucket.members.push_back(member.str());
+      if (auto bytes = entry.getAs<IntegerAttr>("bytes"))
+        bucket.bytes = bytes.getInt();
+      if (auto exposed = entry.getAs<FloatAttr>("exposed_us"))
+        bucket.exposedUs = exposed.getValueAsDouble();
+      report.buckets.push_back(std::move(bucket));
+    }
+  }
+  return report;
+}
+
+//===----------------------------------------------------------------------===//
+// Rendering
+//===----------------------------------------------------------------------===//
+
+static std::string formatUs(double us) {
+  return llvm::formatv("{0:F2}", us).str();
+}
+
+void md::printExplainText(const ExplainReport &report, raw_ostream &os) {
+  os << "model @" << report.model << ", plan "
+     << (report.plan.empty() ? std::string("(none)") : report.plan)
+     << ", world size " << report.worldSize << "\n";
+  os << "batch: global " << report.globalBatch << ", micro "
+     << report.microBatch << " per rank, " << report.accumulationSteps
+     << " accumulation step" << (report.accumulationSteps == 1 ? "" : "s")
+     << ", effective batch " << report.effectiveBatch << "\n";
+
+  const MemoryReport &memory = report.memory;
+  os << "\nmemory per rank at the peak (bytes):\n";
+  auto line = [&](StringRef name, int64_t value) {
+    os << llvm::formatv("  {0,-16}{1,16}\n", name, value);
+  };
+  line("params", memory.params);
+  line("grads", memory.grads);
+  line("grad_acc", memory.gradAcc);
+  line("optimizer", memory.optimizer);
+  line("activations", memory.activations);
+  line("comm_buffers", memory.commBuffers);
+  line("peak", memory.peak);
+
+  os << "\ncommunication per step per rank (bytes sent):\n";
+  line("all_gather", report.allGatherBytes);
+  line("reduce_scatter", report.reduceScatterBytes);
+  line("all_reduce", report.allReduceBytes);
+  line("broadcast", report.broadcastBytes);
+
+  os << "\nbuckets:";
+  if (report.buckets.empty())
+    os << " none";
+  os << "\n";
+  if (!report.buckets.empty())
+    os << llvm::formatv("  {0,-4}{1,-16}{2,-10}{3,-6}{4,14}{5,12}  {6}\n",
+                        "id", "kind", "group", "dtype", "bytes",
+                        "exposed_us", "members");
+  for (const ExplainReport::Bucket &bucket : report.buckets)
+    os << llvm::formatv("  {0,-4}{1,-16}{2,-10}{3,-6}{4,14}{5,12}  {6}\n",
+                        bucket.id, bucket.kind, bucket.group, bucket.dtype,
+                        bucket.bytes, formatUs(bucket.exposedUs),
+                        llvm::join(bucket.members, " "));
+
+  os << "\nprecision:\n  casts:";
+  if (report.casts.empty())
+    os << " none";
+  os << "\n";
+  for (const ExplainReport::CastCount &cast : report.casts)
+    os << "    " << cast.from << " -> " << cast.to << " x" << cast.count
+       << "\n";
+  os << "  collectives:";
+  if (report.collectives.empty())
+    os << " none";
+  os << "\n";
+  for (const ExplainReport::Collective &collective : report.collectives) {
+    os << "    " << collective.kind << " " << collective.group;
+    if (!collective.dtype.empty())
+      os << " " << collective.dtype;
+    if (collective.bucket)
+      os << " bucket " << *collective.bucket;
+    os << ": " << collective.bytesSent << " bytes sent, x"
+       << collective.perStep << " per step\n";
+  }
+}
+
+void md::printExplainJson(const ExplainReport &report, raw_ostream &os) {
+  llvm::json::OStream json(os, /*IndentSize=*/2);
+  json.object([&] {
+    json.attribute("model", report.model);
+    if (report.plan.empty())
+      json.attribute("plan", nullptr);
+    else
+      json.attribute("plan", report.plan);
+    json.attribute("world_size", report.worldSize);
+    json.attributeObject("batch", [&] {
+      json.attribute("global", report.globalBatch);
+      json.attribute("micro", report.microBatch);
+      json.attribute("accumulation_steps", report.accumulationSteps);
+      json.attribute("effective", report.effectiveBatch);
+    });
+    const MemoryReport &memory = report.memory;
+    json.attributeObject("memory", [&] {
+      json.attribute("params", memory.params);
+      json.attribute("grads", memory.grads);
+      json.attribute("grad_acc", memory.gradAcc);
+      json.attribute("optimizer", memory.optimizer);
+      json.attribute("activations", memory.activations);
+      json.attribute("comm_buffers", memory.commBuffers);
+      json.attribute("peak", memory.peak);
+    });
+    json.attributeObject("communication", [&] {
+      json.attribute("all_gather", report.allGatherBytes);
+      json.attribute("reduce_scatter", report.reduceScatterBytes);
+      json.attribute("all_reduce", report.allReduceBytes);
+      json.attribute("broadcast", report.broadcastBytes);
+    });
+    json.attributeArray("buckets", [&] {
+      for (const ExplainReport::Bucket &bucket : report.buckets)
+        json.object([&] {
+          json.attribute("id", bucket.id);
+          json.attribute("kind", bucket.kind);
+          json.attribute("group", bucket.group);
+          json.attribute("dtype", bucket.dtype);
+          json.attributeArray("members", [&] {
+            for (const std::string &member : bucket.members)
+              json.value(member);
+          });
+          json.attribute("bytes", bucket.bytes);
+          json.attributeBegin("exposed_us");
+          json.rawValue(formatUs(bucket.exposedUs));
+          json.attributeEnd();
+        });
+    });
+    json.attributeObject("precision", [&] {
+      json.attributeArray("casts", [&] {
+        for (const ExplainReport::CastCount &cast : report.casts)
+          json.object([&] {
+            json.attribute("from", cast.from);
+            json.attribute("to", cast.to);
+            json.attribute("count", cast.count);
+          });
+      });
+      json.attributeArray("collectives", [&] {
+        for (const ExplainReport::Collective &collective : report.collectives)
+          json.object([&] {
+            json.attribute("kind", collective.kind);
+            json.attribute("group", collective.group);
+            json.attribute("dtype", collective.dtype);
+            if (collective.bucket)
+              json.attribute("bucket", *collective.bucket);
+            else
+              json.attribute("bucket", nullptr);
+            json.attribute("bytes_sent", collective.bytesSent);
+            json.attribute("per_step", collective.perStep);
+          });
+      });
+    });
+  });
+  os << "\n";
+}
+
+void md::printMemoryBuffers(const MemoryReport &memory, raw_ostream &os) {
+  os << "buffers (positions of " << memory.positions << ", peak at "
+     << memory.peakPosition << "):\n";
+  llvm::DenseSet<size_t> live(memory.liveAtPeak.begin(),
+                              memory.liveAtPeak.end());
+  for (auto [index, buffer] : llvm::enumerate(memory.buffers)) {
+    std::string what;
+    if (auto state = dyn_cast<StateOp>(buffer.op))
+      what = ("md.state @" + state.getSymName()).str();
+    else
+      what = buffer.op->getName().getStringRef().str();
+    std::string interval =
+        buffer.persistent ? std::string("persistent")
+                          : llvm::formatv("{0}-{1}", buffer.start, buffer.end)
+                                .str();
+    os << llvm::formatv("  {0} {1,-12}{2,10}  {3,-13}{4}\n",
+                        live.contains(index) ? "*" : " ", interval,
+                        buffer.bytes,
+                        stringifyMemoryCategory(buffer.category), what);
+  }
+}

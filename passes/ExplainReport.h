@@ -1,0 +1,86 @@
+//===- ExplainReport.h - what mdc --explain reports ------------*- C++ -*-===//
+//
+// The report of `mdc --explain` (and of md-opt's md-explain): the per-rank
+// memory of the step program at a world size, the bytes its collectives
+// send, the bucket table md-bucketing left on the model, the precision of
+// casts and collectives, and the batch arithmetic. One computation, two
+// renderings: text for people, JSON with stable keys for tools.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MD_PASSES_EXPLAINREPORT_H
+#define MD_PASSES_EXPLAINREPORT_H
+
+#include "passes/MemoryPlan.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+#include <vector>
+
+namespace md {
+
+struct ExplainReport {
+  std::string model;
+  /// The plan's name, or "" without one.
+  std::string plan;
+  int64_t worldSize = 0;
+
+  int64_t globalBatch = 0, microBatch = 0;
+  /// Micro-steps per optimizer step: global_batch / (micro_batch × W).
+  int64_t accumulationSteps = 0;
+  /// Samples per optimizer step over all ranks (micro × A × W).
+  int64_t effectiveBatch = 0;
+
+  MemoryReport memory;
+
+  /// Bytes one rank sends per optimizer step, by kind of collective: the
+  /// step's collectives once, those of md.micro_steps A − 1 times.
+  int64_t allGatherBytes = 0, reduceScatterBytes = 0, allReduceBytes = 0,
+          broadcastBytes = 0;
+
+  struct Collective {
+    std::string kind, group, dtype;
+    std::optional<int64_t> bucket;
+    /// Bytes sent by one rank each time it runs.
+    int64_t bytesSent = 0;
+    /// Times it runs per optimizer step.
+    int64_t perStep = 1;
+  };
+  /// Every collective of the step program, in its order.
+  std::vector<Collective> collectives;
+
+  struct CastCount {
+    std::string from, to;
+    int64_t count = 0;
+  };
+  /// md.casts of the step program by (from, to), sorted.
+  std::vector<CastCount> casts;
+
+  struct Bucket {
+    int64_t id = 0;
+    std::string kind, group, dtype;
+    std::vector<std::string> members;
+    int64_t bytes = 0;
+    double exposedUs = 0;
+  };
+  /// md-bucketing's `md.bucket_table`, empty without one.
+  std::vector<Bucket> buckets;
+};
+
+/// The report for `model` at world size `worldSize`. Fails with a
+/// diagnostic when the batch does not split into whole micro-steps at W or
+/// a buffer cannot be sized.
+mlir::FailureOr<ExplainReport> computeExplainReport(ModelOp model,
+                                                    int64_t worldSize);
+
+void printExplainText(const ExplainReport &report, llvm::raw_ostream &os);
+void printExplainJson(const ExplainReport &report, llvm::raw_ostream &os);
+
+/// Every buffer of `memory`, one a line: its position interval, bytes,
+/// category and what it is; `*` marks those live at the peak.
+void printMemoryBuffers(const MemoryReport &memory, llvm::raw_ostream &os);
+
+} // namespace md
+
+#endif // MD_PASSES_EXPLAINREPORT_H

@@ -1,0 +1,93 @@
+//===- MemoryPlan.h - per-rank buffers of the step and their peak -*- C++ -*-===//
+//
+// The memory analysis md-plan-memory and mdc --explain share: every buffer
+// of the step program at a world size W, its size, its category and its
+// liveness interval, and the per-rank peak. docs/memory.md states the rules
+// and works an example byte by byte.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MD_PASSES_MEMORYPLAN_H
+#define MD_PASSES_MEMORYPLAN_H
+
+#include "dialect/MdOps.h"
+
+#include "mlir/Support/LLVM.h"
+
+#include <vector>
+
+namespace md {
+
+/// What a buffer holds, for the report (docs/memory.md, "Categories").
+enum class MemoryCategory {
+  params,      // master weights, params states, gathered parameters
+  grads,       // gradients: per-parameter, flat, reduced, clipped
+  gradAcc,     // the grad_acc states of gradient accumulation
+  optimizer,   // exp_avg, exp_avg_sq, momentum and their updates
+  activations, // everything else
+  commBuffers, // bucket buffers md-bucketing packs reductions into
+};
+
+/// "params", "grads", "grad_acc", "optimizer", "activations", "comm_buffers".
+llvm::StringRef stringifyMemoryCategory(MemoryCategory category);
+
+/// One buffer: an md.state (persistent, live throughout the step) or the
+/// value an op allocates, with the values that alias it (views, reshapes).
+struct BufferInterval {
+  /// The md.state, or the op defining the value.
+  mlir::Operation *op = nullptr;
+  /// The value; null for an md.state.
+  mlir::Value value;
+  int64_t bytes = 0;
+  MemoryCategory category = MemoryCategory::activations;
+  bool persistent = false;
+  /// First and last position live, inclusive, in the step's linear order
+  /// (MemoryReport::positions); the whole step for an md.state.
+  int64_t start = 0, end = 0;
+};
+
+/// The per-rank bytes of the step program at one world size.
+struct MemoryReport {
+  int64_t worldSize = 0;
+  /// Bytes by category at the peak; they add up to `peak`.
+  int64_t params = 0, grads = 0, gradAcc = 0, optimizer = 0, activations = 0,
+          commBuffers = 0;
+  /// The most bytes live at once, persistent state included.
+  int64_t peak = 0;
+  /// Bytes of the md.states, live at every position.
+  int64_t persistent = 0;
+  /// Where the peak is first reached, or -1 (and null) when the step has no
+  /// transient buffer.
+  int64_t peakPosition = -1;
+  mlir::Operation *peakOp = nullptr;
+  /// Every buffer: the md.states in model order, then the values of the step
+  /// in their order.
+  std::vector<BufferInterval> buffers;
+  /// The buffers (indices into `buffers`) live at the peak, largest first.
+  std::vector<size_t> liveAtPeak;
+  /// The number of positions of the linear order.
+  int64_t positions = 0;
+
+  int64_t get(MemoryCategory category) const;
+};
+
+/// The number of ranks in `group` at world size `worldSize`: world is W,
+/// shard the model's shard_group_size (W without one), replicate W / shard.
+int64_t getGroupSize(ModelOp model, Group group, int64_t worldSize);
+
+/// The per-rank bytes of `value` at world size `worldSize`: a static tensor
+/// its elements times their size, a `tensor<?xT>` shard of N elements over
+/// group G `ceil(N / |G|)` elements. Fails (with no diagnostic) on a value
+/// whose size cannot be told.
+mlir::FailureOr<int64_t> getValueBytes(ModelOp model, mlir::Value value,
+                                       int64_t worldSize);
+
+/// The buffers of the step program of `model` at world size `worldSize`
+/// and its peak. Fails with a diagnostic when a buffer cannot be sized.
+/// Reads md.stream/md.record/md.wait when md-schedule has run: a collective
+/// on the comm stream keeps its operands until an op waits for it.
+mlir::FailureOr<MemoryReport> computeMemory(ModelOp model, int64_t worldSize);
+
+} // namespace md
+
+#endif // MD_PASSES_MEMORYPLAN_H
