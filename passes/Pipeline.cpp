@@ -8,9 +8,19 @@
 
 using namespace mlir;
 
-void md::buildTrainingPipeline(OpPassManager &pm) {
+void md::buildTrainingPipeline(OpPassManager &pm,
+                               const TrainingPipelineOptions &options) {
   OpPassManager &model = pm.nest<ModelOp>();
-  (void)model; // the passes land here one by one, in docs/passes.md's order
+  // The passes land here one by one, in docs/passes.md's order: autodiff,
+  // apply-plan and mixed-precision go before this line.
+
+  // --- After the step program exists: bucketing, schedule,
+  // [md-verify-collectives goes here], plan-memory. ---
+  model.addPass(createBucketing());
+  model.addPass(createSchedule());
+  PlanMemoryOptions memory;
+  memory.maxMemory = options.maxMemory;
+  model.addPass(createPlanMemory(memory));
 }
 
 void md::registerTrainingPipeline() {
