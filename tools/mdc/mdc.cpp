@@ -2,9 +2,11 @@
 //
 // Reads a .mdl program, parses it, and prints either its AST (--emit=ast) or
 // the md dialect module that IR generation builds from it (--emit=mlir, the
-// default). A thin driver: the work is in frontend/. Exit status: 0 success,
-// 1 errors in the program or its files (diagnostics on stderr), 2 a bad
-// command line.
+// default). With --explain, --max-memory or --print-ir-after-all it runs md's
+// training pipeline on the module first; --explain then prints the report of
+// passes/ExplainReport.h instead of the IR. A thin driver: the work is in
+// frontend/ and passes/. Exit status: 0 success, 1 errors in the program or
+// its files (diagnostics on stderr), 2 a bad command line.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +20,8 @@
 #include "frontend/Diagnostics.h"
 #include "frontend/IRGen.h"
 #include "frontend/Parser.h"
+#include "passes/ExplainReport.h"
+#include "passes/Pipeline.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -28,6 +32,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
@@ -48,6 +53,8 @@ namespace {
 enum ExitCode { kSuccess = 0, kUserError = 1, kUsageError = 2 };
 
 enum class EmitKind { MLIR, AST };
+
+enum class ReportFormat { Text, JSON };
 
 cl::OptionCategory mdcCategory("mdc options");
 
@@ -89,6 +96,33 @@ cl::opt<long> worldSize(
     cl::desc("Pin the number of ranks W (default: chosen at launch)"),
     cl::value_desc("N"), cl::cat(mdcCategory));
 
+cl::opt<bool> explain(
+    "explain",
+    cl::desc("Run the passes and print, for --world-size N, the per-rank "
+             "memory, the communication per step, the buckets, the "
+             "precision of casts and collectives and the batch arithmetic, "
+             "instead of the IR"),
+    cl::init(false), cl::cat(mdcCategory));
+
+cl::opt<ReportFormat> reportFormat(
+    "format", cl::init(ReportFormat::Text),
+    cl::desc("How --explain prints its report"),
+    cl::values(clEnumValN(ReportFormat::Text, "text", "For people (default)"),
+               clEnumValN(ReportFormat::JSON, "json",
+                          "One JSON object with stable keys")),
+    cl::cat(mdcCategory));
+
+cl::opt<std::string> maxMemory(
+    "max-memory",
+    cl::desc("Fail when the predicted per-rank peak memory at --world-size N "
+             "exceeds this many bytes (suffixes KiB, MiB, GiB, KB, MB, GB)"),
+    cl::value_desc("bytes"), cl::cat(mdcCategory));
+
+cl::opt<bool> printIRAfterAll(
+    "print-ir-after-all",
+    cl::desc("Run the passes and print the IR after each of them on stderr"),
+    cl::init(false), cl::cat(mdcCategory));
+
 cl::opt<bool> printDebugInfo(
     "mlir-print-debuginfo",
     cl::desc("Print the source locations (file:line:col) of the IR"),
@@ -107,6 +141,27 @@ bool isIdentifier(llvm::StringRef s) {
   if (s.empty() || !(llvm::isAlpha(s[0]) || s[0] == '_'))
     return false;
   return llvm::all_of(s, [](char c) { return llvm::isAlnum(c) || c == '_'; });
+}
+
+/// Parses a byte count: digits with an optional binary (KiB, MiB, GiB) or
+/// decimal (KB, MB, GB) suffix.
+std::optional<int64_t> parseBytes(llvm::StringRef text) {
+  static const std::pair<llvm::StringRef, int64_t> suffixes[] = {
+      {"KiB", int64_t(1) << 10}, {"MiB", int64_t(1) << 20},
+      {"GiB", int64_t(1) << 30}, {"KB", 1000},
+      {"MB", 1000 * 1000},       {"GB", 1000 * 1000 * 1000}};
+  int64_t scale = 1;
+  for (auto [suffix, factor] : suffixes)
+    if (text.consume_back(suffix)) {
+      scale = factor;
+      break;
+    }
+  text = text.trim();
+  uint64_t value;
+  if (text.empty() || text.getAsInteger(10, value) || value == 0 ||
+      value > static_cast<uint64_t>(INT64_MAX / scale))
+    return std::nullopt;
+  return static_cast<int64_t>(value) * scale;
 }
 
 /// Writes through `write` to `path` ("-": stdout). A file is written to a
@@ -168,6 +223,9 @@ int main(int argc, char **argv) {
       "                                    compile for FSDP over 8 ranks\n"
       "  mdc gpt.mdl -D layers=2 -D d=128  override hyper-parameters\n"
       "  mdc gpt.mdl --emit=ast            print the syntax tree\n"
+      "  mdc gpt.mdl --plan fsdp-full --world-size 8 --explain --format=json\n"
+      "                                    memory, communication and buckets\n"
+      "                                    per rank at 8 ranks\n"
       "\nEXIT STATUS:\n"
       "  0 success; 1 errors in the program (reported on stderr) or in its\n"
       "  files; 2 a bad command line.\n");
@@ -200,6 +258,38 @@ int main(int argc, char **argv) {
       return kUsageError;
     }
     options.worldSize = worldSize;
+  }
+
+  // The passes run for --explain, --max-memory and --print-ir-after-all.
+  std::optional<int64_t> memoryLimit;
+  if (maxMemory.getNumOccurrences()) {
+    memoryLimit = parseBytes(maxMemory);
+    if (!memoryLimit) {
+      llvm::errs() << "mdc: error: --max-memory expects a positive number of "
+                      "bytes, as in 80GiB or 1048576, got '"
+                   << maxMemory << "'\n";
+      return kUsageError;
+    }
+  }
+  for (auto [given, name] :
+       {std::pair<bool, llvm::StringRef>{explain, "--explain"},
+        {memoryLimit.has_value(), "--max-memory"}})
+    if (given && !worldSize.getNumOccurrences()) {
+      llvm::errs() << "mdc: error: " << name
+                   << " needs --world-size N: memory and communication "
+                      "depend on the number of ranks\n";
+      return kUsageError;
+    }
+  if (reportFormat.getNumOccurrences() && !explain) {
+    llvm::errs() << "mdc: error: --format applies to --explain only\n";
+    return kUsageError;
+  }
+  bool runPasses = explain || memoryLimit || printIRAfterAll;
+  if (runPasses && emitKind == EmitKind::AST) {
+    llvm::errs() << "mdc: error: --emit=ast stops after parsing; it cannot "
+                    "be combined with --explain, --max-memory or "
+                    "--print-ir-after-all\n";
+    return kUsageError;
   }
 
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
@@ -245,6 +335,45 @@ int main(int argc, char **argv) {
 
   mlir::OpPrintingFlags flags;
   flags.enableDebugInfo(printDebugInfo);
+
+  if (runPasses) {
+    // One thread: the IR dumps and the diagnostics come in a fixed order.
+    context.disableMultithreading();
+    mlir::PassManager pm(&context);
+    if (printIRAfterAll)
+      pm.enableIRPrinting(
+          /*shouldPrintBeforePass=*/[](mlir::Pass *, mlir::Operation *) {
+            return false;
+          },
+          /*shouldPrintAfterPass=*/
+          [](mlir::Pass *, mlir::Operation *) { return true; },
+          /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
+          /*printAfterOnlyOnFailure=*/false, llvm::errs(), flags);
+    md::TrainingPipelineOptions pipeline;
+    pipeline.maxMemory = memoryLimit.value_or(0);
+    md::buildTrainingPipeline(pm, pipeline);
+    if (mlir::failed(pm.run(*ir)))
+      return kUserError;
+  }
+
+  if (explain) {
+    std::string report;
+    llvm::raw_string_ostream os(report);
+    for (auto model : ir->getOps<md::ModelOp>()) {
+      mlir::FailureOr<md::ExplainReport> explained =
+          md::computeExplainReport(model, worldSize);
+      if (mlir::failed(explained))
+        return kUserError;
+      if (reportFormat == ReportFormat::JSON)
+        md::printExplainJson(*explained, os);
+      else
+        md::printExplainText(*explained, os);
+    }
+    return writeOutput(outputFilename,
+                       [&](llvm::raw_ostream &out) { out << report; })
+               ? kSuccess
+               : kUserError;
+  }
   return writeOutput(outputFilename,
                      [&](llvm::raw_ostream &os) {
                        ir->print(os, flags);
