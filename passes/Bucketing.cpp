@@ -79,9 +79,21 @@ std::string formatNumber(double value) {
   return text;
 }
 
-std::string unitName(Operation *op) {
-  int64_t unit = getUnit(op);
-  return unit < 0 ? std::string("-") : "u" + std::to_string(unit);
+/// The units a collective reduces for the table: "u<unit>", "-" without
+/// one; a packed bucket lists its members' (`md.units`).
+SmallVector<std::string> unitNames(Operation *op) {
+  auto name = [](int64_t unit) {
+    return unit < 0 ? std::string("-") : "u" + std::to_string(unit);
+  };
+  if (auto units = op->getAttrOfType<DenseI64ArrayAttr>("md.units"))
+    return llvm::map_to_vector(units.asArrayRef(), name);
+  return {name(getUnit(op))};
+}
+
+SmallVector<int64_t> unitIds(Operation *op) {
+  if (auto units = op->getAttrOfType<DenseI64ArrayAttr>("md.units"))
+    return SmallVector<int64_t>(units.asArrayRef());
+  return {getUnit(op)};
 }
 
 /// Ops that only move or convert a unit's parameters; an all-gather joining
@@ -290,6 +302,10 @@ Operation *BucketingPass::pack(ArrayRef<Operation *> members) {
   auto reduced = AllReduceOp::create(
       builder, loc, flatType, first.getGroupAttr(), IntegerAttr(), flat,
       first.getReductionKindAttr());
+  SmallVector<int64_t> units;
+  for (Operation *member : members)
+    llvm::append_range(units, unitIds(member));
+  reduced->setAttr("md.units", builder.getDenseI64ArrayAttr(units));
   int64_t offset = 0;
   for (Operation *member : members) {
     auto type = cast<RankedTensorType>(member->getResult(0).getType());
@@ -385,7 +401,7 @@ void BucketingPass::bucketGradientReductions(
       int64_t latest = 0;
       for (size_t m = i; m < j; ++m) {
         bucket.members.push_back(ops[m]);
-        bucket.units.push_back(unitName(ops[m]));
+        llvm::append_range(bucket.units, unitNames(ops[m]));
         bucket.bytes += bytes[m];
         latest = std::max(latest, ready[m]);
       }
@@ -496,7 +512,7 @@ void BucketingPass::bucketAllGathers(Block &block,
         for (unsigned s : deps.getSuccessors(i))
           firstUse = std::min(firstUse, s);
         bucket.bytes += capBytes(member);
-        bucket.units.push_back(unitName(member));
+        llvm::append_range(bucket.units, unitNames(member));
       }
       int64_t start = std::max(issue, commFree);
       int64_t cost = costNs(cls, bucket.bytes);
@@ -597,7 +613,7 @@ void BucketingPass::runOnOperation() {
     BucketClass cls = classify(op);
     Bucket bucket;
     bucket.members = {op};
-    bucket.units = {unitName(op)};
+    bucket.units = unitNames(op);
     bucket.kind = cls.kind;
     bucket.group = cls.group;
     bucket.elementType = cls.elementType;

@@ -35,8 +35,9 @@ def Bucketing : Pass<"md-bucketing", "::md::ModelOp"> {
     gradient alone is larger.
 
     A bucket of `all_reduce`s of static buffers (DDP) is packed: one
-    `md.flatten` of the gradients, one `md.all_reduce` with the bucket id and
-    `md.view`s of its result at the gradients' offsets. A bucket of
+    `md.flatten` of the gradients (marked `md.bucket_buffer`), one
+    `md.all_reduce` with the bucket id and its members' units (`md.units`),
+    and `md.view`s of its result at the gradients' offsets. A bucket of
     `reduce_scatter`s (or of all-reduces of shards) is not: the shard of a
     concatenation is not the concatenation of the shards. Its members keep
     their own ops, move next to each other (to the last one's place, with
@@ -54,19 +55,21 @@ def Bucketing : Pass<"md-bucketing", "::md::ModelOp"> {
     `bytes` (of the full buffers, independent of W) and `exposed_us`, the
     model's estimate of its communication time not hidden behind compute.
 
+    Bucketing bucketed IR changes nothing.
+
     Before (two DDP gradients, `bucket-cap=1048576`):
 
     ```mlir
-    %r1 = md.all_reduce %g1 avg group world : tensor<40xf32>
+    %r1 = md.all_reduce %g1 avg group world {md.unit = 1 : i64} : tensor<40xf32>
     ...
-    %r0 = md.all_reduce %g0 avg group world : tensor<36xf32>
+    %r0 = md.all_reduce %g0 avg group world {md.unit = 0 : i64} : tensor<36xf32>
     ```
 
     After:
 
     ```mlir
     %f = md.flatten %g1, %g0 {md.bucket_buffer} : tensor<40xf32>, tensor<36xf32> to tensor<76xf32>
-    %r = md.all_reduce %f avg group world bucket 0 : tensor<76xf32>
+    %r = md.all_reduce %f avg group world bucket 0 {md.units = array<i64: 1, 0>} : tensor<76xf32>
     %r1 = md.view %r[0] : tensor<76xf32> to tensor<40xf32>
     %r0 = md.view %r[40] : tensor<76xf32> to tensor<36xf32>
     ```

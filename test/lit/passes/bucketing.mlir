@@ -5,6 +5,10 @@
 // RUN: md-opt %s -split-input-file --md-bucketing="bucket-cap=26214400 compute-tflops=10 interconnect=pcie" | FileCheck %s --check-prefix=PCIE
 // RUN: md-opt %s -split-input-file --md-bucketing="bucket-cap=26214400 compute-tflops=10 alpha-us=20 beta-gbps=12" | FileCheck %s --check-prefix=PCIE
 // RUN: md-opt %s -split-input-file --md-bucketing=bucket-cap=1048576 | md-opt -split-input-file | FileCheck %s
+// Bucketing bucketed IR changes nothing.
+// RUN: md-opt %s -split-input-file --md-bucketing=bucket-cap=1048576 > %t.once
+// RUN: md-opt %t.once -split-input-file --md-bucketing=bucket-cap=1048576 > %t.twice
+// RUN: diff %t.once %t.twice
 
 // DDP: the gradient all-reduces of two units (backward order: unit 2 first)
 // go into one flat bucket; the scale that used unit 2's reduced gradient
@@ -17,7 +21,7 @@
 // CHECK-NEXT: %[[G2:.*]] = md.flatten %[[H]] {md.unit = 2 : i64}
 // CHECK-NEXT: %[[G1:.*]] = md.flatten %[[X:.*]] {md.unit = 1 : i64}
 // CHECK-NEXT: %[[F:.*]] = md.flatten %[[G2]], %[[G1]] {md.bucket_buffer} : tensor<4xf32>, tensor<16xf32> to tensor<20xf32>
-// CHECK-NEXT: %[[R:.*]] = md.all_reduce %[[F]] avg group world bucket 0 : tensor<20xf32>
+// CHECK-NEXT: %[[R:.*]] = md.all_reduce %[[F]] avg group world bucket 0 {md.units = array<i64: 2, 1>} : tensor<20xf32>
 // CHECK-NEXT: %[[R2:.*]] = md.view %[[R]][0] {md.unit = 2 : i64} : tensor<20xf32> to tensor<4xf32>
 // CHECK-NEXT: %[[R1:.*]] = md.view %[[R]][4] {md.unit = 1 : i64} : tensor<20xf32> to tensor<16xf32>
 // CHECK-NEXT: %[[C2:.*]] = md.scale %[[R2]] by
