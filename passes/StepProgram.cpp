@@ -195,6 +195,8 @@ static void addAccess(Operation *op, OpAccess &access) {
 OpAccess md::getAccess(Operation *op) {
   OpAccess access;
   op->walk([&](Operation *nested) { addAccess(nested, access); });
+  access.holdsCommunication =
+      access.communicates && !isa<CollectiveOpInterface>(op);
   return access;
 }
 
@@ -208,6 +210,9 @@ static bool keysOverlap(ArrayRef<StringRef> a, ArrayRef<StringRef> b) {
 
 bool md::accessesConflict(const OpAccess &a, const OpAccess &b) {
   if ((a.opaque && b.hasEffects()) || (b.opaque && a.hasEffects()))
+    return true;
+  if (a.communicates && b.communicates &&
+      (a.holdsCommunication || b.holdsCommunication))
     return true;
   return keysOverlap(a.writes, b.reads) || keysOverlap(a.writes, b.writes) ||
          keysOverlap(b.writes, a.reads);

@@ -53,6 +53,10 @@ struct OpAccess {
   llvm::SmallVector<llvm::StringRef, 2> reads, writes;
   /// A collective is inside (or is) the op.
   bool communicates = false;
+  /// The op communicates without being a collective: collectives in its
+  /// regions, or a save or evaluation. It keeps its place relative to every
+  /// collective.
+  bool holdsCommunication = false;
   /// The op has effects md does not model: it keeps its place relative to
   /// every op with an effect, collectives included.
   bool opaque = false;
@@ -69,7 +73,8 @@ OpAccess getAccess(mlir::Operation *op);
 /// accesses: one writes what the other reads or writes, or either is opaque
 /// and the other has an effect. Two collectives never conflict: their order
 /// is the schedule's to choose, and it chooses it from the IR alone, so
-/// every rank issues them in the same order.
+/// every rank issues them in the same order. An op holding communication
+/// conflicts with every collective.
 bool accessesConflict(const OpAccess &a, const OpAccess &b);
 
 /// The dependences between the ops of one block: an op depends on the ops

@@ -258,3 +258,39 @@ md.model @nested {
     %a = md.all_reduce %l avg group world : tensor<f32>
   }
 }
+
+// -----
+
+// A collective does not move past an op that holds collectives (here the
+// micro-steps' all-reduce): the two reduce-scatters stay in two buckets.
+
+// CHECK-LABEL: md.model @fenced
+// CHECK-SAME: members = ["u2"]
+// CHECK-SAME: members = ["-"]
+// CHECK-SAME: members = ["u1"]
+// CHECK: md.reduce_scatter %{{.*}} bucket 0
+// CHECK-NEXT: md.micro_steps {
+// CHECK-NEXT: md.accum_scale
+// CHECK-NEXT: md.all_reduce %{{.*}} bucket 1
+// CHECK: md.reduce_scatter %{{.*}} bucket 2
+md.model @fenced {
+  md.forward @forward(%x: tensor<16xf32>) -> tensor<f32> {
+    %l = md.sum %x dims [0] : tensor<16xf32> to tensor<f32>
+    md.return %l : tensor<f32>
+  }
+  md.train @forward data #md.data<synthetic, ""> global_batch 4 micro_batch 1
+      optimizer #md.sgd<lr = 0.1, momentum = 0.0, dampening = 0.0, weight_decay = 0.0, nesterov = false>
+      schedule #md.schedule<constant, warmup = 0, steps = 10, min_lr = 0.0>
+      seed 1 step {
+    %x = md.batch : tensor<16xf32>
+    %g2 = md.flatten %x {md.unit = 2 : i64} : tensor<16xf32> to tensor<16xf32>
+    %s2 = md.reduce_scatter %g2 avg group world {md.unit = 2 : i64} : tensor<16xf32> -> tensor<?xf32>
+    md.micro_steps {
+      %e = md.accum_scale : tensor<f32>
+      %r = md.all_reduce %e sum group world : tensor<f32>
+    }
+    %g1 = md.flatten %x {md.unit = 1 : i64} : tensor<16xf32> to tensor<16xf32>
+    %s1 = md.reduce_scatter %g1 avg group world {md.unit = 1 : i64} : tensor<16xf32> -> tensor<?xf32>
+  } hooks {
+  }
+}
