@@ -10,4 +10,68 @@
 
 include "mlir/Pass/PassBase.td"
 
+def Autodiff : Pass<"md-autodiff", "md::ModelOp"> {
+  let summary = "builds the gradient function of the forward (reverse mode)";
+  let description = [{
+    Adds `md.func @<F>.grad` after the `md.forward @F` that `md.train` names
+    (or the model's only forward when there is no `md.train`), as
+    docs/passes.md ("After md-autodiff") specifies:
+
+    - the body is F's with every `md.call` inlined, recursively, followed by
+      the backward ops in reverse order, seeded with the extra last argument
+      `%dloss : tensor<f32>` as the gradient of F's first result (the loss);
+    - the results are F's results followed by the gradient of every
+      trainable (not `frozen`) `md.param`, in `md.param` order, each with the
+      result attribute `md.grad_of = @param`; a parameter read several times
+      (tied weights) gets the sum of its reads' gradients;
+    - every op carries `md.unit`: the unit of the parameters an inlined call
+      was given (several units: 0; none: the enclosing call's unit), an
+      `md.param_ref` its parameter's unit, and 0 everywhere else; backward
+      ops carry the unit of the forward op they differentiate and
+      `md.backward`. Inlined ops keep their location, wrapped in a call-site
+      location naming the call.
+
+    Only what the loss depends on is differentiated: integer values and
+    values that do not depend on a trainable parameter get no gradient and
+    no backward op. A trainable parameter the loss does not depend on is an
+    error, and so is an op on the path from a parameter to the loss that
+    has no rule (passes/VjpRules.cpp has one per op). F is left unchanged.
+
+    Before:
+
+    ```mlir
+    md.param @fc.weight : tensor<10x16xf32> init <normal(0.0, 0.02)> unit 1
+    md.func @Head(%x: tensor<4x16xf32>, %w: tensor<10x16xf32>) -> tensor<4x10xf32> {
+      %y = md.matmul %x, %w transpose_b : tensor<4x16xf32>, tensor<10x16xf32> -> tensor<4x10xf32>
+      md.return %y : tensor<4x10xf32>
+    }
+    md.forward @forward(%x: tensor<4x16xf32>, %t: tensor<4xi32>) -> tensor<f32> {
+      %w = md.param_ref @fc.weight : tensor<10x16xf32>
+      %y = md.call @Head(%x, %w) : (tensor<4x16xf32>, tensor<10x16xf32>) -> tensor<4x10xf32>
+      %loss = md.cross_entropy %y, %t : tensor<4x10xf32>, tensor<4xi32> -> tensor<f32>
+      md.return %loss : tensor<f32>
+    }
+    ```
+
+    After (the forward and the block unchanged), added:
+
+    ```mlir
+    md.func @forward.grad(%x: tensor<4x16xf32>, %t: tensor<4xi32>, %dloss: tensor<f32>)
+        -> (tensor<f32>, tensor<10x16xf32> {md.grad_of = @fc.weight}) {
+      %w = md.param_ref @fc.weight {md.unit = 1 : i64} : tensor<10x16xf32>
+      %y = md.matmul %x, %w transpose_b {md.unit = 1 : i64} : tensor<4x16xf32>, tensor<10x16xf32> -> tensor<4x10xf32>
+      %loss = md.cross_entropy %y, %t {md.unit = 0 : i64} : tensor<4x10xf32>, tensor<4xi32> -> tensor<f32>
+      %dy = md.cross_entropy_grad %dloss, %y, %t {md.backward, md.unit = 0 : i64} : tensor<f32>, tensor<4x10xf32>, tensor<4xi32>
+      %dx, %dw = md.matmul_grad %dy, %x, %w transpose_b {md.backward, md.unit = 1 : i64} : tensor<4x10xf32>, tensor<4x16xf32>, tensor<10x16xf32> -> tensor<4x16xf32>, tensor<10x16xf32>
+      md.return {md.unit = 0 : i64} %loss, %dw : tensor<f32>, tensor<10x16xf32>
+    }
+    ```
+  }];
+  let statistics = [
+    Statistic<"numInlinedCalls", "inlined-calls", "md.call ops inlined">,
+    Statistic<"numBackwardOps", "backward-ops",
+              "backward ops built, gradient sums included">
+  ];
+}
+
 #endif // MD_PASSES_TD

@@ -9,8 +9,9 @@
 using namespace mlir;
 
 void md::buildTrainingPipeline(OpPassManager &pm) {
+  // The passes land here one by one, in docs/passes.md's order.
   OpPassManager &model = pm.nest<ModelOp>();
-  (void)model; // the passes land here one by one, in docs/passes.md's order
+  model.addPass(createAutodiff());
 }
 
 void md::registerTrainingPipeline() {
