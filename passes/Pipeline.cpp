@@ -10,7 +10,7 @@ using namespace mlir;
 
 void md::buildTrainingPipeline(OpPassManager &pm) {
   OpPassManager &model = pm.nest<ModelOp>();
-  (void)model; // the passes land here one by one, in docs/passes.md's order
+  model.addPass(createApplyPlan());
 }
 
 void md::registerTrainingPipeline() {
