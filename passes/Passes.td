@@ -10,7 +10,7 @@
 
 include "mlir/Pass/PassBase.td"
 
-def Autodiff : Pass<"md-autodiff", "md::ModelOp"> {
+def Autodiff : Pass<"md-autodiff", "::md::ModelOp"> {
   let summary = "builds the gradient function of the forward (reverse mode)";
   let description = [{
     Adds `md.func @<F>.grad` after the `md.forward @F` that `md.train` names
@@ -72,6 +72,63 @@ def Autodiff : Pass<"md-autodiff", "md::ModelOp"> {
     Statistic<"numBackwardOps", "backward-ops",
               "backward ops built, gradient sums included">
   ];
+}
+
+def ApplyPlan : Pass<"md-apply-plan", "::md::ModelOp"> {
+  let summary = "Materialises the parallelism plan: flat unit state, the step program, collectives";
+  let description = [{
+    Reads `#md.plan` on the `md.model` and the gradient function
+    `@<forward>.grad` that md-autodiff built, and writes the per-step program
+    into `md.train`'s `step` region for a symbolic world size W (see
+    docs/passes.md, "After md-apply-plan"):
+
+    - every wrap unit's trainable parameters are packed, in `md.param` order,
+      into one flat buffer (`md.param ... offset k`); its master weights and
+      optimizer state become `md.state`s, sharded over the shard group
+      (`tensor<?xf32> shard(N)`) by `zero1`, `fsdp-grad-op`, `fsdp-full` and
+      hybrid plans, replicated by `ddp` and `single`;
+    - parameters are read as `md.view`s of the unit's flat buffer:
+      all-gathered from the shard before the unit's first forward use (and
+      again before its first backward use with `reshard_after_forward`),
+      or loaded from the `params` / `master` state;
+    - gradient accumulation: `md.micro_steps` holds the first A − 1
+      micro-steps, which reduce nothing and add into `grad_acc`; the last
+      micro-step reduces each unit's flat gradient right after its last
+      contribution (reduce-scatter, all-reduce, or both for hybrid);
+    - global-norm clipping from the shards' squared norms and one
+      all-reduce; the optimizer on the shards; `zero1` and `fsdp-grad-op`
+      all-gather the new parameters after the step;
+    - activation checkpointing recomputes a checkpointed unit's forward right
+      before its backward.
+
+    Before (abridged):
+
+    ```mlir
+    md.param @w : tensor<4x8xf32> init <normal(0.0, 0.02)> unit 0
+    md.func @forward.grad(%x: tensor<2x8xf32>, %dloss: tensor<f32>) -> (tensor<f32>, tensor<4x8xf32>)
+    md.train @forward ... step {
+    } hooks { }
+    ```
+
+    After, for `fsdp-full`:
+
+    ```mlir
+    md.param @w : tensor<4x8xf32> init <normal(0.0, 0.02)> unit 0 offset 0
+    md.state @u0.master : tensor<?xf32> shard(32) group world role master unit 0
+    md.train @forward ... step {
+      md.micro_steps { ... md.grad_accumulate %g into @u0.grad_acc : tensor<32xf32> }
+      %x = md.batch : tensor<2x8xf32>
+      %s = md.state_load @u0.master : tensor<?xf32>
+      %f = md.all_gather %s group world {md.phase = "forward"} : tensor<?xf32> -> tensor<32xf32>
+      %w = md.view %f[0] : tensor<32xf32> to tensor<4x8xf32>
+      ...
+      %t = md.grad_total %flat from @u0.grad_acc : tensor<32xf32> -> tensor<32xf32>
+      %r = md.reduce_scatter %t avg group world : tensor<32xf32> -> tensor<?xf32>
+      ... md.adamw_update ... md.state_store ...
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
 #endif // MD_PASSES_TD

@@ -12,6 +12,7 @@ void md::buildTrainingPipeline(OpPassManager &pm) {
   // The passes land here one by one, in docs/passes.md's order.
   OpPassManager &model = pm.nest<ModelOp>();
   model.addPass(createAutodiff());
+  model.addPass(createApplyPlan());
 }
 
 void md::registerTrainingPipeline() {
