@@ -51,10 +51,9 @@ bool isFloatValue(Value value) {
 /// Tags every op inserted through the builder it listens to with the
 /// current unit and, while the backward pass is built, `md.backward`.
 struct UnitTagger : public OpBuilder::Listener {
-  void notifyOperationInserted(Operation *op,
-                               OpBuilder::InsertPoint) override {
-    op->setAttr(kUnitAttr, IntegerAttr::get(
-                               IntegerType::get(op->getContext(), 64), unit));
+  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
+    op->setAttr(kUnitAttr,
+                IntegerAttr::get(IntegerType::get(op->getContext(), 64), unit));
     if (backward)
       op->setAttr(kBackwardAttr, UnitAttr::get(op->getContext()));
     else
@@ -155,8 +154,8 @@ LogicalResult GradientBuilder::inlineCall(CallOp call, IRMapping &mapping,
         << call.getCallee()
         << "' recursively; md-autodiff inlines every call and cannot "
            "inline a recursion";
-    diag.attachNote(callee.getLoc()) << "'" << callee.getName()
-                                     << "' is defined here";
+    diag.attachNote(callee.getLoc())
+        << "'" << callee.getName() << "' is defined here";
     return diag;
   }
   if (!callee.getBody().hasOneBlock())
@@ -166,11 +165,11 @@ LogicalResult GradientBuilder::inlineCall(CallOp call, IRMapping &mapping,
 
   Block &body = callee.getBody().front();
   IRMapping calleeMapping;
-  for (auto [arg, operand] : llvm::zip_equal(body.getArguments(),
-                                             call.getOperands()))
+  for (auto [arg, operand] :
+       llvm::zip_equal(body.getArguments(), call.getOperands()))
     calleeMapping.map(arg, mapping.lookupOrDefault(operand));
-  Location here = callSite ? CallSiteLoc::get(call.getLoc(), *callSite)
-                           : call.getLoc();
+  Location here =
+      callSite ? CallSiteLoc::get(call.getLoc(), *callSite) : call.getLoc();
   SmallVector<Value> results;
   callStack.push_back(callee);
   LogicalResult inlined =
@@ -233,15 +232,14 @@ void GradientBuilder::findVariedValues(Block &body) {
       }
       continue;
     }
-    bool readsVaried =
-        llvm::any_of(op.getOperands(),
-                     [&](Value v) { return varied.contains(v); });
+    bool readsVaried = llvm::any_of(
+        op.getOperands(), [&](Value v) { return varied.contains(v); });
     if (!readsVaried && op.getNumRegions() != 0) {
       llvm::SetVector<Value> captured;
       for (Region &region : op.getRegions())
         getUsedValuesDefinedAbove(region, captured);
-      readsVaried = llvm::any_of(captured,
-                                 [&](Value v) { return varied.contains(v); });
+      readsVaried =
+          llvm::any_of(captured, [&](Value v) { return varied.contains(v); });
     }
     if (readsVaried)
       for (Value result : op.getResults())

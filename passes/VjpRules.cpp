@@ -129,7 +129,8 @@ LogicalResult VjpRules::vjp(ScaleOp op, ArrayRef<Value> dy) {
 
 // dx = dy * gelu'(x), with the derivative of the same (exact or tanh) form.
 LogicalResult VjpRules::vjp(GeluOp op, ArrayRef<Value> dy) {
-  add(op.getX(), GeluGradOp::create(b, dy[0], op.getX(), op.getApproximateAttr()));
+  add(op.getX(),
+      GeluGradOp::create(b, dy[0], op.getX(), op.getApproximateAttr()));
   return success();
 }
 
@@ -188,8 +189,8 @@ LogicalResult VjpRules::vjp(BatchNormOp op, ArrayRef<Value> dy) {
 
 // dx = y * (dy - sum(dy * y)) along the axis, from the forward's output y.
 LogicalResult VjpRules::vjp(SoftmaxOp op, ArrayRef<Value> dy) {
-  add(op.getX(), SoftmaxGradOp::create(b, dy[0], op.getResult(),
-                                       op.getAxisAttr()));
+  add(op.getX(),
+      SoftmaxGradOp::create(b, dy[0], op.getResult(), op.getAxisAttr()));
   return success();
 }
 
@@ -267,12 +268,10 @@ LogicalResult md::emitVjp(Operation *op, ArrayRef<Value> resultGradients,
          "an op is differentiated only when the loss depends on a result");
   VjpRules rules(op, context);
   return TypeSwitch<Operation *, LogicalResult>(op)
-      .Case<MatmulOp, AddOp, SubOp, MulOp, ScaleOp, GeluOp, ReluOp,
-            LayerNormOp, RmsNormOp, BatchNormOp, SoftmaxOp, CausalAttentionOp,
-            EmbeddingOp, CrossEntropyOp, ReshapeOp, TransposeOp, SumOp, MeanOp,
-            CastOp>([&](auto typed) {
-        return rules.vjp(typed, resultGradients);
-      })
+      .Case<MatmulOp, AddOp, SubOp, MulOp, ScaleOp, GeluOp, ReluOp, LayerNormOp,
+            RmsNormOp, BatchNormOp, SoftmaxOp, CausalAttentionOp, EmbeddingOp,
+            CrossEntropyOp, ReshapeOp, TransposeOp, SumOp, MeanOp, CastOp>(
+          [&](auto typed) { return rules.vjp(typed, resultGradients); })
       .Default([&](Operation *) {
         return op->emitOpError(
             "has no gradient rule, and the loss depends on a parameter "
