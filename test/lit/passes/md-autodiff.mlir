@@ -393,6 +393,28 @@ md.model @frozen_and_inactive {
 // CHECK-NEXT: %[[DW:.*]] = md.sum_to %[[M]] {{.*}}: tensor<2x4xf32> to tensor<4xf32>
 // CHECK-NEXT: md.return {md.unit = 0 : i64} %[[L]], %[[D]], %[[DW]] : tensor<f32>, tensor<2x4xf32>, tensor<4xf32>
 
+// Constants get no gradient; an op without results (md.print) is cloned
+// into the forward part and has nothing to differentiate.
+// CHECK-LABEL: md.model @constants_and_effects
+md.model @constants_and_effects {
+  md.param @w : tensor<4xf32> init <ones>
+  md.forward @forward() -> tensor<f32> {
+    %w = md.param_ref @w : tensor<4xf32>
+    %c = arith.constant dense<2.0> : tensor<4xf32>
+    %h = md.mul %c, %w : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+    md.print "h"(%h : tensor<4xf32>)
+    %l = md.sum %h dims [0] : tensor<4xf32> to tensor<f32>
+    md.return %l : tensor<f32>
+  }
+}
+// CHECK:      md.func @forward.grad
+// CHECK:      %[[C:.*]] = arith.constant {md.unit = 0 : i64} dense<2.000000e+00> : tensor<4xf32>
+// CHECK:      md.print "h"(%{{.*}} : tensor<4xf32>) {md.unit = 0 : i64}
+// CHECK-NEXT: %[[L:.*]] = md.sum
+// CHECK-NEXT: %[[DH:.*]] = md.sum_grad
+// CHECK-NEXT: %[[DW:.*]] = md.mul %[[DH]], %[[C]] {md.backward, md.unit = 0 : i64}
+// CHECK-NEXT: md.return {md.unit = 0 : i64} %[[L]], %[[DW]] :
+
 //===----------------------------------------------------------------------===//
 // Inlined blocks and units
 //===----------------------------------------------------------------------===//
