@@ -11,6 +11,7 @@ using namespace mlir;
 void md::buildTrainingPipeline(OpPassManager &pm) {
   OpPassManager &model = pm.nest<ModelOp>();
   model.addPass(createApplyPlan());
+  model.addPass(createMixedPrecision());
 }
 
 void md::registerTrainingPipeline() {
