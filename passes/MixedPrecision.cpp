@@ -158,8 +158,25 @@ void MixedPrecisionPass::retypeCompute(Block &block) {
           withElementType(flatten.getResult().getType(), element));
       continue;
     }
+    if (auto reduce = dyn_cast<AllReduceOp>(op);
+        reduce && op.hasAttr("md.sync_batch_norm")) {
+      // SyncBatchNorm's statistics are buffers: reduced in the buffer
+      // dtype (f32).
+      b.setInsertionPoint(reduce);
+      Type f32 = Float32Type::get(&getContext());
+      reduce.getInputMutable().assign(castTo(b, reduce.getInput(), f32));
+      reduce.getResult().setType(reduce.getInput().getType());
+      continue;
+    }
+    if (isa<CollectiveOpInterface>(op)) {
+      // An all-reduce or broadcast inside the forward or backward keeps its
+      // operand's type.
+      if (op.hasAttr("md.unit") && isa<AllReduceOp, BroadcastOp>(op))
+        op.getResult(0).setType(op.getOperand(0).getType());
+      continue;
+    }
     // Compute ops of the forward and backward carry md.unit.
-    if (!op.hasAttr("md.unit") || isa<CollectiveOpInterface>(op))
+    if (!op.hasAttr("md.unit"))
       continue;
     b.setInsertionPoint(&op);
     for (OpOperand &operand : op.getOpOperands()) {

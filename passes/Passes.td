@@ -10,6 +10,37 @@
 
 include "mlir/Pass/PassBase.td"
 
+def SyncBatchNorm : Pass<"md-sync-batch-norm", "::md::ModelOp"> {
+  let summary = "Rewrites batch norm into global-batch statistics (SyncBatchNorm)";
+  let description = [{
+    Runs when the recipe says `sync_batch_norm` (and does nothing otherwise),
+    before md-autodiff. Every `md.batch_norm` becomes per-channel means that
+    are all-reduced (`avg`) over the world, so that the statistics are the
+    global batch's; md-autodiff then derives the backward all-reduces.
+
+    Before:
+
+    ```mlir
+    %y, %m, %i = md.batch_norm %x, %g, %b : tensor<32x256xf32>, tensor<256xf32>, tensor<256xf32> -> tensor<32x256xf32>, tensor<256xf32>, tensor<256xf32>
+    ```
+
+    After:
+
+    ```mlir
+    %m0 = md.mean %x dims [0] : tensor<32x256xf32> to tensor<256xf32>
+    %m = md.all_reduce %m0 avg group world {md.sync_batch_norm} : tensor<256xf32>
+    %c = md.sub %x, %m : tensor<32x256xf32>, tensor<256xf32> -> tensor<32x256xf32>
+    %s = md.mul %c, %c : tensor<32x256xf32>, tensor<32x256xf32> -> tensor<32x256xf32>
+    %v0 = md.mean %s dims [0] : tensor<32x256xf32> to tensor<256xf32>
+    %v = md.all_reduce %v0 avg group world {md.sync_batch_norm} : tensor<256xf32>
+    %i = md.rsqrt %v eps 1.0e-05 : tensor<256xf32>
+    %n = md.mul %c, %i : tensor<32x256xf32>, tensor<256xf32> -> tensor<32x256xf32>
+    %t = md.mul %n, %g : tensor<32x256xf32>, tensor<256xf32> -> tensor<32x256xf32>
+    %y = md.add %t, %b : tensor<32x256xf32>, tensor<256xf32> -> tensor<32x256xf32>
+    ```
+  }];
+}
+
 def ApplyPlan : Pass<"md-apply-plan", "::md::ModelOp"> {
   let summary = "Materialises the parallelism plan: flat unit state, the step program, collectives";
   let description = [{

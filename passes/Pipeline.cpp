@@ -10,6 +10,7 @@ using namespace mlir;
 
 void md::buildTrainingPipeline(OpPassManager &pm) {
   OpPassManager &model = pm.nest<ModelOp>();
+  model.addPass(createSyncBatchNorm());
   model.addPass(createApplyPlan());
   model.addPass(createMixedPrecision());
 }
