@@ -533,10 +533,6 @@ void ApplyPlanPass::runOnOperation() {
         << gradName << " (run md-autodiff first)";
     return signalPassFailure();
   }
-  if (train.getSyncBatchNorm()) {
-    train.emitOpError("sync_batch_norm is not supported by md-apply-plan yet");
-    return signalPassFailure();
-  }
 
   switch (plan.getShard()) {
   case ShardKind::none:

@@ -10,6 +10,37 @@
 
 include "mlir/Pass/PassBase.td"
 
+def SyncBatchNorm : Pass<"md-sync-batch-norm", "::md::ModelOp"> {
+  let summary = "Rewrites batch norm into global-batch statistics (SyncBatchNorm)";
+  let description = [{
+    Runs when the recipe says `sync_batch_norm` (and does nothing otherwise),
+    before md-autodiff. Every `md.batch_norm` becomes per-channel means that
+    are all-reduced (`avg`) over the world, so that the statistics are the
+    global batch's; md-autodiff then derives the backward all-reduces.
+
+    Before:
+
+    ```mlir
+    %y, %m, %i = md.batch_norm %x, %g, %b : tensor<32x256xf32>, tensor<256xf32>, tensor<256xf32> -> tensor<32x256xf32>, tensor<256xf32>, tensor<256xf32>
+    ```
+
+    After:
+
+    ```mlir
+    %m0 = md.mean %x dims [0] : tensor<32x256xf32> to tensor<256xf32>
+    %m = md.all_reduce %m0 avg group world {md.sync_batch_norm} : tensor<256xf32>
+    %c = md.sub %x, %m : tensor<32x256xf32>, tensor<256xf32> -> tensor<32x256xf32>
+    %s = md.mul %c, %c : tensor<32x256xf32>, tensor<32x256xf32> -> tensor<32x256xf32>
+    %v0 = md.mean %s dims [0] : tensor<32x256xf32> to tensor<256xf32>
+    %v = md.all_reduce %v0 avg group world {md.sync_batch_norm} : tensor<256xf32>
+    %i = md.rsqrt %v eps 1.0e-05 : tensor<256xf32>
+    %n = md.mul %c, %i : tensor<32x256xf32>, tensor<256xf32> -> tensor<32x256xf32>
+    %t = md.mul %n, %g : tensor<32x256xf32>, tensor<256xf32> -> tensor<32x256xf32>
+    %y = md.add %t, %b : tensor<32x256xf32>, tensor<256xf32> -> tensor<32x256xf32>
+    ```
+  }];
+}
+
 def Autodiff : Pass<"md-autodiff", "::md::ModelOp"> {
   let summary = "builds the gradient function of the forward (reverse mode)";
   let description = [{
@@ -129,6 +160,41 @@ def ApplyPlan : Pass<"md-apply-plan", "::md::ModelOp"> {
     ```
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
+def MixedPrecision : Pass<"md-mixed-precision", "::md::ModelOp"> {
+  let summary = "Places the casts of the plan's precision policy";
+  let description = [{
+    With `precision = {param = P, reduce = R, buffer = B, master = M}` on the
+    plan, in the step program md-apply-plan built:
+
+    - master weights and optimizer state stay in M (f32);
+    - a unit's shard is cast to P before its all-gather, so the all-gather
+      moves P; a replicated master (ddp) is cast to P where it is read; the
+      `params` state of zero1 / fsdp-grad-op holds P;
+    - the batch's float inputs are cast to P and the forward and backward
+      compute in P (the ops accumulate in f32 internally, as the dialect
+      says); losses and batch-norm statistics (B) stay f32;
+    - gradients are accumulated in f32 (`grad_acc`, `grad_total`), cast to R
+      before their reduction and back to f32 for the optimizer.
+
+    Before (ddp, P = bf16):
+
+    ```mlir
+    %m = md.state_load @u0.master : tensor<12xf32>
+    %w = md.view %m[0] : tensor<12xf32> to tensor<3x4xf32>
+    %y = md.matmul %x, %w transpose_b : tensor<2x4xf32>, tensor<3x4xf32> -> tensor<2x3xf32>
+    ```
+
+    After:
+
+    ```mlir
+    %m = md.state_load @u0.master : tensor<12xf32>
+    %h = md.cast %m : tensor<12xf32> to tensor<12xbf16>
+    %w = md.view %h[0] : tensor<12xbf16> to tensor<3x4xbf16>
+    %y = md.matmul %xh, %w transpose_b : tensor<2x4xbf16>, tensor<3x4xbf16> -> tensor<2x3xbf16>
+    ```
+  }];
 }
 
 #endif // MD_PASSES_TD

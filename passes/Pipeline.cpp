@@ -11,8 +11,10 @@ using namespace mlir;
 void md::buildTrainingPipeline(OpPassManager &pm) {
   // The passes land here one by one, in docs/passes.md's order.
   OpPassManager &model = pm.nest<ModelOp>();
+  model.addPass(createSyncBatchNorm());
   model.addPass(createAutodiff());
   model.addPass(createApplyPlan());
+  model.addPass(createMixedPrecision());
 }
 
 void md::registerTrainingPipeline() {

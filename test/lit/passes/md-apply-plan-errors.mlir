@@ -43,23 +43,6 @@ md.model @twice attributes {plan = #md.plan<name = "ddp", preset = "ddp", shard 
 
 // -----
 
-md.model @sync_bn attributes {plan = #md.plan<name = "ddp", preset = "ddp", shard = none, wrap = none, precision = {param = f32, reduce = f32, buffer = f32, master = f32}, bucket_cap = 26214400, prefetch = {forward = true, backward = pre}, reshard_after_forward = false, checkpoint_activations = none>} {
-  md.forward @forward(%x: tensor<2xf32>) -> tensor<f32> {
-    %l = md.sum %x dims [0] : tensor<2xf32> to tensor<f32>
-    md.return %l : tensor<f32>
-  }
-  md.func @forward.grad(%x: tensor<2xf32>, %d: tensor<f32>) -> tensor<f32> {
-    %l = md.sum %x dims [0] : tensor<2xf32> to tensor<f32>
-    md.return %l : tensor<f32>
-  }
-  // expected-error @+1 {{'md.train' op sync_batch_norm is not supported by md-apply-plan yet}}
-  md.train @forward data <synthetic, ""> global_batch 8 micro_batch 2 optimizer #md.sgd<lr = 0.1, momentum = 0.0, dampening = 0.0, weight_decay = 0.0, nesterov = false> schedule <constant, warmup = 0, steps = 10, min_lr = 0.0> seed 1 sync_batch_norm step {
-  } hooks {
-  }
-}
-
-// -----
-
 md.model @frozen attributes {plan = #md.plan<name = "ddp", preset = "ddp", shard = none, wrap = none, precision = {param = f32, reduce = f32, buffer = f32, master = f32}, bucket_cap = 26214400, prefetch = {forward = true, backward = pre}, reshard_after_forward = false, checkpoint_activations = none>} {
   // expected-error @+1 {{'md.param' op frozen parameters are not supported by md-apply-plan yet}}
   md.param @w : tensor<2xf32> init <zeros> frozen
