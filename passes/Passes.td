@@ -66,7 +66,9 @@ def Autodiff : Pass<"md-autodiff", "::md::ModelOp"> {
     values that do not depend on a trainable parameter get no gradient and
     no backward op. A trainable parameter the loss does not depend on is an
     error, and so is an op on the path from a parameter to the loss that
-    has no rule (passes/VjpRules.cpp has one per op). F is left unchanged.
+    has no rule (passes/VjpRules.cpp has one per op). The gradient of a sum
+    or avg `md.all_reduce` (md-sync-batch-norm's statistics) is the same
+    all-reduce of its cotangent. F is left unchanged.
 
     Before:
 

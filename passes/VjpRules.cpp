@@ -4,8 +4,9 @@
 // TypeSwitch. A rule sees the upstream gradient dy of the op's results and
 // builds the gradients of the operands that need one. Ops with a non-trivial
 // VJP have a `*_grad` op in the dialect; add, sub, mul, scale, reshape,
-// transpose and cast are differentiated with forward ops (docs/decisions/0001).
-// The backward ops reuse the forward op's location.
+// transpose and cast are differentiated with forward ops (docs/decisions/0001),
+// and so are sqrt and rsqrt (SyncBatchNorm's rewrite). The VJP of an all-reduce
+// is an all-reduce. The backward ops reuse the forward op's location.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,6 +48,9 @@ public:
   LogicalResult vjp(SumOp op, ArrayRef<Value> dy);
   LogicalResult vjp(MeanOp op, ArrayRef<Value> dy);
   LogicalResult vjp(CastOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(SqrtOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(RsqrtOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(AllReduceOp op, ArrayRef<Value> dy);
 
 private:
   bool needs(Value operand) const {
@@ -262,6 +266,45 @@ LogicalResult VjpRules::vjp(CastOp op, ArrayRef<Value> dy) {
   return success();
 }
 
+// y = sqrt(x): dx = dy / (2 sqrt(x)) = 0.5 * dy * rsqrt(x), infinite at 0
+// like the derivative itself.
+LogicalResult VjpRules::vjp(SqrtOp op, ArrayRef<Value> dy) {
+  Value r = RsqrtOp::create(b, op.getX(), b.getF64FloatAttr(0.0));
+  add(op.getX(),
+      ScaleOp::create(b, MulOp::create(b, dy[0], r), b.getF64FloatAttr(0.5)));
+  return success();
+}
+
+// y = (x + eps)^(-1/2): dx = -0.5 * dy * y^3, from the forward's output.
+LogicalResult VjpRules::vjp(RsqrtOp op, ArrayRef<Value> dy) {
+  Value y = op.getResult();
+  Value cube = MulOp::create(b, MulOp::create(b, y, y), y);
+  add(op.getX(), ScaleOp::create(b, MulOp::create(b, dy[0], cube),
+                                 b.getF64FloatAttr(-0.5)));
+  return success();
+}
+
+// Every rank gets y = sum (or avg) over the group of x_r, and the loss being
+// trained is the sum of the ranks' losses, so rank r's dx is the sum over
+// the group of every rank's dy (times 1/n for avg): the same all-reduce of the
+// cotangent. This is SyncBatchNorm's backward all-reduce. It keeps the
+// forward collective's tags (md.sync_batch_norm) so that later passes treat
+// both alike.
+LogicalResult VjpRules::vjp(AllReduceOp op, ArrayRef<Value> dy) {
+  ReductionKind kind = op.getReductionKind();
+  if (kind != ReductionKind::sum && kind != ReductionKind::avg)
+    return op.emitOpError("has no gradient rule for reduction '")
+           << stringifyReductionKind(kind)
+           << "': md-autodiff differentiates sum and avg all-reduces only";
+  auto reduce = AllReduceOp::create(b, op.getType(), op.getGroup(),
+                                    /*bucket=*/nullptr, dy[0], kind);
+  for (NamedAttribute attr : op->getDiscardableAttrs())
+    if (!reduce->hasAttr(attr.getName()))
+      reduce->setAttr(attr.getName(), attr.getValue());
+  add(op.getInput(), reduce);
+  return success();
+}
+
 LogicalResult md::emitVjp(Operation *op, ArrayRef<Value> resultGradients,
                           const VjpContext &context) {
   assert(llvm::any_of(resultGradients, [](Value g) { return g; }) &&
@@ -270,7 +313,8 @@ LogicalResult md::emitVjp(Operation *op, ArrayRef<Value> resultGradients,
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case<MatmulOp, AddOp, SubOp, MulOp, ScaleOp, GeluOp, ReluOp, LayerNormOp,
             RmsNormOp, BatchNormOp, SoftmaxOp, CausalAttentionOp, EmbeddingOp,
-            CrossEntropyOp, ReshapeOp, TransposeOp, SumOp, MeanOp, CastOp>(
+            CrossEntropyOp, ReshapeOp, TransposeOp, SumOp, MeanOp, CastOp,
+            SqrtOp, RsqrtOp, AllReduceOp>(
           [&](auto typed) { return rules.vjp(typed, resultGradients); })
       .Default([&](Operation *) {
         return op->emitOpError(

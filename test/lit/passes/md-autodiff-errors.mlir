@@ -49,14 +49,14 @@ md.model @params_unused_all_reported {
 
 // -----
 
-// md.sqrt has no rule; the error names it.
+// md.accumulate has no rule; the error names it.
 md.model @op_without_rule {
   md.param @w : tensor<4xf32> init <ones>
   md.forward @forward(%x: tensor<4xf32>) -> tensor<f32> {
     %w = md.param_ref @w : tensor<4xf32>
     %h = md.mul %x, %w : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
-    // expected-error @+1 {{'md.sqrt' op has no gradient rule, and the loss depends on a parameter through it}}
-    %s = md.sqrt %h : tensor<4xf32>
+    // expected-error @+1 {{'md.accumulate' op has no gradient rule, and the loss depends on a parameter through it}}
+    %s = md.accumulate %h, %x : tensor<4xf32>, tensor<4xf32>
     %l = md.sum %s dims [0] : tensor<4xf32> to tensor<f32>
     md.return %l : tensor<f32>
   }
@@ -69,8 +69,8 @@ md.model @op_without_rule_in_block {
   md.param @w : tensor<4xf32> init <ones> unit 1
   md.func @Block(%x: tensor<4xf32>, %w: tensor<4xf32>) -> tensor<4xf32> {
     %h = md.mul %x, %w : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
-    // expected-error @+1 {{'md.sqrt' op has no gradient rule}}
-    %s = md.sqrt %h : tensor<4xf32>
+    // expected-error @+1 {{'md.accumulate' op has no gradient rule}}
+    %s = md.accumulate %h, %x : tensor<4xf32>, tensor<4xf32>
     md.return %s : tensor<4xf32>
   }
   md.forward @forward(%x: tensor<4xf32>) -> tensor<f32> {
@@ -91,6 +91,21 @@ md.model @grad_op_in_forward {
     // expected-error @+1 {{'md.relu_grad' op has no gradient rule}}
     %g = md.relu_grad %w, %x : tensor<4xf32>
     %l = md.sum %g dims [0] : tensor<4xf32> to tensor<f32>
+    md.return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// An all-reduce is differentiated for sum and avg only.
+md.model @all_reduce_max {
+  md.param @w : tensor<4xf32> init <ones>
+  md.forward @forward(%x: tensor<4xf32>) -> tensor<f32> {
+    %w = md.param_ref @w : tensor<4xf32>
+    %h = md.mul %x, %w : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+    // expected-error @+1 {{'md.all_reduce' op has no gradient rule for reduction 'max': md-autodiff differentiates sum and avg all-reduces only}}
+    %m = md.all_reduce %h max group world : tensor<4xf32>
+    %l = md.sum %m dims [0] : tensor<4xf32> to tensor<f32>
     md.return %l : tensor<f32>
   }
 }

@@ -331,6 +331,58 @@ md.model @attention {
 // CHECK-NEXT: %{{.*}}, %[[DW:.*]] = md.matmul_grad %[[DH]], %[[X]], %{{.*}} transpose_b
 // CHECK-NEXT: md.return {{.*}} %{{.*}}, %[[DW]] :
 
+// sqrt and rsqrt compose forward ops: d sqrt(x) = 0.5 dy rsqrt(x),
+// d rsqrt(x + eps) = -0.5 dy y^3 with y the forward's output.
+// CHECK-LABEL: md.model @sqrt_rsqrt
+md.model @sqrt_rsqrt {
+  md.param @w : tensor<4xf32> init <ones>
+  md.forward @forward() -> tensor<f32> {
+    %w = md.param_ref @w : tensor<4xf32>
+    %s = md.sqrt %w : tensor<4xf32>
+    %r = md.rsqrt %s eps 2.500000e-01 : tensor<4xf32>
+    %l = md.sum %r dims [0] : tensor<4xf32> to tensor<f32>
+    md.return %l : tensor<f32>
+  }
+}
+// CHECK: md.func @forward.grad
+// CHECK:      %[[W:.*]] = md.param_ref @w
+// CHECK-NEXT: %[[S:.*]] = md.sqrt %[[W]]
+// CHECK-NEXT: %[[R:.*]] = md.rsqrt %[[S]] eps 2.500000e-01
+// CHECK:      %[[DR:.*]] = md.sum_grad
+// CHECK-NEXT: %[[R2:.*]] = md.mul %[[R]], %[[R]] {md.backward, md.unit = 0 : i64}
+// CHECK-NEXT: %[[R3:.*]] = md.mul %[[R2]], %[[R]]
+// CHECK-NEXT: %[[T:.*]] = md.mul %[[DR]], %[[R3]]
+// CHECK-NEXT: %[[DS:.*]] = md.scale %[[T]] by -5.000000e-01 {md.backward, md.unit = 0 : i64}
+// CHECK-NEXT: %[[RW:.*]] = md.rsqrt %[[W]] {md.backward, md.unit = 0 : i64}
+// CHECK-NEXT: %[[U:.*]] = md.mul %[[DS]], %[[RW]]
+// CHECK-NEXT: %[[DW:.*]] = md.scale %[[U]] by 5.000000e-01 {md.backward, md.unit = 0 : i64}
+// CHECK-NEXT: md.return {{.*}} %{{.*}}, %[[DW]] :
+
+//===----------------------------------------------------------------------===//
+// Collectives (md-sync-batch-norm's statistics)
+//===----------------------------------------------------------------------===//
+
+// The gradient of an all-reduce (sum or avg) is the same all-reduce of the
+// cotangent, with the forward one's tags.
+// CHECK-LABEL: md.model @all_reduce
+md.model @all_reduce {
+  md.param @w : tensor<4xf32> init <ones>
+  md.forward @forward(%x: tensor<8x4xf32>) -> tensor<f32> {
+    %w = md.param_ref @w : tensor<4xf32>
+    %h = md.mul %x, %w : tensor<8x4xf32>, tensor<4xf32> -> tensor<8x4xf32>
+    %m = md.mean %h dims [0] : tensor<8x4xf32> to tensor<4xf32>
+    %a = md.all_reduce %m avg group world {md.sync_batch_norm} : tensor<4xf32>
+    %s = md.all_reduce %a sum group shard : tensor<4xf32>
+    %l = md.sum %s dims [0] : tensor<4xf32> to tensor<f32>
+    md.return %l : tensor<f32>
+  }
+}
+// CHECK: md.func @forward.grad
+// CHECK:      %[[DS:.*]] = md.sum_grad
+// CHECK-NEXT: %[[DA:.*]] = md.all_reduce %[[DS]] sum group shard {md.backward, md.unit = 0 : i64} : tensor<4xf32>
+// CHECK-NEXT: %[[DM:.*]] = md.all_reduce %[[DA]] avg group world {md.backward, md.sync_batch_norm, md.unit = 0 : i64} : tensor<4xf32>
+// CHECK-NEXT: md.mean_grad %[[DM]] dims [0]
+
 //===----------------------------------------------------------------------===//
 // Embedding, tied weights, values that need no gradient
 //===----------------------------------------------------------------------===//
@@ -368,7 +420,7 @@ md.model @tied_embedding {
 // CHECK-NEXT: md.return {md.unit = 0 : i64} %{{.*}}, %[[DWTE]], %[[DWPE]] :
 
 // Frozen parameters get no gradient and no result; ops that depend on no
-// trainable parameter (data preprocessing, an md.sqrt without a rule) get no
+// trainable parameter (preprocessing of the data) get no
 // backward op; extra forward results are returned but not differentiated.
 // CHECK-LABEL: md.model @frozen_and_inactive
 md.model @frozen_and_inactive {
