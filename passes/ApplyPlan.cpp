@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
@@ -576,6 +577,13 @@ void ApplyPlanPass::runOnOperation() {
   if (failed(buildMicroStep(b, /*last=*/true, unitGrads)))
     return signalPassFailure();
   buildUpdate(b, unitGrads);
+  // Recomputed forward values the backward does not need (a checkpointed
+  // block's output, say) and unused gradients of data inputs go.
+  SmallVector<Operation *> ops;
+  train.getStep().walk([&](Operation *op) { ops.push_back(op); });
+  for (Operation *op : llvm::reverse(ops))
+    if (isOpTriviallyDead(op))
+      op->erase();
   // The step program has inlined the gradient function; md.forward stays
   // for md.evaluate.
   gradFunc.erase();
