@@ -39,23 +39,23 @@ static LogicalResult verifyCollective(Operation *op) {
   return success();
 }
 
-/// Whether `shard` is the 1-D dynamic shard of the static flat buffer
-/// `full`, the form md-apply-plan gives sharded state.
-static bool isFlatShard(RankedTensorType shard, RankedTensorType full) {
-  return shard.getRank() == 1 && full.getRank() == 1 &&
-         shard.isDynamicDim(0) && full.hasStaticShape();
+/// Whether `shard` is the padded shard `tensor<?xT>` of the flat buffer
+/// `full` (`tensor<NxT>`).
+static bool isFlatShardPair(RankedTensorType shard, RankedTensorType full) {
+  return shard.getRank() == 1 && shard.isDynamicDim(0) &&
+         full.getRank() == 1 && full.hasStaticShape();
 }
 
-/// Bytes of this rank's shard of an all-gather or reduce-scatter over `n`
-/// ranks: the static shard's bytes, or ceil(N / n) elements of a flat shard.
-static int64_t shardBytes(RankedTensorType shard, RankedTensorType full,
-                          int64_t n) {
-  if (!isFlatShard(shard, full))
-    return getTensorBytes(shard);
-  if (n < 1)
-    return 0;
-  int64_t numel = full.getNumElements();
-  return (numel + n - 1) / n * getElementBytes(shard.getElementType());
+/// The bytes of one rank's shard in an all-gather or reduce-scatter over
+/// `groupSize` ranks: the shard's own size, or ceil(N / n) elements of a
+/// flat-shard pair.
+static int64_t getShardBytes(Type shardType, Type fullType, int64_t groupSize) {
+  auto shard = cast<RankedTensorType>(shardType);
+  auto full = cast<RankedTensorType>(fullType);
+  if (isFlatShardPair(shard, full) && groupSize > 0)
+    return (full.getNumElements() + groupSize - 1) / groupSize *
+           getElementBytes(full.getElementType());
+  return getTensorBytes(shard);
 }
 
 static std::string formatDim(int64_t dim) {
@@ -83,20 +83,19 @@ static LogicalResult verifyShardedPair(Operation *op, bool scatter,
     return op->emitOpError("result rank ")
            << result.getRank() << " differs from input rank "
            << input.getRank();
+  // The flat-shard form md-apply-plan uses: a 1-D buffer of N elements and
+  // this rank's shard of it, ceil(N / n) elements (the runtime pads the
+  // buffer to n x ceil(N / n)), whose size is known once W is.
+  if (isFlatShardPair(shard, full) && axis == 0)
+    return success();
   int64_t rank = input.getRank();
   if (axis >= rank)
     return op->emitOpError("axis ")
            << axis << " is out of range for a rank-" << rank << " tensor";
-  // The shard of a flat buffer (docs/passes.md): a 1-D `tensor<?xT>` of
-  // ceil(N / n) elements of a static N-element buffer, which the runtime pads
-  // to n * ceil(N / n) with zeros. Its size depends only on N and n.
-  if (isFlatShard(shard, full))
-    return success();
   if (!shard.hasStaticShape())
     return op->emitOpError()
            << shardName << " shape " << formatShape(shard.getShape())
-           << " must be static: it is this rank's shard (or a 1-D shard "
-              "tensor<?x...> of a static flat buffer)";
+           << " must be static: it is this rank's shard";
   for (int64_t d = 0; d < rank; ++d) {
     if (d == axis || input.getDimSize(d) == result.getDimSize(d))
       continue;
@@ -212,7 +211,7 @@ std::optional<ReductionKind> AllGatherOp::getReduction() {
 
 int64_t AllGatherOp::getFullBytes(int64_t groupSize) {
   return std::max<int64_t>(groupSize, 0) *
-         shardBytes(getInput().getType(), getResult().getType(), groupSize);
+         getShardBytes(getInput().getType(), getResult().getType(), groupSize);
 }
 
 int64_t AllGatherOp::getBytesSent(int64_t groupSize) {
@@ -220,7 +219,7 @@ int64_t AllGatherOp::getBytesSent(int64_t groupSize) {
     return 0;
   // (n - 1)/n of the n x shard bytes gathered.
   return (groupSize - 1) *
-         shardBytes(getInput().getType(), getResult().getType(), groupSize);
+         getShardBytes(getInput().getType(), getResult().getType(), groupSize);
 }
 
 void AllGatherOp::getCanonicalizationPatterns(RewritePatternSet &results,
@@ -247,7 +246,7 @@ std::optional<ReductionKind> ReduceScatterOp::getReduction() {
 
 int64_t ReduceScatterOp::getFullBytes(int64_t groupSize) {
   return std::max<int64_t>(groupSize, 0) *
-         shardBytes(getResult().getType(), getInput().getType(), groupSize);
+         getShardBytes(getResult().getType(), getInput().getType(), groupSize);
 }
 
 int64_t ReduceScatterOp::getBytesSent(int64_t groupSize) {
@@ -255,7 +254,7 @@ int64_t ReduceScatterOp::getBytesSent(int64_t groupSize) {
     return 0;
   // (n - 1)/n of the n x shard bytes reduced.
   return (groupSize - 1) *
-         shardBytes(getResult().getType(), getInput().getType(), groupSize);
+         getShardBytes(getResult().getType(), getInput().getType(), groupSize);
 }
 
 void ReduceScatterOp::getCanonicalizationPatterns(RewritePatternSet &results,

@@ -5,6 +5,7 @@
 
 #include "dialect/MdOps.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Pass/Pass.h"
 
 namespace md {

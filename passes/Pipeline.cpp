@@ -10,9 +10,12 @@ using namespace mlir;
 
 void md::buildTrainingPipeline(OpPassManager &pm,
                                const TrainingPipelineOptions &options) {
+  // The passes land here one by one, in docs/passes.md's order.
   OpPassManager &model = pm.nest<ModelOp>();
-  // The passes land here one by one, in docs/passes.md's order: autodiff,
-  // apply-plan and mixed-precision go before this line.
+  model.addPass(createSyncBatchNorm());
+  model.addPass(createAutodiff());
+  model.addPass(createApplyPlan());
+  model.addPass(createMixedPrecision());
 
   // --- After the step program exists: bucketing, schedule,
   // [md-verify-collectives goes here], plan-memory. ---

@@ -1,0 +1,256 @@
+//===- MixedPrecision.cpp - md-mixed-precision -----------------------------===//
+//
+// Places the casts of the plan's precision policy in the step program that
+// md-apply-plan built (docs/passes.md, "After md-mixed-precision"):
+//
+//   master f32 shard --cast P--> all-gather (moves P) --> views in P
+//   batch --cast P--> compute in P (losses and batch-norm statistics f32)
+//   gradient in P --> accumulate / total in f32 --cast R--> reduce --cast f32--> optimizer
+//
+// with P, R the plan's param and reduce dtypes. Casts between equal types are
+// never made, so an all-f32 policy leaves the program unchanged.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+namespace md {
+#define GEN_PASS_DEF_MIXEDPRECISION
+#include "passes/Passes.h.inc"
+} // namespace md
+
+using namespace mlir;
+using namespace md;
+
+namespace {
+
+class MixedPrecisionPass
+    : public md::impl::MixedPrecisionBase<MixedPrecisionPass> {
+public:
+  void runOnOperation() override;
+
+private:
+  /// `value` converted to element type `type`, by a new md.cast after its
+  /// definition, or `value` itself when it already has it.
+  Value castTo(OpBuilder &b, Value value, Type type);
+  void retypeParams(Block &block);
+  void retypeCompute(Block &block);
+  void castReductions(Block &block);
+
+  Type paramType, reduceType;
+  ModelOp model;
+};
+
+} // namespace
+
+static RankedTensorType withElementType(Type type, Type element) {
+  auto tensor = cast<RankedTensorType>(type);
+  return RankedTensorType::get(tensor.getShape(), element);
+}
+
+static bool isFloatTensor(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor && isa<FloatType>(tensor.getElementType());
+}
+
+Value MixedPrecisionPass::castTo(OpBuilder &b, Value value, Type type) {
+  auto tensor = cast<RankedTensorType>(value.getType());
+  if (tensor.getElementType() == type)
+    return value;
+  return CastOp::create(b, value.getLoc(), withElementType(tensor, type),
+                        value);
+}
+
+/// Parameters: the shard is cast to P before its all-gather, a replicated
+/// master is cast to P where it is read, the `params` state is kept in P.
+void MixedPrecisionPass::retypeParams(Block &block) {
+  OpBuilder b(&getContext());
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    if (auto micro = dyn_cast<MicroStepsOp>(op)) {
+      retypeParams(micro.getBody().front());
+      continue;
+    }
+    if (auto gather = dyn_cast<AllGatherOp>(op)) {
+      // Every all-gather of the step moves parameters (a unit's shard).
+      b.setInsertionPoint(gather);
+      gather.getInputMutable().assign(castTo(b, gather.getInput(), paramType));
+      gather.getResult().setType(
+          withElementType(gather.getResult().getType(), paramType));
+      continue;
+    }
+    if (auto load = dyn_cast<StateLoadOp>(op)) {
+      auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
+          model, load.getStateAttr());
+      if (state.getRole() == StateRole::params) {
+        load.getResult().setType(withElementType(load.getType(), paramType));
+        continue;
+      }
+      // A replicated master read as parameters (ddp, single): its views.
+      bool feedsViews = !load->use_empty() &&
+                        llvm::all_of(load->getUsers(),
+                                     [](Operation *u) { return isa<ViewOp>(u); });
+      if (state.getRole() == StateRole::master && feedsViews) {
+        b.setInsertionPointAfter(load);
+        Value cast = castTo(b, load.getResult(), paramType);
+        load.getResult().replaceAllUsesExcept(cast, cast.getDefiningOp());
+      }
+      continue;
+    }
+    if (auto view = dyn_cast<ViewOp>(op)) {
+      Type element =
+          cast<RankedTensorType>(view.getSource().getType()).getElementType();
+      view.getResult().setType(withElementType(view.getType(), element));
+      continue;
+    }
+  }
+}
+
+/// Operands that stay f32 whatever P is: the loss seed and batch-norm
+/// statistics.
+static bool keepsF32Operand(Operation *op, unsigned index) {
+  if (isa<CrossEntropyGradOp>(op))
+    return index == 0;
+  if (isa<BatchNormGradOp>(op))
+    return index >= 3;
+  return false;
+}
+
+static bool keepsF32Result(Operation *op, unsigned index) {
+  if (isa<CrossEntropyOp>(op))
+    return true;
+  if (isa<BatchNormOp>(op))
+    return index >= 1;
+  return false;
+}
+
+/// The forward and backward compute in P.
+void MixedPrecisionPass::retypeCompute(Block &block) {
+  OpBuilder b(&getContext());
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    if (auto micro = dyn_cast<MicroStepsOp>(op)) {
+      retypeCompute(micro.getBody().front());
+      continue;
+    }
+    if (auto batch = dyn_cast<BatchOp>(op)) {
+      b.setInsertionPointAfter(batch);
+      for (Value value : batch.getResults()) {
+        if (!isFloatTensor(value.getType()))
+          continue;
+        Value cast = castTo(b, value, paramType);
+        value.replaceAllUsesExcept(cast, cast.getDefiningOp());
+      }
+      continue;
+    }
+    if (auto record = dyn_cast<RecordLossOp>(op)) {
+      b.setInsertionPoint(record);
+      record.getLossMutable().assign(
+          castTo(b, record.getLoss(), Float32Type::get(&getContext())));
+      continue;
+    }
+    if (auto flatten = dyn_cast<FlattenOp>(op)) {
+      // A unit's flat gradient, in the gradients' dtype.
+      Type element = cast<RankedTensorType>(flatten.getInputs()[0].getType())
+                         .getElementType();
+      flatten.getResult().setType(
+          withElementType(flatten.getResult().getType(), element));
+      continue;
+    }
+    if (auto reduce = dyn_cast<AllReduceOp>(op);
+        reduce && op.hasAttr("md.sync_batch_norm")) {
+      // SyncBatchNorm's statistics are buffers: reduced in the buffer
+      // dtype (f32).
+      b.setInsertionPoint(reduce);
+      Type f32 = Float32Type::get(&getContext());
+      reduce.getInputMutable().assign(castTo(b, reduce.getInput(), f32));
+      reduce.getResult().setType(reduce.getInput().getType());
+      continue;
+    }
+    if (isa<CollectiveOpInterface>(op)) {
+      // An all-reduce or broadcast inside the forward or backward keeps its
+      // operand's type.
+      if (op.hasAttr("md.unit") && isa<AllReduceOp, BroadcastOp>(op))
+        op.getResult(0).setType(op.getOperand(0).getType());
+      continue;
+    }
+    // Compute ops of the forward and backward carry md.unit.
+    if (!op.hasAttr("md.unit"))
+      continue;
+    b.setInsertionPoint(&op);
+    for (OpOperand &operand : op.getOpOperands()) {
+      if (!isFloatTensor(operand.get().getType()) ||
+          keepsF32Operand(&op, operand.getOperandNumber()))
+        continue;
+      operand.set(castTo(b, operand.get(), paramType));
+    }
+    for (OpResult result : op.getResults())
+      if (isFloatTensor(result.getType()) &&
+          !keepsF32Result(&op, result.getResultNumber()))
+        result.setType(withElementType(result.getType(), paramType));
+  }
+}
+
+/// Gradients are reduced in R and handed to the optimizer in f32.
+void MixedPrecisionPass::castReductions(Block &block) {
+  OpBuilder b(&getContext());
+  Type f32 = Float32Type::get(&getContext());
+  for (GradTotalOp total : llvm::make_early_inc_range(block.getOps<GradTotalOp>())) {
+    // The chain grad_total -> reduce-scatter/all-reduce (-> all-reduce)
+    // (-> shard_slice) that md-apply-plan builds.
+    SmallVector<Operation *> chain;
+    Value end = total.getResult();
+    while (end.hasOneUse()) {
+      Operation *user = *end.getUsers().begin();
+      if (!isa<ReduceScatterOp, AllReduceOp, ShardSliceOp>(user))
+        break;
+      chain.push_back(user);
+      end = user->getResult(0);
+    }
+    if (chain.empty())
+      continue; // one rank: nothing is reduced
+    b.setInsertionPoint(chain.front());
+    chain.front()->setOperand(0, castTo(b, total.getResult(), reduceType));
+    for (Operation *op : chain)
+      op->getResult(0).setType(
+          withElementType(op->getResult(0).getType(), reduceType));
+    b.setInsertionPointAfter(chain.back());
+    Value back = castTo(b, end, f32);
+    end.replaceAllUsesExcept(back, back.getDefiningOp());
+  }
+}
+
+void MixedPrecisionPass::runOnOperation() {
+  model = getOperation();
+  PlanAttr plan = model.getPlanAttr();
+  TrainOp train = model.getTrain();
+  if (!plan || !train) {
+    model.emitOpError("needs a '#md.plan' and an 'md.train'");
+    return signalPassFailure();
+  }
+  // `#md.plan` guarantees master = f32: the optimizer ops keep master
+  // weights and moments in f32.
+  if (!plan.getBufferDtype().isF32()) {
+    model.emitOpError("buffer dtype ")
+        << plan.getBufferDtype()
+        << " is not supported: batch-norm statistics are f32";
+    return signalPassFailure();
+  }
+  paramType = plan.getParamDtype();
+  reduceType = plan.getReduceDtype();
+  Block &step = train.getStep().front();
+  if (step.empty()) {
+    train.emitOpError("has no step program (run md-apply-plan first)");
+    return signalPassFailure();
+  }
+
+  // The `params` state holds P.
+  for (StateOp state : model.getBody().front().getOps<StateOp>())
+    if (state.getRole() == StateRole::params)
+      state.setTypeAttr(
+          TypeAttr::get(withElementType(state.getType(), paramType)));
+  retypeParams(step);
+  retypeCompute(step);
+  castReductions(step);
+}
