@@ -46,18 +46,14 @@ FailureOr<ExplainReport> md::computeExplainReport(ModelOp model,
   if (worldSize < 1)
     return model.emitError("world size must be >= 1, got ") << worldSize;
 
-  TrainOp train = model.getTrain();
-  if (train) {
+  if (TrainOp train = model.getTrain()) {
+    FailureOr<int64_t> steps = getAccumulationSteps(model, worldSize);
+    if (failed(steps))
+      return failure();
     report.globalBatch = train.getGlobalBatch();
     report.microBatch = train.getMicroBatch();
-    int64_t perStep = report.microBatch * worldSize;
-    if (report.globalBatch % perStep != 0)
-      return train.emitError("global_batch ")
-             << report.globalBatch << " is not a multiple of micro_batch x "
-             << "world size = " << report.microBatch << " x " << worldSize
-             << " = " << perStep;
-    report.accumulationSteps = report.globalBatch / perStep;
-    report.effectiveBatch = report.globalBatch;
+    report.accumulationSteps = *steps;
+    report.effectiveBatch = report.microBatch * *steps * worldSize;
   }
 
   FailureOr<MemoryReport> memory = computeMemory(model, worldSize);

@@ -103,12 +103,14 @@ struct Linearization {
   llvm::DenseMap<Operation *, int64_t> start, end;
   llvm::DenseMap<Block *, int64_t> blockEnd;
   std::vector<Operation *> opAt;
+  /// Whether the body of md.micro_steps runs (A > 1).
+  bool microSteps = true;
 
   void number(Block &block) {
     for (Operation &op : block) {
       start[&op] = opAt.size();
       opAt.push_back(&op);
-      if (op.getNumRegions() != 0) {
+      if (op.getNumRegions() != 0 && (microSteps || !isa<MicroStepsOp>(op))) {
         for (Region &region : op.getRegions())
           for (Block &nested : region)
             number(nested);
@@ -166,13 +168,44 @@ MemoryCategory inherit(MemoryCategory category) {
   }
 }
 
+/// The operand an optimizer update's result `result` replaces, or null.
+Value getUpdatedOperand(Operation *op, unsigned result) {
+  if (auto adamw = dyn_cast<AdamWUpdateOp>(op)) {
+    Value operands[] = {adamw.getParam(), adamw.getM(), adamw.getV()};
+    return operands[result];
+  }
+  if (auto sgd = dyn_cast<SGDUpdateOp>(op))
+    return result == 0 ? sgd.getParam() : sgd.getMomentumBuffer();
+  return Value();
+}
+
 } // namespace
+
+FailureOr<int64_t> md::getAccumulationSteps(ModelOp model,
+                                            int64_t worldSize) {
+  TrainOp train = model.getTrain();
+  if (!train)
+    return 1;
+  int64_t global = train.getGlobalBatch(), micro = train.getMicroBatch();
+  int64_t perStep = micro * worldSize;
+  if (worldSize < 1 || global % perStep != 0)
+    return train.emitError("global_batch ")
+           << global << " is not a multiple of micro_batch x world size = "
+           << micro << " x " << worldSize << " = " << perStep;
+  return global / perStep;
+}
 
 FailureOr<MemoryReport> md::computeMemory(ModelOp model, int64_t worldSize) {
   MemoryReport report;
   report.worldSize = worldSize;
   if (worldSize < 1)
     return model.emitError("world size must be >= 1, got ") << worldSize;
+  FailureOr<int64_t> steps = getAccumulationSteps(model, worldSize);
+  if (failed(steps))
+    return failure();
+  // With one micro-step the accumulator is never allocated and the
+  // md.micro_steps body never runs.
+  bool accumulates = *steps > 1;
 
   // Persistent state.
   llvm::StringMap<size_t> stateBuffer;
@@ -184,6 +217,8 @@ FailureOr<MemoryReport> md::computeMemory(ModelOp model, int64_t worldSize) {
     BufferInterval buffer;
     buffer.op = state;
     buffer.bytes = numel * getElementBytes(type.getElementType());
+    if (state.getRole() == StateRole::grad_acc && !accumulates)
+      buffer.bytes = 0;
     buffer.category = categoryOfRole(state.getRole());
     buffer.persistent = true;
     stateBuffer[state.getSymName()] = report.buffers.size();
@@ -193,6 +228,7 @@ FailureOr<MemoryReport> md::computeMemory(ModelOp model, int64_t worldSize) {
 
   Block *step = getStepBlock(model);
   Linearization order;
+  order.microSteps = accumulates;
   if (step)
     order.number(*step);
   report.positions = order.opAt.size();
@@ -255,9 +291,20 @@ FailureOr<MemoryReport> md::computeMemory(ModelOp model, int64_t worldSize) {
     step->walk<WalkOrder::PreOrder>([&](Operation *op) {
       if (failed(status))
         return WalkResult::interrupt();
+      if (isa<MicroStepsOp>(op) && !accumulates)
+        return WalkResult::skip();
       for (auto [i, result] : llvm::enumerate(op->getResults())) {
         if (!isa<RankedTensorType>(result.getType()))
           continue;
+        // Optimizer updates are in place: the new parameter and moments
+        // are the buffers of the states they update.
+        if (Value updated = getUpdatedOperand(op, i)) {
+          auto it = bufferOf.find(updated);
+          if (it != bufferOf.end() && report.buffers[it->second].persistent) {
+            bufferOf[result] = it->second;
+            continue;
+          }
+        }
         if (auto load = dyn_cast<StateLoadOp>(op)) {
           auto it = stateBuffer.find(load.getState());
           if (it != stateBuffer.end()) {

@@ -82,10 +82,18 @@ int64_t getGroupSize(ModelOp model, Group group, int64_t worldSize);
 mlir::FailureOr<int64_t> getValueBytes(ModelOp model, mlir::Value value,
                                        int64_t worldSize);
 
+/// The micro-steps per optimizer step at world size `worldSize`: A =
+/// global_batch / (micro_batch × W), 1 without an md.train. Fails with a
+/// diagnostic on md.train when the batch does not split evenly.
+mlir::FailureOr<int64_t> getAccumulationSteps(ModelOp model,
+                                              int64_t worldSize);
+
 /// The buffers of the step program of `model` at world size `worldSize`
 /// and its peak. Fails with a diagnostic when a buffer cannot be sized.
 /// Reads md.stream/md.record/md.wait when md-schedule has run: a collective
-/// on the comm stream keeps its operands until an op waits for it.
+/// on the comm stream keeps its operands until an op waits for it. With one
+/// micro-step per step (A = 1) the grad_acc states are not allocated and the
+/// md.micro_steps body does not run.
 mlir::FailureOr<MemoryReport> computeMemory(ModelOp model, int64_t worldSize);
 
 } // namespace md

@@ -338,7 +338,9 @@ int main(int argc, char **argv) {
 
   if (runPasses) {
     // One thread: the IR dumps and the diagnostics come in a fixed order.
+    // A diagnostic points at the .mdl line; the IR it came from is noise.
     context.disableMultithreading();
+    context.printOpOnDiagnostic(false);
     mlir::PassManager pm(&context);
     if (printIRAfterAll)
       pm.enableIRPrinting(

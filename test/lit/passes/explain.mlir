@@ -50,7 +50,8 @@
 // CHECK-NEXT:     reduce_scatter world f32 bucket 3: 72 bytes sent, x1 per step
 // CHECK-NEXT:     all_reduce world f32 bucket 4: 4 bytes sent, x1 per step
 
-// At W = 4, A = 1: the micro-steps' gather runs no time; shards of 9 and 4.
+// At W = 4, A = 1: the micro-steps' gather runs no time and there is no
+// accumulator; shards of 9 and 4.
 // JSON:      {
 // JSON-NEXT:   "model": "mlp",
 // JSON-NEXT:   "plan": "fsdp-full",
@@ -64,7 +65,7 @@
 // JSON-NEXT:   "memory": {
 // JSON-NEXT:     "params": {{[0-9]+}},
 // JSON-NEXT:     "grads": {{[0-9]+}},
-// JSON-NEXT:     "grad_acc": 204,
+// JSON-NEXT:     "grad_acc": 0,
 // JSON-NEXT:     "optimizer": {{[0-9]+}},
 // JSON-NEXT:     "activations": {{[0-9]+}},
 // JSON-NEXT:     "comm_buffers": 0,

@@ -11,25 +11,29 @@
 // docs/memory.md's worked example: one FSDP unit of 36 parameters (a 4x8
 // weight and a bias), bf16 compute, f32 master, AdamW, two micro-steps.
 
-// At W = 2 a shard holds ceil(36 / 2) = 18 elements. Persistent: master,
-// exp_avg and exp_avg_sq shards (72 bytes each) and the full f32 grad_acc
-// (144). The peak is at the optimizer: the reduced shard, its new master,
-// exp_avg and exp_avg_sq (72 each) are live with the states.
+// At W = 2 a shard holds ceil(36 / 2) = 18 elements and A = 2. Persistent:
+// master, exp_avg and exp_avg_sq shards (72 bytes each) and the full f32
+// grad_acc (144). The peak is at the last backward op, first reached in the
+// micro-steps' body (position 15): the bf16 input (32), the gathered
+// parameters (72), dh (16), dx (32) and the gradient pieces (64 + 8) live
+// with the states. The optimizer update is in place.
 // W2-LABEL: md.model @tiny
-// W2-SAME: md.memory = {activations = 0 : i64, comm_buffers = 0 : i64, grad_acc = 144 : i64, grads = 72 : i64, optimizer = 288 : i64, params = 144 : i64, peak = 648 : i64, world_size = 2 : i64}
+// W2-SAME: md.memory = {activations = 80 : i64, comm_buffers = 0 : i64, grad_acc = 144 : i64, grads = 72 : i64, optimizer = 144 : i64, params = 144 : i64, peak = 584 : i64, world_size = 2 : i64}
 
-// At W = 4 a shard holds 9 elements (36 bytes); grad_acc stays 144. The
-// states shrink enough that the peak moves to the last backward op: the
-// gathered parameters (72), the gradient pieces (64 + 8) and the
-// activations (the bf16 input 32, dh 16, dx 32) live with the states.
+// At W = 4 a shard holds 9 elements (36 bytes) and A = 1: there is no
+// accumulator and the micro-steps' body does not run.
 // W4-LABEL: md.model @tiny
-// W4-SAME: md.memory = {activations = 80 : i64, comm_buffers = 0 : i64, grad_acc = 144 : i64, grads = 72 : i64, optimizer = 72 : i64, params = 108 : i64, peak = 476 : i64, world_size = 4 : i64}
+// W4-SAME: md.memory = {activations = 80 : i64, comm_buffers = 0 : i64, grad_acc = 0 : i64, grads = 72 : i64, optimizer = 72 : i64, params = 108 : i64, peak = 332 : i64, world_size = 4 : i64}
 
-// BUFFERS:      buffers (positions of 46, peak at 42):
+// BUFFERS:      buffers (positions of 46, peak at 15):
 // BUFFERS-NEXT:   * persistent          72  params       md.state @u0.master
 // BUFFERS-NEXT:   * persistent          72  optimizer    md.state @u0.exp_avg
 // BUFFERS-NEXT:   * persistent          72  optimizer    md.state @u0.exp_avg_sq
 // BUFFERS-NEXT:   * persistent         144  grad_acc     md.state @u0.grad_acc
+// BUFFERS-NEXT:     1-2                 64  activations  md.batch
+// BUFFERS-NEXT:   * 2-15                32  activations  md.cast
+// BUFFERS:          37-42               72  grads        md.reduce_scatter
+// BUFFERS-NOT:      md.adamw_update
 md.model @tiny {
   md.param @w : tensor<4x8xf32> init #md.init<normal(0.0, 0.02)> unit 0 offset 0
   md.param @b : tensor<4xf32> init #md.init<zeros> unit 0 offset 32
@@ -97,33 +101,33 @@ md.model @tiny {
 // -----
 
 // DDP after md-bucketing and md-schedule, pinned to W = 2. The master is a
-// full state; its load and views alias it (no bytes of their own). The
-// bucket's flat buffer is a comm_buffer; the all-reduce's result holds the
-// reduced gradients and the views of it alias it. The all-reduce on the comm
-// stream reads the bucket until the view waits for it (position 11), past
-// the scale issued in between. The peak is at the optimizer update.
+// full state; its load and views alias it (no bytes of their own), and so
+// do the results of the in-place optimizer update. The bucket's flat buffer
+// is a comm_buffer; the all-reduce's result holds the reduced gradients and
+// the views of it alias it. The all-reduce on the comm stream reads the
+// bucket until the view waits for it (position 11), past the scale issued
+// in between, where the peak is.
 
 // W2-LABEL: md.model @ddp
-// W2-SAME: md.memory = {activations = 0 : i64, comm_buffers = 0 : i64, grad_acc = 0 : i64, grads = 80 : i64, optimizer = 160 : i64, params = 160 : i64, peak = 400 : i64, world_size = 2 : i64}
+// W2-SAME: md.memory = {activations = 32 : i64, comm_buffers = 80 : i64, grad_acc = 0 : i64, grads = 80 : i64, optimizer = 80 : i64, params = 80 : i64, peak = 352 : i64, world_size = 2 : i64}
 // W4-LABEL: md.model @ddp
 // W4-SAME: world_size = 4 : i64
 
-// BUFFERS:      buffers (positions of 19, peak at 16):
+// BUFFERS:      buffers (positions of 19, peak at 10):
 // BUFFERS-NEXT:   * persistent          80  params       md.state @u0.master
 // BUFFERS-NEXT:   * persistent          80  optimizer    md.state @u0.momentum
-// BUFFERS-NEXT:     0-10                16  activations  md.batch
+// BUFFERS-NEXT:   * 0-10                16  activations  md.batch
 // BUFFERS-NEXT:     3-5                 16  activations  md.matmul
 // BUFFERS-NEXT:     4-4                 16  activations  md.matmul_grad
 // BUFFERS-NEXT:     4-6                 64  grads        md.matmul_grad
 // BUFFERS-NEXT:     5-7                 16  grads        md.sum
 // BUFFERS-NEXT:     6-8                 64  grads        md.flatten
 // BUFFERS-NEXT:     7-8                 16  grads        md.flatten
-// BUFFERS-NEXT:     8-11                80  comm_buffers md.flatten
+// BUFFERS-NEXT:   * 8-11                80  comm_buffers md.flatten
 // BUFFERS-NEXT:   * 9-16                80  grads        md.all_reduce
-// BUFFERS-NEXT:     10-10               16  activations  md.scale
+// BUFFERS-NEXT:   * 10-10               16  activations  md.scale
 // BUFFERS-NEXT:     12-12                4  activations  md.global_norm
-// BUFFERS-NEXT:   * 16-17               80  params       md.sgd_update
-// BUFFERS-NEXT:   * 16-18               80  optimizer    md.sgd_update
+// BUFFERS-NOT:      md.sgd_update
 md.model @ddp attributes {world_size = 2 : i64} {
   md.state @u0.master : tensor<20xf32> role master unit 0
   md.state @u0.momentum : tensor<20xf32> role momentum unit 0
@@ -131,7 +135,7 @@ md.model @ddp attributes {world_size = 2 : i64} {
     %l = md.sum %x dims [0, 1] : tensor<1x4xf32> to tensor<f32>
     md.return %l : tensor<f32>
   }
-  md.train @forward data #md.data<synthetic, ""> global_batch 2 micro_batch 1
+  md.train @forward data #md.data<synthetic, ""> global_batch 4 micro_batch 1
       optimizer #md.sgd<lr = 0.1, momentum = 0.9, dampening = 0.0, weight_decay = 0.0, nesterov = false>
       schedule #md.schedule<constant, warmup = 0, steps = 10, min_lr = 0.0>
       seed 1 step {
