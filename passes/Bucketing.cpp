@@ -495,9 +495,17 @@ void BucketingPass::bucketAllGathers(Block &block,
     }
 
     // Exposure: the gathers of a class go out back to back from the time
-    // their shards are ready; what is still on the wire when the compute
-    // first needs a member stalls it.
+    // their shards are ready, or, when the plan prefetches their phase, from
+    // the time the previous bucket of the phase is first needed (md-schedule
+    // issues them there); what is still on the wire when the compute first
+    // needs a member stalls it.
+    PlanAttr plan = model.getPlanAttr();
+    bool prefetched =
+        plan && ((cls.phase == "forward" && plan.getPrefetchForward()) ||
+                 (cls.phase == "backward" &&
+                  plan.getPrefetchBackward() != PrefetchBackward::none));
     int64_t commFree = 0;
+    std::optional<int64_t> previousNeed;
     for (SmallVector<Operation *> &group : groups) {
       Bucket bucket;
       bucket.kind = cls.kind;
@@ -514,10 +522,13 @@ void BucketingPass::bucketAllGathers(Block &block,
         bucket.bytes += capBytes(member);
         llvm::append_range(bucket.units, unitNames(member));
       }
+      int64_t need = firstUse == 0 ? 0 : finish[firstUse - 1];
+      if (prefetched && previousNeed)
+        issue = std::min(issue, *previousNeed);
+      previousNeed = need;
       int64_t start = std::max(issue, commFree);
       int64_t cost = costNs(cls, bucket.bytes);
       int64_t end = start + cost;
-      int64_t need = firstUse == 0 ? 0 : finish[firstUse - 1];
       bucket.exposedNs = std::clamp<int64_t>(end - need, 0, cost);
       commFree = end;
       bucket.members = group;

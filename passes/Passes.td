@@ -242,7 +242,9 @@ def Bucketing : Pass<"md-bucketing", "::md::ModelOp"> {
     `md.bucket_table`, one dictionary per bucket: `id`, `kind`, `group`,
     `dtype`, `members` (`"u<unit>"` per collective, `"-"` without a unit),
     `bytes` (of the full buffers, independent of W) and `exposed_us`, the
-    model's estimate of its communication time not hidden behind compute.
+    model's estimate of its communication time not hidden behind compute (an
+    all-gather of a phase the plan prefetches counts from when the previous
+    bucket of its phase is first needed, where md-schedule issues it).
 
     Bucketing bucketed IR changes nothing.
 
