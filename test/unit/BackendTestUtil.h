@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -219,6 +220,22 @@ inline ::testing::AssertionResult allClose(const std::vector<double> &got,
   return ::testing::AssertionFailure()
          << "element " << worstAt << ": got " << got[worstAt] << ", want "
          << want[worstAt] << " (rtol " << rtol << ", atol " << atol << ")";
+}
+
+/// Exact equality of two value lists, reported in hex floats.
+inline ::testing::AssertionResult sameValues(const std::vector<double> &got,
+                                             const std::vector<double> &want) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure()
+           << "size " << got.size() << " vs expected " << want.size();
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i] && !(std::isnan(got[i]) && std::isnan(want[i]))) {
+      std::ostringstream os;
+      os << "element " << i << ": got " << std::hexfloat << got[i]
+         << ", want " << want[i];
+      return ::testing::AssertionFailure() << os.str();
+    }
+  return ::testing::AssertionSuccess();
 }
 
 /// Bit-for-bit equality of two downloads.
