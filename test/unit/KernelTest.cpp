@@ -756,5 +756,47 @@ TEST_P(KernelTest, ReshapeArangeFlattenView) {
   EXPECT_EQ(be().view(vw).code(), absl::StatusCode::kInvalidArgument);
 }
 
+//===----------------------------------------------------------------------===//
+// The CPU backend's threads
+//===----------------------------------------------------------------------===//
+
+TEST(CpuBackendThreads, RanksTimesThreadsFitTheCores) {
+  int cores = cpu::CpuBackend::usableCores();
+  ASSERT_GE(cores, 1);
+  EXPECT_EQ(cpu::CpuBackend::threadsPerRank(1), cores);
+  for (int ranks : {2, 3, 4, 64}) {
+    int t = cpu::CpuBackend::threadsPerRank(ranks);
+    EXPECT_GE(t, 1);
+    EXPECT_TRUE(ranks * t <= cores || t == 1) << ranks << " ranks";
+  }
+  cpu::CpuBackend be(1);
+  EXPECT_EQ(be.threads(), 1);
+  EXPECT_EQ(be.setThreads(0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(be.threads(), 1);
+}
+
+TEST(CpuBackendThreads, GemmBitsAreReproducibleAtAFixedThreadCount) {
+  // OpenBLAS may change the last bits between thread counts, but never
+  // between runs at the same count (docs/runtime-cpu.md).
+  cpu::CpuBackend be(2);
+  DeviceTensor a = DeviceTensor::floats(be, DType::f32, {133, 217},
+                                        randomValues(133 * 217, 8));
+  DeviceTensor b = DeviceTensor::floats(be, DType::f32, {217, 91},
+                                        randomValues(217 * 91, 9));
+  std::vector<uint8_t> first;
+  for (int run = 0; run < 3; ++run) {
+    DeviceTensor out(be, DType::f32, {133, 91});
+    MatmulArgs args;
+    args.a = a;
+    args.b = b;
+    args.out = out;
+    ASSERT_TRUE(be.matmul(args).ok());
+    if (run == 0)
+      first = out.bytes();
+    else
+      EXPECT_TRUE(sameBits(first, out.bytes())) << "run " << run;
+  }
+}
+
 } // namespace
 } // namespace md::test
