@@ -112,7 +112,8 @@ public:
   virtual absl::Status allReduce(const void *send, void *recv, int64_t count,
                                  DType dtype, ReduceOp op,
                                  const Group &group) = 0;
-  /// `root` is an index into group.ranks.
+  /// `root` is an index into group.ranks; only the root's `send` is read
+  /// (it may be null elsewhere).
   virtual absl::Status broadcast(const void *send, void *recv, int64_t count,
                                  DType dtype, int root, const Group &group) = 0;
   virtual absl::Status barrier(const Group &group) = 0;

@@ -523,7 +523,8 @@ absl::StatusOr<Group> ShmComm::group(GroupKind kind) const {
 }
 
 uint64_t ShmComm::sequence(GroupKind kind) const {
-  return seq_[static_cast<int>(kind) % 3];
+  int k = static_cast<int>(kind);
+  return k >= 0 && k < 3 ? seq_[k] : 0;
 }
 
 char *ShmComm::slot(int rank) const {
@@ -772,12 +773,13 @@ absl::Status ShmComm::allReduce(const void *send, void *recv, int64_t count,
 absl::Status ShmComm::broadcast(const void *send, void *recv, int64_t count,
                                 DType dtype, int root, const Group &group) {
   MD_RETURN_IF_ERROR(checkGroup(group, "broadcast"));
-  MD_RETURN_IF_ERROR(
-      checkBuffers("broadcast", dtype, count, group.size(), send, recv));
   if (root < 0 || root >= group.size())
     return absl::InvalidArgumentError(absl::StrFormat(
         "shm: broadcast: root %d is not an index of group %s", root,
         group.str()));
+  // Only the root's send buffer is read (NCCL's rule).
+  MD_RETURN_IF_ERROR(checkBuffers("broadcast", dtype, count, group.size(),
+                                  group.index == root ? send : recv, recv));
   Op op;
   op.group = &group;
   op.desc.collective = uint32_t(Collective::broadcast);

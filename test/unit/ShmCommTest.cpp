@@ -360,7 +360,9 @@ absl::Status runCase(Comm &comm, const Group &g, const Case &c,
     s = comm.allGather(send, recv, c.count, c.dtype, g);
     break;
   case Kind::broadcast:
-    s = comm.broadcast(send, recv, c.count, c.dtype, c.root, g);
+    // Only the root's send buffer matters; the others pass none.
+    s = comm.broadcast(g.index == c.root || c.inPlace ? send : nullptr, recv,
+                       c.count, c.dtype, c.root, g);
     break;
   }
   if (c.inPlace)
@@ -754,6 +756,8 @@ TEST_F(ShmCommTest, BadArgumentsFailOnTheCallingRankAlone) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*comm)->broadcast(x, x, 4, DType::f32, 1, g).code(),
             absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*comm)->broadcast(nullptr, x, 4, DType::f32, 0, g).code(),
+            absl::StatusCode::kInvalidArgument); // the root's send is read
   Group wrong = g;
   wrong.ranks = {0, 1};
   absl::Status s = (*comm)->barrier(wrong);
