@@ -352,7 +352,8 @@ ShmComm::create(const ShmCommOptions &options) {
   if (options.slotBytes < 8 * int64_t(options.worldSize) ||
       options.slotBytes > (int64_t(1) << 40))
     return absl::InvalidArgumentError(absl::StrFormat(
-        "shm: slot size %d must be at least 8 * world size = %d bytes",
+        "shm: slot size %d must be at least 8 * world size = %d bytes and "
+        "at most 1 TiB",
         options.slotBytes, 8 * options.worldSize));
   if (options.timeout.count() <= 0)
     return absl::InvalidArgumentError("shm: the timeout must be positive");
@@ -383,7 +384,11 @@ absl::Status ShmComm::createSegment() {
   }
   // From here on the name is ours; the destructor unlinks it on any error.
   ownsName_ = true;
-  int err = ftruncate(fd, totalBytes_) != 0 ? errno : 0;
+  // Reserve the pages now: on a full tmpfs a merely ftruncate'd mapping
+  // fails later with SIGBUS on first touch, not with an error.
+  int err = posix_fallocate(fd, 0, totalBytes_);
+  if (err == EINVAL || err == EOPNOTSUPP)
+    err = ftruncate(fd, totalBytes_) != 0 ? errno : 0;
   void *p = MAP_FAILED;
   if (err == 0) {
     p = mmap(nullptr, totalBytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -395,8 +400,9 @@ absl::Status ShmComm::createSegment() {
     shm_unlink(name_.c_str());
     unlinked_ = true;
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "shm: cannot size or map %s (%d bytes): %s", name_, totalBytes_,
-        errnoText(err)));
+        "shm: cannot reserve or map %d bytes for %s: %s (is /dev/shm large "
+        "enough? a smaller slot size needs less)",
+        totalBytes_, name_, errnoText(err)));
   }
   base_ = static_cast<char *>(p);
   Header *h = headerOf(base_);
