@@ -28,8 +28,10 @@ def MD_StateOp : MD_Op<"state", [Symbol, HasParent<"ModelOp">]> {
     - `master`: the master weights of wrap unit `unit` (its trainable
       parameters flattened in `md.param` order), initialised from the
       parameters' initialisers and updated by the optimizer;
-    - `params`: a gathered copy of the unit's parameters in the param dtype,
-      kept between steps (`zero1`, `fsdp-grad-op`);
+    - `params`: a copy of the master weights in the param dtype, initialised
+      from them and refreshed after every step: gathered and full (`zero1`,
+      `fsdp-grad-op`), or sharded or replicated like the master when the
+      param dtype differs from it (`fsdp-full`, hybrid, `ddp`);
     - `exp_avg`, `exp_avg_sq`, `momentum`: optimizer state, zero-initialised;
     - `grad_acc`: the gradient accumulator of `md.micro_steps`, which exists
       only when there is more than one micro-step per step.

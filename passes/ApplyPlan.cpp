@@ -405,10 +405,10 @@ LogicalResult ApplyPlanPass::buildMicroStep(OpBuilder &b, bool last,
                                             reduced, ReductionKind::avg));
         break;
       case Layout::Zero1:
+        // ZeRO-1 keeps the full reduced gradient until the step, where each
+        // rank updates its slice.
         reduced = tag(AllReduceOp::create(b, loc, Group::world, nullptr,
                                           total, ReductionKind::avg));
-        reduced = ShardSliceOp::create(b, loc, shardType(), reduced,
-                                       Group::world);
         break;
       case Layout::Replicated:
         reduced = tag(AllReduceOp::create(b, loc, Group::world, nullptr, total,
@@ -430,6 +430,9 @@ void ApplyPlanPass::buildUpdate(OpBuilder &b, ArrayRef<Value> unitGrads) {
   Location loc = train.getLoc();
   auto scalarType = RankedTensorType::get({}, f32);
   SmallVector<Value> grads(unitGrads.begin(), unitGrads.end());
+  if (layout == Layout::Zero1 && !singleRank())
+    for (Value &grad : grads)
+      grad = ShardSliceOp::create(b, loc, shardType(), grad, Group::world);
 
   if (std::optional<APFloat> maxNorm = train.getClipGradNorm()) {
     // Every preset adds the same numbers in the same order: this rank's

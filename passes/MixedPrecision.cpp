@@ -16,6 +16,8 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
 
 namespace md {
 #define GEN_PASS_DEF_MIXEDPRECISION
@@ -36,12 +38,16 @@ private:
   /// `value` converted to element type `type`, by a new md.cast after its
   /// definition, or `value` itself when it already has it.
   Value castTo(OpBuilder &b, Value value, Type type);
+  StateOp getParamsState(StateOp master);
   void retypeParams(Block &block);
+  void refreshParams(Block &block);
   void retypeCompute(Block &block);
   void castReductions(Block &block);
 
   Type paramType, reduceType;
   ModelOp model;
+  DenseMap<StateOp, StateOp> paramsOf;
+  DenseSet<StateOp> created;
 };
 
 } // namespace
@@ -66,17 +72,55 @@ Value MixedPrecisionPass::castTo(OpBuilder &b, Value value, Type type) {
 
 /// Parameters: the shard is cast to P before its all-gather, a replicated
 /// master is cast to P where it is read, the `params` state is kept in P.
+/// The `params` state of `master`'s unit: a copy of the master weights in
+/// P that the forward and backward read, sharded like the master. Made on
+/// first request for the plans that do not keep one already (fsdp-full,
+/// hybrid and ddp; zero1 and fsdp-grad-op have it from md-apply-plan).
+StateOp MixedPrecisionPass::getParamsState(StateOp master) {
+  StateOp &params = paramsOf[master];
+  if (params)
+    return params;
+  OpBuilder b(master);
+  b.setInsertionPointAfter(master);
+  std::string name = master.getSymName().str();
+  name = name.substr(0, name.rfind('.')) + ".params";
+  params = StateOp::create(
+      b, master.getLoc(), name,
+      withElementType(master.getType(), paramType), master.getShardAttr(),
+      master.getGroupAttr(), StateRole::params, master.getUnitAttr());
+  created.insert(master);
+  return params;
+}
+
+/// Parameters: the forward and backward read the `params` state in P; a
+/// shard cast right before an all-gather (the post-step gathers of zero1 and
+/// fsdp-grad-op) moves P too.
 void MixedPrecisionPass::retypeParams(Block &block) {
   OpBuilder b(&getContext());
+  auto masterOf = [&](Value value) -> StateOp {
+    auto load = value.getDefiningOp<StateLoadOp>();
+    if (!load)
+      return nullptr;
+    auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
+        model, load.getStateAttr());
+    return state && state.getRole() == StateRole::master ? state : nullptr;
+  };
   for (Operation &op : llvm::make_early_inc_range(block)) {
     if (auto micro = dyn_cast<MicroStepsOp>(op)) {
       retypeParams(micro.getBody().front());
       continue;
     }
     if (auto gather = dyn_cast<AllGatherOp>(op)) {
-      // Every all-gather of the step moves parameters (a unit's shard).
       b.setInsertionPoint(gather);
-      gather.getInputMutable().assign(castTo(b, gather.getInput(), paramType));
+      if (StateOp master = masterOf(gather.getInput())) {
+        // A unit gathered for the forward or backward: from its P shard.
+        StateOp params = getParamsState(master);
+        gather.getInputMutable().assign(StateLoadOp::create(
+            b, gather.getLoc(), params.getType(), params.getSymName()));
+      } else {
+        gather.getInputMutable().assign(
+            castTo(b, gather.getInput(), paramType));
+      }
       gather.getResult().setType(
           withElementType(gather.getResult().getType(), paramType));
       continue;
@@ -88,14 +132,18 @@ void MixedPrecisionPass::retypeParams(Block &block) {
         load.getResult().setType(withElementType(load.getType(), paramType));
         continue;
       }
-      // A replicated master read as parameters (ddp, single): its views.
+      // A replicated master read as parameters (ddp, single): read the P
+      // copy instead.
       bool feedsViews = !load->use_empty() &&
                         llvm::all_of(load->getUsers(),
                                      [](Operation *u) { return isa<ViewOp>(u); });
       if (state.getRole() == StateRole::master && feedsViews) {
-        b.setInsertionPointAfter(load);
-        Value cast = castTo(b, load.getResult(), paramType);
-        load.getResult().replaceAllUsesExcept(cast, cast.getDefiningOp());
+        StateOp params = getParamsState(state);
+        b.setInsertionPoint(load);
+        Value copy = StateLoadOp::create(b, load.getLoc(), params.getType(),
+                                         params.getSymName());
+        load.getResult().replaceAllUsesWith(copy);
+        load.erase();
       }
       continue;
     }
@@ -105,6 +153,23 @@ void MixedPrecisionPass::retypeParams(Block &block) {
       view.getResult().setType(withElementType(view.getType(), element));
       continue;
     }
+  }
+}
+
+/// After the optimizer stores a master that got a `params` copy here, the
+/// copy is refreshed: cast once per step, not once per use.
+void MixedPrecisionPass::refreshParams(Block &block) {
+  OpBuilder b(&getContext());
+  for (StateStoreOp store :
+       llvm::make_early_inc_range(block.getOps<StateStoreOp>())) {
+    auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
+        model, store.getStateAttr());
+    if (!state || !created.contains(state))
+      continue;
+    StateOp params = paramsOf.lookup(state);
+    b.setInsertionPointAfter(store);
+    Value copy = castTo(b, store.getValue(), paramType);
+    StateStoreOp::create(b, store.getLoc(), copy, params.getSymName());
   }
 }
 
@@ -192,10 +257,9 @@ void MixedPrecisionPass::retypeCompute(Block &block) {
   }
 }
 
-/// Gradients are reduced in R and handed to the optimizer in f32.
+/// Gradients are reduced in R and handed to the optimizer in R.
 void MixedPrecisionPass::castReductions(Block &block) {
   OpBuilder b(&getContext());
-  Type f32 = Float32Type::get(&getContext());
   for (GradTotalOp total : llvm::make_early_inc_range(block.getOps<GradTotalOp>())) {
     // The chain grad_total -> reduce-scatter/all-reduce (-> all-reduce)
     // (-> shard_slice) that md-apply-plan builds.
@@ -215,10 +279,18 @@ void MixedPrecisionPass::castReductions(Block &block) {
     for (Operation *op : chain)
       op->getResult(0).setType(
           withElementType(op->getResult(0).getType(), reduceType));
-    b.setInsertionPointAfter(chain.back());
-    Value back = castTo(b, end, f32);
-    end.replaceAllUsesExcept(back, back.getDefiningOp());
+    // The reduced gradient stays in R up to the optimizer, which widens it
+    // exactly (ZeRO's 2 bytes per gradient element with R = bf16).
   }
+  // Slices of reduced gradients (the norm of ddp, the update of zero1) and
+  // clipping keep the gradients' type.
+  for (ShardSliceOp slice : block.getOps<ShardSliceOp>())
+    slice.getResult().setType(withElementType(
+        slice.getResult().getType(),
+        cast<RankedTensorType>(slice.getInput().getType()).getElementType()));
+  for (ClipOp clip : block.getOps<ClipOp>())
+    for (auto [grad, result] : llvm::zip(clip.getGrads(), clip.getResults()))
+      result.setType(grad.getType());
 }
 
 void MixedPrecisionPass::runOnOperation() {
@@ -250,7 +322,16 @@ void MixedPrecisionPass::runOnOperation() {
     if (state.getRole() == StateRole::params)
       state.setTypeAttr(
           TypeAttr::get(withElementType(state.getType(), paramType)));
-  retypeParams(step);
+  if (paramType != Float32Type::get(&getContext())) {
+    retypeParams(step);
+    refreshParams(step);
+  }
   retypeCompute(step);
   castReductions(step);
+  // Loads the P copies replaced.
+  SmallVector<Operation *> ops;
+  train.getStep().walk([&](Operation *op) { ops.push_back(op); });
+  for (Operation *op : llvm::reverse(ops))
+    if (isOpTriviallyDead(op))
+      op->erase();
 }
