@@ -160,6 +160,11 @@ void md::printExplainText(const ExplainReport &report, raw_ostream &os) {
   line("activations", memory.activations);
   line("comm_buffers", memory.commBuffers);
   line("peak", memory.peak);
+  os << "\nmodel states per rank after the backward (bytes; ZeRO's count):\n";
+  line("params", memory.modelStateParams);
+  line("grads", memory.modelStateGrads);
+  line("optimizer", memory.modelStateOptimizer);
+  line("total", memory.modelStates());
 
   os << "\ncommunication per step per rank (bytes sent):\n";
   line("all_gather", report.allGatherBytes);
@@ -227,6 +232,12 @@ void md::printExplainJson(const ExplainReport &report, raw_ostream &os) {
       json.attribute("activations", memory.activations);
       json.attribute("comm_buffers", memory.commBuffers);
       json.attribute("peak", memory.peak);
+    });
+    json.attributeObject("model_states", [&] {
+      json.attribute("params", memory.modelStateParams);
+      json.attribute("grads", memory.modelStateGrads);
+      json.attribute("optimizer", memory.modelStateOptimizer);
+      json.attribute("total", memory.modelStates());
     });
     json.attributeObject("communication", [&] {
       json.attribute("all_gather", report.allGatherBytes);

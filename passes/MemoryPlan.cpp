@@ -443,5 +443,37 @@ FailureOr<MemoryReport> md::computeMemory(ModelOp model, int64_t worldSize) {
   llvm::stable_sort(report.liveAtPeak, [&](size_t a, size_t b) {
     return report.buffers[a].bytes > report.buffers[b].bytes;
   });
+
+  // ZeRO's model states: the persistent params and optimizer states, and
+  // the reduced gradients the optimizer phase consumes, each unit's once:
+  // the result of the last backward collective of its reduction chain (a
+  // packed bucket counts once; its views alias it), or its md.grad_total
+  // when one rank reduces nothing. Transient buffers in flight or live by
+  // accident of the schedule are not model states.
+  auto isBackwardReduction = [](Operation *op) {
+    return op && isa<CollectiveOpInterface>(op) &&
+           op->hasAttr("md.backward") &&
+           !op->getParentOfType<MicroStepsOp>();
+  };
+  bool reduces = false;
+  for (const BufferInterval &buffer : report.buffers)
+    reduces |= !buffer.persistent && isBackwardReduction(buffer.op);
+  for (const BufferInterval &buffer : report.buffers) {
+    if (buffer.persistent) {
+      if (buffer.category == MemoryCategory::params)
+        report.modelStateParams += buffer.bytes;
+      else if (buffer.category == MemoryCategory::optimizer)
+        report.modelStateOptimizer += buffer.bytes;
+      continue;
+    }
+    bool reduced = false;
+    if (reduces && isBackwardReduction(buffer.op) && buffer.value)
+      reduced = llvm::none_of(buffer.value.getUsers(), isBackwardReduction);
+    else if (!reduces && buffer.op && isa<GradTotalOp>(buffer.op) &&
+             !buffer.op->getParentOfType<MicroStepsOp>())
+      reduced = true;
+    if (reduced)
+      report.modelStateGrads += buffer.bytes;
+  }
   return report;
 }

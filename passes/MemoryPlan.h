@@ -54,6 +54,12 @@ struct MemoryReport {
           commBuffers = 0;
   /// The most bytes live at once, persistent state included.
   int64_t peak = 0;
+  /// ZeRO's model states (docs/memory.md): the persistent params and
+  /// optimizer states and the reduced gradients the optimizer consumes.
+  int64_t modelStateParams = 0, modelStateGrads = 0, modelStateOptimizer = 0;
+  int64_t modelStates() const {
+    return modelStateParams + modelStateGrads + modelStateOptimizer;
+  }
   /// Bytes of the md.states, live at every position.
   int64_t persistent = 0;
   /// Where the peak is first reached, or -1 (and null) when the step has no
