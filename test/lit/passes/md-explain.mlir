@@ -71,7 +71,7 @@
 // JSON-NEXT:     "comm_buffers": 0,
 // JSON-NEXT:     "peak": {{[0-9]+}}
 // JSON-NEXT:   },
-// JSON-NEXT:   "communication": {
+// JSON:   "communication": {
 // JSON-NEXT:     "all_gather": 156,
 // JSON-NEXT:     "reduce_scatter": 156,
 // JSON-NEXT:     "all_reduce": 6,
