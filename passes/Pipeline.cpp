@@ -16,6 +16,9 @@ void md::buildTrainingPipeline(OpPassManager &pm,
   model.addPass(createAutodiff());
   model.addPass(createApplyPlan());
   model.addPass(createMixedPrecision());
+  // Folds what the plan made trivial: collectives over one rank (`single`,
+  // W pinned to 1) and cast chains that cancel.
+  model.addPass(mlir::createCanonicalizerPass());
 
   // --- After the step program exists: bucketing, schedule,
   // [md-verify-collectives goes here], plan-memory. ---

@@ -52,7 +52,7 @@ namespace {
 
 enum ExitCode { kSuccess = 0, kUserError = 1, kUsageError = 2 };
 
-enum class EmitKind { MLIR, AST };
+enum class EmitKind { MLIR, Frontend, AST };
 
 enum class ReportFormat { Text, JSON };
 
@@ -71,7 +71,11 @@ cl::opt<std::string> outputFilename("o", cl::init("-"),
 cl::opt<EmitKind> emitKind(
     "emit", cl::init(EmitKind::MLIR), cl::desc("What to print"),
     cl::values(clEnumValN(EmitKind::MLIR, "mlir",
-                          "The md dialect module (default)"),
+                          "The md dialect module after md's passes when a "
+                          "plan is given (default)"),
+               clEnumValN(EmitKind::Frontend, "frontend",
+                          "The md dialect module as the frontend builds it, "
+                          "before any pass"),
                clEnumValN(EmitKind::AST, "ast",
                           "The syntax tree, after parsing only")),
     cl::cat(mdcCategory));
@@ -285,6 +289,12 @@ int main(int argc, char **argv) {
     return kUsageError;
   }
   bool runPasses = explain || memoryLimit || printIRAfterAll;
+  if (runPasses && emitKind == EmitKind::Frontend) {
+    llvm::errs() << "mdc: error: --emit=frontend stops before md's passes; "
+                    "it cannot be combined with --explain, --max-memory or "
+                    "--print-ir-after-all\n";
+    return kUsageError;
+  }
   if (runPasses && emitKind == EmitKind::AST) {
     llvm::errs() << "mdc: error: --emit=ast stops after parsing; it cannot "
                     "be combined with --explain, --max-memory or "
@@ -335,6 +345,13 @@ int main(int argc, char **argv) {
 
   mlir::OpPrintingFlags flags;
   flags.enableDebugInfo(printDebugInfo);
+
+  // --emit=mlir with a plan prints the step program md's passes build from
+  // the recipe (a model without one has nothing to train: its IR as is).
+  bool hasRecipe = false;
+  ir->walk([&](md::TrainOp) { hasRecipe = true; });
+  if (emitKind == EmitKind::MLIR && !planName.empty() && hasRecipe)
+    runPasses = true;
 
   if (runPasses) {
     // One thread: the IR dumps and the diagnostics come in a fixed order.
