@@ -28,6 +28,7 @@
 //===----------------------------------------------------------------------===//
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <iostream>
 #include <random>
@@ -222,6 +223,36 @@ TEST(PlanLoaderTest, RefusesANewerOrZeroSchemaVersion) {
   ExpectRefused(plan, "schema_version: plan version 2 is newer than this runtime's 1");
   plan.schema_version = 0;
   ExpectRefused(plan, "schema_version: 0 is not a version");
+}
+
+TEST(PlanLoaderTest, RefusesAMisalignedVectorOf8ByteValues) {
+  // Found by plan-load-fuzzer: FlatBuffers' verifier checks a vector's
+  // length for 4-byte alignment only, so an int64 vector may start at 4 mod
+  // 8. Build one: hide a vector {length 1, value 212} at a 4 mod 8 data
+  // address inside buffers[5]'s name and point its shape field at it.
+  fb::PlanT plan = Tiny();
+  const std::string marker(40, 'Z');
+  Buf(plan, 5).name = marker;
+  std::vector<uint8_t> bytes = PlanBuilder::serialize(plan);
+  auto at = std::search(bytes.begin(), bytes.end(), marker.begin(), marker.end());
+  ASSERT_NE(at, bytes.end());
+  size_t fake = static_cast<size_t>(at - bytes.begin());
+  fake += (8 - fake % 8) % 8; // the length at 0 mod 8, so the values at 4 mod 8
+  const uint32_t length = 1;
+  const int64_t value = 212;
+  std::memcpy(&bytes[fake], &length, 4);
+  std::memcpy(&bytes[fake + 4], &value, 8);
+  // The uoffset of the shape field points from the field to the vector.
+  std::vector<uint8_t> aligned(bytes); // a copy to read the layout from
+  const fb::Buffer *buffer = fb::GetPlan(aligned.data())->buffers()->Get(5);
+  const auto *table = reinterpret_cast<const flatbuffers::Table *>(buffer);
+  size_t field = static_cast<size_t>(reinterpret_cast<const uint8_t *>(table) - aligned.data()) +
+                 table->GetOptionalFieldOffset(fb::Buffer::VT_SHAPE);
+  ASSERT_LT(field, fake);
+  const uint32_t offset = static_cast<uint32_t>(fake - field);
+  std::memcpy(&bytes[field], &offset, 4);
+  EXPECT_THAT(std::string(LoadPlan(bytes, At(2)).status().message()),
+              HasSubstr("malformed plan file: buffers[5].shape is not 8-byte aligned"));
 }
 
 TEST(PlanLoaderTest, EnforcesItsLimits) {
