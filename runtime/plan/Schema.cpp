@@ -131,7 +131,7 @@ std::vector<OpcodeInfo> buildTable() {
           .ints(N(2), {K::Group, K::Bucket})
           .flags(kCollective),
       // state and the step
-      Sig(Opcode::StateLoad, "state_load", N(1), N(1)),
+      Sig(Opcode::StateLoad, "state_load", N(1), N(1)).flags(kVaryingResult), // shards differ
       Sig(Opcode::StateStore, "state_store", N(1), N(1)),
       Sig(Opcode::Batch, "batch", N(0), AtLeast(1)).ints(N(1), {K::Dataset}).flags(kVaryingResult),
       Sig(Opcode::AccumScale, "accum_scale", N(0), N(1)).flags(kUniformResult),

@@ -8,6 +8,7 @@
 set -uo pipefail
 mdrun=${1:?usage: inspect.sh MDRUN MD_PLAN_EXAMPLES WORK_DIR}
 examples=${2:?}
+mdrun=$(cd "$(dirname "$mdrun")" && pwd)/$(basename "$mdrun")
 work=${3:?}
 rm -rf "$work" && mkdir -p "$work" || exit 1
 "$examples" "$work" || exit 1
@@ -71,6 +72,14 @@ expect 2 '--world-size zero: not a positive integer' --inspect "$good" --world-s
 expect 2 '--format xml: expected text or json' --inspect "$good" --format=xml
 expect 2 "--inspect takes no other arguments, got '--gpus'" --inspect "$good" --gpus 2
 out=$("$mdrun" --help) && grep -q '^usage: mdrun --inspect PLAN' <<<"$out" || fail "mdrun --help"
+
+# The example in docs/plan-format.md is this report, word for word.
+doc=$(cd "$(dirname "$0")/../.." && pwd)/docs/plan-format.md
+(cd "$work" && "$mdrun" --inspect tiny-mlp.fb) >"$work/inspect.txt"
+sed -n '/^    plan file     tiny-mlp.fb/,/^      every 100 steps/p' "$doc" | sed 's/^    //' \
+  >"$work/doc-example.txt"
+diff -u "$work/doc-example.txt" "$work/inspect.txt" ||
+  fail "docs/plan-format.md's mdrun --inspect example is out of date (diff above)"
 
 if [[ $failures -ne 0 ]]; then
   echo "$failures failure(s)"
