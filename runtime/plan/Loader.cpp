@@ -311,7 +311,7 @@ private:
       if (name.empty())
         return invalidf("%s.name: missing", path);
       if (!names.insert(name).second)
-        return invalidf("%s.name: '%s' names two parameters", path, name);
+        return invalidf("%s.name: '%s' names two parameters", path, detail::printable(name));
       int64_t numel = 0;
       MD_RETURN_IF_ERROR(checkShape(param->shape(), absl::StrCat(path, ".shape"), &numel));
       if (DTypeSize(param->dtype()) == 0)
@@ -930,11 +930,13 @@ private:
       if (at == stack_.end())
         return invalidf("%s.%s[%d]: buffer %d ('%s') lives in blocks[%d], which does not "
                         "contain this instruction",
-                        pathOf(), field, k, x, str(buffer->name()), buffer->block());
+                        pathOf(), field, k, x, detail::printable(str(buffer->name())),
+                        buffer->block());
       if (at->second < buffer->first() || at->second > buffer->last())
         return invalidf("%s.%s[%d]: buffer %d ('%s') is used at instruction %d of blocks[%d], "
                         "outside its liveness interval [%d, %d]",
-                        pathOf(), field, k, x, str(buffer->name()), at->second, buffer->block(),
+                        pathOf(), field, k, x, detail::printable(str(buffer->name())), at->second,
+                        buffer->block(),
                         buffer->first(), buffer->last());
     }
     return absl::OkStatus();
@@ -1090,8 +1092,7 @@ private:
 
 } // namespace
 
-absl::StatusOr<LoadedPlan> LoadPlan(absl::Span<const uint8_t> bytes, const LoadOptions &options) {
-  // Stage (a): size, identifier, FlatBuffers verifier, schema version.
+absl::Status CheckPlanStructure(absl::Span<const uint8_t> bytes, const LoadOptions &options) {
   const size_t limit = std::min<size_t>(options.maxBytes, FLATBUFFERS_MAX_BUFFER_SIZE - 1);
   if (bytes.size() > limit)
     return invalidf("plan of %d bytes is larger than the limit of %d bytes", bytes.size(), limit);
@@ -1106,26 +1107,37 @@ absl::StatusOr<LoadedPlan> LoadPlan(absl::Span<const uint8_t> bytes, const LoadO
                       found, expected);
     return invalidf("not a plan file: file identifier '%s', expected '%s'", found, expected);
   }
-  LoadedPlan loaded;
-  // A copy, so that the bytes are aligned and owned.
-  loaded.bytes_.assign(bytes.begin(), bytes.end());
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % 8 != 0)
+    return absl::InternalError("plan bytes must start at an 8-byte aligned address");
   flatbuffers::Verifier::Options verifierOptions;
   verifierOptions.max_depth = options.maxDepth;
   verifierOptions.max_tables = options.maxTables;
   verifierOptions.check_alignment = true;
-  flatbuffers::Verifier verifier(loaded.bytes_.data(), loaded.bytes_.size(), verifierOptions);
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size(), verifierOptions);
   if (!fb::VerifyPlanBuffer(verifier))
     return invalidf("malformed plan file: the FlatBuffers verifier refuses it (truncated, "
                     "corrupt, or over the limits of %d nested tables and %d tables)",
                     options.maxDepth, options.maxTables);
-  const fb::Plan &plan = loaded.plan();
-  MD_RETURN_IF_ERROR(checkVectorAlignment(plan, loaded.bytes_.data()));
+  const fb::Plan &plan = *fb::GetPlan(bytes.data());
+  MD_RETURN_IF_ERROR(checkVectorAlignment(plan, bytes.data()));
   if (plan.schema_version() == 0)
     return invalid("schema_version: 0 is not a version (the first is 1)");
   if (plan.schema_version() > kSchemaVersion)
     return invalidf("schema_version: plan version %d is newer than this runtime's %d; use the "
                     "mdrun that matches the mdc that wrote it",
                     plan.schema_version(), kSchemaVersion);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LoadedPlan> LoadPlan(absl::Span<const uint8_t> bytes, const LoadOptions &options) {
+  // Stage (a), on a copy: aligned, and owned by the LoadedPlan.
+  const size_t limit = std::min<size_t>(options.maxBytes, FLATBUFFERS_MAX_BUFFER_SIZE - 1);
+  if (bytes.size() > limit) // before copying it
+    return invalidf("plan of %d bytes is larger than the limit of %d bytes", bytes.size(), limit);
+  LoadedPlan loaded;
+  loaded.bytes_.assign(bytes.begin(), bytes.end());
+  MD_RETURN_IF_ERROR(CheckPlanStructure(loaded.bytes_, options));
+  const fb::Plan &plan = loaded.plan();
 
   // Stage (b).
   SemanticVerifier semantic(plan);

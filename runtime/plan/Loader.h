@@ -82,6 +82,12 @@ private:
   std::vector<BlockSite> sites_;
 };
 
+/// Stage (a) alone: `bytes` are a plan FlatBuffer that is safe to read
+/// (size, identifier, FlatBuffers verifier, alignment, schema version), not
+/// necessarily a meaningful plan. `bytes` must start at an 8-byte aligned
+/// address; LoadPlan calls it on its own aligned copy.
+absl::Status CheckPlanStructure(absl::Span<const uint8_t> bytes, const LoadOptions &options = {});
+
 /// Reads the file at `path` (refusing one larger than options.maxBytes before
 /// reading it) and loads it. Messages start with the path.
 absl::StatusOr<LoadedPlan> LoadPlanFile(const std::string &path, const LoadOptions &options = {});

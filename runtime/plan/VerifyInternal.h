@@ -11,6 +11,7 @@
 #define MD_RUNTIME_PLAN_VERIFYINTERNAL_H
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "absl/status/status.h"
@@ -39,6 +40,22 @@ template <typename T> uint32_t count(const flatbuffers::Vector<T> *v) {
 /// A string field, "" when absent.
 inline absl::string_view str(const flatbuffers::String *s) {
   return s ? absl::string_view(s->c_str(), s->size()) : absl::string_view();
+}
+
+/// A name from the file, fit for a one-line message: control bytes escaped.
+inline std::string printable(absl::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      const char *hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
 }
 
 /// Whether an enum value read from a file is one the schema defines (every

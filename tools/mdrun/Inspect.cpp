@@ -8,6 +8,7 @@
 
 #include "tools/mdrun/Inspect.h"
 
+#include <cstdlib>
 #include <memory>
 #include <utility>
 #include <variant>
@@ -96,7 +97,15 @@ std::string printable(absl::string_view s) {
   return out;
 }
 
-std::string number(double d) { return absl::StrFormat("%.17g", d); }
+/// The shortest decimal that reads back as `d` (0.1, not 0.10000000000000001).
+std::string number(double d) {
+  for (int precision = 15; precision < 17; ++precision) {
+    std::string text = absl::StrFormat("%.*g", precision, d);
+    if (std::strtod(text.c_str(), nullptr) == d)
+      return text;
+  }
+  return absl::StrFormat("%.17g", d);
+}
 
 void writeJson(const Value &value, int indent, std::string &out) {
   std::string pad(indent + 2, ' '), closePad(indent, ' ');
