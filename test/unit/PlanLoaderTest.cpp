@@ -305,6 +305,16 @@ TEST(PlanLoaderTest, RefusesEachKindOfIndexOutOfRange) {
                      "units[0].id: 3, but a unit's id is its index");
 }
 
+TEST(PlanLoaderTest, QuotesNamesOnOneLine) {
+  // ExpectRefused also checks that the message is one line.
+  ExpectRefusedAfter(
+      [](fb::PlanT &p) {
+        p.params[0]->name = "fc\n1";
+        p.params[1]->name = "fc\n1";
+      },
+      "params[1].name: 'fc\\x0a1' names two parameters");
+}
+
 // --- sizes ---------------------------------------------------------------------------
 
 TEST(PlanLoaderTest, RefusesSizesThatOverflowOrDisagree) {
