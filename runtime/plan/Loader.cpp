@@ -46,7 +46,8 @@ absl::Status invalid(absl::string_view message) {
 }
 
 template <typename... Args>
-absl::Status invalidf(const absl::FormatSpec<Args...> &format, const Args &...args) {
+absl::Status invalidf(const absl::FormatSpec<Args...> &format,
+                      const Args &...args) {
   return absl::InvalidArgumentError(absl::StrFormat(format, args...));
 }
 
@@ -62,7 +63,8 @@ std::string arityText(Arity arity) {
 std::string printable(const uint8_t *bytes, size_t n) {
   std::string out;
   for (size_t i = 0; i < n; ++i) {
-    if (bytes[i] >= 0x20 && bytes[i] < 0x7f && bytes[i] != '\\' && bytes[i] != '\'')
+    if (bytes[i] >= 0x20 && bytes[i] < 0x7f && bytes[i] != '\\' &&
+        bytes[i] != '\'')
       out += static_cast<char>(bytes[i]);
     else
       absl::StrAppendFormat(&out, "\\x%02x", bytes[i]);
@@ -72,10 +74,11 @@ std::string printable(const uint8_t *bytes, size_t n) {
 
 /// Checks a shape (dims >= 0, rank <= kMaxRank) and returns its element
 /// count, refusing one that overflows int64.
-absl::Status checkShape(const flatbuffers::Vector<int64_t> *shape, absl::string_view path,
-                        int64_t *numel) {
+absl::Status checkShape(const flatbuffers::Vector<int64_t> *shape,
+                        absl::string_view path, int64_t *numel) {
   if (count(shape) > kMaxRank)
-    return invalidf("%s: rank %d is more than %d dims", path, count(shape), kMaxRank);
+    return invalidf("%s: rank %d is more than %d dims", path, count(shape),
+                    kMaxRank);
   int64_t n = 1;
   for (uint32_t i = 0; i < count(shape); ++i) {
     int64_t dim = shape->Get(i);
@@ -101,7 +104,8 @@ absl::Status checkFinite(double value, absl::string_view path) {
 template <typename T>
 absl::Status checkAligned(const flatbuffers::Vector<T> *v, const uint8_t *base,
                           const std::string &path) {
-  static_assert(sizeof(T) == 8, "only 8-byte elements need more than the verifier checks");
+  static_assert(sizeof(T) == 8,
+                "only 8-byte elements need more than the verifier checks");
   if (v && (reinterpret_cast<const uint8_t *>(v->Data()) - base) % 8 != 0)
     return invalidf("malformed plan file: %s is not 8-byte aligned", path);
   return absl::OkStatus();
@@ -110,10 +114,12 @@ absl::Status checkAligned(const flatbuffers::Vector<T> *v, const uint8_t *base,
 absl::Status checkVectorAlignment(const fb::Plan &plan, const uint8_t *base) {
   for (uint32_t i = 0; i < count(plan.params()); ++i) {
     const fb::Param *param = plan.params()->Get(i);
-    MD_RETURN_IF_ERROR(checkAligned(param->shape(), base, absl::StrCat("params[", i, "].shape")));
+    MD_RETURN_IF_ERROR(checkAligned(param->shape(), base,
+                                    absl::StrCat("params[", i, "].shape")));
     if (param->init())
       MD_RETURN_IF_ERROR(
-          checkAligned(param->init()->args(), base, absl::StrCat("params[", i, "].init.args")));
+          checkAligned(param->init()->args(), base,
+                       absl::StrCat("params[", i, "].init.args")));
   }
   for (uint32_t i = 0; i < count(plan.buffers()); ++i)
     MD_RETURN_IF_ERROR(checkAligned(plan.buffers()->Get(i)->shape(), base,
@@ -179,30 +185,37 @@ private:
                       {"buffer_dtype", options->buffer_dtype()},
                       {"master_dtype", options->master_dtype()}};
     for (const auto &p : precisions) {
-      if (p.dtype != fb::DType::F32 && p.dtype != fb::DType::BF16 && p.dtype != fb::DType::F16)
+      if (p.dtype != fb::DType::F32 && p.dtype != fb::DType::BF16 &&
+          p.dtype != fb::DType::F16)
         return invalidf("header.options.%s: %s is not bf16, f16 or f32", p.name,
                         DTypeName(p.dtype));
     }
     if (options->bucket_cap() <= 0)
       return invalidf("header.options.bucket_cap: %d bytes is not positive",
                       options->bucket_cap());
-    if (options->wrap() == fb::WrapKind::Size && options->wrap_min_params() <= 0)
-      return invalidf("header.options.wrap_min_params: %d is not positive for a size wrap",
-                      options->wrap_min_params());
+    if (options->wrap() == fb::WrapKind::Size &&
+        options->wrap_min_params() <= 0)
+      return invalidf(
+          "header.options.wrap_min_params: %d is not positive for a size wrap",
+          options->wrap_min_params());
     if (header->world_size() < 0 || header->world_size() > kMaxWorldSize)
-      return invalidf("header.world_size: %d is not 0 (any) or a world size of at most %d",
-                      header->world_size(), kMaxWorldSize);
+      return invalidf(
+          "header.world_size: %d is not 0 (any) or a world size of at most %d",
+          header->world_size(), kMaxWorldSize);
     hybrid_ = options->shard() == fb::ShardKind::Hybrid;
     if (hybrid_ && header->shard_group_size() < 2)
-      return invalidf("header.shard_group_size: a hybrid plan needs a shard group of at least "
+      return invalidf("header.shard_group_size: a hybrid plan needs a shard "
+                      "group of at least "
                       "2 ranks, not %d",
                       header->shard_group_size());
     if (!hybrid_ && header->shard_group_size() != 0)
-      return invalidf("header.shard_group_size: %d on a plan that is not hybrid (must be 0)",
+      return invalidf("header.shard_group_size: %d on a plan that is not "
+                      "hybrid (must be 0)",
                       header->shard_group_size());
     if (hybrid_ && header->world_size() > 0 &&
         header->world_size() % header->shard_group_size() != 0)
-      return invalidf("header.shard_group_size: %d does not divide the pinned world size %d",
+      return invalidf("header.shard_group_size: %d does not divide the pinned "
+                      "world size %d",
                       header->shard_group_size(), header->world_size());
     return absl::OkStatus();
   }
@@ -213,28 +226,37 @@ private:
       const fb::DataSpec *data = plan_.datasets()->Get(i);
       std::string path = absl::StrCat("datasets[", i, "]");
       if (!inRange(data->kind()))
-        return invalidf("%s.kind: unknown data kind %d", path, static_cast<int>(data->kind()));
+        return invalidf("%s.kind: unknown data kind %d", path,
+                        static_cast<int>(data->kind()));
       bool synthetic = data->kind() == fb::DataKind::Synthetic;
       if (synthetic != str(data->path()).empty())
         return invalidf("%s.path: %s", path,
-                        synthetic ? "synthetic data has no path" : "missing for a data file");
+                        synthetic ? "synthetic data has no path"
+                                  : "missing for a data file");
     }
     const fb::Recipe *recipe = plan_.recipe();
     if (!recipe)
       return invalid("recipe: missing");
     if (recipe->global_batch() <= 0)
-      return invalidf("recipe.global_batch: %d is not positive", recipe->global_batch());
+      return invalidf("recipe.global_batch: %d is not positive",
+                      recipe->global_batch());
     if (recipe->micro_batch() <= 0)
-      return invalidf("recipe.micro_batch: %d is not positive", recipe->micro_batch());
+      return invalidf("recipe.micro_batch: %d is not positive",
+                      recipe->micro_batch());
     if (recipe->global_batch() % recipe->micro_batch() != 0)
-      return invalidf("recipe.global_batch: %d is not a multiple of micro_batch %d",
-                      recipe->global_batch(), recipe->micro_batch());
-    if (recipe->train_data() < 0 || static_cast<uint32_t>(recipe->train_data()) >= numDatasets_)
-      return invalidf("recipe.train_data: dataset %d out of range (%d datasets)",
-                      recipe->train_data(), numDatasets_);
-    MD_RETURN_IF_ERROR(checkFinite(recipe->clip_grad_norm(), "recipe.clip_grad_norm"));
+      return invalidf(
+          "recipe.global_batch: %d is not a multiple of micro_batch %d",
+          recipe->global_batch(), recipe->micro_batch());
+    if (recipe->train_data() < 0 ||
+        static_cast<uint32_t>(recipe->train_data()) >= numDatasets_)
+      return invalidf(
+          "recipe.train_data: dataset %d out of range (%d datasets)",
+          recipe->train_data(), numDatasets_);
+    MD_RETURN_IF_ERROR(
+        checkFinite(recipe->clip_grad_norm(), "recipe.clip_grad_norm"));
     if (recipe->clip_grad_norm() < 0)
-      return invalidf("recipe.clip_grad_norm: %g is negative", recipe->clip_grad_norm());
+      return invalidf("recipe.clip_grad_norm: %g is negative",
+                      recipe->clip_grad_norm());
 
     const fb::Optimizer *opt = recipe->optimizer();
     if (!opt)
@@ -243,28 +265,37 @@ private:
       return invalidf("recipe.optimizer.kind: unknown optimizer %d",
                       static_cast<int>(opt->kind()));
     const std::pair<const char *, double> hyper[] = {
-        {"lr", opt->lr()},           {"beta1", opt->beta1()},
-        {"beta2", opt->beta2()},     {"eps", opt->eps()},
-        {"weight_decay", opt->weight_decay()}, {"momentum", opt->momentum()},
+        {"lr", opt->lr()},
+        {"beta1", opt->beta1()},
+        {"beta2", opt->beta2()},
+        {"eps", opt->eps()},
+        {"weight_decay", opt->weight_decay()},
+        {"momentum", opt->momentum()},
         {"dampening", opt->dampening()}};
     for (const auto &[name, value] : hyper)
-      MD_RETURN_IF_ERROR(checkFinite(value, absl::StrCat("recipe.optimizer.", name)));
+      MD_RETURN_IF_ERROR(
+          checkFinite(value, absl::StrCat("recipe.optimizer.", name)));
     if (opt->lr() <= 0)
       return invalidf("recipe.optimizer.lr: %g is not positive", opt->lr());
     if (opt->weight_decay() < 0)
-      return invalidf("recipe.optimizer.weight_decay: %g is negative", opt->weight_decay());
+      return invalidf("recipe.optimizer.weight_decay: %g is negative",
+                      opt->weight_decay());
     if (opt->kind() == fb::OptimizerKind::AdamW) {
       if (opt->beta1() < 0 || opt->beta1() >= 1)
-        return invalidf("recipe.optimizer.beta1: %g is not in [0, 1)", opt->beta1());
+        return invalidf("recipe.optimizer.beta1: %g is not in [0, 1)",
+                        opt->beta1());
       if (opt->beta2() < 0 || opt->beta2() >= 1)
-        return invalidf("recipe.optimizer.beta2: %g is not in [0, 1)", opt->beta2());
+        return invalidf("recipe.optimizer.beta2: %g is not in [0, 1)",
+                        opt->beta2());
       if (opt->eps() <= 0)
         return invalidf("recipe.optimizer.eps: %g is not positive", opt->eps());
     } else {
       if (opt->momentum() < 0)
-        return invalidf("recipe.optimizer.momentum: %g is negative", opt->momentum());
+        return invalidf("recipe.optimizer.momentum: %g is negative",
+                        opt->momentum());
       if (opt->nesterov() && (opt->momentum() <= 0 || opt->dampening() != 0))
-        return invalid("recipe.optimizer.nesterov: needs momentum > 0 and dampening = 0");
+        return invalid(
+            "recipe.optimizer.nesterov: needs momentum > 0 and dampening = 0");
     }
 
     const fb::Schedule *schedule = recipe->schedule();
@@ -274,13 +305,17 @@ private:
       return invalidf("recipe.schedule.kind: unknown schedule %d",
                       static_cast<int>(schedule->kind()));
     if (schedule->warmup() < 0)
-      return invalidf("recipe.schedule.warmup: %d is negative", schedule->warmup());
+      return invalidf("recipe.schedule.warmup: %d is negative",
+                      schedule->warmup());
     if (schedule->steps() < schedule->warmup())
-      return invalidf("recipe.schedule.steps: %d is fewer than the %d warmup steps",
-                      schedule->steps(), schedule->warmup());
-    MD_RETURN_IF_ERROR(checkFinite(schedule->min_lr(), "recipe.schedule.min_lr"));
+      return invalidf(
+          "recipe.schedule.steps: %d is fewer than the %d warmup steps",
+          schedule->steps(), schedule->warmup());
+    MD_RETURN_IF_ERROR(
+        checkFinite(schedule->min_lr(), "recipe.schedule.min_lr"));
     if (schedule->min_lr() < 0)
-      return invalidf("recipe.schedule.min_lr: %g is negative", schedule->min_lr());
+      return invalidf("recipe.schedule.min_lr: %g is negative",
+                      schedule->min_lr());
 
     const fb::Sampler *sampler = recipe->sampler();
     if (!sampler)
@@ -296,13 +331,15 @@ private:
     for (uint32_t u = 0; u < numUnits_; ++u) {
       const fb::Unit *unit = plan_.units()->Get(u);
       if (unit->id() != static_cast<int32_t>(u))
-        return invalidf("units[%d].id: %d, but a unit's id is its index", u, unit->id());
+        return invalidf("units[%d].id: %d, but a unit's id is its index", u,
+                        unit->id());
       if (unit->numel() < 0)
         return invalidf("units[%d].numel: %d is negative", u, unit->numel());
     }
     // Trainable parameters of each unit, as (offset, end, param), to find
     // overlaps.
-    std::vector<std::vector<std::tuple<int64_t, int64_t, uint32_t>>> packed(numUnits_);
+    std::vector<std::vector<std::tuple<int64_t, int64_t, uint32_t>>> packed(
+        numUnits_);
     absl::flat_hash_set<absl::string_view> names;
     for (uint32_t i = 0; i < count(plan_.params()); ++i) {
       const fb::Param *param = plan_.params()->Get(i);
@@ -311,9 +348,11 @@ private:
       if (name.empty())
         return invalidf("%s.name: missing", path);
       if (!names.insert(name).second)
-        return invalidf("%s.name: '%s' names two parameters", path, detail::printable(name));
+        return invalidf("%s.name: '%s' names two parameters", path,
+                        detail::printable(name));
       int64_t numel = 0;
-      MD_RETURN_IF_ERROR(checkShape(param->shape(), absl::StrCat(path, ".shape"), &numel));
+      MD_RETURN_IF_ERROR(
+          checkShape(param->shape(), absl::StrCat(path, ".shape"), &numel));
       if (DTypeSize(param->dtype()) == 0)
         return invalidf("%s.dtype: %s is not an element type", path,
                         absl::StrCat(static_cast<int>(param->dtype())));
@@ -321,23 +360,27 @@ private:
       if (__builtin_mul_overflow(numel, DTypeSize(param->dtype()), &bytes))
         return invalidf("%s: byte size overflows 64 bits", path);
       MD_RETURN_IF_ERROR(checkInit(param->init(), absl::StrCat(path, ".init")));
-      if (param->unit() < 0 || static_cast<uint32_t>(param->unit()) >= numUnits_)
-        return invalidf("%s.unit: unit %d out of range (%d units)", path, param->unit(),
-                        numUnits_);
+      if (param->unit() < 0 ||
+          static_cast<uint32_t>(param->unit()) >= numUnits_)
+        return invalidf("%s.unit: unit %d out of range (%d units)", path,
+                        param->unit(), numUnits_);
       if (!param->trainable()) {
         if (param->offset() != -1)
-          return invalidf("%s.offset: %d, but a frozen parameter is not in its unit's flat "
-                          "buffer (must be -1)",
-                          path, param->offset());
+          return invalidf(
+              "%s.offset: %d, but a frozen parameter is not in its unit's flat "
+              "buffer (must be -1)",
+              path, param->offset());
         continue;
       }
       int64_t end = 0;
       const fb::Unit *unit = plan_.units()->Get(param->unit());
-      if (param->offset() < 0 || __builtin_add_overflow(param->offset(), numel, &end) ||
+      if (param->offset() < 0 ||
+          __builtin_add_overflow(param->offset(), numel, &end) ||
           end > unit->numel())
-        return invalidf("%s.offset: elements [%d, %d + %d) do not fit in unit %d of %d elements",
-                        path, param->offset(), param->offset(), numel, param->unit(),
-                        unit->numel());
+        return invalidf("%s.offset: elements [%d, %d + %d) do not fit in unit "
+                        "%d of %d elements",
+                        path, param->offset(), param->offset(), numel,
+                        param->unit(), unit->numel());
       packed[param->unit()].emplace_back(param->offset(), end, i);
     }
     for (uint32_t u = 0; u < numUnits_; ++u) {
@@ -356,7 +399,8 @@ private:
     if (!init)
       return invalidf("%s: missing", path);
     if (!inRange(init->kind()))
-      return invalidf("%s.kind: unknown initialiser %d", path, static_cast<int>(init->kind()));
+      return invalidf("%s.kind: unknown initialiser %d", path,
+                      static_cast<int>(init->kind()));
     uint32_t expected = 0;
     switch (init->kind()) {
     case fb::InitKind::Zeros:
@@ -373,15 +417,18 @@ private:
     }
     if (count(init->args()) != expected)
       return invalidf("%s.args: %s takes %d arguments, has %d", path,
-                      fb::EnumNameInitKind(init->kind()), expected, count(init->args()));
+                      fb::EnumNameInitKind(init->kind()), expected,
+                      count(init->args()));
     for (uint32_t k = 0; k < expected; ++k)
-      MD_RETURN_IF_ERROR(checkFinite(init->args()->Get(k), absl::StrCat(path, ".args[", k, "]")));
+      MD_RETURN_IF_ERROR(checkFinite(init->args()->Get(k),
+                                     absl::StrCat(path, ".args[", k, "]")));
     if (init->kind() == fb::InitKind::Normal && init->args()->Get(1) < 0)
       return invalidf("%s.args[1]: standard deviation %g is negative", path,
                       init->args()->Get(1));
-    if (init->kind() == fb::InitKind::Uniform && init->args()->Get(0) > init->args()->Get(1))
-      return invalidf("%s.args: low %g is above high %g", path, init->args()->Get(0),
-                      init->args()->Get(1));
+    if (init->kind() == fb::InitKind::Uniform &&
+        init->args()->Get(0) > init->args()->Get(1))
+      return invalidf("%s.args: low %g is above high %g", path,
+                      init->args()->Get(0), init->args()->Get(1));
     return absl::OkStatus();
   }
 
@@ -391,8 +438,9 @@ private:
     for (uint32_t i = 0; i < numLocations_; ++i) {
       const fb::SourceLocation *loc = plan_.locations()->Get(i);
       if (loc->line() < 1 || loc->col() < 1)
-        return invalidf("locations[%d]: line %d, column %d: both must be at least 1", i,
-                        loc->line(), loc->col());
+        return invalidf(
+            "locations[%d]: line %d, column %d: both must be at least 1", i,
+            loc->line(), loc->col());
     }
     return absl::OkStatus();
   }
@@ -403,20 +451,27 @@ private:
     numBlocks_ = count(plan_.blocks());
     sites_.assign(numBlocks_, BlockSite{});
     std::vector<bool> hasParent(numBlocks_, false);
-    auto checkRoot = [&](int32_t block, const char *field, fb::BlockKind kind) -> absl::Status {
+    auto checkRoot = [&](int32_t block, const char *field,
+                         fb::BlockKind kind) -> absl::Status {
       if (block < 0 || static_cast<uint32_t>(block) >= numBlocks_)
-        return invalidf("%s: block %d out of range (%d blocks)", field, block, numBlocks_);
+        return invalidf("%s: block %d out of range (%d blocks)", field, block,
+                        numBlocks_);
       if (plan_.blocks()->Get(block)->kind() != kind)
-        return invalidf("%s: blocks[%d] is a '%s' block, not a '%s' block", field, block,
-                        BlockKindName(plan_.blocks()->Get(block)->kind()), BlockKindName(kind));
+        return invalidf("%s: blocks[%d] is a '%s' block, not a '%s' block",
+                        field, block,
+                        BlockKindName(plan_.blocks()->Get(block)->kind()),
+                        BlockKindName(kind));
       hasParent[block] = true;
       return absl::OkStatus();
     };
-    MD_RETURN_IF_ERROR(checkRoot(plan_.step_block(), "step_block", fb::BlockKind::Step));
+    MD_RETURN_IF_ERROR(
+        checkRoot(plan_.step_block(), "step_block", fb::BlockKind::Step));
     if (plan_.hooks_block() != -1) {
       if (plan_.hooks_block() == plan_.step_block())
-        return invalidf("hooks_block: block %d is also the step block", plan_.hooks_block());
-      MD_RETURN_IF_ERROR(checkRoot(plan_.hooks_block(), "hooks_block", fb::BlockKind::Hooks));
+        return invalidf("hooks_block: block %d is also the step block",
+                        plan_.hooks_block());
+      MD_RETURN_IF_ERROR(
+          checkRoot(plan_.hooks_block(), "hooks_block", fb::BlockKind::Hooks));
     }
     // Each block is run from exactly one place.
     for (uint32_t b = 0; b < numBlocks_; ++b) {
@@ -428,15 +483,19 @@ private:
         const fb::Instruction *inst = block->instructions()->Get(i);
         for (uint32_t k = 0; k < count(inst->blocks()); ++k) {
           int32_t child = inst->blocks()->Get(k);
-          std::string path = absl::StrFormat("blocks[%d].instructions[%d].blocks[%d]", b, i, k);
+          std::string path = absl::StrFormat(
+              "blocks[%d].instructions[%d].blocks[%d]", b, i, k);
           if (child < 0 || static_cast<uint32_t>(child) >= numBlocks_)
-            return invalidf("%s: block %d out of range (%d blocks)", path, child, numBlocks_);
+            return invalidf("%s: block %d out of range (%d blocks)", path,
+                            child, numBlocks_);
           if (hasParent[child]) {
             if (child == plan_.step_block() || child == plan_.hooks_block())
               return invalidf("%s: block %d is the %s block", path, child,
                               child == plan_.step_block() ? "step" : "hooks");
-            return invalidf("%s: block %d is already run by blocks[%d].instructions[%d]", path,
-                            child, sites_[child].parentBlock, sites_[child].parentInstruction);
+            return invalidf(
+                "%s: block %d is already run by blocks[%d].instructions[%d]",
+                path, child, sites_[child].parentBlock,
+                sites_[child].parentInstruction);
           }
           hasParent[child] = true;
           sites_[child].parentBlock = static_cast<int32_t>(b);
@@ -466,8 +525,8 @@ private:
           int32_t child = inst->blocks()->Get(k);
           sites_[child].depth = sites_[b].depth + 1;
           if (sites_[child].depth > kMaxBlockDepth)
-            return invalidf("blocks[%d]: nested %d blocks deep, more than %d", child,
-                            sites_[child].depth, kMaxBlockDepth);
+            return invalidf("blocks[%d]: nested %d blocks deep, more than %d",
+                            child, sites_[child].depth, kMaxBlockDepth);
           reached[child] = true;
           queue.push_back(child);
         }
@@ -475,7 +534,8 @@ private:
     }
     for (uint32_t b = 0; b < numBlocks_; ++b) {
       if (!reached[b])
-        return invalidf("blocks[%d]: not reachable from the step or hooks block (blocks that "
+        return invalidf("blocks[%d]: not reachable from the step or hooks "
+                        "block (blocks that "
                         "run each other form a cycle)",
                         b);
     }
@@ -483,7 +543,8 @@ private:
     inHooks_.assign(numBlocks_, false);
     for (int32_t b : queue) {
       const BlockSite &site = sites_[b];
-      inHooks_[b] = b == plan_.hooks_block() || (site.parentBlock >= 0 && inHooks_[site.parentBlock]);
+      inHooks_[b] = b == plan_.hooks_block() ||
+                    (site.parentBlock >= 0 && inHooks_[site.parentBlock]);
     }
     return absl::OkStatus();
   }
@@ -505,46 +566,59 @@ private:
         return invalidf("%s.numel: %d is negative", path, buffer->numel());
       if (buffer->size_kind() == fb::SizeKind::Full) {
         int64_t numel = 0;
-        MD_RETURN_IF_ERROR(checkShape(buffer->shape(), absl::StrCat(path, ".shape"), &numel));
+        MD_RETURN_IF_ERROR(
+            checkShape(buffer->shape(), absl::StrCat(path, ".shape"), &numel));
         if (numel != buffer->numel())
-          return invalidf("%s.numel: %d, but its shape has %d elements", path, buffer->numel(),
-                          numel);
+          return invalidf("%s.numel: %d, but its shape has %d elements", path,
+                          buffer->numel(), numel);
       } else {
         if (count(buffer->shape()) != 0)
-          return invalidf("%s.shape: a shard has no static shape (%d dims given)", path,
-                          count(buffer->shape()));
+          return invalidf(
+              "%s.shape: a shard has no static shape (%d dims given)", path,
+              count(buffer->shape()));
         if (!inRange(buffer->group()))
-          return invalidf("%s.group: unknown group %d", path, static_cast<int>(buffer->group()));
+          return invalidf("%s.group: unknown group %d", path,
+                          static_cast<int>(buffer->group()));
       }
       int64_t bytes = 0;
-      if (__builtin_mul_overflow(buffer->numel(), DTypeSize(buffer->dtype()), &bytes))
-        return invalidf("%s: %d elements of %s overflow 64-bit byte counts", path,
-                        buffer->numel(), DTypeName(buffer->dtype()));
+      if (__builtin_mul_overflow(buffer->numel(), DTypeSize(buffer->dtype()),
+                                 &bytes))
+        return invalidf("%s: %d elements of %s overflow 64-bit byte counts",
+                        path, buffer->numel(), DTypeName(buffer->dtype()));
       if (!inRange(buffer->role()))
-        return invalidf("%s.role: unknown state role %d", path, static_cast<int>(buffer->role()));
+        return invalidf("%s.role: unknown state role %d", path,
+                        static_cast<int>(buffer->role()));
       if (buffer->role() != fb::StateRole::None) {
-        if (buffer->unit() < -1 || buffer->unit() >= static_cast<int64_t>(numUnits_))
-          return invalidf("%s.unit: unit %d out of range (%d units)", path, buffer->unit(),
-                          numUnits_);
-        if (buffer->block() != -1 || buffer->first() != -1 || buffer->last() != -1)
-          return invalidf("%s: persistent (%s) but has a liveness interval", path,
-                          StateRoleName(buffer->role()));
+        if (buffer->unit() < -1 ||
+            buffer->unit() >= static_cast<int64_t>(numUnits_))
+          return invalidf("%s.unit: unit %d out of range (%d units)", path,
+                          buffer->unit(), numUnits_);
+        if (buffer->block() != -1 || buffer->first() != -1 ||
+            buffer->last() != -1)
+          return invalidf("%s: persistent (%s) but has a liveness interval",
+                          path, StateRoleName(buffer->role()));
         continue;
       }
       // Transient.
       if (buffer->unit() != -1)
-        return invalidf("%s.unit: %d on a transient buffer (must be -1)", path, buffer->unit());
+        return invalidf("%s.unit: %d on a transient buffer (must be -1)", path,
+                        buffer->unit());
       if (buffer->only_when_accumulating())
-        return invalidf("%s.only_when_accumulating: set on a transient buffer", path);
-      if (buffer->block() < 0 || static_cast<uint32_t>(buffer->block()) >= numBlocks_)
-        return invalidf("%s.block: block %d out of range (%d blocks)", path, buffer->block(),
-                        numBlocks_);
-      uint32_t size = count(plan_.blocks()->Get(buffer->block())->instructions());
+        return invalidf("%s.only_when_accumulating: set on a transient buffer",
+                        path);
+      if (buffer->block() < 0 ||
+          static_cast<uint32_t>(buffer->block()) >= numBlocks_)
+        return invalidf("%s.block: block %d out of range (%d blocks)", path,
+                        buffer->block(), numBlocks_);
+      uint32_t size =
+          count(plan_.blocks()->Get(buffer->block())->instructions());
       if (buffer->first() < 0 || buffer->last() < buffer->first() ||
           static_cast<uint32_t>(buffer->last()) >= size)
-        return invalidf("%s: liveness interval [%d, %d] is not within the %d instructions of "
+        return invalidf("%s: liveness interval [%d, %d] is not within the %d "
+                        "instructions of "
                         "blocks[%d]",
-                        path, buffer->first(), buffer->last(), size, buffer->block());
+                        path, buffer->first(), buffer->last(), size,
+                        buffer->block());
     }
     return absl::OkStatus();
   }
@@ -557,8 +631,9 @@ private:
     for (uint32_t b = 0; b < numBlocks_; ++b) {
       const fb::Block *block = plan_.blocks()->Get(b);
       for (uint32_t i = 0; i < count(block->instructions()); ++i)
-        MD_RETURN_IF_ERROR(checkInstruction(*block->instructions()->Get(i),
-                                            absl::StrFormat("blocks[%d].instructions[%d]", b, i)));
+        MD_RETURN_IF_ERROR(checkInstruction(
+            *block->instructions()->Get(i),
+            absl::StrFormat("blocks[%d].instructions[%d]", b, i)));
     }
     for (uint32_t b = 0; b < numBlocks_; ++b) {
       const fb::Block *block = plan_.blocks()->Get(b);
@@ -570,8 +645,8 @@ private:
         MD_RETURN_IF_ERROR(checkPlacement(*inst, b, i, size, path));
         if (inst->opcode() == fb::Opcode::MicroSteps && ++microSteps > 1)
           return invalidf("%s: a second micro_steps in the step block", path);
-        MD_RETURN_IF_ERROR(
-            detail::CheckOperandTypes(plan_, *inst, *GetOpcodeInfo(inst->opcode()), path));
+        MD_RETURN_IF_ERROR(detail::CheckOperandTypes(
+            plan_, *inst, *GetOpcodeInfo(inst->opcode()), path));
       }
     }
     // Each transient buffer's interval starts where it is written.
@@ -579,13 +654,16 @@ private:
       const fb::Buffer *buffer = plan_.buffers()->Get(x);
       if (buffer->role() != fb::StateRole::None)
         continue;
-      const fb::Instruction *first =
-          plan_.blocks()->Get(buffer->block())->instructions()->Get(buffer->first());
+      const fb::Instruction *first = plan_.blocks()
+                                         ->Get(buffer->block())
+                                         ->instructions()
+                                         ->Get(buffer->first());
       bool writes = false;
       for (uint32_t k = 0; k < count(first->outputs()); ++k)
         writes = writes || first->outputs()->Get(k) == static_cast<int32_t>(x);
       if (!writes)
-        return invalidf("buffers[%d]: liveness starts at blocks[%d].instructions[%d], which "
+        return invalidf("buffers[%d]: liveness starts at "
+                        "blocks[%d].instructions[%d], which "
                         "does not write it",
                         x, buffer->block(), buffer->first());
     }
@@ -599,30 +677,34 @@ private:
         const fb::Buffer *source = plan_.buffers()->Get(inst->inputs()->Get(0));
         const fb::Buffer *view = plan_.buffers()->Get(inst->outputs()->Get(0));
         if (source->block() != view->block() || source->last() < view->last())
-          return invalidf("blocks[%d].instructions[%d]: view buffer %d lives until instruction "
-                          "%d of blocks[%d], but its source, buffer %d, only until instruction %d "
+          return invalidf("blocks[%d].instructions[%d]: view buffer %d lives "
+                          "until instruction "
+                          "%d of blocks[%d], but its source, buffer %d, only "
+                          "until instruction %d "
                           "of blocks[%d]",
-                          b, i, inst->outputs()->Get(0), view->last(), view->block(),
-                          inst->inputs()->Get(0), source->last(), source->block());
+                          b, i, inst->outputs()->Get(0), view->last(),
+                          view->block(), inst->inputs()->Get(0), source->last(),
+                          source->block());
       }
     }
     return absl::OkStatus();
   }
 
-  absl::Status checkArity(absl::string_view path, const char *field, const OpcodeInfo &info,
-                          Arity arity, uint32_t n) {
+  absl::Status checkArity(absl::string_view path, const char *field,
+                          const OpcodeInfo &info, Arity arity, uint32_t n) {
     if (!arity.contains(n))
-      return invalidf("%s.%s: %s takes %s, has %d", path, field, info.name, arityText(arity), n);
+      return invalidf("%s.%s: %s takes %s, has %d", path, field, info.name,
+                      arityText(arity), n);
     return absl::OkStatus();
   }
 
-  absl::Status checkBufferList(const flatbuffers::Vector<int32_t> *list, absl::string_view path,
-                               const char *field) {
+  absl::Status checkBufferList(const flatbuffers::Vector<int32_t> *list,
+                               absl::string_view path, const char *field) {
     for (uint32_t k = 0; k < count(list); ++k) {
       int32_t x = list->Get(k);
       if (x < 0 || static_cast<uint32_t>(x) >= numBuffers_)
-        return invalidf("%s.%s[%d]: buffer %d out of range (%d buffers)", path, field, k, x,
-                        numBuffers_);
+        return invalidf("%s.%s[%d]: buffer %d out of range (%d buffers)", path,
+                        field, k, x, numBuffers_);
     }
     return absl::OkStatus();
   }
@@ -655,63 +737,81 @@ private:
     case IntAttr::Reduction:
       return enumValue("reduction", static_cast<int64_t>(fb::Reduction::MAX));
     case IntAttr::PeriodUnit:
-      return enumValue("period unit", static_cast<int64_t>(fb::PeriodUnit::MAX));
+      return enumValue("period unit",
+                       static_cast<int64_t>(fb::PeriodUnit::MAX));
     case IntAttr::CheckpointFormat:
-      return enumValue("checkpoint format", static_cast<int64_t>(fb::CheckpointFormat::MAX));
+      return enumValue("checkpoint format",
+                       static_cast<int64_t>(fb::CheckpointFormat::MAX));
     case IntAttr::ArithKind:
-      return enumValue("scalar arithmetic kind", static_cast<int64_t>(fb::ArithKind::MAX));
+      return enumValue("scalar arithmetic kind",
+                       static_cast<int64_t>(fb::ArithKind::MAX));
     case IntAttr::CompareKind:
-      return enumValue("comparison kind", static_cast<int64_t>(fb::CompareKind::MAX));
+      return enumValue("comparison kind",
+                       static_cast<int64_t>(fb::CompareKind::MAX));
     case IntAttr::Dataset:
       if (v < 0 || v >= static_cast<int64_t>(numDatasets_))
-        return invalidf("%s: dataset %d out of range (%d datasets)", path, v, numDatasets_);
+        return invalidf("%s: dataset %d out of range (%d datasets)", path, v,
+                        numDatasets_);
       return absl::OkStatus();
     }
     return invalidf("%s: unknown attribute kind", path);
   }
 
-  absl::Status checkInstruction(const fb::Instruction &inst, const std::string &path) {
+  absl::Status checkInstruction(const fb::Instruction &inst,
+                                const std::string &path) {
     const OpcodeInfo *found = GetOpcodeInfo(inst.opcode());
     if (!found)
-      return invalidf("%s.opcode: unknown opcode %d", path, static_cast<int>(inst.opcode()));
+      return invalidf("%s.opcode: unknown opcode %d", path,
+                      static_cast<int>(inst.opcode()));
     const OpcodeInfo &info = *found;
-    MD_RETURN_IF_ERROR(checkArity(path, "inputs", info, info.inputs, count(inst.inputs())));
-    MD_RETURN_IF_ERROR(checkArity(path, "outputs", info, info.outputs, count(inst.outputs())));
-    MD_RETURN_IF_ERROR(checkArity(path, "ints", info, info.ints, count(inst.ints())));
-    MD_RETURN_IF_ERROR(checkArity(path, "floats", info, info.floats, count(inst.floats())));
-    MD_RETURN_IF_ERROR(checkArity(path, "strings", info, info.strings, count(inst.strings())));
-    MD_RETURN_IF_ERROR(checkArity(path, "blocks", info, info.blocks, count(inst.blocks())));
+    MD_RETURN_IF_ERROR(
+        checkArity(path, "inputs", info, info.inputs, count(inst.inputs())));
+    MD_RETURN_IF_ERROR(
+        checkArity(path, "outputs", info, info.outputs, count(inst.outputs())));
+    MD_RETURN_IF_ERROR(
+        checkArity(path, "ints", info, info.ints, count(inst.ints())));
+    MD_RETURN_IF_ERROR(
+        checkArity(path, "floats", info, info.floats, count(inst.floats())));
+    MD_RETURN_IF_ERROR(
+        checkArity(path, "strings", info, info.strings, count(inst.strings())));
+    MD_RETURN_IF_ERROR(
+        checkArity(path, "blocks", info, info.blocks, count(inst.blocks())));
     MD_RETURN_IF_ERROR(checkBufferList(inst.inputs(), path, "inputs"));
     MD_RETURN_IF_ERROR(checkBufferList(inst.outputs(), path, "outputs"));
     for (uint32_t k = 0; k < count(inst.ints()); ++k)
-      MD_RETURN_IF_ERROR(
-          checkIntAttr(info.intKind(k), inst.ints()->Get(k), absl::StrCat(path, ".ints[", k, "]")));
+      MD_RETURN_IF_ERROR(checkIntAttr(info.intKind(k), inst.ints()->Get(k),
+                                      absl::StrCat(path, ".ints[", k, "]")));
     for (uint32_t k = 0; k < count(inst.floats()); ++k)
-      MD_RETURN_IF_ERROR(checkFinite(inst.floats()->Get(k), absl::StrCat(path, ".floats[", k, "]")));
+      MD_RETURN_IF_ERROR(checkFinite(inst.floats()->Get(k),
+                                     absl::StrCat(path, ".floats[", k, "]")));
 
     // Arity that depends on another list.
     uint32_t ins = count(inst.inputs()), outs = count(inst.outputs());
     switch (inst.opcode()) {
     case fb::Opcode::Clip:
       if (outs != ins - 1)
-        return invalidf("%s.outputs: clip of %d gradients has %d results", path, ins - 1, outs);
+        return invalidf("%s.outputs: clip of %d gradients has %d results", path,
+                        ins - 1, outs);
       break;
     case fb::Opcode::SgdUpdate:
       if ((ins == 5) != (outs == 2))
-        return invalidf("%s: sgd_update has a momentum buffer among its %s only",
-                        path, ins == 5 ? "inputs" : "outputs");
+        return invalidf(
+            "%s: sgd_update has a momentum buffer among its %s only", path,
+            ins == 5 ? "inputs" : "outputs");
       break;
     case fb::Opcode::ScalarArith: {
       auto kind = static_cast<fb::ArithKind>(inst.ints()->Get(0));
-      uint32_t want = kind == fb::ArithKind::Neg || kind == fb::ArithKind::Not ? 1 : 2;
+      uint32_t want =
+          kind == fb::ArithKind::Neg || kind == fb::ArithKind::Not ? 1 : 2;
       if (ins != want)
-        return invalidf("%s.inputs: scalar_arith %s takes %d inputs, has %d", path,
-                        fb::EnumNameArithKind(kind), want, ins);
+        return invalidf("%s.inputs: scalar_arith %s takes %d inputs, has %d",
+                        path, fb::EnumNameArithKind(kind), want, ins);
       break;
     }
     case fb::Opcode::Log:
       if (count(inst.strings()) != 1 && count(inst.strings()) != 1 + ins)
-        return invalidf("%s.strings: log takes its tag and either no value names or one per "
+        return invalidf("%s.strings: log takes its tag and either no value "
+                        "names or one per "
                         "value (%d values), has %d strings",
                         path, ins, count(inst.strings()));
       break;
@@ -720,26 +820,29 @@ private:
     }
 
     if (inst.stream() > 1)
-      return invalidf("%s.stream: %d is not a stream (0 compute, 1 comm)", path, inst.stream());
+      return invalidf("%s.stream: %d is not a stream (0 compute, 1 comm)", path,
+                      inst.stream());
     for (uint32_t k = 0; k < count(inst.waits()); ++k) {
       int32_t e = inst.waits()->Get(k);
       if (e < 0 || static_cast<uint32_t>(e) >= numEvents_)
-        return invalidf("%s.waits[%d]: event %d out of range (%d events)", path, k, e,
-                        numEvents_);
+        return invalidf("%s.waits[%d]: event %d out of range (%d events)", path,
+                        k, e, numEvents_);
     }
     if (inst.record() < -1 || inst.record() >= static_cast<int64_t>(numEvents_))
-      return invalidf("%s.record: event %d out of range (%d events)", path, inst.record(),
-                      numEvents_);
+      return invalidf("%s.record: event %d out of range (%d events)", path,
+                      inst.record(), numEvents_);
     if (inst.loc() < -1 || inst.loc() >= static_cast<int64_t>(numLocations_))
-      return invalidf("%s.loc: location %d out of range (%d locations)", path, inst.loc(),
-                      numLocations_);
+      return invalidf("%s.loc: location %d out of range (%d locations)", path,
+                      inst.loc(), numLocations_);
     if (inst.rank0_only()) {
       if (info.is(kCollective))
-        return invalidf("%s: rank0_only on %s, which communicates: every rank must run it",
-                        path, info.name);
+        return invalidf(
+            "%s: rank0_only on %s, which communicates: every rank must run it",
+            path, info.name);
       if (!info.is(kIo) || inst.opcode() == fb::Opcode::Exit)
-        return invalidf("%s: rank0_only on %s, which is not io that rank 0 may do alone", path,
-                        info.name);
+        return invalidf(
+            "%s: rank0_only on %s, which is not io that rank 0 may do alone",
+            path, info.name);
     }
     // The kinds of nested blocks the opcode runs.
     for (uint32_t k = 0; k < count(inst.blocks()); ++k) {
@@ -765,22 +868,24 @@ private:
       }
       fb::BlockKind kind = plan_.blocks()->Get(inst.blocks()->Get(k))->kind();
       if (kind != want)
-        return invalidf("%s.blocks[%d]: blocks[%d] is a '%s' block; %s runs a '%s' block", path,
-                        k, inst.blocks()->Get(k), BlockKindName(kind), info.name,
-                        BlockKindName(want));
+        return invalidf(
+            "%s.blocks[%d]: blocks[%d] is a '%s' block; %s runs a '%s' block",
+            path, k, inst.blocks()->Get(k), BlockKindName(kind), info.name,
+            BlockKindName(want));
     }
     return absl::OkStatus();
   }
 
   /// Where an opcode may appear, given the block holding it.
-  absl::Status checkPlacement(const fb::Instruction &inst, uint32_t b, uint32_t i, uint32_t size,
+  absl::Status checkPlacement(const fb::Instruction &inst, uint32_t b,
+                              uint32_t i, uint32_t size,
                               const std::string &path) {
     const OpcodeInfo &info = *GetOpcodeInfo(inst.opcode());
     fb::BlockKind kind = plan_.blocks()->Get(b)->kind();
     bool stepTree = !inHooks_[b];
     auto refuse = [&](const char *where) {
-      return invalidf("%s: %s %s; it is in a '%s' block", path, info.name, where,
-                      BlockKindName(kind));
+      return invalidf("%s: %s %s; it is in a '%s' block", path, info.name,
+                      where, BlockKindName(kind));
     };
     if (info.is(kHooksOnly) && stepTree)
       return refuse("runs only in the hooks");
@@ -810,19 +915,24 @@ private:
       int64_t dataset = inst.ints()->Get(0);
       if (kind == fb::BlockKind::Step || kind == fb::BlockKind::MicroSteps) {
         if (dataset != plan_.recipe()->train_data())
-          return invalidf("%s.ints[0]: a training batch reads dataset %d, not the recipe's "
-                          "train_data %d",
-                          path, dataset, plan_.recipe()->train_data());
+          return invalidf(
+              "%s.ints[0]: a training batch reads dataset %d, not the recipe's "
+              "train_data %d",
+              path, dataset, plan_.recipe()->train_data());
       } else if (kind == fb::BlockKind::EvalBody) {
         const BlockSite &site = sites_[b];
-        const fb::Instruction *eval =
-            plan_.blocks()->Get(site.parentBlock)->instructions()->Get(site.parentInstruction);
+        const fb::Instruction *eval = plan_.blocks()
+                                          ->Get(site.parentBlock)
+                                          ->instructions()
+                                          ->Get(site.parentInstruction);
         if (dataset != eval->ints()->Get(0))
-          return invalidf("%s.ints[0]: an evaluation batch reads dataset %d, not its "
-                          "evaluate's dataset %d",
-                          path, dataset, eval->ints()->Get(0));
+          return invalidf(
+              "%s.ints[0]: an evaluation batch reads dataset %d, not its "
+              "evaluate's dataset %d",
+              path, dataset, eval->ints()->Get(0));
       } else {
-        return refuse("runs only in the step, the micro-steps or an evaluation body");
+        return refuse(
+            "runs only in the step, the micro-steps or an evaluation body");
       }
       break;
     }
@@ -831,7 +941,8 @@ private:
           kind != fb::BlockKind::EvalBody)
         return refuse("ends only 'then', 'else' and 'eval' blocks");
       if (i + 1 != size)
-        return invalidf("%s: yield is not the last instruction of its block", path);
+        return invalidf("%s: yield is not the last instruction of its block",
+                        path);
       break;
     }
     default:
@@ -841,30 +952,36 @@ private:
     if (inst.opcode() == fb::Opcode::If) {
       uint32_t results = count(inst.outputs());
       if (results > 0 && count(inst.blocks()) != 2)
-        return invalidf("%s.blocks: an if with results needs an else block", path);
+        return invalidf("%s.blocks: an if with results needs an else block",
+                        path);
       for (uint32_t k = 0; k < count(inst.blocks()); ++k) {
-        MD_RETURN_IF_ERROR(checkYield(inst.blocks()->Get(k), results, results > 0,
+        MD_RETURN_IF_ERROR(checkYield(inst.blocks()->Get(k), results,
+                                      results > 0,
                                       absl::StrCat(path, ".blocks[", k, "]")));
       }
     } else if (inst.opcode() == fb::Opcode::Evaluate) {
-      MD_RETURN_IF_ERROR(checkYield(inst.blocks()->Get(0), 1, true, absl::StrCat(path, ".blocks[0]")));
+      MD_RETURN_IF_ERROR(checkYield(inst.blocks()->Get(0), 1, true,
+                                    absl::StrCat(path, ".blocks[0]")));
     }
     return absl::OkStatus();
   }
 
   /// Block `b` ends with a yield of `values` values (required or optional).
-  absl::Status checkYield(int32_t b, uint32_t values, bool required, const std::string &path) {
+  absl::Status checkYield(int32_t b, uint32_t values, bool required,
+                          const std::string &path) {
     const fb::Block *block = plan_.blocks()->Get(b);
     uint32_t size = count(block->instructions());
-    const fb::Instruction *last = size ? block->instructions()->Get(size - 1) : nullptr;
+    const fb::Instruction *last =
+        size ? block->instructions()->Get(size - 1) : nullptr;
     if (!last || last->opcode() != fb::Opcode::Yield) {
       if (required)
-        return invalidf("%s: blocks[%d] does not end with a yield of %d values", path, b, values);
+        return invalidf("%s: blocks[%d] does not end with a yield of %d values",
+                        path, b, values);
       return absl::OkStatus();
     }
     if (count(last->inputs()) != values)
-      return invalidf("%s: blocks[%d] yields %d values, its parent expects %d", path, b,
-                      count(last->inputs()), values);
+      return invalidf("%s: blocks[%d] yields %d values, its parent expects %d",
+                      path, b, count(last->inputs()), values);
     return absl::OkStatus();
   }
 
@@ -898,7 +1015,8 @@ private:
       for (uint32_t k = 0; k < count(inst->waits()); ++k) {
         int32_t e = inst->waits()->Get(k);
         if (!recorded_[e])
-          return invalidf("%s.waits[%d]: event %d is waited on before any instruction records it",
+          return invalidf("%s.waits[%d]: event %d is waited on before any "
+                          "instruction records it",
                           pathOf(), k, e);
       }
       MD_RETURN_IF_ERROR(checkLive(inst->inputs(), "inputs", pathOf));
@@ -917,27 +1035,30 @@ private:
   }
 
   template <typename PathFn>
-  absl::Status checkLive(const flatbuffers::Vector<int32_t> *list, const char *field,
-                         PathFn &pathOf) {
+  absl::Status checkLive(const flatbuffers::Vector<int32_t> *list,
+                         const char *field, PathFn &pathOf) {
     for (uint32_t k = 0; k < count(list); ++k) {
       int32_t x = list->Get(k);
       const fb::Buffer *buffer = plan_.buffers()->Get(x);
       if (buffer->role() != fb::StateRole::None)
         continue;
-      auto at = std::find_if(stack_.begin(), stack_.end(), [&](const std::pair<int32_t, int32_t> &s) {
-        return s.first == buffer->block();
-      });
+      auto at = std::find_if(stack_.begin(), stack_.end(),
+                             [&](const std::pair<int32_t, int32_t> &s) {
+                               return s.first == buffer->block();
+                             });
       if (at == stack_.end())
-        return invalidf("%s.%s[%d]: buffer %d ('%s') lives in blocks[%d], which does not "
-                        "contain this instruction",
-                        pathOf(), field, k, x, detail::printable(str(buffer->name())),
-                        buffer->block());
+        return invalidf(
+            "%s.%s[%d]: buffer %d ('%s') lives in blocks[%d], which does not "
+            "contain this instruction",
+            pathOf(), field, k, x, detail::printable(str(buffer->name())),
+            buffer->block());
       if (at->second < buffer->first() || at->second > buffer->last())
-        return invalidf("%s.%s[%d]: buffer %d ('%s') is used at instruction %d of blocks[%d], "
+        return invalidf("%s.%s[%d]: buffer %d ('%s') is used at instruction %d "
+                        "of blocks[%d], "
                         "outside its liveness interval [%d, %d]",
-                        pathOf(), field, k, x, detail::printable(str(buffer->name())), at->second,
-                        buffer->block(),
-                        buffer->first(), buffer->last());
+                        pathOf(), field, k, x,
+                        detail::printable(str(buffer->name())), at->second,
+                        buffer->block(), buffer->first(), buffer->last());
     }
     return absl::OkStatus();
   }
@@ -956,9 +1077,13 @@ private:
     const uint32_t total = first[numBlocks_];
     std::vector<int32_t> blockOf(total);
     for (uint32_t b = 0; b < numBlocks_; ++b)
-      std::fill(blockOf.begin() + first[b], blockOf.begin() + first[b + 1], static_cast<int32_t>(b));
+      std::fill(blockOf.begin() + first[b], blockOf.begin() + first[b + 1],
+                static_cast<int32_t>(b));
     auto instAt = [&](uint32_t t) {
-      return plan_.blocks()->Get(blockOf[t])->instructions()->Get(t - first[blockOf[t]]);
+      return plan_.blocks()
+          ->Get(blockOf[t])
+          ->instructions()
+          ->Get(t - first[blockOf[t]]);
     };
     // Readers of each buffer (CSR).
     std::vector<uint32_t> readStart(numBuffers_ + 1, 0);
@@ -1017,18 +1142,22 @@ private:
         for (uint32_t k = 0; k < count(inst->blocks()); ++k)
           taintBlock(inst->blocks()->Get(k));
       }
-      bool varies = varyingBlock[b] || info.is(kVaryingResult) ||
-                    op == fb::Opcode::ReduceScatter; // each rank gets another shard
+      bool varies =
+          varyingBlock[b] || info.is(kVaryingResult) ||
+          op == fb::Opcode::ReduceScatter; // each rank gets another shard
       if (!varies && !info.is(kUniformResult) && !collectiveMakesUniform(*inst))
         varies = anyInputVarying(inst);
       if (!varies)
         return;
       taintOutputs(inst);
       // A yield hands its values to the results of the if that runs its block.
-      if (op == fb::Opcode::Yield && plan_.blocks()->Get(b)->kind() != fb::BlockKind::EvalBody) {
+      if (op == fb::Opcode::Yield &&
+          plan_.blocks()->Get(b)->kind() != fb::BlockKind::EvalBody) {
         const BlockSite &site = sites_[b];
-        taintOutputs(
-            plan_.blocks()->Get(site.parentBlock)->instructions()->Get(site.parentInstruction));
+        taintOutputs(plan_.blocks()
+                         ->Get(site.parentBlock)
+                         ->instructions()
+                         ->Get(site.parentInstruction));
       }
     };
     for (uint32_t t = 0; t < total; ++t)
@@ -1055,13 +1184,14 @@ private:
         cb = site.parentBlock;
         site = sites_[cb];
       }
-      return invalidf("blocks[%d].instructions[%d]: %s runs only on the ranks where the "
-                      "condition of blocks[%d].instructions[%d] holds, and that condition "
-                      "varies between ranks: %s",
-                      b, t - first[b], info.name, site.parentBlock, site.parentInstruction,
-                      inst->opcode() == fb::Opcode::Exit
-                          ? "the other ranks would wait in the next step's collectives"
-                          : "the other ranks would wait for it forever");
+      return invalidf(
+          "blocks[%d].instructions[%d]: %s runs only on the ranks where the "
+          "condition of blocks[%d].instructions[%d] holds, and that condition "
+          "varies between ranks: %s",
+          b, t - first[b], info.name, site.parentBlock, site.parentInstruction,
+          inst->opcode() == fb::Opcode::Exit
+              ? "the other ranks would wait in the next step's collectives"
+              : "the other ranks would wait for it forever");
     }
     return absl::OkStatus();
   }
@@ -1073,7 +1203,8 @@ private:
     case fb::Opcode::Broadcast:
     case fb::Opcode::AllGather: {
       auto group = static_cast<fb::Group>(inst.ints()->Get(0));
-      return group == fb::Group::World || (group == fb::Group::Shard && !hybrid_);
+      return group == fb::Group::World ||
+             (group == fb::Group::Shard && !hybrid_);
     }
     default:
       return false;
@@ -1092,48 +1223,60 @@ private:
 
 } // namespace
 
-absl::Status CheckPlanStructure(absl::Span<const uint8_t> bytes, const LoadOptions &options) {
-  const size_t limit = std::min<size_t>(options.maxBytes, FLATBUFFERS_MAX_BUFFER_SIZE - 1);
+absl::Status CheckPlanStructure(absl::Span<const uint8_t> bytes,
+                                const LoadOptions &options) {
+  const size_t limit =
+      std::min<size_t>(options.maxBytes, FLATBUFFERS_MAX_BUFFER_SIZE - 1);
   if (bytes.size() > limit)
-    return invalidf("plan of %d bytes is larger than the limit of %d bytes", bytes.size(), limit);
+    return invalidf("plan of %d bytes is larger than the limit of %d bytes",
+                    bytes.size(), limit);
   if (bytes.size() < 8)
-    return invalidf("not a plan file: %d bytes is too short for a FlatBuffer", bytes.size());
+    return invalidf("not a plan file: %d bytes is too short for a FlatBuffer",
+                    bytes.size());
   const char *expected = fb::PlanIdentifier();
   if (std::memcmp(bytes.data() + 4, expected, 4) != 0) {
     std::string found = printable(bytes.data() + 4, 4);
     if (std::memcmp(bytes.data() + 4, expected, 3) == 0)
-      return invalidf("plan file of another format generation: identifier '%s', this runtime "
+      return invalidf("plan file of another format generation: identifier "
+                      "'%s', this runtime "
                       "reads '%s'",
                       found, expected);
-    return invalidf("not a plan file: file identifier '%s', expected '%s'", found, expected);
+    return invalidf("not a plan file: file identifier '%s', expected '%s'",
+                    found, expected);
   }
   if (reinterpret_cast<uintptr_t>(bytes.data()) % 8 != 0)
-    return absl::InternalError("plan bytes must start at an 8-byte aligned address");
+    return absl::InternalError(
+        "plan bytes must start at an 8-byte aligned address");
   flatbuffers::Verifier::Options verifierOptions;
   verifierOptions.max_depth = options.maxDepth;
   verifierOptions.max_tables = options.maxTables;
   verifierOptions.check_alignment = true;
   flatbuffers::Verifier verifier(bytes.data(), bytes.size(), verifierOptions);
   if (!fb::VerifyPlanBuffer(verifier))
-    return invalidf("malformed plan file: the FlatBuffers verifier refuses it (truncated, "
-                    "corrupt, or over the limits of %d nested tables and %d tables)",
-                    options.maxDepth, options.maxTables);
+    return invalidf(
+        "malformed plan file: the FlatBuffers verifier refuses it (truncated, "
+        "corrupt, or over the limits of %d nested tables and %d tables)",
+        options.maxDepth, options.maxTables);
   const fb::Plan &plan = *fb::GetPlan(bytes.data());
   MD_RETURN_IF_ERROR(checkVectorAlignment(plan, bytes.data()));
   if (plan.schema_version() == 0)
     return invalid("schema_version: 0 is not a version (the first is 1)");
   if (plan.schema_version() > kSchemaVersion)
-    return invalidf("schema_version: plan version %d is newer than this runtime's %d; use the "
+    return invalidf("schema_version: plan version %d is newer than this "
+                    "runtime's %d; use the "
                     "mdrun that matches the mdc that wrote it",
                     plan.schema_version(), kSchemaVersion);
   return absl::OkStatus();
 }
 
-absl::StatusOr<LoadedPlan> LoadPlan(absl::Span<const uint8_t> bytes, const LoadOptions &options) {
+absl::StatusOr<LoadedPlan> LoadPlan(absl::Span<const uint8_t> bytes,
+                                    const LoadOptions &options) {
   // Stage (a), on a copy: aligned, and owned by the LoadedPlan.
-  const size_t limit = std::min<size_t>(options.maxBytes, FLATBUFFERS_MAX_BUFFER_SIZE - 1);
+  const size_t limit =
+      std::min<size_t>(options.maxBytes, FLATBUFFERS_MAX_BUFFER_SIZE - 1);
   if (bytes.size() > limit) // before copying it
-    return invalidf("plan of %d bytes is larger than the limit of %d bytes", bytes.size(), limit);
+    return invalidf("plan of %d bytes is larger than the limit of %d bytes",
+                    bytes.size(), limit);
   LoadedPlan loaded;
   loaded.bytes_.assign(bytes.begin(), bytes.end());
   MD_RETURN_IF_ERROR(CheckPlanStructure(loaded.bytes_, options));
@@ -1156,23 +1299,29 @@ absl::StatusOr<LoadedPlan> LoadPlan(absl::Span<const uint8_t> bytes, const LoadO
   return loaded;
 }
 
-absl::StatusOr<LoadedPlan> LoadPlanFile(const std::string &path, const LoadOptions &options) {
+absl::StatusOr<LoadedPlan> LoadPlanFile(const std::string &path,
+                                        const LoadOptions &options) {
   auto withPath = [&](const absl::Status &status) {
-    return absl::Status(status.code(), absl::StrCat(path, ": ", status.message()));
+    return absl::Status(status.code(),
+                        absl::StrCat(path, ": ", status.message()));
   };
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+    return absl::NotFoundError(
+        absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
     int err = S_ISDIR(st.st_mode) ? EISDIR : errno;
     ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot read: ", std::strerror(err)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": cannot read: ", std::strerror(err)));
   }
-  if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > options.maxBytes) {
+  if (S_ISREG(st.st_mode) &&
+      static_cast<uint64_t>(st.st_size) > options.maxBytes) {
     ::close(fd);
-    return withPath(invalidf("plan of %d bytes is larger than the limit of %d bytes",
-                             static_cast<int64_t>(st.st_size), options.maxBytes));
+    return withPath(
+        invalidf("plan of %d bytes is larger than the limit of %d bytes",
+                 static_cast<int64_t>(st.st_size), options.maxBytes));
   }
   std::vector<uint8_t> bytes;
   uint8_t chunk[1 << 16];
@@ -1183,14 +1332,16 @@ absl::StatusOr<LoadedPlan> LoadPlanFile(const std::string &path, const LoadOptio
     if (n < 0) {
       int err = errno;
       ::close(fd);
-      return absl::InvalidArgumentError(absl::StrCat(path, ": cannot read: ", std::strerror(err)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": cannot read: ", std::strerror(err)));
     }
     if (n == 0)
       break;
     bytes.insert(bytes.end(), chunk, chunk + n);
     if (bytes.size() > options.maxBytes) {
       ::close(fd);
-      return withPath(invalidf("plan is larger than the limit of %d bytes", options.maxBytes));
+      return withPath(invalidf("plan is larger than the limit of %d bytes",
+                               options.maxBytes));
     }
   }
   ::close(fd);
@@ -1200,22 +1351,26 @@ absl::StatusOr<LoadedPlan> LoadPlanFile(const std::string &path, const LoadOptio
   return loaded;
 }
 
-absl::StatusOr<WorldBinding> BindWorldSize(const LoadedPlan &loaded, int64_t worldSize) {
+absl::StatusOr<WorldBinding> BindWorldSize(const LoadedPlan &loaded,
+                                           int64_t worldSize) {
   const fb::Plan &plan = loaded.plan();
   const fb::Header &header = *plan.header();
   if (worldSize < 1 || worldSize > kMaxWorldSize)
-    return invalidf("world size %d is not between 1 and %d", worldSize, kMaxWorldSize);
+    return invalidf("world size %d is not between 1 and %d", worldSize,
+                    kMaxWorldSize);
   if (header.world_size() != 0 && header.world_size() != worldSize)
-    return invalidf("the plan is pinned to world size %d and cannot run at %d; recompile "
-                    "with mdc --world-size %d",
-                    header.world_size(), worldSize, worldSize);
+    return invalidf(
+        "the plan is pinned to world size %d and cannot run at %d; recompile "
+        "with mdc --world-size %d",
+        header.world_size(), worldSize, worldSize);
   WorldBinding world;
   world.worldSize = worldSize;
   if (header.options()->shard() == fb::ShardKind::Hybrid) {
     int64_t group = header.shard_group_size();
     if (worldSize % group != 0)
-      return invalidf("hybrid shard group of %d ranks does not divide world size %d", group,
-                      worldSize);
+      return invalidf(
+          "hybrid shard group of %d ranks does not divide world size %d", group,
+          worldSize);
     world.shardGroupSize = group;
     world.replicateGroupSize = worldSize / group;
   } else {
@@ -1226,9 +1381,10 @@ absl::StatusOr<WorldBinding> BindWorldSize(const LoadedPlan &loaded, int64_t wor
   int64_t perStep = 0;
   if (__builtin_mul_overflow(recipe.micro_batch(), worldSize, &perStep) ||
       recipe.global_batch() % perStep != 0)
-    return invalidf("global_batch %d is not a multiple of micro_batch %d x world size %d: "
-                    "the accumulation steps would not be a whole number",
-                    recipe.global_batch(), recipe.micro_batch(), worldSize);
+    return invalidf(
+        "global_batch %d is not a multiple of micro_batch %d x world size %d: "
+        "the accumulation steps would not be a whole number",
+        recipe.global_batch(), recipe.micro_batch(), worldSize);
   world.accumulationSteps = recipe.global_batch() / perStep;
 
   for (uint32_t b = 0; b < count(plan.blocks()); ++b) {
@@ -1238,7 +1394,8 @@ absl::StatusOr<WorldBinding> BindWorldSize(const LoadedPlan &loaded, int64_t wor
       if (!GetOpcodeInfo(inst->opcode())->is(kCollective))
         continue;
       MD_RETURN_IF_ERROR(detail::CheckWorldTypes(
-          plan, *inst, world, absl::StrFormat("blocks[%d].instructions[%d]", b, i)));
+          plan, *inst, world,
+          absl::StrFormat("blocks[%d].instructions[%d]", b, i)));
     }
   }
   return world;

@@ -56,9 +56,10 @@ absl::StatusOr<LoadedPlan> LoadPlan(absl::Span<const uint8_t> bytes,
 
 /// Where a block sits in the block tree.
 struct BlockSite {
-  int32_t parentBlock = -1;       // -1 for the step and hooks blocks
-  int32_t parentInstruction = -1; // the control instruction in parentBlock that runs it
-  int32_t depth = 0;              // 0 for the roots
+  int32_t parentBlock = -1; // -1 for the step and hooks blocks
+  int32_t parentInstruction =
+      -1;            // the control instruction in parentBlock that runs it
+  int32_t depth = 0; // 0 for the roots
 };
 
 /// A verified plan. It owns a copy of the bytes (aligned for FlatBuffers), so
@@ -73,10 +74,13 @@ public:
   const WorldBinding &world() const { return world_; }
 
   /// The site of `block` (an index the loader verified).
-  const BlockSite &site(int32_t block) const { return sites_[static_cast<size_t>(block)]; }
+  const BlockSite &site(int32_t block) const {
+    return sites_[static_cast<size_t>(block)];
+  }
 
 private:
-  friend absl::StatusOr<LoadedPlan> LoadPlan(absl::Span<const uint8_t>, const LoadOptions &);
+  friend absl::StatusOr<LoadedPlan> LoadPlan(absl::Span<const uint8_t>,
+                                             const LoadOptions &);
   std::vector<uint8_t> bytes_;
   WorldBinding world_;
   std::vector<BlockSite> sites_;
@@ -86,17 +90,20 @@ private:
 /// (size, identifier, FlatBuffers verifier, alignment, schema version), not
 /// necessarily a meaningful plan. `bytes` must start at an 8-byte aligned
 /// address; LoadPlan calls it on its own aligned copy.
-absl::Status CheckPlanStructure(absl::Span<const uint8_t> bytes, const LoadOptions &options = {});
+absl::Status CheckPlanStructure(absl::Span<const uint8_t> bytes,
+                                const LoadOptions &options = {});
 
 /// Reads the file at `path` (refusing one larger than options.maxBytes before
 /// reading it) and loads it. Messages start with the path.
-absl::StatusOr<LoadedPlan> LoadPlanFile(const std::string &path, const LoadOptions &options = {});
+absl::StatusOr<LoadedPlan> LoadPlanFile(const std::string &path,
+                                        const LoadOptions &options = {});
 
 /// Checks that `plan` can run at `worldSize` ranks and returns the binding:
 /// W >= 1, W equal to the pinned W if there is one, a hybrid shard group that
 /// divides W, global_batch divisible by micro_batch * W, and every collective
 /// whose operand sizes depend on W consistent at W.
-absl::StatusOr<WorldBinding> BindWorldSize(const LoadedPlan &plan, int64_t worldSize);
+absl::StatusOr<WorldBinding> BindWorldSize(const LoadedPlan &plan,
+                                           int64_t worldSize);
 
 } // namespace md::plan
 

@@ -13,8 +13,8 @@ namespace {
 using detail::count;
 
 absl::Status overflow(const char *what, int64_t worldSize) {
-  return absl::InvalidArgumentError(
-      absl::StrFormat("%s bytes per rank overflow 64 bits at world size %d", what, worldSize));
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s bytes per rank overflow 64 bits at world size %d", what, worldSize));
 }
 
 bool isCommOpcode(fb::Opcode op) {
@@ -28,12 +28,15 @@ struct Live {
   int64_t comm = 0;
   int32_t block = -1;
   int32_t instruction = -1;
-  int64_t total() const { return activations + comm; } // callers keep this from overflowing
+  int64_t total() const {
+    return activations + comm;
+  } // callers keep this from overflowing
 };
 
 class PeakFinder {
 public:
-  PeakFinder(const fb::Plan &plan, const WorldBinding &world) : plan_(plan), world_(world) {
+  PeakFinder(const fb::Plan &plan, const WorldBinding &world)
+      : plan_(plan), world_(world) {
     uint32_t numBlocks = count(plan.blocks());
     byBlock_.resize(numBlocks);
     comm_.assign(count(plan.buffers()), false);
@@ -71,14 +74,17 @@ public:
       const fb::Buffer *buffer = plan_.buffers()->Get(x);
       int64_t bytes = world_.bytes(*buffer);
       std::vector<int64_t> &delta = comm_[x] ? commDelta : actDelta;
-      if (__builtin_add_overflow(delta[buffer->first()], bytes, &delta[buffer->first()]) ||
-          __builtin_sub_overflow(delta[buffer->last() + 1], bytes, &delta[buffer->last() + 1]))
+      if (__builtin_add_overflow(delta[buffer->first()], bytes,
+                                 &delta[buffer->first()]) ||
+          __builtin_sub_overflow(delta[buffer->last() + 1], bytes,
+                                 &delta[buffer->last() + 1]))
         return overflow("transient", world_.worldSize);
     }
     Live best, live;
     best.block = b;
     for (uint32_t i = 0; i < n; ++i) {
-      if (__builtin_add_overflow(live.activations, actDelta[i], &live.activations) ||
+      if (__builtin_add_overflow(live.activations, actDelta[i],
+                                 &live.activations) ||
           __builtin_add_overflow(live.comm, commDelta[i], &live.comm))
         return overflow("transient", world_.worldSize);
       Live here = live;
@@ -99,9 +105,11 @@ public:
       Live candidate = here;
       if (inner.block != -1) {
         int64_t total = 0;
-        if (__builtin_add_overflow(here.activations, inner.activations, &candidate.activations) ||
+        if (__builtin_add_overflow(here.activations, inner.activations,
+                                   &candidate.activations) ||
             __builtin_add_overflow(here.comm, inner.comm, &candidate.comm) ||
-            __builtin_add_overflow(candidate.activations, candidate.comm, &total))
+            __builtin_add_overflow(candidate.activations, candidate.comm,
+                                   &total))
           return overflow("transient", world_.worldSize);
         if (inner.total() > 0) {
           candidate.block = inner.block;
@@ -124,7 +132,8 @@ private:
 
 } // namespace
 
-absl::StatusOr<MemoryReport> PerRankMemory(const LoadedPlan &loaded, int64_t worldSize) {
+absl::StatusOr<MemoryReport> PerRankMemory(const LoadedPlan &loaded,
+                                           int64_t worldSize) {
   absl::StatusOr<WorldBinding> world = BindWorldSize(loaded, worldSize);
   if (!world.ok())
     return world.status();

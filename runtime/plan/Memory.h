@@ -52,7 +52,8 @@ struct MemoryReport {
 
 /// Bytes per rank of `plan` at `worldSize` (bound with BindWorldSize, whose
 /// errors it returns). Fails, rather than wrapping, when a sum overflows.
-absl::StatusOr<MemoryReport> PerRankMemory(const LoadedPlan &plan, int64_t worldSize);
+absl::StatusOr<MemoryReport> PerRankMemory(const LoadedPlan &plan,
+                                           int64_t worldSize);
 
 } // namespace md::plan
 

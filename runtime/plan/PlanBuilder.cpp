@@ -39,9 +39,10 @@ int32_t PlanBuilder::addUnit(std::string name, int64_t numel) {
   return plan_.units.back()->id;
 }
 
-int32_t PlanBuilder::addParam(std::string name, std::vector<int64_t> shape, fb::DType dtype,
-                              int32_t unit, int64_t offset, fb::InitKind init,
-                              std::vector<double> initArgs, bool trainable) {
+int32_t PlanBuilder::addParam(std::string name, std::vector<int64_t> shape,
+                              fb::DType dtype, int32_t unit, int64_t offset,
+                              fb::InitKind init, std::vector<double> initArgs,
+                              bool trainable) {
   auto param = std::make_unique<fb::ParamT>();
   param->name = std::move(name);
   param->shape = std::move(shape);
@@ -56,7 +57,8 @@ int32_t PlanBuilder::addParam(std::string name, std::vector<int64_t> shape, fb::
   return static_cast<int32_t>(plan_.params.size() - 1);
 }
 
-int32_t PlanBuilder::addDataset(fb::DataKind kind, std::string path, int64_t seed) {
+int32_t PlanBuilder::addDataset(fb::DataKind kind, std::string path,
+                                int64_t seed) {
   auto data = std::make_unique<fb::DataSpecT>();
   data->kind = kind;
   data->path = std::move(path);
@@ -65,7 +67,8 @@ int32_t PlanBuilder::addDataset(fb::DataKind kind, std::string path, int64_t see
   return static_cast<int32_t>(plan_.datasets.size() - 1);
 }
 
-fb::BufferT PlanBuilder::full(std::string name, fb::DType dtype, std::vector<int64_t> shape) {
+fb::BufferT PlanBuilder::full(std::string name, fb::DType dtype,
+                              std::vector<int64_t> shape) {
   fb::BufferT buffer;
   buffer.name = std::move(name);
   buffer.dtype = dtype;
@@ -93,8 +96,8 @@ fb::BufferT PlanBuilder::shard(std::string name, fb::DType dtype, int64_t numel,
   return buffer;
 }
 
-fb::BufferT PlanBuilder::state(fb::BufferT buffer, fb::StateRole role, int32_t unit,
-                               bool onlyWhenAccumulating) {
+fb::BufferT PlanBuilder::state(fb::BufferT buffer, fb::StateRole role,
+                               int32_t unit, bool onlyWhenAccumulating) {
   buffer.role = role;
   buffer.unit = unit;
   buffer.only_when_accumulating = onlyWhenAccumulating;
@@ -129,7 +132,8 @@ int32_t PlanBuilder::addBlock(fb::BlockKind kind) {
   return static_cast<int32_t>(plan_.blocks.size() - 1);
 }
 
-fb::InstructionT &PlanBuilder::add(int32_t block, fb::Opcode opcode, std::vector<int32_t> inputs,
+fb::InstructionT &PlanBuilder::add(int32_t block, fb::Opcode opcode,
+                                   std::vector<int32_t> inputs,
                                    std::vector<int32_t> outputs) {
   auto inst = std::make_unique<fb::InstructionT>();
   inst->opcode = opcode;
@@ -141,7 +145,8 @@ fb::InstructionT &PlanBuilder::add(int32_t block, fb::Opcode opcode, std::vector
 }
 
 int32_t PlanBuilder::size(int32_t block) const {
-  return static_cast<int32_t>(plan_.blocks.at(static_cast<size_t>(block))->instructions.size());
+  return static_cast<int32_t>(
+      plan_.blocks.at(static_cast<size_t>(block))->instructions.size());
 }
 
 absl::Status PlanBuilder::inferLiveness() {
@@ -154,11 +159,12 @@ absl::Status PlanBuilder::inferLiveness() {
       for (int32_t child : insts[i]->blocks) {
         if (child < 0 || child >= numBlocks)
           return absl::InvalidArgumentError(absl::StrFormat(
-              "blocks[%d].instructions[%d]: block %d out of range", b, i, child));
+              "blocks[%d].instructions[%d]: block %d out of range", b, i,
+              child));
         if (parent[child].first != -1 || child == plan_.step_block ||
             child == plan_.hooks_block)
-          return absl::InvalidArgumentError(
-              absl::StrFormat("blocks[%d]: run from more than one place", child));
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "blocks[%d]: run from more than one place", child));
         parent[child] = {b, i};
       }
     }
@@ -212,14 +218,15 @@ absl::Status PlanBuilder::inferLiveness() {
       continue;
     const Uses &use = uses[index];
     if (use.sites.empty())
-      return absl::InvalidArgumentError(
-          absl::StrFormat("buffers[%d] ('%s'): no instruction uses it", index, buffer.name));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "buffers[%d] ('%s'): no instruction uses it", index, buffer.name));
     int32_t home = use.sites.front().first;
     for (const auto &site : use.sites) {
       home = commonBlock(home, site.first);
       if (home == -1)
         return absl::InvalidArgumentError(absl::StrFormat(
-            "buffers[%d] ('%s'): used in blocks of two different trees", index, buffer.name));
+            "buffers[%d] ('%s'): used in blocks of two different trees", index,
+            buffer.name));
     }
     int32_t first = INT32_MAX, last = -1;
     for (auto [b, i] : use.sites) {
@@ -241,10 +248,14 @@ absl::Status PlanBuilder::inferLiveness() {
     const auto &insts = plan_.blocks[b]->instructions;
     for (auto it = insts.rbegin(); it != insts.rend(); ++it) {
       const fb::InstructionT &inst = **it;
-      if (inst.opcode != fb::Opcode::View || inst.inputs.size() != 1 || inst.outputs.size() != 1)
+      if (inst.opcode != fb::Opcode::View || inst.inputs.size() != 1 ||
+          inst.outputs.size() != 1)
         continue;
-      auto valid = [&](int32_t x) { return x >= 0 && x < static_cast<int32_t>(inferred.size()); };
-      if (!valid(inst.inputs[0]) || !valid(inst.outputs[0]) || !inferred[inst.inputs[0]])
+      auto valid = [&](int32_t x) {
+        return x >= 0 && x < static_cast<int32_t>(inferred.size());
+      };
+      if (!valid(inst.inputs[0]) || !valid(inst.outputs[0]) ||
+          !inferred[inst.inputs[0]])
         continue;
       fb::BufferT &source = *plan_.buffers[inst.inputs[0]];
       const fb::BufferT &view = *plan_.buffers[inst.outputs[0]];
@@ -258,7 +269,8 @@ absl::Status PlanBuilder::inferLiveness() {
 std::vector<uint8_t> PlanBuilder::serialize(const fb::PlanT &plan) {
   flatbuffers::FlatBufferBuilder fbb;
   fb::FinishPlanBuffer(fbb, fb::Plan::Pack(fbb, &plan));
-  return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  return std::vector<uint8_t>(fbb.GetBufferPointer(),
+                              fbb.GetBufferPointer() + fbb.GetSize());
 }
 
 } // namespace md::plan

@@ -39,18 +39,22 @@ public:
   int32_t addUnit(std::string name, int64_t numel);
   /// A parameter; `offset` is its first element in the unit's flat buffer
   /// (-1 for a frozen one).
-  int32_t addParam(std::string name, std::vector<int64_t> shape, fb::DType dtype, int32_t unit,
-                   int64_t offset, fb::InitKind init = fb::InitKind::Zeros,
+  int32_t addParam(std::string name, std::vector<int64_t> shape,
+                   fb::DType dtype, int32_t unit, int64_t offset,
+                   fb::InitKind init = fb::InitKind::Zeros,
                    std::vector<double> initArgs = {}, bool trainable = true);
   int32_t addDataset(fb::DataKind kind, std::string path, int64_t seed = 0);
 
   /// A transient full buffer of a static shape (numel is the product, or -1
   /// when that overflows). Its liveness is left unset for inferLiveness().
-  static fb::BufferT full(std::string name, fb::DType dtype, std::vector<int64_t> shape);
+  static fb::BufferT full(std::string name, fb::DType dtype,
+                          std::vector<int64_t> shape);
   /// A transient shard of a flat buffer of `numel` elements split over `group`.
-  static fb::BufferT shard(std::string name, fb::DType dtype, int64_t numel, fb::Group group);
+  static fb::BufferT shard(std::string name, fb::DType dtype, int64_t numel,
+                           fb::Group group);
   /// `buffer` made persistent state with `role`.
-  static fb::BufferT state(fb::BufferT buffer, fb::StateRole role, int32_t unit = -1,
+  static fb::BufferT state(fb::BufferT buffer, fb::StateRole role,
+                           int32_t unit = -1,
                            bool onlyWhenAccumulating = false);
   int32_t addBuffer(fb::BufferT buffer);
 
@@ -62,7 +66,8 @@ public:
 
   /// Appends an instruction to `block` and returns it for its attributes,
   /// stream, events and nested blocks (the reference stays valid).
-  fb::InstructionT &add(int32_t block, fb::Opcode opcode, std::vector<int32_t> inputs = {},
+  fb::InstructionT &add(int32_t block, fb::Opcode opcode,
+                        std::vector<int32_t> inputs = {},
                         std::vector<int32_t> outputs = {});
   /// The number of instructions in `block` so far.
   int32_t size(int32_t block) const;
@@ -71,8 +76,8 @@ public:
   /// from its uses: it lives in the innermost block that contains them all,
   /// where a use inside a nested block counts at the control instruction
   /// that runs it; the source of a view then lives as long as the view
-  /// (a view aliases its source). Fails on a buffer no instruction uses or on a block tree
-  /// that is not one (what the loader would refuse anyway).
+  /// (a view aliases its source). Fails on a buffer no instruction uses or on a
+  /// block tree that is not one (what the loader would refuse anyway).
   absl::Status inferLiveness();
 
   /// The plan as a FlatBuffer with the "MDP1" identifier.

@@ -67,8 +67,10 @@ std::vector<OpcodeInfo> buildTable() {
   const Arity kDims = AtLeast(2); // keepdim, then at least one dim
   std::vector<OpcodeInfo> rows = {
       // compute
-      Sig(Opcode::Matmul, "matmul", R(2, 3), N(1)).ints(N(2), {K::Bool, K::Bool}),
-      Sig(Opcode::MatmulGrad, "matmul_grad", N(3), R(2, 3)).ints(N(2), {K::Bool, K::Bool}),
+      Sig(Opcode::Matmul, "matmul", R(2, 3), N(1))
+          .ints(N(2), {K::Bool, K::Bool}),
+      Sig(Opcode::MatmulGrad, "matmul_grad", N(3), R(2, 3))
+          .ints(N(2), {K::Bool, K::Bool}),
       Sig(Opcode::Add, "add", N(2), N(1)),
       Sig(Opcode::Sub, "sub", N(2), N(1)),
       Sig(Opcode::Mul, "mul", N(2), N(1)),
@@ -85,13 +87,16 @@ std::vector<OpcodeInfo> buildTable() {
       Sig(Opcode::BatchNormGrad, "batch_norm_grad", N(5), N(3)),
       Sig(Opcode::Softmax, "softmax", N(1), N(1)).ints(N(1)),
       Sig(Opcode::SoftmaxGrad, "softmax_grad", N(2), N(1)).ints(N(1)),
-      Sig(Opcode::CausalAttention, "causal_attention", N(3), N(1)).ints(N(1), {K::Positive}),
+      Sig(Opcode::CausalAttention, "causal_attention", N(3), N(1))
+          .ints(N(1), {K::Positive}),
       Sig(Opcode::CausalAttentionGrad, "causal_attention_grad", N(4), N(3))
           .ints(N(1), {K::Positive}),
       Sig(Opcode::Embedding, "embedding", N(2), N(1)),
-      Sig(Opcode::EmbeddingGrad, "embedding_grad", N(2), N(1)).ints(N(1), {K::Positive}),
+      Sig(Opcode::EmbeddingGrad, "embedding_grad", N(2), N(1))
+          .ints(N(1), {K::Positive}),
       Sig(Opcode::CrossEntropy, "cross_entropy", N(2), N(1)).ints(R(0, 1)),
-      Sig(Opcode::CrossEntropyGrad, "cross_entropy_grad", N(3), N(1)).ints(R(0, 1)),
+      Sig(Opcode::CrossEntropyGrad, "cross_entropy_grad", N(3), N(1))
+          .ints(R(0, 1)),
       Sig(Opcode::Mean, "mean", N(1), N(1)).ints(kDims, {K::Bool}),
       Sig(Opcode::MeanGrad, "mean_grad", N(1), N(1)).ints(kDims, {K::Bool}),
       Sig(Opcode::Sum, "sum", N(1), N(1)).ints(kDims, {K::Bool}),
@@ -99,14 +104,19 @@ std::vector<OpcodeInfo> buildTable() {
       Sig(Opcode::SumTo, "sum_to", N(1), N(1)),
       Sig(Opcode::Reshape, "reshape", N(1), N(1)),
       Sig(Opcode::Transpose, "transpose", N(1), N(1))
-          .ints(AtLeast(1), {K::NonNegative, K::NonNegative, K::NonNegative, K::NonNegative},
-                K::NonNegative),
+          .ints(
+              AtLeast(1),
+              {K::NonNegative, K::NonNegative, K::NonNegative, K::NonNegative},
+              K::NonNegative),
       Sig(Opcode::Arange, "arange", N(0), N(1)).ints(N(2)),
       Sig(Opcode::Accumulate, "accumulate", N(2), N(1)),
       // optimizer
       Sig(Opcode::AdamWUpdate, "adamw_update", N(6), N(3)).floats(N(4)),
-      Sig(Opcode::SgdUpdate, "sgd_update", R(4, 5), R(1, 2)).floats(N(3)).ints(N(1), {K::Bool}),
-      Sig(Opcode::GlobalNorm, "global_norm", AtLeast(1), N(1)).ints(N(1), {K::Bool}),
+      Sig(Opcode::SgdUpdate, "sgd_update", R(4, 5), R(1, 2))
+          .floats(N(3))
+          .ints(N(1), {K::Bool}),
+      Sig(Opcode::GlobalNorm, "global_norm", AtLeast(1), N(1))
+          .ints(N(1), {K::Bool}),
       Sig(Opcode::Clip, "clip", AtLeast(2), AtLeast(1)).floats(N(1)),
       Sig(Opcode::Sqrt, "sqrt", N(1), N(1)),
       // buffers
@@ -131,9 +141,12 @@ std::vector<OpcodeInfo> buildTable() {
           .ints(N(2), {K::Group, K::Bucket})
           .flags(kCollective),
       // state and the step
-      Sig(Opcode::StateLoad, "state_load", N(1), N(1)).flags(kVaryingResult), // shards differ
+      Sig(Opcode::StateLoad, "state_load", N(1), N(1))
+          .flags(kVaryingResult), // shards differ
       Sig(Opcode::StateStore, "state_store", N(1), N(1)),
-      Sig(Opcode::Batch, "batch", N(0), AtLeast(1)).ints(N(1), {K::Dataset}).flags(kVaryingResult),
+      Sig(Opcode::Batch, "batch", N(0), AtLeast(1))
+          .ints(N(1), {K::Dataset})
+          .flags(kVaryingResult),
       Sig(Opcode::AccumScale, "accum_scale", N(0), N(1)).flags(kUniformResult),
       Sig(Opcode::RecordLoss, "record_loss", N(1), N(0)),
       Sig(Opcode::GradAccumulate, "grad_accumulate", N(1), N(1)),
@@ -145,14 +158,18 @@ std::vector<OpcodeInfo> buildTable() {
       Sig(Opcode::Lr, "lr", N(1), N(1)),
       Sig(Opcode::Loss, "loss", N(0), N(1)).flags(kVaryingResult),
       Sig(Opcode::WallTime, "wall_time", N(0), N(1)).flags(kVaryingResult),
-      Sig(Opcode::FileExists, "file_exists", N(0), N(1)).strings(N(1)).flags(kVaryingResult),
+      Sig(Opcode::FileExists, "file_exists", N(0), N(1))
+          .strings(N(1))
+          .flags(kVaryingResult),
       // host scalars
       Sig(Opcode::Constant, "constant", N(0), N(1))
           .ints(R(0, Arity::kMany))
           .floats(R(0, Arity::kMany))
           .flags(kUniformResult),
-      Sig(Opcode::ScalarArith, "scalar_arith", R(1, 2), N(1)).ints(N(1), {K::ArithKind}),
-      Sig(Opcode::ScalarCompare, "scalar_compare", N(2), N(1)).ints(N(1), {K::CompareKind}),
+      Sig(Opcode::ScalarArith, "scalar_arith", R(1, 2), N(1))
+          .ints(N(1), {K::ArithKind}),
+      Sig(Opcode::ScalarCompare, "scalar_compare", N(2), N(1))
+          .ints(N(1), {K::CompareKind}),
       Sig(Opcode::ScalarConvert, "scalar_convert", N(1), N(1)),
       // io
       Sig(Opcode::Log, "log", AtLeast(0), N(0)).strings(AtLeast(1)).flags(kIo),
@@ -165,7 +182,9 @@ std::vector<OpcodeInfo> buildTable() {
           .ints(N(1), {K::CheckpointFormat})
           .strings(R(0, 1))
           .flags(kIo | kCollective | kHooksOnly),
-      Sig(Opcode::Exit, "exit", N(0), N(0)).strings(R(0, 1)).flags(kIo | kHooksOnly),
+      Sig(Opcode::Exit, "exit", N(0), N(0))
+          .strings(R(0, 1))
+          .flags(kIo | kHooksOnly),
       // control
       Sig(Opcode::If, "if", N(1), AtLeast(0)).blocks(R(1, 2)).flags(kControl),
       Sig(Opcode::Every, "every", N(0), N(0))
@@ -173,7 +192,9 @@ std::vector<OpcodeInfo> buildTable() {
           .blocks(N(1))
           .flags(kControl),
       Sig(Opcode::For, "for", N(2), N(1)).blocks(N(1)).flags(kControl),
-      Sig(Opcode::MicroSteps, "micro_steps", N(0), N(0)).blocks(N(1)).flags(kControl),
+      Sig(Opcode::MicroSteps, "micro_steps", N(0), N(0))
+          .blocks(N(1))
+          .flags(kControl),
       Sig(Opcode::Yield, "yield", AtLeast(0), N(0)),
   };
   // Index the rows by opcode value; a hole stays Invalid.

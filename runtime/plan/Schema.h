@@ -1,10 +1,10 @@
 //===- Schema.h - what the values of plan.fbs mean --------------*- C++ -*-===//
 //
 // The schema version this runtime reads and writes, element sizes, names for
-// messages, and one table that says, for every opcode of plan.fbs, how many inputs,
-// outputs, attributes and nested blocks an instruction has, what its leading
-// integer attributes mean (so enum values and flags are range-checked), and
-// whether it communicates or is io. The loader verifies against it, `mdrun
+// messages, and one table that says, for every opcode of plan.fbs, how many
+// inputs, outputs, attributes and nested blocks an instruction has, what its
+// leading integer attributes mean (so enum values and flags are range-checked),
+// and whether it communicates or is io. The loader verifies against it, `mdrun
 // --inspect` summarises with it, and the executor dispatches on it; the
 // layouts are the ones plan.fbs documents next to each opcode.
 //
@@ -52,12 +52,14 @@ enum class IntAttr : uint8_t {
 
 /// Properties of an opcode.
 enum OpcodeFlag : uint32_t {
-  kCollective = 1u << 0,   // every rank of a group runs it in the same order
-  kIo = 1u << 1,           // a side effect outside the rank's memory
-  kControl = 1u << 2,      // runs nested blocks
-  kVaryingResult = 1u << 3, // its results may differ between ranks whatever its inputs
-  kUniformResult = 1u << 4, // its results are the same on every rank whatever its inputs
-  kHooksOnly = 1u << 5,    // only in the hooks block's tree
+  kCollective = 1u << 0, // every rank of a group runs it in the same order
+  kIo = 1u << 1,         // a side effect outside the rank's memory
+  kControl = 1u << 2,    // runs nested blocks
+  kVaryingResult =
+      1u << 3, // its results may differ between ranks whatever its inputs
+  kUniformResult =
+      1u << 4, // its results are the same on every rank whatever its inputs
+  kHooksOnly = 1u << 5, // only in the hooks block's tree
 };
 
 /// The signature of one opcode.
@@ -66,12 +68,15 @@ struct OpcodeInfo {
   const char *name = "";
   Arity inputs, outputs, ints, floats, strings, blocks;
   /// Kinds of ints[0..3]; later ints have `restInts`' kind.
-  std::array<IntAttr, 4> leadingInts{IntAttr::Any, IntAttr::Any, IntAttr::Any, IntAttr::Any};
+  std::array<IntAttr, 4> leadingInts{IntAttr::Any, IntAttr::Any, IntAttr::Any,
+                                     IntAttr::Any};
   IntAttr restInts = IntAttr::Any;
   uint32_t flags = 0;
 
   bool is(OpcodeFlag flag) const { return (flags & flag) != 0; }
-  IntAttr intKind(size_t i) const { return i < leadingInts.size() ? leadingInts[i] : restInts; }
+  IntAttr intKind(size_t i) const {
+    return i < leadingInts.size() ? leadingInts[i] : restInts;
+  }
   /// The position of the bucket id in ints (collectives), or -1.
   int bucketIndex() const {
     for (size_t i = 0; i < leadingInts.size(); ++i)

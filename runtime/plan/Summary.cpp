@@ -18,16 +18,18 @@ namespace {
 using detail::count;
 using detail::str;
 
-const char *const kCollectiveKinds[] = {"all_gather", "reduce_scatter", "all_reduce", "broadcast",
-                                        "barrier"};
+const char *const kCollectiveKinds[] = {"all_gather", "reduce_scatter",
+                                        "all_reduce", "broadcast", "barrier"};
 
 int64_t saturate(__int128 v) {
-  return v > std::numeric_limits<int64_t>::max() ? std::numeric_limits<int64_t>::max()
-                                                 : static_cast<int64_t>(v);
+  return v > std::numeric_limits<int64_t>::max()
+             ? std::numeric_limits<int64_t>::max()
+             : static_cast<int64_t>(v);
 }
 
 /// tally += volume * times, false on overflow.
-bool addTimes(CollectiveTally &tally, const CollectiveVolume &volume, int64_t times) {
+bool addTimes(CollectiveTally &tally, const CollectiveVolume &volume,
+              int64_t times) {
   int64_t bytes = 0, bus = 0;
   return !__builtin_add_overflow(tally.count, times, &tally.count) &&
          !__builtin_mul_overflow(volume.bytes, times, &bytes) &&
@@ -40,7 +42,8 @@ std::string quoted(absl::string_view s) { return absl::StrCat("\"", s, "\""); }
 
 class Summarizer {
 public:
-  Summarizer(const fb::Plan &plan, const WorldBinding &world, PlanSummary &summary)
+  Summarizer(const fb::Plan &plan, const WorldBinding &world,
+             PlanSummary &summary)
       : plan_(plan), world_(world), summary_(summary) {}
 
   /// Tallies the collectives of block `b` (run `times` times per step).
@@ -55,29 +58,37 @@ public:
           ++summary_.conditionalCollectives;
         } else {
           auto &tally = summary_.perStep[kindIndex(info.name)];
-          if (!addTimes(tally, volume, times) || !addTimes(summary_.perStepTotal, volume, times))
+          if (!addTimes(tally, volume, times) ||
+              !addTimes(summary_.perStepTotal, volume, times))
             return absl::InvalidArgumentError(absl::StrFormat(
-                "collective bytes per step overflow 64 bits at world size %d", world_.worldSize));
+                "collective bytes per step overflow 64 bits at world size %d",
+                world_.worldSize));
         }
-        int64_t bucket = info.bucketIndex() >= 0 ? inst->ints()->Get(info.bucketIndex()) : -1;
+        int64_t bucket = info.bucketIndex() >= 0
+                             ? inst->ints()->Get(info.bucketIndex())
+                             : -1;
         BucketSummary &entry = buckets_[bucket];
         entry.id = bucket;
         ++entry.collectives;
-        entry.bytes = saturate(static_cast<__int128>(entry.bytes) + volume.bytes);
-        if (std::find(entry.kinds.begin(), entry.kinds.end(), info.name) == entry.kinds.end())
+        entry.bytes =
+            saturate(static_cast<__int128>(entry.bytes) + volume.bytes);
+        if (std::find(entry.kinds.begin(), entry.kinds.end(), info.name) ==
+            entry.kinds.end())
           entry.kinds.push_back(info.name);
       }
       for (uint32_t k = 0; k < count(inst->blocks()); ++k) {
         bool micro = inst->opcode() == fb::Opcode::MicroSteps;
         int64_t inner = micro ? times * (world_.accumulationSteps - 1) : times;
-        MD_RETURN_IF_ERROR(tallyStep(inst->blocks()->Get(k), inner, conditional || !micro));
+        MD_RETURN_IF_ERROR(
+            tallyStep(inst->blocks()->Get(k), inner, conditional || !micro));
       }
     }
     return absl::OkStatus();
   }
 
   /// The actions of block `b`, for the hooks summary.
-  void describe(int32_t b, std::vector<std::string> &actions, bool &communicates) {
+  void describe(int32_t b, std::vector<std::string> &actions,
+                bool &communicates) {
     const fb::Block *block = plan_.blocks()->Get(b);
     for (uint32_t i = 0; i < count(block->instructions()); ++i) {
       const fb::Instruction *inst = block->instructions()->Get(i);
@@ -87,23 +98,25 @@ public:
       switch (inst->opcode()) {
       case fb::Opcode::Log:
       case fb::Opcode::Print:
-        action = absl::StrCat(info.name, " ", quoted(str(inst->strings()->Get(0))));
+        action =
+            absl::StrCat(info.name, " ", quoted(str(inst->strings()->Get(0))));
         break;
       case fb::Opcode::Evaluate: {
         const fb::DataSpec *data = plan_.datasets()->Get(inst->ints()->Get(0));
-        action = absl::StrCat("evaluate ", data->kind() == fb::DataKind::Synthetic
-                                               ? std::string("synthetic")
-                                               : quoted(str(data->path())));
+        action =
+            absl::StrCat("evaluate ", data->kind() == fb::DataKind::Synthetic
+                                          ? std::string("synthetic")
+                                          : quoted(str(data->path())));
         if (inst->ints()->Get(1) > 0)
           absl::StrAppend(&action, " (", inst->ints()->Get(1), " batches)");
         break;
       }
       case fb::Opcode::Save:
         action = absl::StrCat(
-            "save ",
-            static_cast<fb::CheckpointFormat>(inst->ints()->Get(0)) == fb::CheckpointFormat::Full
-                ? "full"
-                : "sharded");
+            "save ", static_cast<fb::CheckpointFormat>(inst->ints()->Get(0)) ==
+                             fb::CheckpointFormat::Full
+                         ? "full"
+                         : "sharded");
         if (count(inst->strings()) == 1)
           absl::StrAppend(&action, " ", quoted(str(inst->strings()->Get(0))));
         break;
@@ -120,7 +133,8 @@ public:
             inner.push_back("else:");
           describe(inst->blocks()->Get(k), inner, communicates);
         }
-        action = absl::StrCat(info.name, " { ", absl::StrJoin(inner, ", "), " }");
+        action =
+            absl::StrCat(info.name, " { ", absl::StrJoin(inner, ", "), " }");
         break;
       }
       case fb::Opcode::AllGather:
@@ -162,7 +176,8 @@ private:
 
 } // namespace
 
-CollectiveVolume CollectiveBytes(const fb::Plan &plan, const fb::Instruction &inst,
+CollectiveVolume CollectiveBytes(const fb::Plan &plan,
+                                 const fb::Instruction &inst,
                                  const WorldBinding &world) {
   CollectiveVolume volume;
   if (inst.opcode() == fb::Opcode::Barrier || count(inst.inputs()) == 0)
@@ -197,7 +212,8 @@ CollectiveVolume CollectiveBytes(const fb::Plan &plan, const fb::Instruction &in
   return volume;
 }
 
-absl::StatusOr<PlanSummary> Summarize(const LoadedPlan &loaded, int64_t worldSize) {
+absl::StatusOr<PlanSummary> Summarize(const LoadedPlan &loaded,
+                                      int64_t worldSize) {
   const fb::Plan &plan = loaded.plan();
   PlanSummary summary;
   absl::StatusOr<WorldBinding> world = BindWorldSize(loaded, worldSize);
@@ -211,7 +227,8 @@ absl::StatusOr<PlanSummary> Summarize(const LoadedPlan &loaded, int64_t worldSiz
 
   for (uint32_t u = 0; u < count(plan.units()); ++u) {
     const fb::Unit *unit = plan.units()->Get(u);
-    summary.units.push_back({unit->id(), std::string(str(unit->name())), unit->numel(), 0});
+    summary.units.push_back(
+        {unit->id(), std::string(str(unit->name())), unit->numel(), 0});
   }
   for (uint32_t i = 0; i < count(plan.params()); ++i) {
     const fb::Param *param = plan.params()->Get(i);
@@ -220,12 +237,17 @@ absl::StatusOr<PlanSummary> Summarize(const LoadedPlan &loaded, int64_t worldSiz
       numel *= param->shape()->Get(d); // verified not to overflow
     ++summary.paramCount;
     ++summary.units[param->unit()].params;
-    int64_t bytes = numel * DTypeSize(param->dtype()); // verified not to overflow
-    if (__builtin_add_overflow(summary.paramElements, numel, &summary.paramElements) ||
-        __builtin_add_overflow(summary.paramBytes, bytes, &summary.paramBytes) ||
+    int64_t bytes =
+        numel * DTypeSize(param->dtype()); // verified not to overflow
+    if (__builtin_add_overflow(summary.paramElements, numel,
+                               &summary.paramElements) ||
+        __builtin_add_overflow(summary.paramBytes, bytes,
+                               &summary.paramBytes) ||
         (param->trainable() &&
-         __builtin_add_overflow(summary.trainableElements, numel, &summary.trainableElements)))
-      return absl::InvalidArgumentError("parameter element counts overflow 64 bits");
+         __builtin_add_overflow(summary.trainableElements, numel,
+                                &summary.trainableElements)))
+      return absl::InvalidArgumentError(
+          "parameter element counts overflow 64 bits");
   }
   for (uint32_t x = 0; x < count(plan.buffers()); ++x) {
     if (plan.buffers()->Get(x)->role() == fb::StateRole::None)
@@ -247,14 +269,16 @@ absl::StatusOr<PlanSummary> Summarize(const LoadedPlan &loaded, int64_t worldSiz
     while (loaded.site(root).parentBlock != -1)
       root = loaded.site(root).parentBlock;
     int64_t n = count(plan.blocks()->Get(b)->instructions());
-    (root == plan.step_block() ? summary.stepInstructions : summary.hookInstructions) += n;
+    (root == plan.step_block() ? summary.stepInstructions
+                               : summary.hookInstructions) += n;
   }
 
   if (plan.hooks_block() != -1) {
     // What runs after every step outside an every, then each every.
     HookSummary everyStep;
     everyStep.unit = "steps";
-    summarizer.describe(plan.hooks_block(), everyStep.actions, everyStep.communicates);
+    summarizer.describe(plan.hooks_block(), everyStep.actions,
+                        everyStep.communicates);
     if (!everyStep.actions.empty())
       summary.hooks.push_back(std::move(everyStep));
     const fb::Block *hooks = plan.blocks()->Get(plan.hooks_block());
@@ -264,9 +288,10 @@ absl::StatusOr<PlanSummary> Summarize(const LoadedPlan &loaded, int64_t worldSiz
         continue;
       HookSummary hook;
       hook.period = inst->ints()->Get(0);
-      hook.unit = absl::AsciiStrToLower(
-          fb::EnumNamePeriodUnit(static_cast<fb::PeriodUnit>(inst->ints()->Get(1))));
-      summarizer.describe(inst->blocks()->Get(0), hook.actions, hook.communicates);
+      hook.unit = absl::AsciiStrToLower(fb::EnumNamePeriodUnit(
+          static_cast<fb::PeriodUnit>(inst->ints()->Get(1))));
+      summarizer.describe(inst->blocks()->Get(0), hook.actions,
+                          hook.communicates);
       summary.hooks.push_back(std::move(hook));
     }
   }

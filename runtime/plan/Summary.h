@@ -1,4 +1,5 @@
-//===- Summary.h - what a plan does, in numbers, at a world size -*- C++ -*-===//
+//===- Summary.h - what a plan does, in numbers, at a world size -*- C++
+//-*-===//
 //
 // The facts `mdrun --inspect` prints (and tests check): parameters, units,
 // buckets, memory per rank, collectives per step, the recipe at W, and the
@@ -28,20 +29,22 @@ struct CollectiveVolume {
   int64_t bytes = 0;
   int64_t busBytes = 0;
 };
-CollectiveVolume CollectiveBytes(const fb::Plan &plan, const fb::Instruction &inst,
+CollectiveVolume CollectiveBytes(const fb::Plan &plan,
+                                 const fb::Instruction &inst,
                                  const WorldBinding &world);
 
 struct CollectiveTally {
-  std::string kind; // "all_gather", "reduce_scatter", "all_reduce", "broadcast", "barrier"
+  std::string kind; // "all_gather", "reduce_scatter", "all_reduce",
+                    // "broadcast", "barrier"
   int64_t count = 0;
   int64_t bytes = 0;
   int64_t busBytes = 0;
 };
 
 struct BucketSummary {
-  int64_t id = 0;              // -1: collectives without a bucket
-  int64_t collectives = 0;     // in one pass over the step program
-  int64_t bytes = 0;           // their full-buffer bytes
+  int64_t id = 0;          // -1: collectives without a bucket
+  int64_t collectives = 0; // in one pass over the step program
+  int64_t bytes = 0;       // their full-buffer bytes
   std::vector<std::string> kinds;
 };
 
@@ -53,9 +56,10 @@ struct UnitSummary {
 };
 
 struct HookSummary {
-  int64_t period = 0;            // 0: runs after every step (outside any every)
-  std::string unit;              // "steps", "seconds", "minutes"
-  std::vector<std::string> actions; // e.g. "log train", "evaluate data/val.bin", "if: print, exit"
+  int64_t period = 0; // 0: runs after every step (outside any every)
+  std::string unit;   // "steps", "seconds", "minutes"
+  std::vector<std::string>
+      actions; // e.g. "log train", "evaluate data/val.bin", "if: print, exit"
   bool communicates = false;
 };
 
@@ -63,13 +67,13 @@ struct PlanSummary {
   WorldBinding world;
   int64_t paramCount = 0;
   int64_t paramElements = 0;
-  int64_t paramBytes = 0;        // in their declared dtypes
+  int64_t paramBytes = 0; // in their declared dtypes
   int64_t trainableElements = 0;
   std::vector<UnitSummary> units;
   int64_t persistentBuffers = 0;
   int64_t transientBuffers = 0;
-  int64_t stepInstructions = 0;  // the step tree
-  int64_t hookInstructions = 0;  // the hooks tree
+  int64_t stepInstructions = 0;       // the step tree
+  int64_t hookInstructions = 0;       // the hooks tree
   std::vector<BucketSummary> buckets; // by id, -1 first
   MemoryReport memory;
   /// One step at W: the step block once plus its micro-steps body A - 1
@@ -83,7 +87,8 @@ struct PlanSummary {
 
 /// Summarises `plan` at `worldSize` (errors of BindWorldSize and
 /// PerRankMemory pass through).
-absl::StatusOr<PlanSummary> Summarize(const LoadedPlan &plan, int64_t worldSize);
+absl::StatusOr<PlanSummary> Summarize(const LoadedPlan &plan,
+                                      int64_t worldSize);
 
 } // namespace md::plan
 

@@ -34,7 +34,8 @@ std::string describe(const fb::Buffer &b) {
   if (b.size_kind() == fb::SizeKind::Shard)
     return absl::StrFormat("%s shard(%d, %s)", DTypeName(b.dtype()), b.numel(),
                            GroupName(b.group()));
-  return absl::StrFormat("%s[%s]", DTypeName(b.dtype()), absl::StrJoin(shapeOf(b), ", "));
+  return absl::StrFormat("%s[%s]", DTypeName(b.dtype()),
+                         absl::StrJoin(shapeOf(b), ", "));
 }
 
 std::string describeShape(const Shape &shape) {
@@ -59,8 +60,8 @@ bool broadcast(const Shape &a, const Shape &b, Shape *out) {
 /// verified indices and arity first.
 class Rule {
 public:
-  Rule(const fb::Plan &plan, const fb::Instruction &inst, const OpcodeInfo &info,
-       absl::string_view path)
+  Rule(const fb::Plan &plan, const fb::Instruction &inst,
+       const OpcodeInfo &info, absl::string_view path)
       : plan_(plan), inst_(inst), info_(info), path_(path) {}
 
   absl::Status check();
@@ -71,8 +72,12 @@ private:
   uint32_t outs() const { return count(inst_.outputs()); }
   int32_t inIndex(uint32_t k) const { return inst_.inputs()->Get(k); }
   int32_t outIndex(uint32_t k) const { return inst_.outputs()->Get(k); }
-  const fb::Buffer &in(uint32_t k) const { return *plan_.buffers()->Get(inIndex(k)); }
-  const fb::Buffer &out(uint32_t k) const { return *plan_.buffers()->Get(outIndex(k)); }
+  const fb::Buffer &in(uint32_t k) const {
+    return *plan_.buffers()->Get(inIndex(k));
+  }
+  const fb::Buffer &out(uint32_t k) const {
+    return *plan_.buffers()->Get(outIndex(k));
+  }
   int64_t intAttr(uint32_t k) const { return inst_.ints()->Get(k); }
   double floatAttr(uint32_t k) const { return inst_.floats()->Get(k); }
 
@@ -85,19 +90,23 @@ private:
   static Ref O(uint32_t k) { return {false, k}; }
   const fb::Buffer &buf(Ref r) const { return r.input ? in(r.k) : out(r.k); }
   std::string name(Ref r) const {
-    return absl::StrFormat("%s.%s[%d]", path_, r.input ? "inputs" : "outputs", r.k);
+    return absl::StrFormat("%s.%s[%d]", path_, r.input ? "inputs" : "outputs",
+                           r.k);
   }
 
   template <typename... Args>
-  absl::Status fail(Ref r, const absl::FormatSpec<Args...> &format, const Args &...args) const {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name(r), ": ", info_.name, ": buffer ", r.input ? inIndex(r.k) : outIndex(r.k), " is ",
-        describe(buf(r)), ", ", absl::StrFormat(format, args...)));
+  absl::Status fail(Ref r, const absl::FormatSpec<Args...> &format,
+                    const Args &...args) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name(r), ": ", info_.name, ": buffer ",
+                     r.input ? inIndex(r.k) : outIndex(r.k), " is ",
+                     describe(buf(r)), ", ", absl::StrFormat(format, args...)));
   }
   template <typename... Args>
-  absl::Status failAttr(const absl::FormatSpec<Args...> &format, const Args &...args) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path_, ": ", info_.name, ": ", absl::StrFormat(format, args...)));
+  absl::Status failAttr(const absl::FormatSpec<Args...> &format,
+                        const Args &...args) const {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path_, ": ", info_.name, ": ", absl::StrFormat(format, args...)));
   }
 
   // --- building blocks ------------------------------------------------------
@@ -108,10 +117,12 @@ private:
   }
   absl::Status fullFloat(Ref r) const {
     MD_RETURN_IF_ERROR(full(r));
-    return isFloat(buf(r).dtype()) ? absl::OkStatus() : fail(r, "but must be a float tensor");
+    return isFloat(buf(r).dtype()) ? absl::OkStatus()
+                                   : fail(r, "but must be a float tensor");
   }
   absl::Status floating(Ref r) const {
-    return isFloat(buf(r).dtype()) ? absl::OkStatus() : fail(r, "but must be a float tensor");
+    return isFloat(buf(r).dtype()) ? absl::OkStatus()
+                                   : fail(r, "but must be a float tensor");
   }
   absl::Status fullInt(Ref r) const {
     MD_RETURN_IF_ERROR(full(r));
@@ -134,11 +145,13 @@ private:
   }
   /// A single value (a full buffer of one element) of a dtype in `allowed`
   /// (any when empty).
-  absl::Status scalar(Ref r, std::initializer_list<fb::DType> allowed = {}) const {
+  absl::Status scalar(Ref r,
+                      std::initializer_list<fb::DType> allowed = {}) const {
     const fb::Buffer &b = buf(r);
     if (b.size_kind() != fb::SizeKind::Full || b.numel() != 1)
       return fail(r, "but must be a single value");
-    if (allowed.size() != 0 && std::find(allowed.begin(), allowed.end(), b.dtype()) == allowed.end()) {
+    if (allowed.size() != 0 &&
+        std::find(allowed.begin(), allowed.end(), b.dtype()) == allowed.end()) {
       std::vector<std::string> names;
       for (fb::DType t : allowed)
         names.push_back(DTypeName(t));
@@ -156,7 +169,8 @@ private:
   /// `r` has the layout (size kind, shape or shard) of `like`.
   absl::Status layoutOf(Ref r, Ref like) const {
     if (!sameLayout(buf(r), buf(like)))
-      return fail(r, "but must have the size of %s (%s)", name(like), describe(buf(like)));
+      return fail(r, "but must have the size of %s (%s)", name(like),
+                  describe(buf(like)));
     return absl::OkStatus();
   }
   /// `r` has the layout and dtype of `like`.
@@ -167,7 +181,8 @@ private:
   }
   absl::Status dtypeOf(Ref r, Ref like) const {
     if (buf(r).dtype() != buf(like).dtype())
-      return fail(r, "but must be %s like %s", DTypeName(buf(like).dtype()), name(like));
+      return fail(r, "but must be %s like %s", DTypeName(buf(like).dtype()),
+                  name(like));
     return absl::OkStatus();
   }
   absl::Status shapeIs(Ref r, const Shape &shape) const {
@@ -178,7 +193,8 @@ private:
   }
   absl::Status positiveFloat(uint32_t k, const char *what) const {
     if (!(floatAttr(k) > 0))
-      return failAttr("floats[%d] (%s) %g is not positive", k, what, floatAttr(k));
+      return failAttr("floats[%d] (%s) %g is not positive", k, what,
+                      floatAttr(k));
     return absl::OkStatus();
   }
   absl::Status nonNegativeFloat(uint32_t k, const char *what) const {
@@ -188,7 +204,8 @@ private:
   }
   absl::Status unitInterval(uint32_t k, const char *what) const {
     if (!(floatAttr(k) >= 0 && floatAttr(k) < 1))
-      return failAttr("floats[%d] (%s) %g is not in [0, 1)", k, what, floatAttr(k));
+      return failAttr("floats[%d] (%s) %g is not in [0, 1)", k, what,
+                      floatAttr(k));
     return absl::OkStatus();
   }
   /// A dim attribute in [-rank, rank), normalised.
@@ -222,7 +239,8 @@ absl::Status Rule::state() {
     switch (inst_.opcode()) {
     case fb::Opcode::StateLoad:
     case fb::Opcode::GradTotal:
-      return r.input && r.k == (inst_.opcode() == fb::Opcode::StateLoad ? 0u : 1u);
+      return r.input &&
+             r.k == (inst_.opcode() == fb::Opcode::StateLoad ? 0u : 1u);
     case fb::Opcode::StateStore:
     case fb::Opcode::GradAccumulate:
       return !r.input && r.k == 0;
@@ -234,8 +252,10 @@ absl::Status Rule::state() {
     Ref r = k < ins() ? I(k) : O(k - ins());
     bool persistent = buf(r).role() != fb::StateRole::None;
     if (persistent && !allowed(r))
-      return fail(r, "persistent state (%s): only state_load, state_store, grad_accumulate and "
-                     "grad_total touch state",
+      return fail(r,
+                  "persistent state (%s): only state_load, state_store, "
+                  "grad_accumulate and "
+                  "grad_total touch state",
                   StateRoleName(buf(r).role()));
     if (!persistent && allowed(r))
       return fail(r, "but must be persistent state");
@@ -256,12 +276,14 @@ absl::Status Rule::matmulShape(Ref ra, Ref rb, Shape *result) const {
   if (rank != 2 && rank != r)
     return fail(rb, "but must have 2 dims or the %d dims of %s", r, name(ra));
   if (rank == r && !std::equal(a.begin(), a.end() - 2, b.begin()))
-    return fail(rb, "but a batched operand needs the batch dims of %s (%s)", name(ra),
-                describe(buf(ra)));
+    return fail(rb, "but a batched operand needs the batch dims of %s (%s)",
+                name(ra), describe(buf(ra)));
   int64_t m = ta ? a[r - 1] : a[r - 2], k = ta ? a[r - 2] : a[r - 1];
-  int64_t kb = tb ? b[rank - 1] : b[rank - 2], n = tb ? b[rank - 2] : b[rank - 1];
+  int64_t kb = tb ? b[rank - 1] : b[rank - 2],
+          n = tb ? b[rank - 2] : b[rank - 1];
   if (k != kb)
-    return fail(rb, "but its contracted dim %d differs from %s's %d", kb, name(ra), k);
+    return fail(rb, "but its contracted dim %d differs from %s's %d", kb,
+                name(ra), k);
   result->assign(a.begin(), a.end() - 2);
   result->push_back(m);
   result->push_back(n);
@@ -331,23 +353,27 @@ absl::Status Rule::collective() {
       // The flat form: a shard of a 1-D buffer of n elements.
       if (buf(part).group() != group)
         return fail(part, "but the collective's group is %s", GroupName(group));
-      if (count(buf(whole).shape()) != 1 || buf(whole).numel() != buf(part).numel())
-        return fail(whole, "but must be the 1-D buffer of %d elements %s shards",
+      if (count(buf(whole).shape()) != 1 ||
+          buf(whole).numel() != buf(part).numel())
+        return fail(whole,
+                    "but must be the 1-D buffer of %d elements %s shards",
                     buf(part).numel(), name(part));
       if (axis != 0)
-        return failAttr("axis %d, but a flat shard is gathered or scattered along axis 0", axis);
+        return failAttr(
+            "axis %d, but a flat shard is gathered or scattered along axis 0",
+            axis);
       return absl::OkStatus();
     }
     // The tensor form: dim `axis` of the whole is |group| times the part's
     // (checked when W is bound); the other dims agree.
     Shape p = shapeOf(buf(part)), w = shapeOf(buf(whole));
     if (p.size() != w.size() || axis >= static_cast<int64_t>(p.size()))
-      return fail(whole, "but must have the rank of %s (%s) and a dim %d", name(part),
-                  describe(buf(part)), axis);
+      return fail(whole, "but must have the rank of %s (%s) and a dim %d",
+                  name(part), describe(buf(part)), axis);
     for (size_t i = 0; i < p.size(); ++i) {
       if (static_cast<int64_t>(i) != axis && p[i] != w[i])
-        return fail(whole, "but its dim %d differs from %s's (%s)", i, name(part),
-                    describe(buf(part)));
+        return fail(whole, "but its dim %d differs from %s's (%s)", i,
+                    name(part), describe(buf(part)));
     }
     return absl::OkStatus();
   }
@@ -366,13 +392,15 @@ absl::Status Rule::constant() {
   bool isF = isFloat(y.dtype());
   uint32_t given = isF ? floats : ints, other = isF ? ints : floats;
   if (other != 0 || static_cast<int64_t>(given) != y.numel())
-    return fail(O(0), "so a constant needs exactly its %d values in %s and none in %s",
-                y.numel(), isF ? "floats" : "ints", isF ? "ints" : "floats");
+    return fail(
+        O(0), "so a constant needs exactly its %d values in %s and none in %s",
+        y.numel(), isF ? "floats" : "ints", isF ? "ints" : "floats");
   for (uint32_t k = 0; k < ints; ++k) {
     int64_t v = intAttr(k);
     if ((y.dtype() == fb::DType::Bool && (v < 0 || v > 1)) ||
         (y.dtype() == fb::DType::I32 && (v < INT32_MIN || v > INT32_MAX)))
-      return failAttr("ints[%d]: %d does not fit in %s", k, v, DTypeName(y.dtype()));
+      return failAttr("ints[%d]: %d does not fit in %s", k, v,
+                      DTypeName(y.dtype()));
   }
   return absl::OkStatus();
 }
@@ -415,7 +443,8 @@ absl::Status Rule::check() {
     MD_RETURN_IF_ERROR(dtypeOf(I(1), I(0)));
     Shape y;
     if (!broadcast(shapeOf(in(0)), shapeOf(in(1)), &y))
-      return fail(I(1), "which does not broadcast with inputs[0] (%s)", describe(in(0)));
+      return fail(I(1), "which does not broadcast with inputs[0] (%s)",
+                  describe(in(0)));
     MD_RETURN_IF_ERROR(shapeIs(O(0), y));
     return dtypeOf(O(0), I(0));
   }
@@ -494,7 +523,8 @@ absl::Status Rule::check() {
       MD_RETURN_IF_ERROR(typeOf(I(k), q));
     int64_t channels = shapeOf(buf(q))[2];
     if (channels % intAttr(0) != 0)
-      return failAttr("ints[0]: %d heads do not divide %d channels", intAttr(0), channels);
+      return failAttr("ints[0]: %d heads do not divide %d channels", intAttr(0),
+                      channels);
     for (uint32_t k = 0; k < outs(); ++k)
       MD_RETURN_IF_ERROR(typeOf(O(k), q));
     return absl::OkStatus();
@@ -505,7 +535,9 @@ absl::Status Rule::check() {
     MD_RETURN_IF_ERROR(fullInt(I(1)));
     Shape y = shapeOf(in(1));
     if (y.size() >= static_cast<size_t>(kMaxRank))
-      return fail(I(1), "but has no room for the embedding dim (at most %d dims)", kMaxRank);
+      return fail(I(1),
+                  "but has no room for the embedding dim (at most %d dims)",
+                  kMaxRank);
     y.push_back(shapeOf(in(0))[1]);
     MD_RETURN_IF_ERROR(shapeIs(O(0), y));
     return dtypeOf(O(0), I(0));
@@ -532,7 +564,8 @@ absl::Status Rule::check() {
     MD_RETURN_IF_ERROR(fullFloat(I(base)));
     MD_RETURN_IF_ERROR(fullInt(I(base + 1)));
     Shape logits = shapeOf(in(base));
-    MD_RETURN_IF_ERROR(shapeIs(I(base + 1), Shape(logits.begin(), logits.end() - 1)));
+    MD_RETURN_IF_ERROR(
+        shapeIs(I(base + 1), Shape(logits.begin(), logits.end() - 1)));
     if (grad)
       return typeOf(O(0), I(1));
     return scalar(O(0), {F32});
@@ -559,7 +592,8 @@ absl::Status Rule::check() {
     MD_RETURN_IF_ERROR(dtypeOf(O(0), I(0)));
     Shape g = shapeOf(in(0)), b;
     if (!broadcast(shapeOf(out(0)), g, &b) || b != g)
-      return fail(O(0), "which does not broadcast to inputs[0]'s %s", describe(in(0)));
+      return fail(O(0), "which does not broadcast to inputs[0]'s %s",
+                  describe(in(0)));
     return absl::OkStatus();
   }
   case Op::Reshape:
@@ -567,7 +601,8 @@ absl::Status Rule::check() {
     MD_RETURN_IF_ERROR(full(O(0)));
     MD_RETURN_IF_ERROR(dtypeOf(O(0), I(0)));
     if (out(0).numel() != in(0).numel())
-      return fail(O(0), "but a reshape keeps the %d elements of inputs[0]", in(0).numel());
+      return fail(O(0), "but a reshape keeps the %d elements of inputs[0]",
+                  in(0).numel());
     return absl::OkStatus();
   case Op::Transpose: {
     MD_RETURN_IF_ERROR(full(I(0)));
@@ -579,7 +614,8 @@ absl::Status Rule::check() {
     for (uint32_t k = 0; k < x.size(); ++k) {
       int64_t d = intAttr(k);
       if (d >= static_cast<int64_t>(x.size()) || seen[d])
-        return failAttr("ints[%d]: %d repeats a dim or is not below rank %d", k, d, x.size());
+        return failAttr("ints[%d]: %d repeats a dim or is not below rank %d", k,
+                        d, x.size());
       seen[d] = true;
       y.push_back(x[d]);
     }
@@ -588,8 +624,10 @@ absl::Status Rule::check() {
   }
   case Op::Arange: {
     int64_t length = 0;
-    if (intAttr(0) >= intAttr(1) || __builtin_sub_overflow(intAttr(1), intAttr(0), &length))
-      return failAttr("ints: start %d is not below end %d", intAttr(0), intAttr(1));
+    if (intAttr(0) >= intAttr(1) ||
+        __builtin_sub_overflow(intAttr(1), intAttr(0), &length))
+      return failAttr("ints: start %d is not below end %d", intAttr(0),
+                      intAttr(1));
     MD_RETURN_IF_ERROR(fullInt(O(0)));
     return shapeIs(O(0), {length});
   }
@@ -635,8 +673,9 @@ absl::Status Rule::check() {
     MD_RETURN_IF_ERROR(nonNegativeFloat(0, "momentum"));
     MD_RETURN_IF_ERROR(nonNegativeFloat(2, "weight_decay"));
     if (momentum != (floatAttr(0) > 0))
-      return failAttr("a momentum buffer is an operand exactly when momentum %g > 0",
-                      floatAttr(0));
+      return failAttr(
+          "a momentum buffer is an operand exactly when momentum %g > 0",
+          floatAttr(0));
     if (intAttr(0) != 0 && (floatAttr(0) <= 0 || floatAttr(1) != 0))
       return failAttr("nesterov needs momentum > 0 and dampening = 0");
     return absl::OkStatus();
@@ -674,18 +713,21 @@ absl::Status Rule::check() {
     MD_RETURN_IF_ERROR(full(O(0)));
     MD_RETURN_IF_ERROR(dtypeOf(O(0), I(0)));
     int64_t end = 0;
-    if (__builtin_add_overflow(intAttr(0), out(0).numel(), &end) || end > in(0).numel())
-      return fail(O(0), "which at offset %d runs past the %d elements of inputs[0]", intAttr(0),
-                  in(0).numel());
+    if (__builtin_add_overflow(intAttr(0), out(0).numel(), &end) ||
+        end > in(0).numel())
+      return fail(O(0),
+                  "which at offset %d runs past the %d elements of inputs[0]",
+                  intAttr(0), in(0).numel());
     return absl::OkStatus();
   }
   case Op::ShardSlice: {
     MD_RETURN_IF_ERROR(rankIs(I(0), 1));
     MD_RETURN_IF_ERROR(dtypeOf(O(0), I(0)));
     auto group = static_cast<fb::Group>(intAttr(0));
-    if (out(0).size_kind() != fb::SizeKind::Shard || out(0).numel() != in(0).numel() ||
-        out(0).group() != group)
-      return fail(O(0), "but must be shard(%d, %s)", in(0).numel(), GroupName(group));
+    if (out(0).size_kind() != fb::SizeKind::Shard ||
+        out(0).numel() != in(0).numel() || out(0).group() != group)
+      return fail(O(0), "but must be shard(%d, %s)", in(0).numel(),
+                  GroupName(group));
     return absl::OkStatus();
   }
   case Op::AllGather:
@@ -743,7 +785,8 @@ absl::Status Rule::check() {
     bool logical = kind == fb::ArithKind::And || kind == fb::ArithKind::Or ||
                    kind == fb::ArithKind::Xor || kind == fb::ArithKind::Not;
     if (logical && !isInteger(out(0).dtype()))
-      return fail(O(0), "but %s needs integers or bools", fb::EnumNameArithKind(kind));
+      return fail(O(0), "but %s needs integers or bools",
+                  fb::EnumNameArithKind(kind));
     return absl::OkStatus();
   }
   case Op::ScalarCompare:
@@ -757,22 +800,28 @@ absl::Status Rule::check() {
   case Op::Evaluate: {
     MD_RETURN_IF_ERROR(scalar(O(0), {F32}));
     const fb::Block *body = plan_.blocks()->Get(inst_.blocks()->Get(0));
-    const fb::Instruction *yield = body->instructions()->Get(count(body->instructions()) - 1);
+    const fb::Instruction *yield =
+        body->instructions()->Get(count(body->instructions()) - 1);
     const fb::Buffer &loss = *plan_.buffers()->Get(yield->inputs()->Get(0));
-    if (loss.size_kind() != fb::SizeKind::Full || loss.numel() != 1 || loss.dtype() != F32)
-      return failAttr("blocks[0]: the evaluation body yields %s, not an f32 loss",
-                      describe(loss));
+    if (loss.size_kind() != fb::SizeKind::Full || loss.numel() != 1 ||
+        loss.dtype() != F32)
+      return failAttr(
+          "blocks[0]: the evaluation body yields %s, not an f32 loss",
+          describe(loss));
     return absl::OkStatus();
   }
   case Op::If: {
     MD_RETURN_IF_ERROR(scalar(I(0), {fb::DType::Bool}));
     for (uint32_t k = 0; k < count(inst_.blocks()) && outs() > 0; ++k) {
       const fb::Block *branch = plan_.blocks()->Get(inst_.blocks()->Get(k));
-      const fb::Instruction *yield = branch->instructions()->Get(count(branch->instructions()) - 1);
+      const fb::Instruction *yield =
+          branch->instructions()->Get(count(branch->instructions()) - 1);
       for (uint32_t r = 0; r < outs(); ++r) {
-        const fb::Buffer &value = *plan_.buffers()->Get(yield->inputs()->Get(r));
+        const fb::Buffer &value =
+            *plan_.buffers()->Get(yield->inputs()->Get(r));
         if (!sameLayout(value, out(r)) || value.dtype() != out(r).dtype())
-          return fail(O(r), "but blocks[%d] yields %s for it", k, describe(value));
+          return fail(O(r), "but blocks[%d] yields %s for it", k,
+                      describe(value));
       }
     }
     return absl::OkStatus();
@@ -797,24 +846,29 @@ absl::Status Rule::check() {
 
 } // namespace
 
-absl::Status CheckOperandTypes(const fb::Plan &plan, const fb::Instruction &inst,
+absl::Status CheckOperandTypes(const fb::Plan &plan,
+                               const fb::Instruction &inst,
                                const OpcodeInfo &info, absl::string_view path) {
   return Rule(plan, inst, info, path).check();
 }
 
 absl::Status CheckWorldTypes(const fb::Plan &plan, const fb::Instruction &inst,
-                             const WorldBinding &world, absl::string_view path) {
+                             const WorldBinding &world,
+                             absl::string_view path) {
   auto group = static_cast<fb::Group>(inst.ints()->Get(0));
   int64_t size = world.groupSize(group);
-  auto buffer = [&](const flatbuffers::Vector<int32_t> *list) -> const fb::Buffer & {
+  auto buffer =
+      [&](const flatbuffers::Vector<int32_t> *list) -> const fb::Buffer & {
     return *plan.buffers()->Get(list->Get(0));
   };
   switch (inst.opcode()) {
   case fb::Opcode::AllGather:
   case fb::Opcode::ReduceScatter: {
     bool gather = inst.opcode() == fb::Opcode::AllGather;
-    const fb::Buffer &part = gather ? buffer(inst.inputs()) : buffer(inst.outputs());
-    const fb::Buffer &whole = gather ? buffer(inst.outputs()) : buffer(inst.inputs());
+    const fb::Buffer &part =
+        gather ? buffer(inst.inputs()) : buffer(inst.outputs());
+    const fb::Buffer &whole =
+        gather ? buffer(inst.outputs()) : buffer(inst.inputs());
     if (part.size_kind() == fb::SizeKind::Shard)
       return absl::OkStatus();
     int64_t axis = inst.ints()->Get(gather ? 2 : 3);
@@ -822,18 +876,20 @@ absl::Status CheckWorldTypes(const fb::Plan &plan, const fb::Instruction &inst,
     if (__builtin_mul_overflow(part.shape()->Get(axis), size, &expected) ||
         expected != whole.shape()->Get(axis))
       return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: %s over %s (%d ranks at world size %d): dim %d of the %s buffer is %d, not %d x "
+          "%s: %s over %s (%d ranks at world size %d): dim %d of the %s buffer "
+          "is %d, not %d x "
           "%d",
-          path, gather ? "all_gather" : "reduce_scatter", GroupName(group), size,
-          world.worldSize, axis, gather ? "gathered" : "scattered", whole.shape()->Get(axis),
-          size, part.shape()->Get(axis)));
+          path, gather ? "all_gather" : "reduce_scatter", GroupName(group),
+          size, world.worldSize, axis, gather ? "gathered" : "scattered",
+          whole.shape()->Get(axis), size, part.shape()->Get(axis)));
     return absl::OkStatus();
   }
   case fb::Opcode::Broadcast:
     if (inst.ints()->Get(2) >= size)
       return absl::InvalidArgumentError(absl::StrFormat(
-          "%s.ints[2]: broadcast root %d is not a rank of %s (%d ranks at world size %d)", path,
-          inst.ints()->Get(2), GroupName(group), size, world.worldSize));
+          "%s.ints[2]: broadcast root %d is not a rank of %s (%d ranks at "
+          "world size %d)",
+          path, inst.ints()->Get(2), GroupName(group), size, world.worldSize));
     return absl::OkStatus();
   default:
     return absl::OkStatus();

@@ -20,11 +20,11 @@
 #include "runtime/plan/World.h"
 #include "runtime/plan/plan_generated.h"
 
-#define MD_RETURN_IF_ERROR(expr)                                                                   \
-  do {                                                                                             \
-    ::absl::Status mdStatusTmp = (expr);                                                           \
-    if (!mdStatusTmp.ok())                                                                         \
-      return mdStatusTmp;                                                                          \
+#define MD_RETURN_IF_ERROR(expr)                                               \
+  do {                                                                         \
+    ::absl::Status mdStatusTmp = (expr);                                       \
+    if (!mdStatusTmp.ok())                                                     \
+      return mdStatusTmp;                                                      \
   } while (false)
 
 namespace md::plan::detail {
@@ -77,7 +77,8 @@ inline bool isInteger(fb::DType t) {
 /// Checks the operand types of `inst` (path `path`, e.g.
 /// "blocks[0].instructions[3]") against the rule of its opcode. Needs
 /// indices, arity and attribute kinds already verified.
-absl::Status CheckOperandTypes(const fb::Plan &plan, const fb::Instruction &inst,
+absl::Status CheckOperandTypes(const fb::Plan &plan,
+                               const fb::Instruction &inst,
                                const OpcodeInfo &info, absl::string_view path);
 
 /// Checks what only a world size decides: gathers and scatters of full

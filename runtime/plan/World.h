@@ -25,10 +25,11 @@ inline int64_t ShardElements(int64_t numel, int64_t groupSize) {
 
 /// A plan bound to a world size.
 struct WorldBinding {
-  int64_t worldSize = 0;          // W
-  int64_t shardGroupSize = 0;     // |shard|: the hybrid shard group, else W
-  int64_t replicateGroupSize = 0; // |replicate|: W / shard group when hybrid, else 1
-  int64_t accumulationSteps = 0;  // A = global_batch / (micro_batch * W)
+  int64_t worldSize = 0;      // W
+  int64_t shardGroupSize = 0; // |shard|: the hybrid shard group, else W
+  int64_t replicateGroupSize =
+      0; // |replicate|: W / shard group when hybrid, else 1
+  int64_t accumulationSteps = 0; // A = global_batch / (micro_batch * W)
 
   int64_t groupSize(fb::Group group) const {
     switch (group) {

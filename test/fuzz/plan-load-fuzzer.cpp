@@ -45,8 +45,9 @@ public:
   /// overflow whatever `range` is).
   int64_t interesting(int64_t range) {
     auto clamp = [](__int128 v) {
-      return static_cast<int64_t>(std::clamp<__int128>(v, std::numeric_limits<int64_t>::min(),
-                                                       std::numeric_limits<int64_t>::max()));
+      return static_cast<int64_t>(
+          std::clamp<__int128>(v, std::numeric_limits<int64_t>::min(),
+                               std::numeric_limits<int64_t>::max()));
     };
     __int128 r = range;
     switch (index(10)) {
@@ -63,11 +64,14 @@ public:
     case 5:
       return std::numeric_limits<int32_t>::max();
     case 6:
-      return coin() ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+      return coin() ? std::numeric_limits<int64_t>::max()
+                    : std::numeric_limits<int64_t>::min();
     case 7:
       return int64_t{1} << (32 + index(31));
     default: {
-      uint64_t span = static_cast<uint64_t>(std::clamp<int64_t>(range, 1, int64_t{1} << 40)) + 4;
+      uint64_t span = static_cast<uint64_t>(
+                          std::clamp<int64_t>(range, 1, int64_t{1} << 40)) +
+                      4;
       return static_cast<int64_t>(rng_() % span) - 2;
     }
     }
@@ -81,12 +85,14 @@ public:
     if (!list.empty() && index(4) != 0)
       list[index(list.size())] = static_cast<T>(interesting(range));
     else if (!list.empty() && coin())
-      list.erase(list.begin() + static_cast<std::ptrdiff_t>(index(list.size())));
+      list.erase(list.begin() +
+                 static_cast<std::ptrdiff_t>(index(list.size())));
     else
       list.push_back(static_cast<T>(interesting(range)));
   }
 
-  fb::InstructionT *someInstruction(fb::PlanT &p, size_t *block = nullptr, size_t *at = nullptr) {
+  fb::InstructionT *someInstruction(fb::PlanT &p, size_t *block = nullptr,
+                                    size_t *at = nullptr) {
     if (p.blocks.empty())
       return nullptr;
     size_t b = index(p.blocks.size());
@@ -113,7 +119,8 @@ public:
         return;
       switch (index(11)) {
       case 0:
-        inst->opcode = static_cast<fb::Opcode>(index(static_cast<size_t>(fb::Opcode::MAX) + 3));
+        inst->opcode = static_cast<fb::Opcode>(
+            index(static_cast<size_t>(fb::Opcode::MAX) + 3));
         break;
       case 1:
         tweakList(inst->inputs, buffers);
@@ -194,7 +201,8 @@ public:
       if (coin())
         source.erase(source.begin() + static_cast<std::ptrdiff_t>(at));
       auto &target = p.blocks[index(p.blocks.size())]->instructions;
-      target.insert(target.begin() + static_cast<std::ptrdiff_t>(index(target.size() + 1)),
+      target.insert(target.begin() +
+                        static_cast<std::ptrdiff_t>(index(target.size() + 1)),
                     std::move(copy));
       return;
     }
@@ -251,7 +259,8 @@ public:
         p.recipe->micro_batch = interesting(8);
         break;
       default:
-        p.recipe->train_data = interesting32(static_cast<int64_t>(p.datasets.size()));
+        p.recipe->train_data =
+            interesting32(static_cast<int64_t>(p.datasets.size()));
         break;
       }
       return;
@@ -266,7 +275,8 @@ public:
         break;
       case 2:
         if (!p.blocks.empty())
-          p.blocks[index(p.blocks.size())]->kind = static_cast<fb::BlockKind>(index(9));
+          p.blocks[index(p.blocks.size())]->kind =
+              static_cast<fb::BlockKind>(index(9));
         break;
       default:
         p.blocks.push_back(std::make_unique<fb::BlockT>());
@@ -277,7 +287,8 @@ public:
     default: { // swap the operands of two instructions
       fb::InstructionT *a = someInstruction(p), *b = someInstruction(p);
       if (a && b)
-        std::swap(coin() ? a->inputs : a->outputs, coin() ? b->inputs : b->outputs);
+        std::swap(coin() ? a->inputs : a->outputs,
+                  coin() ? b->inputs : b->outputs);
       return;
     }
     }
@@ -289,8 +300,8 @@ private:
 
 } // namespace
 
-extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t maxSize,
-                                          unsigned int seed) {
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size,
+                                          size_t maxSize, unsigned int seed) {
   Mutator mutator(seed);
   std::vector<uint8_t> aligned(data, data + size);
   if (mutator.coin() || !md::plan::CheckPlanStructure(aligned).ok())

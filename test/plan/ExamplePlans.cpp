@@ -11,11 +11,13 @@ using fb::DType;
 using fb::Group;
 using fb::Opcode;
 
-constexpr int64_t B = TinyMlpShape::kBatch, D = TinyMlpShape::kIn, H = TinyMlpShape::kHidden,
-                  C = TinyMlpShape::kClasses, N = TinyMlpShape::kUnitNumel;
+constexpr int64_t B = TinyMlpShape::kBatch, D = TinyMlpShape::kIn,
+                  H = TinyMlpShape::kHidden, C = TinyMlpShape::kClasses,
+                  N = TinyMlpShape::kUnitNumel;
 
 /// A header and recipe every example shares.
-void setCommon(PlanBuilder &b, const char *model, const char *plan, fb::ShardKind shard) {
+void setCommon(PlanBuilder &b, const char *model, const char *plan,
+               fb::ShardKind shard) {
   fb::HeaderT &h = b.header();
   h.model = model;
   h.plan_name = plan;
@@ -63,20 +65,25 @@ public:
     b_.recipe().train_data = train_;
 
     int32_t unit = b_.addUnit("", N);
-    b_.addParam("fc1.weight", {H, D}, DType::F32, unit, 0, fb::InitKind::Normal, {0.0, 0.02});
-    b_.addParam("fc1.bias", {H}, DType::F32, unit, H * D);
-    b_.addParam("fc2.weight", {C, H}, DType::F32, unit, H * D + H, fb::InitKind::Normal,
+    b_.addParam("fc1.weight", {H, D}, DType::F32, unit, 0, fb::InitKind::Normal,
                 {0.0, 0.02});
+    b_.addParam("fc1.bias", {H}, DType::F32, unit, H * D);
+    b_.addParam("fc2.weight", {C, H}, DType::F32, unit, H * D + H,
+                fb::InitKind::Normal, {0.0, 0.02});
     b_.addParam("fc2.bias", {C}, DType::F32, unit, H * D + H + C * H);
 
-    master_ = b_.addBuffer(PlanBuilder::state(PlanBuilder::shard("master", DType::F32, N, Group::World),
-                                              fb::StateRole::Master, unit));
+    master_ = b_.addBuffer(PlanBuilder::state(
+        PlanBuilder::shard("master", DType::F32, N, Group::World),
+        fb::StateRole::Master, unit));
     expAvg_ = b_.addBuffer(PlanBuilder::state(
-        PlanBuilder::shard("exp_avg", DType::F32, N, Group::World), fb::StateRole::ExpAvg, unit));
-    expAvgSq_ = b_.addBuffer(PlanBuilder::state(PlanBuilder::shard("exp_avg_sq", DType::F32, N, Group::World),
-                                                fb::StateRole::ExpAvgSq, unit));
-    gradAcc_ = b_.addBuffer(PlanBuilder::state(PlanBuilder::full("grad_acc", DType::F32, {N}),
-                                               fb::StateRole::GradAcc, unit, true));
+        PlanBuilder::shard("exp_avg", DType::F32, N, Group::World),
+        fb::StateRole::ExpAvg, unit));
+    expAvgSq_ = b_.addBuffer(PlanBuilder::state(
+        PlanBuilder::shard("exp_avg_sq", DType::F32, N, Group::World),
+        fb::StateRole::ExpAvgSq, unit));
+    gradAcc_ = b_.addBuffer(
+        PlanBuilder::state(PlanBuilder::full("grad_acc", DType::F32, {N}),
+                           fb::StateRole::GradAcc, unit, true));
     gathered_ = b_.addEvent("params gathered");
     reduced_ = b_.addEvent("grads reduced");
     loc_ = b_.addLocation("examples.mdl", 12, 5);
@@ -106,10 +113,12 @@ private:
     int32_t x, y, h, r, logits, loss;
   };
 
-  int32_t full(const char *name, std::vector<int64_t> shape, DType dtype = DType::F32) {
+  int32_t full(const char *name, std::vector<int64_t> shape,
+               DType dtype = DType::F32) {
     return b_.addBuffer(PlanBuilder::full(name, dtype, std::move(shape)));
   }
-  int32_t view(int32_t block, int32_t flat, int64_t offset, std::vector<int64_t> shape) {
+  int32_t view(int32_t block, int32_t flat, int64_t offset,
+               std::vector<int64_t> shape) {
     int32_t v = full("view", std::move(shape));
     b_.add(block, Opcode::View, {flat}, {v}).ints = {offset};
     return v;
@@ -117,7 +126,8 @@ private:
 
   /// state_load of the master shard, all_gather on the comm stream, views.
   Params gather(int32_t block) {
-    int32_t shard = b_.addBuffer(PlanBuilder::shard("master.shard", DType::F32, N, Group::World));
+    int32_t shard = b_.addBuffer(
+        PlanBuilder::shard("master.shard", DType::F32, N, Group::World));
     b_.add(block, Opcode::StateLoad, {master_}, {shard});
     int32_t flat = full("params.flat", {N});
     fb::InstructionT &ag = b_.add(block, Opcode::AllGather, {shard}, {flat});
@@ -126,7 +136,8 @@ private:
     ag.record = gathered_;
     Params p;
     p.w1 = view(block, flat, 0, {H, D});
-    b_.plan().blocks[block]->instructions.back()->waits = {gathered_}; // first use of the gather
+    b_.plan().blocks[block]->instructions.back()->waits = {
+        gathered_}; // first use of the gather
     p.b1 = view(block, flat, H * D, {H});
     p.w2 = view(block, flat, H * D + H, {C, H});
     p.b2 = view(block, flat, H * D + H + C * H, {C});
@@ -140,7 +151,8 @@ private:
     f.y = full("y", {B}, DType::I32);
     b_.add(block, Opcode::Batch, {}, {f.x, f.y}).ints = {dataset};
     f.h = full("h", {B, H});
-    fb::InstructionT &mm = b_.add(block, Opcode::Matmul, {f.x, p.w1, p.b1}, {f.h});
+    fb::InstructionT &mm =
+        b_.add(block, Opcode::Matmul, {f.x, p.w1, p.b1}, {f.h});
     mm.ints = {0, 1};
     mm.loc = loc_;
     f.r = full("r", {B, H});
@@ -159,25 +171,34 @@ private:
     b_.add(block, Opcode::AccumScale, {}, {scale});
     int32_t dl = full("dlogits", {B, C});
     b_.add(block, Opcode::CrossEntropyGrad, {scale, f.logits, f.y}, {dl});
-    int32_t dr = full("dr", {B, H}), dw2 = full("dw2", {C, H}), db2 = full("db2", {C});
-    b_.add(block, Opcode::MatmulGrad, {dl, f.r, f.p.w2}, {dr, dw2, db2}).ints = {0, 1};
+    int32_t dr = full("dr", {B, H}), dw2 = full("dw2", {C, H}),
+            db2 = full("db2", {C});
+    b_.add(block, Opcode::MatmulGrad, {dl, f.r, f.p.w2}, {dr, dw2, db2})
+        .ints = {0, 1};
     int32_t dh = full("dh", {B, H});
     b_.add(block, Opcode::ReluGrad, {dr, f.h}, {dh});
-    int32_t dx = full("dx", {B, D}), dw1 = full("dw1", {H, D}), db1 = full("db1", {H});
-    b_.add(block, Opcode::MatmulGrad, {dh, f.x, f.p.w1}, {dx, dw1, db1}).ints = {0, 1};
+    int32_t dx = full("dx", {B, D}), dw1 = full("dw1", {H, D}),
+            db1 = full("db1", {H});
+    b_.add(block, Opcode::MatmulGrad, {dh, f.x, f.p.w1}, {dx, dw1, db1})
+        .ints = {0, 1};
     int32_t g = full("grad.flat", {N});
     b_.add(block, Opcode::Flatten, {dw1, db1, dw2, db2}, {g});
     return g;
   }
 
-  int32_t scalar(const char *name, DType dtype = DType::F32) { return full(name, {}, dtype); }
+  int32_t scalar(const char *name, DType dtype = DType::F32) {
+    return full(name, {}, dtype);
+  }
 
   void optimizerStep(int32_t step, int32_t g) {
     int32_t total = full("grad.total", {N});
     b_.add(step, Opcode::GradTotal, {g, gradAcc_}, {total});
-    int32_t shard = b_.addBuffer(PlanBuilder::shard("grad.shard", DType::F32, N, Group::World));
-    fb::InstructionT &rs = b_.add(step, Opcode::ReduceScatter, {total}, {shard});
-    rs.ints = {static_cast<int64_t>(Group::World), static_cast<int64_t>(fb::Reduction::Avg), 1, 0};
+    int32_t shard = b_.addBuffer(
+        PlanBuilder::shard("grad.shard", DType::F32, N, Group::World));
+    fb::InstructionT &rs =
+        b_.add(step, Opcode::ReduceScatter, {total}, {shard});
+    rs.ints = {static_cast<int64_t>(Group::World),
+               static_cast<int64_t>(fb::Reduction::Avg), 1, 0};
     rs.stream = 1;
     rs.record = reduced_;
     int32_t sq = scalar("norm.sq");
@@ -186,26 +207,33 @@ private:
     gn.waits = {reduced_};
     int32_t sqSum = scalar("norm.sq.sum");
     b_.add(step, Opcode::AllReduce, {sq}, {sqSum}).ints = {
-        static_cast<int64_t>(Group::World), static_cast<int64_t>(fb::Reduction::Sum), 2};
+        static_cast<int64_t>(Group::World),
+        static_cast<int64_t>(fb::Reduction::Sum), 2};
     int32_t norm = scalar("norm");
     b_.add(step, Opcode::Sqrt, {sqSum}, {norm});
-    int32_t clipped = b_.addBuffer(PlanBuilder::shard("grad.clipped", DType::F32, N, Group::World));
+    int32_t clipped = b_.addBuffer(
+        PlanBuilder::shard("grad.clipped", DType::F32, N, Group::World));
     b_.add(step, Opcode::Clip, {shard, norm}, {clipped}).floats = {1.0};
     auto load = [&](int32_t state, const char *name) {
-      int32_t v = b_.addBuffer(PlanBuilder::shard(name, DType::F32, N, Group::World));
+      int32_t v =
+          b_.addBuffer(PlanBuilder::shard(name, DType::F32, N, Group::World));
       b_.add(step, Opcode::StateLoad, {state}, {v});
       return v;
     };
-    int32_t p = load(master_, "p"), m = load(expAvg_, "m"), v = load(expAvgSq_, "v");
+    int32_t p = load(master_, "p"), m = load(expAvg_, "m"),
+            v = load(expAvgSq_, "v");
     int32_t st = scalar("step", DType::I64);
     b_.add(step, Opcode::Step, {}, {st});
     int32_t lr = scalar("lr");
     b_.add(step, Opcode::Lr, {st}, {lr});
-    int32_t p2 = b_.addBuffer(PlanBuilder::shard("p2", DType::F32, N, Group::World));
-    int32_t m2 = b_.addBuffer(PlanBuilder::shard("m2", DType::F32, N, Group::World));
-    int32_t v2 = b_.addBuffer(PlanBuilder::shard("v2", DType::F32, N, Group::World));
-    b_.add(step, Opcode::AdamWUpdate, {p, clipped, m, v, lr, st}, {p2, m2, v2}).floats = {
-        0.9, 0.95, 1e-8, 0.1};
+    int32_t p2 =
+        b_.addBuffer(PlanBuilder::shard("p2", DType::F32, N, Group::World));
+    int32_t m2 =
+        b_.addBuffer(PlanBuilder::shard("m2", DType::F32, N, Group::World));
+    int32_t v2 =
+        b_.addBuffer(PlanBuilder::shard("v2", DType::F32, N, Group::World));
+    b_.add(step, Opcode::AdamWUpdate, {p, clipped, m, v, lr, st}, {p2, m2, v2})
+        .floats = {0.9, 0.95, 1e-8, 0.1};
     b_.add(step, Opcode::StateStore, {p2}, {master_});
     b_.add(step, Opcode::StateStore, {m2}, {expAvg_});
     b_.add(step, Opcode::StateStore, {v2}, {expAvgSq_});
@@ -215,7 +243,8 @@ private:
     int32_t hooks = b_.addBlock(fb::BlockKind::Hooks);
     b_.setHooksBlock(hooks);
 
-    // every 10 steps { train_loss = mean(loss); log; if train_loss > 10 { print; stop } }
+    // every 10 steps { train_loss = mean(loss); log; if train_loss > 10 {
+    // print; stop } }
     int32_t every10 = b_.addBlock(fb::BlockKind::Every);
     fb::InstructionT &e10 = b_.add(hooks, Opcode::Every);
     e10.ints = {10, static_cast<int64_t>(fb::PeriodUnit::Steps)};
@@ -224,7 +253,8 @@ private:
     b_.add(every10, Opcode::Loss, {}, {loss});
     int32_t mean = scalar("train_loss");
     b_.add(every10, Opcode::AllReduce, {loss}, {mean}).ints = {
-        static_cast<int64_t>(Group::World), static_cast<int64_t>(fb::Reduction::Avg), -1};
+        static_cast<int64_t>(Group::World),
+        static_cast<int64_t>(fb::Reduction::Avg), -1};
     fb::InstructionT &log = b_.add(every10, Opcode::Log, {mean});
     log.strings = {"train"};
     log.rank0_only = true;
@@ -270,7 +300,9 @@ private:
 
 } // namespace
 
-PlanBuilder TinyMlpPlan(const TinyMlpOptions &options) { return TinyMlp(options).take(); }
+PlanBuilder TinyMlpPlan(const TinyMlpOptions &options) {
+  return TinyMlp(options).take();
+}
 
 PlanBuilder MinimalPlan() {
   PlanBuilder b;

@@ -1,4 +1,5 @@
-//===- ExamplePlans.h - hand-built plans for tests and seed corpora -*- C++ -*-===//
+//===- ExamplePlans.h - hand-built plans for tests and seed corpora -*- C++
+//-*-===//
 //
 // Plans written with PlanBuilder the way the compiler will write them:
 // a tiny fsdp-full MLP (all-gather before use, gradient accumulation in a
@@ -31,7 +32,8 @@ struct TinyMlpOptions {
 /// Linear(16, 4) -> cross_entropy against y i32[4]. One unit of 212 elements.
 struct TinyMlpShape {
   static constexpr int64_t kBatch = 4, kIn = 8, kHidden = 16, kClasses = 4;
-  static constexpr int64_t kUnitNumel = kHidden * kIn + kHidden + kClasses * kHidden + kClasses;
+  static constexpr int64_t kUnitNumel =
+      kHidden * kIn + kHidden + kClasses * kHidden + kClasses;
 };
 
 /// The tiny fsdp-full MLP. Liveness is inferred, so the plan loads as is.

@@ -20,7 +20,8 @@ int main(int argc, char **argv) {
   for (const auto &[name, bytes] : md::plan::examples::ExamplePlanFiles()) {
     std::string path = std::string(argv[1]) + "/" + name + ".fb";
     std::FILE *file = std::fopen(path.c_str(), "wb");
-    if (!file || std::fwrite(bytes.data(), 1, bytes.size(), file) != bytes.size() ||
+    if (!file ||
+        std::fwrite(bytes.data(), 1, bytes.size(), file) != bytes.size() ||
         std::fclose(file) != 0) {
       std::fprintf(stderr, "md-plan-examples: cannot write %s\n", path.c_str());
       return 1;

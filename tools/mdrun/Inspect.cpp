@@ -164,7 +164,8 @@ std::string str(const flatbuffers::String *s) {
   return s ? std::string(s->c_str(), s->size()) : std::string();
 }
 
-std::vector<std::string> strings(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>> *v) {
+std::vector<std::string> strings(
+    const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>> *v) {
   std::vector<std::string> out;
   for (uint32_t i = 0; v && i < v->size(); ++i)
     out.push_back(str(v->Get(i)));
@@ -181,7 +182,8 @@ Value list(const std::vector<std::string> &items) {
 std::string lower(const char *name) { return absl::AsciiStrToLower(name); }
 
 /// Every fact of the report, as the JSON form's object.
-std::shared_ptr<Object> buildReport(const std::string &path, const plan::LoadedPlan &loaded,
+std::shared_ptr<Object> buildReport(const std::string &path,
+                                    const plan::LoadedPlan &loaded,
                                     const plan::PlanSummary &summary) {
   const Plan &p = loaded.plan();
   const fb::Header &h = *p.header();
@@ -209,7 +211,8 @@ std::shared_ptr<Object> buildReport(const std::string &path, const plan::LoadedP
       .add("master", plan::DTypeName(o.master_dtype()));
   auto prefetch = object();
   prefetch->add("forward", o.prefetch_forward())
-      .add("backward", lower(fb::EnumNamePrefetchBackward(o.prefetch_backward())));
+      .add("backward",
+           lower(fb::EnumNamePrefetchBackward(o.prefetch_backward())));
   planObj->add("precision", precision)
       .add("bucket_cap", o.bucket_cap())
       .add("prefetch", prefetch)
@@ -242,7 +245,10 @@ std::shared_ptr<Object> buildReport(const std::string &path, const plan::LoadedP
   Value::List units;
   for (const plan::UnitSummary &u : summary.units) {
     auto unit = object();
-    unit->add("id", u.id).add("name", u.name).add("numel", u.numel).add("params", u.params);
+    unit->add("id", u.id)
+        .add("name", u.name)
+        .add("numel", u.numel)
+        .add("params", u.params);
     units.emplace_back(unit);
   }
   report->add("units", units);
@@ -259,8 +265,10 @@ std::shared_ptr<Object> buildReport(const std::string &path, const plan::LoadedP
   Value::List buckets;
   for (const plan::BucketSummary &b : summary.buckets) {
     auto bucket = object();
-    bucket->add("id", b.id).add("collectives", b.collectives).add("bytes", b.bytes).add(
-        "kinds", list(b.kinds));
+    bucket->add("id", b.id)
+        .add("collectives", b.collectives)
+        .add("bytes", b.bytes)
+        .add("kinds", list(b.kinds));
     buckets.emplace_back(bucket);
   }
   report->add("buckets", buckets);
@@ -296,9 +304,12 @@ std::shared_ptr<Object> buildReport(const std::string &path, const plan::LoadedP
       .add("accumulation_steps", w.accumulationSteps);
   const fb::Optimizer &opt = *r.optimizer();
   auto optimizer = object();
-  optimizer->add("kind", lower(fb::EnumNameOptimizerKind(opt.kind()))).add("lr", opt.lr());
+  optimizer->add("kind", lower(fb::EnumNameOptimizerKind(opt.kind())))
+      .add("lr", opt.lr());
   if (opt.kind() == fb::OptimizerKind::AdamW)
-    optimizer->add("beta1", opt.beta1()).add("beta2", opt.beta2()).add("eps", opt.eps());
+    optimizer->add("beta1", opt.beta1())
+        .add("beta2", opt.beta2())
+        .add("eps", opt.eps());
   else
     optimizer->add("momentum", opt.momentum())
         .add("dampening", opt.dampening())
@@ -353,57 +364,67 @@ std::string formatText(const std::string &path, const plan::LoadedPlan &loaded,
   std::string out;
   auto line = [&](auto &&...parts) { absl::StrAppend(&out, parts..., "\n"); };
 
-  line("plan file     ", printable(path), " (", loaded.bytes().size(), " bytes, ",
-       fb::PlanIdentifier(), " schema ", p.schema_version(), ")");
+  line("plan file     ", printable(path), " (", loaded.bytes().size(),
+       " bytes, ", fb::PlanIdentifier(), " schema ", p.schema_version(), ")");
   line("model         ", printable(str(h.model())));
   std::string wrap = lower(fb::EnumNameWrapKind(o.wrap()));
   if (o.wrap() == fb::WrapKind::Blocks)
-    absl::StrAppend(&wrap, "(", printable(absl::StrJoin(strings(o.wrap_blocks()), ", ")), ")");
+    absl::StrAppend(&wrap, "(",
+                    printable(absl::StrJoin(strings(o.wrap_blocks()), ", ")),
+                    ")");
   else if (o.wrap() == fb::WrapKind::Size)
     absl::StrAppend(&wrap, "(min_params = ", o.wrap_min_params(), ")");
   std::string shard = lower(fb::EnumNameShardKind(o.shard()));
   if (o.shard() == fb::ShardKind::Hybrid)
     absl::StrAppend(&shard, "(shard_group = ", h.shard_group_size(), ")");
-  line("plan          ", printable(str(h.plan_name())), " (preset ", printable(str(h.preset())),
-       "): shard ", shard, ", wrap ", wrap);
+  line("plan          ", printable(str(h.plan_name())), " (preset ",
+       printable(str(h.preset())), "): shard ", shard, ", wrap ", wrap);
   line("              precision {param = ", plan::DTypeName(o.param_dtype()),
        ", reduce = ", plan::DTypeName(o.reduce_dtype()),
        ", buffer = ", plan::DTypeName(o.buffer_dtype()),
        ", master = ", plan::DTypeName(o.master_dtype()), "}, bucket_cap ",
        bytesText(o.bucket_cap()));
-  std::string checkpoint = absl::StrJoin(strings(o.checkpoint_activations()), ", ");
-  line("              prefetch {forward = ", o.prefetch_forward() ? "true" : "false",
-       ", backward = ", lower(fb::EnumNamePrefetchBackward(o.prefetch_backward())),
-       "}, reshard_after_forward ", o.reshard_after_forward() ? "true" : "false",
-       ", checkpoint_activations ", checkpoint.empty() ? "none" : printable(checkpoint));
+  std::string checkpoint =
+      absl::StrJoin(strings(o.checkpoint_activations()), ", ");
+  line("              prefetch {forward = ",
+       o.prefetch_forward() ? "true" : "false", ", backward = ",
+       lower(fb::EnumNamePrefetchBackward(o.prefetch_backward())),
+       "}, reshard_after_forward ",
+       o.reshard_after_forward() ? "true" : "false",
+       ", checkpoint_activations ",
+       checkpoint.empty() ? "none" : printable(checkpoint));
   line("source        ", printable(str(h.source_file())), " (hash ",
        absl::StrFormat("0x%016x", h.source_hash()), "), compiled by ",
        printable(str(h.compiler_version())));
   line("world size    ", w.worldSize,
-       h.world_size() ? " (pinned by the plan)" : " (any; pass --world-size to choose)",
-       ": groups world ", w.worldSize, ", shard ", w.shardGroupSize, ", replicate ",
-       w.replicateGroupSize);
+       h.world_size() ? " (pinned by the plan)"
+                      : " (any; pass --world-size to choose)",
+       ": groups world ", w.worldSize, ", shard ", w.shardGroupSize,
+       ", replicate ", w.replicateGroupSize);
   line("");
-  line("params        ", s.paramCount, " tensors, ", s.paramElements, " elements (",
-       s.trainableElements, " trainable), ", bytesText(s.paramBytes));
+  line("params        ", s.paramCount, " tensors, ", s.paramElements,
+       " elements (", s.trainableElements, " trainable), ",
+       bytesText(s.paramBytes));
   line("units         ", s.units.size());
   for (const plan::UnitSummary &u : s.units)
     line(absl::StrFormat("  %-4d %-24s %12d elements, %d params", u.id,
-                         u.name.empty() ? "(root)" : printable(u.name), u.numel, u.params));
-  line("program       ", p.blocks()->size(), " blocks; step ", s.stepInstructions,
-       " instructions, hooks ", s.hookInstructions, "; buffers ", s.persistentBuffers,
-       " persistent, ", s.transientBuffers, " transient; ", p.events() ? p.events()->size() : 0,
-       " events");
+                         u.name.empty() ? "(root)" : printable(u.name), u.numel,
+                         u.params));
+  line("program       ", p.blocks()->size(), " blocks; step ",
+       s.stepInstructions, " instructions, hooks ", s.hookInstructions,
+       "; buffers ", s.persistentBuffers, " persistent, ", s.transientBuffers,
+       " transient; ", p.events() ? p.events()->size() : 0, " events");
   line("buckets       ", s.buckets.size());
   for (const plan::BucketSummary &b : s.buckets)
     line(absl::StrFormat("  %-4s %3d collectives %12s  %s",
-                         b.id < 0 ? "none" : absl::StrCat(b.id), b.collectives, bytesText(b.bytes),
-                         absl::StrJoin(b.kinds, ", ")));
+                         b.id < 0 ? "none" : absl::StrCat(b.id), b.collectives,
+                         bytesText(b.bytes), absl::StrJoin(b.kinds, ", ")));
   line("");
   line("memory per rank at W = ", w.worldSize);
   const plan::MemoryReport &m = s.memory;
   auto mem = [&](const char *name, int64_t bytes) {
-    line(absl::StrFormat("  %-13s %12s  (%d bytes)", name, bytesText(bytes), bytes));
+    line(absl::StrFormat("  %-13s %12s  (%d bytes)", name, bytesText(bytes),
+                         bytes));
   };
   mem("params", m.params);
   mem("grads", m.grads);
@@ -412,48 +433,62 @@ std::string formatText(const std::string &path, const plan::LoadedPlan &loaded,
   mem("comm_buffers", m.commBuffers);
   mem("peak", m.peak);
   if (m.peakBlock >= 0)
-    line("  (transient peak at blocks[", m.peakBlock, "].instructions[", m.peakInstruction, "])");
+    line("  (transient peak at blocks[", m.peakBlock, "].instructions[",
+         m.peakInstruction, "])");
   line("");
-  line("collectives per step at W = ", w.worldSize, " (accumulation steps ", w.accumulationSteps,
-       ")");
-  line(absl::StrFormat("  %-15s %6s %14s %14s", "kind", "count", "bytes", "bus bytes"));
+  line("collectives per step at W = ", w.worldSize, " (accumulation steps ",
+       w.accumulationSteps, ")");
+  line(absl::StrFormat("  %-15s %6s %14s %14s", "kind", "count", "bytes",
+                       "bus bytes"));
   for (const plan::CollectiveTally &t : s.perStep)
-    line(absl::StrFormat("  %-15s %6d %14s %14s", t.kind, t.count, bytesText(t.bytes),
-                         bytesText(t.busBytes)));
+    line(absl::StrFormat("  %-15s %6d %14s %14s", t.kind, t.count,
+                         bytesText(t.bytes), bytesText(t.busBytes)));
   line(absl::StrFormat("  %-15s %6d %14s %14s", "total", s.perStepTotal.count,
-                       bytesText(s.perStepTotal.bytes), bytesText(s.perStepTotal.busBytes)));
+                       bytesText(s.perStepTotal.bytes),
+                       bytesText(s.perStepTotal.busBytes)));
   if (s.conditionalCollectives > 0)
-    line("  and ", s.conditionalCollectives, " inside an if or for of the step (not counted)");
+    line("  and ", s.conditionalCollectives,
+         " inside an if or for of the step (not counted)");
   line("");
   const fb::Optimizer &opt = *r.optimizer();
   std::string optimizer =
       opt.kind() == fb::OptimizerKind::AdamW
-          ? absl::StrFormat("adamw(lr = %g, betas = (%g, %g), eps = %g, weight_decay = %g)",
-                            opt.lr(), opt.beta1(), opt.beta2(), opt.eps(), opt.weight_decay())
-          : absl::StrFormat("sgd(lr = %g, momentum = %g, dampening = %g, weight_decay = %g%s)",
-                            opt.lr(), opt.momentum(), opt.dampening(), opt.weight_decay(),
+          ? absl::StrFormat(
+                "adamw(lr = %g, betas = (%g, %g), eps = %g, weight_decay = %g)",
+                opt.lr(), opt.beta1(), opt.beta2(), opt.eps(),
+                opt.weight_decay())
+          : absl::StrFormat("sgd(lr = %g, momentum = %g, dampening = %g, "
+                            "weight_decay = %g%s)",
+                            opt.lr(), opt.momentum(), opt.dampening(),
+                            opt.weight_decay(),
                             opt.nesterov() ? ", nesterov" : "");
   const fb::Schedule &sched = *r.schedule();
-  line("recipe        global_batch ", r.global_batch(), ", micro_batch ", r.micro_batch(),
-       ", accumulation steps ", w.accumulationSteps, " at W = ", w.worldSize);
+  line("recipe        global_batch ", r.global_batch(), ", micro_batch ",
+       r.micro_batch(), ", accumulation steps ", w.accumulationSteps,
+       " at W = ", w.worldSize);
   line("              optimizer ", optimizer);
-  line("              schedule ", lower(fb::EnumNameScheduleKind(sched.kind())), "(warmup = ",
-       sched.warmup(), ", steps = ", sched.steps(), ", min_lr = ", absl::StrFormat("%g", sched.min_lr()),
-       ")");
+  line("              schedule ", lower(fb::EnumNameScheduleKind(sched.kind())),
+       "(warmup = ", sched.warmup(), ", steps = ", sched.steps(),
+       ", min_lr = ", absl::StrFormat("%g", sched.min_lr()), ")");
   line("              clip_grad_norm ",
-       r.clip_grad_norm() > 0 ? absl::StrFormat("%g", r.clip_grad_norm()) : std::string("none"),
+       r.clip_grad_norm() > 0 ? absl::StrFormat("%g", r.clip_grad_norm())
+                              : std::string("none"),
        ", seed ", r.seed(), r.sync_batch_norm() ? ", sync_batch_norm" : "");
   const fb::DataSpec &d = *p.datasets()->Get(r.train_data());
   line("data          ", lower(fb::EnumNameDataKind(d.kind())),
-       d.kind() == fb::DataKind::Synthetic ? absl::StrCat(" (seed ", d.seed(), ")")
-                                           : absl::StrCat(" \"", printable(str(d.path())), "\""),
+       d.kind() == fb::DataKind::Synthetic
+           ? absl::StrCat(" (seed ", d.seed(), ")")
+           : absl::StrCat(" \"", printable(str(d.path())), "\""),
        "; sampler seed ", r.sampler()->seed(),
-       r.sampler()->reshuffle_each_epoch() ? ", reshuffled each epoch" : ", same order each epoch",
+       r.sampler()->reshuffle_each_epoch() ? ", reshuffled each epoch"
+                                           : ", same order each epoch",
        ", tail ", lower(fb::EnumNameTailPolicy(r.sampler()->tail())));
-  line("hooks         ", s.hooks.empty() ? std::string("none") : absl::StrCat(s.hooks.size()));
+  line("hooks         ",
+       s.hooks.empty() ? std::string("none") : absl::StrCat(s.hooks.size()));
   for (const plan::HookSummary &hk : s.hooks) {
-    std::string when =
-        hk.period == 0 ? "after every step" : absl::StrCat("every ", hk.period, " ", hk.unit);
+    std::string when = hk.period == 0
+                           ? "after every step"
+                           : absl::StrCat("every ", hk.period, " ", hk.unit);
     line("  ", when, ": ", printable(absl::StrJoin(hk.actions, "; ")),
          hk.communicates ? "  [communicates]" : "");
   }
@@ -465,14 +500,17 @@ std::string formatText(const std::string &path, const plan::LoadedPlan &loaded,
 absl::Status Inspect(const InspectOptions &options, std::string &out) {
   plan::LoadOptions load;
   load.worldSize = options.worldSize;
-  absl::StatusOr<plan::LoadedPlan> loaded = plan::LoadPlanFile(options.planPath, load);
+  absl::StatusOr<plan::LoadedPlan> loaded =
+      plan::LoadPlanFile(options.planPath, load);
   if (!loaded.ok())
     return loaded.status();
   int64_t worldSize = loaded->bound() ? loaded->world().worldSize : 2;
-  absl::StatusOr<plan::PlanSummary> summary = plan::Summarize(*loaded, worldSize);
+  absl::StatusOr<plan::PlanSummary> summary =
+      plan::Summarize(*loaded, worldSize);
   if (!summary.ok())
     return absl::Status(summary.status().code(),
-                        absl::StrCat(options.planPath, ": at world size ", worldSize, ": ",
+                        absl::StrCat(options.planPath, ": at world size ",
+                                     worldSize, ": ",
                                      summary.status().message()));
   if (options.format == InspectFormat::Json) {
     out.clear();

@@ -28,8 +28,10 @@ enum ExitCode { kSuccess = 0, kUserError = 1, kUsageError = 2 };
 constexpr const char *kUsage =
     "usage: mdrun --inspect PLAN [--world-size N] [--format=text|json]\n"
     "\n"
-    "  --inspect PLAN    load and verify PLAN and print what it does at a world size\n"
-    "  --world-size N    the world size to inspect at (default: the plan's pinned\n"
+    "  --inspect PLAN    load and verify PLAN and print what it does at a "
+    "world size\n"
+    "  --world-size N    the world size to inspect at (default: the plan's "
+    "pinned\n"
     "                    world size, else 2)\n"
     "  --format FORMAT   text (default) or json\n"
     "  --help            print this message\n"
@@ -101,8 +103,8 @@ absl::StatusOr<Args> parseArgs(int argc, char **argv) {
 int main(int argc, char **argv) {
   absl::StatusOr<Args> args = parseArgs(argc, argv);
   if (!args.ok()) {
-    std::fprintf(stderr, "mdrun: error: %s\n%s", std::string(args.status().message()).c_str(),
-                 kUsage);
+    std::fprintf(stderr, "mdrun: error: %s\n%s",
+                 std::string(args.status().message()).c_str(), kUsage);
     return kUsageError;
   }
   if (args->help) {
@@ -110,19 +112,24 @@ int main(int argc, char **argv) {
     return kSuccess;
   }
   if (!args->inspect) {
-    std::fprintf(stderr, "mdrun: error: not implemented yet: training lands with the CPU "
-                         "runtime; only 'mdrun --inspect PLAN' works so far\n");
+    std::fprintf(
+        stderr,
+        "mdrun: error: not implemented yet: training lands with the CPU "
+        "runtime; only 'mdrun --inspect PLAN' works so far\n");
     return kUsageError;
   }
   if (!args->rest.empty()) {
-    std::fprintf(stderr, "mdrun: error: --inspect takes no other arguments, got '%s'\n%s",
-                 args->rest.front().c_str(), kUsage);
+    std::fprintf(
+        stderr,
+        "mdrun: error: --inspect takes no other arguments, got '%s'\n%s",
+        args->rest.front().c_str(), kUsage);
     return kUsageError;
   }
   std::string report;
   absl::Status status = md::mdrun::Inspect(args->options, report);
   if (!status.ok()) {
-    std::fprintf(stderr, "mdrun: error: %s\n", std::string(status.message()).c_str());
+    std::fprintf(stderr, "mdrun: error: %s\n",
+                 std::string(status.message()).c_str());
     return kUserError;
   }
   std::fputs(report.c_str(), stdout);
