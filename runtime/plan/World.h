@@ -18,8 +18,12 @@
 namespace md::plan {
 
 /// Elements of this rank's shard of a flat buffer of `numel` elements split
-/// over `groupSize` ranks: ceil(numel / groupSize), without overflow.
+/// over `groupSize` ranks: ceil(numel / groupSize), without overflow. A
+/// group of no ranks (an unbound WorldBinding) gives the whole buffer rather
+/// than a division by zero.
 inline int64_t ShardElements(int64_t numel, int64_t groupSize) {
+  if (groupSize < 1)
+    return numel;
   return numel / groupSize + (numel % groupSize != 0 ? 1 : 0);
 }
 

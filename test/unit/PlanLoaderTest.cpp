@@ -128,6 +128,14 @@ TEST(PlanSchemaTest, OnlyNonCommunicatingIoMayBeRank0Only) {
   EXPECT_TRUE(GetOpcodeInfo(fb::Opcode::AllReduce)->is(kCollective));
 }
 
+TEST(PlanSchemaTest, ShardElementsRoundUp) {
+  EXPECT_EQ(ShardElements(212, 2), 106);
+  EXPECT_EQ(ShardElements(212, 3), 71);
+  EXPECT_EQ(ShardElements(0, 4), 0);
+  EXPECT_EQ(ShardElements(INT64_MAX, 2), INT64_MAX / 2 + 1);
+  EXPECT_EQ(ShardElements(5, 0), 5); // an unbound world
+}
+
 TEST(PlanSchemaTest, SourceHashIsFnv1a64) {
   EXPECT_EQ(SourceHash(""), 0xcbf29ce484222325ull);
   EXPECT_EQ(SourceHash("a"), 0xaf63dc4c8601ec8cull);
