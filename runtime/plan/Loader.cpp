@@ -1,11 +1,12 @@
 //===- Loader.cpp - load and verify a plan.fb ---------------------------===//
 //
-// Stage (a) is LoadPlan itself; stage (b) is SemanticVerifier, which checks
-// the tables in dependency order (header, recipe, units and params, buffers,
-// the block tree, each instruction on its own, then program order and
-// uniformity over the block tree) so that every later check may index what
-// an earlier one proved in range. Nothing here recurses deeper than the
-// block tree, whose depth is capped before anything walks it.
+// Stage (a) is CheckPlanStructure; stage (b) is SemanticVerifier, which
+// checks the tables in dependency order (header, datasets and recipe, units
+// and params, events and locations, the block tree, buffers, instructions on
+// their own and then in place, program order and uniformity over the block
+// tree) so that every later check may index what an earlier one proved in
+// range. Nothing here recurses deeper than the block tree, whose depth is
+// capped before anything walks it.
 //
 //===----------------------------------------------------------------------===//
 
