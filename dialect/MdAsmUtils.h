@@ -56,6 +56,7 @@ void printEnumKeyword(mlir::OpAsmPrinter &printer, AttrT attr) {
 MD_ENUM_KEYWORD_DIRECTIVE(PeriodUnit, PeriodUnitAttr)
 MD_ENUM_KEYWORD_DIRECTIVE(CheckpointFormat, CheckpointFormatAttr)
 MD_ENUM_KEYWORD_DIRECTIVE(Group, GroupAttr)
+MD_ENUM_KEYWORD_DIRECTIVE(StateRole, StateRoleAttr)
 MD_ENUM_KEYWORD_DIRECTIVE(Reduction, ReductionKindAttr)
 
 #undef MD_ENUM_KEYWORD_DIRECTIVE

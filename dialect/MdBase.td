@@ -56,6 +56,21 @@ def MD_Group : I32EnumAttr<"Group", "process group of a collective", [
   let cppNamespace = "::md";
   let genSpecializedAttr = 0;
 }
+// What a persistent per-rank buffer (`md.state`) holds.
+def MD_StateRole : I32EnumAttr<"StateRole", "role of an md.state", [
+    I32EnumAttrCase<"master", 0>,
+    I32EnumAttrCase<"params", 1>,
+    I32EnumAttrCase<"exp_avg", 2>,
+    I32EnumAttrCase<"exp_avg_sq", 3>,
+    I32EnumAttrCase<"momentum", 4>,
+    I32EnumAttrCase<"grad_acc", 5>]> {
+  let cppNamespace = "::md";
+  let genSpecializedAttr = 0;
+}
+def MD_StateRoleAttr : EnumAttr<Md_Dialect, MD_StateRole, "state_role"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
 def MD_GroupAttr : EnumAttr<Md_Dialect, MD_Group, "group"> {
   let assemblyFormat = "`<` $value `>`";
 }
@@ -184,6 +199,9 @@ def MD_ScalarTensor : 0DTensorOf<[F32]>;
 def MD_CommResource : Resource<"::md::CommResource">;
 // Recipe side effects (log, print, save, exit) and host queries.
 def MD_HostIOResource : Resource<"::md::HostIOResource">;
+// Persistent per-rank buffers (`md.state`), the data cursor and the step's
+// loss accumulator: reads and writes of them keep their order.
+def MD_StateResource : Resource<"::md::StateResource">;
 
 //===----------------------------------------------------------------------===//
 // Op base class

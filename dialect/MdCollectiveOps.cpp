@@ -39,6 +39,25 @@ static LogicalResult verifyCollective(Operation *op) {
   return success();
 }
 
+/// Whether `shard` is the padded shard `tensor<?xT>` of the flat buffer
+/// `full` (`tensor<NxT>`).
+static bool isFlatShardPair(RankedTensorType shard, RankedTensorType full) {
+  return shard.getRank() == 1 && shard.isDynamicDim(0) &&
+         full.getRank() == 1 && full.hasStaticShape();
+}
+
+/// The bytes of one rank's shard in an all-gather or reduce-scatter over
+/// `groupSize` ranks: the shard's own size, or ceil(N / n) elements of a
+/// flat-shard pair.
+static int64_t getShardBytes(Type shardType, Type fullType, int64_t groupSize) {
+  auto shard = cast<RankedTensorType>(shardType);
+  auto full = cast<RankedTensorType>(fullType);
+  if (isFlatShardPair(shard, full) && groupSize > 0)
+    return (full.getNumElements() + groupSize - 1) / groupSize *
+           getElementBytes(full.getElementType());
+  return getTensorBytes(shard);
+}
+
 static std::string formatDim(int64_t dim) {
   return ShapedType::isDynamic(dim) ? std::string("?") : std::to_string(dim);
 }
@@ -64,6 +83,11 @@ static LogicalResult verifyShardedPair(Operation *op, bool scatter,
     return op->emitOpError("result rank ")
            << result.getRank() << " differs from input rank "
            << input.getRank();
+  // The flat-shard form md-apply-plan uses: a 1-D buffer of N elements and
+  // this rank's shard of it, ceil(N / n) elements (the runtime pads the
+  // buffer to n x ceil(N / n)), whose size is known once W is.
+  if (isFlatShardPair(shard, full) && axis == 0)
+    return success();
   int64_t rank = input.getRank();
   if (axis >= rank)
     return op->emitOpError("axis ")
@@ -186,14 +210,16 @@ std::optional<ReductionKind> AllGatherOp::getReduction() {
 }
 
 int64_t AllGatherOp::getFullBytes(int64_t groupSize) {
-  return std::max<int64_t>(groupSize, 0) * getTensorBytes(getInput().getType());
+  return std::max<int64_t>(groupSize, 0) *
+         getShardBytes(getInput().getType(), getResult().getType(), groupSize);
 }
 
 int64_t AllGatherOp::getBytesSent(int64_t groupSize) {
   if (groupSize <= 1)
     return 0;
   // (n - 1)/n of the n x shard bytes gathered.
-  return (groupSize - 1) * getTensorBytes(getInput().getType());
+  return (groupSize - 1) *
+         getShardBytes(getInput().getType(), getResult().getType(), groupSize);
 }
 
 void AllGatherOp::getCanonicalizationPatterns(RewritePatternSet &results,
@@ -220,14 +246,15 @@ std::optional<ReductionKind> ReduceScatterOp::getReduction() {
 
 int64_t ReduceScatterOp::getFullBytes(int64_t groupSize) {
   return std::max<int64_t>(groupSize, 0) *
-         getTensorBytes(getResult().getType());
+         getShardBytes(getResult().getType(), getInput().getType(), groupSize);
 }
 
 int64_t ReduceScatterOp::getBytesSent(int64_t groupSize) {
   if (groupSize <= 1)
     return 0;
   // (n - 1)/n of the n x shard bytes reduced.
-  return (groupSize - 1) * getTensorBytes(getResult().getType());
+  return (groupSize - 1) *
+         getShardBytes(getResult().getType(), getInput().getType(), groupSize);
 }
 
 void ReduceScatterOp::getCanonicalizationPatterns(RewritePatternSet &results,

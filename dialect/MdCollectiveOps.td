@@ -66,7 +66,10 @@ def MD_AllGatherOp : MD_CollectiveOp<"all_gather"> {
 
     The input (this rank's shard) must be statically shaped. The gathered dim
     may be `?` only while the group size is symbolic in W; once it is known,
-    the result dim must be exactly n × the input dim.
+    the result dim must be exactly n × the input dim. The exception is the
+    flat-shard form md's passes use: the shard `tensor<?xT>` of a flat buffer
+    `tensor<NxT>` holds ceil(N / n) elements (the runtime pads the buffer to
+    n × ceil(N / n) and the result is its first N elements).
 
     Bytes (nccl-tests' ring conventions): the full buffer is the gathered
     result, n × input bytes; each rank sends (n − 1)/n of it, i.e. (n − 1) ×
@@ -83,6 +86,7 @@ def MD_AllGatherOp : MD_CollectiveOp<"all_gather"> {
     %full = md.all_gather %shard group shard bucket 3 : tensor<128xbf16> -> tensor<512xbf16>
     %rows = md.all_gather %w axis 1 group world : tensor<64x8xf32> -> tensor<64x32xf32>
     %sym = md.all_gather %s group world : tensor<16xf32> -> tensor<?xf32>
+    %flat = md.all_gather %shard group world : tensor<?xbf16> -> tensor<4160xbf16>
     ```
   }];
   let arguments = !con(commonArgs, (ins
@@ -105,7 +109,10 @@ def MD_ReduceScatterOp : MD_CollectiveOp<"reduce_scatter"> {
     the other dims are equal. This is how FSDP reduces gradients into shards.
 
     The result (this rank's shard) must be statically shaped. The input's dim
-    `axis` may be `?` only while the group size is symbolic in W.
+    `axis` may be `?` only while the group size is symbolic in W. The
+    exception is the flat-shard form md's passes use: a flat buffer
+    `tensor<NxT>` reduces into the shard `tensor<?xT>` of ceil(N / n)
+    elements (the runtime pads the buffer with zeros to n × ceil(N / n)).
 
     Bytes (nccl-tests' ring conventions): the full buffer is the input, n ×
     result bytes; each rank sends (n − 1)/n of it, i.e. (n − 1) × result
@@ -120,6 +127,7 @@ def MD_ReduceScatterOp : MD_CollectiveOp<"reduce_scatter"> {
     ```mlir
     %s = md.reduce_scatter %g sum group shard : tensor<512xf32> -> tensor<128xf32>
     %t = md.reduce_scatter %h avg axis 1 group world bucket 0 : tensor<8x64xbf16> -> tensor<8x16xbf16>
+    %u = md.reduce_scatter %flat avg group world : tensor<4160xf32> -> tensor<?xf32>
     ```
   }];
   let arguments = !con(commonArgs, (ins

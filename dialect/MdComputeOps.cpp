@@ -630,3 +630,13 @@ OpFoldResult SumToOp::fold(FoldAdaptor) {
     return getG();
   return {};
 }
+
+//===----------------------------------------------------------------------===//
+// RsqrtOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RsqrtOp::verify() {
+  if (!(getEps().convertToDouble() >= 0))
+    return emitOpError("eps must be >= 0, got ") << getEps().convertToDouble();
+  return success();
+}

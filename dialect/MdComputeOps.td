@@ -171,6 +171,40 @@ def MD_ReluOp : MD_ComputeOp<"relu", [SameOperandsAndResultType]> {
   let assemblyFormat = "$x attr-dict `:` type($x)";
 }
 
+def MD_SqrtOp : MD_ComputeOp<"sqrt", [SameOperandsAndResultType]> {
+  let summary = "elementwise square root";
+  let description = [{
+    `sqrt(x)`, IEEE (correctly rounded in f32; NaN for negative inputs). md's
+    passes use it to turn the all-reduced sum of squared gradient norms into
+    the global norm that `md.clip` takes.
+
+    ```mlir
+    %norm = md.sqrt %sq : tensor<f32>
+    ```
+  }];
+  let arguments = (ins MD_FloatTensor:$x);
+  let results = (outs MD_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+def MD_RsqrtOp : MD_ComputeOp<"rsqrt", [SameOperandsAndResultType]> {
+  let summary = "elementwise 1 / sqrt(x + eps)";
+  let description = [{
+    `1 / sqrt(x + eps)` elementwise, computed in f32 and rounded to the
+    element type; `eps` (default 0) must be >= 0. SyncBatchNorm's inverse
+    standard deviation from the all-reduced variance. Its derivative is
+    `-0.5 * rsqrt(x + eps)^3`.
+
+    ```mlir
+    %inv = md.rsqrt %var eps 1.0e-05 : tensor<256xf32>
+    ```
+  }];
+  let arguments = (ins MD_FloatTensor:$x, DefaultValuedAttr<F64Attr, "0.0">:$eps);
+  let results = (outs MD_FloatTensor:$result);
+  let assemblyFormat = "$x (`eps` $eps^)? attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Normalisations and softmax
 //===----------------------------------------------------------------------===//

@@ -126,8 +126,8 @@ def MD_LrOp : MD_Op<"lr", [Pure]> {
 
 def MD_YieldOp : MD_Op<"yield", [
     Pure, ReturnLike, Terminator,
-    ParentOneOf<["IfOp", "EveryOp", "ForOp"]>]> {
-  let summary = "ends a region of `md.if`, `md.every` or `md.for`";
+    ParentOneOf<["IfOp", "EveryOp", "ForOp", "MicroStepsOp"]>]> {
+  let summary = "ends a region of `md.if`, `md.every`, `md.for` or `md.micro_steps`";
   let description = [{
     Yields the values of an `md.if` branch; with no operands it is implicit in
     the custom form.

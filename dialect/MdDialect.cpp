@@ -38,6 +38,10 @@ void MdDialect::initialize() {
 #define GET_OP_LIST
 #include "dialect/MdCollectiveOps.cpp.inc"
       >();
+  addOperations<
+#define GET_OP_LIST
+#include "dialect/MdStepOps.cpp.inc"
+      >();
 }
 
 Operation *MdDialect::materializeConstant(OpBuilder &builder, Attribute value,

@@ -24,6 +24,7 @@ class ModelOp;
 class ForwardOp;
 class FuncOp;
 class TrainOp;
+class MicroStepsOp;
 
 /// The resource every collective reads and writes: it keeps generic passes
 /// from reordering, merging or deleting collectives, whose order is part of
@@ -33,6 +34,11 @@ struct CommResource : public mlir::SideEffects::Resource::Base<CommResource> {
 };
 
 /// The resource every side effect of the recipe (log, save, exit) touches.
+struct StateResource
+    : public mlir::SideEffects::Resource::Base<StateResource> {
+  llvm::StringRef getName() final { return "md.state"; }
+};
+
 struct HostIOResource
     : public mlir::SideEffects::Resource::Base<HostIOResource> {
   llvm::StringRef getName() final { return "md.host_io"; }
@@ -74,5 +80,7 @@ std::string formatShape(llvm::ArrayRef<int64_t> shape);
 #include "dialect/MdBufferOps.h.inc"
 #define GET_OP_CLASSES
 #include "dialect/MdCollectiveOps.h.inc"
+#define GET_OP_CLASSES
+#include "dialect/MdStepOps.h.inc"
 
 #endif // MD_DIALECT_MDOPS_H

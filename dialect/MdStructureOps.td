@@ -62,7 +62,9 @@ def MD_ParamOp : MD_Op<"param", [Symbol, HasParent<"ModelOp">]> {
   let summary = "a model parameter (global shape, dtype, initialiser, unit)";
   let description = [{
     Declares a parameter by its global (unsharded) shape and dtype. `unit` is
-    the wrap unit (FSDP unit) it belongs to once a plan is applied; `frozen`
+    the wrap unit (FSDP unit) it belongs to once a plan is applied; `offset`,
+    set by `md-apply-plan`, is its first element in the unit's flat buffer
+    (trainable parameters packed in `md.param` order); `frozen`
     parameters get no gradient and no optimizer state.
 
     Example:
@@ -76,9 +78,10 @@ def MD_ParamOp : MD_Op<"param", [Symbol, HasParent<"ModelOp">]> {
                        TypeAttrOf<AnyRankedTensor>:$type,
                        MD_InitAttr:$init,
                        OptionalAttr<I64Attr>:$unit,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$offset,
                        UnitAttr:$frozen);
   let assemblyFormat = [{
-    $sym_name `:` $type `init` $init (`unit` $unit^)? (`frozen` $frozen^)? attr-dict
+    $sym_name `:` $type `init` $init (`unit` $unit^)? (`offset` $offset^)? (`frozen` $frozen^)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

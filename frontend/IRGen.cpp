@@ -2480,7 +2480,7 @@ mlir::OwningOpRef<mlir::ModuleOp> ModelGen::run() {
       symbols.insert(leaf->path);
       md::ParamOp::create(b, loc(leaf->loc), leaf->path, leaf->type,
                           leaf->init, b.getI64IntegerAttr(leaf->unit),
-                          /*frozen=*/false);
+                          /*offset=*/nullptr, /*frozen=*/false);
     }
     genModelForward(*root, *model);
   }

@@ -556,8 +556,19 @@ FailureOr<Attribute> md::frontend::resolvePlan(const Module &module,
   }
   // A hybrid mesh's shard group is part of the model's mesh: collective
   // verifiers and group sizes read it from md.model.
-  if (std::optional<int64_t> group = plan.getShardGroupSize())
+  if (std::optional<int64_t> group = plan.getShardGroupSize()) {
+    // A .mdl plan's shard group was checked against the pinned W where it
+    // is written; a preset's is checked here.
+    if (worldSize && worldSize % *group != 0) {
+      ctx.diags.error(decl ? decl->loc : SMLoc(),
+                      "plan '" + name + "' shards over groups of " +
+                          llvm::Twine(*group) + " ranks, but the world size " +
+                          "is pinned to " + llvm::Twine(worldSize) +
+                          ", which is not a multiple of it");
+      return failure();
+    }
     if (auto modelOp = dyn_cast_or_null<ModelOp>(ctx.modelOp))
       modelOp.setShardGroupSize(*group);
+  }
   return Attribute(plan);
 }

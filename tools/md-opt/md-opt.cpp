@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialect/MdOps.h"
+#include "passes/Passes.h"
+#include "passes/Pipeline.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -18,6 +20,8 @@
 
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
+  md::registerMdPasses();
+  md::registerTrainingPipeline();
   mlir::DialectRegistry registry;
   registry.insert<md::MdDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect, mlir::tensor::TensorDialect,

@@ -637,3 +637,19 @@ func.func @mean_grad_dy_wrong_shape(%dy: tensor<8x64xf32>) {
   %0 = md.mean_grad %dy dims [2] keepdim : tensor<8x64xf32> to tensor<8x64x768xf32>
   return
 }
+
+// -----
+
+func.func @rsqrt_negative_eps(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'md.rsqrt' op eps must be >= 0, got -1.000000e+00}}
+  %0 = md.rsqrt %x eps -1.0 : tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+func.func @sqrt_int(%x: tensor<8xi32>) -> tensor<8xi32> {
+  // expected-error @+1 {{'md.sqrt' op operand #0 must be ranked tensor of bfloat16 type or 16-bit float or 32-bit float values, but got 'tensor<8xi32>'}}
+  %0 = md.sqrt %x : tensor<8xi32>
+  return %0 : tensor<8xi32>
+}

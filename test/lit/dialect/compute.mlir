@@ -169,3 +169,19 @@ func.func @grads_more(%dy: tensor<8x16x16x32xf32>, %img: tensor<8x16x16x32xf32>,
   %8 = md.mean_grad %sk dims [-1] keepdim : tensor<8x64x1xf32> to tensor<8x64x768xf32>
   return
 }
+
+// CHECK-LABEL: func.func @rsqrt
+// CHECK: md.rsqrt %{{.*}} eps 1.000000e-05 : tensor<8xf32>
+// CHECK: md.rsqrt %{{.*}} : tensor<8xbf16>
+func.func @rsqrt(%x: tensor<8xf32>, %h: tensor<8xbf16>) -> (tensor<8xf32>, tensor<8xbf16>) {
+  %0 = md.rsqrt %x eps 1.0e-5 : tensor<8xf32>
+  %1 = md.rsqrt %h : tensor<8xbf16>
+  return %0, %1 : tensor<8xf32>, tensor<8xbf16>
+}
+
+// CHECK-LABEL: func.func @sqrt
+// CHECK: md.sqrt %{{.*}} : tensor<f32>
+func.func @sqrt(%x: tensor<f32>) -> tensor<f32> {
+  %0 = md.sqrt %x : tensor<f32>
+  return %0 : tensor<f32>
+}

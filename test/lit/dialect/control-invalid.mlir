@@ -161,7 +161,7 @@ md.model @evaluate_rank0_only {
 // -----
 
 func.func @yield_outside_region_op() {
-  // expected-error @+1 {{'md.yield' op expects parent op to be one of 'md.if, md.every, md.for'}}
+  // expected-error @+1 {{'md.yield' op expects parent op to be one of 'md.if, md.every, md.for, md.micro_steps'}}
   md.yield
 }
 

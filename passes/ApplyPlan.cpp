@@ -1,0 +1,593 @@
+//===- ApplyPlan.cpp - md-apply-plan ---------------------------------------===//
+//
+// Builds the per-step program of `md.train` from the gradient function that
+// md-autodiff made and the plan on `md.model`. docs/passes.md ("After
+// md-apply-plan") is the contract; this file follows it section by section:
+// units and state, one micro-step (forward + backward with the plan's
+// parameter access and gradient reductions), then clipping, the optimizer and
+// the post-step all-gathers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringExtras.h"
+
+namespace md {
+#define GEN_PASS_DEF_APPLYPLAN
+#include "passes/Passes.h.inc"
+} // namespace md
+
+using namespace mlir;
+using namespace md;
+
+namespace {
+
+/// How a plan keeps a unit's parameters, gradients and optimizer state.
+enum class Layout {
+  Replicated, // ddp, single: everything full on every rank
+  Zero1,      // optimizer state sharded; gradients all-reduced
+  GradOp,     // + gradients reduce-scattered; params kept gathered
+  Full,       // + parameters sharded, all-gathered around each use
+};
+
+enum class Phase { Forward, Backward };
+
+/// One wrap unit: its trainable parameters in `md.param` order, packed into a
+/// flat buffer of `numel` elements, and the states that hold it.
+struct Unit {
+  int64_t id = 0;
+  SmallVector<ParamOp> params;
+  int64_t numel = 0;
+  bool checkpoint = false;
+  StateOp master, params_, expAvg, expAvgSq, momentum, gradAcc;
+};
+
+class ApplyPlanPass : public md::impl::ApplyPlanBase<ApplyPlanPass> {
+public:
+  void runOnOperation() override;
+
+private:
+  LogicalResult collectUnits();
+  void createStates(OpBuilder &b);
+  /// Emits one micro-step at `b`'s insertion point and returns, per unit
+  /// (in `units` order), the gradient the optimizer consumes (only when
+  /// `last`; the earlier micro-steps add into `grad_acc` and return nothing).
+  LogicalResult buildMicroStep(OpBuilder &b, bool last,
+                               SmallVectorImpl<Value> &unitGrads);
+  void buildUpdate(OpBuilder &b, ArrayRef<Value> unitGrads);
+
+  RankedTensorType shardType() {
+    return RankedTensorType::get({ShapedType::kDynamic}, f32);
+  }
+  RankedTensorType flatType(const Unit &unit) {
+    return RankedTensorType::get({unit.numel}, f32);
+  }
+  /// Whether the model runs on one rank (no collective at all).
+  bool singleRank() { return model.getStaticGroupSize(Group::world) == 1; }
+  bool sharded() { return layout != Layout::Replicated; }
+
+  ModelOp model;
+  PlanAttr plan;
+  TrainOp train;
+  FuncOp gradFunc;
+  Layout layout = Layout::Replicated;
+  bool hybrid = false;
+  /// The group a unit's state is sharded over and gradients reduce-scattered
+  /// in: the world, or the shard group of a hybrid mesh.
+  Group shardGroup = Group::world;
+  Type f32;
+  SmallVector<Unit> units;
+  DenseMap<Operation *, Unit *> unitOfParam;
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Units and state
+//===----------------------------------------------------------------------===//
+
+LogicalResult ApplyPlanPass::collectUnits() {
+  std::map<int64_t, Unit> byId;
+  for (ParamOp param : model.getBody().front().getOps<ParamOp>()) {
+    if (param.getFrozen())
+      return param.emitOpError(
+          "frozen parameters are not supported by md-apply-plan yet");
+    if (!param.getTensorType().getElementType().isF32())
+      return param.emitOpError("md-apply-plan expects f32 parameters (the "
+                               "plan's precision decides the compute dtype), "
+                               "got ")
+             << param.getTensorType();
+    Unit &unit = byId[param.getUnit().value_or(0)];
+    unit.id = param.getUnit().value_or(0);
+    unit.params.push_back(param);
+  }
+  // A repeated block is checkpointed when the plan names it: its instances'
+  // parameters are `<name>.<index>.<...>`.
+  auto isCheckpointed = [&](StringRef name) {
+    for (StringAttr block : plan.getCheckpointActivations()) {
+      std::string prefix = (block.getValue() + ".").str();
+      if (!name.starts_with(prefix))
+        continue;
+      StringRef rest = name.drop_front(prefix.size());
+      StringRef index = rest.take_while(llvm::isDigit);
+      if (!index.empty() && rest.drop_front(index.size()).starts_with("."))
+        return true;
+    }
+    return false;
+  };
+  for (auto &[id, unit] : byId) {
+    for (ParamOp param : unit.params) {
+      param.setOffsetAttr(
+          IntegerAttr::get(IntegerType::get(&getContext(), 64), unit.numel));
+      unit.numel += param.getTensorType().getNumElements();
+      unit.checkpoint |= id != 0 && isCheckpointed(param.getSymName());
+    }
+    units.push_back(std::move(unit));
+  }
+  for (Unit &unit : units)
+    for (ParamOp param : unit.params)
+      unitOfParam[param] = &unit;
+  return success();
+}
+
+void ApplyPlanPass::createStates(OpBuilder &b) {
+  MLIRContext *context = &getContext();
+  auto i64 = [&](int64_t v) {
+    return IntegerAttr::get(IntegerType::get(context, 64), v);
+  };
+  // States go right after the parameters, so that the model reads in order:
+  // parameters, states, functions, recipe.
+  Operation *lastParam = nullptr;
+  for (ParamOp param : model.getBody().front().getOps<ParamOp>())
+    lastParam = param;
+  b.setInsertionPointAfter(lastParam);
+  Location loc = model.getLoc();
+  auto make = [&](Unit &unit, StringRef suffix, StateRole role,
+                  bool shard) -> StateOp {
+    std::string name = "u" + std::to_string(unit.id) + "." + suffix.str();
+    StateOp state;
+    if (shard)
+      state = StateOp::create(b, loc, name, shardType(), i64(unit.numel),
+                              GroupAttr::get(context, shardGroup), role,
+                              i64(unit.id));
+    else
+      state = StateOp::create(b, loc, name, flatType(unit), nullptr, nullptr,
+                              role, i64(unit.id));
+    b.setInsertionPointAfter(state);
+    return state;
+  };
+  bool shardOptimizer = sharded();
+  for (Unit &unit : units) {
+    unit.master = make(unit, "master", StateRole::master, shardOptimizer);
+    if (layout == Layout::Zero1 || layout == Layout::GradOp)
+      unit.params_ = make(unit, "params", StateRole::params, false);
+    if (isa<AdamWAttr>(train.getOptimizer())) {
+      unit.expAvg = make(unit, "exp_avg", StateRole::exp_avg, shardOptimizer);
+      unit.expAvgSq =
+          make(unit, "exp_avg_sq", StateRole::exp_avg_sq, shardOptimizer);
+    } else if (auto sgd = dyn_cast<SGDAttr>(train.getOptimizer())) {
+      if (!sgd.getMomentum().isZero())
+        unit.momentum =
+            make(unit, "momentum", StateRole::momentum, shardOptimizer);
+    }
+    unit.gradAcc = make(unit, "grad_acc", StateRole::grad_acc, false);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// One micro-step
+//===----------------------------------------------------------------------===//
+
+static bool isBackward(Operation *op) { return op->hasAttr("md.backward"); }
+
+static int64_t unitOf(Operation *op) {
+  if (auto unit = op->getAttrOfType<IntegerAttr>("md.unit"))
+    return unit.getInt();
+  return 0;
+}
+
+LogicalResult ApplyPlanPass::buildMicroStep(OpBuilder &b, bool last,
+                                            SmallVectorImpl<Value> &unitGrads) {
+  MLIRContext *context = &getContext();
+  Location stepLoc = train.getLoc();
+  Block &body = gradFunc.getBody().front();
+  auto i64 = [&](int64_t v) {
+    return IntegerAttr::get(IntegerType::get(context, 64), v);
+  };
+
+  // The micro-batch and the backward seed.
+  ArrayRef<Type> argTypes = gradFunc.getArgumentTypes();
+  auto batch = BatchOp::create(b, stepLoc, argTypes.drop_back());
+  IRMapping map;
+  for (auto [arg, value] : llvm::zip(body.getArguments().drop_back(),
+                                     batch.getResults()))
+    map.map(arg, value);
+  Value seed = AccumScaleOp::create(b, stepLoc, body.getArguments().back().getType());
+  map.map(body.getArguments().back(), seed);
+
+  // The flat buffer a unit's parameters are read from in a phase, made at
+  // its first use; and the views of it.
+  DenseMap<std::pair<Unit *, int>, Value> flats;
+  DenseMap<std::pair<Operation *, Value>, Value> views;
+  auto flatFor = [&](Unit &unit, Phase phase, Location loc) -> Value {
+    // Only fsdp-full gathers per phase; with reshard_after_forward = false
+    // the backward reuses the forward's gather.
+    int key = layout == Layout::Full && plan.getReshardAfterForward() &&
+                      phase == Phase::Backward
+                  ? 1
+                  : 0;
+    Value &flat = flats[{&unit, key}];
+    if (flat)
+      return flat;
+    switch (layout) {
+    case Layout::Full: {
+      Value shard = StateLoadOp::create(b, loc, shardType(),
+                                        unit.master.getSymName());
+      auto gather = AllGatherOp::create(b, loc, flatType(unit), shardGroup,
+                                        nullptr, shard);
+      gather->setAttr("md.unit", i64(unit.id));
+      gather->setAttr("md.phase", StringAttr::get(context, key ? "backward"
+                                                               : "forward"));
+      flat = gather;
+      break;
+    }
+    case Layout::Zero1:
+    case Layout::GradOp:
+      flat = StateLoadOp::create(b, loc, flatType(unit),
+                                 unit.params_.getSymName());
+      break;
+    case Layout::Replicated:
+      flat = StateLoadOp::create(b, loc, flatType(unit),
+                                 unit.master.getSymName());
+      break;
+    }
+    return flat;
+  };
+  auto paramValue = [&](ParamOp param, Phase phase, Location loc) -> Value {
+    Unit &unit = *unitOfParam.lookup(param);
+    Value flat = flatFor(unit, phase, loc);
+    Value &view = views[{param.getOperation(), flat}];
+    if (!view)
+      view = ViewOp::create(b, loc, param.getTensorType(), flat,
+                            static_cast<uint64_t>(*param.getOffset()));
+    return view;
+  };
+
+  // The forward ops of each checkpointed unit, recomputed right before the
+  // unit's first backward op; `recomputed[u]` maps the saved forward values
+  // to their recomputed twins.
+  DenseMap<int64_t, SmallVector<Operation *>> forwardOpsOf;
+  for (Unit &unit : units)
+    if (unit.checkpoint)
+      forwardOpsOf[unit.id];
+  for (Operation &op : body.without_terminator())
+    if (!isBackward(&op) && !isa<ParamRefOp>(op) &&
+        forwardOpsOf.count(unitOf(&op)))
+      forwardOpsOf[unitOf(&op)].push_back(&op);
+  DenseMap<int64_t, IRMapping> recomputed;
+
+  // Clones `op` with parameter reads resolved for `phase` and operands
+  // taken from `overrides` first, then from `map`.
+  auto cloneWith = [&](Operation &op, Phase phase,
+                       IRMapping *overrides) -> Operation * {
+    SmallVector<std::pair<Value, Value>> saved;
+    auto remap = [&](Value from, Value to) {
+      saved.push_back({from, map.lookupOrNull(from)});
+      map.map(from, to);
+    };
+    for (Value operand : op.getOperands()) {
+      if (auto ref = operand.getDefiningOp<ParamRefOp>()) {
+        auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(
+            model, ref.getParamAttr());
+        remap(operand, paramValue(param, phase, op.getLoc()));
+      } else if (overrides && overrides->contains(operand)) {
+        remap(operand, overrides->lookup(operand));
+      }
+    }
+    Operation *clone = b.clone(op, map);
+    for (auto [from, old] : llvm::reverse(saved)) {
+      if (old)
+        map.map(from, old);
+      else
+        map.erase(from);
+    }
+    return clone;
+  };
+
+  for (Operation &op : body.without_terminator()) {
+    if (isa<ParamRefOp>(op))
+      continue;
+    Phase phase = isBackward(&op) ? Phase::Backward : Phase::Forward;
+    int64_t unitId = unitOf(&op);
+    IRMapping *overrides = nullptr;
+    if (phase == Phase::Backward && forwardOpsOf.count(unitId)) {
+      if (!recomputed.count(unitId)) {
+        // Recompute the unit's forward from its saved inputs, with the
+        // parameters of the backward phase.
+        IRMapping &recompute = recomputed[unitId];
+        for (Operation *fwd : forwardOpsOf[unitId]) {
+          Operation *clone = cloneWith(*fwd, Phase::Backward, &recompute);
+          clone->setAttr("md.recompute", UnitAttr::get(context));
+          for (auto [from, to] :
+               llvm::zip(fwd->getResults(), clone->getResults()))
+            recompute.map(from, to);
+        }
+      }
+      overrides = &recomputed[unitId];
+    }
+    cloneWith(op, phase, overrides);
+  }
+
+  // Results: the loss, the forward's other results, then one gradient per
+  // trainable parameter (`md.grad_of`).
+  auto ret = cast<ReturnOp>(body.getTerminator());
+  Value loss = map.lookup(ret.getOperand(0));
+  {
+    OpBuilder::InsertionGuard guard(b);
+    if (Operation *def = loss.getDefiningOp())
+      b.setInsertionPointAfter(def);
+    RecordLossOp::create(b, stepLoc, loss);
+  }
+  DenseMap<Operation *, Value> gradOf;
+  for (unsigned i = 0, e = gradFunc.getNumResults(); i < e; ++i) {
+    auto of = gradFunc.getResultAttrOfType<FlatSymbolRefAttr>(i, "md.grad_of");
+    if (!of)
+      continue;
+    auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(model, of);
+    if (!param)
+      return gradFunc.emitOpError("result ")
+             << i << " is the gradient of '" << of.getValue()
+             << "', which is not a parameter";
+    gradOf[param] = map.lookup(ret.getOperand(i));
+  }
+
+  // Each unit's flat gradient, made and reduced right after its last
+  // contribution, in the order those contributions complete (backward order).
+  Block *block = b.getInsertionBlock();
+  Block::iterator end = b.getInsertionPoint();
+  SmallVector<std::pair<Operation *, Unit *>> order;
+  for (Unit &unit : units) {
+    Operation *lastDef = nullptr;
+    for (ParamOp param : unit.params) {
+      Value grad = gradOf.lookup(param);
+      if (!grad)
+        return param.emitOpError("has no gradient in @")
+               << gradFunc.getSymName() << " (run md-autodiff first)";
+      Operation *def = grad.getDefiningOp();
+      if (def && def->getBlock() == block &&
+          (!lastDef || lastDef->isBeforeInBlock(def)))
+        lastDef = def;
+    }
+    order.push_back({lastDef, &unit});
+  }
+  unitGrads.assign(units.size(), Value());
+  for (auto [lastDef, unit] : order) {
+    OpBuilder::InsertionGuard guard(b);
+    if (lastDef)
+      b.setInsertionPointAfter(lastDef);
+    else
+      b.setInsertionPoint(block, end);
+    Location loc = lastDef ? lastDef->getLoc() : stepLoc;
+    SmallVector<Value> grads;
+    for (ParamOp param : unit->params)
+      grads.push_back(gradOf.lookup(param));
+    Value flat = FlattenOp::create(b, loc, flatType(*unit), grads);
+    flat.getDefiningOp()->setAttr("md.unit", i64(unit->id));
+    flat.getDefiningOp()->setAttr("md.backward", UnitAttr::get(context));
+    if (!last) {
+      GradAccumulateOp::create(b, loc, flat, unit->gradAcc.getSymName());
+      continue;
+    }
+    Value total = GradTotalOp::create(b, loc, flatType(*unit), flat,
+                                      unit->gradAcc.getSymName());
+    Value reduced = total;
+    auto tag = [&](Operation *op) {
+      op->setAttr("md.unit", i64(unit->id));
+      op->setAttr("md.backward", UnitAttr::get(context));
+      return op->getResult(0);
+    };
+    if (!singleRank()) {
+      switch (layout) {
+      case Layout::Full:
+      case Layout::GradOp:
+        reduced = tag(ReduceScatterOp::create(b, loc, shardType(), shardGroup,
+                                              nullptr, total,
+                                              ReductionKind::avg));
+        if (hybrid)
+          reduced = tag(AllReduceOp::create(b, loc, Group::replicate, nullptr,
+                                            reduced, ReductionKind::avg));
+        break;
+      case Layout::Zero1:
+        // ZeRO-1 keeps the full reduced gradient until the step, where each
+        // rank updates its slice.
+        reduced = tag(AllReduceOp::create(b, loc, Group::world, nullptr,
+                                          total, ReductionKind::avg));
+        break;
+      case Layout::Replicated:
+        reduced = tag(AllReduceOp::create(b, loc, Group::world, nullptr, total,
+                                          ReductionKind::avg));
+        break;
+      }
+    }
+    unitGrads[unit - units.data()] = reduced;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Clipping, optimizer, post-step gathers
+//===----------------------------------------------------------------------===//
+
+void ApplyPlanPass::buildUpdate(OpBuilder &b, ArrayRef<Value> unitGrads) {
+  MLIRContext *context = &getContext();
+  Location loc = train.getLoc();
+  auto scalarType = RankedTensorType::get({}, f32);
+  SmallVector<Value> grads(unitGrads.begin(), unitGrads.end());
+  if (layout == Layout::Zero1 && !singleRank())
+    for (Value &grad : grads)
+      grad = ShardSliceOp::create(b, loc, shardType(), grad, Group::world);
+
+  if (std::optional<APFloat> maxNorm = train.getClipGradNorm()) {
+    // Every preset adds the same numbers in the same order: this rank's
+    // shard of each unit, then one all-reduce over the ranks. DDP slices its
+    // replicated gradients for that, so its norm is bitwise the sharded
+    // presets' norm.
+    SmallVector<Value> local;
+    for (Value grad : grads)
+      local.push_back(layout == Layout::Replicated && !singleRank()
+                          ? ShardSliceOp::create(b, loc, shardType(), grad,
+                                                 shardGroup)
+                                .getResult()
+                          : grad);
+    Value squared = GlobalNormOp::create(b, loc, scalarType, local,
+                                         /*squared=*/true);
+    if (!singleRank())
+      squared = AllReduceOp::create(b, loc, shardGroup, nullptr, squared,
+                                    ReductionKind::sum);
+    Value norm = SqrtOp::create(b, loc, squared);
+    auto clip = ClipOp::create(b, loc, grads, norm, *maxNorm);
+    grads.assign(clip.getResults().begin(), clip.getResults().end());
+  }
+
+  // md.step counts completed steps; the optimizer takes the 1-based number
+  // of the step being taken and the schedule's rate at the 0-based one.
+  Value step0 = StepOp::create(b, loc, b.getI64Type());
+  Value one = arith::ConstantIntOp::create(b, loc, b.getI64Type(), 1);
+  Value step = arith::AddIOp::create(b, loc, step0, one);
+  Value lr = LrOp::create(b, loc, f32, step0);
+
+  for (auto [unit, grad] : llvm::zip(units, grads)) {
+    Type masterType = unit.master.getType();
+    Value master =
+        StateLoadOp::create(b, loc, masterType, unit.master.getSymName());
+    Value updated;
+    if (auto adamw = dyn_cast<AdamWAttr>(train.getOptimizer())) {
+      Value m = StateLoadOp::create(b, loc, masterType, unit.expAvg.getSymName());
+      Value v =
+          StateLoadOp::create(b, loc, masterType, unit.expAvgSq.getSymName());
+      auto update = AdamWUpdateOp::create(
+          b, loc, masterType, masterType, masterType, master, grad, m, v, lr,
+          step, adamw.getBeta1(), adamw.getBeta2(), adamw.getEps(),
+          adamw.getWeightDecay());
+      StateStoreOp::create(b, loc, update.getNewM(), unit.expAvg.getSymName());
+      StateStoreOp::create(b, loc, update.getNewV(),
+                           unit.expAvgSq.getSymName());
+      updated = update.getNewParam();
+    } else {
+      auto sgd = cast<SGDAttr>(train.getOptimizer());
+      Value buffer;
+      if (unit.momentum)
+        buffer =
+            StateLoadOp::create(b, loc, masterType, unit.momentum.getSymName());
+      auto update = SGDUpdateOp::create(
+          b, loc, masterType, buffer ? masterType : Type(), master, grad,
+          buffer, lr, step, sgd.getMomentum(), sgd.getDampening(),
+          sgd.getWeightDecay(), sgd.getNesterov());
+      if (buffer)
+        StateStoreOp::create(b, loc, update.getNewMomentumBuffer(),
+                             unit.momentum.getSymName());
+      updated = update.getNewParam();
+    }
+    StateStoreOp::create(b, loc, updated, unit.master.getSymName());
+    // ZeRO-1 and ZeRO-2 keep the parameters gathered between steps.
+    if (unit.params_) {
+      auto gather = AllGatherOp::create(b, loc, flatType(unit), shardGroup,
+                                        nullptr, updated);
+      gather->setAttr("md.unit",
+                      IntegerAttr::get(IntegerType::get(context, 64), unit.id));
+      gather->setAttr("md.phase", StringAttr::get(context, "step"));
+      StateStoreOp::create(b, loc, gather, unit.params_.getSymName());
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+void ApplyPlanPass::runOnOperation() {
+  model = getOperation();
+  f32 = Float32Type::get(&getContext());
+  plan = model.getPlanAttr();
+  if (!plan) {
+    model.emitOpError("has no '#md.plan' to apply");
+    return signalPassFailure();
+  }
+  train = model.getTrain();
+  if (!train) {
+    model.emitOpError("has no 'md.train' recipe to build a step for");
+    return signalPassFailure();
+  }
+  if (!train.getStep().front().empty()) {
+    train.emitOpError("already has a step program (md-apply-plan ran twice?)");
+    return signalPassFailure();
+  }
+  std::string gradName = (train.getForward() + ".grad").str();
+  gradFunc = SymbolTable::lookupNearestSymbolFrom<FuncOp>(
+      model, StringAttr::get(&getContext(), gradName));
+  if (!gradFunc) {
+    train.emitOpError("needs the gradient function @")
+        << gradName << " (run md-autodiff first)";
+    return signalPassFailure();
+  }
+
+  switch (plan.getShard()) {
+  case ShardKind::none:
+    layout = Layout::Replicated;
+    break;
+  case ShardKind::optimizer:
+    layout = Layout::Zero1;
+    break;
+  case ShardKind::grad_op:
+    layout = Layout::GradOp;
+    break;
+  case ShardKind::full:
+    layout = Layout::Full;
+    break;
+  case ShardKind::hybrid:
+    layout = Layout::Full;
+    hybrid = true;
+    shardGroup = Group::shard;
+    break;
+  }
+
+  if (failed(collectUnits()))
+    return signalPassFailure();
+  OpBuilder b(&getContext());
+  createStates(b);
+
+  Block &step = train.getStep().front();
+  b.setInsertionPointToEnd(&step);
+  // The first A - 1 micro-steps reduce nothing.
+  auto micro = MicroStepsOp::create(b, train.getLoc());
+  micro.getBody().push_back(new Block);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(&micro.getBody().front());
+    SmallVector<Value> none;
+    if (failed(buildMicroStep(b, /*last=*/false, none)))
+      return signalPassFailure();
+    MicroStepsOp::ensureTerminator(micro.getBody(), b, train.getLoc());
+  }
+  SmallVector<Value> unitGrads;
+  if (failed(buildMicroStep(b, /*last=*/true, unitGrads)))
+    return signalPassFailure();
+  buildUpdate(b, unitGrads);
+  // Recomputed forward values the backward does not need (a checkpointed
+  // block's output, say) and unused gradients of data inputs go.
+  SmallVector<Operation *> ops;
+  train.getStep().walk([&](Operation *op) { ops.push_back(op); });
+  for (Operation *op : llvm::reverse(ops))
+    if (isOpTriviallyDead(op))
+      op->erase();
+  // The step program has inlined the gradient function; md.forward stays
+  // for md.evaluate.
+  gradFunc.erase();
+}

@@ -1,0 +1,324 @@
+//===- VjpRules.cpp - md-autodiff's vector-Jacobian products --------------===//
+//
+// One rule per differentiable op, all in this file and dispatched from one
+// TypeSwitch. A rule sees the upstream gradient dy of the op's results and
+// builds the gradients of the operands that need one. Ops with a non-trivial
+// VJP have a `*_grad` op in the dialect; add, sub, mul, scale, reshape,
+// transpose and cast are differentiated with forward ops (docs/decisions/0001),
+// and so are sqrt and rsqrt (SyncBatchNorm's rewrite). The VJP of an all-reduce
+// is an all-reduce. The backward ops reuse the forward op's location.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/VjpRules.h"
+
+#include "dialect/MdOps.h"
+
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace md;
+
+namespace {
+
+/// The rules: one `vjp` overload per op, sharing a builder at the op's
+/// location and the context's gradient sink.
+class VjpRules {
+public:
+  VjpRules(Operation *op, const VjpContext &context)
+      : b(op->getLoc(), context.builder), context(context) {}
+
+  LogicalResult vjp(MatmulOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(AddOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(SubOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(MulOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(ScaleOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(GeluOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(ReluOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(LayerNormOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(RmsNormOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(BatchNormOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(SoftmaxOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(CausalAttentionOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(EmbeddingOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(CrossEntropyOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(ReshapeOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(TransposeOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(SumOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(MeanOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(CastOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(SqrtOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(RsqrtOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(AllReduceOp op, ArrayRef<Value> dy);
+
+private:
+  bool needs(Value operand) const {
+    return operand && context.needsGradient(operand);
+  }
+  /// Hands `gradient` to the sink when `operand` needs one; a rule that
+  /// builds one op for several operands passes every result here.
+  void add(Value operand, Value gradient) {
+    if (needs(operand))
+      context.addGradient(operand, gradient);
+  }
+  /// Undoes numpy broadcasting: `g` has the broadcast shape, the result the
+  /// type of `operand` (an identity when it was not broadcast).
+  Value sumTo(Value g, Value operand) {
+    if (g.getType() == operand.getType())
+      return g;
+    return SumToOp::create(b, operand.getType(), g);
+  }
+
+  ImplicitLocOpBuilder b;
+  const VjpContext &context;
+};
+
+} // namespace
+
+// y = op_a(a) · op_b(b) + bias. md.matmul_grad returns, for the same
+// transpose flags, da = dy · op_b(b)^T (transposed back under transpose_a),
+// db = op_a(a)^T · dy (summed over the batch dims when b is shared, i.e. 2-D)
+// and dbias = dy summed over every dim but the last.
+LogicalResult VjpRules::vjp(MatmulOp op, ArrayRef<Value> dy) {
+  Value bias = op.getBias();
+  auto grad = MatmulGradOp::create(
+      b, op.getA().getType(), op.getB().getType(),
+      bias ? bias.getType() : Type(), dy[0], op.getA(), op.getB(),
+      op.getTransposeA(), op.getTransposeB(), /*has_bias=*/bias != nullptr);
+  add(op.getA(), grad.getDa());
+  add(op.getB(), grad.getDb());
+  if (bias)
+    add(bias, grad.getDbias());
+  return success();
+}
+
+// y = lhs + rhs with broadcasting: d(lhs) = dy, d(rhs) = dy, each summed back
+// over the dims its operand was broadcast along.
+LogicalResult VjpRules::vjp(AddOp op, ArrayRef<Value> dy) {
+  if (needs(op.getLhs()))
+    add(op.getLhs(), sumTo(dy[0], op.getLhs()));
+  if (needs(op.getRhs()))
+    add(op.getRhs(), sumTo(dy[0], op.getRhs()));
+  return success();
+}
+
+// y = lhs - rhs: d(lhs) = dy, d(rhs) = -dy, reduced like add's; the sign is
+// applied after the reduction, on the smaller tensor.
+LogicalResult VjpRules::vjp(SubOp op, ArrayRef<Value> dy) {
+  if (needs(op.getLhs()))
+    add(op.getLhs(), sumTo(dy[0], op.getLhs()));
+  if (needs(op.getRhs()))
+    add(op.getRhs(),
+        ScaleOp::create(b, sumTo(dy[0], op.getRhs()), b.getF64FloatAttr(-1.0)));
+  return success();
+}
+
+// y = lhs * rhs: d(lhs) = dy * rhs, d(rhs) = dy * lhs (both broadcast to dy's
+// shape), reduced like add's. For x * x both contributions reach x and sum to
+// 2 x dy.
+LogicalResult VjpRules::vjp(MulOp op, ArrayRef<Value> dy) {
+  if (needs(op.getLhs()))
+    add(op.getLhs(), sumTo(MulOp::create(b, dy[0], op.getRhs()), op.getLhs()));
+  if (needs(op.getRhs()))
+    add(op.getRhs(), sumTo(MulOp::create(b, dy[0], op.getLhs()), op.getRhs()));
+  return success();
+}
+
+// y = c x: dx = c dy.
+LogicalResult VjpRules::vjp(ScaleOp op, ArrayRef<Value> dy) {
+  add(op.getX(), ScaleOp::create(b, dy[0], op.getFactorAttr()));
+  return success();
+}
+
+// dx = dy * gelu'(x), with the derivative of the same (exact or tanh) form.
+LogicalResult VjpRules::vjp(GeluOp op, ArrayRef<Value> dy) {
+  add(op.getX(),
+      GeluGradOp::create(b, dy[0], op.getX(), op.getApproximateAttr()));
+  return success();
+}
+
+// dx = dy where x > 0, else 0.
+LogicalResult VjpRules::vjp(ReluOp op, ArrayRef<Value> dy) {
+  add(op.getX(), ReluGradOp::create(b, dy[0], op.getX()));
+  return success();
+}
+
+// y = xhat * gamma + beta with xhat = (x - mean) * rstd over the last dim.
+// md.layer_norm_grad recomputes the statistics from x and returns
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * gamma,
+// dgamma = sum(dy * xhat) and dbeta = sum(dy) over the leading dims.
+LogicalResult VjpRules::vjp(LayerNormOp op, ArrayRef<Value> dy) {
+  Value beta = op.getBeta();
+  auto grad = LayerNormGradOp::create(
+      b, op.getX().getType(), op.getGamma().getType(),
+      beta ? beta.getType() : Type(), dy[0], op.getX(), op.getGamma(),
+      op.getEps(), /*has_beta=*/beta != nullptr);
+  add(op.getX(), grad.getDx());
+  add(op.getGamma(), grad.getDgamma());
+  if (beta)
+    add(beta, grad.getDbeta());
+  return success();
+}
+
+// y = x * r * gamma with r = 1 / sqrt(mean(x^2) + eps) over the last dim:
+// dx = r g - x r^3 mean(g x) with g = dy * gamma, dgamma = sum(dy * x * r).
+LogicalResult VjpRules::vjp(RmsNormOp op, ArrayRef<Value> dy) {
+  auto grad = RmsNormGradOp::create(b, dy[0], op.getX(), op.getGamma(),
+                                    op.getEpsAttr());
+  add(op.getX(), grad.getDx());
+  add(op.getGamma(), grad.getDgamma());
+  return success();
+}
+
+// y = (x - mean) * invstd * gamma + beta with per-channel batch statistics.
+// md.batch_norm_grad takes the statistics the forward returned (so that
+// SyncBatchNorm's all-reduced ones can be passed instead) and returns
+// dbeta = sum(dy), dgamma = sum(dy * xhat) and
+// dx = gamma * invstd * (dy - dbeta / n - xhat * dgamma / n). It treats the
+// statistics as functions of x, not as outputs of their own: a loss that
+// reads mean or invstd directly has no rule.
+LogicalResult VjpRules::vjp(BatchNormOp op, ArrayRef<Value> dy) {
+  if (dy[1] || dy[2])
+    return op.emitOpError(
+        "the loss depends on the batch statistics (mean, invstd) it returns; "
+        "md-autodiff differentiates md.batch_norm through y only");
+  auto grad = BatchNormGradOp::create(b, dy[0], op.getX(), op.getGamma(),
+                                      op.getMean(), op.getInvstd());
+  add(op.getX(), grad.getDx());
+  add(op.getGamma(), grad.getDgamma());
+  add(op.getBeta(), grad.getDbeta());
+  return success();
+}
+
+// dx = y * (dy - sum(dy * y)) along the axis, from the forward's output y.
+LogicalResult VjpRules::vjp(SoftmaxOp op, ArrayRef<Value> dy) {
+  add(op.getX(),
+      SoftmaxGradOp::create(b, dy[0], op.getResult(), op.getAxisAttr()));
+  return success();
+}
+
+// out = softmax(mask(Q K^T / sqrt(d))) V per head. md.causal_attention_grad
+// recomputes P and returns dv = P^T dout, dq = dS K / sqrt(d) and
+// dk = dS^T Q / sqrt(d) with dS = P * (dP - rowsum(dP * P)), dP = dout V^T.
+LogicalResult VjpRules::vjp(CausalAttentionOp op, ArrayRef<Value> dy) {
+  auto grad = CausalAttentionGradOp::create(b, dy[0], op.getQ(), op.getK(),
+                                            op.getV(), op.getNumHeadsAttr());
+  add(op.getQ(), grad.getDq());
+  add(op.getK(), grad.getDk());
+  add(op.getV(), grad.getDv());
+  return success();
+}
+
+// y[i..., :] = table[ids[i...], :]: every looked-up row gets the dy of the
+// positions that read it (a scatter-add); the integer ids get nothing.
+LogicalResult VjpRules::vjp(EmbeddingOp op, ArrayRef<Value> dy) {
+  RankedTensorType table = op.getTable().getType();
+  add(op.getTable(),
+      EmbeddingGradOp::create(b, table, dy[0], op.getIds(),
+                              static_cast<uint64_t>(table.getDimSize(0))));
+  return success();
+}
+
+// loss = mean over the kept positions of logsumexp(logits) - logits[t]:
+// dlogits = dloss * (softmax(logits) - onehot(t)) / n, 0 on ignored rows.
+LogicalResult VjpRules::vjp(CrossEntropyOp op, ArrayRef<Value> dy) {
+  add(op.getLogits(),
+      CrossEntropyGradOp::create(b, dy[0], op.getLogits(), op.getTargets(),
+                                 op.getIgnoreIndexAttr()));
+  return success();
+}
+
+// A reshape keeps the row-major order: dx is dy read back in x's shape.
+LogicalResult VjpRules::vjp(ReshapeOp op, ArrayRef<Value> dy) {
+  add(op.getX(), ReshapeOp::create(b, op.getX().getType(), dy[0]));
+  return success();
+}
+
+// y dim i is x dim perm[i]: dx = dy transposed by the inverse permutation,
+// inverse[perm[i]] = i.
+LogicalResult VjpRules::vjp(TransposeOp op, ArrayRef<Value> dy) {
+  ArrayRef<int64_t> perm = op.getPerm();
+  SmallVector<int64_t> inverse(perm.size());
+  for (auto [i, p] : llvm::enumerate(perm))
+    inverse[p] = static_cast<int64_t>(i);
+  add(op.getX(), TransposeOp::create(b, op.getX().getType(), dy[0], inverse));
+  return success();
+}
+
+// Each element of x gets the dy of the sum it went into.
+LogicalResult VjpRules::vjp(SumOp op, ArrayRef<Value> dy) {
+  add(op.getX(), SumGradOp::create(b, op.getX().getType(), dy[0],
+                                   op.getDimsAttr(), op.getKeepdimAttr()));
+  return success();
+}
+
+// Each element of x gets the dy of its mean divided by the count reduced.
+LogicalResult VjpRules::vjp(MeanOp op, ArrayRef<Value> dy) {
+  add(op.getX(), MeanGradOp::create(b, op.getX().getType(), dy[0],
+                                    op.getDimsAttr(), op.getKeepdimAttr()));
+  return success();
+}
+
+// A cast is the identity up to rounding: dx = dy cast back to x's type.
+LogicalResult VjpRules::vjp(CastOp op, ArrayRef<Value> dy) {
+  add(op.getInput(), CastOp::create(b, op.getInput().getType(), dy[0]));
+  return success();
+}
+
+// y = sqrt(x): dx = dy / (2 sqrt(x)) = 0.5 * dy * rsqrt(x), infinite at 0
+// like the derivative itself.
+LogicalResult VjpRules::vjp(SqrtOp op, ArrayRef<Value> dy) {
+  Value r = RsqrtOp::create(b, op.getX(), b.getF64FloatAttr(0.0));
+  add(op.getX(),
+      ScaleOp::create(b, MulOp::create(b, dy[0], r), b.getF64FloatAttr(0.5)));
+  return success();
+}
+
+// y = (x + eps)^(-1/2): dx = -0.5 * dy * y^3, from the forward's output.
+LogicalResult VjpRules::vjp(RsqrtOp op, ArrayRef<Value> dy) {
+  Value y = op.getResult();
+  Value cube = MulOp::create(b, MulOp::create(b, y, y), y);
+  add(op.getX(), ScaleOp::create(b, MulOp::create(b, dy[0], cube),
+                                 b.getF64FloatAttr(-0.5)));
+  return success();
+}
+
+// Every rank gets y = sum (or avg) over the group of x_r, and the loss being
+// trained is the sum of the ranks' losses, so rank r's dx is the sum over
+// the group of every rank's dy (times 1/n for avg): the same all-reduce of the
+// cotangent. This is SyncBatchNorm's backward all-reduce. It keeps the
+// forward collective's tags (md.sync_batch_norm) so that later passes treat
+// both alike.
+LogicalResult VjpRules::vjp(AllReduceOp op, ArrayRef<Value> dy) {
+  ReductionKind kind = op.getReductionKind();
+  if (kind != ReductionKind::sum && kind != ReductionKind::avg)
+    return op.emitOpError("has no gradient rule for reduction '")
+           << stringifyReductionKind(kind)
+           << "': md-autodiff differentiates sum and avg all-reduces only";
+  auto reduce = AllReduceOp::create(b, op.getType(), op.getGroup(),
+                                    /*bucket=*/nullptr, dy[0], kind);
+  for (NamedAttribute attr : op->getDiscardableAttrs())
+    if (!reduce->hasAttr(attr.getName()))
+      reduce->setAttr(attr.getName(), attr.getValue());
+  add(op.getInput(), reduce);
+  return success();
+}
+
+LogicalResult md::emitVjp(Operation *op, ArrayRef<Value> resultGradients,
+                          const VjpContext &context) {
+  assert(llvm::any_of(resultGradients, [](Value g) { return g; }) &&
+         "an op is differentiated only when the loss depends on a result");
+  VjpRules rules(op, context);
+  return TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<MatmulOp, AddOp, SubOp, MulOp, ScaleOp, GeluOp, ReluOp, LayerNormOp,
+            RmsNormOp, BatchNormOp, SoftmaxOp, CausalAttentionOp, EmbeddingOp,
+            CrossEntropyOp, ReshapeOp, TransposeOp, SumOp, MeanOp, CastOp,
+            SqrtOp, RsqrtOp, AllReduceOp>(
+          [&](auto typed) { return rules.vjp(typed, resultGradients); })
+      .Default([&](Operation *) {
+        return op->emitOpError(
+            "has no gradient rule, and the loss depends on a parameter "
+            "through it");
+      });
+}

@@ -1,0 +1,96 @@
+//===- Comm.cpp - groups of the mesh and shard arithmetic -----------------===//
+
+#include "runtime/core/Comm.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace md::runtime {
+
+Comm::~Comm() = default;
+
+const char *reduceOpName(ReduceOp op) {
+  switch (op) {
+  case ReduceOp::sum:
+    return "sum";
+  case ReduceOp::avg:
+    return "avg";
+  case ReduceOp::max:
+    return "max";
+  case ReduceOp::min:
+    return "min";
+  case ReduceOp::prod:
+    return "prod";
+  }
+  return "?";
+}
+
+const char *groupKindName(GroupKind kind) {
+  switch (kind) {
+  case GroupKind::world:
+    return "world";
+  case GroupKind::shard:
+    return "shard";
+  case GroupKind::replicate:
+    return "replicate";
+  }
+  return "?";
+}
+
+std::string Group::str() const {
+  return absl::StrCat(groupKindName(kind), " [", absl::StrJoin(ranks, ", "),
+                      "]");
+}
+
+absl::Status checkMesh(const Mesh &mesh) {
+  if (mesh.worldSize < 1)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("world size must be >= 1, got %d", mesh.worldSize));
+  if (mesh.shardSize < 1 || mesh.worldSize % mesh.shardSize != 0)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "shard group size %d does not divide world size %d", mesh.shardSize,
+        mesh.worldSize));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Group> meshGroup(const Mesh &mesh, GroupKind kind, int rank) {
+  if (absl::Status s = checkMesh(mesh); !s.ok())
+    return s;
+  if (rank < 0 || rank >= mesh.worldSize)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rank %d is out of range for world size %d", rank, mesh.worldSize));
+  Group g;
+  g.kind = kind;
+  const int s = mesh.shardSize;
+  switch (kind) {
+  case GroupKind::world:
+    for (int r = 0; r < mesh.worldSize; ++r)
+      g.ranks.push_back(r);
+    g.index = rank;
+    break;
+  case GroupKind::shard:
+    for (int i = 0; i < s; ++i)
+      g.ranks.push_back(rank / s * s + i);
+    g.index = rank % s;
+    break;
+  case GroupKind::replicate:
+    for (int j = 0; j < mesh.worldSize / s; ++j)
+      g.ranks.push_back(rank % s + j * s);
+    g.index = rank / s;
+    break;
+  default:
+    return absl::InvalidArgumentError(
+        absl::StrFormat("unknown group kind %d", static_cast<int>(kind)));
+  }
+  return g;
+}
+
+int64_t ShardLayout::validNumel(int index) const {
+  int64_t begin = shardOffset(index);
+  return std::clamp<int64_t>(numel - begin, 0, shardNumel());
+}
+
+} // namespace md::runtime

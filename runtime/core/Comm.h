@@ -1,0 +1,124 @@
+//===- Comm.h - the interface every communication backend implements -*- C++ -*-===//
+//
+// The executor runs a plan's collective instructions through this interface:
+// `shm` (runtime/shm, ranks as processes on one machine) and `nccl` plug in
+// the same way. It also holds the rank arithmetic every part of the runtime
+// shares: which ranks form a group of the 2-D mesh, and how a flat buffer of
+// n elements is padded and split into shards.
+//
+// Sizes follow NCCL's conventions, counted in elements of the given dtype:
+//  - allGather: every rank sends `sendCount` elements; recv holds
+//    size * sendCount elements, rank i's at [i * sendCount, ...).
+//  - reduceScatter: send holds size * recvCount elements; rank i receives
+//    the reduction of block i, elements [i * recvCount, (i+1) * recvCount).
+//  - allReduce, broadcast: `count` elements everywhere.
+// A flat parameter or gradient of n elements is therefore padded by the
+// caller to a buffer of size * ceil(n / size) elements (ShardLayout); the
+// collectives never see a ragged shard. Pad elements take part in the
+// reduction like any other (the caller zeroes them).
+//
+// In place is allowed as in NCCL: recv == send for allReduce and broadcast,
+// send == recv + index * sendCount for allGather, and
+// recv == send + index * recvCount for reduceScatter.
+//
+// Every collective returns a Status: InvalidArgument for arguments that are
+// wrong on this rank alone, DeadlineExceeded when a peer does not arrive in
+// time (naming it), FailedPrecondition when the ranks of a group disagree
+// on the collective (a desync).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MD_RUNTIME_CORE_COMM_H
+#define MD_RUNTIME_CORE_COMM_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/core/Tensor.h"
+
+namespace md::runtime {
+
+/// The reduction of a collective. Numbered like the dialect's
+/// ReductionKind.
+enum class ReduceOp : uint8_t { sum = 0, avg = 1, max = 2, min = 3, prod = 4 };
+const char *reduceOpName(ReduceOp op);
+
+/// Which group of the mesh a collective runs over. Numbered like the
+/// dialect's Group.
+enum class GroupKind : uint8_t { world = 0, shard = 1, replicate = 2 };
+const char *groupKindName(GroupKind kind);
+
+/// The ranks of one group, in the order that defines the collectives'
+/// results (all-gather concatenates, reductions accumulate in this order),
+/// and this rank's position among them.
+struct Group {
+  GroupKind kind = GroupKind::world;
+  std::vector<int> ranks;
+  int index = 0;
+
+  int size() const { return static_cast<int>(ranks.size()); }
+  /// "shard [2, 3]".
+  std::string str() const;
+};
+
+/// The 2-D mesh: world = replicate x shard. Shard groups are contiguous
+/// blocks of `shardSize` ranks ({0..S-1}, {S..2S-1}, ...); replicate groups
+/// take the same position in every block ({r % S, r % S + S, ...}). Without
+/// hybrid sharding shardSize = worldSize: the shard group is the world and
+/// each replicate group is a single rank.
+struct Mesh {
+  int worldSize = 1;
+  int shardSize = 1;
+};
+
+/// Rejects worldSize < 1 and shard sizes that do not divide the world.
+absl::Status checkMesh(const Mesh &mesh);
+/// The group of `kind` that `rank` belongs to.
+absl::StatusOr<Group> meshGroup(const Mesh &mesh, GroupKind kind, int rank);
+
+/// A flat buffer of `numel` elements split into `parts` equal shards of
+/// ceil(numel / parts) elements; the last shards hold padding.
+struct ShardLayout {
+  int64_t numel = 0;
+  int parts = 1;
+
+  int64_t shardNumel() const { return parts > 0 ? (numel + parts - 1) / parts : 0; }
+  int64_t paddedNumel() const { return shardNumel() * parts; }
+  int64_t shardOffset(int index) const { return shardNumel() * index; }
+  /// Elements of shard `index` that are real data rather than padding.
+  int64_t validNumel(int index) const;
+};
+
+class Comm {
+public:
+  virtual ~Comm();
+
+  /// "shm", "nccl".
+  virtual const char *name() const = 0;
+  virtual int rank() const = 0;
+  virtual int worldSize() const = 0;
+  /// This rank's group of each kind.
+  virtual absl::StatusOr<Group> group(GroupKind kind) const = 0;
+
+  virtual absl::Status allGather(const void *send, void *recv,
+                                 int64_t sendCount, DType dtype,
+                                 const Group &group) = 0;
+  virtual absl::Status reduceScatter(const void *send, void *recv,
+                                     int64_t recvCount, DType dtype,
+                                     ReduceOp op, const Group &group) = 0;
+  virtual absl::Status allReduce(const void *send, void *recv, int64_t count,
+                                 DType dtype, ReduceOp op,
+                                 const Group &group) = 0;
+  /// `root` is an index into group.ranks; only the root's `send` is read
+  /// (it may be null elsewhere).
+  virtual absl::Status broadcast(const void *send, void *recv, int64_t count,
+                                 DType dtype, int root, const Group &group) = 0;
+  virtual absl::Status barrier(const Group &group) = 0;
+};
+
+} // namespace md::runtime
+
+#endif // MD_RUNTIME_CORE_COMM_H

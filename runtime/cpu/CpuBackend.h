@@ -1,0 +1,101 @@
+//===- CpuBackend.h - the reference backend: f32 loops and OpenBLAS -*- C++ -*-===//
+//
+// Runs every kernel of the md dialect on the host, in f32 arithmetic, with
+// bf16 and f16 tensors stored by rounding to nearest even (Bf16.h). GEMMs go
+// to OpenBLAS's cblas_sgemm; everything else is a plain loop on the calling
+// thread. It is the backend of machines without a GPU and the reference the
+// CUDA backend is tested against, so it favours exactness and determinism
+// over speed: the same inputs give the same bits, run after run, whatever
+// the data (docs/runtime-cpu.md).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MD_RUNTIME_CPU_CPUBACKEND_H
+#define MD_RUNTIME_CPU_CPUBACKEND_H
+
+#include "runtime/core/Backend.h"
+
+namespace md::cpu {
+
+class CpuBackend final : public runtime::Backend {
+public:
+  /// `threads` is the number of OpenBLAS threads; 0 means every core this
+  /// process may run on. With several ranks per machine pass
+  /// threadsPerRank(ranks) so that ranks x threads <= cores.
+  explicit CpuBackend(int threads = 0);
+
+  /// Cores this process may run on (its CPU affinity mask), at least 1.
+  static int usableCores();
+  /// max(1, usableCores() / ranksOnMachine).
+  static int threadsPerRank(int ranksOnMachine);
+
+  /// Sets OpenBLAS's thread count (process-wide). GEMM results depend on
+  /// it only through OpenBLAS's blocking, so keep it fixed for a run that
+  /// must be reproducible bit for bit.
+  absl::Status setThreads(int threads);
+  int threads() const { return threads_; }
+
+  const char *name() const override { return "cpu"; }
+
+  absl::StatusOr<runtime::Buffer> allocate(int64_t bytes) override;
+  absl::Status copy(void *dst, const void *src, int64_t bytes,
+                    runtime::Stream stream) override;
+  absl::Status zero(void *dst, int64_t bytes, runtime::Stream stream) override;
+
+  int numStreams() const override { return 2; }
+  absl::StatusOr<runtime::Event> createEvent() override;
+  absl::Status recordEvent(runtime::Stream stream,
+                           runtime::Event event) override;
+  absl::Status waitEvent(runtime::Stream stream, runtime::Event event) override;
+  absl::Status synchronize(runtime::Stream stream) override;
+
+  absl::Status matmul(const runtime::MatmulArgs &args) override;
+  absl::Status matmulGrad(const runtime::MatmulGradArgs &args) override;
+  absl::Status binary(const runtime::BinaryArgs &args) override;
+  absl::Status scale(const runtime::ScaleArgs &args) override;
+  absl::Status gelu(const runtime::GeluArgs &args) override;
+  absl::Status geluGrad(const runtime::GeluGradArgs &args) override;
+  absl::Status relu(const runtime::ReluArgs &args) override;
+  absl::Status reluGrad(const runtime::ReluGradArgs &args) override;
+  absl::Status layerNorm(const runtime::LayerNormArgs &args) override;
+  absl::Status layerNormGrad(const runtime::LayerNormGradArgs &args) override;
+  absl::Status rmsNorm(const runtime::RmsNormArgs &args) override;
+  absl::Status rmsNormGrad(const runtime::RmsNormGradArgs &args) override;
+  absl::Status batchNorm(const runtime::BatchNormArgs &args) override;
+  absl::Status batchNormGrad(const runtime::BatchNormGradArgs &args) override;
+  absl::Status softmax(const runtime::SoftmaxArgs &args) override;
+  absl::Status softmaxGrad(const runtime::SoftmaxGradArgs &args) override;
+  absl::Status
+  causalAttention(const runtime::CausalAttentionArgs &args) override;
+  absl::Status
+  causalAttentionGrad(const runtime::CausalAttentionGradArgs &args) override;
+  absl::Status embedding(const runtime::EmbeddingArgs &args) override;
+  absl::Status embeddingGrad(const runtime::EmbeddingGradArgs &args) override;
+  absl::Status crossEntropy(const runtime::CrossEntropyArgs &args) override;
+  absl::Status
+  crossEntropyGrad(const runtime::CrossEntropyGradArgs &args) override;
+  absl::Status reshape(const runtime::ReshapeArgs &args) override;
+  absl::Status transpose(const runtime::TransposeArgs &args) override;
+  absl::Status arange(const runtime::ArangeArgs &args) override;
+  absl::Status reduce(const runtime::ReduceArgs &args) override;
+  absl::Status reduceGrad(const runtime::ReduceGradArgs &args) override;
+  absl::Status sumTo(const runtime::SumToArgs &args) override;
+  absl::Status accumulate(const runtime::AccumulateArgs &args) override;
+  absl::Status cast(const runtime::CastArgs &args) override;
+  absl::Status flatten(const runtime::FlattenArgs &args) override;
+  absl::Status view(const runtime::ViewArgs &args) override;
+  absl::Status adamwUpdate(const runtime::AdamWArgs &args) override;
+  absl::Status sgdUpdate(const runtime::SgdArgs &args) override;
+  absl::Status globalNorm(const runtime::GlobalNormArgs &args) override;
+  absl::Status clip(const runtime::ClipArgs &args) override;
+
+private:
+  absl::Status checkStream(runtime::Stream stream) const;
+
+  int threads_ = 1;
+  int numEvents_ = 0;
+};
+
+} // namespace md::cpu
+
+#endif // MD_RUNTIME_CPU_CPUBACKEND_H

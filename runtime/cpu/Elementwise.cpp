@@ -1,0 +1,174 @@
+//===- Elementwise.cpp - add/sub/mul, scale, gelu, relu, accumulate, cast -===//
+//
+// One f32 operation per element, rounded once into the result type. The
+// binary ops broadcast numpy-style through forEachBroadcast, which walks
+// the result in row-major order.
+//
+//===----------------------------------------------------------------------===//
+
+#include <cmath>
+#include <cstring>
+
+#include "runtime/core/OpChecks.h"
+#include "runtime/core/Status.h"
+#include "runtime/cpu/CpuBackend.h"
+#include "runtime/cpu/Storage.h"
+
+namespace md::cpu {
+
+using namespace md::runtime;
+
+namespace {
+
+// sqrt(2 / pi) and 1 / sqrt(2), as in PyTorch's gelu kernels.
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kInvSqrt2 = 0.7071067811865476f;
+// 1 / sqrt(2 pi), the normal density's constant.
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;
+constexpr float kGeluCoeff = 0.044715f;
+
+float geluExact(float x) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); }
+
+float geluTanh(float x) {
+  float u = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
+  return 0.5f * x * (1.0f + std::tanh(u));
+}
+
+// d/dx [x Phi(x)] = Phi(x) + x phi(x).
+float geluExactGrad(float x) {
+  float cdf = 0.5f * (1.0f + std::erf(x * kInvSqrt2));
+  float pdf = kInvSqrt2Pi * std::exp(-0.5f * x * x);
+  return cdf + x * pdf;
+}
+
+// d/dx [0.5 x (1 + tanh(u))] with u = k (x + c x^3):
+//   0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2).
+float geluTanhGrad(float x) {
+  float u = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
+  float t = std::tanh(u);
+  float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * x * x);
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+}
+
+/// out[i] = f(x[i]) over a whole tensor.
+template <typename F>
+void mapUnary(const TensorRef &x, const TensorRef &outRef, F f) {
+  F32In in(x);
+  F32Out out(outRef);
+  int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = f(in[i]);
+  out.store();
+}
+
+/// dx[i] = f(dy[i], x[i]) over a whole tensor.
+template <typename F>
+void mapGrad(const TensorRef &dy, const TensorRef &x, const TensorRef &dxRef,
+             F f) {
+  F32In g(dy), in(x);
+  F32Out dx(dxRef);
+  int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = f(g[i], in[i]);
+  dx.store();
+}
+
+} // namespace
+
+absl::Status CpuBackend::binary(const BinaryArgs &args) {
+  MD_RETURN_IF_ERROR(checkBinary(args));
+  F32In lhs(args.lhs), rhs(args.rhs);
+  F32Out out(args.out);
+  std::vector<int64_t> sl = broadcastStrides(args.lhs.shape, args.out.shape);
+  std::vector<int64_t> sr = broadcastStrides(args.rhs.shape, args.out.shape);
+  const float *l = lhs.data(), *r = rhs.data();
+  float *o = out.data();
+  switch (args.op) {
+  case BinaryOp::add:
+    forEachBroadcast(args.out.shape, sl, sr, [&](int64_t i, int64_t a, int64_t b) {
+      o[i] = l[a] + r[b];
+    });
+    break;
+  case BinaryOp::sub:
+    forEachBroadcast(args.out.shape, sl, sr, [&](int64_t i, int64_t a, int64_t b) {
+      o[i] = l[a] - r[b];
+    });
+    break;
+  case BinaryOp::mul:
+    forEachBroadcast(args.out.shape, sl, sr, [&](int64_t i, int64_t a, int64_t b) {
+      o[i] = l[a] * r[b];
+    });
+    break;
+  }
+  out.store();
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::scale(const ScaleArgs &args) {
+  MD_RETURN_IF_ERROR(checkScale(args));
+  // The f64 factor is rounded to f32 and the product taken in f32.
+  float factor = static_cast<float>(args.factor);
+  mapUnary(args.x, args.out, [&](float x) { return x * factor; });
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::gelu(const GeluArgs &args) {
+  MD_RETURN_IF_ERROR(checkGelu(args));
+  if (args.approximate)
+    mapUnary(args.x, args.out, geluTanh);
+  else
+    mapUnary(args.x, args.out, geluExact);
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::geluGrad(const GeluGradArgs &args) {
+  MD_RETURN_IF_ERROR(checkGeluGrad(args));
+  if (args.approximate)
+    mapGrad(args.dy, args.x, args.dx,
+            [](float dy, float x) { return dy * geluTanhGrad(x); });
+  else
+    mapGrad(args.dy, args.x, args.dx,
+            [](float dy, float x) { return dy * geluExactGrad(x); });
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::relu(const ReluArgs &args) {
+  MD_RETURN_IF_ERROR(checkRelu(args));
+  // max(x, 0) that keeps NaN a NaN, as torch.relu does.
+  mapUnary(args.x, args.out, [](float x) { return x < 0.0f ? 0.0f : x; });
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::reluGrad(const ReluGradArgs &args) {
+  MD_RETURN_IF_ERROR(checkReluGrad(args));
+  mapGrad(args.dy, args.x, args.dx,
+          [](float dy, float x) { return x > 0.0f ? dy : 0.0f; });
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::accumulate(const AccumulateArgs &args) {
+  MD_RETURN_IF_ERROR(checkAccumulate(args));
+  F32In acc(args.acc), g(args.g);
+  F32Out out(args.out);
+  int64_t n = args.acc.numel();
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = acc[i] + g[i];
+  out.store();
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::cast(const CastArgs &args) {
+  MD_RETURN_IF_ERROR(checkCast(args));
+  int64_t n = args.x.numel();
+  if (args.x.dtype == args.out.dtype) {
+    if (args.x.data != args.out.data)
+      std::memmove(args.out.data, args.x.data, args.x.bytes());
+    return absl::OkStatus();
+  }
+  // Widening to f32 is exact, so f16 <-> bf16 through f32 rounds once.
+  F32In x(args.x);
+  fromF32(args.out.dtype, x.data(), args.out.data, n);
+  return absl::OkStatus();
+}
+
+} // namespace md::cpu

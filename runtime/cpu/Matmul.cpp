@@ -1,0 +1,127 @@
+//===- Matmul.cpp - md.matmul and md.matmul_grad through sgemm ------------===//
+//
+// Every product is an sgemm (Gemm.h: OpenBLAS) on f32 data (bf16/f16
+// operands are widened first, results rounded once at the end). A batched
+// product is a loop of sgemms in batch order; when b is shared and a is not transposed
+// the batch folds into M and the whole product is a single sgemm. The
+// weight gradient of a shared b sums over the batch by accumulating the
+// sgemms (beta = 1) in batch order, so the sum has a fixed order.
+//
+//===----------------------------------------------------------------------===//
+
+#include <algorithm>
+#include <climits>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "runtime/core/OpChecks.h"
+#include "runtime/core/Status.h"
+#include "runtime/cpu/CpuBackend.h"
+#include "runtime/cpu/Gemm.h"
+#include "runtime/cpu/Storage.h"
+
+namespace md::cpu {
+
+using namespace md::runtime;
+
+namespace {
+
+/// cblas takes int dims: refuse products that do not fit rather than
+/// truncate them.
+absl::Status checkBlasRange(const char *op, const MatmulDims &d) {
+  int64_t rows = d.batchedB ? d.m : d.batch * d.m;
+  for (int64_t v : {rows, d.m, d.n, d.k})
+    if (v > INT_MAX)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: dim %d exceeds the BLAS int range", op, v));
+  return absl::OkStatus();
+}
+
+} // namespace
+
+absl::Status CpuBackend::matmul(const MatmulArgs &args) {
+  MD_ASSIGN_OR_RETURN(MatmulDims d, checkMatmul(args));
+  MD_RETURN_IF_ERROR(checkBlasRange("matmul", d));
+  F32In a(args.a), b(args.b);
+  F32Out out(args.out);
+  const bool ta = args.transposeA, tb = args.transposeB;
+  // Row-major leading dims: a is [m, k] ([k, m] with ta), b [k, n] ([n, k]).
+  int64_t lda = ta ? d.m : d.k, ldb = tb ? d.k : d.n;
+  if (!d.batchedB && !ta) {
+    sgemm(false, tb, d.batch * d.m, d.n, d.k, 1.0f, a.data(), lda, b.data(),
+         ldb, 0.0f, out.data(), d.n);
+  } else {
+    for (int64_t i = 0; i < d.batch; ++i)
+      sgemm(ta, tb, d.m, d.n, d.k, 1.0f, a.data() + i * d.m * d.k, lda,
+           b.data() + (d.batchedB ? i * d.k * d.n : 0), ldb, 0.0f,
+           out.data() + i * d.m * d.n, d.n);
+  }
+  if (args.bias) {
+    F32In bias(*args.bias);
+    float *o = out.data();
+    for (int64_t r = 0; r < d.batch * d.m; ++r)
+      for (int64_t j = 0; j < d.n; ++j)
+        o[r * d.n + j] += bias[j];
+  }
+  out.store();
+  return absl::OkStatus();
+}
+
+// With y = op_a(a) op_b(b):  d op_a(a) = dy op_b(b)^T,  d op_b(b) = op_a(a)^T dy,
+// and da, db are those or their transposes. Written out per flag:
+//   da = dy b^T (-,-)   dy b (-,tb)   b dy^T (ta,-)   b^T dy^T (ta,tb)
+//   db = a^T dy (-,-)   dy^T a (-,tb) a dy (ta,-)     dy^T a^T (ta,tb)
+absl::Status CpuBackend::matmulGrad(const MatmulGradArgs &args) {
+  MD_ASSIGN_OR_RETURN(MatmulDims d, checkMatmulGrad(args));
+  MD_RETURN_IF_ERROR(checkBlasRange("matmul_grad", d));
+  F32In dy(args.dy), a(args.a), b(args.b);
+  F32Out da(args.da), db(args.db);
+  const bool ta = args.transposeA, tb = args.transposeB;
+  const int64_t m = d.m, n = d.n, k = d.k;
+  const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+
+  // One [m, k] x [k, n] entry of the batch: da for it, and its db
+  // contribution (accumulated when b is shared).
+  auto entry = [&](int64_t rows, const float *dyE, const float *aE,
+                   const float *bE, float *daE, float *dbE, float dbBeta) {
+    if (!ta)
+      sgemm(false, !tb, rows, k, n, 1.0f, dyE, n, bE, ldb, 0.0f, daE, k);
+    else
+      sgemm(tb, true, k, rows, n, 1.0f, bE, ldb, dyE, n, 0.0f, daE, rows);
+    if (!tb)
+      sgemm(!ta, false, k, n, rows, 1.0f, aE, lda, dyE, n, dbBeta, dbE, n);
+    else
+      sgemm(true, ta, n, k, rows, 1.0f, dyE, n, aE, lda, dbBeta, dbE, k);
+  };
+
+  if (!d.batchedB && !ta) {
+    // The batch folds into M: a is [batch * m, k] rows, dy [batch * m, n].
+    entry(d.batch * m, dy.data(), a.data(), b.data(), da.data(), db.data(),
+          0.0f);
+  } else {
+    if (!d.batchedB && d.batch == 0)
+      std::fill(db.data(), db.data() + k * n, 0.0f);
+    for (int64_t i = 0; i < d.batch; ++i) {
+      int64_t bOff = d.batchedB ? i * k * n : 0;
+      float dbBeta = (!d.batchedB && i > 0) ? 1.0f : 0.0f;
+      entry(m, dy.data() + i * m * n, a.data() + i * m * k, b.data() + bOff,
+            da.data() + i * m * k, db.data() + bOff, dbBeta);
+    }
+  }
+  if (args.dbias) {
+    // Column sums of dy over every row, in row order, in f64.
+    std::vector<double> acc(n, 0.0);
+    for (int64_t r = 0; r < d.batch * m; ++r)
+      for (int64_t j = 0; j < n; ++j)
+        acc[j] += dy[r * n + j];
+    F32Out dbias(*args.dbias);
+    for (int64_t j = 0; j < n; ++j)
+      dbias[j] = static_cast<float>(acc[j]);
+    dbias.store();
+  }
+  da.store();
+  db.store();
+  return absl::OkStatus();
+}
+
+} // namespace md::cpu

@@ -1,0 +1,173 @@
+//===- Storage.h - f32 views of bf16/f16/f32 tensors for the CPU kernels -*- C++ -*-===//
+//
+// Every CPU kernel computes on float arrays. F32In gives a kernel its input
+// as floats (the tensor itself when it is f32, a widened copy otherwise);
+// F32Out gives it a float array to write and, for bf16/f16 results, rounds
+// it into the tensor on store(). So each kernel is written once, and a
+// bf16 result is rounded exactly once, after the f32 computation.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MD_RUNTIME_CPU_STORAGE_H
+#define MD_RUNTIME_CPU_STORAGE_H
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/core/Tensor.h"
+#include "runtime/cpu/Bf16.h"
+
+namespace md::cpu {
+
+/// Widens n float elements of type `dtype` (bf16, f16 or f32) to f32.
+inline void toF32(runtime::DType dtype, const void *src, float *dst,
+                  int64_t n) {
+  switch (dtype) {
+  case runtime::DType::bf16: {
+    const uint16_t *s = static_cast<const uint16_t *>(src);
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = bf16ToF32(s[i]);
+    break;
+  }
+  case runtime::DType::f16: {
+    const uint16_t *s = static_cast<const uint16_t *>(src);
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = f16ToF32(s[i]);
+    break;
+  }
+  default: {
+    const float *s = static_cast<const float *>(src);
+    if (s != dst)
+      for (int64_t i = 0; i < n; ++i)
+        dst[i] = s[i];
+    break;
+  }
+  }
+}
+
+/// Rounds n f32 values into elements of type `dtype` (nearest even).
+inline void fromF32(runtime::DType dtype, const float *src, void *dst,
+                    int64_t n) {
+  switch (dtype) {
+  case runtime::DType::bf16: {
+    uint16_t *d = static_cast<uint16_t *>(dst);
+    for (int64_t i = 0; i < n; ++i)
+      d[i] = f32ToBf16(src[i]);
+    break;
+  }
+  case runtime::DType::f16: {
+    uint16_t *d = static_cast<uint16_t *>(dst);
+    for (int64_t i = 0; i < n; ++i)
+      d[i] = f32ToF16(src[i]);
+    break;
+  }
+  default: {
+    float *d = static_cast<float *>(dst);
+    if (d != src)
+      for (int64_t i = 0; i < n; ++i)
+        d[i] = src[i];
+    break;
+  }
+  }
+}
+
+/// A float tensor read as f32.
+class F32In {
+public:
+  explicit F32In(const runtime::TensorRef &t) {
+    if (t.dtype == runtime::DType::f32) {
+      data_ = t.as<const float>();
+      return;
+    }
+    copy_.resize(t.numel());
+    toF32(t.dtype, t.data, copy_.data(), t.numel());
+    data_ = copy_.data();
+  }
+  const float *data() const { return data_; }
+  float operator[](int64_t i) const { return data_[i]; }
+
+private:
+  std::vector<float> copy_;
+  const float *data_ = nullptr;
+};
+
+/// A float tensor written as f32; store() commits it. For an f32 tensor
+/// the kernel writes the tensor directly and store() does nothing.
+class F32Out {
+public:
+  explicit F32Out(const runtime::TensorRef &t) : t_(t) {
+    if (t.dtype == runtime::DType::f32) {
+      data_ = t.as<float>();
+      return;
+    }
+    copy_.assign(t.numel(), 0.0f);
+    data_ = copy_.data();
+  }
+  float *data() { return data_; }
+  float &operator[](int64_t i) { return data_[i]; }
+  void store() {
+    if (t_.dtype != runtime::DType::f32)
+      fromF32(t_.dtype, copy_.data(), t_.data, t_.numel());
+  }
+
+private:
+  const runtime::TensorRef &t_;
+  std::vector<float> copy_;
+  float *data_ = nullptr;
+};
+
+/// Row-major strides of `shape` seen as a tensor of shape `full` (which it
+/// broadcasts to, aligned at the last dim): 0 wherever `shape` has a 1 or
+/// lacks the leading dim.
+inline std::vector<int64_t> broadcastStrides(const runtime::Shape &shape,
+                                             const runtime::Shape &full) {
+  size_t r = full.size(), lead = r - shape.size();
+  std::vector<int64_t> strides(r, 0);
+  int64_t s = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[lead + i] = shape[i] == 1 ? 0 : s;
+    s *= shape[i];
+  }
+  return strides;
+}
+
+/// Calls f(i, offsetA, offsetB) for every element i of a row-major tensor
+/// of shape `full`, in order, with the offsets of the matching elements of
+/// two operands given by their strides over `full` (broadcastStrides).
+template <typename F>
+void forEachBroadcast(const runtime::Shape &full,
+                      const std::vector<int64_t> &stridesA,
+                      const std::vector<int64_t> &stridesB, F f) {
+  int64_t r = static_cast<int64_t>(full.size());
+  if (r == 0) {
+    f(int64_t{0}, int64_t{0}, int64_t{0});
+    return;
+  }
+  int64_t total = 1;
+  for (int64_t d : full)
+    total *= d;
+  if (total == 0)
+    return;
+  int64_t inner = full[r - 1], sa = stridesA[r - 1], sb = stridesB[r - 1];
+  std::vector<int64_t> idx(r, 0);
+  int64_t offA = 0, offB = 0;
+  for (int64_t row = 0; row < total / inner; ++row) {
+    for (int64_t j = 0; j < inner; ++j)
+      f(row * inner + j, offA + j * sa, offB + j * sb);
+    // Step the multi-index over the outer dims, last fastest.
+    for (int64_t d = r - 2; d >= 0; --d) {
+      ++idx[d];
+      offA += stridesA[d];
+      offB += stridesB[d];
+      if (idx[d] < full[d])
+        break;
+      offA -= stridesA[d] * full[d];
+      offB -= stridesB[d] * full[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+} // namespace md::cpu
+
+#endif // MD_RUNTIME_CPU_STORAGE_H

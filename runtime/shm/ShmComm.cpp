@@ -1,0 +1,823 @@
+//===- ShmComm.cpp - collectives through a POSIX shared-memory segment ----===//
+//
+// The segment:
+//
+//   header      magic, layout, the failure record           (page aligned)
+//   control[W]  per rank: pid, posted[3], done[3], the op it is in
+//   slot[W]     per rank: slotBytes of staging                (page aligned)
+//
+// A collective on a group of kind k runs in chunks; for each chunk every
+// member
+//   1. copies its contribution into its own slot,
+//   2. publishes posted[k] = phase (a release store; phase counts this
+//      rank's chunks on kind k, the same on every member),
+//   3. waits until every member's posted[k] >= phase (acquire loads), and
+//      on the first chunk checks that they are all in the same collective,
+//   4. reads the members' slots and writes its own result,
+//   5. publishes done[k] = phase and waits for everyone's done[k] >= phase,
+//      after which no one reads its slot any more and it may be reused.
+// The counters are per group kind so that, on a 2-D mesh, a rank can be in
+// a shard collective while the ranks of another shard group run theirs;
+// each rank is in one collective at a time, so one slot per rank suffices.
+//
+// Synchronisation is lock-free atomics on the shared counters (lock-free
+// std::atomic on x86-64 and AArch64 works across processes) with a
+// spin/yield/sleep backoff: a short spin for latency, then sched_yield
+// (several ranks may share a core), then 50 us sleeps. No pthread objects
+// live in the segment, so a rank that dies cannot leave a mutex locked.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/shm/ShmComm.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <type_traits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "runtime/core/Status.h"
+#include "runtime/cpu/Bf16.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace md::shm {
+
+using namespace md::runtime;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr uint64_t kMagic = 0x31306d68732d646dull; // "md-shm01"
+constexpr uint32_t kVersion = 1;
+constexpr int64_t kPage = 4096;
+
+enum class Collective : uint32_t {
+  all_gather,
+  reduce_scatter,
+  all_reduce,
+  broadcast,
+  barrier
+};
+
+const char *collectiveName(Collective c) {
+  switch (c) {
+  case Collective::all_gather:
+    return "all_gather";
+  case Collective::reduce_scatter:
+    return "reduce_scatter";
+  case Collective::all_reduce:
+    return "all_reduce";
+  case Collective::broadcast:
+    return "broadcast";
+  case Collective::barrier:
+    return "barrier";
+  }
+  return "?";
+}
+
+/// What a rank is doing, published in its control block so that the
+/// members of a group can check they agree.
+struct OpDesc {
+  uint64_t seq;
+  uint32_t collective;
+  uint32_t groupKind;
+  int32_t groupSize;
+  uint32_t dtype;
+  uint32_t reduce;
+  int32_t root;
+  int64_t count;
+
+  bool operator==(const OpDesc &o) const {
+    return seq == o.seq && collective == o.collective &&
+           groupKind == o.groupKind && groupSize == o.groupSize &&
+           dtype == o.dtype && reduce == o.reduce && root == o.root &&
+           count == o.count;
+  }
+};
+
+std::string describeDesc(const OpDesc &d) {
+  auto c = static_cast<Collective>(d.collective);
+  std::string s = absl::StrFormat(
+      "%s #%d on group %s", collectiveName(c), d.seq,
+      groupKindName(static_cast<GroupKind>(d.groupKind)));
+  if (c == Collective::barrier)
+    return s;
+  absl::StrAppendFormat(&s, " (%s x %d", dtypeName(static_cast<DType>(d.dtype)),
+                        d.count);
+  if (c == Collective::all_reduce || c == Collective::reduce_scatter)
+    absl::StrAppend(&s, ", ", reduceOpName(static_cast<ReduceOp>(d.reduce)));
+  if (c == Collective::broadcast)
+    absl::StrAppendFormat(&s, ", root %d", d.root);
+  return s + ")";
+}
+
+struct Header {
+  std::atomic<uint64_t> magic; // stored last by rank 0: the layout is valid
+  uint32_t version;
+  int32_t worldSize;
+  int32_t shardSize;
+  int32_t unused;
+  int64_t slotBytes;
+  int64_t totalBytes;
+  // The first failure of any rank: 0 none, 1 being written, 2 written.
+  std::atomic<uint32_t> abortState;
+  int32_t abortRank;
+  int32_t abortCode;
+  char abortMessage[1024];
+};
+
+struct alignas(128) RankControl {
+  std::atomic<int64_t> pid; // non-zero once the rank has attached
+  std::atomic<uint64_t> posted[3];
+  std::atomic<uint64_t> done[3];
+  OpDesc desc;
+};
+
+// The segment starts zero-filled (ftruncate); an all-zero lock-free atomic
+// is a valid atomic holding 0, and address-free, so it works between
+// processes.
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::atomic<int64_t>::is_always_lock_free);
+static_assert(std::is_trivially_copyable_v<OpDesc>);
+
+int64_t roundUp(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
+
+int64_t headerBytes() { return roundUp(sizeof(Header), kPage); }
+int64_t controlBytes(int worldSize) {
+  return roundUp(int64_t(worldSize) * int64_t(sizeof(RankControl)), kPage);
+}
+
+Header *headerOf(char *base) { return reinterpret_cast<Header *>(base); }
+RankControl *controlOf(char *base, int rank) {
+  return reinterpret_cast<RankControl *>(base + headerBytes()) + rank;
+}
+
+void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+/// Backoff for the iteration-th poll of a wait.
+void backoff(uint64_t iteration) {
+  if (iteration < 128) {
+    cpuRelax();
+  } else if (iteration < 4096) {
+    sched_yield();
+  } else {
+    timespec ts{0, 50'000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+std::string seconds(std::chrono::milliseconds d) {
+  return absl::StrFormat("%.3g s", d.count() / 1000.0);
+}
+
+std::string errnoText(int err) { return std::strerror(err); }
+
+bool validJobId(const std::string &id) {
+  if (id.empty() || id.size() > 200)
+    return false;
+  for (char c : id)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+          c == '_' || c == '-'))
+      return false;
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions: out[j] = src[0][j] op src[1][j] op ... in group order.
+//===----------------------------------------------------------------------===//
+
+template <typename T, typename Load, typename Store>
+void reduceFloats(const std::vector<const void *> &srcs, void *outV,
+                  int64_t len, ReduceOp op, Load load, Store store) {
+  const int n = int(srcs.size());
+  T *out = static_cast<T *>(outV);
+  for (int64_t j = 0; j < len; ++j) {
+    float acc = load(static_cast<const T *>(srcs[0])[j]);
+    for (int i = 1; i < n; ++i) {
+      float x = load(static_cast<const T *>(srcs[i])[j]);
+      switch (op) {
+      case ReduceOp::sum:
+      case ReduceOp::avg:
+        acc = acc + x;
+        break;
+      case ReduceOp::prod:
+        acc = acc * x;
+        break;
+      case ReduceOp::max: // NaN wins, as in torch.max
+        if (x > acc || std::isnan(x))
+          acc = x;
+        break;
+      case ReduceOp::min:
+        if (x < acc || std::isnan(x))
+          acc = x;
+        break;
+      }
+    }
+    if (op == ReduceOp::avg)
+      acc = acc / float(n);
+    out[j] = store(acc);
+  }
+}
+
+template <typename T>
+void reduceInts(const std::vector<const void *> &srcs, void *outV, int64_t len,
+                ReduceOp op) {
+  using U = std::make_unsigned_t<T>;
+  const int n = int(srcs.size());
+  T *out = static_cast<T *>(outV);
+  for (int64_t j = 0; j < len; ++j) {
+    T acc = static_cast<const T *>(srcs[0])[j];
+    for (int i = 1; i < n; ++i) {
+      T x = static_cast<const T *>(srcs[i])[j];
+      switch (op) {
+      case ReduceOp::sum: // two's complement wrap-around, as in NCCL
+      case ReduceOp::avg:
+        acc = T(U(acc) + U(x));
+        break;
+      case ReduceOp::prod:
+        acc = T(U(acc) * U(x));
+        break;
+      case ReduceOp::max:
+        acc = std::max(acc, x);
+        break;
+      case ReduceOp::min:
+        acc = std::min(acc, x);
+        break;
+      }
+    }
+    if (op == ReduceOp::avg)
+      acc = acc / T(n); // truncates toward zero
+    out[j] = acc;
+  }
+}
+
+void reduce(DType dtype, ReduceOp op, const std::vector<const void *> &srcs,
+            void *out, int64_t len) {
+  switch (dtype) {
+  case DType::f32:
+    reduceFloats<float>(srcs, out, len, op, [](float v) { return v; },
+                        [](float v) { return v; });
+    break;
+  case DType::bf16:
+    reduceFloats<uint16_t>(srcs, out, len, op, cpu::bf16ToF32, cpu::f32ToBf16);
+    break;
+  case DType::f16:
+    reduceFloats<uint16_t>(srcs, out, len, op, cpu::f16ToF32, cpu::f32ToF16);
+    break;
+  case DType::i32:
+    reduceInts<int32_t>(srcs, out, len, op);
+    break;
+  case DType::i64:
+    reduceInts<int64_t>(srcs, out, len, op);
+    break;
+  }
+}
+
+} // namespace
+
+/// One collective in flight: what it is, and how a chunk of it is written
+/// to this rank's slot and read back from the group's.
+struct ShmComm::Op {
+  const Group *group = nullptr;
+  OpDesc desc{};
+  int64_t elemBytes = 0;
+  int64_t chunkElems = 1;
+  std::function<void(int64_t begin, int64_t len)> write, read;
+};
+
+//===----------------------------------------------------------------------===//
+// Creation and teardown
+//===----------------------------------------------------------------------===//
+
+std::string ShmComm::segmentName(const std::string &jobId) {
+  return "/md-" + jobId;
+}
+
+absl::Status ShmComm::removeSegment(const std::string &jobId) {
+  if (!validJobId(jobId))
+    return absl::InvalidArgumentError(
+        absl::StrFormat("shm: bad job id '%s'", jobId));
+  if (shm_unlink(segmentName(jobId).c_str()) != 0 && errno != ENOENT)
+    return absl::InternalError(absl::StrFormat(
+        "shm: cannot remove %s: %s", segmentName(jobId), errnoText(errno)));
+  return absl::OkStatus();
+}
+
+ShmComm::ShmComm(const ShmCommOptions &options, Mesh mesh)
+    : options_(options), mesh_(mesh), name_(segmentName(options.jobId)) {
+  slotStride_ = roundUp(options.slotBytes, kPage);
+  totalBytes_ = headerBytes() + controlBytes(options.worldSize) +
+                int64_t(options.worldSize) * slotStride_;
+}
+
+absl::StatusOr<std::unique_ptr<ShmComm>>
+ShmComm::create(const ShmCommOptions &options) {
+  if (!validJobId(options.jobId))
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "shm: job id '%s' must be 1 to 200 letters, digits, '.', '_' or '-'",
+        options.jobId));
+  Mesh mesh{options.worldSize,
+            options.shardSize == 0 ? options.worldSize : options.shardSize};
+  if (absl::Status s = checkMesh(mesh); !s.ok())
+    return absl::InvalidArgumentError(absl::StrCat("shm: ", s.message()));
+  if (options.rank < 0 || options.rank >= options.worldSize)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("shm: rank %d is out of range for world size %d",
+                        options.rank, options.worldSize));
+  if (options.slotBytes < 8 * int64_t(options.worldSize) ||
+      options.slotBytes > (int64_t(1) << 40))
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "shm: slot size %d must be at least 8 * world size = %d bytes and "
+        "at most 1 TiB",
+        options.slotBytes, 8 * options.worldSize));
+  if (options.timeout.count() <= 0)
+    return absl::InvalidArgumentError("shm: the timeout must be positive");
+
+  std::unique_ptr<ShmComm> comm(new ShmComm(options, mesh));
+  MD_RETURN_IF_ERROR(options.rank == 0 ? comm->createSegment()
+                                       : comm->attachSegment());
+  MD_RETURN_IF_ERROR(comm->waitForAttach());
+  if (options.rank == 0) {
+    // Everyone has the segment mapped: the name is no longer needed, and
+    // without it nothing is left behind however the job ends.
+    shm_unlink(comm->name_.c_str());
+    comm->unlinked_ = true;
+  }
+  return comm;
+}
+
+absl::Status ShmComm::createSegment() {
+  int fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) {
+    if (errno == EEXIST)
+      return absl::AlreadyExistsError(absl::StrFormat(
+          "shm: %s already exists: another job uses id '%s', or one died "
+          "before its ranks attached (remove /dev/shm%s)",
+          name_, options_.jobId, name_));
+    return absl::InternalError(absl::StrFormat("shm: cannot create %s: %s",
+                                               name_, errnoText(errno)));
+  }
+  // From here on the name is ours; the destructor unlinks it on any error.
+  ownsName_ = true;
+  // Reserve the pages now: on a full tmpfs a merely ftruncate'd mapping
+  // fails later with SIGBUS on first touch, not with an error.
+  int err = posix_fallocate(fd, 0, totalBytes_);
+  if (err == EINVAL || err == EOPNOTSUPP)
+    err = ftruncate(fd, totalBytes_) != 0 ? errno : 0;
+  void *p = MAP_FAILED;
+  if (err == 0) {
+    p = mmap(nullptr, totalBytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+      err = errno;
+  }
+  close(fd);
+  if (err != 0) {
+    shm_unlink(name_.c_str());
+    unlinked_ = true;
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "shm: cannot reserve or map %d bytes for %s: %s (is /dev/shm large "
+        "enough? a smaller slot size needs less)",
+        totalBytes_, name_, errnoText(err)));
+  }
+  base_ = static_cast<char *>(p);
+  Header *h = headerOf(base_);
+  h->version = kVersion;
+  h->worldSize = options_.worldSize;
+  h->shardSize = mesh_.shardSize;
+  h->slotBytes = options_.slotBytes;
+  h->totalBytes = totalBytes_;
+  controlOf(base_, 0)->pid.store(getpid(), std::memory_order_relaxed);
+  h->magic.store(kMagic, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+absl::Status ShmComm::attachSegment() {
+  const auto deadline = Clock::now() + options_.timeout;
+  auto timedOut = [&](const char *what) {
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "shm: rank %d: %s %s within %s (is rank 0 running with job id '%s'?)",
+        options_.rank, what, name_, seconds(options_.timeout),
+        options_.jobId));
+  };
+  // Wait for the name, then for a complete header.
+  int fd = -1;
+  for (uint64_t i = 0;; ++i) {
+    fd = shm_open(name_.c_str(), O_RDWR, 0);
+    if (fd >= 0) {
+      struct stat st;
+      if (fstat(fd, &st) == 0 && st.st_size >= headerBytes())
+        break;
+      close(fd);
+    } else if (errno != ENOENT) {
+      return absl::InternalError(absl::StrFormat("shm: cannot open %s: %s",
+                                                 name_, errnoText(errno)));
+    }
+    if (Clock::now() >= deadline)
+      return timedOut("found no");
+    backoff(4096 + i); // a sleeping poll: rank 0 may take a while to start
+  }
+  void *hp = mmap(nullptr, headerBytes(), PROT_READ | PROT_WRITE, MAP_SHARED,
+                  fd, 0);
+  if (hp == MAP_FAILED) {
+    int err = errno;
+    close(fd);
+    return absl::InternalError(
+        absl::StrFormat("shm: cannot map %s: %s", name_, errnoText(err)));
+  }
+  Header *h = headerOf(static_cast<char *>(hp));
+  for (uint64_t i = 0; h->magic.load(std::memory_order_acquire) != kMagic;
+       ++i) {
+    if (Clock::now() >= deadline) {
+      munmap(hp, headerBytes());
+      close(fd);
+      return timedOut("found no initialised");
+    }
+    backoff(4096 + i);
+  }
+  if (h->version != kVersion || h->worldSize != options_.worldSize ||
+      h->shardSize != mesh_.shardSize || h->slotBytes != options_.slotBytes ||
+      h->totalBytes != totalBytes_) {
+    std::string msg = absl::StrFormat(
+        "shm: rank %d expects world size %d, shard size %d, slot size %d "
+        "(version %d), but %s was made for world size %d, shard size %d, slot "
+        "size %d (version %d)",
+        options_.rank, options_.worldSize, mesh_.shardSize, options_.slotBytes,
+        kVersion, name_, h->worldSize, h->shardSize, h->slotBytes, h->version);
+    munmap(hp, headerBytes());
+    close(fd);
+    return absl::FailedPreconditionError(msg);
+  }
+  munmap(hp, headerBytes());
+  void *p =
+      mmap(nullptr, totalBytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int err = errno;
+  close(fd);
+  if (p == MAP_FAILED)
+    return absl::InternalError(
+        absl::StrFormat("shm: cannot map %s: %s", name_, errnoText(err)));
+  base_ = static_cast<char *>(p);
+  int64_t expected = 0;
+  if (!controlOf(base_, options_.rank)
+           ->pid.compare_exchange_strong(expected, getpid()))
+    return absl::AlreadyExistsError(absl::StrFormat(
+        "shm: rank %d of %s is already taken by pid %d", options_.rank, name_,
+        expected));
+  return absl::OkStatus();
+}
+
+absl::Status ShmComm::waitForAttach() {
+  const auto deadline = Clock::now() + options_.timeout;
+  for (uint64_t i = 0;; ++i) {
+    std::vector<int> missing;
+    for (int r = 0; r < options_.worldSize; ++r)
+      if (controlOf(base_, r)->pid.load(std::memory_order_acquire) == 0)
+        missing.push_back(r);
+    if (missing.empty())
+      return absl::OkStatus();
+    Header *h = headerOf(base_);
+    if (h->abortState.load(std::memory_order_acquire) == 2)
+      return absl::Status(static_cast<absl::StatusCode>(h->abortCode),
+                          absl::StrFormat("shm: rank %d: rank %d failed: %s",
+                                          options_.rank, h->abortRank,
+                                          h->abortMessage));
+    if (Clock::now() >= deadline)
+      return fail(absl::DeadlineExceededError(absl::StrFormat(
+          "shm: rank(s) %s did not attach to %s within %s",
+          absl::StrJoin(missing, ", "), name_, seconds(options_.timeout))));
+    backoff(128 + i);
+  }
+}
+
+ShmComm::~ShmComm() {
+  if (base_ != nullptr)
+    munmap(base_, totalBytes_);
+  if (ownsName_ && !unlinked_)
+    shm_unlink(name_.c_str());
+}
+
+//===----------------------------------------------------------------------===//
+// The protocol
+//===----------------------------------------------------------------------===//
+
+absl::StatusOr<Group> ShmComm::group(GroupKind kind) const {
+  return meshGroup(mesh_, kind, options_.rank);
+}
+
+uint64_t ShmComm::sequence(GroupKind kind) const {
+  int k = static_cast<int>(kind);
+  return k >= 0 && k < 3 ? seq_[k] : 0;
+}
+
+char *ShmComm::slot(int rank) const {
+  return base_ + headerBytes() + controlBytes(options_.worldSize) +
+         int64_t(rank) * slotStride_;
+}
+
+absl::Status ShmComm::checkGroup(const Group &group, const char *op) const {
+  int kind = static_cast<int>(group.kind);
+  if (kind < 0 || kind > 2)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("shm: %s: unknown group kind %d", op, kind));
+  MD_ASSIGN_OR_RETURN(Group mine, meshGroup(mesh_, group.kind, options_.rank));
+  if (group.ranks != mine.ranks || group.index != mine.index)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "shm: %s: group %s (index %d) is not rank %d's %s group %s (index %d)",
+        op, group.str(), group.index, options_.rank, groupKindName(group.kind),
+        mine.str(), mine.index));
+  return absl::OkStatus();
+}
+
+std::string ShmComm::describe(const Op &op) const {
+  return absl::StrFormat("%s [%s] (rank %d)", describeDesc(op.desc),
+                         absl::StrJoin(op.group->ranks, ", "), options_.rank);
+}
+
+absl::Status ShmComm::fail(absl::Status status) {
+  Header *h = headerOf(base_);
+  uint32_t expected = 0;
+  if (h->abortState.compare_exchange_strong(expected, 1)) {
+    h->abortRank = options_.rank;
+    h->abortCode = static_cast<int32_t>(status.code());
+    std::string msg(status.message());
+    std::snprintf(h->abortMessage, sizeof h->abortMessage, "%s", msg.c_str());
+    h->abortState.store(2, std::memory_order_release);
+  }
+  failed_ = status;
+  return status;
+}
+
+absl::Status ShmComm::abortedByPeer(const Op &op) const {
+  const Header *h = headerOf(base_);
+  return absl::Status(
+      static_cast<absl::StatusCode>(h->abortCode),
+      absl::StrFormat("shm: %s: stopped because rank %d failed: %s",
+                      describe(op), h->abortRank, h->abortMessage));
+}
+
+absl::Status ShmComm::waitForGroup(const Op &op, bool done, uint64_t phase) {
+  const int k = static_cast<int>(op.group->kind);
+  auto ready = [&](int r) {
+    const RankControl *c = controlOf(base_, r);
+    const std::atomic<uint64_t> &counter = done ? c->done[k] : c->posted[k];
+    return counter.load(std::memory_order_acquire) >= phase;
+  };
+  const auto deadline = Clock::now() + options_.timeout;
+  for (uint64_t i = 0;; ++i) {
+    bool all = true;
+    for (int r : op.group->ranks)
+      if (r != options_.rank && !ready(r)) {
+        all = false;
+        break;
+      }
+    if (all)
+      return absl::OkStatus();
+    if (headerOf(base_)->abortState.load(std::memory_order_acquire) == 2) {
+      failed_ = abortedByPeer(op);
+      return failed_;
+    }
+    backoff(i);
+    if (i >= 128 && Clock::now() >= deadline) {
+      std::vector<int> missing;
+      for (int r : op.group->ranks)
+        if (r != options_.rank && !ready(r))
+          missing.push_back(r);
+      if (missing.empty())
+        return absl::OkStatus();
+      return fail(absl::DeadlineExceededError(absl::StrFormat(
+          "shm: %s: timed out after %s waiting for rank(s) %s to %s", describe(op),
+          seconds(options_.timeout), absl::StrJoin(missing, ", "),
+          done ? "finish reading" : "arrive")));
+    }
+  }
+}
+
+absl::Status ShmComm::checkSameCollective(const Op &op) {
+  for (int r : op.group->ranks) {
+    if (r == options_.rank)
+      continue;
+    OpDesc theirs = controlOf(base_, r)->desc;
+    if (!(theirs == op.desc))
+      return fail(absl::FailedPreconditionError(absl::StrFormat(
+          "shm: collective mismatch on group %s: rank %d is in %s, rank %d is "
+          "in %s",
+          op.group->str(), options_.rank, describeDesc(op.desc), r,
+          describeDesc(theirs))));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmComm::run(Op &op) {
+  if (!failed_.ok())
+    return failed_;
+  const int k = static_cast<int>(op.group->kind);
+  op.desc.seq = ++seq_[k];
+  op.desc.groupKind = uint32_t(k);
+  op.desc.groupSize = op.group->size();
+  RankControl *me = controlOf(base_, options_.rank);
+  me->desc = op.desc; // published by the release store of posted below
+
+  const int64_t count = op.desc.count;
+  const int64_t chunks =
+      count == 0 ? 1 : (count + op.chunkElems - 1) / op.chunkElems;
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * op.chunkElems;
+    const int64_t len = std::min(op.chunkElems, count - begin);
+    if (op.write && len > 0)
+      op.write(begin, len);
+    const uint64_t phase = ++phase_[k];
+    me->posted[k].store(phase, std::memory_order_release);
+    MD_RETURN_IF_ERROR(waitForGroup(op, /*done=*/false, phase));
+    if (c == 0)
+      MD_RETURN_IF_ERROR(checkSameCollective(op));
+    if (op.read && len > 0)
+      op.read(begin, len);
+    me->done[k].store(phase, std::memory_order_release);
+    MD_RETURN_IF_ERROR(waitForGroup(op, /*done=*/true, phase));
+  }
+  return absl::OkStatus();
+}
+
+//===----------------------------------------------------------------------===//
+// The collectives
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Checks what one rank can check alone: the element type, the count and
+/// the buffers.
+absl::Status checkBuffers(const char *op, DType dtype, int64_t count,
+                          int groupSize, const void *send, const void *recv) {
+  int64_t es = dtypeSize(dtype);
+  if (es == 0)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "shm: %s: unknown element type %d", op, static_cast<int>(dtype)));
+  if (count < 0 || count > INT64_MAX / (es * groupSize))
+    return absl::InvalidArgumentError(
+        absl::StrFormat("shm: %s: bad element count %d", op, count));
+  if (count > 0 && (send == nullptr || recv == nullptr))
+    return absl::InvalidArgumentError(
+        absl::StrFormat("shm: %s: null buffer for %d elements", op, count));
+  return absl::OkStatus();
+}
+
+} // namespace
+
+absl::Status ShmComm::allGather(const void *send, void *recv,
+                                int64_t sendCount, DType dtype,
+                                const Group &group) {
+  MD_RETURN_IF_ERROR(checkGroup(group, "all_gather"));
+  MD_RETURN_IF_ERROR(
+      checkBuffers("all_gather", dtype, sendCount, group.size(), send, recv));
+  Op op;
+  op.group = &group;
+  op.desc.collective = uint32_t(Collective::all_gather);
+  op.desc.dtype = uint32_t(dtype);
+  op.desc.count = sendCount;
+  op.elemBytes = dtypeSize(dtype);
+  op.chunkElems = options_.slotBytes / op.elemBytes;
+  const int64_t es = op.elemBytes;
+  op.write = [&](int64_t begin, int64_t len) {
+    std::memcpy(slot(options_.rank), static_cast<const char *>(send) + begin * es,
+                len * es);
+  };
+  op.read = [&](int64_t begin, int64_t len) {
+    for (int i = 0; i < group.size(); ++i)
+      std::memcpy(static_cast<char *>(recv) + (i * sendCount + begin) * es,
+                  slot(group.ranks[i]), len * es);
+  };
+  return run(op);
+}
+
+absl::Status ShmComm::reduceScatter(const void *send, void *recv,
+                                    int64_t recvCount, DType dtype,
+                                    ReduceOp reduceOp, const Group &group) {
+  MD_RETURN_IF_ERROR(checkGroup(group, "reduce_scatter"));
+  MD_RETURN_IF_ERROR(checkBuffers("reduce_scatter", dtype, recvCount,
+                                  group.size(), send, recv));
+  Op op;
+  op.group = &group;
+  op.desc.collective = uint32_t(Collective::reduce_scatter);
+  op.desc.dtype = uint32_t(dtype);
+  op.desc.reduce = uint32_t(reduceOp);
+  op.desc.count = recvCount;
+  op.elemBytes = dtypeSize(dtype);
+  const int n = group.size();
+  const int64_t es = op.elemBytes;
+  // Each chunk stages n blocks, one per destination.
+  op.chunkElems = options_.slotBytes / (es * n);
+  const int64_t block = op.chunkElems * es;
+  op.write = [&](int64_t begin, int64_t len) {
+    for (int j = 0; j < n; ++j)
+      std::memcpy(slot(options_.rank) + j * block,
+                  static_cast<const char *>(send) + (j * recvCount + begin) * es,
+                  len * es);
+  };
+  op.read = [&](int64_t begin, int64_t len) {
+    std::vector<const void *> srcs(n);
+    for (int i = 0; i < n; ++i)
+      srcs[i] = slot(group.ranks[i]) + group.index * block;
+    reduce(dtype, reduceOp, srcs, static_cast<char *>(recv) + begin * es, len);
+  };
+  return run(op);
+}
+
+absl::Status ShmComm::allReduce(const void *send, void *recv, int64_t count,
+                                DType dtype, ReduceOp reduceOp,
+                                const Group &group) {
+  MD_RETURN_IF_ERROR(checkGroup(group, "all_reduce"));
+  MD_RETURN_IF_ERROR(
+      checkBuffers("all_reduce", dtype, count, group.size(), send, recv));
+  Op op;
+  op.group = &group;
+  op.desc.collective = uint32_t(Collective::all_reduce);
+  op.desc.dtype = uint32_t(dtype);
+  op.desc.reduce = uint32_t(reduceOp);
+  op.desc.count = count;
+  op.elemBytes = dtypeSize(dtype);
+  op.chunkElems = options_.slotBytes / op.elemBytes;
+  const int64_t es = op.elemBytes;
+  op.write = [&](int64_t begin, int64_t len) {
+    std::memcpy(slot(options_.rank), static_cast<const char *>(send) + begin * es,
+                len * es);
+  };
+  // Every rank reduces the whole chunk itself, in group order: the same
+  // additions on the same data, so the same bits everywhere.
+  op.read = [&](int64_t begin, int64_t len) {
+    std::vector<const void *> srcs(group.size());
+    for (int i = 0; i < group.size(); ++i)
+      srcs[i] = slot(group.ranks[i]);
+    reduce(dtype, reduceOp, srcs, static_cast<char *>(recv) + begin * es, len);
+  };
+  return run(op);
+}
+
+absl::Status ShmComm::broadcast(const void *send, void *recv, int64_t count,
+                                DType dtype, int root, const Group &group) {
+  MD_RETURN_IF_ERROR(checkGroup(group, "broadcast"));
+  if (root < 0 || root >= group.size())
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "shm: broadcast: root %d is not an index of group %s", root,
+        group.str()));
+  // Only the root's send buffer is read (NCCL's rule).
+  MD_RETURN_IF_ERROR(checkBuffers("broadcast", dtype, count, group.size(),
+                                  group.index == root ? send : recv, recv));
+  Op op;
+  op.group = &group;
+  op.desc.collective = uint32_t(Collective::broadcast);
+  op.desc.dtype = uint32_t(dtype);
+  op.desc.root = root;
+  op.desc.count = count;
+  op.elemBytes = dtypeSize(dtype);
+  op.chunkElems = options_.slotBytes / op.elemBytes;
+  const int64_t es = op.elemBytes;
+  const bool isRoot = group.index == root;
+  op.write = [&](int64_t begin, int64_t len) {
+    if (isRoot)
+      std::memcpy(slot(options_.rank),
+                  static_cast<const char *>(send) + begin * es, len * es);
+  };
+  op.read = [&](int64_t begin, int64_t len) {
+    char *dst = static_cast<char *>(recv) + begin * es;
+    const char *src = isRoot ? static_cast<const char *>(send) + begin * es
+                             : slot(group.ranks[root]);
+    if (dst != src)
+      std::memmove(dst, src, len * es);
+  };
+  return run(op);
+}
+
+absl::Status ShmComm::barrier(const Group &group) {
+  MD_RETURN_IF_ERROR(checkGroup(group, "barrier"));
+  Op op;
+  op.group = &group;
+  op.desc.collective = uint32_t(Collective::barrier);
+  op.chunkElems = 1;
+  return run(op);
+}
+
+} // namespace md::shm

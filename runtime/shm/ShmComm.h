@@ -1,0 +1,137 @@
+//===- ShmComm.h - collectives between rank processes on one machine -*- C++ -*-===//
+//
+// The comm of the CPU backend (and of GPUs that share a machine but not
+// NCCL): the ranks are processes, and they exchange data through one POSIX
+// shared-memory segment, /md-<jobId>, that rank 0 creates and the others
+// attach to. Each rank owns a staging slot in it; a collective copies this
+// rank's contribution into its slot, announces it, and reads what it needs
+// from the slots of its group. Collectives bigger than a slot run in
+// chunks.
+//
+// Results are bitwise deterministic and the same on every rank: a
+// reduction adds the group's contributions in group order (index 0, 1, ...,
+// n-1), every rank computing with the same code on the same data; bf16 and
+// f16 are reduced in f32 and rounded once.
+//
+// No wait is unbounded. A rank that does not arrive within the timeout
+// fails the collective with DeadlineExceeded naming it, the collective's
+// kind and sequence number; the failure is posted in the segment so the
+// other ranks stop too, with the same error, and the comm stays failed.
+// docs/runtime-cpu.md describes the protocol.
+//
+// A ShmComm is used by one thread of its process at a time.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MD_RUNTIME_SHM_SHMCOMM_H
+#define MD_RUNTIME_SHM_SHMCOMM_H
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "runtime/core/Comm.h"
+
+namespace md::shm {
+
+struct ShmCommOptions {
+  /// Names the segment /md-<jobId>: letters, digits, '.', '_', '-'. Every
+  /// rank of a job passes the same id; two jobs at once need two ids.
+  std::string jobId;
+  int rank = 0;
+  int worldSize = 1;
+  /// Ranks per shard group of the 2-D mesh; 0 means worldSize (no hybrid
+  /// sharding).
+  int shardSize = 0;
+  /// Staging bytes per rank; at least 8 * worldSize. Larger collectives run
+  /// in chunks of this size.
+  int64_t slotBytes = int64_t(4) << 20;
+  /// How long any wait (attaching, a peer's arrival) may take.
+  std::chrono::milliseconds timeout{300'000};
+};
+
+class ShmComm final : public runtime::Comm {
+public:
+  /// Rank 0 creates the segment, the others attach to it (waiting up to the
+  /// timeout for it to appear); then every rank waits until all have
+  /// attached, and rank 0 unlinks the name, so nothing is left in /dev/shm
+  /// once the job runs, whatever happens to it later. Errors:
+  /// InvalidArgument for bad options, AlreadyExists when rank 0 finds the
+  /// name taken, DeadlineExceeded naming the ranks that did not attach,
+  /// FailedPrecondition when the ranks disagree on the world size, mesh or
+  /// slot size.
+  static absl::StatusOr<std::unique_ptr<ShmComm>>
+  create(const ShmCommOptions &options);
+
+  /// "/md-<jobId>".
+  static std::string segmentName(const std::string &jobId);
+  /// Unlinks a segment left behind by a job whose rank 0 died before all
+  /// ranks attached. OK when there is none.
+  static absl::Status removeSegment(const std::string &jobId);
+
+  ~ShmComm() override;
+  ShmComm(const ShmComm &) = delete;
+  ShmComm &operator=(const ShmComm &) = delete;
+
+  const char *name() const override { return "shm"; }
+  int rank() const override { return options_.rank; }
+  int worldSize() const override { return options_.worldSize; }
+  absl::StatusOr<runtime::Group> group(runtime::GroupKind kind) const override;
+
+  absl::Status allGather(const void *send, void *recv, int64_t sendCount,
+                         runtime::DType dtype,
+                         const runtime::Group &group) override;
+  absl::Status reduceScatter(const void *send, void *recv, int64_t recvCount,
+                             runtime::DType dtype, runtime::ReduceOp op,
+                             const runtime::Group &group) override;
+  absl::Status allReduce(const void *send, void *recv, int64_t count,
+                         runtime::DType dtype, runtime::ReduceOp op,
+                         const runtime::Group &group) override;
+  absl::Status broadcast(const void *send, void *recv, int64_t count,
+                         runtime::DType dtype, int root,
+                         const runtime::Group &group) override;
+  absl::Status barrier(const runtime::Group &group) override;
+
+  /// How many collectives this rank has started on groups of `kind`; the
+  /// "#N" of error messages is this count for the failing one.
+  uint64_t sequence(runtime::GroupKind kind) const;
+
+private:
+  struct Op; // one collective in flight, defined in ShmComm.cpp
+  ShmComm(const ShmCommOptions &options, runtime::Mesh mesh);
+
+  absl::Status createSegment();
+  absl::Status attachSegment();
+  absl::Status waitForAttach();
+  absl::Status checkGroup(const runtime::Group &group, const char *op) const;
+  /// The chunked protocol every collective shares.
+  absl::Status run(Op &op);
+  /// Waits until every other member of op's group has posted (or, with
+  /// `done`, finished reading) `phase`.
+  absl::Status waitForGroup(const Op &op, bool done, uint64_t phase);
+  absl::Status checkSameCollective(const Op &op);
+  /// Posts `status` to the segment for the other ranks and keeps it as this
+  /// comm's state; returns it.
+  absl::Status fail(absl::Status status);
+  absl::Status abortedByPeer(const Op &op) const;
+  std::string describe(const Op &op) const;
+
+  char *slot(int rank) const;
+
+  ShmCommOptions options_;
+  runtime::Mesh mesh_;
+  std::string name_;
+  int64_t totalBytes_ = 0;
+  int64_t slotStride_ = 0;
+  char *base_ = nullptr;
+  bool ownsName_ = false; // this rank created the name (rank 0)
+  bool unlinked_ = false;
+  uint64_t seq_[3] = {0, 0, 0};
+  uint64_t phase_[3] = {0, 0, 0};
+  absl::Status failed_;
+};
+
+} // namespace md::shm
+
+#endif // MD_RUNTIME_SHM_SHMCOMM_H

@@ -1,0 +1,448 @@
+//===- KernelGradTest.cpp - every gradient kernel against finite differences ===//
+//
+// Each gradient kernel (f32) is compared with the central-difference
+// vector-Jacobian product of the op's f64 reference forward
+// (KernelReference.h): for L = sum(dy * f(x)), dL/dx_i is
+// (L(x + h e_i) - L(x - h e_i)) / 2h with h = 1e-6 max(1, |x_i|). Its
+// error is far below f32's, so the tolerance is the kernel's f32 rounding:
+// rtol 1e-4 and atol 1e-5 (on values of order 1) unless a case says
+// otherwise. Inputs are rounded to f32 first so both sides see the same x.
+// The ops without a _grad op (add/sub/mul, transpose, broadcasting) are
+// checked through the VJPs the dialect composes from forward ops.
+//
+//===----------------------------------------------------------------------===//
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "test/unit/BackendTestUtil.h"
+#include "test/unit/KernelReference.h"
+#include "test/unit/TestBackends.h"
+
+namespace md::test {
+namespace {
+
+using namespace md::runtime;
+using ref::Vec;
+
+class GradTest : public ::testing::TestWithParam<BackendFactory> {
+protected:
+  void SetUp() override { backend_ = GetParam().make(); }
+  Backend &be() { return *backend_; }
+  DeviceTensor f32(Shape s, const Vec &v) {
+    return DeviceTensor::floats(be(), DType::f32, std::move(s), v);
+  }
+  DeviceTensor zeros(Shape s) { return DeviceTensor(be(), DType::f32, s); }
+  std::unique_ptr<Backend> backend_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, GradTest, ::testing::ValuesIn(testBackends()),
+                         backendName);
+
+Vec inputs(int64_t n, uint32_t seed, double lo = -1, double hi = 1) {
+  return roundAll(DType::f32, randomValues(n, seed, lo, hi));
+}
+
+/// The kernel's gradient `got` for input `which` against finite differences.
+::testing::AssertionResult matchesNumeric(const Vec &got, const RefForward &f,
+                                          const std::vector<Vec> &in,
+                                          size_t which, const Vec &dy,
+                                          double rtol = 1e-4,
+                                          double atol = 1e-5) {
+  return allClose(got, numericGrad(f, in, which, dy), rtol, atol);
+}
+
+TEST_P(GradTest, MatmulGradForEveryLayout) {
+  const int64_t b0 = 2, m = 3, k = 4, n = 5;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (bool batchedB : {false, true}) {
+        SCOPED_TRACE(testing::Message()
+                     << "ta=" << ta << " tb=" << tb << " batchedB=" << batchedB);
+        Shape as = ta ? Shape{b0, k, m} : Shape{b0, m, k};
+        Shape bs2 = tb ? Shape{n, k} : Shape{k, n};
+        Shape bs = batchedB ? Shape{b0, bs2[0], bs2[1]} : bs2;
+        Vec av = inputs(numel(as), 1), bv = inputs(numel(bs), 2),
+            biasv = inputs(n, 3), dyv = inputs(b0 * m * n, 4);
+        DeviceTensor a = f32(as, av), b = f32(bs, bv), dy = f32({b0, m, n}, dyv);
+        DeviceTensor da = zeros(as), db = zeros(bs), dbias = zeros({n});
+        MatmulGradArgs args;
+        args.dy = dy;
+        args.a = a;
+        args.b = b;
+        args.da = da;
+        args.db = db;
+        args.dbias = dbias.ref();
+        args.transposeA = ta;
+        args.transposeB = tb;
+        ASSERT_TRUE(be().matmulGrad(args).ok());
+        RefForward f = [&](const std::vector<Vec> &in) {
+          return ref::matmul(in[0], in[1], &in[2], b0, m, n, k, ta, tb, batchedB);
+        };
+        std::vector<Vec> in = {av, bv, biasv};
+        EXPECT_TRUE(matchesNumeric(da.values(), f, in, 0, dyv)) << "da";
+        EXPECT_TRUE(matchesNumeric(db.values(), f, in, 1, dyv)) << "db";
+        EXPECT_TRUE(matchesNumeric(dbias.values(), f, in, 2, dyv)) << "dbias";
+      }
+}
+
+TEST_P(GradTest, MatmulGradWithoutBiasLeavesNoDbias) {
+  Vec av = inputs(6, 5), bv = inputs(6, 6), dyv = inputs(4, 7);
+  DeviceTensor a = f32({2, 3}, av), b = f32({3, 2}, bv), dy = f32({2, 2}, dyv);
+  DeviceTensor da = zeros({2, 3}), db = zeros({3, 2});
+  MatmulGradArgs args;
+  args.dy = dy;
+  args.a = a;
+  args.b = b;
+  args.da = da;
+  args.db = db;
+  ASSERT_TRUE(be().matmulGrad(args).ok());
+  RefForward f = [&](const std::vector<Vec> &in) {
+    return ref::matmul(in[0], in[1], nullptr, 1, 2, 2, 3, false, false, false);
+  };
+  EXPECT_TRUE(matchesNumeric(da.values(), f, {av, bv}, 0, dyv));
+  // dy of the wrong shape is refused.
+  DeviceTensor wrong = zeros({2, 3});
+  args.dy = wrong;
+  EXPECT_EQ(be().matmulGrad(args).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(GradTest, GeluGradExactAndTanh) {
+  Vec xv = inputs(23, 8, -4, 4), dyv = inputs(23, 9);
+  for (bool approximate : {false, true}) {
+    DeviceTensor x = f32({23}, xv), dy = f32({23}, dyv), dx = zeros({23});
+    GeluGradArgs args;
+    args.dy = dy;
+    args.x = x;
+    args.dx = dx;
+    args.approximate = approximate;
+    ASSERT_TRUE(be().geluGrad(args).ok());
+    RefForward f = [&](const std::vector<Vec> &in) {
+      Vec y;
+      for (double v : in[0])
+        y.push_back(ref::gelu(v, approximate));
+      return y;
+    };
+    EXPECT_TRUE(matchesNumeric(dx.values(), f, {xv}, 0, dyv)) << approximate;
+  }
+}
+
+TEST_P(GradTest, ReluGradAwayFromZero) {
+  Vec xv = inputs(17, 10), dyv = inputs(17, 11);
+  for (double &v : xv)
+    if (std::fabs(v) < 0.01)
+      v = 0.5; // the kink is not differentiable
+  DeviceTensor x = f32({17}, xv), dy = f32({17}, dyv), dx = zeros({17});
+  ReluGradArgs args;
+  args.dy = dy;
+  args.x = x;
+  args.dx = dx;
+  ASSERT_TRUE(be().reluGrad(args).ok());
+  RefForward f = [](const std::vector<Vec> &in) {
+    Vec y;
+    for (double v : in[0])
+      y.push_back(std::max(v, 0.0));
+    return y;
+  };
+  EXPECT_TRUE(matchesNumeric(dx.values(), f, {xv}, 0, dyv));
+}
+
+TEST_P(GradTest, LayerNormGradWithAndWithoutBeta) {
+  const int64_t rows = 6, d = 7;
+  Vec xv = inputs(rows * d, 12, -2, 3), gv = inputs(d, 13, 0.5, 1.5),
+      bv = inputs(d, 14), dyv = inputs(rows * d, 15);
+  for (bool hasBeta : {false, true}) {
+    SCOPED_TRACE(hasBeta);
+    DeviceTensor x = f32({2, 3, d}, xv), g = f32({d}, gv), dy = f32({2, 3, d}, dyv);
+    DeviceTensor dx = zeros({2, 3, d}), dg = zeros({d}), db = zeros({d});
+    LayerNormGradArgs args;
+    args.dy = dy;
+    args.x = x;
+    args.gamma = g;
+    args.dx = dx;
+    args.dgamma = dg;
+    if (hasBeta)
+      args.dbeta = db.ref();
+    args.eps = 1e-5;
+    ASSERT_TRUE(be().layerNormGrad(args).ok());
+    RefForward f = [&](const std::vector<Vec> &in) {
+      return ref::layerNorm(in[0], rows, d, in[1], &in[2], 1e-5);
+    };
+    std::vector<Vec> in = {xv, gv, bv};
+    EXPECT_TRUE(matchesNumeric(dx.values(), f, in, 0, dyv)) << "dx";
+    EXPECT_TRUE(matchesNumeric(dg.values(), f, in, 1, dyv)) << "dgamma";
+    if (hasBeta)
+      EXPECT_TRUE(matchesNumeric(db.values(), f, in, 2, dyv)) << "dbeta";
+  }
+}
+
+TEST_P(GradTest, RmsNormGrad) {
+  const int64_t rows = 5, d = 6;
+  Vec xv = inputs(rows * d, 16, -2, 2), gv = inputs(d, 17, 0.5, 1.5),
+      dyv = inputs(rows * d, 18);
+  DeviceTensor x = f32({rows, d}, xv), g = f32({d}, gv), dy = f32({rows, d}, dyv);
+  DeviceTensor dx = zeros({rows, d}), dg = zeros({d});
+  RmsNormGradArgs args;
+  args.dy = dy;
+  args.x = x;
+  args.gamma = g;
+  args.dx = dx;
+  args.dgamma = dg;
+  ASSERT_TRUE(be().rmsNormGrad(args).ok());
+  RefForward f = [&](const std::vector<Vec> &in) {
+    return ref::rmsNorm(in[0], rows, d, in[1], 1e-6);
+  };
+  EXPECT_TRUE(matchesNumeric(dx.values(), f, {xv, gv}, 0, dyv)) << "dx";
+  EXPECT_TRUE(matchesNumeric(dg.values(), f, {xv, gv}, 1, dyv)) << "dgamma";
+}
+
+TEST_P(GradTest, BatchNormGradFromTheForwardStatistics) {
+  const int64_t rows = 3 * 4, c = 5;
+  Vec xv = inputs(rows * c, 19, -1, 2), gv = inputs(c, 20, 0.5, 1.5),
+      bv = inputs(c, 21), dyv = inputs(rows * c, 22);
+  DeviceTensor x = f32({3, 4, c}, xv), g = f32({c}, gv), b = f32({c}, bv),
+               dy = f32({3, 4, c}, dyv);
+  DeviceTensor y = zeros({3, 4, c}), mean = zeros({c}), invstd = zeros({c});
+  BatchNormArgs fwd;
+  fwd.x = x;
+  fwd.gamma = g;
+  fwd.beta = b;
+  fwd.out = y;
+  fwd.mean = mean;
+  fwd.invstd = invstd;
+  ASSERT_TRUE(be().batchNorm(fwd).ok());
+  DeviceTensor dx = zeros({3, 4, c}), dg = zeros({c}), db = zeros({c});
+  BatchNormGradArgs args;
+  args.dy = dy;
+  args.x = x;
+  args.gamma = g;
+  args.mean = mean;
+  args.invstd = invstd;
+  args.dx = dx;
+  args.dgamma = dg;
+  args.dbeta = db;
+  ASSERT_TRUE(be().batchNormGrad(args).ok());
+  // The statistics depend on x too; the dialect's dx accounts for that.
+  RefForward f = [&](const std::vector<Vec> &in) {
+    return ref::batchNorm(in[0], rows, c, in[1], in[2], 1e-5).y;
+  };
+  std::vector<Vec> in = {xv, gv, bv};
+  EXPECT_TRUE(matchesNumeric(dx.values(), f, in, 0, dyv)) << "dx";
+  EXPECT_TRUE(matchesNumeric(dg.values(), f, in, 1, dyv)) << "dgamma";
+  EXPECT_TRUE(matchesNumeric(db.values(), f, in, 2, dyv)) << "dbeta";
+}
+
+TEST_P(GradTest, SoftmaxGradAlongEveryAxis) {
+  Shape shape = {3, 4, 5};
+  Vec xv = inputs(60, 23, -2, 2), dyv = inputs(60, 24);
+  for (int64_t axis : {-1, 0, 1}) {
+    SCOPED_TRACE(axis);
+    DeviceTensor x = f32(shape, xv), y = zeros(shape), dy = f32(shape, dyv),
+                 dx = zeros(shape);
+    SoftmaxArgs fwd;
+    fwd.x = x;
+    fwd.out = y;
+    fwd.axis = axis;
+    ASSERT_TRUE(be().softmax(fwd).ok());
+    SoftmaxGradArgs args;
+    args.dy = dy;
+    args.y = y;
+    args.dx = dx;
+    args.axis = axis;
+    ASSERT_TRUE(be().softmaxGrad(args).ok());
+    int64_t a = axis < 0 ? axis + 3 : axis;
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < a; ++i)
+      outer *= shape[i];
+    for (int64_t i = a + 1; i < 3; ++i)
+      inner *= shape[i];
+    RefForward f = [&](const std::vector<Vec> &in) {
+      return ref::softmax(in[0], outer, shape[a], inner);
+    };
+    EXPECT_TRUE(matchesNumeric(dx.values(), f, {xv}, 0, dyv));
+  }
+}
+
+TEST_P(GradTest, CausalAttentionGrad) {
+  const int64_t b = 2, t = 4, c = 6;
+  for (int64_t heads : {1, 3}) {
+    SCOPED_TRACE(heads);
+    Vec qv = inputs(b * t * c, 25), kv = inputs(b * t * c, 26),
+        vv = inputs(b * t * c, 27), dov = inputs(b * t * c, 28);
+    DeviceTensor q = f32({b, t, c}, qv), k = f32({b, t, c}, kv),
+                 v = f32({b, t, c}, vv), dout = f32({b, t, c}, dov);
+    DeviceTensor dq = zeros({b, t, c}), dk = zeros({b, t, c}), dv = zeros({b, t, c});
+    CausalAttentionGradArgs args;
+    args.dout = dout;
+    args.q = q;
+    args.k = k;
+    args.v = v;
+    args.dq = dq;
+    args.dk = dk;
+    args.dv = dv;
+    args.numHeads = heads;
+    ASSERT_TRUE(be().causalAttentionGrad(args).ok());
+    RefForward f = [&](const std::vector<Vec> &in) {
+      return ref::causalAttention(in[0], in[1], in[2], b, t, c, heads);
+    };
+    std::vector<Vec> in = {qv, kv, vv};
+    EXPECT_TRUE(matchesNumeric(dq.values(), f, in, 0, dov)) << "dq";
+    EXPECT_TRUE(matchesNumeric(dk.values(), f, in, 1, dov)) << "dk";
+    EXPECT_TRUE(matchesNumeric(dv.values(), f, in, 2, dov)) << "dv";
+  }
+}
+
+TEST_P(GradTest, CrossEntropyGradIgnoresRows) {
+  const int64_t rows = 5, classes = 4;
+  Vec lv = inputs(rows * classes, 29, -3, 3);
+  std::vector<int64_t> tv = {3, 7, 0, 7, 1};
+  DeviceTensor logits = f32({rows, classes}, lv);
+  DeviceTensor targets = DeviceTensor::indices(be(), DType::i64, {rows}, tv);
+  DeviceTensor dloss = f32({}, {1.75}), dlogits = zeros({rows, classes});
+  CrossEntropyGradArgs args;
+  args.dloss = dloss;
+  args.logits = logits;
+  args.targets = targets;
+  args.dlogits = dlogits;
+  args.ignoreIndex = 7;
+  ASSERT_TRUE(be().crossEntropyGrad(args).ok());
+  RefForward f = [&](const std::vector<Vec> &in) {
+    return Vec{ref::crossEntropy(in[0], rows, classes, tv, 7)};
+  };
+  Vec got = dlogits.values();
+  EXPECT_TRUE(matchesNumeric(got, f, {lv}, 0, {1.75}));
+  for (int64_t j = 0; j < classes; ++j) {
+    EXPECT_EQ(got[1 * classes + j], 0.0);
+    EXPECT_EQ(got[3 * classes + j], 0.0);
+  }
+}
+
+TEST_P(GradTest, EmbeddingGradScatterAddsRepeatedIds) {
+  const int64_t v = 6, d = 3;
+  std::vector<int64_t> idv = {4, 1, 4, 4, 0, 1};
+  Vec tv = inputs(v * d, 30), dyv = inputs(6 * d, 31);
+  DeviceTensor ids = DeviceTensor::indices(be(), DType::i32, {2, 3}, idv);
+  DeviceTensor dy = f32({2, 3, d}, dyv), out = zeros({v, d});
+  EmbeddingGradArgs args;
+  args.dy = dy;
+  args.ids = ids;
+  args.out = out;
+  ASSERT_TRUE(be().embeddingGrad(args).ok());
+  RefForward f = [&](const std::vector<Vec> &in) {
+    Vec y;
+    for (int64_t id : idv)
+      for (int64_t j = 0; j < d; ++j)
+        y.push_back(in[0][id * d + j]);
+    return y;
+  };
+  Vec got = out.values();
+  EXPECT_TRUE(matchesNumeric(got, f, {tv}, 0, dyv));
+  for (int64_t j = 0; j < d; ++j) { // rows 2, 3, 5 are never looked up
+    EXPECT_EQ(got[2 * d + j], 0.0);
+    EXPECT_EQ(got[5 * d + j], 0.0);
+  }
+  DeviceTensor bad = DeviceTensor::indices(be(), DType::i32, {2, 3}, {0, 1, 2, 3, 4, 6});
+  args.ids = bad;
+  EXPECT_EQ(be().embeddingGrad(args).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(GradTest, SumAndMeanGrad) {
+  std::vector<int64_t> shape = {3, 4, 5};
+  Vec xv = inputs(60, 32);
+  struct Case {
+    std::vector<int64_t> dims;
+    std::vector<bool> reduced;
+    bool keepdim;
+    Shape dyShape;
+  };
+  for (const Case &c : {Case{{0, 2}, {true, false, true}, false, {4}},
+                        Case{{-1}, {false, false, true}, true, {3, 4, 1}}})
+    for (ReduceKind kind : {ReduceKind::sum, ReduceKind::mean}) {
+      Vec dyv = inputs(numel(c.dyShape), 33);
+      DeviceTensor dy = f32(c.dyShape, dyv), dx = zeros({3, 4, 5});
+      ReduceGradArgs args;
+      args.kind = kind;
+      args.dy = dy;
+      args.dx = dx;
+      args.dims = c.dims;
+      args.keepdim = c.keepdim;
+      ASSERT_TRUE(be().reduceGrad(args).ok());
+      RefForward f = [&](const std::vector<Vec> &in) {
+        return ref::reduce(in[0], shape, c.reduced, kind == ReduceKind::mean);
+      };
+      EXPECT_TRUE(matchesNumeric(dx.values(), f, {xv}, 0, dyv));
+    }
+  DeviceTensor dy = zeros({5}), dx = zeros({3, 4, 5});
+  ReduceGradArgs args;
+  args.dy = dy;
+  args.dx = dx;
+  args.dims = {0, 2};
+  EXPECT_EQ(be().reduceGrad(args).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The VJP of broadcasting x to g's shape is sum_to: every element of x gets
+// the sum of the dy it was copied into.
+TEST_P(GradTest, SumToIsTheGradientOfBroadcasting) {
+  std::vector<int64_t> full = {4, 3, 5}, small = {3, 1};
+  Vec xv = inputs(3, 34), dyv = inputs(60, 35);
+  DeviceTensor dy = f32({4, 3, 5}, dyv), dx = zeros({3, 1});
+  SumToArgs args;
+  args.g = dy;
+  args.out = dx;
+  ASSERT_TRUE(be().sumTo(args).ok());
+  RefForward f = [&](const std::vector<Vec> &in) {
+    return ref::binary(0, in[0], small, Vec(60, 0.0), full);
+  };
+  EXPECT_TRUE(matchesNumeric(dx.values(), f, {xv}, 0, dyv));
+}
+
+// md.mul has no _grad op: d(lhs) = sum_to(dy * rhs), d(rhs) = sum_to(dy * lhs).
+TEST_P(GradTest, MulVjpComposedFromForwardOps) {
+  std::vector<int64_t> ls = {2, 1, 4}, rs = {3, 1};
+  Vec lv = inputs(8, 36), rv = inputs(3, 37), dyv = inputs(24, 38);
+  DeviceTensor l = f32({2, 1, 4}, lv), r = f32({3, 1}, rv), dy = f32({2, 3, 4}, dyv);
+  DeviceTensor t = zeros({2, 3, 4}), dl = zeros({2, 1, 4}), dr = zeros({3, 1});
+  BinaryArgs mul;
+  mul.op = BinaryOp::mul;
+  SumToArgs sum;
+  mul.lhs = dy;
+  mul.rhs = r;
+  mul.out = t;
+  ASSERT_TRUE(be().binary(mul).ok());
+  sum.g = t;
+  sum.out = dl;
+  ASSERT_TRUE(be().sumTo(sum).ok());
+  mul.rhs = l;
+  ASSERT_TRUE(be().binary(mul).ok());
+  sum.out = dr;
+  ASSERT_TRUE(be().sumTo(sum).ok());
+  RefForward f = [&](const std::vector<Vec> &in) {
+    return ref::binary(2, in[0], ls, in[1], rs);
+  };
+  EXPECT_TRUE(matchesNumeric(dl.values(), f, {lv, rv}, 0, dyv)) << "dlhs";
+  EXPECT_TRUE(matchesNumeric(dr.values(), f, {lv, rv}, 1, dyv)) << "drhs";
+}
+
+// md.transpose's VJP is the transpose by the inverse permutation.
+TEST_P(GradTest, TransposeVjpIsTheInversePermutation) {
+  Vec dyv = inputs(24, 39);
+  DeviceTensor dy = f32({4, 2, 3}, dyv), dx = zeros({2, 3, 4});
+  TransposeArgs args;
+  args.x = dy;
+  args.out = dx;
+  args.perm = {1, 2, 0}; // the inverse of {2, 0, 1}
+  ASSERT_TRUE(be().transpose(args).ok());
+  RefForward f = [](const std::vector<Vec> &in) {
+    Vec y(24);
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 2; ++j)
+        for (int k = 0; k < 3; ++k)
+          y[(i * 2 + j) * 3 + k] = in[0][(j * 3 + k) * 4 + i];
+    return y;
+  };
+  EXPECT_TRUE(matchesNumeric(dx.values(), f, {inputs(24, 40)}, 0, dyv));
+}
+
+} // namespace
+} // namespace md::test

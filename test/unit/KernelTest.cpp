@@ -1,0 +1,802 @@
+//===- KernelTest.cpp - forward kernels against naive f64 references ------===//
+//
+// Every forward kernel of runtime::Backend on small odd shapes, compared
+// with KernelReference.h. Tolerances: f32 results within a few f32 ulps of
+// the f64 reference (rtol 1e-5 unless stated); bf16/f16 results within one
+// ulp of their type of the reference computed from the rounded inputs;
+// pure data movement and single f32 operations bit for bit.
+//
+//===----------------------------------------------------------------------===//
+
+#include <cmath>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "runtime/core/OpChecks.h"
+#include "test/unit/BackendTestUtil.h"
+#include "test/unit/KernelReference.h"
+#include "test/unit/TestBackends.h"
+
+namespace md::test {
+namespace {
+
+using namespace md::runtime;
+
+class KernelTest : public ::testing::TestWithParam<BackendFactory> {
+protected:
+  void SetUp() override { backend_ = GetParam().make(); }
+  Backend &be() { return *backend_; }
+  DeviceTensor floats(DType t, Shape s, const std::vector<double> &v) {
+    return DeviceTensor::floats(be(), t, std::move(s), v);
+  }
+  DeviceTensor zeros(DType t, Shape s) { return DeviceTensor(be(), t, s); }
+  DeviceTensor ids(DType t, Shape s, const std::vector<int64_t> &v) {
+    return DeviceTensor::indices(be(), t, std::move(s), v);
+  }
+  std::unique_ptr<Backend> backend_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, KernelTest,
+                         ::testing::ValuesIn(testBackends()), backendName);
+
+/// Tolerance for a result of type t computed from inputs of type t.
+double rtolFor(DType t) {
+  return t == DType::f32 ? 1e-5 : t == DType::bf16 ? 1.0 / 128 : 1.0 / 1024;
+}
+
+//===----------------------------------------------------------------------===//
+// Memory, streams, events
+//===----------------------------------------------------------------------===//
+
+TEST_P(KernelTest, AllocationsAreAlignedAndZeroed) {
+  for (int64_t bytes : {1, 63, 64, 1000}) {
+    auto buffer = be().allocate(bytes);
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(buffer->data()) % kAllocAlignment, 0u);
+    EXPECT_EQ(buffer->bytes(), bytes);
+    std::vector<uint8_t> host(bytes, 0xff);
+    ASSERT_TRUE(be().copy(host.data(), buffer->data(), bytes, kComputeStream).ok());
+    for (uint8_t b : host)
+      ASSERT_EQ(b, 0);
+  }
+  EXPECT_EQ(be().allocate(-1).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(KernelTest, ArenaHandsOutAlignedBlocksUntilFull) {
+  auto buffer = be().allocate(256);
+  ASSERT_TRUE(buffer.ok());
+  char *base = static_cast<char *>(buffer->data());
+  Arena arena(std::move(*buffer));
+  auto a = arena.take(10), b = arena.take(64), c = arena.take(200);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(static_cast<char *>(*a), base);
+  EXPECT_EQ(static_cast<char *>(*b), base + 64);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(arena.take(100).ok()); // 128..228 still fits
+  EXPECT_EQ(arena.used(), 228);
+  EXPECT_EQ(*arena.at(64, 64), base + 64);
+  EXPECT_EQ(arena.at(32, 8).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(arena.at(192, 128).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(KernelTest, EventsOrderTheTwoStreams) {
+  ASSERT_GE(be().numStreams(), 2);
+  auto e = be().createEvent();
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(be().recordEvent(kComputeStream, *e).ok());
+  EXPECT_TRUE(be().waitEvent(kCommStream, *e).ok());
+  EXPECT_TRUE(be().synchronize(kCommStream).ok());
+  EXPECT_EQ(be().recordEvent(Stream{7}, *e).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(be().waitEvent(kCommStream, Event{99}).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+//===----------------------------------------------------------------------===//
+// Matmul
+//===----------------------------------------------------------------------===//
+
+struct MatmulCase {
+  bool ta, tb, batchedB, bias;
+};
+
+TEST_P(KernelTest, MatmulMatchesReferenceForEveryLayout) {
+  const int64_t b0 = 2, b1 = 3, m = 5, k = 7, n = 3;
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (bool batchedB : {false, true})
+          for (bool withBias : {false, true}) {
+            SCOPED_TRACE(testing::Message()
+                         << dtypeName(dt) << " ta=" << ta << " tb=" << tb
+                         << " batchedB=" << batchedB << " bias=" << withBias);
+            Shape as = ta ? Shape{b0, b1, k, m} : Shape{b0, b1, m, k};
+            Shape bs2 = tb ? Shape{n, k} : Shape{k, n};
+            Shape bs = batchedB ? Shape{b0, b1, bs2[0], bs2[1]} : bs2;
+            auto av = roundAll(dt, randomValues(numel(as), 1));
+            auto bv = roundAll(dt, randomValues(numel(bs), 2));
+            auto biasv = roundAll(dt, randomValues(n, 3));
+            DeviceTensor a = floats(dt, as, av), b = floats(dt, bs, bv);
+            DeviceTensor bias = floats(dt, {n}, biasv);
+            DeviceTensor out = zeros(dt, {b0, b1, m, n});
+            MatmulArgs args;
+            args.a = a;
+            args.b = b;
+            if (withBias)
+              args.bias = bias.ref();
+            args.out = out;
+            args.transposeA = ta;
+            args.transposeB = tb;
+            ASSERT_TRUE(be().matmul(args).ok());
+            auto want = ref::matmul(av, bv, withBias ? &biasv : nullptr,
+                                    b0 * b1, m, n, k, ta, tb, batchedB);
+            EXPECT_TRUE(allClose(out.values(), roundAll(dt, want), rtolFor(dt),
+                                 dt == DType::f32 ? 1e-6 : 1e-2));
+          }
+}
+
+TEST_P(KernelTest, MatmulWithEmptyContractionIsTheBias) {
+  DeviceTensor a = zeros(DType::f32, {3, 0}), b = zeros(DType::f32, {0, 2});
+  DeviceTensor bias = floats(DType::f32, {2}, {1.5, -2});
+  DeviceTensor out = floats(DType::f32, {3, 2}, {9, 9, 9, 9, 9, 9});
+  MatmulArgs args;
+  args.a = a;
+  args.b = b;
+  args.bias = bias.ref();
+  args.out = out;
+  ASSERT_TRUE(be().matmul(args).ok());
+  EXPECT_EQ(out.values(), (std::vector<double>{1.5, -2, 1.5, -2, 1.5, -2}));
+}
+
+TEST_P(KernelTest, MatmulRefusesBadShapesAndWritesNothing) {
+  DeviceTensor a = floats(DType::f32, {4, 3}, randomValues(12, 4));
+  DeviceTensor b = floats(DType::f32, {5, 2}, randomValues(10, 5));
+  DeviceTensor out = floats(DType::f32, {4, 2}, std::vector<double>(8, 7.0));
+  MatmulArgs args;
+  args.a = a;
+  args.b = b;
+  args.out = out;
+  absl::Status s = be().matmul(args);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("contracting dims differ"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("K = 3"), std::string::npos) << s;
+  EXPECT_EQ(out.values(), std::vector<double>(8, 7.0));
+
+  DeviceTensor b2 = floats(DType::f32, {3, 2}, randomValues(6, 5));
+  DeviceTensor wrongOut = zeros(DType::bf16, {4, 2});
+  args.b = b2;
+  args.out = wrongOut;
+  s = be().matmul(args);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("out must be f32[4, 2]"), std::string::npos) << s;
+
+  DeviceTensor vec = floats(DType::f32, {3}, {1, 2, 3});
+  args.a = vec;
+  EXPECT_EQ(be().matmul(args).code(), absl::StatusCode::kInvalidArgument);
+
+  // A null pointer on a non-empty tensor is an error, not a crash.
+  args.a = TensorRef(nullptr, DType::f32, {4, 3});
+  args.out = out;
+  EXPECT_EQ(be().matmul(args).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(KernelTest, MatmulIsDeterministic) {
+  DeviceTensor a = floats(DType::f32, {4, 33, 65}, randomValues(4 * 33 * 65, 6));
+  DeviceTensor b = floats(DType::f32, {65, 17}, randomValues(65 * 17, 7));
+  DeviceTensor o1 = zeros(DType::f32, {4, 33, 17}), o2 = zeros(DType::f32, {4, 33, 17});
+  MatmulArgs args;
+  args.a = a;
+  args.b = b;
+  args.out = o1;
+  ASSERT_TRUE(be().matmul(args).ok());
+  args.out = o2;
+  ASSERT_TRUE(be().matmul(args).ok());
+  EXPECT_TRUE(sameBits(o1.bytes(), o2.bytes()));
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+TEST_P(KernelTest, BinaryOpsBroadcastLikeNumpy) {
+  struct Case {
+    Shape l, r, out;
+  };
+  for (const Case &c : {Case{{2, 1, 4}, {3, 1}, {2, 3, 4}},
+                        Case{{5}, {}, {5}}, Case{{3, 4}, {3, 4}, {3, 4}},
+                        Case{{1, 3}, {2, 1}, {2, 3}}})
+    for (int op = 0; op < 3; ++op) {
+      SCOPED_TRACE(testing::Message() << "op " << op << " " << shapeString(c.l)
+                                      << " x " << shapeString(c.r));
+      auto lv = roundAll(DType::f32, randomValues(numel(c.l), 10));
+      auto rv = roundAll(DType::f32, randomValues(numel(c.r), 11));
+      DeviceTensor l = floats(DType::f32, c.l, lv), r = floats(DType::f32, c.r, rv);
+      DeviceTensor out = zeros(DType::f32, c.out);
+      BinaryArgs args;
+      args.op = static_cast<BinaryOp>(op);
+      args.lhs = l;
+      args.rhs = r;
+      args.out = out;
+      ASSERT_TRUE(be().binary(args).ok());
+      std::vector<int64_t> ls(c.l.begin(), c.l.end()), rs(c.r.begin(), c.r.end());
+      // One f32 operation per element: exactly the f64 result rounded.
+      EXPECT_EQ(out.values(), roundAll(DType::f32, ref::binary(op, lv, ls, rv, rs)));
+    }
+}
+
+TEST_P(KernelTest, BinaryRefusesShapesThatDoNotBroadcast) {
+  DeviceTensor l = zeros(DType::f32, {2, 3}), r = zeros(DType::f32, {4});
+  DeviceTensor out = zeros(DType::f32, {2, 3});
+  BinaryArgs args;
+  args.lhs = l;
+  args.rhs = r;
+  args.out = out;
+  absl::Status s = be().binary(args);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("do not broadcast"), std::string::npos) << s;
+}
+
+TEST_P(KernelTest, BinaryInBf16RoundsOnceOnStore) {
+  auto lv = roundAll(DType::bf16, randomValues(24, 12, -4, 4));
+  auto rv = roundAll(DType::bf16, randomValues(6, 13, -4, 4));
+  DeviceTensor l = floats(DType::bf16, {4, 6}, lv), r = floats(DType::bf16, {6}, rv);
+  DeviceTensor out = zeros(DType::bf16, {4, 6});
+  BinaryArgs args;
+  args.op = BinaryOp::mul;
+  args.lhs = l;
+  args.rhs = r;
+  args.out = out;
+  ASSERT_TRUE(be().binary(args).ok());
+  EXPECT_EQ(out.values(), roundAll(DType::bf16, ref::binary(2, lv, {4, 6}, rv, {6})));
+}
+
+TEST_P(KernelTest, ScaleMultipliesByTheFactorRoundedToF32) {
+  auto xv = roundAll(DType::f32, randomValues(9, 14));
+  DeviceTensor x = floats(DType::f32, {3, 3}, xv), out = zeros(DType::f32, {3, 3});
+  ScaleArgs args;
+  args.x = x;
+  args.out = out;
+  args.factor = 0.1;
+  ASSERT_TRUE(be().scale(args).ok());
+  std::vector<double> want;
+  for (double v : xv)
+    want.push_back(float(float(v) * 0.1f));
+  EXPECT_EQ(out.values(), want);
+  args.factor = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(be().scale(args).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(KernelTest, GeluExactAndTanhMatchTheirFormulas) {
+  auto xv = roundAll(DType::f32, randomValues(37, 15, -6, 6));
+  for (bool approximate : {false, true}) {
+    DeviceTensor x = floats(DType::f32, {37}, xv), out = zeros(DType::f32, {37});
+    GeluArgs args;
+    args.x = x;
+    args.out = out;
+    args.approximate = approximate;
+    ASSERT_TRUE(be().gelu(args).ok());
+    std::vector<double> want;
+    for (double v : xv)
+      want.push_back(ref::gelu(v, approximate));
+    EXPECT_TRUE(allClose(out.values(), want, 4e-6, 1e-7)) << approximate;
+  }
+}
+
+TEST_P(KernelTest, ReluZeroesNegativesAndKeepsNaN) {
+  double nan = std::numeric_limits<double>::quiet_NaN();
+  DeviceTensor x = floats(DType::f32, {5}, {-1, 0, 2.5, nan, -0.0});
+  DeviceTensor out = zeros(DType::f32, {5});
+  ReluArgs args;
+  args.x = x;
+  args.out = out;
+  ASSERT_TRUE(be().relu(args).ok());
+  auto v = out.values();
+  EXPECT_EQ(v[0], 0);
+  EXPECT_EQ(v[1], 0);
+  EXPECT_EQ(v[2], 2.5);
+  EXPECT_TRUE(std::isnan(v[3]));
+}
+
+TEST_P(KernelTest, ElementwiseOpsMayRunInPlace) {
+  auto xv = roundAll(DType::bf16, randomValues(10, 16));
+  DeviceTensor x = floats(DType::bf16, {10}, xv);
+  GeluArgs args;
+  args.x = x;
+  args.out = x;
+  ASSERT_TRUE(be().gelu(args).ok());
+  std::vector<double> want;
+  for (double v : xv)
+    want.push_back(roundTo(DType::bf16, ref::gelu(v, false)));
+  EXPECT_TRUE(allClose(x.values(), want, 1.0 / 128, 1e-3));
+}
+
+TEST_P(KernelTest, AccumulateAddsABf16GradientIntoAnF32Accumulator) {
+  auto accv = roundAll(DType::f32, randomValues(11, 17));
+  auto gv = roundAll(DType::bf16, randomValues(11, 18));
+  DeviceTensor acc = floats(DType::f32, {11}, accv), g = floats(DType::bf16, {11}, gv);
+  AccumulateArgs args;
+  args.acc = acc;
+  args.g = g;
+  args.out = acc;
+  ASSERT_TRUE(be().accumulate(args).ok());
+  std::vector<double> want;
+  for (size_t i = 0; i < accv.size(); ++i)
+    want.push_back(float(float(accv[i]) + float(gv[i])));
+  EXPECT_EQ(acc.values(), want);
+  DeviceTensor wrong = zeros(DType::f32, {12});
+  args.g = wrong;
+  EXPECT_EQ(be().accumulate(args).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(KernelTest, CastRoundsToNearestEven) {
+  // 1 + 2^-8 is halfway between two bf16 values (1 and 1 + 2^-7): even
+  // wins, so it rounds down; 1 + 3 * 2^-8 rounds up to 1 + 2^-6.
+  std::vector<double> xv = {1.0 + 1.0 / 256, 1.0 + 3.0 / 256, -2.5, 65519.0,
+                            65520.0, 1e-8};
+  DeviceTensor x = floats(DType::f32, {6}, xv);
+  DeviceTensor b = zeros(DType::bf16, {6}), h = zeros(DType::f16, {6});
+  CastArgs args;
+  args.x = x;
+  args.out = b;
+  ASSERT_TRUE(be().cast(args).ok());
+  auto bv = b.values();
+  EXPECT_EQ(bv[0], 1.0);
+  EXPECT_EQ(bv[1], 1.0 + 1.0 / 64);
+  EXPECT_EQ(bv[2], -2.5);
+  args.out = h;
+  ASSERT_TRUE(be().cast(args).ok());
+  auto hv = h.values();
+  EXPECT_EQ(hv[3], 65504.0);
+  EXPECT_TRUE(std::isinf(hv[4]));
+  EXPECT_EQ(hv[5], 0x1p-24 * std::round(1e-8 / 0x1p-24));
+  // Widening back is exact, and f16 -> bf16 rounds once.
+  DeviceTensor back = zeros(DType::f32, {6});
+  args.x = h;
+  args.out = back;
+  ASSERT_TRUE(be().cast(args).ok());
+  EXPECT_EQ(back.values(), hv);
+  DeviceTensor hb = zeros(DType::bf16, {6});
+  args.out = hb;
+  ASSERT_TRUE(be().cast(args).ok());
+  EXPECT_EQ(hb.values(), roundAll(DType::bf16, hv));
+  DeviceTensor i = zeros(DType::i32, {6});
+  args.out = i;
+  EXPECT_EQ(be().cast(args).code(), absl::StatusCode::kInvalidArgument);
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation
+//===----------------------------------------------------------------------===//
+
+TEST_P(KernelTest, LayerNormMatchesReference) {
+  for (DType dt : {DType::f32, DType::bf16})
+    for (bool withBeta : {false, true}) {
+      SCOPED_TRACE(testing::Message() << dtypeName(dt) << " beta=" << withBeta);
+      // An offset mean checks that the variance does not cancel.
+      auto xv = roundAll(dt, randomValues(3 * 5 * 7, 20, 99, 101));
+      auto gv = roundAll(dt, randomValues(7, 21, 0.5, 1.5));
+      auto bv = roundAll(dt, randomValues(7, 22));
+      DeviceTensor x = floats(dt, {3, 5, 7}, xv), g = floats(dt, {7}, gv),
+                   b = floats(dt, {7}, bv), out = zeros(dt, {3, 5, 7});
+      LayerNormArgs args;
+      args.x = x;
+      args.gamma = g;
+      if (withBeta)
+        args.beta = b.ref();
+      args.out = out;
+      args.eps = 1e-5;
+      ASSERT_TRUE(be().layerNorm(args).ok());
+      auto want = ref::layerNorm(xv, 15, 7, gv, withBeta ? &bv : nullptr, 1e-5);
+      EXPECT_TRUE(allClose(out.values(), roundAll(dt, want),
+                           dt == DType::f32 ? 1e-4 : 1.0 / 128, 1e-4));
+    }
+}
+
+TEST_P(KernelTest, LayerNormRefusesBadOperands) {
+  DeviceTensor x = zeros(DType::f32, {2, 4}), g = zeros(DType::f32, {3});
+  DeviceTensor out = zeros(DType::f32, {2, 4});
+  LayerNormArgs args;
+  args.x = x;
+  args.gamma = g;
+  args.out = out;
+  absl::Status s = be().layerNorm(args);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("layer_norm: gamma must be f32[4]"), std::string::npos)
+      << s;
+  DeviceTensor g4 = zeros(DType::f32, {4});
+  args.gamma = g4;
+  args.eps = 0;
+  EXPECT_EQ(be().layerNorm(args).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(KernelTest, RmsNormMatchesReference) {
+  auto xv = roundAll(DType::f32, randomValues(4 * 9, 23, -3, 3));
+  auto gv = roundAll(DType::f32, randomValues(9, 24, 0.5, 1.5));
+  DeviceTensor x = floats(DType::f32, {4, 9}, xv), g = floats(DType::f32, {9}, gv);
+  DeviceTensor out = zeros(DType::f32, {4, 9});
+  RmsNormArgs args;
+  args.x = x;
+  args.gamma = g;
+  args.out = out;
+  ASSERT_TRUE(be().rmsNorm(args).ok());
+  EXPECT_TRUE(allClose(out.values(), ref::rmsNorm(xv, 4, 9, gv, 1e-6), 1e-5, 1e-6));
+}
+
+TEST_P(KernelTest, BatchNormReturnsOutputAndBatchStatistics) {
+  auto xv = roundAll(DType::f32, randomValues(2 * 3 * 5, 25, 9, 11));
+  auto gv = roundAll(DType::f32, randomValues(5, 26, 0.5, 1.5));
+  auto bv = roundAll(DType::f32, randomValues(5, 27));
+  DeviceTensor x = floats(DType::f32, {2, 3, 5}, xv), g = floats(DType::f32, {5}, gv),
+               b = floats(DType::f32, {5}, bv), out = zeros(DType::f32, {2, 3, 5}),
+               mean = zeros(DType::f32, {5}), invstd = zeros(DType::f32, {5});
+  BatchNormArgs args;
+  args.x = x;
+  args.gamma = g;
+  args.beta = b;
+  args.out = out;
+  args.mean = mean;
+  args.invstd = invstd;
+  ASSERT_TRUE(be().batchNorm(args).ok());
+  auto want = ref::batchNorm(xv, 6, 5, gv, bv, 1e-5);
+  EXPECT_TRUE(allClose(out.values(), want.y, 1e-4, 1e-5));
+  EXPECT_TRUE(allClose(mean.values(), want.mean, 1e-6, 0));
+  EXPECT_TRUE(allClose(invstd.values(), want.invstd, 1e-5, 0));
+  // The statistics are f32 whatever x is.
+  DeviceTensor badMean = zeros(DType::bf16, {5});
+  args.mean = badMean;
+  EXPECT_EQ(be().batchNorm(args).code(), absl::StatusCode::kInvalidArgument);
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax, attention, embedding, cross-entropy
+//===----------------------------------------------------------------------===//
+
+TEST_P(KernelTest, SoftmaxAlongEveryAxis) {
+  Shape shape = {3, 4, 5};
+  auto xv = roundAll(DType::f32, randomValues(60, 30, -5, 5));
+  for (int64_t axis : {-1, 0, 1, 2, -3}) {
+    SCOPED_TRACE(axis);
+    DeviceTensor x = floats(DType::f32, shape, xv), out = zeros(DType::f32, shape);
+    SoftmaxArgs args;
+    args.x = x;
+    args.out = out;
+    args.axis = axis;
+    ASSERT_TRUE(be().softmax(args).ok());
+    int64_t a = axis < 0 ? axis + 3 : axis;
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < a; ++i)
+      outer *= shape[i];
+    for (int64_t i = a + 1; i < 3; ++i)
+      inner *= shape[i];
+    EXPECT_TRUE(allClose(out.values(), ref::softmax(xv, outer, shape[a], inner),
+                         1e-5, 1e-7));
+  }
+  DeviceTensor x = floats(DType::f32, shape, xv), out = zeros(DType::f32, shape);
+  SoftmaxArgs args;
+  args.x = x;
+  args.out = out;
+  args.axis = 3;
+  EXPECT_EQ(be().softmax(args).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(KernelTest, SoftmaxSubtractsTheMaximum) {
+  // exp(1002) overflows f32 (and f64): only x - max keeps this finite.
+  DeviceTensor x = floats(DType::f32, {1, 3}, {-50, 1000, 1002});
+  DeviceTensor out = zeros(DType::f32, {1, 3});
+  SoftmaxArgs args;
+  args.x = x;
+  args.out = out;
+  ASSERT_TRUE(be().softmax(args).ok());
+  EXPECT_TRUE(allClose(out.values(), ref::softmax({-1052, -2, 0}, 1, 3, 1), 1e-6, 0));
+}
+
+TEST_P(KernelTest, CausalAttentionMatchesReference) {
+  const int64_t b = 2, t = 5, c = 6;
+  for (int64_t heads : {1, 2, 3})
+    for (DType dt : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(testing::Message() << heads << " heads " << dtypeName(dt));
+      auto qv = roundAll(dt, randomValues(b * t * c, 31));
+      auto kv = roundAll(dt, randomValues(b * t * c, 32));
+      auto vv = roundAll(dt, randomValues(b * t * c, 33));
+      DeviceTensor q = floats(dt, {b, t, c}, qv), k = floats(dt, {b, t, c}, kv),
+                   v = floats(dt, {b, t, c}, vv), out = zeros(dt, {b, t, c});
+      CausalAttentionArgs args;
+      args.q = q;
+      args.k = k;
+      args.v = v;
+      args.out = out;
+      args.numHeads = heads;
+      ASSERT_TRUE(be().causalAttention(args).ok());
+      EXPECT_TRUE(allClose(out.values(),
+                           roundAll(dt, ref::causalAttention(qv, kv, vv, b, t, c, heads)),
+                           rtolFor(dt), dt == DType::f32 ? 1e-6 : 1e-2));
+    }
+  DeviceTensor q = zeros(DType::f32, {1, 2, 6}), out = zeros(DType::f32, {1, 2, 6});
+  CausalAttentionArgs args;
+  args.q = args.k = args.v = q;
+  args.out = out;
+  args.numHeads = 4;
+  absl::Status s = be().causalAttention(args);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("not divisible by num_heads = 4"), std::string::npos) << s;
+}
+
+TEST_P(KernelTest, CausalAttentionFirstPositionSeesOnlyItself) {
+  // Row 0 attends to position 0 alone, whatever the scores: out[0] = v[0].
+  auto qv = randomValues(12, 34, -30, 30), kv = randomValues(12, 35, -30, 30);
+  auto vv = roundAll(DType::f32, randomValues(12, 36));
+  DeviceTensor q = floats(DType::f32, {1, 3, 4}, qv), k = floats(DType::f32, {1, 3, 4}, kv),
+               v = floats(DType::f32, {1, 3, 4}, vv), out = zeros(DType::f32, {1, 3, 4});
+  CausalAttentionArgs args;
+  args.q = q;
+  args.k = k;
+  args.v = v;
+  args.out = out;
+  args.numHeads = 2;
+  ASSERT_TRUE(be().causalAttention(args).ok());
+  auto o = out.values();
+  for (int j = 0; j < 4; ++j)
+    EXPECT_EQ(o[j], vv[j]);
+}
+
+TEST_P(KernelTest, EmbeddingCopiesRowsExactly) {
+  auto tv = roundAll(DType::bf16, randomValues(7 * 3, 40));
+  for (DType idt : {DType::i32, DType::i64}) {
+    DeviceTensor table = floats(DType::bf16, {7, 3}, tv);
+    DeviceTensor id = ids(idt, {2, 2}, {6, 0, 6, 3});
+    DeviceTensor out = zeros(DType::bf16, {2, 2, 3});
+    EmbeddingArgs args;
+    args.table = table;
+    args.ids = id;
+    args.out = out;
+    ASSERT_TRUE(be().embedding(args).ok());
+    auto o = out.values();
+    int64_t rows[] = {6, 0, 6, 3};
+    for (int p = 0; p < 4; ++p)
+      for (int j = 0; j < 3; ++j)
+        EXPECT_EQ(o[p * 3 + j], tv[rows[p] * 3 + j]);
+  }
+}
+
+TEST_P(KernelTest, EmbeddingRefusesOutOfRangeIds) {
+  DeviceTensor table = zeros(DType::f32, {4, 2});
+  DeviceTensor out = floats(DType::f32, {3, 2}, std::vector<double>(6, 5.0));
+  for (int64_t bad : {4, -1}) {
+    DeviceTensor id = ids(DType::i64, {3}, {0, bad, 1});
+    EmbeddingArgs args;
+    args.table = table;
+    args.ids = id;
+    args.out = out;
+    absl::Status s = be().embedding(args);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("ids[1]"), std::string::npos) << s;
+    EXPECT_EQ(out.values(), std::vector<double>(6, 5.0));
+  }
+}
+
+TEST_P(KernelTest, CrossEntropyIsTheMeanOverTargetsNotIgnored) {
+  const int64_t rows = 6, classes = 5;
+  auto lv = roundAll(DType::f32, randomValues(rows * classes, 41, -4, 4));
+  std::vector<int64_t> tv = {1, -100, 4, 0, -100, 2};
+  for (DType dt : {DType::f32, DType::bf16}) {
+    auto lr = roundAll(dt, lv);
+    DeviceTensor logits = floats(dt, {2, 3, classes}, lr);
+    DeviceTensor targets = ids(DType::i32, {2, 3}, tv);
+    DeviceTensor loss = zeros(DType::f32, {});
+    CrossEntropyArgs args;
+    args.logits = logits;
+    args.targets = targets;
+    args.out = loss;
+    args.ignoreIndex = -100;
+    ASSERT_TRUE(be().crossEntropy(args).ok());
+    EXPECT_NEAR(loss.scalar(), ref::crossEntropy(lr, rows, classes, tv, -100), 1e-6);
+    // Without ignore_index, -100 is an out-of-range target.
+    args.ignoreIndex.reset();
+    absl::Status s = be().crossEntropy(args);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("targets[1] = -100"), std::string::npos) << s;
+  }
+}
+
+TEST_P(KernelTest, CrossEntropyOfLargeLogitsAndAllIgnored) {
+  DeviceTensor logits = floats(DType::f32, {2, 3}, {1000, 0, -1000, 500, 501, 502});
+  DeviceTensor targets = ids(DType::i64, {2}, {0, 1});
+  DeviceTensor loss = zeros(DType::f32, {});
+  CrossEntropyArgs args;
+  args.logits = logits;
+  args.targets = targets;
+  args.out = loss;
+  ASSERT_TRUE(be().crossEntropy(args).ok());
+  EXPECT_NEAR(loss.scalar(),
+              ref::crossEntropy({1000, 0, -1000, 500, 501, 502}, 2, 3, {0, 1},
+                                std::nullopt),
+              1e-6);
+  DeviceTensor ignored = ids(DType::i64, {2}, {-1, -1});
+  args.targets = ignored;
+  args.ignoreIndex = -1;
+  ASSERT_TRUE(be().crossEntropy(args).ok());
+  EXPECT_TRUE(std::isnan(loss.scalar()));
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and layout
+//===----------------------------------------------------------------------===//
+
+TEST_P(KernelTest, SumAndMeanOverDims) {
+  Shape shape = {3, 4, 5};
+  std::vector<int64_t> s3 = {3, 4, 5};
+  auto xv = roundAll(DType::f32, randomValues(60, 50));
+  struct Case {
+    std::vector<int64_t> dims;
+    std::vector<bool> reduced;
+    bool keepdim;
+    Shape out;
+  };
+  for (const Case &c :
+       {Case{{0, 2}, {true, false, true}, false, {4}},
+        Case{{-1}, {false, false, true}, true, {3, 4, 1}},
+        Case{{0, 1, 2}, {true, true, true}, false, {}},
+        Case{{1}, {false, true, false}, false, {3, 5}}})
+    for (ReduceKind kind : {ReduceKind::sum, ReduceKind::mean}) {
+      DeviceTensor x = floats(DType::f32, shape, xv), out = zeros(DType::f32, c.out);
+      ReduceArgs args;
+      args.kind = kind;
+      args.x = x;
+      args.out = out;
+      args.dims = c.dims;
+      args.keepdim = c.keepdim;
+      ASSERT_TRUE(be().reduce(args).ok()) << shapeString(c.out);
+      EXPECT_TRUE(allClose(out.values(),
+                           ref::reduce(xv, s3, c.reduced, kind == ReduceKind::mean),
+                           1e-6, 1e-6));
+    }
+  DeviceTensor x = floats(DType::f32, shape, xv), out = zeros(DType::f32, {3});
+  ReduceArgs args;
+  args.x = x;
+  args.out = out;
+  args.dims = {1, -2};
+  absl::Status s = be().reduce(args);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("appears twice"), std::string::npos) << s;
+  args.dims = {};
+  EXPECT_EQ(be().reduce(args).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(KernelTest, SumToUndoesBroadcasting) {
+  std::vector<int64_t> gs = {4, 3, 5};
+  auto gv = roundAll(DType::f32, randomValues(60, 51));
+  for (const Shape &to : {Shape{3, 1}, Shape{1}, Shape{}, Shape{4, 1, 5}, Shape{3, 5}}) {
+    DeviceTensor g = floats(DType::f32, {4, 3, 5}, gv), out = zeros(DType::f32, to);
+    SumToArgs args;
+    args.g = g;
+    args.out = out;
+    ASSERT_TRUE(be().sumTo(args).ok()) << shapeString(to);
+    EXPECT_TRUE(allClose(out.values(),
+                         ref::sumTo(gv, gs, std::vector<int64_t>(to.begin(), to.end())),
+                         1e-6, 1e-6));
+  }
+  DeviceTensor g = floats(DType::f32, {4, 3, 5}, gv), out = zeros(DType::f32, {2, 5});
+  SumToArgs args;
+  args.g = g;
+  args.out = out;
+  EXPECT_EQ(be().sumTo(args).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(KernelTest, TransposeMovesElementsOfEveryType) {
+  std::vector<int64_t> xv(2 * 3 * 4);
+  for (size_t i = 0; i < xv.size(); ++i)
+    xv[i] = int64_t(i) * 1000003;
+  DeviceTensor x = ids(DType::i64, {2, 3, 4}, xv), out = zeros(DType::i64, {4, 2, 3});
+  TransposeArgs args;
+  args.x = x;
+  args.out = out;
+  args.perm = {2, 0, 1};
+  ASSERT_TRUE(be().transpose(args).ok());
+  auto o = out.indexValues();
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 2; ++j)
+      for (int64_t k = 0; k < 3; ++k)
+        EXPECT_EQ(o[(i * 2 + j) * 3 + k], xv[(j * 3 + k) * 4 + i]);
+  auto fv = roundAll(DType::bf16, randomValues(6, 52));
+  DeviceTensor f = floats(DType::bf16, {2, 3}, fv), ft = zeros(DType::bf16, {3, 2});
+  args.x = f;
+  args.out = ft;
+  args.perm = {1, 0};
+  ASSERT_TRUE(be().transpose(args).ok());
+  EXPECT_EQ(ft.values(), (std::vector<double>{fv[0], fv[3], fv[1], fv[4], fv[2], fv[5]}));
+  args.perm = {0, 0};
+  EXPECT_EQ(be().transpose(args).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(KernelTest, ReshapeArangeFlattenView) {
+  auto xv = roundAll(DType::f32, randomValues(12, 53));
+  DeviceTensor x = floats(DType::f32, {3, 4}, xv), r = zeros(DType::f32, {2, 6});
+  ReshapeArgs rs;
+  rs.x = x;
+  rs.out = r;
+  ASSERT_TRUE(be().reshape(rs).ok());
+  EXPECT_EQ(r.values(), xv);
+  DeviceTensor bad = zeros(DType::f32, {5});
+  rs.out = bad;
+  EXPECT_EQ(be().reshape(rs).code(), absl::StatusCode::kInvalidArgument);
+
+  for (DType t : {DType::i32, DType::i64}) {
+    DeviceTensor pos = zeros(t, {5});
+    ArangeArgs ar;
+    ar.out = pos;
+    ar.start = -2;
+    ar.end = 3;
+    ASSERT_TRUE(be().arange(ar).ok());
+    EXPECT_EQ(pos.indexValues(), (std::vector<int64_t>{-2, -1, 0, 1, 2}));
+    ar.end = 4;
+    EXPECT_EQ(be().arange(ar).code(), absl::StatusCode::kInvalidArgument);
+  }
+
+  DeviceTensor w = floats(DType::f32, {2, 2}, {1, 2, 3, 4}), b = floats(DType::f32, {3}, {5, 6, 7});
+  DeviceTensor flat = floats(DType::f32, {10}, std::vector<double>(10, 9.0));
+  FlattenArgs fl;
+  fl.inputs = {w.ref(), b.ref()};
+  fl.out = flat;
+  ASSERT_TRUE(be().flatten(fl).ok());
+  EXPECT_EQ(flat.values(), (std::vector<double>{1, 2, 3, 4, 5, 6, 7, 0, 0, 0}));
+  DeviceTensor small = zeros(DType::f32, {6});
+  fl.out = small;
+  EXPECT_EQ(be().flatten(fl).code(), absl::StatusCode::kInvalidArgument);
+
+  DeviceTensor v = zeros(DType::f32, {3});
+  ViewArgs vw;
+  vw.source = flat;
+  vw.out = v;
+  vw.offset = 4;
+  ASSERT_TRUE(be().view(vw).ok());
+  EXPECT_EQ(v.values(), (std::vector<double>{5, 6, 7}));
+  vw.offset = 8;
+  EXPECT_EQ(be().view(vw).code(), absl::StatusCode::kInvalidArgument);
+}
+
+//===----------------------------------------------------------------------===//
+// The CPU backend's threads
+//===----------------------------------------------------------------------===//
+
+TEST(CpuBackendThreads, RanksTimesThreadsFitTheCores) {
+  int cores = cpu::CpuBackend::usableCores();
+  ASSERT_GE(cores, 1);
+  EXPECT_EQ(cpu::CpuBackend::threadsPerRank(1), cores);
+  for (int ranks : {2, 3, 4, 64}) {
+    int t = cpu::CpuBackend::threadsPerRank(ranks);
+    EXPECT_GE(t, 1);
+    EXPECT_TRUE(ranks * t <= cores || t == 1) << ranks << " ranks";
+  }
+  cpu::CpuBackend be(1);
+  EXPECT_EQ(be.threads(), 1);
+  EXPECT_EQ(be.setThreads(0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(be.threads(), 1);
+}
+
+TEST(CpuBackendThreads, GemmBitsAreReproducibleAtAFixedThreadCount) {
+  // OpenBLAS may change the last bits between thread counts, but never
+  // between runs at the same count (docs/runtime-cpu.md).
+  cpu::CpuBackend be(2);
+  DeviceTensor a = DeviceTensor::floats(be, DType::f32, {133, 217},
+                                        randomValues(133 * 217, 8));
+  DeviceTensor b = DeviceTensor::floats(be, DType::f32, {217, 91},
+                                        randomValues(217 * 91, 9));
+  std::vector<uint8_t> first;
+  for (int run = 0; run < 3; ++run) {
+    DeviceTensor out(be, DType::f32, {133, 91});
+    MatmulArgs args;
+    args.a = a;
+    args.b = b;
+    args.out = out;
+    ASSERT_TRUE(be.matmul(args).ok());
+    if (run == 0)
+      first = out.bytes();
+    else
+      EXPECT_TRUE(sameBits(first, out.bytes())) << "run " << run;
+  }
+}
+
+} // namespace
+} // namespace md::test

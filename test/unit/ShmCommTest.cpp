@@ -1,0 +1,815 @@
+//===- ShmCommTest.cpp - conformance of the shared-memory comm ------------===//
+//
+// Ranks are forked processes. Each child runs its side of the collectives
+// and writes its results (or the first error) into memory shared with the
+// test process, which checks everything: the results against a reference
+// computed from every rank's inputs in group order (bit for bit), equality
+// across ranks, and the errors a lost or desynchronised peer produces.
+// Children never touch gtest; a child that hangs is killed and reported.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/shm/ShmComm.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_format.h"
+#include "runtime/cpu/Bf16.h"
+
+namespace md::shm {
+namespace {
+
+using namespace md::runtime;
+using Clock = std::chrono::steady_clock;
+
+std::string uniqueJobId() {
+  static std::atomic<int> counter{0};
+  return absl::StrFormat("test-%d-%d", getpid(), counter++);
+}
+
+bool segmentExists(const std::string &jobId) {
+  int fd = shm_open(ShmComm::segmentName(jobId).c_str(), O_RDONLY, 0);
+  if (fd < 0)
+    return false;
+  close(fd);
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Forked ranks
+//===----------------------------------------------------------------------===//
+
+/// Memory shared by the test process and its rank children.
+struct Shared {
+  static constexpr int kMaxRanks = 8;
+  static constexpr int64_t kDataBytes = 1 << 20;
+  struct Rank {
+    int exitCode;
+    int statusCode; // of the last error, for the tests that expect one
+    int64_t elapsedMs;
+    char message[2048];
+    uint8_t data[kDataBytes];
+  } ranks[kMaxRanks];
+};
+
+class Ranks {
+public:
+  Ranks() {
+    void *p = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    EXPECT_NE(p, MAP_FAILED);
+    shared_ = static_cast<Shared *>(p);
+  }
+  ~Ranks() { munmap(shared_, sizeof(Shared)); }
+
+  /// Runs body(rank, its shared record) in `world` children; a child whose
+  /// body returns false exits 1. Children still running after `limit` are
+  /// killed. Returns a description of every child that failed or hung.
+  std::string run(int world, const std::function<bool(int, Shared::Rank &)> &body,
+                  std::chrono::seconds limit = std::chrono::seconds(30)) {
+    std::memset(shared_, 0, sizeof(Shared));
+    std::vector<pid_t> pids;
+    for (int r = 0; r < world; ++r) {
+      pid_t pid = fork();
+      if (pid == 0) {
+        bool ok = body(r, shared_->ranks[r]);
+        _exit(ok ? 0 : 1);
+      }
+      pids.push_back(pid);
+    }
+    std::string failures;
+    const auto deadline = Clock::now() + limit;
+    std::vector<bool> done(world, false);
+    for (int left = world; left > 0;) {
+      for (int r = 0; r < world; ++r) {
+        if (done[r])
+          continue;
+        int status = 0;
+        if (waitpid(pids[r], &status, WNOHANG) == pids[r]) {
+          done[r] = true;
+          --left;
+          if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            failures += absl::StrFormat("rank %d failed (status %d): %s\n", r,
+                                        status, shared_->ranks[r].message);
+        }
+      }
+      if (left > 0 && Clock::now() > deadline) {
+        for (int r = 0; r < world; ++r)
+          if (!done[r]) {
+            kill(pids[r], SIGKILL);
+            waitpid(pids[r], nullptr, 0);
+            failures += absl::StrFormat("rank %d hung\n", r);
+          }
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return failures;
+  }
+
+  Shared::Rank &rank(int r) { return shared_->ranks[r]; }
+
+private:
+  Shared *shared_ = nullptr;
+};
+
+/// Records a failed status in a child's record; returns false.
+bool record(Shared::Rank &out, const absl::Status &s, const char *what) {
+  out.statusCode = static_cast<int>(s.code());
+  std::snprintf(out.message, sizeof out.message, "%s: %s", what,
+                std::string(s.message()).c_str());
+  return false;
+}
+
+ShmCommOptions options(const std::string &jobId, int rank, int world,
+                       int64_t slotBytes = 96, int shardSize = 0) {
+  ShmCommOptions o;
+  o.jobId = jobId;
+  o.rank = rank;
+  o.worldSize = world;
+  o.shardSize = shardSize;
+  o.slotBytes = slotBytes;
+  o.timeout = std::chrono::milliseconds(10000);
+  return o;
+}
+
+//===----------------------------------------------------------------------===//
+// Inputs and the reference
+//===----------------------------------------------------------------------===//
+
+enum class Kind { allReduce, reduceScatter, allGather, broadcast };
+
+struct Case {
+  Kind kind;
+  DType dtype;
+  ReduceOp op;
+  int64_t count; // NCCL's: per rank for all-gather/reduce-scatter
+  int root;
+  bool inPlace;
+};
+
+int64_t inputElems(const Case &c, int n) {
+  return c.kind == Kind::reduceScatter ? n * c.count : c.count;
+}
+int64_t outputElems(const Case &c, int n) {
+  return c.kind == Kind::allGather ? n * c.count : c.count;
+}
+
+/// Rank `rank`'s input for case `index`, as bytes of c.dtype. Products use
+/// values near 1 so they neither overflow nor vanish.
+std::vector<uint8_t> makeInput(const Case &c, int index, int rank, int n) {
+  std::mt19937 gen(uint32_t(index * 131 + rank * 7 + 1));
+  int64_t elems = inputElems(c, n), es = dtypeSize(c.dtype);
+  std::vector<uint8_t> bytes(elems * es);
+  bool prod = c.op == ReduceOp::prod;
+  for (int64_t i = 0; i < elems; ++i) {
+    double u = gen() / 4294967296.0;
+    double f = prod ? 0.5 + u : -2.0 + 4.0 * u;
+    int64_t k = prod ? 1 + int64_t(u * 3) : int64_t(u * 101) - 50;
+    uint8_t *dst = bytes.data() + i * es;
+    switch (c.dtype) {
+    case DType::f32: {
+      float v = float(f);
+      std::memcpy(dst, &v, 4);
+      break;
+    }
+    case DType::bf16: {
+      uint16_t v = cpu::f32ToBf16(float(f));
+      std::memcpy(dst, &v, 2);
+      break;
+    }
+    case DType::f16: {
+      uint16_t v = cpu::f32ToF16(float(f));
+      std::memcpy(dst, &v, 2);
+      break;
+    }
+    case DType::i32: {
+      int32_t v = int32_t(k);
+      std::memcpy(dst, &v, 4);
+      break;
+    }
+    case DType::i64: {
+      int64_t v = k * 1000000007ll; // beyond i32
+      std::memcpy(dst, &v, 8);
+      break;
+    }
+    }
+  }
+  return bytes;
+}
+
+/// Element i of each input reduced in group order: f32 arithmetic for the
+/// float types (rounded once to bf16/f16), wrap-around for integers, avg
+/// as the sum divided by n.
+void referenceReduce(DType dtype, ReduceOp op,
+                     const std::vector<const uint8_t *> &in, int64_t i,
+                     uint8_t *out) {
+  const int n = int(in.size());
+  auto loadF = [&](const uint8_t *p) {
+    if (dtype == DType::f32) {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    uint16_t h;
+    std::memcpy(&h, p + 2 * i, 2);
+    return dtype == DType::bf16 ? cpu::bf16ToF32(h) : cpu::f16ToF32(h);
+  };
+  if (dtype == DType::i32 || dtype == DType::i64) {
+    auto load = [&](const uint8_t *p) -> int64_t {
+      if (dtype == DType::i32) {
+        int32_t v;
+        std::memcpy(&v, p + 4 * i, 4);
+        return v;
+      }
+      int64_t v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return v;
+    };
+    int64_t acc = load(in[0]);
+    for (int r = 1; r < n; ++r) {
+      int64_t x = load(in[r]);
+      switch (op) {
+      case ReduceOp::sum:
+      case ReduceOp::avg:
+        acc += x;
+        break;
+      case ReduceOp::prod:
+        acc *= x;
+        break;
+      case ReduceOp::max:
+        acc = std::max(acc, x);
+        break;
+      case ReduceOp::min:
+        acc = std::min(acc, x);
+        break;
+      }
+    }
+    if (op == ReduceOp::avg)
+      acc /= n;
+    if (dtype == DType::i32) {
+      int32_t v = int32_t(acc);
+      std::memcpy(out, &v, 4);
+    } else {
+      std::memcpy(out, &acc, 8);
+    }
+    return;
+  }
+  float acc = loadF(in[0]);
+  for (int r = 1; r < n; ++r) {
+    float x = loadF(in[r]);
+    switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg:
+      acc += x;
+      break;
+    case ReduceOp::prod:
+      acc *= x;
+      break;
+    case ReduceOp::max:
+      acc = std::max(acc, x);
+      break;
+    case ReduceOp::min:
+      acc = std::min(acc, x);
+      break;
+    }
+  }
+  if (op == ReduceOp::avg)
+    acc /= float(n);
+  if (dtype == DType::f32) {
+    std::memcpy(out, &acc, 4);
+  } else {
+    uint16_t h = dtype == DType::bf16 ? cpu::f32ToBf16(acc) : cpu::f32ToF16(acc);
+    std::memcpy(out, &h, 2);
+  }
+}
+
+/// What member `index` of a group whose members had inputs `in` must get.
+std::vector<uint8_t> expected(const Case &c, int index,
+                              const std::vector<std::vector<uint8_t>> &in) {
+  const int n = int(in.size());
+  const int64_t es = dtypeSize(c.dtype);
+  std::vector<uint8_t> out(outputElems(c, n) * es);
+  std::vector<const uint8_t *> ptrs;
+  switch (c.kind) {
+  case Kind::allReduce:
+    for (const auto &v : in)
+      ptrs.push_back(v.data());
+    for (int64_t i = 0; i < c.count; ++i)
+      referenceReduce(c.dtype, c.op, ptrs, i, out.data() + i * es);
+    break;
+  case Kind::reduceScatter:
+    for (const auto &v : in)
+      ptrs.push_back(v.data() + index * c.count * es);
+    for (int64_t i = 0; i < c.count; ++i)
+      referenceReduce(c.dtype, c.op, ptrs, i, out.data() + i * es);
+    break;
+  case Kind::allGather:
+    for (int r = 0; r < n; ++r)
+      std::memcpy(out.data() + r * c.count * es, in[r].data(), c.count * es);
+    break;
+  case Kind::broadcast:
+    std::memcpy(out.data(), in[c.root].data(), c.count * es);
+    break;
+  }
+  return out;
+}
+
+/// Runs one case on this rank; the output lands in `out`.
+absl::Status runCase(Comm &comm, const Group &g, const Case &c,
+                     const std::vector<uint8_t> &input,
+                     std::vector<uint8_t> &out) {
+  const int n = g.size();
+  const int64_t es = dtypeSize(c.dtype);
+  out.assign(outputElems(c, n) * es, 0xee);
+  std::vector<uint8_t> buf; // the in-place buffer
+  const void *send = input.data();
+  void *recv = out.data();
+  if (c.inPlace) {
+    // NCCL's in-place layouts: the shard sits at this rank's block of the
+    // full buffer.
+    buf.assign(std::max(inputElems(c, n), outputElems(c, n)) * es, 0xee);
+    int64_t at = c.kind == Kind::allGather ? g.index * c.count * es : 0;
+    std::memcpy(buf.data() + at, input.data(), input.size());
+    send = buf.data() + at;
+    recv = buf.data() + (c.kind == Kind::reduceScatter ? g.index * c.count * es : 0);
+  }
+  absl::Status s;
+  switch (c.kind) {
+  case Kind::allReduce:
+    s = comm.allReduce(send, recv, c.count, c.dtype, c.op, g);
+    break;
+  case Kind::reduceScatter:
+    s = comm.reduceScatter(send, recv, c.count, c.dtype, c.op, g);
+    break;
+  case Kind::allGather:
+    s = comm.allGather(send, recv, c.count, c.dtype, g);
+    break;
+  case Kind::broadcast:
+    // Only the root's send buffer matters; the others pass none.
+    s = comm.broadcast(g.index == c.root || c.inPlace ? send : nullptr, recv,
+                       c.count, c.dtype, c.root, g);
+    break;
+  }
+  if (c.inPlace)
+    std::memcpy(out.data(), recv, out.size());
+  return s;
+}
+
+/// Every dtype x every reduction for all-reduce and reduce-scatter, and the
+/// data movers, on an uneven n = 37 padded to n * ceil(37 / n); then a few
+/// in-place cases and one that needs hundreds of chunks.
+std::vector<Case> conformanceCases(int n) {
+  const int64_t shard = (37 + n - 1) / n;
+  std::vector<Case> cases;
+  for (DType t : {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64}) {
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max,
+                        ReduceOp::min, ReduceOp::prod}) {
+      cases.push_back({Kind::allReduce, t, op, 37, 0, false});
+      cases.push_back({Kind::reduceScatter, t, op, shard, 0, false});
+    }
+    cases.push_back({Kind::allGather, t, ReduceOp::sum, shard, 0, false});
+    cases.push_back({Kind::broadcast, t, ReduceOp::sum, 37, n - 1, false});
+  }
+  cases.push_back({Kind::allReduce, DType::bf16, ReduceOp::sum, 37, 0, true});
+  cases.push_back({Kind::reduceScatter, DType::f32, ReduceOp::sum, shard, 0, true});
+  cases.push_back({Kind::allGather, DType::f16, ReduceOp::sum, shard, 0, true});
+  cases.push_back({Kind::broadcast, DType::i64, ReduceOp::sum, 37, 0, true});
+  cases.push_back({Kind::allReduce, DType::f32, ReduceOp::sum, 0, 0, false});
+  cases.push_back({Kind::allReduce, DType::f32, ReduceOp::sum, 5000, 0, false});
+  return cases;
+}
+
+class ShmCommTest : public ::testing::Test {
+protected:
+  Ranks ranks_;
+};
+
+//===----------------------------------------------------------------------===//
+// Conformance
+//===----------------------------------------------------------------------===//
+
+class ShmConformance : public ShmCommTest,
+                       public ::testing::WithParamInterface<int> {};
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmConformance, ::testing::Values(1, 2, 3, 4),
+                         [](const ::testing::TestParamInfo<int> &info) {
+                           return absl::StrFormat("W%d", info.param);
+                         });
+
+TEST_P(ShmConformance, EveryCollectiveMatchesTheReferenceOnEveryRank) {
+  const int world = GetParam();
+  const std::string job = uniqueJobId();
+  const std::vector<Case> cases = conformanceCases(world);
+  std::string failures = ranks_.run(world, [&](int rank, Shared::Rank &out) {
+    // A 96-byte slot: every case with more than a few elements is chunked.
+    auto comm = ShmComm::create(options(job, rank, world));
+    if (!comm.ok())
+      return record(out, comm.status(), "create");
+    auto g = (*comm)->group(GroupKind::world);
+    int64_t offset = 0;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      std::vector<uint8_t> result;
+      absl::Status s = runCase(**comm, *g, cases[i],
+                               makeInput(cases[i], int(i), rank, world), result);
+      if (!s.ok())
+        return record(out, s, "collective");
+      std::memcpy(out.data + offset, result.data(), result.size());
+      offset += int64_t(result.size());
+    }
+    return true;
+  });
+  ASSERT_EQ(failures, "");
+  EXPECT_FALSE(segmentExists(job));
+  int64_t offset = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case &c = cases[i];
+    SCOPED_TRACE(absl::StrFormat("case %d: kind %d %s %s count %d%s", i,
+                                 int(c.kind), dtypeName(c.dtype),
+                                 reduceOpName(c.op), c.count,
+                                 c.inPlace ? " in place" : ""));
+    std::vector<std::vector<uint8_t>> inputs;
+    for (int r = 0; r < world; ++r)
+      inputs.push_back(makeInput(c, int(i), r, world));
+    int64_t bytes = outputElems(c, world) * dtypeSize(c.dtype);
+    for (int r = 0; r < world; ++r) {
+      std::vector<uint8_t> want = expected(c, r, inputs);
+      ASSERT_EQ(std::memcmp(ranks_.rank(r).data + offset, want.data(), bytes), 0)
+          << "rank " << r;
+    }
+    offset += bytes;
+  }
+}
+
+TEST_F(ShmCommTest, ReductionsAreTheSameBitsOnEveryRankAndEveryRun) {
+  // Sums of many f32 values depend on the order; the fixed group order
+  // makes every rank, and every run, produce the same bits.
+  const int world = 3;
+  const int64_t n = 4099;
+  std::vector<std::vector<uint8_t>> runs;
+  for (int run = 0; run < 2; ++run) {
+    const std::string job = uniqueJobId();
+    std::string failures = ranks_.run(world, [&](int rank, Shared::Rank &out) {
+      auto comm = ShmComm::create(options(job, rank, world, 1000));
+      if (!comm.ok())
+        return record(out, comm.status(), "create");
+      std::mt19937 gen(rank + 1);
+      std::vector<float> x(n);
+      for (float &v : x)
+        v = float(gen()) / 1e6f - 2000.0f;
+      absl::Status s = (*comm)->allReduce(x.data(), x.data(), n, DType::f32,
+                                          ReduceOp::sum, *(*comm)->group(GroupKind::world));
+      if (!s.ok())
+        return record(out, s, "all_reduce");
+      std::memcpy(out.data, x.data(), n * 4);
+      return true;
+    });
+    ASSERT_EQ(failures, "");
+    for (int r = 1; r < world; ++r)
+      EXPECT_EQ(std::memcmp(ranks_.rank(0).data, ranks_.rank(r).data, n * 4), 0)
+          << "rank " << r;
+    runs.emplace_back(ranks_.rank(0).data, ranks_.rank(0).data + n * 4);
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+}
+
+//===----------------------------------------------------------------------===//
+// Sub-groups of the 2-D mesh
+//===----------------------------------------------------------------------===//
+
+struct MeshCase {
+  int world, shard;
+};
+void PrintTo(const MeshCase &c, std::ostream *os) {
+  *os << "world " << c.world << ", shard groups of " << c.shard;
+}
+
+class ShmMesh : public ShmCommTest, public ::testing::WithParamInterface<MeshCase> {};
+
+INSTANTIATE_TEST_SUITE_P(Meshes, ShmMesh,
+                         ::testing::Values(MeshCase{4, 2}, MeshCase{6, 3},
+                                           MeshCase{4, 1}, MeshCase{3, 3}),
+                         [](const ::testing::TestParamInfo<MeshCase> &info) {
+                           return absl::StrFormat("W%dS%d", info.param.world,
+                                                  info.param.shard);
+                         });
+
+TEST_P(ShmMesh, ShardAndReplicateGroupsRunSideBySide) {
+  const int world = GetParam().world, shardSize = GetParam().shard;
+  const std::string job = uniqueJobId();
+  // HSDP's pattern: reduce-scatter in the shard group, all-reduce of the
+  // shard across replicas, all-gather in the shard group, then world.
+  const int shardN = shardSize, replN = world / shardSize;
+  const Case rs{Kind::reduceScatter, DType::f32, ReduceOp::sum, 5, 0, false};
+  const Case ar{Kind::allReduce, DType::f32, ReduceOp::avg, 5, 0, false};
+  const Case ag{Kind::allGather, DType::bf16, ReduceOp::sum, 5, 0, false};
+  const Case arw{Kind::allReduce, DType::i64, ReduceOp::max, 3, 0, false};
+  const Case bc{Kind::broadcast, DType::f16, ReduceOp::sum, 4, replN - 1, false};
+  std::string failures = ranks_.run(world, [&](int rank, Shared::Rank &out) {
+    auto comm = ShmComm::create(options(job, rank, world, 64, shardSize));
+    if (!comm.ok())
+      return record(out, comm.status(), "create");
+    auto shard = (*comm)->group(GroupKind::shard);
+    auto repl = (*comm)->group(GroupKind::replicate);
+    auto all = (*comm)->group(GroupKind::world);
+    std::vector<uint8_t> r1, r2, r3, r4, r5;
+    absl::Status s = runCase(**comm, *shard, rs, makeInput(rs, 1, rank, shardN), r1);
+    if (s.ok())
+      s = runCase(**comm, *repl, ar, makeInput(ar, 2, rank, replN), r2);
+    if (s.ok())
+      s = runCase(**comm, *shard, ag, makeInput(ag, 3, rank, shardN), r3);
+    if (s.ok())
+      s = (*comm)->barrier(*all);
+    if (s.ok())
+      s = runCase(**comm, *all, arw, makeInput(arw, 4, rank, world), r4);
+    if (s.ok())
+      s = runCase(**comm, *repl, bc, makeInput(bc, 5, rank, replN), r5);
+    if (!s.ok())
+      return record(out, s, "collective");
+    uint8_t *p = out.data;
+    for (auto *r : {&r1, &r2, &r3, &r4, &r5}) {
+      std::memcpy(p, r->data(), r->size());
+      p += r->size();
+    }
+    return true;
+  });
+  ASSERT_EQ(failures, "");
+  Mesh mesh{world, shardSize};
+  for (int rank = 0; rank < world; ++rank) {
+    SCOPED_TRACE(rank);
+    Group shard = *meshGroup(mesh, GroupKind::shard, rank);
+    Group repl = *meshGroup(mesh, GroupKind::replicate, rank);
+    Group all = *meshGroup(mesh, GroupKind::world, rank);
+    auto inputsOf = [](const Case &c, int index, const Group &g) {
+      std::vector<std::vector<uint8_t>> in;
+      for (int member : g.ranks)
+        in.push_back(makeInput(c, index, member, g.size()));
+      return in;
+    };
+    std::vector<uint8_t> want;
+    for (auto part : {expected(rs, shard.index, inputsOf(rs, 1, shard)),
+                      expected(ar, repl.index, inputsOf(ar, 2, repl)),
+                      expected(ag, shard.index, inputsOf(ag, 3, shard)),
+                      expected(arw, all.index, inputsOf(arw, 4, all)),
+                      expected(bc, repl.index, inputsOf(bc, 5, repl))})
+      want.insert(want.end(), part.begin(), part.end());
+    EXPECT_EQ(std::memcmp(ranks_.rank(rank).data, want.data(), want.size()), 0);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Failures
+//===----------------------------------------------------------------------===//
+
+TEST_F(ShmCommTest, ALostPeerIsNamedWithinTheTimeout) {
+  const int world = 3;
+  const std::string job = uniqueJobId();
+  std::string failures = ranks_.run(world, [&](int rank, Shared::Rank &out) {
+    ShmCommOptions o = options(job, rank, world);
+    o.timeout = std::chrono::milliseconds(400);
+    auto comm = ShmComm::create(o);
+    if (!comm.ok())
+      return record(out, comm.status(), "create");
+    if (rank == 2)
+      _exit(0); // attached, then gone before the first collective
+    Group g = *(*comm)->group(GroupKind::world);
+    float x[8] = {};
+    auto start = Clock::now();
+    absl::Status s = (*comm)->allReduce(x, x, 8, DType::f32, ReduceOp::sum, g);
+    out.elapsedMs = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        Clock::now() - start)
+                        .count();
+    record(out, s, "all_reduce");
+    // The comm stays failed: the next collective returns the same error at
+    // once instead of waiting again.
+    auto again = Clock::now();
+    absl::Status next = (*comm)->barrier(g);
+    if (next.code() != s.code() ||
+        Clock::now() - again > std::chrono::milliseconds(100))
+      out.statusCode = -1;
+    return true;
+  });
+  ASSERT_EQ(failures, "");
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE(rank);
+    const Shared::Rank &r = ranks_.rank(rank);
+    std::string msg = r.message;
+    EXPECT_EQ(r.statusCode, int(absl::StatusCode::kDeadlineExceeded)) << msg;
+    EXPECT_NE(msg.find("all_reduce #1 on group world (f32 x 8, sum)"),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("waiting for rank(s) 2 to arrive"), std::string::npos)
+        << msg;
+    EXPECT_LT(r.elapsedMs, 400 + 1500);
+  }
+}
+
+TEST_F(ShmCommTest, ALostPeerMidJobFailsTheNextCollectiveInTime) {
+  const int world = 3;
+  const std::string job = uniqueJobId();
+  const auto timeout = std::chrono::milliseconds(400);
+  std::string failures = ranks_.run(world, [&](int rank, Shared::Rank &out) {
+    ShmCommOptions o = options(job, rank, world);
+    o.timeout = timeout;
+    auto comm = ShmComm::create(o);
+    if (!comm.ok())
+      return record(out, comm.status(), "create");
+    Group g = *(*comm)->group(GroupKind::world);
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    for (int i = 0; i < 3; ++i)
+      if (absl::Status s = (*comm)->allReduce(x, x, 8, DType::f32, ReduceOp::sum, g);
+          !s.ok())
+        return record(out, s, "warm-up all_reduce");
+    if (rank == 1)
+      _exit(0); // dies after three good collectives
+    auto start = Clock::now();
+    absl::Status s = (*comm)->allReduce(x, x, 8, DType::f32, ReduceOp::sum, g);
+    out.elapsedMs =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start)
+            .count();
+    record(out, s, "all_reduce");
+    return true;
+  });
+  ASSERT_EQ(failures, "");
+  for (int rank : {0, 2}) {
+    SCOPED_TRACE(rank);
+    const Shared::Rank &r = ranks_.rank(rank);
+    std::string msg = r.message;
+    EXPECT_EQ(r.statusCode, int(absl::StatusCode::kDeadlineExceeded)) << msg;
+    EXPECT_NE(msg.find("all_reduce #4 on group world"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("waiting for rank(s) 1 to arrive"), std::string::npos) << msg;
+    EXPECT_GE(r.elapsedMs, 200); // it did wait for the peer...
+    EXPECT_LT(r.elapsedMs, 400 + 1500); // ...and no longer than the timeout
+  }
+}
+
+TEST_F(ShmCommTest, MismatchedCollectivesAreADesync) {
+  const std::string job = uniqueJobId();
+  std::string failures = ranks_.run(2, [&](int rank, Shared::Rank &out) {
+    auto comm = ShmComm::create(options(job, rank, 2));
+    if (!comm.ok())
+      return record(out, comm.status(), "create");
+    Group g = *(*comm)->group(GroupKind::world);
+    float x[16] = {};
+    absl::Status s = rank == 0
+                         ? (*comm)->allReduce(x, x, 8, DType::f32, ReduceOp::sum, g)
+                         : (*comm)->allGather(x, x + 8, 8, DType::f32, g);
+    record(out, s, "collective");
+    return true;
+  });
+  ASSERT_EQ(failures, "");
+  for (int rank = 0; rank < 2; ++rank) {
+    std::string msg = ranks_.rank(rank).message;
+    EXPECT_EQ(ranks_.rank(rank).statusCode, int(absl::StatusCode::kFailedPrecondition))
+        << msg;
+    EXPECT_NE(msg.find("collective mismatch"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("all_reduce #1 on group world (f32 x 8, sum)"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("all_gather #1 on group world (f32 x 8)"), std::string::npos)
+        << msg;
+  }
+}
+
+TEST_F(ShmCommTest, RanksThatNeverAttachAreNamedAndTheSegmentIsRemoved) {
+  const std::string job = uniqueJobId();
+  ShmCommOptions o = options(job, 0, 3);
+  o.timeout = std::chrono::milliseconds(200);
+  auto start = Clock::now();
+  auto comm = ShmComm::create(o);
+  ASSERT_FALSE(comm.ok());
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(comm.status().message().find("rank(s) 1, 2 did not attach"),
+            std::string::npos)
+      << comm.status();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+  EXPECT_FALSE(segmentExists(job));
+
+  // A rank other than 0 waits for rank 0's segment, for the timeout only.
+  o.rank = 1;
+  comm = ShmComm::create(o);
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(comm.status().message().find("rank 1: found no /md-" + job),
+            std::string::npos)
+      << comm.status();
+}
+
+TEST_F(ShmCommTest, ATakenNameIsRefusedAndCanBeRemoved) {
+  const std::string job = uniqueJobId();
+  int fd = shm_open(ShmComm::segmentName(job).c_str(), O_CREAT | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  auto comm = ShmComm::create(options(job, 0, 1));
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kAlreadyExists) << comm.status();
+  EXPECT_TRUE(segmentExists(job)); // not ours: left alone
+  EXPECT_TRUE(ShmComm::removeSegment(job).ok());
+  EXPECT_FALSE(segmentExists(job));
+  EXPECT_TRUE(ShmComm::removeSegment(job).ok()); // nothing there: fine
+  comm = ShmComm::create(options(job, 0, 1));
+  EXPECT_TRUE(comm.ok()) << comm.status();
+}
+
+TEST_F(ShmCommTest, RanksThatDisagreeOnTheLayoutAreRefused) {
+  const std::string job = uniqueJobId();
+  std::string failures = ranks_.run(2, [&](int rank, Shared::Rank &out) {
+    ShmCommOptions o = options(job, rank, 2, rank == 0 ? 96 : 128);
+    o.timeout = std::chrono::milliseconds(500);
+    auto comm = ShmComm::create(o);
+    if (!comm.ok())
+      record(out, comm.status(), "create");
+    return true;
+  });
+  ASSERT_EQ(failures, "");
+  EXPECT_EQ(ranks_.rank(1).statusCode, int(absl::StatusCode::kFailedPrecondition))
+      << ranks_.rank(1).message;
+  EXPECT_NE(std::string(ranks_.rank(1).message).find("slot size 128"),
+            std::string::npos)
+      << ranks_.rank(1).message;
+  // Rank 0 is left waiting for rank 1 and gives up at the timeout.
+  EXPECT_EQ(ranks_.rank(0).statusCode, int(absl::StatusCode::kDeadlineExceeded))
+      << ranks_.rank(0).message;
+  EXPECT_FALSE(segmentExists(job));
+}
+
+TEST_F(ShmCommTest, BadArgumentsFailOnTheCallingRankAlone) {
+  const std::string job = uniqueJobId();
+  auto comm = ShmComm::create(options(job, 0, 1));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  Group g = *(*comm)->group(GroupKind::world);
+  float x[4] = {1, 2, 3, 4};
+  EXPECT_EQ((*comm)->allReduce(x, x, -1, DType::f32, ReduceOp::sum, g).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*comm)->allReduce(nullptr, x, 4, DType::f32, ReduceOp::sum, g).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*comm)->broadcast(x, x, 4, DType::f32, 1, g).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*comm)->broadcast(nullptr, x, 4, DType::f32, 0, g).code(),
+            absl::StatusCode::kInvalidArgument); // the root's send is read
+  Group wrong = g;
+  wrong.ranks = {0, 1};
+  absl::Status s = (*comm)->barrier(wrong);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("is not rank 0's world group"), std::string::npos) << s;
+  // None of that counted as a collective or broke the comm.
+  EXPECT_EQ((*comm)->sequence(GroupKind::world), 0u);
+  EXPECT_TRUE((*comm)->allReduce(x, x, 4, DType::f32, ReduceOp::avg, g).ok());
+  EXPECT_EQ(x[3], 4.0f);
+
+  for (ShmCommOptions bad : {options("a/b", 0, 1), options(job, 2, 2),
+                             options(job, 0, 4, 96, 3), options(job, 0, 4, 16)}) {
+    auto c = ShmComm::create(bad);
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << c.status();
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Mesh arithmetic
+//===----------------------------------------------------------------------===//
+
+TEST(Mesh, GroupsOfATwoByThreeMesh) {
+  Mesh mesh{6, 3};
+  Group s = *meshGroup(mesh, GroupKind::shard, 4);
+  EXPECT_EQ(s.ranks, (std::vector<int>{3, 4, 5}));
+  EXPECT_EQ(s.index, 1);
+  Group r = *meshGroup(mesh, GroupKind::replicate, 4);
+  EXPECT_EQ(r.ranks, (std::vector<int>{1, 4}));
+  EXPECT_EQ(r.index, 1);
+  Group w = *meshGroup(mesh, GroupKind::world, 4);
+  EXPECT_EQ(w.size(), 6);
+  EXPECT_EQ(w.index, 4);
+  EXPECT_EQ(s.str(), "shard [3, 4, 5]");
+  EXPECT_EQ(meshGroup({6, 4}, GroupKind::shard, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(meshGroup(mesh, GroupKind::shard, 6).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Mesh, ShardLayoutPadsToAMultipleOfTheParts) {
+  ShardLayout l{37, 4};
+  EXPECT_EQ(l.shardNumel(), 10);
+  EXPECT_EQ(l.paddedNumel(), 40);
+  EXPECT_EQ(l.shardOffset(3), 30);
+  EXPECT_EQ(l.validNumel(0), 10);
+  EXPECT_EQ(l.validNumel(3), 7);
+  ShardLayout tiny{2, 4};
+  EXPECT_EQ(tiny.shardNumel(), 1);
+  EXPECT_EQ(tiny.validNumel(1), 1);
+  EXPECT_EQ(tiny.validNumel(2), 0);
+  EXPECT_EQ(tiny.validNumel(3), 0);
+}
+
+} // namespace
+} // namespace md::shm
