@@ -196,6 +196,7 @@ std::vector<OpcodeInfo> buildTable() {
           .blocks(N(1))
           .flags(kControl),
       Sig(Opcode::Yield, "yield", AtLeast(0), N(0)),
+      Sig(Opcode::Rsqrt, "rsqrt", N(1), N(1)).floats(N(1)),
   };
   // Index the rows by opcode value; a hole stays Invalid.
   std::vector<OpcodeInfo> table(static_cast<size_t>(Opcode::MAX) + 1);

@@ -454,6 +454,10 @@ absl::Status Rule::check() {
   case Op::Sqrt:
     MD_RETURN_IF_ERROR(floating(I(0)));
     return typeOf(O(0), I(0));
+  case Op::Rsqrt:
+    MD_RETURN_IF_ERROR(floating(I(0)));
+    MD_RETURN_IF_ERROR(typeOf(O(0), I(0)));
+    return nonNegativeFloat(0, "eps");
   case Op::Softmax: {
     MD_RETURN_IF_ERROR(rankAtLeast(I(0), 1));
     MD_RETURN_IF_ERROR(fullFloat(I(0)));
