@@ -16,16 +16,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "runtime/core/Status.h"
 #include "runtime/plan/Schema.h"
 #include "runtime/plan/World.h"
 #include "runtime/plan/plan_generated.h"
-
-#define MD_RETURN_IF_ERROR(expr)                                               \
-  do {                                                                         \
-    ::absl::Status mdStatusTmp = (expr);                                       \
-    if (!mdStatusTmp.ok())                                                     \
-      return mdStatusTmp;                                                      \
-  } while (false)
 
 namespace md::plan::detail {
 
