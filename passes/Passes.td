@@ -379,6 +379,9 @@ def PlanMemory : Pass<"md-plan-memory", "::md::ModelOp"> {
     Option<"maxMemory", "max-memory", "int64_t", /*default=*/"0",
            "fail when the peak bytes per rank exceed this (0: no limit)">,
   ];
+  let statistics = [
+    Statistic<"numBuffers", "buffers", "Number of buffers sized">,
+  ];
 }
 
 def Explain : Pass<"md-explain", "::md::ModelOp"> {
