@@ -69,8 +69,12 @@ BucketClass classify(Operation *op) {
     elementType = type.getElementType();
     packable = isa<AllReduceOp>(op) && type.hasStaticShape();
   }
-  return {collective.getCollectiveKind(), collective.getCollectiveGroup(),
-          collective.getReduction(), elementType, getPhase(op), packable};
+  return {collective.getCollectiveKind(),
+          collective.getCollectiveGroup(),
+          collective.getReduction(),
+          elementType,
+          getPhase(op),
+          packable};
 }
 
 std::string formatNumber(double value) {
@@ -299,9 +303,9 @@ Operation *BucketingPass::pack(ArrayRef<Operation *> members) {
   Location loc = builder.getFusedLoc(locs);
   auto flat = FlattenOp::create(builder, loc, flatType, inputs);
   flat->setAttr("md.bucket_buffer", builder.getUnitAttr());
-  auto reduced = AllReduceOp::create(
-      builder, loc, flatType, first.getGroupAttr(), IntegerAttr(), flat,
-      first.getReductionKindAttr());
+  auto reduced =
+      AllReduceOp::create(builder, loc, flatType, first.getGroupAttr(),
+                          IntegerAttr(), flat, first.getReductionKindAttr());
   SmallVector<int64_t> units;
   for (Operation *member : members)
     llvm::append_range(units, unitIds(member));
@@ -329,9 +333,8 @@ void BucketingPass::bucketGradientReductions(
     if (!isGradientReduction(&op))
       continue;
     BucketClass cls = classify(&op);
-    auto *it = llvm::find_if(classes, [&](auto &entry) {
-      return entry.first == cls;
-    });
+    auto *it =
+        llvm::find_if(classes, [&](auto &entry) { return entry.first == cls; });
     if (it == classes.end()) {
       classes.push_back({cls, {}});
       it = std::prev(classes.end());
@@ -373,11 +376,12 @@ void BucketingPass::bucketGradientReductions(
         latest = std::max(latest, ready[i - 1]);
         if (i < j && total > cap)
           break;
-        if (i < j && !canSink(deps, ArrayRef(pos).slice(i - 1, j - i + 1),
-                              nullptr))
+        if (i < j &&
+            !canSink(deps, ArrayRef(pos).slice(i - 1, j - i + 1), nullptr))
           continue;
         int64_t done = std::max(latest, best[i - 1]) + costNs(cls, total);
-        if (done < best[j] || (done == best[j] && count[i - 1] + 1 < count[j])) {
+        if (done < best[j] ||
+            (done == best[j] && count[i - 1] + 1 < count[j])) {
           best[j] = done;
           count[j] = count[i - 1] + 1;
           from[j] = i;
@@ -407,7 +411,8 @@ void BucketingPass::bucketGradientReductions(
       }
       int64_t start = std::max(latest, commFree);
       int64_t end = start + costNs(cls, bucket.bytes);
-      bucket.exposedNs = std::max<int64_t>(0, end - std::max(start, computeEnd));
+      bucket.exposedNs =
+          std::max<int64_t>(0, end - std::max(start, computeEnd));
       commFree = end;
       buckets.push_back(std::move(bucket));
     }
@@ -454,9 +459,8 @@ void BucketingPass::bucketAllGathers(Block &block,
     if (!isa<AllGatherOp>(op) || bucketed.contains(&op))
       continue;
     BucketClass cls = classify(&op);
-    auto *it = llvm::find_if(classes, [&](auto &entry) {
-      return entry.first == cls;
-    });
+    auto *it =
+        llvm::find_if(classes, [&](auto &entry) { return entry.first == cls; });
     if (it == classes.end()) {
       classes.push_back({cls, {}});
       it = std::prev(classes.end());
@@ -574,8 +578,7 @@ void BucketingPass::runOnOperation() {
 
   cap = bucketCap;
   if (cap < 0) {
-    model.emitError("md-bucketing: bucket-cap must be >= 0 bytes, got ")
-        << cap;
+    model.emitError("md-bucketing: bucket-cap must be >= 0 bytes, got ") << cap;
     return signalPassFailure();
   }
   if (cap == 0) {
@@ -593,9 +596,9 @@ void BucketingPass::runOnOperation() {
     link->alphaUs = alphaUs;
   if (betaGBps >= 0)
     link->betaGBps = betaGBps;
-  for (auto [name, value] : {std::pair<StringRef, double>{"beta-gbps",
-                                                         link->betaGBps},
-                             {"compute-tflops", computeTflops}})
+  for (auto [name, value] :
+       {std::pair<StringRef, double>{"beta-gbps", link->betaGBps},
+        {"compute-tflops", computeTflops}})
     if (value <= 0) {
       model.emitError("md-bucketing: ")
           << name << " must be > 0, got " << formatNumber(value);
@@ -646,9 +649,9 @@ void BucketingPass::runOnOperation() {
       idOf[b] = byId.size();
       byId.push_back(b);
     }
-    collective->setAttr("bucket", IntegerAttr::get(
-                                      IntegerType::get(&getContext(), 64),
-                                      idOf[b]));
+    collective->setAttr(
+        "bucket",
+        IntegerAttr::get(IntegerType::get(&getContext(), 64), idOf[b]));
   });
 
   Builder builder(&getContext());
@@ -666,13 +669,12 @@ void BucketingPass::runOnOperation() {
             "group", builder.getStringAttr(stringifyGroup(bucket.group))),
         builder.getNamedAttr("members", builder.getArrayAttr(members)),
         builder.getNamedAttr("bytes", builder.getI64IntegerAttr(bucket.bytes)),
-        builder.getNamedAttr(
-            "exposed_us",
-            builder.getF64FloatAttr(static_cast<double>(bucket.exposedNs) /
-                                    1e3))};
+        builder.getNamedAttr("exposed_us",
+                             builder.getF64FloatAttr(
+                                 static_cast<double>(bucket.exposedNs) / 1e3))};
     if (bucket.elementType)
-      fields.push_back(builder.getNamedAttr(
-          "dtype", TypeAttr::get(bucket.elementType)));
+      fields.push_back(
+          builder.getNamedAttr("dtype", TypeAttr::get(bucket.elementType)));
     table.push_back(builder.getDictionaryAttr(fields));
   }
   model->setAttr("md.bucket_table", builder.getArrayAttr(table));

@@ -1,4 +1,4 @@
-//===- Explain.cpp - print the mdc --explain report ------------------------===//
+//===- Explain.cpp - print the mdc --explain report -----------------------===//
 //
 // md-explain: prints ExplainReport.h's report of the model to standard
 // output, so that lit can test what mdc --explain prints on hand-written IR.

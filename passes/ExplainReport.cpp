@@ -29,8 +29,7 @@ static int64_t bytesSent(ModelOp model, CollectiveOpInterface op,
     return bytes;
   // An all-reduce or broadcast of a shard: its size comes from the buffer
   // it is a shard of.
-  FailureOr<int64_t> shard =
-      getValueBytes(model, op->getOperand(0), worldSize);
+  FailureOr<int64_t> shard = getValueBytes(model, op->getOperand(0), worldSize);
   if (failed(shard))
     return 0;
   return isa<AllReduceOp>(op) ? 2 * (n - 1) * *shard / n : *shard;
@@ -76,14 +75,13 @@ FailureOr<ExplainReport> md::computeExplainReport(ModelOp model,
       row.kind = stringifyCollectiveKind(collective.getCollectiveKind()).str();
       row.group = stringifyGroup(collective.getCollectiveGroup()).str();
       if (op->getNumOperands() != 0)
-        row.dtype = typeName(
-            cast<RankedTensorType>(op->getOperand(0).getType())
-                .getElementType());
+        row.dtype = typeName(cast<RankedTensorType>(op->getOperand(0).getType())
+                                 .getElementType());
       row.bucket = collective.getBucketId();
       row.bytesSent = bytesSent(model, collective, worldSize);
-      row.perStep =
-          op->getParentOfType<MicroStepsOp>() ? report.accumulationSteps - 1
-                                              : 1;
+      row.perStep = op->getParentOfType<MicroStepsOp>()
+                        ? report.accumulationSteps - 1
+                        : 1;
       int64_t total = row.bytesSent * row.perStep;
       switch (collective.getCollectiveKind()) {
       case CollectiveKind::all_gather:
@@ -177,9 +175,9 @@ void md::printExplainText(const ExplainReport &report, raw_ostream &os) {
     os << " none";
   os << "\n";
   if (!report.buckets.empty())
-    os << llvm::formatv("  {0,-4}{1,-16}{2,-10}{3,-6}{4,14}{5,12}  {6}\n",
-                        "id", "kind", "group", "dtype", "bytes",
-                        "exposed_us", "members");
+    os << llvm::formatv("  {0,-4}{1,-16}{2,-10}{3,-6}{4,14}{5,12}  {6}\n", "id",
+                        "kind", "group", "dtype", "bytes", "exposed_us",
+                        "members");
   for (const ExplainReport::Bucket &bucket : report.buckets)
     os << llvm::formatv("  {0,-4}{1,-16}{2,-10}{3,-6}{4,14}{5,12}  {6}\n",
                         bucket.id, bucket.kind, bucket.group, bucket.dtype,
@@ -203,8 +201,8 @@ void md::printExplainText(const ExplainReport &report, raw_ostream &os) {
       os << " " << collective.dtype;
     if (collective.bucket)
       os << " bucket " << *collective.bucket;
-    os << ": " << collective.bytesSent << " bytes sent, x"
-       << collective.perStep << " per step\n";
+    os << ": " << collective.bytesSent << " bytes sent, x" << collective.perStep
+       << " per step\n";
   }
 }
 
@@ -302,12 +300,11 @@ void md::printMemoryBuffers(const MemoryReport &memory, raw_ostream &os) {
     else
       what = buffer.op->getName().getStringRef().str();
     std::string interval =
-        buffer.persistent ? std::string("persistent")
-                          : llvm::formatv("{0}-{1}", buffer.start, buffer.end)
-                                .str();
-    os << llvm::formatv("  {0} {1,-12}{2,10}  {3,-13}{4}\n",
-                        live.contains(index) ? "*" : " ", interval,
-                        buffer.bytes,
-                        stringifyMemoryCategory(buffer.category), what);
+        buffer.persistent
+            ? std::string("persistent")
+            : llvm::formatv("{0}-{1}", buffer.start, buffer.end).str();
+    os << llvm::formatv(
+        "  {0} {1,-12}{2,10}  {3,-13}{4}\n", live.contains(index) ? "*" : " ",
+        interval, buffer.bytes, stringifyMemoryCategory(buffer.category), what);
   }
 }

@@ -54,8 +54,9 @@ int64_t md::getGroupSize(ModelOp model, Group group, int64_t worldSize) {
   case Group::shard:
     return shard ? static_cast<int64_t>(*shard) : worldSize;
   case Group::replicate:
-    return shard ? std::max<int64_t>(1, worldSize / static_cast<int64_t>(*shard))
-                 : 1;
+    return shard
+               ? std::max<int64_t>(1, worldSize / static_cast<int64_t>(*shard))
+               : 1;
   }
   return worldSize;
 }
@@ -145,8 +146,7 @@ bool reachesGradientSink(Value value) {
     if (!seen.insert(next).second)
       continue;
     for (Operation *user : next.getUsers()) {
-      if (isa<GradAccumulateOp, GradTotalOp>(user) ||
-          isGradientReduction(user))
+      if (isa<GradAccumulateOp, GradTotalOp>(user) || isGradientReduction(user))
         return true;
       // Casts to the reduce dtype and md-bucketing's bucket buffers.
       if (isa<CastOp, FlattenOp>(user))
@@ -181,8 +181,7 @@ Value getUpdatedOperand(Operation *op, unsigned result) {
 
 } // namespace
 
-FailureOr<int64_t> md::getAccumulationSteps(ModelOp model,
-                                            int64_t worldSize) {
+FailureOr<int64_t> md::getAccumulationSteps(ModelOp model, int64_t worldSize) {
   TrainOp train = model.getTrain();
   if (!train)
     return 1;
@@ -190,8 +189,9 @@ FailureOr<int64_t> md::getAccumulationSteps(ModelOp model,
   int64_t perStep = micro * worldSize;
   if (worldSize < 1 || global % perStep != 0)
     return train.emitError("global_batch ")
-           << global << " is not a multiple of micro_batch x world size = "
-           << micro << " x " << worldSize << " = " << perStep;
+           << global
+           << " is not a multiple of micro_batch x world size = " << micro
+           << " x " << worldSize << " = " << perStep;
   return global / perStep;
 }
 
@@ -413,9 +413,8 @@ FailureOr<MemoryReport> md::computeMemory(ModelOp model, int64_t worldSize) {
     report.peakOp = order.opAt[report.peakPosition];
 
   for (auto [index, buffer] : llvm::enumerate(report.buffers)) {
-    bool isLive = buffer.persistent ||
-                  (buffer.start <= report.peakPosition &&
-                   report.peakPosition <= buffer.end);
+    bool isLive = buffer.persistent || (buffer.start <= report.peakPosition &&
+                                        report.peakPosition <= buffer.end);
     if (!isLive)
       continue;
     report.liveAtPeak.push_back(index);

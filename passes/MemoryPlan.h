@@ -1,4 +1,4 @@
-//===- MemoryPlan.h - per-rank buffers of the step and their peak -*- C++ -*-===//
+//===- MemoryPlan.h - per-rank buffers of the step, their peak -*- C++ -*-===//
 //
 // The memory analysis md-plan-memory and mdc --explain share: every buffer
 // of the step program at a world size W, its size, its category and its
@@ -91,8 +91,7 @@ mlir::FailureOr<int64_t> getValueBytes(ModelOp model, mlir::Value value,
 /// The micro-steps per optimizer step at world size `worldSize`: A =
 /// global_batch / (micro_batch × W), 1 without an md.train. Fails with a
 /// diagnostic on md.train when the batch does not split evenly.
-mlir::FailureOr<int64_t> getAccumulationSteps(ModelOp model,
-                                              int64_t worldSize);
+mlir::FailureOr<int64_t> getAccumulationSteps(ModelOp model, int64_t worldSize);
 
 /// The buffers of the step program of `model` at world size `worldSize`
 /// and its peak. Fails with a diagnostic when a buffer cannot be sized.

@@ -354,12 +354,25 @@ def PlanMemory : Pass<"md-plan-memory", "::md::ModelOp"> {
     Computes the liveness interval and size of every buffer of the step
     program at world size W (`world-size`, else the model's `world_size`;
     without either the pass does nothing) and attaches the per-rank bytes by
-    category at the peak to the model:
+    category at the peak to the model. Before (W = 2, one FSDP unit of 36
+    parameters, two micro-steps):
 
     ```mlir
-    md.model @m attributes {md.memory = {activations = 512 : i64, comm_buffers = 0 : i64,
-        grad_acc = 0 : i64, grads = 288 : i64, optimizer = 144 : i64,
-        params = 216 : i64, peak = 1160 : i64, world_size = 2 : i64}, ...}
+    md.model @tiny {
+      md.state @u0.master : tensor<?xf32> shard(36) group world role master unit 0
+      ...
+    }
+    ```
+
+    After `md-plan-memory=world-size=2`:
+
+    ```mlir
+    md.model @tiny attributes {md.memory = {activations = 80 : i64,
+        comm_buffers = 0 : i64, grad_acc = 144 : i64, grads = 72 : i64,
+        optimizer = 144 : i64, params = 144 : i64, peak = 584 : i64,
+        world_size = 2 : i64}} {
+      ...
+    }
     ```
 
     `md.state`s are live throughout; an SSA value from its definition to its
@@ -379,6 +392,9 @@ def PlanMemory : Pass<"md-plan-memory", "::md::ModelOp"> {
     Option<"maxMemory", "max-memory", "int64_t", /*default=*/"0",
            "fail when the peak bytes per rank exceed this (0: no limit)">,
   ];
+  let statistics = [
+    Statistic<"numBuffers", "buffers", "Number of buffers sized">,
+  ];
 }
 
 def Explain : Pass<"md-explain", "::md::ModelOp"> {
@@ -389,7 +405,18 @@ def Explain : Pass<"md-explain", "::md::ModelOp"> {
     each kind of collective, the bucket table, the precision table (every
     cast and the dtype of every collective), the accumulation steps and the
     effective batch. The IR is unchanged. `format=json` prints one JSON
-    object with stable keys.
+    object with stable keys; `list-buffers` adds every buffer's interval.
+
+    ```
+    $ md-opt tiny.mlir --md-explain=world-size=2 -o /dev/null
+    model @tiny, plan (none), world size 2
+    batch: global 8, micro 2 per rank, 2 accumulation steps, effective batch 8
+
+    memory per rank at the peak (bytes):
+      params                       144
+      ...
+      peak                         584
+    ```
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", /*default=*/"0",

@@ -45,6 +45,7 @@ struct PlanMemoryPass : public md::impl::PlanMemoryBase<PlanMemoryPass> {
     FailureOr<MemoryReport> report = computeMemory(model, world);
     if (failed(report))
       return signalPassFailure();
+    numBuffers += report->buffers.size();
 
     Builder builder(&getContext());
     auto field = [&](StringRef name, int64_t value) {
@@ -62,15 +63,17 @@ struct PlanMemoryPass : public md::impl::PlanMemoryBase<PlanMemoryPass> {
 
     if (maxMemory == 0 || report->peak <= maxMemory)
       return;
-    InFlightDiagnostic diag =
-        model.emitError("predicted peak memory of ")
-        << report->peak << " bytes per rank at world size " << world
-        << " exceeds max-memory " << static_cast<int64_t>(maxMemory) << " bytes";
+    InFlightDiagnostic diag = model.emitError("predicted peak memory of ")
+                              << report->peak
+                              << " bytes per rank at world size " << world
+                              << " exceeds max-memory "
+                              << static_cast<int64_t>(maxMemory) << " bytes";
     if (report->peakOp)
       diag.attachNote(report->peakOp->getLoc())
           << "the peak is reached at this '" << report->peakOp->getName()
           << "'";
-    for (size_t index : ArrayRef(report->liveAtPeak).take_front(kBuffersNamed)) {
+    for (size_t index :
+         ArrayRef(report->liveAtPeak).take_front(kBuffersNamed)) {
       const BufferInterval &buffer = report->buffers[index];
       Diagnostic &note = diag.attachNote(buffer.op->getLoc());
       note << buffer.bytes << " bytes of "

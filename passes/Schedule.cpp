@@ -175,8 +175,8 @@ LogicalResult SchedulePass::scheduleBlock(Block &block) {
     for (unsigned m : node.members)
       members.push_back(deps.getOps()[m]);
     auto [first, last] = gatheredUses(deps, block, members);
-    gathers.push_back({static_cast<unsigned>(id), node.members.front(),
-                       first, last, getPhase(head)});
+    gathers.push_back({static_cast<unsigned>(id), node.members.front(), first,
+                       last, getPhase(head)});
   }
   // Gathered units live at `position`: gathered before it (or prefetched to
   // before it) and used at or after it.
@@ -334,8 +334,9 @@ void SchedulePass::runOnOperation() {
   }
   std::string backward = backwardPrefetch;
   if (backward == "plan")
-    backward = plan ? stringifyPrefetchBackward(plan.getPrefetchBackward()).str()
-                    : "none";
+    backward = plan
+                   ? stringifyPrefetchBackward(plan.getPrefetchBackward()).str()
+                   : "none";
   if (backward == "pre")
     prefetchBackward = BackwardPrefetch::pre;
   else if (backward == "post")

@@ -1,4 +1,4 @@
-//===- StepProgram.h - the per-step program: blocks, dependences -*- C++ -*-===//
+//===- StepProgram.h - the step program: blocks, dependences -*- C++ -*-===//
 //
 // What md-bucketing, md-schedule and md-plan-memory share about the step
 // program md-apply-plan builds (docs/passes.md): where it is, which
@@ -93,23 +93,8 @@ public:
   llvm::ArrayRef<unsigned> getPredecessors(unsigned i) const {
     return preds[i];
   }
-  llvm::ArrayRef<unsigned> getSuccessors(unsigned i) const {
-    return succs[i];
-  }
+  llvm::ArrayRef<unsigned> getSuccessors(unsigned i) const { return succs[i]; }
   const OpAccess &getAccessAt(unsigned i) const { return accesses[i]; }
-
-  /// The ops strictly between `lo` and `hi` (positions) that depend,
-  /// directly or not, on one of `sources` (positions in [lo, hi)), with the
-  /// sources themselves; `hi` is included when it depends on them.
-  llvm::SmallVector<unsigned> dependentsWithin(llvm::ArrayRef<unsigned> sources,
-                                               unsigned lo, unsigned hi) const;
-
-  /// The ops strictly between `lo` and `hi` that one of `sinks` (positions in
-  /// (lo, hi]) depends on, with the sinks themselves; `lo` is included when
-  /// one of them depends on it.
-  llvm::SmallVector<unsigned> dependencesWithin(llvm::ArrayRef<unsigned> sinks,
-                                                unsigned lo,
-                                                unsigned hi) const;
 
 private:
   llvm::SmallVector<mlir::Operation *> ops;
