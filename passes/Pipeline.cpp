@@ -13,6 +13,7 @@ void md::buildTrainingPipeline(OpPassManager &pm) {
   model.addPass(createSyncBatchNorm());
   model.addPass(createApplyPlan());
   model.addPass(createMixedPrecision());
+  model.addPass(createVerifyCollectives({/*finalProgram=*/true}));
 }
 
 void md::registerTrainingPipeline() {
