@@ -18,6 +18,7 @@
 #include "frontend/Diagnostics.h"
 #include "frontend/IRGen.h"
 #include "frontend/Parser.h"
+#include "tools/mdc/Check.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -54,6 +55,27 @@ cl::OptionCategory mdcCategory("mdc options");
 cl::opt<std::string> inputFilename(cl::Positional, cl::Required,
                                    cl::desc("<input .mdl file>"),
                                    cl::cat(mdcCategory));
+
+cl::list<std::string> moreInputFilenames(
+    cl::Positional, cl::desc("[more .mdl files, with --check]"),
+    cl::cat(mdcCategory));
+
+cl::opt<bool> check("check",
+                    cl::desc("Run the static desync check on every given file "
+                             "(under --plan NAME or all) and report every "
+                             "finding; exit 1 if any is an error"),
+                    cl::init(false), cl::cat(mdcCategory));
+
+cl::opt<md::mdc::CheckFormat> checkFormat(
+    "format", cl::init(md::mdc::CheckFormat::Text),
+    cl::desc("How --check reports its findings"),
+    cl::values(clEnumValN(md::mdc::CheckFormat::Text, "text",
+                          "Compiler diagnostics on stderr (default)"),
+               clEnumValN(md::mdc::CheckFormat::JSON, "json",
+                          "One JSON document on stdout"),
+               clEnumValN(md::mdc::CheckFormat::SARIF, "sarif",
+                          "SARIF 2.1.0 on stdout, for CI annotations")),
+    cl::cat(mdcCategory));
 
 cl::opt<std::string> outputFilename("o", cl::init("-"),
                                     cl::desc("Write the output to <file> "
@@ -168,6 +190,8 @@ int main(int argc, char **argv) {
       "                                    compile for FSDP over 8 ranks\n"
       "  mdc gpt.mdl -D layers=2 -D d=128  override hyper-parameters\n"
       "  mdc gpt.mdl --emit=ast            print the syntax tree\n"
+      "  mdc --check models/*.mdl --plan all --format=sarif\n"
+      "                                    the desync check, for CI\n"
       "\nEXIT STATUS:\n"
       "  0 success; 1 errors in the program (reported on stderr) or in its\n"
       "  files; 2 a bad command line.\n");
@@ -200,6 +224,23 @@ int main(int argc, char **argv) {
       return kUsageError;
     }
     options.worldSize = worldSize;
+  }
+
+  if (check) {
+    md::mdc::CheckOptions checkOptions;
+    checkOptions.files.push_back(inputFilename);
+    checkOptions.files.insert(checkOptions.files.end(),
+                              moreInputFilenames.begin(),
+                              moreInputFilenames.end());
+    checkOptions.plan = planName;
+    checkOptions.format = checkFormat;
+    checkOptions.irgen = options;
+    return md::mdc::runCheck(checkOptions, llvm::outs(), llvm::errs());
+  }
+  if (!moreInputFilenames.empty()) {
+    llvm::errs() << "mdc: error: more than one input file; only --check "
+                    "takes several\n";
+    return kUsageError;
   }
 
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
