@@ -128,8 +128,12 @@ std::string describeCollective(Operation *op) {
   std::string kind =
       stringifyCollectiveKind(collective.getCollectiveKind()).str();
   std::optional<ReductionKind> reduction = collective.getReduction();
+  auto scalar = op->getNumOperands()
+                    ? dyn_cast<RankedTensorType>(op->getOperand(0).getType())
+                    : RankedTensorType();
   if (isInHooks(op) && collective.getCollectiveKind() == CollectiveKind::all_reduce &&
-      collective.getCollectiveGroup() == Group::world && reduction) {
+      collective.getCollectiveGroup() == Group::world && reduction && scalar &&
+      scalar.getRank() == 0) {
     StringRef fn = *reduction == ReductionKind::avg   ? "mean"
                    : *reduction == ReductionKind::sum ? "sum"
                    : *reduction == ReductionKind::max ? "max"
@@ -625,18 +629,22 @@ ArrayRef<int64_t> md::getSampleGroupSizes() {
 }
 
 void CollectiveSeq::print(raw_ostream &os) const {
-  os << "collective sequence: " << entries.size() << " collective"
-     << (entries.size() == 1 ? "" : "s") << ", bytes sent per rank at group "
-     << "sizes ";
-  llvm::interleaveComma(getSampleGroupSizes(), os);
-  os << "\n";
+  os << "collective sequence of the step program: " << entries.size()
+     << " collective" << (entries.size() == 1 ? "" : "s") << "\n";
   for (auto [i, entry] : llvm::enumerate(entries)) {
     os << "  #" << i << " " << stringifyCollectiveKind(entry.kind);
     if (entry.reduction)
       os << " " << stringifyReductionKind(*entry.reduction);
     os << " group " << stringifyGroup(entry.group) << " [" << entry.where
-       << "] bytes ";
-    llvm::interleaveComma(entry.bytesSent, os);
+       << "] bytes sent ";
+    llvm::interleaveComma(entry.bytesSent, os, [&](std::optional<int64_t> b) {
+      if (b)
+        os << *b;
+      else
+        os << "?";
+    });
+    os << " at n = ";
+    llvm::interleaveComma(entry.groupSizes, os);
     os << "\n";
   }
 }
@@ -672,9 +680,30 @@ private:
                                collective.getCollectiveGroup(),
                                collective.getReduction(),
                                {},
+                               {},
                                where};
-      for (int64_t n : getSampleGroupSizes())
-        entry.bytesSent.push_back(collective.getBytesSent(n));
+      if (std::optional<int64_t> n =
+              getStaticGroupSize(op, collective.getCollectiveGroup()))
+        entry.groupSizes.push_back(*n);
+      else
+        entry.groupSizes.append(getSampleGroupSizes().begin(),
+                                getSampleGroupSizes().end());
+      // The interface counts a dynamically shaped all-reduce or broadcast
+      // operand (the shard of a flat buffer) as 0 bytes: its size is not in
+      // its type.
+      bool sizeUnknown =
+          llvm::any_of(op->getOperands(),
+                       [](Value v) {
+                         auto type = dyn_cast<ShapedType>(v.getType());
+                         return type && !type.hasStaticShape();
+                       }) &&
+          isa<AllReduceOp, BroadcastOp>(op);
+      for (int64_t n : entry.groupSizes) {
+        int64_t bytes = collective.getBytesSent(n);
+        entry.bytesSent.push_back(sizeUnknown && n > 1 && bytes == 0
+                                      ? std::nullopt
+                                      : std::optional<int64_t>(bytes));
+      }
       seq.entries.push_back(std::move(entry));
       return success();
     }
@@ -753,7 +782,7 @@ public:
       if (failed(seq))
         return signalPassFailure();
       if (printSequence) {
-        llvm::outs() << "// @" << model.getSymName() << ": ";
+        llvm::outs() << "// @" << model.getSymName() << ", ";
         seq->print(llvm::outs());
       }
     }

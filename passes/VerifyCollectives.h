@@ -68,7 +68,8 @@ checkDesync(ModelOp model, const RankVariance &variance,
 /// Reports `finding` as an error with notes through MLIR's diagnostics.
 void emitDesyncFinding(const DesyncFinding &finding);
 
-/// The group sizes at which the sequence samples each collective's bytes.
+/// The group sizes at which the sequence samples the bytes of a collective
+/// whose group size is symbolic in W.
 llvm::ArrayRef<int64_t> getSampleGroupSizes();
 
 /// One collective of a step program.
@@ -77,8 +78,12 @@ struct CollectiveSeqEntry {
   CollectiveKind kind;
   Group group;
   std::optional<ReductionKind> reduction;
-  /// Bytes one rank sends at each of getSampleGroupSizes().
-  llvm::SmallVector<int64_t> bytesSent;
+  /// The group sizes the bytes are given at: the group's size when the
+  /// model pins it, else getSampleGroupSizes().
+  llvm::SmallVector<int64_t> groupSizes;
+  /// Bytes one rank sends at each of `groupSizes`; std::nullopt where the
+  /// operand is a shard whose size its type does not tell.
+  llvm::SmallVector<std::optional<int64_t>> bytesSent;
   /// Where it runs: "step", "micro-steps" (A - 1 times per step), with
   /// "@f/" prefixes for the callees it sits in.
   std::string where;
