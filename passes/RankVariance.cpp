@@ -291,36 +291,48 @@ static bool isControlBoundary(Operation *op) {
          op->hasTrait<OpTrait::IsIsolatedFromAbove>();
 }
 
-std::optional<NonUniformControl>
-RankVariance::getNonUniformControl(Operation *op) const {
+SmallVector<NonUniformControl>
+RankVariance::getNonUniformControls(Operation *op) const {
+  SmallVector<NonUniformControl> controls;
   for (Operation *parent = op->getParentOp(); parent && !isControlBoundary(parent);
        parent = parent->getParentOp()) {
     if (auto ifOp = dyn_cast<IfOp>(parent)) {
       if (isVarying(ifOp.getCondition()))
-        return NonUniformControl{NonUniformControl::Kind::Branch, parent,
-                                 ifOp.getCondition()};
+        controls.push_back({NonUniformControl::Kind::Branch, parent,
+                            ifOp.getCondition()});
       continue;
     }
     if (auto forOp = dyn_cast<ForOp>(parent)) {
       for (Value bound : {forOp.getLowerBound(), forOp.getUpperBound()})
-        if (isVarying(bound))
-          return NonUniformControl{NonUniformControl::Kind::Loop, parent, bound};
+        if (isVarying(bound)) {
+          controls.push_back({NonUniformControl::Kind::Loop, parent, bound});
+          break;
+        }
       continue;
     }
     if (auto every = dyn_cast<EveryOp>(parent)) {
       if (every.getRank0Only())
-        return NonUniformControl{NonUniformControl::Kind::Rank0Only, parent,
-                                 Value()};
+        controls.push_back(
+            {NonUniformControl::Kind::Rank0Only, parent, Value()});
       continue;
     }
     if (isa<MicroStepsOp>(parent))
       continue; // runs A - 1 times on every rank
     for (Value operand : parent->getOperands())
-      if (isVarying(operand))
-        return NonUniformControl{NonUniformControl::Kind::Region, parent,
-                                 operand};
+      if (isVarying(operand)) {
+        controls.push_back({NonUniformControl::Kind::Region, parent, operand});
+        break;
+      }
   }
-  return std::nullopt;
+  return controls;
+}
+
+std::optional<NonUniformControl>
+RankVariance::getNonUniformControl(Operation *op) const {
+  SmallVector<NonUniformControl> controls = getNonUniformControls(op);
+  if (controls.empty())
+    return std::nullopt;
+  return controls.front();
 }
 
 //===----------------------------------------------------------------------===//
@@ -353,11 +365,17 @@ std::string md::describeVarianceSource(Operation *op) {
   return "";
 }
 
-/// How a derived value depends on its input, for the chain.
+/// How a derived value depends on its input, for the chain; in the words of
+/// the language for the arith ops hooks compute with.
 static std::string describeDerived(Operation *op) {
   StringRef name = op->getName().getStringRef();
   if (name.starts_with("arith.cmp"))
     return "so does this comparison";
+  if (name.starts_with("arith.")) {
+    if (op->getNumResults() == 1 && op->getResult(0).getType().isInteger(1))
+      return "so does this logical expression";
+    return "so does this arithmetic";
+  }
   if (isa<IfOp>(op))
     return "so does the result of this 'if'";
   if (auto call = dyn_cast<CallOp>(op))

@@ -154,6 +154,9 @@ public:
   /// `md.train` region, that makes `op` run on some ranks only.
   std::optional<NonUniformControl>
   getNonUniformControl(mlir::Operation *op) const;
+  /// Every such control op, innermost first.
+  llvm::SmallVector<NonUniformControl>
+  getNonUniformControls(mlir::Operation *op) const;
 
   /// Why `value` (or, with `shape`, its shape) varies: from the source
   /// (`md.rank`, `md.loss`, ...) to `value`, following operands, `md.if`

@@ -212,10 +212,13 @@ private:
   /// The first op of `callable` (in program order, live code only) that
   /// communicates or stops, following calls.
   std::optional<Communication> firstInCallable(Operation *callable);
-  /// The first op at or below `op` that communicates or stops.
-  std::optional<Communication> firstAtOrBelow(Operation *op);
+  /// The first op at or below `op` that communicates or stops (with
+  /// `skipStops`, the first that communicates).
+  std::optional<Communication> firstAtOrBelow(Operation *op,
+                                              bool skipStops = false);
   /// The first op of `region` that communicates or stops.
-  std::optional<Communication> firstInRegion(Region &region);
+  std::optional<Communication> firstInRegion(Region &region,
+                                             bool skipStops = false);
 
   void checkShapes(Operation *op);
   void checkParameter(ParamRefOp param);
@@ -223,6 +226,8 @@ private:
 
   void addControlNotes(const NonUniformControl &control, DesyncFinding &f);
   void addInsideNotes(const Communication &c, DesyncFinding &f);
+  /// Notes on the control ops around the innermost one that differ too.
+  void addOuterControlNotes(Operation *op, DesyncFinding &f);
   void addStopNotes(Operation *stop, DesyncFinding &f);
   std::string getFix(const Communication &c, const NonUniformControl &control);
   void finish(Operation *op, DesyncFinding finding);
@@ -285,21 +290,24 @@ std::optional<Communication> DesyncChecker::firstInCallable(Operation *callable)
   return found;
 }
 
-std::optional<Communication> DesyncChecker::firstAtOrBelow(Operation *op) {
+std::optional<Communication> DesyncChecker::firstAtOrBelow(Operation *op,
+                                                           bool skipStops) {
   if (std::optional<Communication> c = classify(op))
-    return c;
+    if (!skipStops || c->leafKind != CommKind::Exit)
+      return c;
   for (Region &region : op->getRegions())
-    if (std::optional<Communication> c = firstInRegion(region))
+    if (std::optional<Communication> c = firstInRegion(region, skipStops))
       return c;
   return std::nullopt;
 }
 
-std::optional<Communication> DesyncChecker::firstInRegion(Region &region) {
+std::optional<Communication> DesyncChecker::firstInRegion(Region &region,
+                                                          bool skipStops) {
   for (Block &block : region) {
     if (!variance.isLive(&block))
       continue;
     for (Operation &op : block)
-      if (std::optional<Communication> c = firstAtOrBelow(&op))
+      if (std::optional<Communication> c = firstAtOrBelow(&op, skipStops))
         return c;
   }
   return std::nullopt;
@@ -340,6 +348,20 @@ void DesyncChecker::addControlNotes(const NonUniformControl &control,
     break;
   }
   f.notes.push_back({control.op->getLoc(), last});
+}
+
+void DesyncChecker::addOuterControlNotes(Operation *op, DesyncFinding &f) {
+  for (const NonUniformControl &outer :
+       ArrayRef(variance.getNonUniformControls(op)).drop_front()) {
+    StringRef what = isa<ForOp>(outer.op)     ? "loop's trip count"
+                     : isa<EveryOp>(outer.op) ? "rank0_only body"
+                                              : "condition";
+    f.notes.push_back(
+        {outer.op->getLoc(),
+         ("it is also inside this '" + outer.op->getName().stripDialect() +
+          "', whose " + what + " differs between ranks")
+             .str()});
+  }
 }
 
 void DesyncChecker::addInsideNotes(const Communication &c, DesyncFinding &f) {
@@ -390,15 +412,16 @@ void DesyncChecker::addStopNotes(Operation *stop, DesyncFinding &f) {
          op = op->getParentOp())
       for (Operation *after = op->getNextNode(); after && !next;
            after = after->getNextNode())
-        next = firstAtOrBelow(after);
-    if (next && next->leafKind != CommKind::Exit)
+        next = firstAtOrBelow(after, /*skipStops=*/true);
+    if (next)
       f.notes.push_back({next->op->getLoc(),
                          "after it, " + describeLeaf(next->kind, next->op) +
                              " may run on some ranks only"});
   }
   // The next step.
-  std::optional<Communication> first = firstInRegion(train.getStep());
-  if (first && first->leafKind != CommKind::Exit)
+  std::optional<Communication> first =
+      firstInRegion(train.getStep(), /*skipStops=*/true);
+  if (first)
     f.notes.push_back({first->op->getLoc(),
                        "the ranks that did not stop wait here, in the next "
                        "step, for the ones that did"});
@@ -532,6 +555,7 @@ void DesyncChecker::checkCommunication(const Communication &c) {
   if (stops)
     f.rule = DesyncRule::Stop;
   addControlNotes(*control, f);
+  addOuterControlNotes(c.op, f);
   addInsideNotes(c, f);
   if (stops)
     addStopNotes(c.op, f);

@@ -199,7 +199,7 @@ void checkFile(FileReport &report, const CheckOptions &options,
   if (std::error_code ec = file.getError()) {
     Finding finding;
     finding.rule = kErrorRule.str();
-    finding.message = "cannot open '" + report.path + "': " + ec.message();
+    finding.message = "cannot open: " + ec.message();
     finding.pos.file = report.path;
     report.add(std::move(finding));
     return;

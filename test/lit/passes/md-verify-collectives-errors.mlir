@@ -288,7 +288,7 @@ md.model @gather_in_loop_with_data_bound {
     %l = md.mean %x dims [0, 1] : tensor<2x4xf32> to tensor<f32>
     // expected-note @+1 {{so does this 'tensor.extract'}}
     %v = tensor.extract %l[] : tensor<f32>
-    // expected-note @+1 {{so does this 'arith.fptosi'}}
+    // expected-note @+1 {{so does this arithmetic}}
     %n = arith.fptosi %v : f32 to i64
     %row = md.mean %x dims [0] : tensor<2x4xf32> to tensor<4xf32>
     // expected-note @+1 {{and is passed to '@generate' as argument #0 here}}
@@ -314,7 +314,7 @@ md.model @all_reduce_loop_inside_every {
       // expected-note @+1 {{'rank' differs between ranks}}
       %r = md.rank : i64
       %c1 = arith.constant 1 : i64
-      // expected-note @+1 {{so does this 'arith.addi'}}
+      // expected-note @+1 {{so does this arithmetic}}
       %n = arith.addi %r, %c1 : i64
       %l = md.loss : tensor<f32>
       // expected-note @+1 {{so ranks run this 'for' a different number of times}}
@@ -477,7 +477,7 @@ md.model @all_reduce_of_rank_sized_tensor {
   } hooks {
     // expected-note @+1 {{'rank' differs between ranks}}
     %r = md.rank : i64
-    // expected-note @+1 {{so does this 'arith.index_cast'}}
+    // expected-note @+1 {{so does this arithmetic}}
     %n = arith.index_cast %r : i64 to index
     // expected-note @+1 {{so does this 'tensor.empty'}}
     %t = tensor.empty(%n) : tensor<?xf32>
@@ -506,7 +506,7 @@ md.model @shape_through_call {
   } hooks {
     // expected-note @+1 {{'local_rank' differs between ranks}}
     %r = md.local_rank : i64
-    // expected-note @+1 {{so does this 'arith.index_cast'}}
+    // expected-note @+1 {{so does this arithmetic}}
     %n = arith.index_cast %r : i64 to index
     // expected-note @+1 {{so does this 'tensor.empty'}}
     %t = tensor.empty(%n) : tensor<?xf32>
