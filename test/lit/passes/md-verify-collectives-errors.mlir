@@ -601,3 +601,132 @@ md.model @scf_if_on_rank {
     md.return %l : tensor<f32>
   }
 }
+
+// -----
+
+// Shape 3, two calls deep: the rank reaches a loop bound through two calls.
+md.model @loop_bound_two_calls_deep {
+  md.func @inner(%n: i64, %t: tensor<f32>) {
+    %c0 = arith.constant 0 : i64
+    // expected-note @+1 {{so ranks run this 'for' a different number of times}}
+    md.for %i = %c0 to %n {
+      // expected-error @+2 {{'all_reduce sum' over group world is in a loop whose trip count differs between ranks}}
+      // expected-note @+1 {{fix: take the bounds of 'for'}}
+      %s = md.all_reduce %t sum group world : tensor<f32>
+    }
+    md.return
+  }
+  md.func @outer(%n: i64, %t: tensor<f32>) {
+    // expected-note @+1 {{and is passed to '@inner' as argument #0 here}}
+    md.call @inner(%n, %t) : (i64, tensor<f32>) -> ()
+    md.return
+  }
+  md.forward @forward(%x: tensor<2x4xf32>) -> tensor<f32> {
+    %l = md.mean %x dims [0, 1] : tensor<2x4xf32> to tensor<f32>
+    md.return %l : tensor<f32>
+  }
+  md.train @forward data <synthetic, ""> global_batch 8 micro_batch 2 optimizer #md.sgd<lr = 0.1, momentum = 0.0, dampening = 0.0, weight_decay = 0.0, nesterov = false> schedule <constant, warmup = 0, steps = 10, min_lr = 0.0> seed 1 step {
+  } hooks {
+    // expected-note @+1 {{'rank' differs between ranks}}
+    %r = md.rank : i64
+    %l = md.loss : tensor<f32>
+    %m = md.all_reduce %l avg group world : tensor<f32>
+    // expected-note @+1 {{and is passed to '@outer' as argument #0 here}}
+    md.call @outer(%r, %m) : (i64, tensor<f32>) -> ()
+  }
+}
+
+// -----
+
+// Shape 4, two calls deep: the branch on the local loss is in the first
+// callee, the barrier in the second.
+md.model @branch_two_calls_deep {
+  md.func @inner() {
+    // expected-note @+1 {{'@inner' runs 'barrier' over group world here}}
+    md.barrier group world
+    md.return
+  }
+  md.func @outer(%high: i1) {
+    // expected-note @+1 {{so ranks disagree about this 'if'}}
+    md.if %high {
+      // expected-error @+2 {{the call to '@inner' is under a condition that differs between ranks: the ranks that skip it leave the others waiting in 'barrier' over group world inside it}}
+      // expected-note @+1 {{fix: branch on 'mean(loss)' instead of 'loss'}}
+      md.call @inner() : () -> ()
+    }
+    md.return
+  }
+  md.forward @forward(%x: tensor<2x4xf32>) -> tensor<f32> {
+    %l = md.mean %x dims [0, 1] : tensor<2x4xf32> to tensor<f32>
+    md.return %l : tensor<f32>
+  }
+  md.train @forward data <synthetic, ""> global_batch 8 micro_batch 2 optimizer #md.sgd<lr = 0.1, momentum = 0.0, dampening = 0.0, weight_decay = 0.0, nesterov = false> schedule <constant, warmup = 0, steps = 10, min_lr = 0.0> seed 1 step {
+  } hooks {
+    // expected-note @+1 {{'loss' is this rank's own loss, before any reduction}}
+    %l = md.loss : tensor<f32>
+    // expected-note @+1 {{so does this 'tensor.extract'}}
+    %v = tensor.extract %l[] : tensor<f32>
+    %c3 = arith.constant 3.0 : f32
+    // expected-note @+1 {{so does this comparison}}
+    %high = arith.cmpf ogt, %v, %c3 : f32
+    // expected-note @+1 {{and is passed to '@outer' as argument #0 here}}
+    md.call @outer(%high) : (i1) -> ()
+  }
+}
+
+// -----
+
+// Shape 7, one call deep: a block receives a parameter on some ranks only.
+md.model @parameter_passed_to_block_under_data_branch {
+  md.param @w : tensor<4xf32> init <ones> unit 0
+  md.func @Scale(%x: tensor<2x4xf32>, %w: tensor<4xf32>) -> tensor<2x4xf32> {
+    %y = md.mul %x, %w : tensor<2x4xf32>, tensor<4xf32> -> tensor<2x4xf32>
+    md.return %y : tensor<2x4xf32>
+  }
+  // expected-note @+1 {{argument #0 of the forward is this rank's own micro-batch}}
+  md.forward @forward(%x: tensor<2x4xf32>) -> tensor<f32> {
+    %w = md.param_ref @w : tensor<4xf32>
+    // expected-note @+1 {{so does this 'md.mean'}}
+    %l = md.mean %x dims [0, 1] : tensor<2x4xf32> to tensor<f32>
+    // expected-note @+1 {{so does this 'tensor.extract'}}
+    %v = tensor.extract %l[] : tensor<f32>
+    %c0 = arith.constant 0.0 : f32
+    // expected-note @+1 {{so does this comparison}}
+    %pos = arith.cmpf ogt, %v, %c0 : f32
+    // expected-note @+1 {{so ranks disagree about this 'if'}}
+    %r = md.if %pos -> (tensor<2x4xf32>) {
+      // expected-error @+2 {{parameter '@w' is used on some ranks only}}
+      // expected-note @+1 {{fix: use every parameter on every rank}}
+      %y = md.call @Scale(%x, %w) : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+      md.yield %y : tensor<2x4xf32>
+    } else {
+      md.yield %x : tensor<2x4xf32>
+    }
+    %m = md.mean %r dims [0, 1] : tensor<2x4xf32> to tensor<f32>
+    md.return %m : tensor<f32>
+  }
+}
+
+// -----
+
+// A rank0_only body that communicates is rejected when the IR is verified,
+// with the collective it reaches through a call and the fix.
+md.model @rank0_only_every_calls_a_collective {
+  md.func @sync(%t: tensor<f32>) -> tensor<f32> {
+    // expected-note @+1 {{'md.all_reduce' communicates here}}
+    %s = md.all_reduce %t sum group world : tensor<f32>
+    md.return %s : tensor<f32>
+  }
+  md.forward @forward(%x: tensor<2x4xf32>) -> tensor<f32> {
+    %l = md.mean %x dims [0, 1] : tensor<2x4xf32> to tensor<f32>
+    md.return %l : tensor<f32>
+  }
+  md.train @forward data <synthetic, ""> global_batch 8 micro_batch 2 optimizer #md.sgd<lr = 0.1, momentum = 0.0, dampening = 0.0, weight_decay = 0.0, nesterov = false> schedule <constant, warmup = 0, steps = 10, min_lr = 0.0> seed 1 step {
+  } hooks {
+    // expected-error @+2 {{'md.every' op is rank0_only but communicates}}
+    // expected-note @+1 {{fix: run the collective on every rank, outside the rank0_only body, and keep only pure side effects (log, print) in it}}
+    md.every 10 minutes rank0_only {
+      %l = md.loss : tensor<f32>
+      %s = md.call @sync(%l) : (tensor<f32>) -> tensor<f32>
+    }
+  }
+}
