@@ -117,9 +117,9 @@ static bool makesUniform(Operation *op) {
 
 void RankVarianceAnalysis::setToEntryState(VarianceLattice *lattice) {
   bool dynamic = hasDynamicShape(lattice->getAnchor().getType());
-  propagateIfChanged(lattice, lattice->join(dynamic
-                                                ? Variance::varyingValueAndShape()
-                                                : Variance::varyingValue()));
+  propagateIfChanged(lattice,
+                     lattice->join(dynamic ? Variance::varyingValueAndShape()
+                                           : Variance::varyingValue()));
 }
 
 LogicalResult RankVarianceAnalysis::initialize(Operation *top) {
@@ -148,8 +148,7 @@ void RankVarianceAnalysis::joinControlDependence(Operation *op) {
   if (!isa<RegionBranchOpInterface>(op) || op->getNumResults() == 0)
     return;
   if (op->getBlock() &&
-      !getOrCreate<Executable>(getProgramPointBefore(op->getBlock()))
-           ->isLive())
+      !getOrCreate<Executable>(getProgramPointBefore(op->getBlock()))->isLive())
     return;
   ProgramPoint *after = getProgramPointAfter(op);
   // md.if's only operand is its condition; other region ops (scf.if,
@@ -168,9 +167,10 @@ void RankVarianceAnalysis::joinControlDependence(Operation *op) {
   }
 }
 
-LogicalResult RankVarianceAnalysis::visitOperation(
-    Operation *op, ArrayRef<const VarianceLattice *> operands,
-    ArrayRef<VarianceLattice *> results) {
+LogicalResult
+RankVarianceAnalysis::visitOperation(Operation *op,
+                                     ArrayRef<const VarianceLattice *> operands,
+                                     ArrayRef<VarianceLattice *> results) {
   bool sourceVaries = isVaryingSource(op);
   bool uniformResult = makesUniform(op) || isa<EvaluateOp>(op);
   bool isMdOp = isa<MdDialect>(op->getDialect());
@@ -212,16 +212,20 @@ void RankVarianceAnalysis::visitNonControlFlowArguments(
   // The induction variable takes every value between the bounds: it varies
   // when they do.
   ProgramPoint *entry = getProgramPointBefore(&forOp.getBody().front());
-  bool varying =
-      getLatticeElementFor(entry, forOp.getLowerBound())->getValue().isVarying() ||
-      getLatticeElementFor(entry, forOp.getUpperBound())->getValue().isVarying();
+  bool varying = getLatticeElementFor(entry, forOp.getLowerBound())
+                     ->getValue()
+                     .isVarying() ||
+                 getLatticeElementFor(entry, forOp.getUpperBound())
+                     ->getValue()
+                     .isVarying();
   propagateIfChanged(argLattices[0],
                      argLattices[0]->join(varying ? Variance::varyingValue()
                                                   : Variance::uniform()));
 }
 
 void RankVarianceAnalysis::visitCallableOperation(
-    CallableOpInterface callable, ArrayRef<AbstractSparseLattice *> argLattices) {
+    CallableOpInterface callable,
+    ArrayRef<AbstractSparseLattice *> argLattices) {
   // The forward's arguments are this rank's micro-batch: values differ, the
   // shapes (the micro batch) do not.
   if (isa<ForwardOp>(callable)) {
@@ -244,8 +248,10 @@ void RankVarianceAnalysis::visitCallableOperation(
     auto call = dyn_cast<CallOpInterface>(callsite);
     if (!call)
       continue;
-    for (auto [operand, lattice] : llvm::zip(call.getArgOperands(), argLattices))
-      join(lattice, *getLatticeElementFor(getProgramPointBefore(entry), operand));
+    for (auto [operand, lattice] :
+         llvm::zip(call.getArgOperands(), argLattices))
+      join(lattice,
+           *getLatticeElementFor(getProgramPointBefore(entry), operand));
   }
 }
 
@@ -294,12 +300,12 @@ static bool isControlBoundary(Operation *op) {
 SmallVector<NonUniformControl>
 RankVariance::getNonUniformControls(Operation *op) const {
   SmallVector<NonUniformControl> controls;
-  for (Operation *parent = op->getParentOp(); parent && !isControlBoundary(parent);
-       parent = parent->getParentOp()) {
+  for (Operation *parent = op->getParentOp();
+       parent && !isControlBoundary(parent); parent = parent->getParentOp()) {
     if (auto ifOp = dyn_cast<IfOp>(parent)) {
       if (isVarying(ifOp.getCondition()))
-        controls.push_back({NonUniformControl::Kind::Branch, parent,
-                            ifOp.getCondition()});
+        controls.push_back(
+            {NonUniformControl::Kind::Branch, parent, ifOp.getCondition()});
       continue;
     }
     if (auto forOp = dyn_cast<ForOp>(parent)) {

@@ -1,4 +1,5 @@
-//===- RankVariance.h - which values and ops differ between ranks -*- C++ -*-===//
+//===- RankVariance.h - which values and ops differ between ranks -*- C++
+//-*-===//
 //
 // The rank-variance analysis of md's desync checker (docs/check.md). A
 // sparse forward data-flow analysis over a whole `md.model` (the forward,
@@ -59,8 +60,8 @@ public:
 
 private:
   Variance(bool initialized, bool varying, bool shapeVarying)
-      : initialized(initialized), varying(varying),
-        shapeVarying(shapeVarying) {}
+      : initialized(initialized), varying(varying), shapeVarying(shapeVarying) {
+  }
 
   bool initialized = false;
   bool varying = false;
@@ -70,8 +71,8 @@ private:
 using VarianceLattice = mlir::dataflow::Lattice<Variance>;
 
 /// The transfer functions (RankVariance.cpp documents the sources). Load it
-/// into a DataFlowSolver next to DeadCodeAnalysis and SparseConstantPropagation;
-/// RankVariance below does that.
+/// into a DataFlowSolver next to DeadCodeAnalysis and
+/// SparseConstantPropagation; RankVariance below does that.
 class RankVarianceAnalysis
     : public mlir::dataflow::SparseForwardDataFlowAnalysis<VarianceLattice> {
 public:
@@ -83,17 +84,18 @@ public:
   visitOperation(mlir::Operation *op,
                  llvm::ArrayRef<const VarianceLattice *> operands,
                  llvm::ArrayRef<VarianceLattice *> results) override;
-  void visitNonControlFlowArguments(
-      mlir::Operation *op, const mlir::RegionSuccessor &successor,
-      llvm::ArrayRef<VarianceLattice *> argLattices,
-      unsigned firstIndex) override;
+  void
+  visitNonControlFlowArguments(mlir::Operation *op,
+                               const mlir::RegionSuccessor &successor,
+                               llvm::ArrayRef<VarianceLattice *> argLattices,
+                               unsigned firstIndex) override;
   void setToEntryState(VarianceLattice *lattice) override;
 
 protected:
-  void visitCallableOperation(
-      mlir::CallableOpInterface callable,
-      llvm::ArrayRef<mlir::dataflow::AbstractSparseLattice *> argLattices)
-      override;
+  void
+  visitCallableOperation(mlir::CallableOpInterface callable,
+                         llvm::ArrayRef<mlir::dataflow::AbstractSparseLattice *>
+                             argLattices) override;
 
 private:
   /// Results of region ops whose control operands vary vary too.
@@ -128,8 +130,8 @@ enum class VarianceSource {
   WallTime,   // md.wall_time
   FileExists, // md.file_exists
   Data,       // md.batch, the forward's arguments: this rank's micro-batch
-  Shard,      // md.shard_slice, md.reduce_scatter, sharded state: this rank's shard
-  Unknown,    // an argument of unknown origin, an unknown op
+  Shard, // md.shard_slice, md.reduce_scatter, sharded state: this rank's shard
+  Unknown, // an argument of unknown origin, an unknown op
 };
 
 /// The analysis run over one op (normally an `md.model`), and the queries
@@ -171,8 +173,8 @@ private:
   const VarianceLattice *lookup(mlir::Value value) const;
   /// The value that makes `value` vary: an operand, a yield, a condition, a
   /// call-site argument, ...; null at a source. `step` says how.
-  mlir::Value getVaryingInput(mlir::Value value, bool shape,
-                              std::string &step, mlir::Location &loc) const;
+  mlir::Value getVaryingInput(mlir::Value value, bool shape, std::string &step,
+                              mlir::Location &loc) const;
 
   std::unique_ptr<mlir::DataFlowSolver> solver;
   bool ok = false;

@@ -131,7 +131,8 @@ std::string describeCollective(Operation *op) {
   auto scalar = op->getNumOperands()
                     ? dyn_cast<RankedTensorType>(op->getOperand(0).getType())
                     : RankedTensorType();
-  if (isInHooks(op) && collective.getCollectiveKind() == CollectiveKind::all_reduce &&
+  if (isInHooks(op) &&
+      collective.getCollectiveKind() == CollectiveKind::all_reduce &&
       collective.getCollectiveGroup() == Group::world && reduction && scalar &&
       scalar.getRank() == 0) {
     StringRef fn = *reduction == ReductionKind::avg   ? "mean"
@@ -144,7 +145,8 @@ std::string describeCollective(Operation *op) {
   std::string text = "'" + kind;
   if (reduction)
     text += " " + stringifyReductionKind(*reduction).str();
-  text += "' over group " + stringifyGroup(collective.getCollectiveGroup()).str();
+  text +=
+      "' over group " + stringifyGroup(collective.getCollectiveGroup()).str();
   return text;
 }
 
@@ -278,7 +280,8 @@ std::optional<Communication> DesyncChecker::classify(Operation *op) {
   return std::nullopt;
 }
 
-std::optional<Communication> DesyncChecker::firstInCallable(Operation *callable) {
+std::optional<Communication>
+DesyncChecker::firstInCallable(Operation *callable) {
   auto [it, inserted] = callables.try_emplace(callable, std::nullopt);
   if (!inserted)
     return it->second;
@@ -521,8 +524,10 @@ void DesyncChecker::checkCommunication(const Communication &c) {
             : ("is under '" + control->op->getName().getStringRef() +
                "', which depends on a value that differs between ranks")
                   .str();
-    f.message = subject + " " + where + ": the ranks that skip it leave the "
-                "others waiting " + describeWait(c);
+    f.message = subject + " " + where +
+                ": the ranks that skip it leave the "
+                "others waiting " +
+                describeWait(c);
     if (stops)
       f.message = subject + " " + where +
                   (c.kind == CommKind::Call
@@ -534,22 +539,26 @@ void DesyncChecker::checkCommunication(const Communication &c) {
   }
   case NonUniformControl::Kind::Loop:
     f.rule = DesyncRule::Loop;
-    f.message = subject + " is in a loop whose trip count differs between "
+    f.message = subject +
+                " is in a loop whose trip count differs between "
                 "ranks: the ranks that run it fewer times leave the others "
-                "waiting " + describeWait(c);
+                "waiting " +
+                describeWait(c);
     if (stops)
-      f.message = subject + " is in a loop whose trip count differs between "
+      f.message = subject +
+                  " is in a loop whose trip count differs between "
                   "ranks: the ranks that stop leave the others waiting in "
                   "their next collective";
     break;
   case NonUniformControl::Kind::Rank0Only:
     f.rule = DesyncRule::Rank0Only;
-    f.message = subject + " is in a rank0_only body: only rank 0 runs it, "
-                "and it waits " + describeWait(c) +
-                " for ranks that never come";
+    f.message = subject +
+                " is in a rank0_only body: only rank 0 runs it, "
+                "and it waits " +
+                describeWait(c) + " for ranks that never come";
     if (stops)
       f.message = subject + " is in a rank0_only body: rank 0 stops and the "
-                  "others wait in their next collective";
+                            "others wait in their next collective";
     break;
   }
   if (stops)
@@ -715,13 +724,13 @@ private:
       // The interface counts a dynamically shaped all-reduce or broadcast
       // operand (the shard of a flat buffer) as 0 bytes: its size is not in
       // its type.
-      bool sizeUnknown =
-          llvm::any_of(op->getOperands(),
-                       [](Value v) {
-                         auto type = dyn_cast<ShapedType>(v.getType());
-                         return type && !type.hasStaticShape();
-                       }) &&
-          isa<AllReduceOp, BroadcastOp>(op);
+      bool sizeUnknown = llvm::any_of(op->getOperands(),
+                                      [](Value v) {
+                                        auto type =
+                                            dyn_cast<ShapedType>(v.getType());
+                                        return type && !type.hasStaticShape();
+                                      }) &&
+                         isa<AllReduceOp, BroadcastOp>(op);
       for (int64_t n : entry.groupSizes) {
         int64_t bytes = collective.getBytesSent(n);
         entry.bytesSent.push_back(sizeUnknown && n > 1 && bytes == 0
@@ -736,8 +745,8 @@ private:
           op, call.getCalleeAttr());
       if (!callee || !active.insert(callee).second)
         return success();
-      LogicalResult result =
-          visitRegion(callee.getBody(), where + "/@" + callee.getSymName().str());
+      LogicalResult result = visitRegion(
+          callee.getBody(), where + "/@" + callee.getSymName().str());
       active.erase(callee);
       return result;
     }

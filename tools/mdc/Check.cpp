@@ -140,12 +140,11 @@ struct FileReport {
 /// The SourceMgr handler of the frontend's diagnostics.
 void collectFrontendDiagnostic(const SMDiagnostic &diag, void *context) {
   auto *report = static_cast<FileReport *>(context);
-  SourcePos pos{diag.getFilename().str(),
-                diag.getLineNo() > 0 ? static_cast<unsigned>(diag.getLineNo())
-                                     : 0u,
-                diag.getColumnNo() >= 0
-                    ? static_cast<unsigned>(diag.getColumnNo()) + 1
-                    : 0u};
+  SourcePos pos{
+      diag.getFilename().str(),
+      diag.getLineNo() > 0 ? static_cast<unsigned>(diag.getLineNo()) : 0u,
+      diag.getColumnNo() >= 0 ? static_cast<unsigned>(diag.getColumnNo()) + 1
+                              : 0u};
   if (pos.line == 0)
     pos.column = 0;
   switch (diag.getKind()) {
@@ -398,8 +397,8 @@ struct SarifRule {
 std::vector<SarifRule> getSarifRules() {
   std::vector<SarifRule> rules;
   for (DesyncRule rule : getDesyncRules())
-    rules.push_back({getDesyncRuleId(rule).str(),
-                     getDesyncRuleSummary(rule).str()});
+    rules.push_back(
+        {getDesyncRuleId(rule).str(), getDesyncRuleSummary(rule).str()});
   rules.push_back({kErrorRule.str(),
                    "an error in the program: syntax, names, shapes, the "
                    "recipe or a plan"});
@@ -456,8 +455,9 @@ void printSARIF(std::vector<std::unique_ptr<FileReport>> &reports,
           for (std::unique_ptr<FileReport> &report : reports)
             for (const Finding &finding : report->findings)
               json.object([&] {
-                auto rule = llvm::find_if(
-                    rules, [&](const SarifRule &r) { return r.id == finding.rule; });
+                auto rule = llvm::find_if(rules, [&](const SarifRule &r) {
+                  return r.id == finding.rule;
+                });
                 json.attribute("ruleId", finding.rule);
                 json.attribute("ruleIndex",
                                static_cast<int64_t>(rule - rules.begin()));
