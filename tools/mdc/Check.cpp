@@ -27,6 +27,7 @@
 #include "mlir/Pass/PassManager.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -406,11 +407,22 @@ std::vector<SarifRule> getSarifRules() {
   return rules;
 }
 
-/// A file path as a SARIF URI: forward slashes, relative paths as given
-/// (CI tools resolve them against the checkout).
+/// A file path as a SARIF URI reference: forward slashes, relative paths as
+/// given (CI tools resolve them against the checkout), and every byte a URI
+/// path cannot hold percent-encoded.
 std::string toUri(StringRef path) {
-  std::string uri = path.str();
-  std::replace(uri.begin(), uri.end(), '\\', '/');
+  std::string uri;
+  for (char c : path) {
+    if (c == '\\')
+      c = '/';
+    if (llvm::isAlnum(c) || StringRef("-._~/!$&'()*+,;=:@").contains(c)) {
+      uri += c;
+      continue;
+    }
+    uri += '%';
+    uri += llvm::hexdigit(static_cast<unsigned char>(c) >> 4);
+    uri += llvm::hexdigit(static_cast<unsigned char>(c) & 15);
+  }
   return uri;
 }
 
