@@ -123,7 +123,8 @@ const char *const kOverview =
     "  md's passes and of mdrun. The program is parsed and checked, and every\n"
     "  error is reported with its file:line:col before mdc exits; the module\n"
     "  is printed only when there were none. --emit=ast stops after parsing\n"
-    "  and prints the syntax tree instead.\n";
+    "  and prints the syntax tree instead. --check runs the static desync\n"
+    "  check on one or more files and prints its findings, not the IR.\n";
 
 bool isIdentifier(llvm::StringRef s) {
   if (s.empty() || !(llvm::isAlpha(s[0]) || s[0] == '_'))
