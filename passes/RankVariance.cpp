@@ -175,18 +175,17 @@ RankVarianceAnalysis::visitOperation(Operation *op,
   bool uniformResult = makesUniform(op) || isa<EvaluateOp>(op);
   bool isMdOp = isa<MdDialect>(op->getDialect());
 
-  bool valueVaries = sourceVaries;
+  bool operandVaries = false;
   bool operandShapesVary = false;
   bool scalarOperandVaries = false;
   for (const VarianceLattice *operand : operands) {
     const Variance &v = operand->getValue();
-    valueVaries |= v.isVarying();
+    operandVaries |= v.isVarying();
     operandShapesVary |= v.isShapeVarying();
     if (!isa<ShapedType>(operand->getAnchor().getType()))
       scalarOperandVaries |= v.isVarying();
   }
-  if (uniformResult)
-    valueVaries = sourceVaries;
+  bool valueVaries = sourceVaries || (operandVaries && !uniformResult);
 
   for (VarianceLattice *result : results) {
     // md ops derive dynamic sizes from operand shapes and W only; another
