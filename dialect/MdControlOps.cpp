@@ -132,14 +132,36 @@ void IfOp::getSuccessorRegions(RegionBranchPoint point,
 // EveryOp
 //===----------------------------------------------------------------------===//
 
-/// A region that must not communicate because only rank 0 runs it.
+/// A region that must not communicate because only rank 0 runs it. The
+/// notes say what communicates and what to write instead.
 static LogicalResult verifyRank0Only(Operation *op, bool rank0Only) {
-  if (!rank0Only || !containsCollective(op))
+  if (!rank0Only)
     return success();
-  return op->emitOpError("is rank0_only but communicates: the other ranks "
-                         "would never join its collective (a deadlock); "
-                         "drop rank0_only, md already writes on rank 0 only "
-                         "where that is safe");
+  Operation *collective = findCollective(op);
+  if (!collective)
+    return success();
+  InFlightDiagnostic diag =
+      op->emitOpError("is rank0_only but communicates: the other ranks would "
+                      "never join its collective (a deadlock); drop "
+                      "rank0_only, md already writes on rank 0 only where "
+                      "that is safe");
+  if (collective != op)
+    diag.attachNote(collective->getLoc())
+        << "'" << collective->getName() << "' communicates here";
+  if (isa<SaveOp>(collective))
+    diag.attachNote(op->getLoc())
+        << "fix: every rank must run 'md.save' (a full checkpoint gathers the "
+           "parameters to rank 0, which alone writes the file; a sharded one "
+           "barriers before the rename)";
+  else if (isa<EvaluateOp>(collective))
+    diag.attachNote(op->getLoc())
+        << "fix: run 'md.evaluate' on every rank (its all-reduced loss is "
+           "the same everywhere) and log the result with rank0_only";
+  else
+    diag.attachNote(op->getLoc())
+        << "fix: run the collective on every rank, outside the rank0_only "
+           "body, and keep only pure side effects (log, print) in it";
+  return diag;
 }
 
 LogicalResult EveryOp::verify() {

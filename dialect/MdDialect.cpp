@@ -93,30 +93,34 @@ std::string md::formatShape(ArrayRef<int64_t> shape) {
   return out;
 }
 
-static bool containsCollectiveImpl(Operation *op,
-                                   llvm::SmallPtrSetImpl<Operation *> &seen) {
+static Operation *findCollectiveImpl(Operation *op,
+                                     llvm::SmallPtrSetImpl<Operation *> &seen) {
   if (isa<CollectiveOpInterface>(op))
-    return true;
+    return op;
   // Ops that communicate without being a collective themselves.
-  if (auto save = dyn_cast<SaveOp>(op))
-    return true; // full gathers to rank 0; sharded barriers before rename
+  if (isa<SaveOp>(op))
+    return op; // full gathers to rank 0; sharded barriers before rename
   if (isa<EvaluateOp>(op))
-    return true; // the metric is all-reduced
+    return op; // the metric is all-reduced
   if (auto call = dyn_cast<CallOp>(op)) {
     auto callee = SymbolTable::lookupNearestSymbolFrom<FuncOp>(
         op, call.getCalleeAttr());
-    if (callee && seen.insert(callee).second &&
-        containsCollectiveImpl(callee, seen))
-      return true;
+    if (callee && seen.insert(callee).second)
+      if (Operation *found = findCollectiveImpl(callee, seen))
+        return found;
   }
   for (Region &region : op->getRegions())
     for (Operation &nested : region.getOps())
-      if (containsCollectiveImpl(&nested, seen))
-        return true;
-  return false;
+      if (Operation *found = findCollectiveImpl(&nested, seen))
+        return found;
+  return nullptr;
+}
+
+Operation *md::findCollective(Operation *op) {
+  llvm::SmallPtrSet<Operation *, 8> seen;
+  return findCollectiveImpl(op, seen);
 }
 
 bool md::containsCollective(Operation *op) {
-  llvm::SmallPtrSet<Operation *, 8> seen;
-  return containsCollectiveImpl(op, seen);
+  return findCollective(op) != nullptr;
 }

@@ -52,6 +52,10 @@ std::optional<int64_t> getStaticGroupSize(mlir::Operation *op, Group group);
 /// evaluation all-reduces its metric) or contains or calls one.
 bool containsCollective(mlir::Operation *op);
 
+/// The first op at or below `op` (following calls) that communicates, as
+/// containsCollective counts them; null if none.
+mlir::Operation *findCollective(mlir::Operation *op);
+
 /// Element size in bytes of md's tensor element types.
 int64_t getElementBytes(mlir::Type elementType);
 

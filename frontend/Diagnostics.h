@@ -41,6 +41,8 @@ private:
   /// A message without a location is about the whole file or the command
   /// line (no model, a bad -D, an unknown --plan): it reads
   /// `file: error: message` rather than `<unknown>:0: error: message`.
+  /// Like the located ones, it goes to the SourceMgr's handler when one is
+  /// set (`mdc --check` collects diagnostics that way).
   void print(llvm::SMLoc loc, llvm::SourceMgr::DiagKind kind,
              const llvm::Twine &message) {
     if (loc.isValid() || sourceMgr.getNumBuffers() == 0) {
@@ -50,7 +52,12 @@ private:
     llvm::StringRef file =
         sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())
             ->getBufferIdentifier();
-    llvm::SMDiagnostic(file, kind, message.str()).print(nullptr, os);
+    llvm::SMDiagnostic diag(file, kind, message.str());
+    if (llvm::SourceMgr::DiagHandlerTy handler = sourceMgr.getDiagHandler()) {
+      handler(diag, sourceMgr.getDiagContext());
+      return;
+    }
+    diag.print(nullptr, os);
   }
 
   llvm::SourceMgr &sourceMgr;

@@ -558,6 +558,14 @@ void ApplyPlanPass::runOnOperation() {
     break;
   }
 
+  // Sharding over one rank is replication: a plan pinned to W = 1 keeps
+  // full state and communicates nothing.
+  if (singleRank()) {
+    layout = Layout::Replicated;
+    hybrid = false;
+    shardGroup = Group::world;
+  }
+
   if (failed(collectUnits()))
     return signalPassFailure();
   OpBuilder b(&getContext());

@@ -425,6 +425,64 @@ def Explain : Pass<"md-explain", "::md::ModelOp"> {
            "text or json">,
     Option<"listBuffers", "list-buffers", "bool", /*default=*/"false",
            "also list every buffer with its size, category and interval">,
+def VerifyCollectives : Pass<"md-verify-collectives", "::md::ModelOp"> {
+  let summary = "The static desync check: every collective runs on every rank, in the same order";
+  let description = [{
+    Runs the rank-variance analysis (passes/RankVariance.h) over the whole
+    model (the forward, the user blocks through `md.call`, the step program
+    and the hooks of `md.train`) and reports, at the op's source location
+    with notes that explain why, every way the ranks of the job could
+    disagree about which collectives to run:
+
+    - a collective, or an op that communicates (`md.save`, `md.evaluate`,
+      `md.every N minutes`, an `md.call` whose callee communicates), under an
+      `md.if` whose condition varies between ranks, in an `md.for` whose
+      bounds vary, or in a `rank0_only` body;
+    - an `md.exit` under such a condition: the ranks that stop leave the
+      others waiting in their next collective;
+    - a collective whose operand's shape comes from a rank-varying value;
+    - a parameter used under rank-varying control (ranks would disagree
+      about which parameters get gradients).
+
+    A model pinned to one rank (`world_size = 1`) cannot desync and is
+    accepted as is. With `final-program`, the pass runs at the end of md's
+    pipeline: it also computes the collective sequence of the step program,
+    and a finding in the step program, which md's passes wrote, is an
+    internal error. docs/check.md has the rules and the lattice.
+
+    Rejected:
+
+    ```mlir
+    %r = md.rank : i64
+    %c0 = arith.constant 0 : i64
+    %is0 = arith.cmpi eq, %r, %c0 : i64
+    md.if %is0 {
+      md.save full "ckpt"    // error: ranks other than 0 never join its gather
+    }
+    ```
+
+    Accepted (the all-reduce makes the loss the same on every rank):
+
+    ```mlir
+    %l = md.loss : tensor<f32>
+    %m = md.all_reduce %l avg group world : tensor<f32>
+    %v = tensor.extract %m[] : tensor<f32>
+    %big = arith.cmpf ogt, %v, %c10 : f32
+    md.if %big {
+      md.save full "ckpt"
+    }
+    ```
+  }];
+  let options = [
+    Option<"finalProgram", "final-program", "bool", /*default=*/"false",
+           "Check the output of md's pipeline: findings in the step program "
+           "are internal errors, and the collective sequence is computed">,
+    Option<"printSequence", "print-sequence", "bool", /*default=*/"false",
+           "Print the collective sequence of each step program to stdout">,
+  ];
+  let statistics = [
+    Statistic<"numCollectives", "collectives", "Number of collectives checked">,
+    Statistic<"numFindings", "findings", "Number of desync findings reported">,
   ];
 }
 

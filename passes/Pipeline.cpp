@@ -21,9 +21,10 @@ void md::buildTrainingPipeline(OpPassManager &pm,
   model.addPass(mlir::createCanonicalizerPass());
 
   // --- After the step program exists: bucketing, schedule,
-  // [md-verify-collectives goes here], plan-memory. ---
+  // plan-memory. ---
   model.addPass(createBucketing());
   model.addPass(createSchedule());
+  model.addPass(createVerifyCollectives({/*finalProgram=*/true}));
   PlanMemoryOptions memory;
   memory.maxMemory = options.maxMemory;
   model.addPass(createPlanMemory(memory));

@@ -22,6 +22,7 @@
 #include "frontend/Parser.h"
 #include "passes/ExplainReport.h"
 #include "passes/Pipeline.h"
+#include "tools/mdc/Check.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -54,13 +55,34 @@ enum ExitCode { kSuccess = 0, kUserError = 1, kUsageError = 2 };
 
 enum class EmitKind { MLIR, Frontend, AST };
 
-enum class ReportFormat { Text, JSON };
 
 cl::OptionCategory mdcCategory("mdc options");
 
 cl::opt<std::string> inputFilename(cl::Positional, cl::Required,
                                    cl::desc("<input .mdl file>"),
                                    cl::cat(mdcCategory));
+
+cl::list<std::string> moreInputFilenames(
+    cl::Positional, cl::desc("[more .mdl files, with --check]"),
+    cl::cat(mdcCategory));
+
+cl::opt<bool> check("check",
+                    cl::desc("Run the static desync check on every given file "
+                             "(under --plan NAME or all) and report every "
+                             "finding; exit 1 if any is an error"),
+                    cl::init(false), cl::cat(mdcCategory));
+
+cl::opt<md::mdc::CheckFormat> outputFormat(
+    "format", cl::init(md::mdc::CheckFormat::Text),
+    cl::desc("How --check reports its findings and --explain its report"),
+    cl::values(clEnumValN(md::mdc::CheckFormat::Text, "text",
+                          "Compiler diagnostics on stderr (default)"),
+               clEnumValN(md::mdc::CheckFormat::JSON, "json",
+                          "One JSON document on stdout"),
+               clEnumValN(md::mdc::CheckFormat::SARIF, "sarif",
+                          "SARIF 2.1.0 on stdout, for CI annotations "
+                          "(--check only)")),
+    cl::cat(mdcCategory));
 
 cl::opt<std::string> outputFilename("o", cl::init("-"),
                                     cl::desc("Write the output to <file> "
@@ -108,13 +130,6 @@ cl::opt<bool> explain(
              "instead of the IR"),
     cl::init(false), cl::cat(mdcCategory));
 
-cl::opt<ReportFormat> reportFormat(
-    "format", cl::init(ReportFormat::Text),
-    cl::desc("How --explain prints its report"),
-    cl::values(clEnumValN(ReportFormat::Text, "text", "For people (default)"),
-               clEnumValN(ReportFormat::JSON, "json",
-                          "One JSON object with stable keys")),
-    cl::cat(mdcCategory));
 
 cl::opt<std::string> maxMemory(
     "max-memory",
@@ -139,7 +154,8 @@ const char *const kOverview =
     "  md's passes and of mdrun. The program is parsed and checked, and every\n"
     "  error is reported with its file:line:col before mdc exits; the module\n"
     "  is printed only when there were none. --emit=ast stops after parsing\n"
-    "  and prints the syntax tree instead.\n";
+    "  and prints the syntax tree instead. --check runs the static desync\n"
+    "  check on one or more files and prints its findings, not the IR.\n";
 
 bool isIdentifier(llvm::StringRef s) {
   if (s.empty() || !(llvm::isAlpha(s[0]) || s[0] == '_'))
@@ -230,6 +246,8 @@ int main(int argc, char **argv) {
       "  mdc gpt.mdl --plan fsdp-full --world-size 8 --explain --format=json\n"
       "                                    memory, communication and buckets\n"
       "                                    per rank at 8 ranks\n"
+      "  mdc --check models/*.mdl --plan all --format=sarif\n"
+      "                                    the desync check, for CI\n"
       "\nEXIT STATUS:\n"
       "  0 success; 1 errors in the program (reported on stderr) or in its\n"
       "  files; 2 a bad command line.\n");
@@ -264,6 +282,23 @@ int main(int argc, char **argv) {
     options.worldSize = worldSize;
   }
 
+  if (check) {
+    md::mdc::CheckOptions checkOptions;
+    checkOptions.files.push_back(inputFilename);
+    checkOptions.files.insert(checkOptions.files.end(),
+                              moreInputFilenames.begin(),
+                              moreInputFilenames.end());
+    checkOptions.plan = planName;
+    checkOptions.format = outputFormat;
+    checkOptions.irgen = options;
+    return md::mdc::runCheck(checkOptions, llvm::outs(), llvm::errs());
+  }
+  if (!moreInputFilenames.empty()) {
+    llvm::errs() << "mdc: error: more than one input file; only --check "
+                    "takes several\n";
+    return kUsageError;
+  }
+
   // The passes run for --explain, --max-memory and --print-ir-after-all.
   std::optional<int64_t> memoryLimit;
   if (maxMemory.getNumOccurrences()) {
@@ -284,8 +319,13 @@ int main(int argc, char **argv) {
                       "depend on the number of ranks\n";
       return kUsageError;
     }
-  if (reportFormat.getNumOccurrences() && !explain) {
-    llvm::errs() << "mdc: error: --format applies to --explain only\n";
+  if (outputFormat.getNumOccurrences() && !explain) {
+    llvm::errs() << "mdc: error: --format applies to --explain and --check "
+                    "only\n";
+    return kUsageError;
+  }
+  if (explain && outputFormat == md::mdc::CheckFormat::SARIF) {
+    llvm::errs() << "mdc: error: --explain prints text or json, not sarif\n";
     return kUsageError;
   }
   bool runPasses = explain || memoryLimit || printIRAfterAll;
@@ -383,7 +423,7 @@ int main(int argc, char **argv) {
           md::computeExplainReport(model, worldSize);
       if (mlir::failed(explained))
         return kUserError;
-      if (reportFormat == ReportFormat::JSON)
+      if (outputFormat == md::mdc::CheckFormat::JSON)
         md::printExplainJson(*explained, os);
       else
         md::printExplainText(*explained, os);

@@ -92,8 +92,10 @@ func.func @every_unknown_unit() {
 // -----
 
 func.func @every_rank0_only_with_save() {
-  // expected-error @+1 {{'md.every' op is rank0_only but communicates: the other ranks would never join its collective (a deadlock); drop rank0_only, md already writes on rank 0 only where that is safe}}
+  // expected-error @+2 {{'md.every' op is rank0_only but communicates: the other ranks would never join its collective (a deadlock); drop rank0_only, md already writes on rank 0 only where that is safe}}
+  // expected-note @+1 {{fix: every rank must run 'md.save'}}
   md.every 100 steps rank0_only {
+    // expected-note @+1 {{'md.save' communicates here}}
     md.save full "ckpt"
   }
   return
@@ -123,7 +125,8 @@ func.func @for_induction_variable_not_i64(%lb: i64, %ub: i64) {
 // -----
 
 func.func @save_rank0_only() {
-  // expected-error @+1 {{'md.save' op is rank0_only but communicates: the other ranks would never join its collective (a deadlock); drop rank0_only, md already writes on rank 0 only where that is safe}}
+  // expected-error @+2 {{'md.save' op is rank0_only but communicates: the other ranks would never join its collective (a deadlock); drop rank0_only, md already writes on rank 0 only where that is safe}}
+  // expected-note @+1 {{fix: every rank must run 'md.save' (a full checkpoint gathers the parameters to rank 0, which alone writes the file; a sharded one barriers before the rename)}}
   md.save full "ckpt" rank0_only
   return
 }
@@ -152,7 +155,8 @@ md.model @evaluate_rank0_only {
     md.return %l : tensor<f32>
   }
   md.func @f() {
-    // expected-error @+1 {{'md.evaluate' op is rank0_only but communicates}}
+    // expected-error @+2 {{'md.evaluate' op is rank0_only but communicates}}
+    // expected-note @+1 {{fix: run 'md.evaluate' on every rank (its all-reduced loss is the same everywhere) and log the result with rank0_only}}
     %v = md.evaluate @forward(#md.data<synthetic, "">) rank0_only : tensor<f32>
     md.return
   }
