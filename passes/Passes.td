@@ -425,6 +425,9 @@ def Explain : Pass<"md-explain", "::md::ModelOp"> {
            "text or json">,
     Option<"listBuffers", "list-buffers", "bool", /*default=*/"false",
            "also list every buffer with its size, category and interval">,
+  ];
+}
+
 def VerifyCollectives : Pass<"md-verify-collectives", "::md::ModelOp"> {
   let summary = "The static desync check: every collective runs on every rank, in the same order";
   let description = [{

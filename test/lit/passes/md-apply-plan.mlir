@@ -9,6 +9,7 @@
 // RUN: sed -e 's/WORLD//' -e 's/SHARD/optimizer/' -e 's/RESHARD/false/' -e 's/CKPT/none/' %s | md-opt --pass-pipeline='builtin.module(md.model(md-apply-plan))' | FileCheck %s --check-prefixes=COMMON,ZERO1
 // RUN: sed -e 's/WORLD//' -e 's/SHARD/none/' -e 's/RESHARD/false/' -e 's/CKPT/none/' %s | md-opt --pass-pipeline='builtin.module(md.model(md-apply-plan))' | FileCheck %s --check-prefixes=COMMON,DDP
 // RUN: sed -e 's/WORLD/world_size = 1 : i64,/' -e 's/SHARD/none/' -e 's/RESHARD/false/' -e 's/CKPT/none/' %s | md-opt --pass-pipeline='builtin.module(md.model(md-apply-plan))' | FileCheck %s --check-prefixes=COMMON,SINGLE
+// RUN: sed -e 's/WORLD/world_size = 1 : i64,/' -e 's/SHARD/full/' -e 's/RESHARD/true/' -e 's/CKPT/none/' %s | md-opt --pass-pipeline='builtin.module(md.model(md-apply-plan))' | FileCheck %s --check-prefixes=COMMON,SINGLE
 // RUN: sed -e 's/WORLD/shard_group_size = 2 : i64,/' -e 's/SHARD/hybrid(shard_group = 2)/' -e 's/RESHARD/true/' -e 's/CKPT/none/' %s | md-opt --pass-pipeline='builtin.module(md.model(md-apply-plan))' | FileCheck %s --check-prefixes=COMMON,HYBRID
 // RUN: sed -e 's/WORLD//' -e 's/SHARD/full/' -e 's/RESHARD/true/' -e 's/CKPT/blocks(h)/' %s | md-opt --pass-pipeline='builtin.module(md.model(md-apply-plan))' | FileCheck %s --check-prefixes=CKPT
 
@@ -112,7 +113,7 @@
 // DDP: md.clip %[[A0]], %[[A1]], %{{.*}} max_norm 1.0 : tensor<12xf32>, tensor<36xf32>
 // DDP-NOT: md.all_gather
 
-// One rank: no collective at all.
+// One rank (single, or any plan pinned to W = 1): no collective at all.
 // SINGLE-NOT: md.all_gather
 // SINGLE-NOT: md.reduce_scatter
 // SINGLE-NOT: md.all_reduce

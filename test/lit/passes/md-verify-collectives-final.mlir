@@ -11,7 +11,7 @@
 // RUN: sed -e 's/WORLD/world_size = 1 : i64,/' -e 's/SHARD/none/' -e 's/RESHARD/false/' %s | md-opt --pass-pipeline='builtin.module(md.model(md-apply-plan,md-verify-collectives{final-program=true print-sequence=true}))' -o /dev/null | FileCheck %s --check-prefix=SINGLE
 //
 // The whole pipeline ends with the check and accepts its own output.
-// RUN: sed -e 's/WORLD//' -e 's/SHARD/full/' -e 's/RESHARD/true/' %s | md-opt --md-training-pipeline | FileCheck %s --check-prefix=PIPELINE
+// RUN: sed -e 's/WORLD//' -e 's/SHARD/full/' -e 's/RESHARD/true/' %s | md-opt --pass-pipeline='builtin.module(md.model(md-apply-plan,md-mixed-precision,canonicalize,md-bucketing,md-schedule,md-verify-collectives{final-program=true},md-plan-memory))' | FileCheck %s --check-prefix=PIPELINE
 // PIPELINE: md.train @forward
 // PIPELINE: md.reduce_scatter
 
