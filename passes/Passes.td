@@ -10,6 +10,33 @@
 
 include "mlir/Pass/PassBase.td"
 
+def WrapUnits : Pass<"md-wrap-units", "::md::ModelOp"> {
+  let summary = "Assigns parameters to wrap units by the plan's wrap policy";
+  let description = [{
+    Runs first, so that md-autodiff tags ops with the final units. With
+    `wrap = blocks(h)`, every instance of the repeated parameters `h` is a
+    unit of its own (numbered from 1 in `md.param` order) and the rest is the
+    root unit 0; with `wrap = size(min_params = M)`, consecutive parameters
+    are grouped until a unit holds at least M elements (a smaller last group
+    joins the unit before it); with `wrap = none`, one unit holds everything.
+    Without a plan the units stay as they are.
+
+    Before (`wrap = none`):
+
+    ```mlir
+    md.param @h.0.w : tensor<4x4xf32> init <zeros> unit 1
+    md.param @h.1.w : tensor<4x4xf32> init <zeros> unit 2
+    ```
+
+    After:
+
+    ```mlir
+    md.param @h.0.w : tensor<4x4xf32> init <zeros> unit 0
+    md.param @h.1.w : tensor<4x4xf32> init <zeros> unit 0
+    ```
+  }];
+}
+
 def SyncBatchNorm : Pass<"md-sync-batch-norm", "::md::ModelOp"> {
   let summary = "Rewrites batch norm into global-batch statistics (SyncBatchNorm)";
   let description = [{

@@ -12,6 +12,7 @@ void md::buildTrainingPipeline(OpPassManager &pm,
                                const TrainingPipelineOptions &options) {
   // The passes land here one by one, in docs/passes.md's order.
   OpPassManager &model = pm.nest<ModelOp>();
+  model.addPass(createWrapUnits());
   model.addPass(createSyncBatchNorm());
   model.addPass(createAutodiff());
   model.addPass(createApplyPlan());
