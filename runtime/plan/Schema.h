@@ -1,0 +1,110 @@
+//===- Schema.h - what the values of plan.fbs mean --------------*- C++ -*-===//
+//
+// The schema version this runtime reads and writes, element sizes, names for
+// messages, and one table that says, for every opcode of plan.fbs, how many
+// inputs, outputs, attributes and nested blocks an instruction has, what its
+// leading integer attributes mean (so enum values and flags are range-checked),
+// and whether it communicates or is io. The loader verifies against it, `mdrun
+// --inspect` summarises with it, and the executor dispatches on it; the
+// layouts are the ones plan.fbs documents next to each opcode.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MD_RUNTIME_PLAN_SCHEMA_H
+#define MD_RUNTIME_PLAN_SCHEMA_H
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "runtime/plan/plan_generated.h"
+
+namespace md::plan {
+
+/// The compatible revision of plan.fbs this runtime writes and the newest it
+/// reads (plan.fbs, "Versioning"). Bump it with every compatible change.
+constexpr uint32_t kSchemaVersion = 1;
+
+/// An inclusive range of list lengths; `max == kMany` means unbounded.
+struct Arity {
+  static constexpr int32_t kMany = INT32_MAX;
+  int32_t min = 0;
+  int32_t max = 0;
+  bool contains(int64_t n) const { return n >= min && n <= max; }
+};
+
+/// What an integer attribute holds, for its range check.
+enum class IntAttr : uint8_t {
+  Any,              // any value
+  Bool,             // 0 or 1
+  Positive,         // > 0
+  NonNegative,      // >= 0
+  Bucket,           // a bucket id, or -1 for none
+  Group,            // fb::Group
+  Reduction,        // fb::Reduction
+  PeriodUnit,       // fb::PeriodUnit
+  CheckpointFormat, // fb::CheckpointFormat
+  ArithKind,        // fb::ArithKind
+  CompareKind,      // fb::CompareKind
+  Dataset,          // an index into Plan.datasets
+};
+
+/// Properties of an opcode.
+enum OpcodeFlag : uint32_t {
+  kCollective = 1u << 0, // every rank of a group runs it in the same order
+  kIo = 1u << 1,         // a side effect outside the rank's memory
+  kControl = 1u << 2,    // runs nested blocks
+  kVaryingResult =
+      1u << 3, // its results may differ between ranks whatever its inputs
+  kUniformResult =
+      1u << 4, // its results are the same on every rank whatever its inputs
+  kHooksOnly = 1u << 5, // only in the hooks block's tree
+};
+
+/// The signature of one opcode.
+struct OpcodeInfo {
+  fb::Opcode opcode = fb::Opcode::Invalid;
+  const char *name = "";
+  Arity inputs, outputs, ints, floats, strings, blocks;
+  /// Kinds of ints[0..3]; later ints have `restInts`' kind.
+  std::array<IntAttr, 4> leadingInts{IntAttr::Any, IntAttr::Any, IntAttr::Any,
+                                     IntAttr::Any};
+  IntAttr restInts = IntAttr::Any;
+  uint32_t flags = 0;
+
+  bool is(OpcodeFlag flag) const { return (flags & flag) != 0; }
+  IntAttr intKind(size_t i) const {
+    return i < leadingInts.size() ? leadingInts[i] : restInts;
+  }
+  /// The position of the bucket id in ints (collectives), or -1.
+  int bucketIndex() const {
+    for (size_t i = 0; i < leadingInts.size(); ++i)
+      if (leadingInts[i] == IntAttr::Bucket)
+        return static_cast<int>(i);
+    return -1;
+  }
+};
+
+/// The signature of `opcode`, or nullptr when it is not a valid opcode
+/// (Invalid included).
+const OpcodeInfo *GetOpcodeInfo(fb::Opcode opcode);
+
+/// The snake_case name of an opcode ("all_gather"), or "opcode <n>" for a
+/// value that is not one.
+std::string OpcodeName(fb::Opcode opcode);
+
+/// Bytes per element of a dtype, 0 for Invalid or an unknown value.
+int64_t DTypeSize(fb::DType dtype);
+
+/// Lower-case names used in messages and by `mdrun --inspect` ("bf16",
+/// "world", "avg", ...); "?" for a value out of range.
+const char *DTypeName(fb::DType dtype);
+const char *GroupName(fb::Group group);
+const char *ReductionName(fb::Reduction reduction);
+const char *StateRoleName(fb::StateRole role);
+const char *BlockKindName(fb::BlockKind kind);
+
+} // namespace md::plan
+
+#endif // MD_RUNTIME_PLAN_SCHEMA_H

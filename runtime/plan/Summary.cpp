@@ -1,0 +1,301 @@
+//===- Summary.cpp - what a plan does, in numbers, at a world size ------===//
+
+#include "runtime/plan/Summary.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "runtime/plan/VerifyInternal.h"
+
+namespace md::plan {
+namespace {
+
+using detail::count;
+using detail::str;
+
+const char *const kCollectiveKinds[] = {"all_gather", "reduce_scatter",
+                                        "all_reduce", "broadcast", "barrier"};
+
+int64_t saturate(__int128 v) {
+  return v > std::numeric_limits<int64_t>::max()
+             ? std::numeric_limits<int64_t>::max()
+             : static_cast<int64_t>(v);
+}
+
+/// tally += volume * times, false on overflow.
+bool addTimes(CollectiveTally &tally, const CollectiveVolume &volume,
+              int64_t times) {
+  int64_t bytes = 0, bus = 0;
+  return !__builtin_add_overflow(tally.count, times, &tally.count) &&
+         !__builtin_mul_overflow(volume.bytes, times, &bytes) &&
+         !__builtin_add_overflow(tally.bytes, bytes, &tally.bytes) &&
+         !__builtin_mul_overflow(volume.busBytes, times, &bus) &&
+         !__builtin_add_overflow(tally.busBytes, bus, &tally.busBytes);
+}
+
+std::string quoted(absl::string_view s) { return absl::StrCat("\"", s, "\""); }
+
+class Summarizer {
+public:
+  Summarizer(const fb::Plan &plan, const WorldBinding &world,
+             PlanSummary &summary)
+      : plan_(plan), world_(world), summary_(summary) {}
+
+  /// Tallies the collectives of block `b` (run `times` times per step).
+  absl::Status tallyStep(int32_t b, int64_t times, bool conditional) {
+    const fb::Block *block = plan_.blocks()->Get(b);
+    for (uint32_t i = 0; i < count(block->instructions()); ++i) {
+      const fb::Instruction *inst = block->instructions()->Get(i);
+      const OpcodeInfo &info = *GetOpcodeInfo(inst->opcode());
+      if (info.is(kCollective)) {
+        CollectiveVolume volume = CollectiveBytes(plan_, *inst, world_);
+        if (conditional) {
+          ++summary_.conditionalCollectives;
+        } else {
+          auto &tally = summary_.perStep[kindIndex(info.name)];
+          if (!addTimes(tally, volume, times) ||
+              !addTimes(summary_.perStepTotal, volume, times))
+            return absl::InvalidArgumentError(absl::StrFormat(
+                "collective bytes per step overflow 64 bits at world size %d",
+                world_.worldSize));
+        }
+        int64_t bucket = info.bucketIndex() >= 0
+                             ? inst->ints()->Get(info.bucketIndex())
+                             : -1;
+        BucketSummary &entry = buckets_[bucket];
+        entry.id = bucket;
+        ++entry.collectives;
+        entry.bytes =
+            saturate(static_cast<__int128>(entry.bytes) + volume.bytes);
+        if (std::find(entry.kinds.begin(), entry.kinds.end(), info.name) ==
+            entry.kinds.end())
+          entry.kinds.push_back(info.name);
+      }
+      for (uint32_t k = 0; k < count(inst->blocks()); ++k) {
+        bool micro = inst->opcode() == fb::Opcode::MicroSteps;
+        int64_t inner = micro ? times * (world_.accumulationSteps - 1) : times;
+        MD_RETURN_IF_ERROR(
+            tallyStep(inst->blocks()->Get(k), inner, conditional || !micro));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  /// The actions of block `b`, for the hooks summary.
+  void describe(int32_t b, std::vector<std::string> &actions,
+                bool &communicates) {
+    const fb::Block *block = plan_.blocks()->Get(b);
+    for (uint32_t i = 0; i < count(block->instructions()); ++i) {
+      const fb::Instruction *inst = block->instructions()->Get(i);
+      const OpcodeInfo &info = *GetOpcodeInfo(inst->opcode());
+      communicates = communicates || info.is(kCollective);
+      std::string action;
+      switch (inst->opcode()) {
+      case fb::Opcode::Log:
+      case fb::Opcode::Print:
+        action =
+            absl::StrCat(info.name, " ", quoted(str(inst->strings()->Get(0))));
+        break;
+      case fb::Opcode::Evaluate: {
+        const fb::DataSpec *data = plan_.datasets()->Get(inst->ints()->Get(0));
+        action =
+            absl::StrCat("evaluate ", data->kind() == fb::DataKind::Synthetic
+                                          ? std::string("synthetic")
+                                          : quoted(str(data->path())));
+        if (inst->ints()->Get(1) > 0)
+          absl::StrAppend(&action, " (", inst->ints()->Get(1), " batches)");
+        break;
+      }
+      case fb::Opcode::Save:
+        action = absl::StrCat(
+            "save ", static_cast<fb::CheckpointFormat>(inst->ints()->Get(0)) ==
+                             fb::CheckpointFormat::Full
+                         ? "full"
+                         : "sharded");
+        if (count(inst->strings()) == 1)
+          absl::StrAppend(&action, " ", quoted(str(inst->strings()->Get(0))));
+        break;
+      case fb::Opcode::Exit:
+        action = "exit";
+        if (count(inst->strings()) == 1)
+          absl::StrAppend(&action, " ", quoted(str(inst->strings()->Get(0))));
+        break;
+      case fb::Opcode::If:
+      case fb::Opcode::For: {
+        std::vector<std::string> inner;
+        for (uint32_t k = 0; k < count(inst->blocks()); ++k) {
+          if (k == 1)
+            inner.push_back("else:");
+          describe(inst->blocks()->Get(k), inner, communicates);
+        }
+        action =
+            absl::StrCat(info.name, " { ", absl::StrJoin(inner, ", "), " }");
+        break;
+      }
+      case fb::Opcode::AllGather:
+      case fb::Opcode::ReduceScatter:
+      case fb::Opcode::AllReduce:
+      case fb::Opcode::Broadcast:
+      case fb::Opcode::Barrier:
+        action = info.name;
+        break;
+      default:
+        continue;
+      }
+      if (inst->rank0_only())
+        absl::StrAppend(&action, " (rank 0)");
+      actions.push_back(std::move(action));
+    }
+  }
+
+  std::vector<BucketSummary> takeBuckets() {
+    std::vector<BucketSummary> out;
+    for (auto &[id, bucket] : buckets_)
+      out.push_back(std::move(bucket));
+    return out;
+  }
+
+private:
+  static size_t kindIndex(absl::string_view kind) {
+    for (size_t i = 0; i < std::size(kCollectiveKinds); ++i)
+      if (kind == kCollectiveKinds[i])
+        return i;
+    return 0;
+  }
+
+  const fb::Plan &plan_;
+  const WorldBinding &world_;
+  PlanSummary &summary_;
+  std::map<int64_t, BucketSummary> buckets_;
+};
+
+} // namespace
+
+CollectiveVolume CollectiveBytes(const fb::Plan &plan,
+                                 const fb::Instruction &inst,
+                                 const WorldBinding &world) {
+  CollectiveVolume volume;
+  if (inst.opcode() == fb::Opcode::Barrier || count(inst.inputs()) == 0)
+    return volume;
+  auto group = static_cast<fb::Group>(inst.ints()->Get(0));
+  int64_t n = world.groupSize(group);
+  const fb::Buffer &in = *plan.buffers()->Get(inst.inputs()->Get(0));
+  const fb::Buffer &out = *plan.buffers()->Get(inst.outputs()->Get(0));
+  __int128 bytes = 0, bus = 0;
+  switch (inst.opcode()) {
+  case fb::Opcode::AllGather:
+    bytes = world.bytes(out);
+    bus = bytes * (n - 1) / n;
+    break;
+  case fb::Opcode::ReduceScatter:
+    bytes = world.bytes(in);
+    bus = bytes * (n - 1) / n;
+    break;
+  case fb::Opcode::AllReduce:
+    bytes = world.bytes(in);
+    bus = bytes * 2 * (n - 1) / n;
+    break;
+  case fb::Opcode::Broadcast:
+    bytes = world.bytes(in);
+    bus = n > 1 ? bytes : 0;
+    break;
+  default:
+    break;
+  }
+  volume.bytes = saturate(bytes);
+  volume.busBytes = saturate(bus);
+  return volume;
+}
+
+absl::StatusOr<PlanSummary> Summarize(const LoadedPlan &loaded,
+                                      int64_t worldSize) {
+  const fb::Plan &plan = loaded.plan();
+  PlanSummary summary;
+  absl::StatusOr<WorldBinding> world = BindWorldSize(loaded, worldSize);
+  if (!world.ok())
+    return world.status();
+  summary.world = *world;
+  absl::StatusOr<MemoryReport> memory = PerRankMemory(loaded, worldSize);
+  if (!memory.ok())
+    return memory.status();
+  summary.memory = *memory;
+
+  for (uint32_t u = 0; u < count(plan.units()); ++u) {
+    const fb::Unit *unit = plan.units()->Get(u);
+    summary.units.push_back(
+        {unit->id(), std::string(str(unit->name())), unit->numel(), 0});
+  }
+  for (uint32_t i = 0; i < count(plan.params()); ++i) {
+    const fb::Param *param = plan.params()->Get(i);
+    int64_t numel = 1;
+    for (uint32_t d = 0; d < count(param->shape()); ++d)
+      numel *= param->shape()->Get(d); // verified not to overflow
+    ++summary.paramCount;
+    ++summary.units[param->unit()].params;
+    int64_t bytes =
+        numel * DTypeSize(param->dtype()); // verified not to overflow
+    if (__builtin_add_overflow(summary.paramElements, numel,
+                               &summary.paramElements) ||
+        __builtin_add_overflow(summary.paramBytes, bytes,
+                               &summary.paramBytes) ||
+        (param->trainable() &&
+         __builtin_add_overflow(summary.trainableElements, numel,
+                                &summary.trainableElements)))
+      return absl::InvalidArgumentError(
+          "parameter element counts overflow 64 bits");
+  }
+  for (uint32_t x = 0; x < count(plan.buffers()); ++x) {
+    if (plan.buffers()->Get(x)->role() == fb::StateRole::None)
+      ++summary.transientBuffers;
+    else
+      ++summary.persistentBuffers;
+  }
+
+  for (const char *kind : kCollectiveKinds)
+    summary.perStep.push_back({kind, 0, 0, 0});
+  summary.perStepTotal.kind = "total";
+  Summarizer summarizer(plan, summary.world, summary);
+  MD_RETURN_IF_ERROR(summarizer.tallyStep(plan.step_block(), 1, false));
+  summary.buckets = summarizer.takeBuckets();
+
+  // Instructions per tree.
+  for (uint32_t b = 0; b < count(plan.blocks()); ++b) {
+    int32_t root = static_cast<int32_t>(b);
+    while (loaded.site(root).parentBlock != -1)
+      root = loaded.site(root).parentBlock;
+    int64_t n = count(plan.blocks()->Get(b)->instructions());
+    (root == plan.step_block() ? summary.stepInstructions
+                               : summary.hookInstructions) += n;
+  }
+
+  if (plan.hooks_block() != -1) {
+    // What runs after every step outside an every, then each every.
+    HookSummary everyStep;
+    everyStep.unit = "steps";
+    summarizer.describe(plan.hooks_block(), everyStep.actions,
+                        everyStep.communicates);
+    if (!everyStep.actions.empty())
+      summary.hooks.push_back(std::move(everyStep));
+    const fb::Block *hooks = plan.blocks()->Get(plan.hooks_block());
+    for (uint32_t i = 0; i < count(hooks->instructions()); ++i) {
+      const fb::Instruction *inst = hooks->instructions()->Get(i);
+      if (inst->opcode() != fb::Opcode::Every)
+        continue;
+      HookSummary hook;
+      hook.period = inst->ints()->Get(0);
+      hook.unit = absl::AsciiStrToLower(fb::EnumNamePeriodUnit(
+          static_cast<fb::PeriodUnit>(inst->ints()->Get(1))));
+      summarizer.describe(inst->blocks()->Get(0), hook.actions,
+                          hook.communicates);
+      summary.hooks.push_back(std::move(hook));
+    }
+  }
+  return summary;
+}
+
+} // namespace md::plan

@@ -1,0 +1,899 @@
+//===- TypeRules.cpp - operand types of plan instructions ---------------===//
+//
+// The per-opcode rules on dtypes, shapes and size kinds that a kernel relies
+// on to index its operands: once the loader has run them, no kernel reads
+// past a buffer. They restate the verifiers of docs/dialect.md for the ops
+// a plan holds, on buffers instead of tensor types. Persistent state is
+// touched only by state_load, state_store, grad_accumulate and grad_total.
+//
+//===----------------------------------------------------------------------===//
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "runtime/plan/VerifyInternal.h"
+
+namespace md::plan::detail {
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+Shape shapeOf(const fb::Buffer &b) {
+  Shape shape;
+  for (uint32_t i = 0; i < count(b.shape()); ++i)
+    shape.push_back(b.shape()->Get(i));
+  return shape;
+}
+
+std::string describe(const fb::Buffer &b) {
+  if (b.size_kind() == fb::SizeKind::Shard)
+    return absl::StrFormat("%s shard(%d, %s)", DTypeName(b.dtype()), b.numel(),
+                           GroupName(b.group()));
+  return absl::StrFormat("%s[%s]", DTypeName(b.dtype()),
+                         absl::StrJoin(shapeOf(b), ", "));
+}
+
+std::string describeShape(const Shape &shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+/// numpy broadcasting of two shapes; false when they do not broadcast.
+bool broadcast(const Shape &a, const Shape &b, Shape *out) {
+  size_t rank = std::max(a.size(), b.size());
+  out->assign(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return false;
+    (*out)[i] = da == 1 ? db : da;
+  }
+  return true;
+}
+
+/// Checks one instruction. Operand accessors are valid because the loader
+/// verified indices and arity first.
+class Rule {
+public:
+  Rule(const fb::Plan &plan, const fb::Instruction &inst,
+       const OpcodeInfo &info, absl::string_view path)
+      : plan_(plan), inst_(inst), info_(info), path_(path) {}
+
+  absl::Status check();
+
+private:
+  // --- operands -----------------------------------------------------------
+  uint32_t ins() const { return count(inst_.inputs()); }
+  uint32_t outs() const { return count(inst_.outputs()); }
+  int32_t inIndex(uint32_t k) const { return inst_.inputs()->Get(k); }
+  int32_t outIndex(uint32_t k) const { return inst_.outputs()->Get(k); }
+  const fb::Buffer &in(uint32_t k) const {
+    return *plan_.buffers()->Get(inIndex(k));
+  }
+  const fb::Buffer &out(uint32_t k) const {
+    return *plan_.buffers()->Get(outIndex(k));
+  }
+  int64_t intAttr(uint32_t k) const { return inst_.ints()->Get(k); }
+  double floatAttr(uint32_t k) const { return inst_.floats()->Get(k); }
+
+  /// "inputs[1]" or "outputs[0]", with its buffer.
+  struct Ref {
+    bool input;
+    uint32_t k;
+  };
+  static Ref I(uint32_t k) { return {true, k}; }
+  static Ref O(uint32_t k) { return {false, k}; }
+  const fb::Buffer &buf(Ref r) const { return r.input ? in(r.k) : out(r.k); }
+  std::string name(Ref r) const {
+    return absl::StrFormat("%s.%s[%d]", path_, r.input ? "inputs" : "outputs",
+                           r.k);
+  }
+
+  template <typename... Args>
+  absl::Status fail(Ref r, const absl::FormatSpec<Args...> &format,
+                    const Args &...args) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name(r), ": ", info_.name, ": buffer ",
+                     r.input ? inIndex(r.k) : outIndex(r.k), " is ",
+                     describe(buf(r)), ", ", absl::StrFormat(format, args...)));
+  }
+  template <typename... Args>
+  absl::Status failAttr(const absl::FormatSpec<Args...> &format,
+                        const Args &...args) const {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path_, ": ", info_.name, ": ", absl::StrFormat(format, args...)));
+  }
+
+  // --- building blocks ------------------------------------------------------
+  absl::Status full(Ref r) const {
+    if (buf(r).size_kind() != fb::SizeKind::Full)
+      return fail(r, "but must be a full buffer");
+    return absl::OkStatus();
+  }
+  absl::Status fullFloat(Ref r) const {
+    MD_RETURN_IF_ERROR(full(r));
+    return isFloat(buf(r).dtype()) ? absl::OkStatus()
+                                   : fail(r, "but must be a float tensor");
+  }
+  absl::Status floating(Ref r) const {
+    return isFloat(buf(r).dtype()) ? absl::OkStatus()
+                                   : fail(r, "but must be a float tensor");
+  }
+  absl::Status fullInt(Ref r) const {
+    MD_RETURN_IF_ERROR(full(r));
+    fb::DType t = buf(r).dtype();
+    if (t != fb::DType::I32 && t != fb::DType::I64)
+      return fail(r, "but must be an i32 or i64 tensor");
+    return absl::OkStatus();
+  }
+  absl::Status rankAtLeast(Ref r, uint32_t rank) const {
+    MD_RETURN_IF_ERROR(full(r));
+    if (count(buf(r).shape()) < rank)
+      return fail(r, "but must have at least %d dims", rank);
+    return absl::OkStatus();
+  }
+  absl::Status rankIs(Ref r, uint32_t rank) const {
+    MD_RETURN_IF_ERROR(full(r));
+    if (count(buf(r).shape()) != rank)
+      return fail(r, "but must have %d dims", rank);
+    return absl::OkStatus();
+  }
+  /// A single value (a full buffer of one element) of a dtype in `allowed`
+  /// (any when empty).
+  absl::Status scalar(Ref r,
+                      std::initializer_list<fb::DType> allowed = {}) const {
+    const fb::Buffer &b = buf(r);
+    if (b.size_kind() != fb::SizeKind::Full || b.numel() != 1)
+      return fail(r, "but must be a single value");
+    if (allowed.size() != 0 &&
+        std::find(allowed.begin(), allowed.end(), b.dtype()) == allowed.end()) {
+      std::vector<std::string> names;
+      for (fb::DType t : allowed)
+        names.push_back(DTypeName(t));
+      return fail(r, "but must be %s", absl::StrJoin(names, " or "));
+    }
+    return absl::OkStatus();
+  }
+  static bool sameLayout(const fb::Buffer &a, const fb::Buffer &b) {
+    if (a.size_kind() != b.size_kind() || a.numel() != b.numel())
+      return false;
+    if (a.size_kind() == fb::SizeKind::Shard)
+      return a.group() == b.group();
+    return shapeOf(a) == shapeOf(b);
+  }
+  /// `r` has the layout (size kind, shape or shard) of `like`.
+  absl::Status layoutOf(Ref r, Ref like) const {
+    if (!sameLayout(buf(r), buf(like)))
+      return fail(r, "but must have the size of %s (%s)", name(like),
+                  describe(buf(like)));
+    return absl::OkStatus();
+  }
+  /// `r` has the layout and dtype of `like`.
+  absl::Status typeOf(Ref r, Ref like) const {
+    if (!sameLayout(buf(r), buf(like)) || buf(r).dtype() != buf(like).dtype())
+      return fail(r, "but must be %s like %s", describe(buf(like)), name(like));
+    return absl::OkStatus();
+  }
+  absl::Status dtypeOf(Ref r, Ref like) const {
+    if (buf(r).dtype() != buf(like).dtype())
+      return fail(r, "but must be %s like %s", DTypeName(buf(like).dtype()),
+                  name(like));
+    return absl::OkStatus();
+  }
+  absl::Status shapeIs(Ref r, const Shape &shape) const {
+    MD_RETURN_IF_ERROR(full(r));
+    if (shapeOf(buf(r)) != shape)
+      return fail(r, "but must have shape %s", describeShape(shape));
+    return absl::OkStatus();
+  }
+  absl::Status positiveFloat(uint32_t k, const char *what) const {
+    if (!(floatAttr(k) > 0))
+      return failAttr("floats[%d] (%s) %g is not positive", k, what,
+                      floatAttr(k));
+    return absl::OkStatus();
+  }
+  absl::Status nonNegativeFloat(uint32_t k, const char *what) const {
+    if (!(floatAttr(k) >= 0))
+      return failAttr("floats[%d] (%s) %g is negative", k, what, floatAttr(k));
+    return absl::OkStatus();
+  }
+  absl::Status unitInterval(uint32_t k, const char *what) const {
+    if (!(floatAttr(k) >= 0 && floatAttr(k) < 1))
+      return failAttr("floats[%d] (%s) %g is not in [0, 1)", k, what,
+                      floatAttr(k));
+    return absl::OkStatus();
+  }
+  /// A dim attribute in [-rank, rank), normalised.
+  absl::Status dimAttr(uint32_t k, size_t rank, int64_t *dim) const {
+    int64_t d = intAttr(k);
+    int64_t r = static_cast<int64_t>(rank);
+    if (d < -r || d >= r)
+      return failAttr("ints[%d]: dim %d out of range for rank %d", k, d, r);
+    *dim = d < 0 ? d + r : d;
+    return absl::OkStatus();
+  }
+
+  // --- rules -----------------------------------------------------------------
+  absl::Status state();
+  absl::Status matmulShape(Ref a, Ref b, Shape *result) const;
+  absl::Status reduction(const Shape &x, Shape *reduced) const;
+  absl::Status norm();
+  absl::Status normGrad(uint32_t gradients);
+  absl::Status collective();
+  absl::Status constant();
+
+  const fb::Plan &plan_;
+  const fb::Instruction &inst_;
+  const OpcodeInfo &info_;
+  absl::string_view path_;
+};
+
+/// Persistent buffers appear only in the state slot of the state opcodes.
+absl::Status Rule::state() {
+  auto allowed = [&](Ref r) {
+    switch (inst_.opcode()) {
+    case fb::Opcode::StateLoad:
+    case fb::Opcode::GradTotal:
+      return r.input &&
+             r.k == (inst_.opcode() == fb::Opcode::StateLoad ? 0u : 1u);
+    case fb::Opcode::StateStore:
+    case fb::Opcode::GradAccumulate:
+      return !r.input && r.k == 0;
+    default:
+      return false;
+    }
+  };
+  for (uint32_t k = 0; k < ins() + outs(); ++k) {
+    Ref r = k < ins() ? I(k) : O(k - ins());
+    bool persistent = buf(r).role() != fb::StateRole::None;
+    if (persistent && !allowed(r))
+      return fail(r,
+                  "persistent state (%s): only state_load, state_store, "
+                  "grad_accumulate and "
+                  "grad_total touch state",
+                  StateRoleName(buf(r).role()));
+    if (!persistent && allowed(r))
+      return fail(r, "but must be persistent state");
+  }
+  return absl::OkStatus();
+}
+
+/// The result shape of matmul(a, b) with the transposes of ints[0..1].
+absl::Status Rule::matmulShape(Ref ra, Ref rb, Shape *result) const {
+  MD_RETURN_IF_ERROR(rankAtLeast(ra, 2));
+  MD_RETURN_IF_ERROR(fullFloat(ra));
+  MD_RETURN_IF_ERROR(rankAtLeast(rb, 2));
+  MD_RETURN_IF_ERROR(fullFloat(rb));
+  MD_RETURN_IF_ERROR(dtypeOf(rb, ra));
+  Shape a = shapeOf(buf(ra)), b = shapeOf(buf(rb));
+  bool ta = intAttr(0) != 0, tb = intAttr(1) != 0;
+  size_t r = a.size(), rank = b.size();
+  if (rank != 2 && rank != r)
+    return fail(rb, "but must have 2 dims or the %d dims of %s", r, name(ra));
+  if (rank == r && !std::equal(a.begin(), a.end() - 2, b.begin()))
+    return fail(rb, "but a batched operand needs the batch dims of %s (%s)",
+                name(ra), describe(buf(ra)));
+  int64_t m = ta ? a[r - 1] : a[r - 2], k = ta ? a[r - 2] : a[r - 1];
+  int64_t kb = tb ? b[rank - 1] : b[rank - 2],
+          n = tb ? b[rank - 2] : b[rank - 1];
+  if (k != kb)
+    return fail(rb, "but its contracted dim %d differs from %s's %d", kb,
+                name(ra), k);
+  result->assign(a.begin(), a.end() - 2);
+  result->push_back(m);
+  result->push_back(n);
+  return absl::OkStatus();
+}
+
+/// The shape of a mean or sum of `x` over ints[1...] (keepdim in ints[0]).
+absl::Status Rule::reduction(const Shape &x, Shape *reduced) const {
+  std::vector<bool> drop(x.size(), false);
+  for (uint32_t k = 1; k < count(inst_.ints()); ++k) {
+    int64_t d = 0;
+    MD_RETURN_IF_ERROR(dimAttr(k, x.size(), &d));
+    if (drop[d])
+      return failAttr("ints[%d]: dim %d listed twice", k, intAttr(k));
+    drop[d] = true;
+  }
+  bool keepdim = intAttr(0) != 0;
+  reduced->clear();
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!drop[i])
+      reduced->push_back(x[i]);
+    else if (keepdim)
+      reduced->push_back(1);
+  }
+  return absl::OkStatus();
+}
+
+/// layer_norm and rms_norm: x [..., D], gamma [D] and layer_norm's beta [D].
+absl::Status Rule::norm() {
+  MD_RETURN_IF_ERROR(rankAtLeast(I(0), 1));
+  MD_RETURN_IF_ERROR(fullFloat(I(0)));
+  Shape x = shapeOf(in(0));
+  for (uint32_t k = 1; k < ins(); ++k) {
+    MD_RETURN_IF_ERROR(shapeIs(I(k), {x.back()}));
+    MD_RETURN_IF_ERROR(dtypeOf(I(k), I(0)));
+  }
+  MD_RETURN_IF_ERROR(typeOf(O(0), I(0)));
+  return positiveFloat(0, "eps");
+}
+
+/// layer_norm_grad and rms_norm_grad: dy, x [..., D], gamma [D] ->
+/// dx, dgamma [, dbeta].
+absl::Status Rule::normGrad(uint32_t gradients) {
+  MD_RETURN_IF_ERROR(rankAtLeast(I(1), 1));
+  MD_RETURN_IF_ERROR(fullFloat(I(1)));
+  MD_RETURN_IF_ERROR(typeOf(I(0), I(1)));
+  Shape x = shapeOf(in(1));
+  MD_RETURN_IF_ERROR(shapeIs(I(2), {x.back()}));
+  MD_RETURN_IF_ERROR(dtypeOf(I(2), I(1)));
+  MD_RETURN_IF_ERROR(typeOf(O(0), I(1)));
+  for (uint32_t k = 1; k < gradients; ++k)
+    MD_RETURN_IF_ERROR(typeOf(O(k), I(2)));
+  return positiveFloat(0, "eps");
+}
+
+absl::Status Rule::collective() {
+  auto group = static_cast<fb::Group>(intAttr(0));
+  switch (inst_.opcode()) {
+  case fb::Opcode::AllGather:
+  case fb::Opcode::ReduceScatter: {
+    bool gather = inst_.opcode() == fb::Opcode::AllGather;
+    Ref part = gather ? I(0) : O(0), whole = gather ? O(0) : I(0);
+    int64_t axis = intAttr(gather ? 2 : 3);
+    MD_RETURN_IF_ERROR(dtypeOf(O(0), I(0)));
+    MD_RETURN_IF_ERROR(full(whole));
+    if (buf(part).size_kind() == fb::SizeKind::Shard) {
+      // The flat form: a shard of a 1-D buffer of n elements.
+      if (buf(part).group() != group)
+        return fail(part, "but the collective's group is %s", GroupName(group));
+      if (count(buf(whole).shape()) != 1 ||
+          buf(whole).numel() != buf(part).numel())
+        return fail(whole,
+                    "but must be the 1-D buffer of %d elements %s shards",
+                    buf(part).numel(), name(part));
+      if (axis != 0)
+        return failAttr(
+            "axis %d, but a flat shard is gathered or scattered along axis 0",
+            axis);
+      return absl::OkStatus();
+    }
+    // The tensor form: dim `axis` of the whole is |group| times the part's
+    // (checked when W is bound); the other dims agree.
+    Shape p = shapeOf(buf(part)), w = shapeOf(buf(whole));
+    if (p.size() != w.size() || axis >= static_cast<int64_t>(p.size()))
+      return fail(whole, "but must have the rank of %s (%s) and a dim %d",
+                  name(part), describe(buf(part)), axis);
+    for (size_t i = 0; i < p.size(); ++i) {
+      if (static_cast<int64_t>(i) != axis && p[i] != w[i])
+        return fail(whole, "but its dim %d differs from %s's (%s)", i,
+                    name(part), describe(buf(part)));
+    }
+    return absl::OkStatus();
+  }
+  case fb::Opcode::AllReduce:
+  case fb::Opcode::Broadcast:
+    return typeOf(O(0), I(0));
+  default:
+    return absl::OkStatus();
+  }
+}
+
+absl::Status Rule::constant() {
+  const fb::Buffer &y = out(0);
+  MD_RETURN_IF_ERROR(full(O(0)));
+  uint32_t ints = count(inst_.ints()), floats = count(inst_.floats());
+  bool isF = isFloat(y.dtype());
+  uint32_t given = isF ? floats : ints, other = isF ? ints : floats;
+  if (other != 0 || static_cast<int64_t>(given) != y.numel())
+    return fail(
+        O(0), "so a constant needs exactly its %d values in %s and none in %s",
+        y.numel(), isF ? "floats" : "ints", isF ? "ints" : "floats");
+  for (uint32_t k = 0; k < ints; ++k) {
+    int64_t v = intAttr(k);
+    if ((y.dtype() == fb::DType::Bool && (v < 0 || v > 1)) ||
+        (y.dtype() == fb::DType::I32 && (v < INT32_MIN || v > INT32_MAX)))
+      return failAttr("ints[%d]: %d does not fit in %s", k, v,
+                      DTypeName(y.dtype()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Rule::check() {
+  MD_RETURN_IF_ERROR(state());
+  using Op = fb::Opcode;
+  const auto I64 = fb::DType::I64;
+  const auto F32 = fb::DType::F32;
+  switch (inst_.opcode()) {
+  case Op::Matmul: {
+    Shape y;
+    MD_RETURN_IF_ERROR(matmulShape(I(0), I(1), &y));
+    if (ins() == 3) {
+      MD_RETURN_IF_ERROR(shapeIs(I(2), {y.back()}));
+      MD_RETURN_IF_ERROR(dtypeOf(I(2), I(0)));
+    }
+    MD_RETURN_IF_ERROR(shapeIs(O(0), y));
+    return dtypeOf(O(0), I(0));
+  }
+  case Op::MatmulGrad: {
+    // dy, a, b: dy has the shape of matmul(a, b).
+    Shape y;
+    MD_RETURN_IF_ERROR(matmulShape(I(1), I(2), &y));
+    MD_RETURN_IF_ERROR(shapeIs(I(0), y));
+    MD_RETURN_IF_ERROR(dtypeOf(I(0), I(1)));
+    MD_RETURN_IF_ERROR(typeOf(O(0), I(1)));
+    MD_RETURN_IF_ERROR(typeOf(O(1), I(2)));
+    if (outs() == 3) {
+      MD_RETURN_IF_ERROR(shapeIs(O(2), {y.back()}));
+      MD_RETURN_IF_ERROR(dtypeOf(O(2), I(2)));
+    }
+    return absl::OkStatus();
+  }
+  case Op::Add:
+  case Op::Sub:
+  case Op::Mul: {
+    MD_RETURN_IF_ERROR(fullFloat(I(0)));
+    MD_RETURN_IF_ERROR(fullFloat(I(1)));
+    MD_RETURN_IF_ERROR(dtypeOf(I(1), I(0)));
+    Shape y;
+    if (!broadcast(shapeOf(in(0)), shapeOf(in(1)), &y))
+      return fail(I(1), "which does not broadcast with inputs[0] (%s)",
+                  describe(in(0)));
+    MD_RETURN_IF_ERROR(shapeIs(O(0), y));
+    return dtypeOf(O(0), I(0));
+  }
+  case Op::Scale:
+  case Op::Gelu:
+  case Op::Relu:
+  case Op::Sqrt:
+    MD_RETURN_IF_ERROR(floating(I(0)));
+    return typeOf(O(0), I(0));
+  case Op::Softmax: {
+    MD_RETURN_IF_ERROR(rankAtLeast(I(0), 1));
+    MD_RETURN_IF_ERROR(fullFloat(I(0)));
+    int64_t axis = 0;
+    MD_RETURN_IF_ERROR(dimAttr(0, count(in(0).shape()), &axis));
+    return typeOf(O(0), I(0));
+  }
+  case Op::GeluGrad:
+  case Op::ReluGrad:
+  case Op::SoftmaxGrad: {
+    MD_RETURN_IF_ERROR(floating(I(1)));
+    MD_RETURN_IF_ERROR(typeOf(I(0), I(1)));
+    if (inst_.opcode() == Op::SoftmaxGrad) {
+      MD_RETURN_IF_ERROR(rankAtLeast(I(1), 1));
+      int64_t axis = 0;
+      MD_RETURN_IF_ERROR(dimAttr(0, count(in(1).shape()), &axis));
+    }
+    return typeOf(O(0), I(1));
+  }
+  case Op::LayerNorm:
+    return norm();
+  case Op::RmsNorm:
+    return norm();
+  case Op::LayerNormGrad:
+    return normGrad(outs());
+  case Op::RmsNormGrad:
+    return normGrad(2);
+  case Op::BatchNorm: {
+    MD_RETURN_IF_ERROR(rankAtLeast(I(0), 1));
+    MD_RETURN_IF_ERROR(fullFloat(I(0)));
+    int64_t c = shapeOf(in(0)).back();
+    for (uint32_t k = 1; k < 3; ++k) {
+      MD_RETURN_IF_ERROR(shapeIs(I(k), {c}));
+      MD_RETURN_IF_ERROR(dtypeOf(I(k), I(0)));
+    }
+    MD_RETURN_IF_ERROR(typeOf(O(0), I(0)));
+    for (uint32_t k = 1; k < 3; ++k) {
+      MD_RETURN_IF_ERROR(shapeIs(O(k), {c}));
+      if (out(k).dtype() != F32)
+        return fail(O(k), "but batch statistics are f32");
+    }
+    return positiveFloat(0, "eps");
+  }
+  case Op::BatchNormGrad: {
+    MD_RETURN_IF_ERROR(rankAtLeast(I(1), 1));
+    MD_RETURN_IF_ERROR(fullFloat(I(1)));
+    MD_RETURN_IF_ERROR(typeOf(I(0), I(1)));
+    int64_t c = shapeOf(in(1)).back();
+    MD_RETURN_IF_ERROR(shapeIs(I(2), {c}));
+    MD_RETURN_IF_ERROR(dtypeOf(I(2), I(1)));
+    for (uint32_t k = 3; k < 5; ++k) {
+      MD_RETURN_IF_ERROR(shapeIs(I(k), {c}));
+      if (in(k).dtype() != F32)
+        return fail(I(k), "but batch statistics are f32");
+    }
+    MD_RETURN_IF_ERROR(typeOf(O(0), I(1)));
+    MD_RETURN_IF_ERROR(typeOf(O(1), I(2)));
+    return typeOf(O(2), I(2));
+  }
+  case Op::CausalAttention:
+  case Op::CausalAttentionGrad: {
+    bool grad = inst_.opcode() == Op::CausalAttentionGrad;
+    Ref q = I(grad ? 1 : 0);
+    MD_RETURN_IF_ERROR(rankIs(q, 3));
+    MD_RETURN_IF_ERROR(fullFloat(q));
+    for (uint32_t k = 0; k < ins(); ++k)
+      MD_RETURN_IF_ERROR(typeOf(I(k), q));
+    int64_t channels = shapeOf(buf(q))[2];
+    if (channels % intAttr(0) != 0)
+      return failAttr("ints[0]: %d heads do not divide %d channels", intAttr(0),
+                      channels);
+    for (uint32_t k = 0; k < outs(); ++k)
+      MD_RETURN_IF_ERROR(typeOf(O(k), q));
+    return absl::OkStatus();
+  }
+  case Op::Embedding: {
+    MD_RETURN_IF_ERROR(rankIs(I(0), 2));
+    MD_RETURN_IF_ERROR(fullFloat(I(0)));
+    MD_RETURN_IF_ERROR(fullInt(I(1)));
+    Shape y = shapeOf(in(1));
+    if (y.size() >= static_cast<size_t>(kMaxRank))
+      return fail(I(1),
+                  "but has no room for the embedding dim (at most %d dims)",
+                  kMaxRank);
+    y.push_back(shapeOf(in(0))[1]);
+    MD_RETURN_IF_ERROR(shapeIs(O(0), y));
+    return dtypeOf(O(0), I(0));
+  }
+  case Op::EmbeddingGrad: {
+    MD_RETURN_IF_ERROR(rankAtLeast(I(0), 1));
+    MD_RETURN_IF_ERROR(fullFloat(I(0)));
+    MD_RETURN_IF_ERROR(fullInt(I(1)));
+    Shape dy = shapeOf(in(0)), ids = shapeOf(in(1));
+    if (!std::equal(ids.begin(), ids.end(), dy.begin(), dy.end() - 1) ||
+        ids.size() + 1 != dy.size())
+      return fail(I(0), "but must be the ids' shape %s plus the embedding dim",
+                  describeShape(ids));
+    MD_RETURN_IF_ERROR(shapeIs(O(0), {intAttr(0), dy.back()}));
+    return dtypeOf(O(0), I(0));
+  }
+  case Op::CrossEntropy:
+  case Op::CrossEntropyGrad: {
+    bool grad = inst_.opcode() == Op::CrossEntropyGrad;
+    uint32_t base = grad ? 1 : 0;
+    if (grad)
+      MD_RETURN_IF_ERROR(scalar(I(0), {F32}));
+    MD_RETURN_IF_ERROR(rankAtLeast(I(base), 1));
+    MD_RETURN_IF_ERROR(fullFloat(I(base)));
+    MD_RETURN_IF_ERROR(fullInt(I(base + 1)));
+    Shape logits = shapeOf(in(base));
+    MD_RETURN_IF_ERROR(
+        shapeIs(I(base + 1), Shape(logits.begin(), logits.end() - 1)));
+    if (grad)
+      return typeOf(O(0), I(1));
+    return scalar(O(0), {F32});
+  }
+  case Op::Mean:
+  case Op::Sum: {
+    MD_RETURN_IF_ERROR(fullFloat(I(0)));
+    Shape y;
+    MD_RETURN_IF_ERROR(reduction(shapeOf(in(0)), &y));
+    MD_RETURN_IF_ERROR(shapeIs(O(0), y));
+    return dtypeOf(O(0), I(0));
+  }
+  case Op::MeanGrad:
+  case Op::SumGrad: {
+    MD_RETURN_IF_ERROR(fullFloat(O(0)));
+    Shape dy;
+    MD_RETURN_IF_ERROR(reduction(shapeOf(out(0)), &dy));
+    MD_RETURN_IF_ERROR(shapeIs(I(0), dy));
+    return dtypeOf(I(0), O(0));
+  }
+  case Op::SumTo: {
+    MD_RETURN_IF_ERROR(fullFloat(I(0)));
+    MD_RETURN_IF_ERROR(fullFloat(O(0)));
+    MD_RETURN_IF_ERROR(dtypeOf(O(0), I(0)));
+    Shape g = shapeOf(in(0)), b;
+    if (!broadcast(shapeOf(out(0)), g, &b) || b != g)
+      return fail(O(0), "which does not broadcast to inputs[0]'s %s",
+                  describe(in(0)));
+    return absl::OkStatus();
+  }
+  case Op::Reshape:
+    MD_RETURN_IF_ERROR(full(I(0)));
+    MD_RETURN_IF_ERROR(full(O(0)));
+    MD_RETURN_IF_ERROR(dtypeOf(O(0), I(0)));
+    if (out(0).numel() != in(0).numel())
+      return fail(O(0), "but a reshape keeps the %d elements of inputs[0]",
+                  in(0).numel());
+    return absl::OkStatus();
+  case Op::Transpose: {
+    MD_RETURN_IF_ERROR(full(I(0)));
+    Shape x = shapeOf(in(0)), y;
+    if (count(inst_.ints()) != x.size())
+      return failAttr("ints: a permutation of %d dims has %d entries", x.size(),
+                      count(inst_.ints()));
+    std::vector<bool> seen(x.size(), false);
+    for (uint32_t k = 0; k < x.size(); ++k) {
+      int64_t d = intAttr(k);
+      if (d >= static_cast<int64_t>(x.size()) || seen[d])
+        return failAttr("ints[%d]: %d repeats a dim or is not below rank %d", k,
+                        d, x.size());
+      seen[d] = true;
+      y.push_back(x[d]);
+    }
+    MD_RETURN_IF_ERROR(shapeIs(O(0), y));
+    return dtypeOf(O(0), I(0));
+  }
+  case Op::Arange: {
+    int64_t length = 0;
+    if (intAttr(0) >= intAttr(1) ||
+        __builtin_sub_overflow(intAttr(1), intAttr(0), &length))
+      return failAttr("ints: start %d is not below end %d", intAttr(0),
+                      intAttr(1));
+    MD_RETURN_IF_ERROR(fullInt(O(0)));
+    return shapeIs(O(0), {length});
+  }
+  case Op::Accumulate:
+    MD_RETURN_IF_ERROR(floating(I(0)));
+    MD_RETURN_IF_ERROR(floating(I(1)));
+    MD_RETURN_IF_ERROR(layoutOf(I(1), I(0)));
+    return typeOf(O(0), I(0));
+  case Op::AdamWUpdate: {
+    MD_RETURN_IF_ERROR(floating(I(0)));
+    MD_RETURN_IF_ERROR(floating(I(1)));
+    MD_RETURN_IF_ERROR(layoutOf(I(1), I(0)));
+    for (uint32_t k = 2; k < 4; ++k) {
+      MD_RETURN_IF_ERROR(layoutOf(I(k), I(0)));
+      if (in(k).dtype() != F32)
+        return fail(I(k), "but optimizer moments are f32");
+    }
+    MD_RETURN_IF_ERROR(scalar(I(4), {F32}));
+    MD_RETURN_IF_ERROR(scalar(I(5), {I64}));
+    MD_RETURN_IF_ERROR(typeOf(O(0), I(0)));
+    MD_RETURN_IF_ERROR(typeOf(O(1), I(2)));
+    MD_RETURN_IF_ERROR(typeOf(O(2), I(3)));
+    MD_RETURN_IF_ERROR(unitInterval(0, "beta1"));
+    MD_RETURN_IF_ERROR(unitInterval(1, "beta2"));
+    MD_RETURN_IF_ERROR(positiveFloat(2, "eps"));
+    return nonNegativeFloat(3, "weight_decay");
+  }
+  case Op::SgdUpdate: {
+    bool momentum = ins() == 5;
+    MD_RETURN_IF_ERROR(floating(I(0)));
+    MD_RETURN_IF_ERROR(floating(I(1)));
+    MD_RETURN_IF_ERROR(layoutOf(I(1), I(0)));
+    uint32_t lr = momentum ? 3 : 2;
+    if (momentum) {
+      MD_RETURN_IF_ERROR(layoutOf(I(2), I(0)));
+      if (in(2).dtype() != F32)
+        return fail(I(2), "but the momentum buffer is f32");
+      MD_RETURN_IF_ERROR(typeOf(O(1), I(2)));
+    }
+    MD_RETURN_IF_ERROR(scalar(I(lr), {F32}));
+    MD_RETURN_IF_ERROR(scalar(I(lr + 1), {I64}));
+    MD_RETURN_IF_ERROR(typeOf(O(0), I(0)));
+    MD_RETURN_IF_ERROR(nonNegativeFloat(0, "momentum"));
+    MD_RETURN_IF_ERROR(nonNegativeFloat(2, "weight_decay"));
+    if (momentum != (floatAttr(0) > 0))
+      return failAttr(
+          "a momentum buffer is an operand exactly when momentum %g > 0",
+          floatAttr(0));
+    if (intAttr(0) != 0 && (floatAttr(0) <= 0 || floatAttr(1) != 0))
+      return failAttr("nesterov needs momentum > 0 and dampening = 0");
+    return absl::OkStatus();
+  }
+  case Op::GlobalNorm:
+    for (uint32_t k = 0; k < ins(); ++k)
+      MD_RETURN_IF_ERROR(floating(I(k)));
+    return scalar(O(0), {F32});
+  case Op::Clip:
+    for (uint32_t k = 0; k + 1 < ins(); ++k) {
+      MD_RETURN_IF_ERROR(floating(I(k)));
+      MD_RETURN_IF_ERROR(typeOf(O(k), I(k)));
+    }
+    MD_RETURN_IF_ERROR(scalar(I(ins() - 1), {F32}));
+    return positiveFloat(0, "max_norm");
+  case Op::Cast:
+    MD_RETURN_IF_ERROR(floating(I(0)));
+    MD_RETURN_IF_ERROR(floating(O(0)));
+    return layoutOf(O(0), I(0));
+  case Op::Flatten: {
+    MD_RETURN_IF_ERROR(rankIs(O(0), 1));
+    int64_t total = 0;
+    for (uint32_t k = 0; k < ins(); ++k) {
+      MD_RETURN_IF_ERROR(full(I(k)));
+      MD_RETURN_IF_ERROR(dtypeOf(I(k), O(0)));
+      if (__builtin_add_overflow(total, in(k).numel(), &total))
+        return fail(I(k), "and the inputs' element count overflows");
+    }
+    if (total > out(0).numel())
+      return fail(O(0), "too small for the %d elements of the inputs", total);
+    return absl::OkStatus();
+  }
+  case Op::View: {
+    MD_RETURN_IF_ERROR(rankIs(I(0), 1));
+    MD_RETURN_IF_ERROR(full(O(0)));
+    MD_RETURN_IF_ERROR(dtypeOf(O(0), I(0)));
+    int64_t end = 0;
+    if (__builtin_add_overflow(intAttr(0), out(0).numel(), &end) ||
+        end > in(0).numel())
+      return fail(O(0),
+                  "which at offset %d runs past the %d elements of inputs[0]",
+                  intAttr(0), in(0).numel());
+    return absl::OkStatus();
+  }
+  case Op::ShardSlice: {
+    MD_RETURN_IF_ERROR(rankIs(I(0), 1));
+    MD_RETURN_IF_ERROR(dtypeOf(O(0), I(0)));
+    auto group = static_cast<fb::Group>(intAttr(0));
+    if (out(0).size_kind() != fb::SizeKind::Shard ||
+        out(0).numel() != in(0).numel() || out(0).group() != group)
+      return fail(O(0), "but must be shard(%d, %s)", in(0).numel(),
+                  GroupName(group));
+    return absl::OkStatus();
+  }
+  case Op::AllGather:
+  case Op::ReduceScatter:
+  case Op::AllReduce:
+  case Op::Broadcast:
+  case Op::Barrier:
+    return collective();
+  case Op::StateLoad:
+    return typeOf(O(0), I(0));
+  case Op::StateStore:
+    return typeOf(I(0), O(0));
+  case Op::Batch:
+    for (uint32_t k = 0; k < outs(); ++k)
+      MD_RETURN_IF_ERROR(full(O(k)));
+    return absl::OkStatus();
+  case Op::AccumScale:
+  case Op::Loss:
+    return scalar(O(0), {F32});
+  case Op::RecordLoss:
+    return scalar(I(0), {F32});
+  case Op::GradAccumulate:
+    if (out(0).role() != fb::StateRole::GradAcc)
+      return fail(O(0), "but grad_accumulate writes a grad_acc state");
+    MD_RETURN_IF_ERROR(floating(I(0)));
+    return layoutOf(I(0), O(0));
+  case Op::GradTotal:
+    if (in(1).role() != fb::StateRole::GradAcc)
+      return fail(I(1), "but grad_total reads a grad_acc state");
+    MD_RETURN_IF_ERROR(floating(I(0)));
+    MD_RETURN_IF_ERROR(layoutOf(I(0), I(1)));
+    return typeOf(O(0), I(1));
+  case Op::Step:
+  case Op::Epoch:
+  case Op::WorldSize:
+    return scalar(O(0), {I64});
+  case Op::Lr:
+    MD_RETURN_IF_ERROR(scalar(I(0), {I64}));
+    return scalar(O(0), {F32});
+  case Op::WallTime:
+    return scalar(O(0), {fb::DType::F64});
+  case Op::FileExists:
+    if (str(inst_.strings()->Get(0)).empty())
+      return failAttr("strings[0]: the path is empty");
+    return scalar(O(0), {fb::DType::Bool});
+  case Op::Constant:
+    return constant();
+  case Op::ScalarArith: {
+    for (uint32_t k = 0; k < ins(); ++k) {
+      MD_RETURN_IF_ERROR(scalar(I(k)));
+      MD_RETURN_IF_ERROR(dtypeOf(I(k), O(0)));
+    }
+    MD_RETURN_IF_ERROR(scalar(O(0)));
+    auto kind = static_cast<fb::ArithKind>(intAttr(0));
+    bool logical = kind == fb::ArithKind::And || kind == fb::ArithKind::Or ||
+                   kind == fb::ArithKind::Xor || kind == fb::ArithKind::Not;
+    if (logical && !isInteger(out(0).dtype()))
+      return fail(O(0), "but %s needs integers or bools",
+                  fb::EnumNameArithKind(kind));
+    return absl::OkStatus();
+  }
+  case Op::ScalarCompare:
+    MD_RETURN_IF_ERROR(scalar(I(0)));
+    MD_RETURN_IF_ERROR(scalar(I(1)));
+    MD_RETURN_IF_ERROR(dtypeOf(I(1), I(0)));
+    return scalar(O(0), {fb::DType::Bool});
+  case Op::ScalarConvert:
+    MD_RETURN_IF_ERROR(scalar(I(0)));
+    return scalar(O(0));
+  case Op::Evaluate: {
+    MD_RETURN_IF_ERROR(scalar(O(0), {F32}));
+    const fb::Block *body = plan_.blocks()->Get(inst_.blocks()->Get(0));
+    const fb::Instruction *yield =
+        body->instructions()->Get(count(body->instructions()) - 1);
+    const fb::Buffer &loss = *plan_.buffers()->Get(yield->inputs()->Get(0));
+    if (loss.size_kind() != fb::SizeKind::Full || loss.numel() != 1 ||
+        loss.dtype() != F32)
+      return failAttr(
+          "blocks[0]: the evaluation body yields %s, not an f32 loss",
+          describe(loss));
+    return absl::OkStatus();
+  }
+  case Op::If: {
+    MD_RETURN_IF_ERROR(scalar(I(0), {fb::DType::Bool}));
+    for (uint32_t k = 0; k < count(inst_.blocks()) && outs() > 0; ++k) {
+      const fb::Block *branch = plan_.blocks()->Get(inst_.blocks()->Get(k));
+      const fb::Instruction *yield =
+          branch->instructions()->Get(count(branch->instructions()) - 1);
+      for (uint32_t r = 0; r < outs(); ++r) {
+        const fb::Buffer &value =
+            *plan_.buffers()->Get(yield->inputs()->Get(r));
+        if (!sameLayout(value, out(r)) || value.dtype() != out(r).dtype())
+          return fail(O(r), "but blocks[%d] yields %s for it", k,
+                      describe(value));
+      }
+    }
+    return absl::OkStatus();
+  }
+  case Op::For:
+    MD_RETURN_IF_ERROR(scalar(I(0), {I64}));
+    MD_RETURN_IF_ERROR(scalar(I(1), {I64}));
+    return scalar(O(0), {I64});
+  case Op::Print:
+  case Op::Log:
+  case Op::Save:
+  case Op::Exit:
+  case Op::Every:
+  case Op::MicroSteps:
+  case Op::Yield:
+    return absl::OkStatus();
+  case Op::Invalid:
+    break;
+  }
+  return failAttr("no type rule for this opcode");
+}
+
+} // namespace
+
+absl::Status CheckOperandTypes(const fb::Plan &plan,
+                               const fb::Instruction &inst,
+                               const OpcodeInfo &info, absl::string_view path) {
+  return Rule(plan, inst, info, path).check();
+}
+
+absl::Status CheckWorldTypes(const fb::Plan &plan, const fb::Instruction &inst,
+                             const WorldBinding &world,
+                             absl::string_view path) {
+  auto group = static_cast<fb::Group>(inst.ints()->Get(0));
+  int64_t size = world.groupSize(group);
+  auto buffer =
+      [&](const flatbuffers::Vector<int32_t> *list) -> const fb::Buffer & {
+    return *plan.buffers()->Get(list->Get(0));
+  };
+  switch (inst.opcode()) {
+  case fb::Opcode::AllGather:
+  case fb::Opcode::ReduceScatter: {
+    bool gather = inst.opcode() == fb::Opcode::AllGather;
+    const fb::Buffer &part =
+        gather ? buffer(inst.inputs()) : buffer(inst.outputs());
+    const fb::Buffer &whole =
+        gather ? buffer(inst.outputs()) : buffer(inst.inputs());
+    if (part.size_kind() == fb::SizeKind::Shard)
+      return absl::OkStatus();
+    int64_t axis = inst.ints()->Get(gather ? 2 : 3);
+    int64_t expected = 0;
+    if (__builtin_mul_overflow(part.shape()->Get(axis), size, &expected) ||
+        expected != whole.shape()->Get(axis))
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: %s over %s (%d ranks at world size %d): dim %d of the %s buffer "
+          "is %d, not %d x "
+          "%d",
+          path, gather ? "all_gather" : "reduce_scatter", GroupName(group),
+          size, world.worldSize, axis, gather ? "gathered" : "scattered",
+          whole.shape()->Get(axis), size, part.shape()->Get(axis)));
+    return absl::OkStatus();
+  }
+  case fb::Opcode::Broadcast:
+    if (inst.ints()->Get(2) >= size)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s.ints[2]: broadcast root %d is not a rank of %s (%d ranks at "
+          "world size %d)",
+          path, inst.ints()->Get(2), GroupName(group), size, world.worldSize));
+    return absl::OkStatus();
+  default:
+    return absl::OkStatus();
+  }
+}
+
+} // namespace md::plan::detail

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs plan-load-fuzzer for SECONDS over a fresh seed corpus of example plans
+# written by md-plan-examples (the CTest test fuzz-plan-load). Fails on any
+# crash, leak, timeout or sanitizer report; the reproducer is left in
+# WORK_DIR/artifacts.
+#
+#   test/fuzz/run-plan-fuzzer.sh FUZZER MD_PLAN_EXAMPLES WORK_DIR SECONDS
+set -euo pipefail
+fuzzer=${1:?usage: run-plan-fuzzer.sh FUZZER MD_PLAN_EXAMPLES WORK_DIR SECONDS}
+examples=${2:?}
+work=${3:?}
+seconds=${4:?}
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$work"
+mkdir -p "$work/corpus" "$work/artifacts"
+"$examples" "$work/corpus"
+echo "run-plan-fuzzer: $(ls "$work/corpus" | wc -l) seed(s) in $work/corpus"
+exec "$fuzzer" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
+  -print_final_stats=1 -dict="$here/plan.dict" \
+  -artifact_prefix="$work/artifacts/" "$work/corpus"

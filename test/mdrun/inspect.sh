@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# mdrun --inspect on example plans (written by md-plan-examples) and on
+# corrupted copies: a report and exit 0 for good plans, one error line and
+# exit 1 for bad files and impossible world sizes, exit 2 for bad command
+# lines and for training, which is not implemented yet. Never a signal.
+#
+#   test/mdrun/inspect.sh MDRUN MD_PLAN_EXAMPLES WORK_DIR
+set -uo pipefail
+mdrun=${1:?usage: inspect.sh MDRUN MD_PLAN_EXAMPLES WORK_DIR}
+examples=${2:?}
+mdrun=$(cd "$(dirname "$mdrun")" && pwd)/$(basename "$mdrun")
+work=${3:?}
+rm -rf "$work" && mkdir -p "$work" || exit 1
+"$examples" "$work" || exit 1
+
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# expect STATUS PATTERN ARGS...: runs mdrun ARGS, checks the exit status and
+# that stdout+stderr match the extended regex PATTERN.
+expect() {
+  local status=$1 pattern=$2
+  shift 2
+  local out rc
+  out=$("$mdrun" "$@" 2>&1)
+  rc=$?
+  if [[ $rc -ne $status ]]; then
+    fail "mdrun $*: exit $rc, expected $status"$'\n'"$out"
+  elif ! grep -Eq -- "$pattern" <<<"$out"; then
+    fail "mdrun $*: output does not match /$pattern/"$'\n'"$out"
+  fi
+  if [[ $status -ne 0 ]]; then
+    local lines
+    lines=$("$mdrun" "$@" 2>&1 >/dev/null | grep -c '^mdrun: error: ')
+    [[ $lines -eq 1 ]] || fail "mdrun $*: expected one 'mdrun: error:' line, got $lines"
+  fi
+}
+
+good=$work/tiny-mlp.fb
+expect 0 'model +tiny_mlp' --inspect "$good"
+expect 0 'accumulation steps 2 at W = 2' --inspect "$good"
+expect 0 'reduce_scatter +1 +848 B +424 B' --inspect "$good"
+expect 0 'every 50 steps: evaluate "data/val.npy"' --inspect "$good"
+expect 0 'accumulation steps 1 at W = 4' --inspect "$good" --world-size 4
+expect 0 '"memory_per_rank": \{' --inspect "$good" --format=json
+expect 0 '"accumulation_steps": 4' --inspect "$good" --format json --world-size 1
+expect 0 'world size +2 \(pinned by the plan\)' --inspect "$work/tiny-mlp-pinned-2.fb"
+expect 0 'model +minimal' --inspect "$work/minimal.fb"
+
+# Bad files: truncated, another identifier, empty, missing, a directory.
+head -c 1000 "$good" >"$work/truncated.fb"
+expect 1 'truncated.fb: malformed plan file' --inspect "$work/truncated.fb"
+cp "$good" "$work/identifier.fb"
+printf 'JUNK' | dd of="$work/identifier.fb" bs=1 seek=4 conv=notrunc status=none
+expect 1 "not a plan file: file identifier 'JUNK', expected 'MDP1'" --inspect "$work/identifier.fb"
+: >"$work/empty.fb"
+expect 1 'empty.fb: not a plan file: 0 bytes' --inspect "$work/empty.fb"
+expect 1 'missing.fb: cannot open' --inspect "$work/missing.fb"
+expect 1 'cannot read: Is a directory' --inspect "$work"
+
+# World sizes the plan cannot run at.
+expect 1 'global_batch 16 is not a multiple of micro_batch 4 x world size 3' \
+  --inspect "$good" --world-size 3
+expect 1 'pinned to world size 2 and cannot run at 4' \
+  --inspect "$work/tiny-mlp-pinned-2.fb" --world-size 4
+
+# Command lines.
+expect 2 'not implemented yet: training lands with the CPU runtime' --gpus 2 "$good"
+expect 2 'not implemented yet' "$good"
+expect 2 '--inspect needs a value' --inspect
+expect 2 '--world-size zero: not a positive integer' --inspect "$good" --world-size zero
+expect 2 '--format xml: expected text or json' --inspect "$good" --format=xml
+expect 2 "--inspect takes no other arguments, got '--gpus'" --inspect "$good" --gpus 2
+out=$("$mdrun" --help) && grep -q '^usage: mdrun --inspect PLAN' <<<"$out" || fail "mdrun --help"
+
+# The example in docs/plan-format.md is this report, word for word.
+doc=$(cd "$(dirname "$0")/../.." && pwd)/docs/plan-format.md
+(cd "$work" && "$mdrun" --inspect tiny-mlp.fb) >"$work/inspect.txt"
+sed -n '/^    plan file     tiny-mlp.fb/,/^      every 100 steps/p' "$doc" | sed 's/^    //' \
+  >"$work/doc-example.txt"
+diff -u "$work/doc-example.txt" "$work/inspect.txt" ||
+  fail "docs/plan-format.md's mdrun --inspect example is out of date (diff above)"
+
+if [[ $failures -ne 0 ]]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "inspect.sh: all checks passed"

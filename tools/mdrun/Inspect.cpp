@@ -1,0 +1,525 @@
+//===- Inspect.cpp - mdrun --inspect: what a plan will do ---------------===//
+//
+// Both forms read the same facts: the loaded plan and plan::Summarize at
+// the chosen world size. JSON is built as an ordered tree of keys, so its
+// keys always come in the same order; text lays the facts out for reading.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/mdrun/Inspect.h"
+
+#include <cstdlib>
+#include <memory>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "runtime/plan/Loader.h"
+#include "runtime/plan/Schema.h"
+#include "runtime/plan/Summary.h"
+
+namespace md::mdrun {
+namespace {
+
+using fb::Plan;
+
+/// A JSON-like value: null, bool, integer, float, string, list or object
+/// (keys in insertion order).
+struct Value {
+  struct Object;
+  using List = std::vector<Value>;
+  std::variant<std::monostate, bool, int64_t, double, std::string, List,
+               std::shared_ptr<Object>>
+      v;
+  Value() = default;
+  Value(bool b) : v(b) {}
+  Value(int64_t i) : v(i) {}
+  Value(int32_t i) : v(static_cast<int64_t>(i)) {}
+  Value(uint32_t i) : v(static_cast<int64_t>(i)) {}
+  Value(double d) : v(d) {}
+  Value(std::string s) : v(std::move(s)) {}
+  Value(const char *s) : v(std::string(s)) {}
+  Value(absl::string_view s) : v(std::string(s)) {}
+  Value(List l) : v(std::move(l)) {}
+  Value(std::shared_ptr<Object> o) : v(std::move(o)) {}
+};
+struct Value::Object {
+  std::vector<std::pair<std::string, Value>> fields;
+  Object &add(std::string key, Value value) {
+    fields.emplace_back(std::move(key), std::move(value));
+    return *this;
+  }
+};
+using Object = Value::Object;
+std::shared_ptr<Object> object() { return std::make_shared<Object>(); }
+
+/// Escapes a string for JSON (bytes outside ASCII as \u00XX: plan names
+/// are not guaranteed to be UTF-8).
+std::string jsonString(absl::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    default:
+      if (c < 0x20 || c >= 0x7f)
+        absl::StrAppendFormat(&out, "\\u%04x", c);
+      else
+        out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+/// A string as text: control bytes escaped so a name cannot break a line.
+std::string printable(absl::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f)
+      absl::StrAppendFormat(&out, "\\x%02x", c);
+    else
+      out += static_cast<char>(c);
+  }
+  return out;
+}
+
+/// The shortest decimal that reads back as `d` (0.1, not 0.10000000000000001).
+std::string number(double d) {
+  for (int precision = 15; precision < 17; ++precision) {
+    std::string text = absl::StrFormat("%.*g", precision, d);
+    if (std::strtod(text.c_str(), nullptr) == d)
+      return text;
+  }
+  return absl::StrFormat("%.17g", d);
+}
+
+void writeJson(const Value &value, int indent, std::string &out) {
+  std::string pad(indent + 2, ' '), closePad(indent, ' ');
+  if (std::holds_alternative<std::monostate>(value.v)) {
+    out += "null";
+  } else if (auto *b = std::get_if<bool>(&value.v)) {
+    out += *b ? "true" : "false";
+  } else if (auto *i = std::get_if<int64_t>(&value.v)) {
+    absl::StrAppend(&out, *i);
+  } else if (auto *d = std::get_if<double>(&value.v)) {
+    out += number(*d);
+  } else if (auto *s = std::get_if<std::string>(&value.v)) {
+    out += jsonString(*s);
+  } else if (auto *l = std::get_if<Value::List>(&value.v)) {
+    if (l->empty()) {
+      out += "[]";
+      return;
+    }
+    out += "[\n";
+    for (size_t k = 0; k < l->size(); ++k) {
+      out += pad;
+      writeJson((*l)[k], indent + 2, out);
+      out += k + 1 < l->size() ? ",\n" : "\n";
+    }
+    out += closePad + "]";
+  } else {
+    const Object &o = *std::get<std::shared_ptr<Object>>(value.v);
+    if (o.fields.empty()) {
+      out += "{}";
+      return;
+    }
+    out += "{\n";
+    for (size_t k = 0; k < o.fields.size(); ++k) {
+      out += pad + jsonString(o.fields[k].first) + ": ";
+      writeJson(o.fields[k].second, indent + 2, out);
+      out += k + 1 < o.fields.size() ? ",\n" : "\n";
+    }
+    out += closePad + "}";
+  }
+}
+
+std::string bytesText(int64_t bytes) {
+  if (bytes < 1024)
+    return absl::StrCat(bytes, " B");
+  const char *units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes);
+  int u = -1;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  return absl::StrFormat("%.1f %s", v, units[u]);
+}
+
+std::string str(const flatbuffers::String *s) {
+  return s ? std::string(s->c_str(), s->size()) : std::string();
+}
+
+std::vector<std::string> strings(
+    const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>> *v) {
+  std::vector<std::string> out;
+  for (uint32_t i = 0; v && i < v->size(); ++i)
+    out.push_back(str(v->Get(i)));
+  return out;
+}
+
+Value list(const std::vector<std::string> &items) {
+  Value::List l;
+  for (const std::string &s : items)
+    l.emplace_back(s);
+  return l;
+}
+
+std::string lower(const char *name) { return absl::AsciiStrToLower(name); }
+
+/// Every fact of the report, as the JSON form's object.
+std::shared_ptr<Object> buildReport(const std::string &path,
+                                    const plan::LoadedPlan &loaded,
+                                    const plan::PlanSummary &summary) {
+  const Plan &p = loaded.plan();
+  const fb::Header &h = *p.header();
+  const fb::PlanOptions &o = *h.options();
+  const fb::Recipe &r = *p.recipe();
+  auto report = object();
+  report->add("file", path)
+      .add("file_bytes", static_cast<int64_t>(loaded.bytes().size()))
+      .add("identifier", fb::PlanIdentifier())
+      .add("schema_version", p.schema_version())
+      .add("model", str(h.model()));
+
+  auto planObj = object();
+  planObj->add("name", str(h.plan_name()))
+      .add("preset", str(h.preset()))
+      .add("shard", lower(fb::EnumNameShardKind(o.shard())))
+      .add("shard_group_size", h.shard_group_size())
+      .add("wrap", lower(fb::EnumNameWrapKind(o.wrap())))
+      .add("wrap_blocks", list(strings(o.wrap_blocks())))
+      .add("wrap_min_params", o.wrap_min_params());
+  auto precision = object();
+  precision->add("param", plan::DTypeName(o.param_dtype()))
+      .add("reduce", plan::DTypeName(o.reduce_dtype()))
+      .add("buffer", plan::DTypeName(o.buffer_dtype()))
+      .add("master", plan::DTypeName(o.master_dtype()));
+  auto prefetch = object();
+  prefetch->add("forward", o.prefetch_forward())
+      .add("backward",
+           lower(fb::EnumNamePrefetchBackward(o.prefetch_backward())));
+  planObj->add("precision", precision)
+      .add("bucket_cap", o.bucket_cap())
+      .add("prefetch", prefetch)
+      .add("reshard_after_forward", o.reshard_after_forward())
+      .add("checkpoint_activations", list(strings(o.checkpoint_activations())))
+      .add("pinned_world_size", h.world_size());
+  report->add("plan", planObj);
+
+  auto source = object();
+  source->add("file", str(h.source_file()))
+      .add("hash", absl::StrFormat("0x%016x", h.source_hash()))
+      .add("compiler", str(h.compiler_version()));
+  report->add("source", source);
+
+  const plan::WorldBinding &w = summary.world;
+  auto world = object();
+  world->add("world_size", w.worldSize)
+      .add("shard_group", w.shardGroupSize)
+      .add("replicate_group", w.replicateGroupSize)
+      .add("accumulation_steps", w.accumulationSteps);
+  report->add("world", world);
+
+  auto params = object();
+  params->add("count", summary.paramCount)
+      .add("elements", summary.paramElements)
+      .add("trainable_elements", summary.trainableElements)
+      .add("bytes", summary.paramBytes);
+  report->add("params", params);
+
+  Value::List units;
+  for (const plan::UnitSummary &u : summary.units) {
+    auto unit = object();
+    unit->add("id", u.id)
+        .add("name", u.name)
+        .add("numel", u.numel)
+        .add("params", u.params);
+    units.emplace_back(unit);
+  }
+  report->add("units", units);
+
+  auto program = object();
+  program->add("blocks", p.blocks()->size())
+      .add("step_instructions", summary.stepInstructions)
+      .add("hook_instructions", summary.hookInstructions)
+      .add("persistent_buffers", summary.persistentBuffers)
+      .add("transient_buffers", summary.transientBuffers)
+      .add("events", p.events() ? p.events()->size() : 0u);
+  report->add("program", program);
+
+  Value::List buckets;
+  for (const plan::BucketSummary &b : summary.buckets) {
+    auto bucket = object();
+    bucket->add("id", b.id)
+        .add("collectives", b.collectives)
+        .add("bytes", b.bytes)
+        .add("kinds", list(b.kinds));
+    buckets.emplace_back(bucket);
+  }
+  report->add("buckets", buckets);
+
+  const plan::MemoryReport &m = summary.memory;
+  auto memory = object();
+  memory->add("params", m.params)
+      .add("grads", m.grads)
+      .add("optimizer", m.optimizer)
+      .add("activations", m.activations)
+      .add("comm_buffers", m.commBuffers)
+      .add("peak", m.peak);
+  auto peakAt = object();
+  peakAt->add("block", m.peakBlock).add("instruction", m.peakInstruction);
+  memory->add("peak_at", peakAt);
+  report->add("memory_per_rank", memory);
+
+  auto collectives = object();
+  auto tally = [](const plan::CollectiveTally &t) {
+    auto o = object();
+    o->add("count", t.count).add("bytes", t.bytes).add("bus_bytes", t.busBytes);
+    return o;
+  };
+  for (const plan::CollectiveTally &t : summary.perStep)
+    collectives->add(t.kind, tally(t));
+  collectives->add("total", tally(summary.perStepTotal))
+      .add("conditional", summary.conditionalCollectives);
+  report->add("collectives_per_step", collectives);
+
+  auto recipe = object();
+  recipe->add("global_batch", r.global_batch())
+      .add("micro_batch", r.micro_batch())
+      .add("accumulation_steps", w.accumulationSteps);
+  const fb::Optimizer &opt = *r.optimizer();
+  auto optimizer = object();
+  optimizer->add("kind", lower(fb::EnumNameOptimizerKind(opt.kind())))
+      .add("lr", opt.lr());
+  if (opt.kind() == fb::OptimizerKind::AdamW)
+    optimizer->add("beta1", opt.beta1())
+        .add("beta2", opt.beta2())
+        .add("eps", opt.eps());
+  else
+    optimizer->add("momentum", opt.momentum())
+        .add("dampening", opt.dampening())
+        .add("nesterov", opt.nesterov());
+  optimizer->add("weight_decay", opt.weight_decay());
+  const fb::Schedule &sched = *r.schedule();
+  auto schedule = object();
+  schedule->add("kind", lower(fb::EnumNameScheduleKind(sched.kind())))
+      .add("warmup", sched.warmup())
+      .add("steps", sched.steps())
+      .add("min_lr", sched.min_lr());
+  recipe->add("optimizer", optimizer)
+      .add("schedule", schedule)
+      .add("clip_grad_norm", r.clip_grad_norm())
+      .add("seed", r.seed())
+      .add("sync_batch_norm", r.sync_batch_norm());
+  report->add("recipe", recipe);
+
+  const fb::DataSpec &d = *p.datasets()->Get(r.train_data());
+  auto data = object();
+  data->add("kind", lower(fb::EnumNameDataKind(d.kind())))
+      .add("path", str(d.path()))
+      .add("seed", d.seed());
+  auto sampler = object();
+  sampler->add("seed", r.sampler()->seed())
+      .add("reshuffle_each_epoch", r.sampler()->reshuffle_each_epoch())
+      .add("tail", lower(fb::EnumNameTailPolicy(r.sampler()->tail())));
+  data->add("sampler", sampler);
+  report->add("data", data);
+
+  Value::List hooks;
+  for (const plan::HookSummary &hk : summary.hooks) {
+    auto hook = object();
+    hook->add("every", hk.period)
+        .add("unit", hk.unit)
+        .add("actions", list(hk.actions))
+        .add("communicates", hk.communicates);
+    hooks.emplace_back(hook);
+  }
+  report->add("hooks", hooks);
+  return report;
+}
+
+/// The text form: the same facts, laid out for reading.
+std::string formatText(const std::string &path, const plan::LoadedPlan &loaded,
+                       const plan::PlanSummary &s) {
+  const Plan &p = loaded.plan();
+  const fb::Header &h = *p.header();
+  const fb::PlanOptions &o = *h.options();
+  const fb::Recipe &r = *p.recipe();
+  const plan::WorldBinding &w = s.world;
+  std::string out;
+  auto line = [&](auto &&...parts) { absl::StrAppend(&out, parts..., "\n"); };
+
+  line("plan file     ", printable(path), " (", loaded.bytes().size(),
+       " bytes, ", fb::PlanIdentifier(), " schema ", p.schema_version(), ")");
+  line("model         ", printable(str(h.model())));
+  std::string wrap = lower(fb::EnumNameWrapKind(o.wrap()));
+  if (o.wrap() == fb::WrapKind::Blocks)
+    absl::StrAppend(&wrap, "(",
+                    printable(absl::StrJoin(strings(o.wrap_blocks()), ", ")),
+                    ")");
+  else if (o.wrap() == fb::WrapKind::Size)
+    absl::StrAppend(&wrap, "(min_params = ", o.wrap_min_params(), ")");
+  std::string shard = lower(fb::EnumNameShardKind(o.shard()));
+  if (o.shard() == fb::ShardKind::Hybrid)
+    absl::StrAppend(&shard, "(shard_group = ", h.shard_group_size(), ")");
+  line("plan          ", printable(str(h.plan_name())), " (preset ",
+       printable(str(h.preset())), "): shard ", shard, ", wrap ", wrap);
+  line("              precision {param = ", plan::DTypeName(o.param_dtype()),
+       ", reduce = ", plan::DTypeName(o.reduce_dtype()),
+       ", buffer = ", plan::DTypeName(o.buffer_dtype()),
+       ", master = ", plan::DTypeName(o.master_dtype()), "}, bucket_cap ",
+       bytesText(o.bucket_cap()));
+  std::string checkpoint =
+      absl::StrJoin(strings(o.checkpoint_activations()), ", ");
+  line("              prefetch {forward = ",
+       o.prefetch_forward() ? "true" : "false", ", backward = ",
+       lower(fb::EnumNamePrefetchBackward(o.prefetch_backward())),
+       "}, reshard_after_forward ",
+       o.reshard_after_forward() ? "true" : "false",
+       ", checkpoint_activations ",
+       checkpoint.empty() ? "none" : printable(checkpoint));
+  line("source        ", printable(str(h.source_file())), " (hash ",
+       absl::StrFormat("0x%016x", h.source_hash()), "), compiled by ",
+       printable(str(h.compiler_version())));
+  line("world size    ", w.worldSize,
+       h.world_size() ? " (pinned by the plan)"
+                      : " (any; pass --world-size to choose)",
+       ": groups world ", w.worldSize, ", shard ", w.shardGroupSize,
+       ", replicate ", w.replicateGroupSize);
+  line("");
+  line("params        ", s.paramCount, " tensors, ", s.paramElements,
+       " elements (", s.trainableElements, " trainable), ",
+       bytesText(s.paramBytes));
+  line("units         ", s.units.size());
+  for (const plan::UnitSummary &u : s.units)
+    line(absl::StrFormat("  %-4d %-24s %12d elements, %d params", u.id,
+                         u.name.empty() ? "(root)" : printable(u.name), u.numel,
+                         u.params));
+  line("program       ", p.blocks()->size(), " blocks; step ",
+       s.stepInstructions, " instructions, hooks ", s.hookInstructions,
+       "; buffers ", s.persistentBuffers, " persistent, ", s.transientBuffers,
+       " transient; ", p.events() ? p.events()->size() : 0, " events");
+  line("buckets       ", s.buckets.size());
+  for (const plan::BucketSummary &b : s.buckets)
+    line(absl::StrFormat("  %-4s %3d collectives %12s  %s",
+                         b.id < 0 ? "none" : absl::StrCat(b.id), b.collectives,
+                         bytesText(b.bytes), absl::StrJoin(b.kinds, ", ")));
+  line("");
+  line("memory per rank at W = ", w.worldSize);
+  const plan::MemoryReport &m = s.memory;
+  auto mem = [&](const char *name, int64_t bytes) {
+    line(absl::StrFormat("  %-13s %12s  (%d bytes)", name, bytesText(bytes),
+                         bytes));
+  };
+  mem("params", m.params);
+  mem("grads", m.grads);
+  mem("optimizer", m.optimizer);
+  mem("activations", m.activations);
+  mem("comm_buffers", m.commBuffers);
+  mem("peak", m.peak);
+  if (m.peakBlock >= 0)
+    line("  (transient peak at blocks[", m.peakBlock, "].instructions[",
+         m.peakInstruction, "])");
+  line("");
+  line("collectives per step at W = ", w.worldSize, " (accumulation steps ",
+       w.accumulationSteps, ")");
+  line(absl::StrFormat("  %-15s %6s %14s %14s", "kind", "count", "bytes",
+                       "bus bytes"));
+  for (const plan::CollectiveTally &t : s.perStep)
+    line(absl::StrFormat("  %-15s %6d %14s %14s", t.kind, t.count,
+                         bytesText(t.bytes), bytesText(t.busBytes)));
+  line(absl::StrFormat("  %-15s %6d %14s %14s", "total", s.perStepTotal.count,
+                       bytesText(s.perStepTotal.bytes),
+                       bytesText(s.perStepTotal.busBytes)));
+  if (s.conditionalCollectives > 0)
+    line("  and ", s.conditionalCollectives,
+         " inside an if or for of the step (not counted)");
+  line("");
+  const fb::Optimizer &opt = *r.optimizer();
+  std::string optimizer =
+      opt.kind() == fb::OptimizerKind::AdamW
+          ? absl::StrFormat(
+                "adamw(lr = %g, betas = (%g, %g), eps = %g, weight_decay = %g)",
+                opt.lr(), opt.beta1(), opt.beta2(), opt.eps(),
+                opt.weight_decay())
+          : absl::StrFormat("sgd(lr = %g, momentum = %g, dampening = %g, "
+                            "weight_decay = %g%s)",
+                            opt.lr(), opt.momentum(), opt.dampening(),
+                            opt.weight_decay(),
+                            opt.nesterov() ? ", nesterov" : "");
+  const fb::Schedule &sched = *r.schedule();
+  line("recipe        global_batch ", r.global_batch(), ", micro_batch ",
+       r.micro_batch(), ", accumulation steps ", w.accumulationSteps,
+       " at W = ", w.worldSize);
+  line("              optimizer ", optimizer);
+  line("              schedule ", lower(fb::EnumNameScheduleKind(sched.kind())),
+       "(warmup = ", sched.warmup(), ", steps = ", sched.steps(),
+       ", min_lr = ", absl::StrFormat("%g", sched.min_lr()), ")");
+  line("              clip_grad_norm ",
+       r.clip_grad_norm() > 0 ? absl::StrFormat("%g", r.clip_grad_norm())
+                              : std::string("none"),
+       ", seed ", r.seed(), r.sync_batch_norm() ? ", sync_batch_norm" : "");
+  const fb::DataSpec &d = *p.datasets()->Get(r.train_data());
+  line("data          ", lower(fb::EnumNameDataKind(d.kind())),
+       d.kind() == fb::DataKind::Synthetic
+           ? absl::StrCat(" (seed ", d.seed(), ")")
+           : absl::StrCat(" \"", printable(str(d.path())), "\""),
+       "; sampler seed ", r.sampler()->seed(),
+       r.sampler()->reshuffle_each_epoch() ? ", reshuffled each epoch"
+                                           : ", same order each epoch",
+       ", tail ", lower(fb::EnumNameTailPolicy(r.sampler()->tail())));
+  line("hooks         ",
+       s.hooks.empty() ? std::string("none") : absl::StrCat(s.hooks.size()));
+  for (const plan::HookSummary &hk : s.hooks) {
+    std::string when = hk.period == 0
+                           ? "after every step"
+                           : absl::StrCat("every ", hk.period, " ", hk.unit);
+    line("  ", when, ": ", printable(absl::StrJoin(hk.actions, "; ")),
+         hk.communicates ? "  [communicates]" : "");
+  }
+  return out;
+}
+
+} // namespace
+
+absl::Status Inspect(const InspectOptions &options, std::string &out) {
+  plan::LoadOptions load;
+  load.worldSize = options.worldSize;
+  absl::StatusOr<plan::LoadedPlan> loaded =
+      plan::LoadPlanFile(options.planPath, load);
+  if (!loaded.ok())
+    return loaded.status();
+  int64_t worldSize = loaded->bound() ? loaded->world().worldSize : 2;
+  absl::StatusOr<plan::PlanSummary> summary =
+      plan::Summarize(*loaded, worldSize);
+  if (!summary.ok())
+    return absl::Status(summary.status().code(),
+                        absl::StrCat(options.planPath, ": at world size ",
+                                     worldSize, ": ",
+                                     summary.status().message()));
+  if (options.format == InspectFormat::Json) {
+    out.clear();
+    writeJson(buildReport(options.planPath, *loaded, *summary), 0, out);
+    out += "\n";
+  } else {
+    out = formatText(options.planPath, *loaded, *summary);
+  }
+  return absl::OkStatus();
+}
+
+} // namespace md::mdrun
