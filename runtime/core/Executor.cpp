@@ -161,6 +161,8 @@ Scalar decodeScalar(fb::DType t, const uint8_t *in) {
 }
 
 std::string formatValue(double v) {
+  if (std::isnan(v))
+    return "nan";
   if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15)
     return absl::StrFormat("%d", static_cast<int64_t>(v));
   return absl::StrFormat("%.6g", v);
@@ -357,16 +359,7 @@ absl::Status Executor::Impl::init(int64_t worldSize) {
     schedule_.steps = sched->steps();
     schedule_.minLr = sched->min_lr();
   }
-  if (options_.steps >= 0) {
-    steps_ = options_.steps;
-  } else if (schedule_.kind == LrSchedule::Kind::Constant ||
-             schedule_.steps <= 0 || schedule_.steps >= (int64_t(1) << 53)) {
-    return absl::InvalidArgumentError(
-        "the recipe's schedule does not say how many steps to train (a "
-        "constant schedule has no end): pass the step count (mdrun --steps N)");
-  } else {
-    steps_ = schedule_.steps;
-  }
+  MD_ASSIGN_OR_RETURN(steps_, StepsToRun(plan_, options_.steps));
 
   MD_ASSIGN_OR_RETURN(layout_, LayOutArenas(loaded_, world_));
   MD_RETURN_IF_ERROR(allocate());
@@ -2140,6 +2133,18 @@ absl::Status Executor::Impl::save(const fb::Instruction &inst) {
 //===----------------------------------------------------------------------===//
 // Executor
 //===----------------------------------------------------------------------===//
+
+absl::StatusOr<int64_t> StepsToRun(const fb::Plan &plan, int64_t steps) {
+  if (steps >= 0)
+    return steps;
+  const fb::Schedule *s = plan.recipe() ? plan.recipe()->schedule() : nullptr;
+  if (s == nullptr || s->kind() == fb::ScheduleKind::Constant ||
+      s->steps() <= 0 || s->steps() >= (int64_t(1) << 53))
+    return absl::InvalidArgumentError(
+        "the recipe's schedule does not say how many steps to train (a "
+        "constant schedule has no end): pass the step count (mdrun --steps N)");
+  return s->steps();
+}
 
 Executor::Executor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Executor::~Executor() = default;

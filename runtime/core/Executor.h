@@ -116,6 +116,11 @@ struct NamedTensor {
   std::vector<float> values;
 };
 
+/// The steps a run trains for: `steps` when it is >= 0, else the
+/// schedule's `steps` (InvalidArgument for a constant schedule, which has
+/// no end).
+absl::StatusOr<int64_t> StepsToRun(const fb::Plan &plan, int64_t steps);
+
 class Executor {
 public:
   /// Checks that `backend` and `comm` fit the plan at `worldSize` (the comm's
