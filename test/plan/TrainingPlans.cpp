@@ -484,4 +484,73 @@ PlanBuilder TrainingPlan(const TrainingPlanOptions &options) {
   return Builder(options).take();
 }
 
+std::vector<std::pair<std::string, std::vector<uint8_t>>> TrainingPlanFiles() {
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> files;
+  auto add = [&](const char *name, TrainingPlanOptions o) {
+    files.emplace_back(name, TrainingPlan(o).finish());
+  };
+  // The MLP under fsdp-full with the hooks of models/mlp.mdl: every 10
+  // steps the mean loss is logged (and a divergence stops training), every
+  // 50 an evaluation on held-out synthetic data; 100 steps.
+  TrainingPlanOptions fsdp;
+  fsdp.preset = Preset::FsdpFull;
+  fsdp.in = 32;
+  fsdp.hidden = 64;
+  fsdp.classes = 10;
+  fsdp.globalBatch = 64;
+  fsdp.microBatch = 16;
+  fsdp.lr = 0.01;
+  fsdp.warmup = 10;
+  fsdp.logEvery = 10;
+  fsdp.exitAbove = 100.0;
+  fsdp.evalEvery = 50;
+  fsdp.evalBatches = 4;
+  add("train-mlp-fsdp", fsdp);
+  TrainingPlanOptions ddp = fsdp;
+  ddp.preset = Preset::Ddp;
+  add("train-mlp-ddp", ddp);
+  // bf16 parameters and activations, f32 masters and reductions.
+  TrainingPlanOptions mixed = fsdp;
+  mixed.paramDtype = fb::DType::BF16;
+  add("train-mlp-fsdp-bf16", mixed);
+  // Long enough to kill a rank while it runs: a million steps.
+  TrainingPlanOptions endless = fsdp;
+  endless.steps = 1000000;
+  endless.evalEvery = 0;
+  add("train-mlp-long", endless);
+  // A constant schedule: no step count, mdrun needs --steps.
+  TrainingPlanOptions constant = fsdp;
+  constant.schedule = fb::ScheduleKind::Constant;
+  constant.warmup = 0;
+  add("train-mlp-constant", constant);
+  // Stops itself after 5 steps, saving a full checkpoint every 2.
+  TrainingPlanOptions stop = fsdp;
+  stop.exitAtStep = 5;
+  stop.saveEvery = 2;
+  stop.saveDir = "ckpt";
+  add("train-mlp-stop", stop);
+  // A learning rate that overflows the loss.
+  TrainingPlanOptions diverge = fsdp;
+  diverge.adamw = false;
+  diverge.lr = 1e30;
+  diverge.warmup = 0;
+  diverge.clip = 0;
+  diverge.logEvery = 0;
+  add("train-mlp-nan", diverge);
+  // A bigram model on a uint16 token file, data/tokens.bin.
+  TrainingPlanOptions tokens;
+  tokens.model = Model::Bigram;
+  tokens.preset = Preset::FsdpFull;
+  tokens.classes = 64;
+  tokens.seq = 32;
+  tokens.globalBatch = 16;
+  tokens.microBatch = 4;
+  tokens.lr = 0.05;
+  tokens.data = fb::DataKind::Tokens;
+  tokens.dataPath = "data/tokens.bin";
+  tokens.logEvery = 10;
+  add("train-bigram-tokens", tokens);
+  return files;
+}
+
 } // namespace md::plan::examples

@@ -25,6 +25,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "runtime/plan/PlanBuilder.h"
 
@@ -70,6 +72,10 @@ struct TrainingPlanOptions {
 
 /// The plan, liveness inferred; it loads as is.
 PlanBuilder TrainingPlan(const TrainingPlanOptions &options = {});
+
+/// Named training plans for mdrun's tests and demos ("train-mlp-fsdp",
+/// bytes), written to files by md-plan-examples.
+std::vector<std::pair<std::string, std::vector<uint8_t>>> TrainingPlanFiles();
 
 } // namespace md::plan::examples
 
