@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -336,6 +337,372 @@ TEST(ExecutorTest, OneAndTwoRanksAgreeAfterOneStep) {
   for (size_t i = 0; i < w[0].size(); ++i)
     EXPECT_NEAR(w[0][i], w[1][i], 1e-5 * std::max(1.0f, std::fabs(w[0][i])))
         << "element " << i;
+}
+
+TEST(ExecutorTest, AccumulationMatchesOneLargeBatch) {
+  // One rank: a global batch of 16 read as 4 micro-batches of 4 (A = 4)
+  // or as one of 16 (A = 1) is the same 16 samples and the same mean.
+  std::vector<float> w[2];
+  for (int k = 0; k < 2; ++k) {
+    Ranks ranks;
+    TrainingPlanOptions o;
+    o.preset = Preset::Single;
+    o.clip = 0;
+    o.microBatch = k == 0 ? 4 : 16;
+    ASSERT_EQ(ranks.train(TrainingPlan(o), 1, forSteps(3)), "");
+    w[k] = ranks.weights(0);
+  }
+  ASSERT_EQ(w[0].size(), w[1].size());
+  for (size_t i = 0; i < w[0].size(); ++i)
+    EXPECT_NEAR(w[0][i], w[1][i], 1e-5 * std::max(1.0f, std::fabs(w[0][i])))
+        << "element " << i;
+}
+
+TEST(ExecutorTest, RunsAreDeterministic) {
+  std::vector<float> w[2];
+  std::vector<double> loss[2];
+  for (int k = 0; k < 2; ++k) {
+    Ranks ranks;
+    TrainingPlanOptions o;
+    o.preset = Preset::FsdpFull;
+    ASSERT_EQ(ranks.train(TrainingPlan(o), 2, forSteps(10)), "");
+    w[k] = ranks.weights(0);
+    loss[k] = ranks.losses(1);
+  }
+  EXPECT_EQ(w[0], w[1]);
+  EXPECT_EQ(loss[0], loss[1]);
+}
+
+TEST(ExecutorTest, MixedPrecisionTrainsAndPresetsAgree) {
+  // bf16 parameters and activations, f32 masters and reductions: ddp keeps
+  // a full bf16 copy, fsdp-full all-gathers bf16 shards; the bits agree.
+  std::vector<float> w[2];
+  for (int k = 0; k < 2; ++k) {
+    Ranks ranks;
+    TrainingPlanOptions o;
+    o.preset = k == 0 ? Preset::Ddp : Preset::FsdpFull;
+    o.paramDtype = fb::DType::BF16;
+    ASSERT_EQ(ranks.train(TrainingPlan(o), 2, forSteps(30)), "");
+    std::vector<double> loss = ranks.losses(0);
+    EXPECT_LT(mean(loss, 25, 30), 0.6 * mean(loss, 0, 5));
+    w[k] = ranks.weights(0);
+  }
+  EXPECT_EQ(w[0], w[1]);
+}
+
+TEST(ExecutorTest, SgdTrains) {
+  Ranks ranks;
+  TrainingPlanOptions o;
+  o.preset = Preset::Ddp;
+  o.adamw = false;
+  o.lr = 0.1;
+  o.schedule = fb::ScheduleKind::Linear;
+  ASSERT_EQ(ranks.train(TrainingPlan(o), 2, forSteps(40)), "");
+  std::vector<double> loss = ranks.losses(0);
+  EXPECT_LT(mean(loss, 35, 40), 0.6 * mean(loss, 0, 5));
+}
+
+TEST(ExecutorTest, BigramLearnsTheSyntheticMarkovChain) {
+  // Each token has at most 4 successors with probabilities 0.6, 0.25, 0.1,
+  // 0.05: the best possible loss is their entropy, 1.06 nats, far below
+  // ln(64) = 4.16 of a uniform guess.
+  Ranks ranks;
+  TrainingPlanOptions o;
+  o.model = Model::Bigram;
+  o.preset = Preset::FsdpFull;
+  o.classes = 64;
+  o.seq = 16;
+  o.lr = 0.1;
+  o.clip = 0;
+  ASSERT_EQ(ranks.train(TrainingPlan(o), 2, forSteps(60)), "");
+  std::vector<double> loss = ranks.losses(0);
+  EXPECT_GT(loss.front(), 4.0);
+  EXPECT_LT(mean(loss, 55, 60), 2.0);
+}
+
+TEST(ExecutorTest, ReadsTokenFiles) {
+  // A token file whose every token is followed by (token * 7 + 3) % 50:
+  // a bigram model learns it to a loss near zero.
+  std::string dir =
+      absl::StrFormat("%s/md-exec-tokens-%d", ::testing::TempDir(), getpid());
+  ASSERT_TRUE(MakeDirectories(dir).ok());
+  std::string path = dir + "/train.bin";
+  std::vector<uint16_t> tokens(5000);
+  tokens[0] = 1;
+  for (size_t i = 1; i < tokens.size(); ++i)
+    tokens[i] = static_cast<uint16_t>((tokens[i - 1] * 7 + 3) % 50);
+  FILE *f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  std::fwrite(tokens.data(), 2, tokens.size(), f);
+  std::fclose(f);
+  Ranks ranks;
+  TrainingPlanOptions o;
+  o.model = Model::Bigram;
+  o.preset = Preset::Ddp;
+  o.classes = 64;
+  o.seq = 16;
+  o.lr = 0.1;
+  o.data = fb::DataKind::Tokens;
+  o.dataPath = path;
+  ASSERT_EQ(ranks.train(TrainingPlan(o), 2, forSteps(40)), "");
+  std::vector<double> loss = ranks.losses(0);
+  EXPECT_LT(mean(loss, 35, 40), 0.5);
+  std::remove(path.c_str());
+}
+
+void writeNpy(const std::string &path, const char *descr,
+              const std::string &shape, const void *data, size_t bytes) {
+  std::string header = absl::StrFormat(
+      "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape);
+  while ((10 + header.size() + 1) % 64 != 0)
+    header += ' ';
+  header += '\n';
+  FILE *f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  std::fwrite("\x93NUMPY\x01\x00", 1, 8, f);
+  uint16_t len = static_cast<uint16_t>(header.size());
+  std::fwrite(&len, 2, 1, f);
+  std::fwrite(header.data(), 1, header.size(), f);
+  std::fwrite(data, 1, bytes, f);
+  std::fclose(f);
+}
+
+TEST(ExecutorTest, ReadsNpyArraysOverEpochs) {
+  // 40 samples, y = (x0 > 0) + 2 (x1 > 0): 40 / (2 ranks x 4) = 5 batches
+  // per epoch, so 10 steps of 2 micro-batches per rank run 4 epochs.
+  std::string dir =
+      absl::StrFormat("%s/md-exec-npy-%d", ::testing::TempDir(), getpid());
+  ASSERT_TRUE(MakeDirectories(dir).ok());
+  std::vector<float> x(40 * 8);
+  std::vector<int32_t> y(40);
+  for (int i = 0; i < 40; ++i) {
+    for (int j = 0; j < 8; ++j)
+      x[i * 8 + j] = std::sin(1.7f * i + 0.3f * j + 0.1f * i * j);
+    y[i] = (x[i * 8] > 0 ? 1 : 0) + (x[i * 8 + 1] > 0 ? 2 : 0);
+  }
+  writeNpy(dir + "/train.0.npy", "<f4", "(40, 8)", x.data(), x.size() * 4);
+  writeNpy(dir + "/train.1.npy", "<i4", "(40,)", y.data(), y.size() * 4);
+  Ranks ranks;
+  TrainingPlanOptions o;
+  o.preset = Preset::FsdpFull;
+  o.data = fb::DataKind::Npy;
+  o.dataPath = dir + "/train.npy";
+  ASSERT_EQ(ranks.train(TrainingPlan(o), 2, forSteps(40)), "");
+  std::vector<double> loss = ranks.losses(0);
+  EXPECT_LT(mean(loss, 35, 40), 0.6 * mean(loss, 0, 5));
+  o.dataPath = dir + "/missing.npy";
+  std::string failure = ranks.train(TrainingPlan(o), 1, forSteps(1));
+  EXPECT_NE(failure.find("missing.0.npy: cannot open"), std::string::npos)
+      << failure;
+}
+
+TEST(ExecutorTest, HooksLogEvaluateAndExit) {
+  Ranks ranks;
+  TrainingPlanOptions o;
+  o.preset = Preset::FsdpFull;
+  o.logEvery = 5;
+  o.evalEvery = 10;
+  o.evalBatches = 3;
+  o.exitAtStep = 12;
+  RunOptions run = forSteps(100);
+  run.logEvery = 0;
+  ASSERT_EQ(ranks.train(TrainingPlan(o), 2, run), "");
+  RankRecord &r0 = ranks.rank(0);
+  EXPECT_EQ(r0.stepsDone, 12);
+  EXPECT_EQ(r0.stopped, 1);
+  EXPECT_EQ(ranks.rank(1).stepsDone, 12);
+  std::string logs = r0.logs;
+  // "train" every 5 steps, "val" every 10, the rank-0 print before exit.
+  EXPECT_NE(logs.find("5 train train="), std::string::npos) << logs;
+  EXPECT_NE(logs.find("10 train train="), std::string::npos) << logs;
+  EXPECT_NE(logs.find("10 val loss="), std::string::npos) << logs;
+  EXPECT_NE(logs.find("12 print stopping at step 12="), std::string::npos)
+      << logs;
+  EXPECT_EQ(logs.find("15 train"), std::string::npos) << logs;
+  EXPECT_EQ(ranks.rank(1).numLogs, 0) << "logs come from rank 0 only";
+  // The logged train loss is the ranks' mean of the step's loss.
+  double logged = 0;
+  ASSERT_EQ(std::sscanf(logs.c_str() + logs.find("5 train train=") + 14, "%lf",
+                        &logged),
+            1);
+  EXPECT_NEAR(logged, 0.5 * (ranks.rank(0).losses[4] + ranks.rank(1).losses[4]),
+              1e-4);
+}
+
+TEST(ExecutorTest, SavesFullAndShardedCheckpoints) {
+  std::string dir =
+      absl::StrFormat("%s/md-exec-ckpt-%d", ::testing::TempDir(), getpid());
+  for (bool sharded : {false, true}) {
+    Ranks ranks;
+    TrainingPlanOptions o;
+    o.preset = Preset::FsdpFull;
+    o.in = 9; // shards with padding
+    o.saveEvery = 3;
+    o.saveSharded = sharded;
+    o.saveDir = dir + (sharded ? "/sharded" : "/full");
+    RunOptions run = forSteps(6);
+    std::string final = dir + "/final.safetensors";
+    run.after = [final](Executor &exec) { (void)exec.SaveFull(final); };
+    ASSERT_EQ(ranks.train(TrainingPlan(o), 2, run), "");
+    if (!sharded) {
+      std::map<std::string, std::string> meta;
+      absl::StatusOr<std::vector<SafetensorsTensor>> t =
+          ReadSafetensors(o.saveDir + "/step_00000006.safetensors", &meta);
+      ASSERT_TRUE(t.ok()) << t.status();
+      ASSERT_EQ(t->size(), 4u);
+      EXPECT_EQ(meta["step"], "6");
+      // Tensors by name with their global shapes, the trained values.
+      std::vector<float> all;
+      for (const char *name :
+           {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}) {
+        auto it =
+            std::find_if(t->begin(), t->end(), [&](const SafetensorsTensor &x) {
+              return x.name == name;
+            });
+        ASSERT_NE(it, t->end()) << name;
+        EXPECT_EQ(it->dtype, "F32");
+        size_t n = it->data.size() / 4;
+        all.resize(all.size() + n);
+        std::memcpy(all.data() + all.size() - n, it->data.data(), n * 4);
+      }
+      EXPECT_EQ(all, ranks.weights(0));
+      EXPECT_TRUE(
+          ReadSafetensors(o.saveDir + "/step_00000003.safetensors").ok());
+      EXPECT_TRUE(ReadSafetensors(final).ok());
+    } else {
+      std::string step = o.saveDir + "/step_00000006";
+      EXPECT_EQ(access((step + "/meta.json").c_str(), F_OK), 0);
+      for (int r = 0; r < 2; ++r) {
+        absl::StatusOr<std::vector<SafetensorsTensor>> t = ReadSafetensors(
+            absl::StrFormat("%s/rank_%05d.safetensors", step, r));
+        ASSERT_TRUE(t.ok()) << t.status();
+        auto it =
+            std::find_if(t->begin(), t->end(), [](const SafetensorsTensor &x) {
+              return x.name == "u0.master";
+            });
+        ASSERT_NE(it, t->end());
+        EXPECT_EQ(it->shape, std::vector<int64_t>{114}); // ceil(228 / 2)
+      }
+      EXPECT_NE(access((step + ".tmp").c_str(), F_OK), 0);
+    }
+  }
+}
+
+TEST(ExecutorTest, ANanLossIsAnErrorNamingTheStep) {
+  Ranks ranks;
+  TrainingPlanOptions o;
+  o.preset = Preset::Ddp;
+  o.adamw = false;
+  o.lr = 1e30;
+  o.warmup = 0;
+  o.clip = 0;
+  std::string failure = ranks.train(TrainingPlan(o), 2, forSteps(10));
+  EXPECT_NE(failure.find("step 2: record_loss at blocks["), std::string::npos)
+      << failure;
+  EXPECT_NE(failure.find("the loss is "), std::string::npos) << failure;
+}
+
+TEST(ExecutorTest, RefusesACommOfTheWrongSize) {
+  Ranks ranks;
+  TrainingPlanOptions o;
+  o.pinnedWorldSize = 2;
+  std::string failure = ranks.train(TrainingPlan(o), 1, forSteps(1));
+  EXPECT_NE(failure.find("pinned to world size 2"), std::string::npos)
+      << failure;
+}
+
+//===----------------------------------------------------------------------===//
+// Pieces
+//===----------------------------------------------------------------------===//
+
+TEST(ArenaLayoutTest, TransientBuffersShareMemory) {
+  TrainingPlanOptions o;
+  o.preset = Preset::FsdpFull;
+  o.in = 9;
+  std::vector<uint8_t> bytes = TrainingPlan(o).finish();
+  absl::StatusOr<plan::LoadedPlan> loaded = plan::LoadPlan(bytes);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  absl::StatusOr<plan::WorldBinding> world = plan::BindWorldSize(*loaded, 2);
+  ASSERT_TRUE(world.ok());
+  absl::StatusOr<ArenaLayout> layout = LayOutArenas(*loaded, *world);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_LT(layout->transientBytes, layout->transientUnshared);
+  const fb::Plan &plan = loaded->plan();
+  int views = 0, gathers = 0;
+  for (uint32_t x = 0; x < plan.buffers()->size(); ++x) {
+    const BufferLayout &a = layout->buffers[x];
+    std::string name = plan.buffers()->Get(x)->name()->str();
+    if (name == "view") {
+      EXPECT_EQ(a.placement, Placement::Alias);
+      ++views;
+    }
+    if (name == "params.gathered") {
+      // Padded for the all-gather: 2 * ceil(228 / 2) f32 elements.
+      EXPECT_EQ(a.placement, Placement::Transient);
+      EXPECT_GE(a.capacity, 228 * 4);
+      ++gathers;
+    }
+    if (a.placement != Placement::Transient)
+      continue;
+    // No two transient buffers that are live together overlap.
+    for (uint32_t y = 0; y < x; ++y) {
+      const BufferLayout &b = layout->buffers[y];
+      if (b.placement != Placement::Transient || a.capacity == 0 ||
+          b.capacity == 0)
+        continue;
+      bool together = a.start <= b.end && b.start <= a.end;
+      bool overlap =
+          a.offset < b.offset + b.capacity && b.offset < a.offset + a.capacity;
+      EXPECT_FALSE(together && overlap) << "buffers " << x << " and " << y;
+    }
+  }
+  EXPECT_GT(views, 0);
+  EXPECT_GT(gathers, 0);
+  // A state load that nothing overwrites while it lives aliases the state.
+  for (uint32_t x = 0; x < plan.buffers()->size(); ++x)
+    if (plan.buffers()->Get(x)->name()->str() == "params.shard")
+      EXPECT_EQ(layout->buffers[x].placement, Placement::Alias);
+}
+
+TEST(LrScheduleTest, NanoGptFormulas) {
+  LrSchedule s;
+  s.kind = LrSchedule::Kind::Cosine;
+  s.lr = 6e-4;
+  s.minLr = 6e-5;
+  s.warmup = 10;
+  s.steps = 110;
+  EXPECT_DOUBLE_EQ(s.at(0), 6e-4 * 1 / 11);
+  EXPECT_DOUBLE_EQ(s.at(9), 6e-4 * 10 / 11);
+  EXPECT_DOUBLE_EQ(s.at(10), 6e-4);
+  EXPECT_NEAR(s.at(60), 6e-5 + 0.5 * (6e-4 - 6e-5), 1e-15);
+  EXPECT_DOUBLE_EQ(s.at(110), 6e-5);
+  EXPECT_DOUBLE_EQ(s.at(1000), 6e-5);
+  s.kind = LrSchedule::Kind::Linear;
+  EXPECT_NEAR(s.at(35), 6e-5 + 0.75 * (6e-4 - 6e-5), 1e-15);
+  s.kind = LrSchedule::Kind::Constant;
+  EXPECT_DOUBLE_EQ(s.at(5), 6e-4 * 6 / 11);
+  EXPECT_DOUBLE_EQ(s.at(1000), 6e-4);
+}
+
+TEST(SafetensorsTest, RoundTripsAndWritesAtomically) {
+  std::string path = absl::StrFormat("%s/md-st-%d/w.safetensors",
+                                     ::testing::TempDir(), getpid());
+  SafetensorsTensor a{"b\"quoted", "F32", {2, 3}, std::vector<uint8_t>(24, 7)};
+  SafetensorsTensor b{"a", "BF16", {5}, std::vector<uint8_t>(10, 9)};
+  ASSERT_TRUE(WriteSafetensors(path, {a, b}, {{"format", "pt"}}).ok());
+  std::map<std::string, std::string> meta;
+  absl::StatusOr<std::vector<SafetensorsTensor>> t =
+      ReadSafetensors(path, &meta);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->size(), 2u);
+  EXPECT_EQ((*t)[0].name, "a"); // name order
+  EXPECT_EQ((*t)[1].name, "b\"quoted");
+  EXPECT_EQ((*t)[1].shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ((*t)[1].data, a.data);
+  EXPECT_EQ(meta["format"], "pt");
+  SafetensorsTensor bad{"x", "F32", {3}, std::vector<uint8_t>(5)};
+  EXPECT_FALSE(WriteSafetensors(path, {bad}).ok());
+  EXPECT_TRUE(ReadSafetensors(path).ok()) << "a failed write replaced the file";
 }
 
 } // namespace
