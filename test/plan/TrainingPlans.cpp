@@ -38,7 +38,15 @@ private:
   bool mixed() const { return o_.paramDtype != DType::F32; }
   bool shardedMaster() const {
     return o_.preset == Preset::Zero1 || o_.preset == Preset::FsdpGradOp ||
-           o_.preset == Preset::FsdpFull;
+           o_.preset == Preset::FsdpFull || o_.preset == Preset::Hybrid;
+  }
+  /// fsdp-full and hybrid gather the parameters before each use.
+  bool gathers() const {
+    return o_.preset == Preset::FsdpFull || o_.preset == Preset::Hybrid;
+  }
+  /// The group the sharded state is split over.
+  Group stateGroup() const {
+    return o_.preset == Preset::Hybrid ? Group::Shard : Group::World;
   }
   DType p() const { return o_.paramDtype; }
 
@@ -47,7 +55,7 @@ private:
     return b_.addBuffer(PlanBuilder::full(name, dtype, std::move(shape)));
   }
   int32_t shard(const char *name, DType dtype = DType::F32) {
-    return b_.addBuffer(PlanBuilder::shard(name, dtype, n_, Group::World));
+    return b_.addBuffer(PlanBuilder::shard(name, dtype, n_, stateGroup()));
   }
   int32_t scalar(const char *name, DType dtype = DType::F32) {
     return full(name, {}, dtype);
@@ -83,6 +91,10 @@ private:
     case Preset::FsdpFull:
       opt.shard = fb::ShardKind::Full;
       break;
+    case Preset::Hybrid:
+      opt.shard = fb::ShardKind::Hybrid;
+      h.shard_group_size = o_.shardGroupSize;
+      break;
     }
     opt.wrap = fb::WrapKind::None;
     opt.param_dtype = p();
@@ -90,7 +102,7 @@ private:
     opt.bucket_cap = 25 << 20;
     opt.prefetch_forward = true;
     opt.prefetch_backward = fb::PrefetchBackward::Pre;
-    opt.reshard_after_forward = o_.preset == Preset::FsdpFull;
+    opt.reshard_after_forward = gathers();
   }
 
   void recipe() {
@@ -144,7 +156,7 @@ private:
     using fb::StateRole;
     auto master = [&](const char *name) {
       return shardedMaster()
-                 ? PlanBuilder::shard(name, DType::F32, n_, Group::World)
+                 ? PlanBuilder::shard(name, DType::F32, n_, stateGroup())
                  : PlanBuilder::full(name, DType::F32, {n_});
     };
     master_ = b_.addBuffer(
@@ -154,9 +166,8 @@ private:
           PlanBuilder::full("u0.params", p(), {n_}), StateRole::Params, unit_));
     else if (mixed())
       params_ = b_.addBuffer(PlanBuilder::state(
-          o_.preset == Preset::FsdpFull
-              ? PlanBuilder::shard("u0.params", p(), n_, Group::World)
-              : PlanBuilder::full("u0.params", p(), {n_}),
+          gathers() ? PlanBuilder::shard("u0.params", p(), n_, stateGroup())
+                    : PlanBuilder::full("u0.params", p(), {n_}),
           StateRole::Params, unit_));
     if (o_.adamw) {
       m_ = b_.addBuffer(
@@ -178,12 +189,12 @@ private:
     (void)phase;
     int32_t source = params_ >= 0 ? params_ : master_;
     DType t = params_ >= 0 ? p() : DType::F32;
-    if (o_.preset == Preset::FsdpFull) {
+    if (gathers()) {
       int32_t s = shard("params.shard", t);
       b_.add(block, Opcode::StateLoad, {source}, {s});
       int32_t flat = full("params.gathered", {n_}, t);
       b_.add(block, Opcode::AllGather, {s}, {flat}).ints = {
-          static_cast<int64_t>(Group::World), 0, 0};
+          static_cast<int64_t>(stateGroup()), 0, 0};
       return flat;
     }
     int32_t flat = full("params.flat", {n_}, t);
@@ -231,7 +242,7 @@ private:
     int32_t dl = full("dlogits", {B, C}, p());
     b_.add(block, Opcode::CrossEntropyGrad, {scale, logits, y}, {dl});
     int32_t gathered = flat;
-    if (o_.preset == Preset::FsdpFull) { // reshard_after_forward
+    if (gathers()) { // reshard_after_forward
       gathered = flatParams(block, "backward");
       w2 = view(block, gathered, H * D + H, {C, H});
     }
@@ -241,7 +252,7 @@ private:
                                                                            1};
     int32_t dh = full("dh", {B, H}, p());
     b_.add(block, Opcode::ReluGrad, {dr, h}, {dh});
-    if (o_.preset == Preset::FsdpFull)
+    if (gathers())
       w1 = view(block, gathered, 0, {H, D});
     int32_t dx = full("dx", {B, D}, p()), dw1 = full("dw1", {H, D}, p()),
             db1 = full("db1", {H}, p());
@@ -308,18 +319,28 @@ private:
     }
     case Preset::FsdpGradOp:
     case Preset::FsdpFull:
+    case Preset::Hybrid:
       grad = normShard = shard("grad.shard");
       b_.add(step, Opcode::ReduceScatter, {total}, {grad}).ints = {
-          static_cast<int64_t>(Group::World),
+          static_cast<int64_t>(stateGroup()),
           static_cast<int64_t>(fb::Reduction::Avg), 1, 0};
+      if (o_.preset == Preset::Hybrid) {
+        // Then the average of the shard groups' shards.
+        int32_t across = shard("grad.replicated");
+        b_.add(step, Opcode::AllReduce, {grad}, {across}).ints = {
+            static_cast<int64_t>(Group::Replicate),
+            static_cast<int64_t>(fb::Reduction::Avg), 1};
+        grad = normShard = across;
+      }
       break;
     }
     if (o_.clip > 0) {
       int32_t sq = scalar("norm.sq");
       b_.add(step, Opcode::GlobalNorm, {normShard}, {sq}).ints = {1};
       int32_t sum = scalar("norm.sq.sum");
+      // A shard group holds one copy of every gradient.
       b_.add(step, Opcode::AllReduce, {sq}, {sum}).ints = {
-          static_cast<int64_t>(Group::World),
+          static_cast<int64_t>(stateGroup()),
           static_cast<int64_t>(fb::Reduction::Sum), 2};
       int32_t norm = scalar("norm");
       b_.add(step, Opcode::Sqrt, {sum}, {norm});
@@ -476,6 +497,8 @@ const char *PresetName(Preset preset) {
     return "fsdp-grad-op";
   case Preset::FsdpFull:
     return "fsdp-full";
+  case Preset::Hybrid:
+    return "fsdp-hybrid";
   }
   return "?";
 }

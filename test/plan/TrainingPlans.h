@@ -14,9 +14,10 @@
 //           i32[B, T]); one unit (a token model that can learn a Markov
 //           chain exactly)
 //
-// under `single`, `ddp`, `zero1`, `fsdp-grad-op` and `fsdp-full`, in f32 or
-// with bf16 parameters (mixed precision: a bf16 `params` state, f32 masters
-// and reductions).
+// under `single`, `ddp`, `zero1`, `fsdp-grad-op`, `fsdp-full` and
+// `fsdp-hybrid` (full sharding inside shard groups, gradients then averaged
+// across them), in f32 or with bf16 parameters (mixed precision: a bf16
+// `params` state, f32 masters and reductions).
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,7 +33,7 @@
 
 namespace md::plan::examples {
 
-enum class Preset { Single, Ddp, Zero1, FsdpGradOp, FsdpFull };
+enum class Preset { Single, Ddp, Zero1, FsdpGradOp, FsdpFull, Hybrid };
 const char *PresetName(Preset preset);
 
 enum class Model { Mlp, Bigram };
@@ -44,6 +45,7 @@ struct TrainingPlanOptions {
   int64_t in = 8, hidden = 16, classes = 4, seq = 8;
   int64_t globalBatch = 16, microBatch = 4;
   int64_t pinnedWorldSize = 0;
+  int64_t shardGroupSize = 2; // hybrid
   /// F32, or BF16 for mixed precision (ddp and fsdp-full).
   fb::DType paramDtype = fb::DType::F32;
   bool adamw = true; // else sgd with momentum 0.9
