@@ -637,6 +637,198 @@ TEST(ExecutorTest, RefusesACommOfTheWrongSize) {
       << failure;
 }
 
+/// A plan whose step block runs every kernel opcode once on small shapes
+/// (forward ops, their gradients, the optimizer updates, the buffer ops),
+/// for the executor's argument mapping: a swapped operand or attribute
+/// fails a kernel's shape check or turns the loss non-finite.
+plan::PlanBuilder EveryKernelPlan() {
+  using fb::DType;
+  using fb::Opcode;
+  plan::PlanBuilder b;
+  b.header().model = "every_kernel";
+  b.header().plan_name = b.header().preset = "single";
+  b.header().world_size = 1;
+  fb::PlanOptionsT &opt = *b.header().options;
+  opt.param_dtype = opt.reduce_dtype = opt.buffer_dtype = opt.master_dtype =
+      DType::F32;
+  opt.bucket_cap = 1 << 20;
+  b.recipe().global_batch = 2;
+  b.recipe().micro_batch = 2;
+  b.recipe().optimizer->lr = 0.1;
+  b.recipe().optimizer->beta1 = 0.9;
+  b.recipe().optimizer->beta2 = 0.99;
+  b.recipe().optimizer->eps = 1e-8;
+  b.recipe().schedule->steps = 10;
+  b.recipe().train_data = b.addDataset(fb::DataKind::Synthetic, "", 3);
+  int32_t step = b.addBlock(fb::BlockKind::Step);
+  b.setStepBlock(step);
+  auto buf = [&](const char *name, std::vector<int64_t> shape,
+                 DType t = DType::F32) {
+    return b.addBuffer(plan::PlanBuilder::full(name, t, std::move(shape)));
+  };
+  auto add = [&](Opcode op, std::vector<int32_t> in,
+                 std::vector<int32_t> out) -> fb::InstructionT & {
+    return b.add(step, op, in, out);
+  };
+  auto constant = [&](const char *name, std::vector<int64_t> shape) {
+    int32_t x = buf(name, shape);
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    std::vector<double> v;
+    for (int64_t i = 0; i < n; ++i)
+      v.push_back(0.05 * static_cast<double>((i * 7) % 11) - 0.2);
+    add(Opcode::Constant, {}, {x}).floats = v;
+    return x;
+  };
+  const int64_t B = 2, T = 4, C = 8, V = 16;
+  int32_t x = buf("x", {B, T, C}), ids = buf("ids", {B, T}, DType::I32);
+  add(Opcode::Batch, {}, {x, ids}).ints = {0};
+  int32_t gamma = constant("gamma", {C}), beta = constant("beta", {C});
+  int32_t w = constant("w", {C, C}), bias = constant("bias", {C});
+  int32_t table = constant("table", {V, C}), wout = constant("wout", {V, C});
+
+  int32_t ln = buf("ln", {B, T, C});
+  add(Opcode::LayerNorm, {x, gamma, beta}, {ln}).floats = {1e-5};
+  int32_t q = buf("q", {B, T, C});
+  add(Opcode::Matmul, {ln, w, bias}, {q}).ints = {0, 1};
+  int32_t att = buf("att", {B, T, C});
+  add(Opcode::CausalAttention, {q, q, q}, {att}).ints = {2};
+  int32_t ge = buf("gelu", {B, T, C});
+  add(Opcode::Gelu, {att}, {ge}).ints = {1};
+  int32_t re = buf("relu", {B, T, C});
+  add(Opcode::Relu, {ge}, {re});
+  int32_t rms = buf("rms", {B, T, C});
+  add(Opcode::RmsNorm, {re, gamma}, {rms}).floats = {1e-6};
+  int32_t bn = buf("bn", {B, T, C}), mean = buf("bn.mean", {C}),
+          invstd = buf("bn.invstd", {C});
+  add(Opcode::BatchNorm, {rms, gamma, beta}, {bn, mean, invstd}).floats = {
+      1e-5};
+  int32_t emb = buf("emb", {B, T, C});
+  add(Opcode::Embedding, {table, ids}, {emb});
+  int32_t s1 = buf("s1", {B, T, C}), s2 = buf("s2", {B, T, C}),
+          s3 = buf("s3", {B, T, C}), s4 = buf("s4", {B, T, C});
+  add(Opcode::Add, {bn, emb}, {s1});
+  add(Opcode::Sub, {s1, beta}, {s2});
+  add(Opcode::Mul, {s2, x}, {s3});
+  add(Opcode::Scale, {s3}, {s4}).floats = {0.5};
+  int32_t logits = buf("logits", {B, T, V});
+  add(Opcode::Matmul, {s4, wout}, {logits}).ints = {0, 1};
+  int32_t loss = buf("loss", {});
+  add(Opcode::CrossEntropy, {logits, ids}, {loss}).ints = {3};
+  add(Opcode::RecordLoss, {loss}, {});
+  int32_t sm = buf("softmax", {B, T, V});
+  add(Opcode::Softmax, {logits}, {sm}).ints = {-1};
+  int32_t tr = buf("transpose", {B, V, T});
+  add(Opcode::Transpose, {sm}, {tr}).ints = {0, 2, 1};
+  int32_t rs = buf("reshape", {B, V * T});
+  add(Opcode::Reshape, {tr}, {rs});
+  int32_t mn = buf("mean", {B});
+  add(Opcode::Mean, {rs}, {mn}).ints = {0, 1};
+  int32_t total = buf("sum", {1});
+  add(Opcode::Sum, {mn}, {total}).ints = {1, 0};
+
+  // Gradients.
+  int32_t one = buf("one", {});
+  add(Opcode::Constant, {}, {one}).floats = {1.0};
+  int32_t dl = buf("dlogits", {B, T, V});
+  add(Opcode::CrossEntropyGrad, {one, logits, ids}, {dl}).ints = {3};
+  int32_t ds4 = buf("ds4", {B, T, C}), dwout = buf("dwout", {V, C});
+  add(Opcode::MatmulGrad, {dl, s4, wout}, {ds4, dwout}).ints = {0, 1};
+  int32_t dtable = buf("dtable", {V, C});
+  add(Opcode::EmbeddingGrad, {ds4, ids}, {dtable}).ints = {V};
+  int32_t dbn = buf("dbn", {B, T, C}), dg1 = buf("dg1", {C}),
+          db1 = buf("db1", {C});
+  add(Opcode::BatchNormGrad, {ds4, rms, gamma, mean, invstd}, {dbn, dg1, db1});
+  int32_t drms = buf("drms", {B, T, C}), dg2 = buf("dg2", {C});
+  add(Opcode::RmsNormGrad, {dbn, re, gamma}, {drms, dg2}).floats = {1e-6};
+  int32_t dre = buf("dre", {B, T, C});
+  add(Opcode::ReluGrad, {drms, ge}, {dre});
+  int32_t dge = buf("dge", {B, T, C});
+  add(Opcode::GeluGrad, {dre, att}, {dge}).ints = {1};
+  int32_t dq = buf("dq", {B, T, C}), dk = buf("dk", {B, T, C}),
+          dv = buf("dv", {B, T, C});
+  add(Opcode::CausalAttentionGrad, {dge, q, q, q}, {dq, dk, dv}).ints = {2};
+  int32_t acc = buf("acc", {B, T, C}), acc2 = buf("acc2", {B, T, C});
+  add(Opcode::Accumulate, {dq, dk}, {acc});
+  add(Opcode::Accumulate, {acc, dv}, {acc2});
+  int32_t dln = buf("dln", {B, T, C}), dw = buf("dw", {C, C}),
+          dbias = buf("dbias", {C});
+  add(Opcode::MatmulGrad, {acc2, ln, w}, {dln, dw, dbias}).ints = {0, 1};
+  int32_t dx = buf("dx", {B, T, C}), dg3 = buf("dg3", {C}),
+          db3 = buf("db3", {C});
+  add(Opcode::LayerNormGrad, {dln, x, gamma}, {dx, dg3, db3}).floats = {1e-5};
+  int32_t dsm = buf("dsm", {B, T, V});
+  add(Opcode::SoftmaxGrad, {dl, sm}, {dsm}).ints = {-1};
+  int32_t drs = buf("drs", {B, V * T});
+  add(Opcode::MeanGrad, {mn}, {drs}).ints = {0, 1};
+  int32_t dmn = buf("dmn", {B});
+  add(Opcode::SumGrad, {total}, {dmn}).ints = {1, 0};
+  int32_t summed = buf("sum_to", {V});
+  add(Opcode::SumTo, {dl}, {summed});
+  int32_t range = buf("arange", {T}, DType::I64);
+  add(Opcode::Arange, {}, {range}).ints = {0, T};
+  int32_t half = buf("x.bf16", {B, T, C}, DType::BF16),
+          back = buf("x.back", {B, T, C});
+  add(Opcode::Cast, {x}, {half});
+  add(Opcode::Cast, {half}, {back});
+
+  // Buffers and the optimizer on a flat gradient.
+  const int64_t N = C * C + C;
+  int32_t flat = buf("flat", {N + 4});
+  add(Opcode::Flatten, {dw, dbias}, {flat});
+  int32_t tail = buf("view", {C});
+  add(Opcode::View, {flat}, {tail}).ints = {C * C};
+  int32_t shard = b.addBuffer(
+      plan::PlanBuilder::shard("slice", DType::F32, N + 4, fb::Group::World));
+  add(Opcode::ShardSlice, {flat}, {shard}).ints = {0};
+  int32_t sq = buf("norm.sq", {}), norm = buf("norm", {});
+  add(Opcode::GlobalNorm, {shard, tail}, {sq}).ints = {1};
+  add(Opcode::Sqrt, {sq}, {norm});
+  int32_t clipped = buf("clipped", {N + 4}),
+          tailClipped = buf("tail.clipped", {C});
+  add(Opcode::Clip, {flat, tail, norm}, {clipped, tailClipped}).floats = {0.5};
+  int32_t param = constant("param", {N + 4});
+  int32_t lr = buf("lr", {}), st = buf("step", {}, DType::I64),
+          st1 = buf("step1", {}, DType::I64), c1 = buf("c1", {}, DType::I64);
+  add(Opcode::Step, {}, {st});
+  add(Opcode::Constant, {}, {c1}).ints = {1};
+  add(Opcode::ScalarArith, {st, c1}, {st1}).ints = {
+      static_cast<int64_t>(fb::ArithKind::Add)};
+  add(Opcode::Lr, {st}, {lr});
+  int32_t zeros = buf("zeros", {N + 4});
+  add(Opcode::Scale, {param}, {zeros}).floats = {0.0};
+  int32_t p1 = buf("p1", {N + 4}), m1 = buf("m1", {N + 4}),
+          v1 = buf("v1", {N + 4});
+  add(Opcode::AdamWUpdate, {param, clipped, zeros, zeros, lr, st1},
+      {p1, m1, v1})
+      .floats = {0.9, 0.99, 1e-8, 0.01};
+  int32_t p2 = buf("p2", {N + 4}), mom = buf("mom", {N + 4});
+  fb::InstructionT &sgd =
+      add(Opcode::SgdUpdate, {p1, clipped, zeros, lr, st1}, {p2, mom});
+  sgd.floats = {0.9, 0.0, 0.0};
+  sgd.ints = {1};
+  int32_t check = buf("check", {});
+  add(Opcode::GlobalNorm,
+      {p2, mom, m1, v1, dg1, db1, dg2, dg3, db3, dtable, dwout, dsm, drs, dmn,
+       summed, back, dx},
+      {check})
+      .ints = {0};
+  add(Opcode::RecordLoss, {check}, {});
+  if (!b.inferLiveness().ok())
+    std::abort();
+  return b;
+}
+
+TEST(ExecutorTest, EveryKernelOpcodeRuns) {
+  Ranks ranks;
+  ASSERT_EQ(ranks.train(EveryKernelPlan(), 1, forSteps(2)), "");
+  std::vector<double> loss = ranks.losses(0);
+  ASSERT_EQ(loss.size(), 2u);
+  for (double l : loss)
+    EXPECT_TRUE(std::isfinite(l) && l > 0) << l;
+}
+
 //===----------------------------------------------------------------------===//
 // Pieces
 //===----------------------------------------------------------------------===//
