@@ -829,6 +829,117 @@ TEST(ExecutorTest, EveryKernelOpcodeRuns) {
     EXPECT_TRUE(std::isfinite(l) && l > 0) << l;
 }
 
+/// A plan whose hooks exercise control flow and the collectives the
+/// training plans do not: for, if/else with results, broadcast, barrier, and
+/// all-gather / reduce-scatter along an inner axis. The step reads a batch
+/// and records the mean of x as the loss, so every rank's loss differs.
+plan::PlanBuilder ControlPlan() {
+  using fb::DType;
+  using fb::Opcode;
+  plan::PlanBuilder b;
+  b.header().model = "control";
+  b.header().plan_name = b.header().preset = "ddp";
+  fb::PlanOptionsT &opt = *b.header().options;
+  opt.param_dtype = opt.reduce_dtype = opt.buffer_dtype = opt.master_dtype =
+      DType::F32;
+  opt.bucket_cap = 1 << 20;
+  b.recipe().global_batch = 4;
+  b.recipe().micro_batch = 2;
+  b.recipe().optimizer->lr = 0.1;
+  b.recipe().optimizer->beta1 = 0.9;
+  b.recipe().optimizer->beta2 = 0.99;
+  b.recipe().optimizer->eps = 1e-8;
+  b.recipe().schedule->steps = 10;
+  b.recipe().train_data = b.addDataset(fb::DataKind::Synthetic, "", 3);
+  int32_t step = b.addBlock(fb::BlockKind::Step);
+  b.setStepBlock(step);
+  auto buf = [&](const char *name, std::vector<int64_t> shape,
+                 DType t = DType::F32) {
+    return b.addBuffer(plan::PlanBuilder::full(name, t, std::move(shape)));
+  };
+  int32_t x = buf("x", {2, 3});
+  b.add(step, Opcode::Batch, {}, {x}).ints = {0};
+  int32_t mx = buf("mean", {});
+  b.add(step, Opcode::Mean, {x}, {mx}).ints = {0, 0, 1};
+  b.add(step, Opcode::RecordLoss, {mx});
+
+  int32_t hooks = b.addBlock(fb::BlockKind::Hooks);
+  b.setHooksBlock(hooks);
+  auto group = [](fb::Group g) { return static_cast<int64_t>(g); };
+  // for i in 0..3 { print("iteration", i) }
+  int32_t lb = buf("lb", {}, DType::I64), ub = buf("ub", {}, DType::I64),
+          iv = buf("iv", {}, DType::I64);
+  b.add(hooks, Opcode::Constant, {}, {lb}).ints = {0};
+  b.add(hooks, Opcode::Constant, {}, {ub}).ints = {3};
+  int32_t body = b.addBlock(fb::BlockKind::ForBody);
+  b.add(hooks, Opcode::For, {lb, ub}, {iv}).blocks = {body};
+  b.add(body, Opcode::Print, {iv}).strings = {"iteration"};
+  // branch = step >= 2 ? 1.5 : 2.5
+  int32_t st = buf("step", {}, DType::I64), two = buf("two", {}, DType::I64),
+          cond = buf("cond", {}, DType::Bool), branch = buf("branch", {});
+  b.add(hooks, Opcode::Step, {}, {st});
+  b.add(hooks, Opcode::Constant, {}, {two}).ints = {2};
+  b.add(hooks, Opcode::ScalarCompare, {st, two}, {cond}).ints = {
+      static_cast<int64_t>(fb::CompareKind::Ge)};
+  int32_t thenB = b.addBlock(fb::BlockKind::Then);
+  int32_t elseB = b.addBlock(fb::BlockKind::Else);
+  int32_t a = buf("a", {}), c = buf("c", {});
+  b.add(thenB, Opcode::Constant, {}, {a}).floats = {1.5};
+  b.add(thenB, Opcode::Yield, {a});
+  b.add(elseB, Opcode::Constant, {}, {c}).floats = {2.5};
+  b.add(elseB, Opcode::Yield, {c});
+  b.add(hooks, Opcode::If, {cond}, {branch}).blocks = {thenB, elseB};
+  b.add(hooks, Opcode::Log, {branch}).strings = {"branch"};
+  // Rank 1's loss, broadcast.
+  int32_t loss = buf("loss", {}), bcast = buf("bcast", {});
+  b.add(hooks, Opcode::Loss, {}, {loss});
+  b.add(hooks, Opcode::Broadcast, {loss}, {bcast}).ints = {
+      group(fb::Group::World), -1, 1};
+  b.add(hooks, Opcode::Log, {bcast}).strings = {"bcast"};
+  b.add(hooks, Opcode::Barrier).ints = {group(fb::Group::World), -1};
+  // [2, 3] = loss * k, gathered along axis 1 into [2, 6], reduce-scattered
+  // back (sum) along axis 1.
+  int32_t k = buf("k", {2, 3}), part = buf("part", {2, 3}),
+          whole = buf("whole", {2, 6}), back = buf("back", {2, 3});
+  b.add(hooks, Opcode::Constant, {}, {k}).floats = {1, 2, 3, 4, 5, 6};
+  b.add(hooks, Opcode::Mul, {k, loss}, {part});
+  b.add(hooks, Opcode::AllGather, {part}, {whole}).ints = {
+      group(fb::Group::World), -1, 1};
+  b.add(hooks, Opcode::ReduceScatter, {whole}, {back}).ints = {
+      group(fb::Group::World), static_cast<int64_t>(fb::Reduction::Sum), -1, 1};
+  b.add(hooks, Opcode::Log, {whole, back}).strings = {"axis", "whole", "back"};
+  if (!b.inferLiveness().ok())
+    std::abort();
+  return b;
+}
+
+TEST(ExecutorTest, ControlFlowAndInnerAxisCollectives) {
+  Ranks ranks;
+  ASSERT_EQ(ranks.train(ControlPlan(), 2, forSteps(2)), "");
+  std::string logs = ranks.rank(0).logs;
+  double l0 = ranks.rank(0).losses[1], l1 = ranks.rank(1).losses[1];
+  EXPECT_NE(logs.find("1 print iteration 0=0;1 print iteration 1=0;1 print "
+                      "iteration 2=0;"),
+            std::string::npos)
+      << logs;
+  EXPECT_NE(logs.find("1 branch branch=2.5;"), std::string::npos) << logs;
+  EXPECT_NE(logs.find("2 branch branch=1.5;"), std::string::npos) << logs;
+  EXPECT_NE(logs.find(absl::StrFormat("2 bcast bcast=%.6g;", l1)),
+            std::string::npos)
+      << logs;
+  // whole = [l0 k | l1 k] row by row; back = rank 0's block of 2 * whole.
+  std::string want = "2 axis";
+  const float kk[6] = {1, 2, 3, 4, 5, 6};
+  for (int r = 0; r < 2; ++r)
+    for (int j = 0; j < 6; ++j)
+      want +=
+          absl::StrFormat(" whole[%d]=%.6g", r * 6 + j,
+                          (j < 3 ? float(l0) : float(l1)) * kk[r * 3 + j % 3]);
+  for (int i = 0; i < 6; ++i)
+    want += absl::StrFormat(" back[%d]=%.6g", i, 2 * (float(l0) * kk[i]));
+  EXPECT_NE(logs.find(want), std::string::npos) << logs << "\nwant " << want;
+}
+
 //===----------------------------------------------------------------------===//
 // Pieces
 //===----------------------------------------------------------------------===//
