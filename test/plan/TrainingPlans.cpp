@@ -2,6 +2,7 @@
 
 #include "test/plan/TrainingPlans.h"
 
+#include <cmath>
 #include <cstdlib>
 
 namespace md::plan::examples {
@@ -137,11 +138,12 @@ private:
       const int64_t D = o_.in, H = o_.hidden, C = o_.classes;
       n_ = H * D + H + C * H + C;
       unit_ = b_.addUnit("", n_);
+      // normal(0, 1 / sqrt(fan_in)): unit-scale activations at any width.
       b_.addParam("fc1.weight", {H, D}, DType::F32, unit_, 0,
-                  fb::InitKind::Normal, {0.0, 0.2});
+                  fb::InitKind::Normal, {0.0, 1.0 / std::sqrt(double(D))});
       b_.addParam("fc1.bias", {H}, DType::F32, unit_, H * D);
       b_.addParam("fc2.weight", {C, H}, DType::F32, unit_, H * D + H,
-                  fb::InitKind::Normal, {0.0, 0.2});
+                  fb::InitKind::Normal, {0.0, 1.0 / std::sqrt(double(H))});
       b_.addParam("fc2.bias", {C}, DType::F32, unit_, H * D + H + C * H);
     } else {
       const int64_t V = o_.classes;
@@ -532,6 +534,22 @@ std::vector<std::pair<std::string, std::vector<uint8_t>>> TrainingPlanFiles() {
   TrainingPlanOptions ddp = fsdp;
   ddp.preset = Preset::Ddp;
   add("train-mlp-ddp", ddp);
+  // models/mlp.mdl's shapes and recipe: 784 -> 256 -> 10, global batch 64
+  // in micro-batches of 16, AdamW 1e-3, cosine over 500 steps, under ddp.
+  TrainingPlanOptions mnist;
+  mnist.preset = Preset::Ddp;
+  mnist.in = 784;
+  mnist.hidden = 256;
+  mnist.classes = 10;
+  mnist.globalBatch = 64;
+  mnist.microBatch = 16;
+  mnist.lr = 1e-3;
+  mnist.warmup = 20;
+  mnist.steps = 500;
+  mnist.minLr = 1e-5;
+  mnist.logEvery = 10;
+  mnist.exitAbove = 100.0;
+  add("train-mlp-784", mnist);
   // bf16 parameters and activations, f32 masters and reductions.
   TrainingPlanOptions mixed = fsdp;
   mixed.paramDtype = fb::DType::BF16;
