@@ -908,6 +908,12 @@ plan::PlanBuilder ControlPlan() {
   b.add(hooks, Opcode::ReduceScatter, {whole}, {back}).ints = {
       group(fb::Group::World), static_cast<int64_t>(fb::Reduction::Sum), -1, 1};
   b.add(hooks, Opcode::Log, {whole, back}).strings = {"axis", "whole", "back"};
+  // every minute: rank 0's clock decides, broadcast to all (not due here).
+  int32_t hourly = b.addBlock(fb::BlockKind::Every);
+  fb::InstructionT &every = b.add(hooks, Opcode::Every);
+  every.ints = {1, static_cast<int64_t>(fb::PeriodUnit::Minutes)};
+  every.blocks = {hourly};
+  b.add(hourly, Opcode::Print).strings = {"a minute passed"};
   if (!b.inferLiveness().ok())
     std::abort();
   return b;
@@ -924,6 +930,7 @@ TEST(ExecutorTest, ControlFlowAndInnerAxisCollectives) {
       << logs;
   EXPECT_NE(logs.find("1 branch branch=2.5;"), std::string::npos) << logs;
   EXPECT_NE(logs.find("2 branch branch=1.5;"), std::string::npos) << logs;
+  EXPECT_EQ(logs.find("a minute passed"), std::string::npos) << logs;
   EXPECT_NE(logs.find(absl::StrFormat("2 bcast bcast=%.6g;", l1)),
             std::string::npos)
       << logs;
