@@ -2,7 +2,7 @@
 # mdrun --inspect on example plans (written by md-plan-examples) and on
 # corrupted copies: a report and exit 0 for good plans, one error line and
 # exit 1 for bad files and impossible world sizes, exit 2 for bad command
-# lines and for training, which is not implemented yet. Never a signal.
+# lines. Never a signal. (Training: test/mdrun/launch.sh.)
 #
 #   test/mdrun/inspect.sh MDRUN MD_PLAN_EXAMPLES WORK_DIR
 set -uo pipefail
@@ -65,13 +65,14 @@ expect 1 'pinned to world size 2 and cannot run at 4' \
   --inspect "$work/tiny-mlp-pinned-2.fb" --world-size 4
 
 # Command lines.
-expect 2 'not implemented yet: training lands with the CPU runtime' --gpus 2 "$good"
-expect 2 'not implemented yet' "$good"
+expect 2 'no plan file given' --gpus 2
+expect 2 "unknown option '--frobnicate'" --frobnicate "$good"
+expect 2 '--world-size only goes with --inspect' "$good" --world-size 2
 expect 2 '--inspect needs a value' --inspect
 expect 2 '--world-size zero: not a positive integer' --inspect "$good" --world-size zero
 expect 2 '--format xml: expected text or json' --inspect "$good" --format=xml
 expect 2 "--inspect takes no other arguments, got '--gpus'" --inspect "$good" --gpus 2
-out=$("$mdrun" --help) && grep -q '^usage: mdrun --inspect PLAN' <<<"$out" || fail "mdrun --help"
+out=$("$mdrun" --help) && grep -q '^       mdrun --inspect PLAN' <<<"$out" || fail "mdrun --help"
 
 # The example in docs/plan-format.md is this report, word for word.
 doc=$(cd "$(dirname "$0")/../.." && pwd)/docs/plan-format.md

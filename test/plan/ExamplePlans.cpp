@@ -222,8 +222,14 @@ private:
     };
     int32_t p = load(master_, "p"), m = load(expAvg_, "m"),
             v = load(expAvgSq_, "v");
+    // md.step counts completed steps from 0; the optimizer's step is 1-based.
     int32_t st = scalar("step", DType::I64);
     b_.add(step, Opcode::Step, {}, {st});
+    int32_t one = scalar("one", DType::I64);
+    b_.add(step, Opcode::Constant, {}, {one}).ints = {1};
+    int32_t next = scalar("step.next", DType::I64);
+    b_.add(step, Opcode::ScalarArith, {st, one}, {next}).ints = {
+        static_cast<int64_t>(fb::ArithKind::Add)};
     int32_t lr = scalar("lr");
     b_.add(step, Opcode::Lr, {st}, {lr});
     int32_t p2 =
@@ -232,7 +238,8 @@ private:
         b_.addBuffer(PlanBuilder::shard("m2", DType::F32, N, Group::World));
     int32_t v2 =
         b_.addBuffer(PlanBuilder::shard("v2", DType::F32, N, Group::World));
-    b_.add(step, Opcode::AdamWUpdate, {p, clipped, m, v, lr, st}, {p2, m2, v2})
+    b_.add(step, Opcode::AdamWUpdate, {p, clipped, m, v, lr, next},
+           {p2, m2, v2})
         .floats = {0.9, 0.95, 1e-8, 0.1};
     b_.add(step, Opcode::StateStore, {p2}, {master_});
     b_.add(step, Opcode::StateStore, {m2}, {expAvg_});

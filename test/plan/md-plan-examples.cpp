@@ -2,8 +2,9 @@
 //
 //   md-plan-examples OUT_DIR
 //
-// Writes every plan of ExamplePlanFiles() as OUT_DIR/<name>.fb: the seed
-// corpus of plan-load-fuzzer and the inputs of the mdrun --inspect test.
+// Writes every plan of ExamplePlanFiles() and TrainingPlanFiles() as
+// OUT_DIR/<name>.fb: the seed corpus of plan-load-fuzzer and the inputs of
+// the mdrun tests.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,13 +12,17 @@
 #include <string>
 
 #include "test/plan/ExamplePlans.h"
+#include "test/plan/TrainingPlans.h"
 
 int main(int argc, char **argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: md-plan-examples OUT_DIR\n");
     return 2;
   }
-  for (const auto &[name, bytes] : md::plan::examples::ExamplePlanFiles()) {
+  auto files = md::plan::examples::ExamplePlanFiles();
+  for (auto &file : md::plan::examples::TrainingPlanFiles())
+    files.push_back(std::move(file));
+  for (const auto &[name, bytes] : files) {
     std::string path = std::string(argv[1]) + "/" + name + ".fb";
     std::FILE *file = std::fopen(path.c_str(), "wb");
     if (!file ||

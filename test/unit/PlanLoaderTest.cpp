@@ -13,8 +13,9 @@
 //     [13] accum_scale, [14] cross_entropy_grad, [15] matmul_grad,
 //     [16] relu_grad, [17] matmul_grad, [18] flatten, [19] grad_total,
 //     [20] reduce_scatter, [21] global_norm, [22] all_reduce, [23] sqrt,
-//     [24] clip, [25..27] state_load, [28] step, [29] lr, [30] adamw_update,
-//     [31..33] state_store
+//     [24] clip, [25..27] state_load, [28] step, [29] constant 1,
+//     [30] scalar_arith (step + 1), [31] lr, [32] adamw_update,
+//     [33..35] state_store
 //   blocks[1] micro-steps body: the step's [1..18] at [0..17], then
 //     [18] grad_accumulate
 //   blocks[2] hooks: [0] every 10, [1] every 50, [2] every 100
@@ -483,8 +484,8 @@ TEST(PlanLoaderTest, RefusesWrongArityAndMissingAttributes) {
   ExpectRefusedAfter(
       [](fb::PlanT &p) { Inst(p, kStep, 24).floats[0] = std::nan(""); },
       "blocks[0].instructions[24].floats[0]: nan is not a finite number");
-  ExpectRefusedAfter([](fb::PlanT &p) { Inst(p, kStep, 30).floats[2] = 0; },
-                     "blocks[0].instructions[30]: adamw_update: floats[2] "
+  ExpectRefusedAfter([](fb::PlanT &p) { Inst(p, kStep, 32).floats[2] = 0; },
+                     "blocks[0].instructions[32]: adamw_update: floats[2] "
                      "(eps) 0 is not positive");
   ExpectRefusedAfter(
       [](fb::PlanT &p) {
@@ -547,9 +548,9 @@ TEST(PlanLoaderTest, RefusesOperandsOfTheWrongType) {
       "grad_accumulate and grad_total touch state");
   ExpectRefusedAfter(
       [](fb::PlanT &p) {
-        Inst(p, kStep, 31).outputs[0] = Inst(p, kStep, 31).inputs[0];
+        Inst(p, kStep, 33).outputs[0] = Inst(p, kStep, 33).inputs[0];
       },
-      "blocks[0].instructions[31].outputs[0]: state_store: buffer");
+      "blocks[0].instructions[33].outputs[0]: state_store: buffer");
   ExpectRefusedAfter(
       [](fb::PlanT &p) {
         Inst(p, kEvery10, 4).outputs[0] = Inst(p, kEvery10, 4).inputs[0];
@@ -610,7 +611,7 @@ TEST(PlanLoaderTest, RefusesAWaitBeforeItsRecord) {
   ExpectRefusedAfter(
       [](fb::PlanT &p) {
         Inst(p, kStep, 2).record = -1;
-        Inst(p, kStep, 33).record = 0;
+        Inst(p, kStep, 35).record = 0;
       },
       "blocks[0].instructions[3].waits[0]: event 0 is waited on before");
 }
@@ -643,7 +644,7 @@ TEST(PlanLoaderTest, RefusesABufferUsedOutsideItsLiveness) {
       "liveness starts at blocks[0].instructions[8], which does not write it");
   ExpectRefusedAfter(
       [](fb::PlanT &p) { Buf(p, Inst(p, kStep, 9).outputs[0]).last = 400; },
-      "liveness interval [9, 400] is not within the 34 instructions of "
+      "liveness interval [9, 400] is not within the 36 instructions of "
       "blocks[0]");
 }
 
@@ -709,7 +710,7 @@ TEST(PlanLoaderTest, RefusesInstructionsOutOfPlace) {
         p.blocks[kStep]->instructions.push_back(
             std::make_unique<fb::InstructionT>(Inst(p, 7, 0)));
       },
-      "blocks[0].instructions[34]: save runs only in the hooks; it is in a "
+      "blocks[0].instructions[36]: save runs only in the hooks; it is in a "
       "'step' block");
   ExpectRefusedAfter([](fb::PlanT &p) { Inst(p, kEvalBody, 6).ints[0] = 0; },
                      "blocks[6].instructions[6].ints[0]: an evaluation batch "
@@ -798,11 +799,11 @@ TEST(PlanMemoryTest, TinyMlpAtTwoAndFourRanks) {
   EXPECT_EQ(two->grads, N * 4);               // grad_acc: A = 2
   EXPECT_EQ(two->peak, two->params + two->grads + two->optimizer +
                            two->activations + two->commBuffers);
-  // The transient peak is at adamw_update (step [30]): p, m, v, the clipped
-  // gradient and the three results, shards of 106 f32 each, plus the step
-  // (i64) and the learning rate (f32).
+  // The transient peak is at adamw_update (step [32]): p, m, v, the clipped
+  // gradient and the three results, shards of 106 f32 each, plus the
+  // optimizer's step (i64, step + 1) and the learning rate (f32).
   EXPECT_EQ(two->peakBlock, kStep);
-  EXPECT_EQ(two->peakInstruction, 30);
+  EXPECT_EQ(two->peakInstruction, 32);
   EXPECT_EQ(two->activations, 7 * (N / 2) * 4 + 8 + 4);
   EXPECT_EQ(two->commBuffers, 0);
 

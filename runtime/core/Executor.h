@@ -1,0 +1,170 @@
+//===- Executor.h - runs a plan on one rank -*- C++ -*-===//
+//
+// The executor is md's runtime proper: given a verified plan bound to a
+// world size W, this rank's number, a Backend (memory and kernels) and a
+// Comm (collectives), it
+//   - lays out one arena for persistent buffers and one for transient
+//     buffers from their liveness intervals (ArenaLayout.h);
+//   - initialises the parameters from the plan's seed, identically on every
+//     rank, each rank materialising only the elements it holds (its shard);
+//   - runs the step block once per optimizer step (the micro-steps body
+//     A - 1 times, A = global_batch / (micro_batch x W)), then the hooks block;
+//   - interprets every instruction by calling the Backend or the Comm, in
+//     program order (the CPU backend's streams are synchronous; events are
+//     still recorded and waited on through the Backend API).
+// Everything returns absl::Status; a NaN or infinite loss is an error naming
+// the step. docs/runtime.md describes the semantics in full.
+//
+// Every rank runs the same sequence of collectives: whatever this class
+// adds to the plan's own (the mean loss of a progress report, the gather of
+// a full checkpoint) depends only on options that are the same on every
+// rank.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MD_RUNTIME_CORE_EXECUTOR_H
+#define MD_RUNTIME_CORE_EXECUTOR_H
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/core/ArenaLayout.h"
+#include "runtime/core/Backend.h"
+#include "runtime/core/Comm.h"
+#include "runtime/core/LrSchedule.h"
+#include "runtime/plan/Loader.h"
+#include "runtime/plan/Memory.h"
+
+namespace md::runtime {
+
+/// What a run is, for the startup banner.
+struct RunInfo {
+  std::string model, planName, preset;
+  int64_t worldSize = 0;
+  std::string backend, comm;
+  int64_t microBatch = 0, accumulationSteps = 0, globalBatch = 0;
+  std::string optimizer;
+  LrSchedule schedule;
+  double clipGradNorm = 0;
+  int64_t seed = 0;
+  int64_t paramCount = 0, paramElements = 0, trainableElements = 0;
+  plan::MemoryReport memory; // the plan's memory model at W
+  int64_t persistentArenaBytes = 0, transientArenaBytes = 0;
+  int64_t steps = 0; // steps this run trains for
+  std::string data;  // the training data, described
+  std::string sampler;
+  /// Tokens per sample when the first batch input is a token sequence
+  /// (throughput is then reported in tokens/s), else 0.
+  int64_t tokensPerSample = 0;
+};
+
+/// A progress report of a step (rank 0).
+struct Progress {
+  int64_t step = 0;               // steps completed
+  int64_t steps = 0;              // steps the run trains for
+  double loss = 0;                // mean over micro-steps and ranks
+  double lr = 0;                  // the learning rate the step used
+  std::optional<double> gradNorm; // when the plan clips
+  double samplesPerSecond = 0;    // since the previous report
+  double tokensPerSecond = 0;     // 0 unless a token model
+  double stepSeconds = 0;         // mean step time since the previous report
+  double elapsedSeconds = 0;      // since the executor was created
+  int64_t epoch = 0;
+};
+
+/// Receives what rank 0 reports. Called only on rank 0, from the thread
+/// that runs the executor.
+class RunObserver {
+public:
+  virtual ~RunObserver();
+  virtual void onProgress(const Progress &) {}
+  /// A plan `log`: a tag and named values.
+  virtual void onLog(int64_t /*step*/, const std::string & /*tag*/,
+                     const std::vector<std::pair<std::string, double>> &) {}
+  /// A plan `print`: the line to show.
+  virtual void onPrint(int64_t /*step*/, const std::string & /*line*/) {}
+  /// A checkpoint written by rank 0 (or, sharded, by all ranks).
+  virtual void onSave(int64_t /*step*/, const std::string & /*path*/) {}
+  /// Training stopped early (`exit` in the hooks).
+  virtual void onExit(int64_t /*step*/, const std::string & /*reason*/) {}
+};
+
+struct ExecutorOptions {
+  int rank = 0;
+  /// Steps to train; -1: the schedule's `steps` (an error for a constant
+  /// schedule, which has none).
+  int64_t steps = -1;
+  /// Replaces the recipe's seed (initialisation and sampling).
+  std::optional<int64_t> seed;
+  /// A progress report every N steps (and after the last); 0: none. Each
+  /// report all-reduces the loss, so every rank must pass the same N.
+  int64_t logEvery = 0;
+  /// Rank 0's observer; ignored on other ranks.
+  RunObserver *observer = nullptr;
+};
+
+/// A parameter as a full f32 tensor.
+struct NamedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+};
+
+/// The steps a run trains for: `steps` when it is >= 0, else the
+/// schedule's `steps` (InvalidArgument for a constant schedule, which has
+/// no end).
+absl::StatusOr<int64_t> StepsToRun(const fb::Plan &plan, int64_t steps);
+
+class Executor {
+public:
+  /// Checks that `backend` and `comm` fit the plan at `worldSize` (the comm's
+  /// groups have the plan's sizes), opens the training data, allocates the
+  /// arenas and initialises the state.
+  static absl::StatusOr<std::unique_ptr<Executor>>
+  Create(const plan::LoadedPlan &plan, int64_t worldSize, Backend &backend,
+         Comm &comm, const ExecutorOptions &options);
+  ~Executor();
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
+
+  /// Trains until the step count is reached or the hooks `exit`.
+  absl::Status Run();
+  /// One optimizer step followed by the hooks.
+  absl::Status Step();
+
+  /// Optimizer steps completed.
+  int64_t stepsDone() const;
+  /// Steps Run() trains for.
+  int64_t stepsToRun() const;
+  /// Whether the hooks ran `exit`.
+  bool stopped() const;
+  /// This rank's loss of the last step (mean over its micro-steps).
+  double lastLoss() const;
+  const RunInfo &info() const;
+  const ArenaLayout &layout() const;
+
+  /// Every trainable parameter as a full f32 tensor, gathered from the
+  /// shards of the master weights (a collective: every rank must call it).
+  absl::StatusOr<std::vector<NamedTensor>> GatherParameters();
+  /// GatherParameters, then rank 0 writes them to `path` as safetensors
+  /// (by name, global shape, F32), atomically. A collective.
+  absl::Status SaveFull(const std::string &path);
+
+  /// The bytes of persistent buffer `buffer` on this rank (tests).
+  absl::StatusOr<std::vector<uint8_t>> ReadBuffer(int32_t buffer);
+
+private:
+  class Impl;
+  explicit Executor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace md::runtime
+
+#endif // MD_RUNTIME_CORE_EXECUTOR_H

@@ -1,0 +1,399 @@
+//===- Safetensors.cpp - weights files, written atomically ---------------===//
+
+#include "runtime/core/Safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace md::runtime {
+namespace {
+
+absl::Status ioError(const std::string &path, const char *what) {
+  return absl::InternalError(
+      absl::StrCat(path, ": ", what, ": ", std::strerror(errno)));
+}
+
+std::string dirName(const std::string &path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos)
+    return ".";
+  if (slash == 0)
+    return "/";
+  return path.substr(0, slash);
+}
+
+int64_t dtypeBytes(const std::string &dtype) {
+  if (dtype == "F32" || dtype == "I32")
+    return 4;
+  if (dtype == "BF16" || dtype == "F16")
+    return 2;
+  if (dtype == "I64" || dtype == "F64")
+    return 8;
+  if (dtype == "U8" || dtype == "I8" || dtype == "BOOL")
+    return 1;
+  return 0;
+}
+
+/// A minimal JSON reader for safetensors headers: objects, arrays, strings,
+/// integers.
+class JsonReader {
+public:
+  explicit JsonReader(absl::string_view text) : s_(text) {}
+
+  bool ws() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' ||
+                              s_[i_] == '\t' || s_[i_] == '\r'))
+      ++i_;
+    return i_ < s_.size();
+  }
+  bool eat(char c) {
+    if (!ws() || s_[i_] != c)
+      return false;
+    ++i_;
+    return true;
+  }
+  bool peek(char c) { return ws() && s_[i_] == c; }
+  bool string(std::string *out) {
+    if (!eat('"'))
+      return false;
+    out->clear();
+    while (i_ < s_.size() && s_[i_] != '"') {
+      char c = s_[i_++];
+      if (c == '\\') {
+        if (i_ >= s_.size())
+          return false;
+        char e = s_[i_++];
+        switch (e) {
+        case 'n':
+          c = '\n';
+          break;
+        case 't':
+          c = '\t';
+          break;
+        case 'r':
+          c = '\r';
+          break;
+        case 'b':
+          c = '\b';
+          break;
+        case 'f':
+          c = '\f';
+          break;
+        case 'u': {
+          if (i_ + 4 > s_.size())
+            return false;
+          unsigned v = 0;
+          for (int k = 0; k < 4; ++k) {
+            char h = s_[i_++];
+            v = v * 16 + (h >= 'a'   ? h - 'a' + 10
+                          : h >= 'A' ? h - 'A' + 10
+                                     : h - '0');
+          }
+          if (v < 0x80) {
+            c = static_cast<char>(v);
+          } else if (v < 0x800) {
+            out->push_back(static_cast<char>(0xc0 | (v >> 6)));
+            c = static_cast<char>(0x80 | (v & 0x3f));
+          } else {
+            out->push_back(static_cast<char>(0xe0 | (v >> 12)));
+            out->push_back(static_cast<char>(0x80 | ((v >> 6) & 0x3f)));
+            c = static_cast<char>(0x80 | (v & 0x3f));
+          }
+          break;
+        }
+        default:
+          c = e;
+          break;
+        }
+      }
+      out->push_back(c);
+    }
+    return eat('"');
+  }
+  bool integer(int64_t *out) {
+    if (!ws())
+      return false;
+    bool neg = false;
+    if (s_[i_] == '-') {
+      neg = true;
+      ++i_;
+    }
+    size_t start = i_;
+    int64_t v = 0;
+    while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') {
+      if (__builtin_mul_overflow(v, 10, &v) ||
+          __builtin_add_overflow(v, s_[i_] - '0', &v))
+        return false;
+      ++i_;
+    }
+    *out = neg ? -v : v;
+    return i_ > start;
+  }
+  bool intArray(std::vector<int64_t> *out) {
+    out->clear();
+    if (!eat('['))
+      return false;
+    if (eat(']'))
+      return true;
+    do {
+      int64_t v;
+      if (!integer(&v))
+        return false;
+      out->push_back(v);
+    } while (eat(','));
+    return eat(']');
+  }
+  bool done() { return !ws(); }
+
+private:
+  absl::string_view s_;
+  size_t i_ = 0;
+};
+
+} // namespace
+
+std::string JsonQuote(absl::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      out += absl::StrFormat("\\u%04x", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += '"';
+  return out;
+}
+
+bool WriteAll(int fd, const void *data, size_t bytes) {
+  const char *p = static_cast<const char *>(data);
+  while (bytes > 0) {
+    ssize_t n = ::write(fd, p, bytes);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return false;
+    }
+    p += n;
+    bytes -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+absl::Status MakeDirectories(const std::string &dir) {
+  if (dir.empty() || dir == "." || dir == "/")
+    return absl::OkStatus();
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode))
+      return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir, ": exists and is not a directory"));
+  }
+  absl::Status parent = MakeDirectories(dirName(dir));
+  if (!parent.ok())
+    return parent;
+  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST)
+    return ioError(dir, "cannot create directory");
+  return absl::OkStatus();
+}
+
+absl::Status SyncDirectory(const std::string &dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return ioError(dir, "cannot open directory");
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0 && errno != EINVAL)
+    return ioError(dir, "cannot sync directory");
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomically(const std::string &path,
+                                 const std::function<bool(int fd)> &write) {
+  std::string dir = dirName(path);
+  absl::Status made = MakeDirectories(dir);
+  if (!made.ok())
+    return made;
+  std::string tmp = absl::StrFormat("%s.tmp.%d", path, ::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0)
+    return ioError(tmp, "cannot create");
+  if (!write(fd)) {
+    absl::Status s = ioError(tmp, "cannot write");
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  if (::fsync(fd) != 0) {
+    absl::Status s = ioError(tmp, "cannot sync");
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  if (::close(fd) != 0) {
+    absl::Status s = ioError(tmp, "cannot close");
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    absl::Status s = ioError(path, "cannot rename the temporary file over");
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  return SyncDirectory(dir);
+}
+
+absl::Status
+WriteSafetensors(const std::string &path,
+                 absl::Span<const SafetensorsTensor> tensors,
+                 const std::map<std::string, std::string> &metadata) {
+  std::vector<const SafetensorsTensor *> order;
+  for (const SafetensorsTensor &t : tensors)
+    order.push_back(&t);
+  std::sort(order.begin(), order.end(),
+            [](const SafetensorsTensor *a, const SafetensorsTensor *b) {
+              return a->name < b->name;
+            });
+  std::vector<std::string> entries;
+  if (!metadata.empty()) {
+    std::vector<std::string> kv;
+    for (const auto &[k, v] : metadata)
+      kv.push_back(absl::StrCat(JsonQuote(k), ":", JsonQuote(v)));
+    entries.push_back(
+        absl::StrCat("\"__metadata__\":{", absl::StrJoin(kv, ","), "}"));
+  }
+  int64_t offset = 0;
+  for (const SafetensorsTensor *t : order) {
+    int64_t elements = 1;
+    for (int64_t d : t->shape)
+      elements *= d;
+    int64_t bytes = dtypeBytes(t->dtype);
+    if (bytes == 0)
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": tensor ", t->name, ": unknown dtype ", t->dtype));
+    if (elements * bytes != static_cast<int64_t>(t->data.size()))
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: tensor %s: %d bytes of data for shape [%s] of %s", path, t->name,
+          t->data.size(), absl::StrJoin(t->shape, ", "), t->dtype));
+    entries.push_back(absl::StrFormat(
+        "%s:{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%d,%d]}",
+        JsonQuote(t->name), t->dtype, absl::StrJoin(t->shape, ","), offset,
+        offset + elements * bytes));
+    offset += elements * bytes;
+  }
+  std::string header = absl::StrCat("{", absl::StrJoin(entries, ","), "}");
+  while (header.size() % 8 != 0)
+    header += ' ';
+  uint64_t n = header.size();
+  uint8_t length[8];
+  for (int i = 0; i < 8; ++i)
+    length[i] = static_cast<uint8_t>(n >> (8 * i));
+  return WriteFileAtomically(path, [&](int fd) {
+    if (!WriteAll(fd, length, 8) || !WriteAll(fd, header.data(), header.size()))
+      return false;
+    for (const SafetensorsTensor *t : order)
+      if (!WriteAll(fd, t->data.data(), t->data.size()))
+        return false;
+    return true;
+  });
+}
+
+absl::StatusOr<std::vector<SafetensorsTensor>>
+ReadSafetensors(const std::string &path,
+                std::map<std::string, std::string> *metadata) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return absl::NotFoundError(
+        absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+  std::string bytes;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    bytes.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  auto bad = [&](const std::string &why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a safetensors file: ", why));
+  };
+  if (bytes.size() < 8)
+    return bad("shorter than its header length");
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i)
+    n |= uint64_t(static_cast<uint8_t>(bytes[i])) << (8 * i);
+  if (n > bytes.size() - 8)
+    return bad("truncated header");
+  JsonReader json(absl::string_view(bytes).substr(8, n));
+  const char *data = bytes.data() + 8 + n;
+  uint64_t dataBytes = bytes.size() - 8 - n;
+  std::vector<SafetensorsTensor> out;
+  if (!json.eat('{'))
+    return bad("header is not a JSON object");
+  if (!json.eat('}')) {
+    do {
+      std::string name;
+      if (!json.string(&name) || !json.eat(':') || !json.eat('{'))
+        return bad("bad header entry");
+      SafetensorsTensor t;
+      t.name = name;
+      std::vector<int64_t> offsets;
+      bool isMeta = name == "__metadata__";
+      if (!json.peek('}')) {
+        do {
+          std::string key;
+          if (!json.string(&key) || !json.eat(':'))
+            return bad("bad header entry " + name);
+          if (isMeta) {
+            std::string value;
+            if (!json.string(&value))
+              return bad("bad metadata");
+            if (metadata)
+              (*metadata)[key] = value;
+          } else if (key == "dtype") {
+            if (!json.string(&t.dtype))
+              return bad("bad dtype of " + name);
+          } else if (key == "shape") {
+            if (!json.intArray(&t.shape))
+              return bad("bad shape of " + name);
+          } else if (key == "data_offsets") {
+            if (!json.intArray(&offsets))
+              return bad("bad data_offsets of " + name);
+          } else {
+            return bad("unknown key " + key + " of " + name);
+          }
+        } while (json.eat(','));
+      }
+      if (!json.eat('}'))
+        return bad("bad header entry " + name);
+      if (isMeta)
+        continue;
+      if (offsets.size() != 2 || offsets[0] < 0 || offsets[1] < offsets[0] ||
+          static_cast<uint64_t>(offsets[1]) > dataBytes)
+        return bad("data_offsets of " + name + " out of range");
+      t.data.assign(data + offsets[0], data + offsets[1]);
+      out.push_back(std::move(t));
+    } while (json.eat(','));
+    if (!json.eat('}'))
+      return bad("header object not closed");
+  }
+  return out;
+}
+
+} // namespace md::runtime

@@ -1,0 +1,70 @@
+//===- Safetensors.h - weights files, written atomically -*- C++ -*-===//
+//
+// md writes weights as safetensors (Hugging Face's format: an 8-byte
+// little-endian header length, a JSON header naming each tensor's dtype,
+// shape and byte range, then the raw little-endian data), so that PyTorch
+// (`safetensors.torch.load_file`) reads them as they are. Every file md
+// writes goes through WriteFileAtomically: a temporary name in the same
+// directory, fsync, rename over the final name, fsync of the directory, so
+// a crash leaves either the old file or the new one, never half of one.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MD_RUNTIME_CORE_SAFETENSORS_H
+#define MD_RUNTIME_CORE_SAFETENSORS_H
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace md::runtime {
+
+struct SafetensorsTensor {
+  std::string name;
+  std::string dtype; // "F32", "BF16", "F16", "I32", "I64"
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> data; // little-endian, row-major
+};
+
+/// Writes `tensors` (in name order) and `metadata` (the header's
+/// "__metadata__", string to string) to `path`, atomically.
+absl::Status
+WriteSafetensors(const std::string &path,
+                 absl::Span<const SafetensorsTensor> tensors,
+                 const std::map<std::string, std::string> &metadata = {});
+
+/// Reads a safetensors file (for tests and tools): every tensor, in header
+/// order, and the metadata.
+absl::StatusOr<std::vector<SafetensorsTensor>>
+ReadSafetensors(const std::string &path,
+                std::map<std::string, std::string> *metadata = nullptr);
+
+/// Creates or replaces `path` with what `write` writes to the open file
+/// descriptor it gets: a temporary file next to it, fsync, rename, and an
+/// fsync of the directory. `write` returns false (with errno set) on a
+/// failed write.
+absl::Status WriteFileAtomically(const std::string &path,
+                                 const std::function<bool(int fd)> &write);
+
+/// write(2) of all `bytes`, retrying short writes; false with errno set.
+bool WriteAll(int fd, const void *data, size_t bytes);
+
+/// Creates `dir` and its missing parents (mkdir -p).
+absl::Status MakeDirectories(const std::string &dir);
+
+/// fsync of a directory, so that a rename inside it is durable.
+absl::Status SyncDirectory(const std::string &dir);
+
+/// `s` as a JSON string literal, quotes included.
+std::string JsonQuote(absl::string_view s);
+
+} // namespace md::runtime
+
+#endif // MD_RUNTIME_CORE_SAFETENSORS_H

@@ -1,0 +1,104 @@
+//===- Tokens.cpp - windows of a nanoGPT-style token file -----------------===//
+//
+// The file is a flat array of uint16 tokens (nanoGPT's prepare.py writes
+// them with np.uint16), memory-mapped. A sample is a window of T + 1 tokens
+// at an offset drawn from (seed, epoch, sample index) in [0, len - T): idx is
+// its first T tokens and targets its last T, as nanoGPT's get_batch. An
+// epoch is floor((len - 1) / T) samples, about one pass over the tokens.
+//
+//===----------------------------------------------------------------------===//
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/core/Random.h"
+#include "runtime/data/Dataset.h"
+#include "runtime/data/MappedFile.h"
+
+namespace md::data {
+namespace {
+
+class Tokens final : public Dataset {
+public:
+  Tokens(std::vector<Field> fields, std::unique_ptr<MappedFile> file,
+         uint64_t seed)
+      : Dataset(std::move(fields)), file_(std::move(file)), seed_(seed) {
+    length_ = file_->size() / 2;
+    window_ = fields_[0].numel();
+  }
+
+  int64_t size() const override { return (length_ - 1) / window_; }
+  std::string describe() const override {
+    return absl::StrFormat("tokens %s (%d tokens, windows of %d + 1)",
+                           file_->path(), length_, window_);
+  }
+
+  absl::Status read(int64_t epoch, absl::Span<const int64_t> indices,
+                    absl::Span<void *const> out) override {
+    const int64_t t = window_;
+    uint64_t key = runtime::HashKey(runtime::HashKey(seed_, 0x746f6bull),
+                                    static_cast<uint64_t>(epoch));
+    int64_t bound = fields_[0].bound > 0 ? fields_[0].bound : fields_[1].bound;
+    for (size_t s = 0; s < indices.size(); ++s) {
+      int64_t start = static_cast<int64_t>(
+          runtime::Below(runtime::Draw(key, static_cast<uint64_t>(indices[s])),
+                         static_cast<uint64_t>(length_ - t)));
+      for (int64_t i = 0; i <= t; ++i) {
+        uint16_t token;
+        std::memcpy(&token, file_->data() + 2 * (start + i), 2);
+        if (bound > 0 && token >= bound)
+          return absl::OutOfRangeError(absl::StrFormat(
+              "%s: token %d at position %d is outside the model's vocabulary "
+              "of %d",
+              file_->path(), token, start + i, bound));
+        int64_t at = static_cast<int64_t>(s) * t + i;
+        if (i < t)
+          store(0, out[0], at, token);
+        if (i > 0)
+          store(1, out[1], at - 1, token);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+private:
+  void store(size_t k, void *out, int64_t i, int64_t v) const {
+    if (fields_[k].dtype == runtime::DType::i64)
+      static_cast<int64_t *>(out)[i] = v;
+    else
+      static_cast<int32_t *>(out)[i] = static_cast<int32_t>(v);
+  }
+
+  std::unique_ptr<MappedFile> file_;
+  uint64_t seed_;
+  int64_t length_ = 0, window_ = 0;
+};
+
+} // namespace
+
+absl::StatusOr<std::unique_ptr<Dataset>>
+OpenTokens(const std::string &path, uint64_t seed, std::vector<Field> fields) {
+  if (fields.size() != 2 || fields[0].dtype == runtime::DType::f32 ||
+      fields[1].dtype == runtime::DType::f32 ||
+      fields[0].shape != fields[1].shape || fields[0].shape.size() != 1)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tokens data feeds a forward of two integer inputs of shape [B, T] "
+        "(idx, targets), but the batch does not have that form"));
+  absl::StatusOr<std::unique_ptr<MappedFile>> file = MappedFile::Open(path);
+  if (!file.ok())
+    return file.status();
+  int64_t t = fields[0].shape[0];
+  if ((*file)->size() % 2 != 0)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: %d bytes is not a whole number of uint16 tokens",
+                        path, (*file)->size()));
+  if ((*file)->size() / 2 < t + 1)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: %d tokens, fewer than one window of %d + 1", path,
+                        (*file)->size() / 2, t));
+  return std::unique_ptr<Dataset>(
+      new Tokens(std::move(fields), std::move(*file), seed));
+}
+
+} // namespace md::data

@@ -1,0 +1,310 @@
+//===- Launcher.cpp - start, watch and stop the ranks of a job ------------===//
+
+#include "tools/mdrun/Launcher.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/core/Executor.h"
+#include "runtime/core/Status.h"
+#include "runtime/cpu/CpuBackend.h"
+#include "runtime/plan/Loader.h"
+#include "runtime/shm/ShmComm.h"
+#if MD_ENABLE_CUDA
+#include "runtime/cuda/Device.h"
+#endif
+
+namespace md::mdrun {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+volatile sig_atomic_t gInterrupt = 0;
+extern "C" void onInterrupt(int sig) { gInterrupt = sig; }
+
+/// How long ranks get to exit after SIGTERM before SIGKILL.
+constexpr auto kGracePeriod = std::chrono::seconds(3);
+
+/// Why no GPU can run this job, or "" when one can.
+std::string gpuUnusableReason() {
+#if MD_ENABLE_CUDA
+  absl::StatusOr<std::vector<cuda::DeviceInfo>> devices = cuda::queryDevices();
+  if (!devices.ok())
+    return std::string(devices.status().message());
+  return absl::StrFormat("%d GPU%s found, but md's CUDA backend is not "
+                         "implemented yet",
+                         devices->size(), devices->size() == 1 ? "" : "s");
+#else
+  return "mdrun was built without CUDA";
+#endif
+}
+
+absl::StatusOr<int> pickFreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return absl::InternalError(absl::StrCat("cannot pick a free port: socket: ",
+                                            std::strerror(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) != 0) {
+    int err = errno;
+    ::close(fd);
+    return absl::InternalError(
+        absl::StrCat("cannot pick a free port: ", std::strerror(err)));
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+struct Child {
+  pid_t pid = -1;
+  int errorFd = -1; // read end of the rank's error pipe
+  bool running = false;
+  int status = 0;
+  std::string message;
+};
+
+void drain(Child &c) {
+  if (c.errorFd < 0)
+    return;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(c.errorFd, buf, sizeof buf);
+    if (n > 0) {
+      if (c.message.size() < 65536)
+        c.message.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR)
+      continue;
+    break;
+  }
+}
+
+std::string describeExit(int rank, const Child &c) {
+  if (WIFSIGNALED(c.status)) {
+    int sig = WTERMSIG(c.status);
+    return absl::StrFormat("rank %d was killed by signal %d (%s)", rank, sig,
+                           strsignal(sig));
+  }
+  std::string message = c.message;
+  while (!message.empty() && (message.back() == '\n' || message.back() == ' '))
+    message.pop_back();
+  if (!message.empty())
+    return absl::StrFormat("rank %d failed: %s", rank, message);
+  return absl::StrFormat("rank %d exited with status %d", rank,
+                         WEXITSTATUS(c.status));
+}
+
+bool failed(const Child &c) {
+  return !WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0;
+}
+
+} // namespace
+
+int InterruptedExitCode() {
+  return 128 + (gInterrupt != 0 ? gInterrupt : SIGINT);
+}
+
+absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
+  // Check the plan once here, so that a bad file or a world size it cannot
+  // run at is one message rather than one per rank.
+  plan::LoadOptions lo;
+  lo.worldSize = options.ranks;
+  MD_ASSIGN_OR_RETURN(plan::LoadedPlan loaded,
+                      plan::LoadPlanFile(options.planPath, lo));
+  int64_t world = loaded.bound() ? loaded.world().worldSize : 1;
+  if (!loaded.bound())
+    MD_RETURN_IF_ERROR(plan::BindWorldSize(loaded, world).status());
+  MD_RETURN_IF_ERROR(
+      runtime::StepsToRun(loaded.plan(), options.steps).status());
+
+  if (options.backend != BackendChoice::Cpu) {
+    std::string reason = gpuUnusableReason();
+    if (!reason.empty()) {
+      if (options.noFallback || options.backend == BackendChoice::Cuda)
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "no usable GPU (%s), and %s forbids running on the CPU backend",
+            reason, options.noFallback ? "--no-fallback" : "--backend cuda"));
+      absl::FPrintF(stderr,
+                    "mdrun: warning: no usable GPU (%s); running %d rank%s on "
+                    "the CPU backend\n",
+                    reason.c_str(), world, world == 1 ? "" : "s");
+    }
+  }
+
+  int threads = options.threads > 0
+                    ? static_cast<int>(options.threads)
+                    : cpu::CpuBackend::threadsPerRank(static_cast<int>(world));
+  int port = static_cast<int>(options.masterPort);
+  if (port == 0) {
+    MD_ASSIGN_OR_RETURN(port, pickFreePort());
+  }
+  char exe[4096];
+  ssize_t len = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len <= 0)
+    return absl::InternalError(absl::StrCat(
+        "cannot find mdrun's own executable: ", std::strerror(errno)));
+  exe[len] = '\0';
+  const pid_t self = ::getpid();
+  const std::string jobId = absl::StrFormat(
+      "mdrun-%d-%x", self,
+      static_cast<unsigned>(Clock::now().time_since_epoch().count()));
+
+  std::vector<std::string> args;
+  args.push_back(exe);
+  for (int i = 1; i < argc; ++i)
+    args.push_back(argv[i]);
+  args.push_back("--worker");
+  std::vector<char *> cargs;
+  for (std::string &a : args)
+    cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+
+  struct sigaction sa {};
+  sa.sa_handler = onInterrupt;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  std::vector<Child> children(static_cast<size_t>(world));
+  auto killAll = [&](int sig) {
+    for (Child &c : children)
+      if (c.running)
+        ::kill(c.pid, sig);
+  };
+  absl::Status startError;
+  for (int r = 0; r < world; ++r) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) {
+      startError = absl::InternalError(absl::StrCat(
+          "cannot start rank ", r, ": pipe: ", std::strerror(errno)));
+      break;
+    }
+    std::fflush(nullptr);
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      startError = absl::InternalError(absl::StrCat(
+          "cannot start rank ", r, ": fork: ", std::strerror(errno)));
+      ::close(fds[0]);
+      ::close(fds[1]);
+      break;
+    }
+    if (pid == 0) {
+      // The rank dies with the launcher, however the launcher ends.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != self)
+        _exit(1);
+      ::fcntl(fds[1], F_SETFD, 0);
+      auto set = [](const char *k, const std::string &v) {
+        ::setenv(k, v.c_str(), 1);
+      };
+      set("RANK", absl::StrCat(r));
+      set("LOCAL_RANK", absl::StrCat(r));
+      set("WORLD_SIZE", absl::StrCat(world));
+      set("LOCAL_WORLD_SIZE", absl::StrCat(world));
+      set("MASTER_ADDR", "127.0.0.1");
+      set("MASTER_PORT", absl::StrCat(port));
+      set("MD_JOB_ID", jobId);
+      set("MD_ERROR_FD", absl::StrCat(fds[1]));
+      set("MD_THREADS", absl::StrCat(threads));
+      set("OPENBLAS_NUM_THREADS", absl::StrCat(threads));
+      ::execv(exe, cargs.data());
+      std::string msg =
+          absl::StrCat("cannot run ", exe, ": ", std::strerror(errno));
+      (void)!::write(fds[1], msg.data(), msg.size());
+      _exit(127);
+    }
+    ::close(fds[1]);
+    ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    children[r].pid = pid;
+    children[r].errorFd = fds[0];
+    children[r].running = true;
+  }
+
+  int firstFailure = -1;
+  bool stopping = !startError.ok();
+  bool killed = false;
+  Clock::time_point stopDeadline = Clock::now() + kGracePeriod;
+  if (stopping)
+    killAll(SIGTERM);
+  for (;;) {
+    int running = 0;
+    for (int r = 0; r < world; ++r) {
+      Child &c = children[r];
+      if (!c.running)
+        continue;
+      drain(c);
+      int status = 0;
+      pid_t got = ::waitpid(c.pid, &status, WNOHANG);
+      if (got == c.pid || (got < 0 && errno == ECHILD)) {
+        c.running = false;
+        c.status = status;
+        drain(c);
+        if (failed(c) && !stopping) {
+          firstFailure = r;
+          stopping = true;
+          stopDeadline = Clock::now() + kGracePeriod;
+          killAll(SIGTERM);
+        }
+        continue;
+      }
+      ++running;
+    }
+    if (running == 0)
+      break;
+    if (gInterrupt != 0 && !stopping) {
+      stopping = true;
+      stopDeadline = Clock::now() + kGracePeriod;
+      killAll(SIGTERM);
+    }
+    if (stopping && !killed && Clock::now() > stopDeadline) {
+      killAll(SIGKILL);
+      killed = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (Child &c : children)
+    if (c.errorFd >= 0)
+      ::close(c.errorFd);
+  // Normally rank 0 unlinks the segment once every rank has attached; a rank
+  // 0 that died earlier leaves it behind.
+  (void)shm::ShmComm::removeSegment(jobId);
+
+  if (!startError.ok())
+    return startError;
+  if (gInterrupt != 0)
+    return absl::CancelledError(
+        absl::StrFormat("interrupted by %s; stopped %d rank%s",
+                        gInterrupt == SIGINT    ? "SIGINT"
+                        : gInterrupt == SIGTERM ? "SIGTERM"
+                                                : "a signal",
+                        world, world == 1 ? "" : "s"));
+  if (firstFailure >= 0)
+    return absl::AbortedError(
+        describeExit(firstFailure, children[firstFailure]));
+  return absl::OkStatus();
+}
+
+} // namespace md::mdrun

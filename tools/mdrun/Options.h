@@ -1,0 +1,60 @@
+//===- Options.h - mdrun's command line -*- C++ -*-===//
+//
+// What `mdrun` was asked to do: inspect a plan, launch a training job, or
+// (hidden, for the processes the launcher starts) run one rank of it. The
+// launcher passes its own command line on to its workers, so both parse the
+// same options; docs/cli.md lists them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MD_TOOLS_MDRUN_OPTIONS_H
+#define MD_TOOLS_MDRUN_OPTIONS_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tools/mdrun/Inspect.h"
+
+namespace md::mdrun {
+
+enum class BackendChoice { Auto, Cpu, Cuda };
+
+struct TrainOptions {
+  std::string planPath;
+  /// Ranks to start (--gpus N or --ranks N); 0: the plan's pinned world
+  /// size, else 1.
+  int64_t ranks = 0;
+  BackendChoice backend = BackendChoice::Auto;
+  /// No GPU is an error instead of a fallback to the CPU backend.
+  bool noFallback = false;
+  int64_t steps = -1; // -1: the plan's
+  std::optional<int64_t> seed;
+  std::string metricsPath;
+  std::string saveFinalPath;
+  int64_t logEvery = 10;
+  /// How long a collective may wait for a peer, in seconds.
+  double timeoutSeconds = 300;
+  /// MASTER_PORT for the workers; 0 picks a free port.
+  int64_t masterPort = 29500;
+  /// BLAS threads per rank; 0: cores / ranks.
+  int64_t threads = 0;
+};
+
+struct CommandLine {
+  enum class Mode { Help, Inspect, Launch, Worker };
+  Mode mode = Mode::Launch;
+  InspectOptions inspect;
+  TrainOptions train;
+};
+
+/// Parses argv; InvalidArgument (a usage error) names the bad option.
+absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv);
+
+extern const char *const kUsage;
+
+} // namespace md::mdrun
+
+#endif // MD_TOOLS_MDRUN_OPTIONS_H
