@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/StepProgram.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
@@ -590,11 +591,7 @@ void ApplyPlanPass::runOnOperation() {
   buildUpdate(b, unitGrads);
   // Recomputed forward values the backward does not need (a checkpointed
   // block's output, say) and unused gradients of data inputs go.
-  SmallVector<Operation *> ops;
-  train.getStep().walk([&](Operation *op) { ops.push_back(op); });
-  for (Operation *op : llvm::reverse(ops))
-    if (isOpTriviallyDead(op))
-      op->erase();
+  eraseDeadOps(train.getStep());
   // The step program has inlined the gradient function; md.forward stays
   // for md.evaluate.
   gradFunc.erase();

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/StepProgram.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -329,9 +330,5 @@ void MixedPrecisionPass::runOnOperation() {
   retypeCompute(step);
   castReductions(step);
   // Loads the P copies replaced.
-  SmallVector<Operation *> ops;
-  train.getStep().walk([&](Operation *op) { ops.push_back(op); });
-  for (Operation *op : llvm::reverse(ops))
-    if (isOpTriviallyDead(op))
-      op->erase();
+  eraseDeadOps(train.getStep());
 }

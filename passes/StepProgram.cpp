@@ -2,6 +2,8 @@
 
 #include "passes/StepProgram.h"
 
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -259,4 +261,12 @@ BlockDependences::BlockDependences(Block &block) {
       succs[j].push_back(i);
     }
   }
+}
+
+void md::eraseDeadOps(Region &region) {
+  SmallVector<Operation *> ops;
+  region.walk([&](Operation *op) { ops.push_back(op); });
+  for (Operation *op : llvm::reverse(ops))
+    if (isOpTriviallyDead(op))
+      op->erase();
 }

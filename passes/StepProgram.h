@@ -20,6 +20,10 @@ namespace md {
 /// model has no md.train.
 mlir::Block *getStepBlock(ModelOp model);
 
+/// Erases the ops of `region` (nested ones included) that nothing uses and
+/// that have no effect, users before their operands.
+void eraseDeadOps(mlir::Region &region);
+
 /// Whether `op` reduces a wrap unit's gradient: a reduce_scatter or
 /// all_reduce (sum or avg) of a 1-D buffer that comes, through casts and
 /// earlier reductions, from an md.flatten or md.grad_total. The clipping

@@ -1341,6 +1341,12 @@ absl::Status Executor::Impl::execute(const fb::Instruction &inst) {
   auto out = [&](uint32_t k) -> const TensorRef & { return ref(O(k)); };
   auto intAttr = [&](uint32_t k) { return inst.ints()->Get(k); };
   auto floatAttr = [&](uint32_t k) { return inst.floats()->Get(k); };
+  // Mean, Sum and their gradients: ints [keepdim, dim, ...].
+  auto readReduceDims = [&](bool &keepdim, std::vector<int64_t> &dims) {
+    keepdim = intAttr(0) != 0;
+    for (uint32_t k = 1; k < count(inst.ints()); ++k)
+      dims.push_back(intAttr(k));
+  };
   const uint32_t ins = count(inst.inputs()), outs = count(inst.outputs());
   const Stream stream{static_cast<int>(inst.stream())};
 
@@ -1577,9 +1583,7 @@ absl::Status Executor::Impl::execute(const fb::Instruction &inst) {
     a.kind = inst.opcode() == Op::Mean ? ReduceKind::mean : ReduceKind::sum;
     a.x = in(0);
     a.out = out(0);
-    a.keepdim = intAttr(0) != 0;
-    for (uint32_t k = 1; k < count(inst.ints()); ++k)
-      a.dims.push_back(intAttr(k));
+    readReduceDims(a.keepdim, a.dims);
     a.stream = stream;
     return backend_.reduce(a);
   }
@@ -1589,9 +1593,7 @@ absl::Status Executor::Impl::execute(const fb::Instruction &inst) {
     a.kind = inst.opcode() == Op::MeanGrad ? ReduceKind::mean : ReduceKind::sum;
     a.dy = in(0);
     a.dx = out(0);
-    a.keepdim = intAttr(0) != 0;
-    for (uint32_t k = 1; k < count(inst.ints()); ++k)
-      a.dims.push_back(intAttr(k));
+    readReduceDims(a.keepdim, a.dims);
     a.stream = stream;
     return backend_.reduceGrad(a);
   }

@@ -995,9 +995,11 @@ TEST(ArenaLayoutTest, TransientBuffersShareMemory) {
   EXPECT_GT(views, 0);
   EXPECT_GT(gathers, 0);
   // A state load that nothing overwrites while it lives aliases the state.
-  for (uint32_t x = 0; x < plan.buffers()->size(); ++x)
-    if (plan.buffers()->Get(x)->name()->str() == "params.shard")
+  for (uint32_t x = 0; x < plan.buffers()->size(); ++x) {
+    if (plan.buffers()->Get(x)->name()->str() == "params.shard") {
       EXPECT_EQ(layout->buffers[x].placement, Placement::Alias);
+    }
+  }
 }
 
 TEST(LrScheduleTest, NanoGptFormulas) {
