@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "runtime/core/Backend.h"
+#include "runtime/plan/Aliasing.h"
 #include "runtime/plan/Schema.h"
 
 namespace md::runtime {
@@ -13,26 +14,6 @@ namespace {
 
 template <typename T> uint32_t count(const flatbuffers::Vector<T> *v) {
   return v ? v->size() : 0;
-}
-
-/// Depth-first numbers of every instruction: enter[b][i] is instruction i of
-/// block b; exit[b][i] the last number inside the blocks it runs.
-struct Numbering {
-  std::vector<std::vector<int64_t>> enter, exit;
-};
-
-void number(const fb::Plan &plan, int32_t b, int64_t &counter, Numbering &n) {
-  const fb::Block *block = plan.blocks()->Get(b);
-  uint32_t size = count(block->instructions());
-  n.enter[b].assign(size, 0);
-  n.exit[b].assign(size, 0);
-  for (uint32_t i = 0; i < size; ++i) {
-    const fb::Instruction *inst = block->instructions()->Get(i);
-    n.enter[b][i] = counter++;
-    for (uint32_t k = 0; k < count(inst->blocks()); ++k)
-      number(plan, inst->blocks()->Get(k), counter, n);
-    n.exit[b][i] = counter - 1;
-  }
 }
 
 struct AliasSource {
@@ -54,32 +35,19 @@ absl::StatusOr<ArenaLayout> LayOutArenas(const plan::LoadedPlan &loaded,
   ArenaLayout layout;
   layout.buffers.resize(numBuffers);
 
-  Numbering n;
-  n.enter.resize(numBlocks);
-  n.exit.resize(numBlocks);
-  int64_t counter = 0;
-  if (plan.step_block() >= 0)
-    number(plan, plan.step_block(), counter, n);
-  if (plan.hooks_block() >= 0)
-    number(plan, plan.hooks_block(), counter, n);
+  const plan::ProgramOrder program = plan::ProgramOrder::Of(plan);
 
   for (uint32_t x = 0; x < numBuffers; ++x) {
     const fb::Buffer *buffer = plan.buffers()->Get(x);
     BufferLayout &l = layout.buffers[x];
     l.elements = world.elements(*buffer);
     l.capacity = l.elements * plan::DTypeSize(buffer->dtype());
-    if (buffer->role() == fb::StateRole::None && buffer->block() >= 0 &&
-        static_cast<size_t>(buffer->block()) < n.enter.size() &&
-        !n.enter[buffer->block()].empty()) {
-      l.start = n.enter[buffer->block()][buffer->first()];
-      l.end = n.exit[buffer->block()][buffer->last()];
-    }
+    if (!program.interval(*buffer, l.start, l.end))
+      l.start = l.end = -1;
   }
 
-  // Writes to each state, by program position; views and state loads.
-  std::vector<std::vector<int64_t>> stateWrites(numBuffers);
+  // Views, and the state loads that alias their state (Aliasing.h).
   std::vector<AliasSource> views(numBuffers);
-  std::vector<int32_t> loads(numBuffers, -1);
   struct PaddedOperand {
     int32_t buffer;
     int64_t bytes;
@@ -89,14 +57,9 @@ absl::StatusOr<ArenaLayout> LayOutArenas(const plan::LoadedPlan &loaded,
     const fb::Block *block = plan.blocks()->Get(b);
     for (uint32_t i = 0; i < count(block->instructions()); ++i) {
       const fb::Instruction *inst = block->instructions()->Get(i);
-      if (n.enter[b].empty())
+      if (program.enter[b].empty())
         continue; // unreachable block: never runs
-      int64_t at = n.enter[b][i];
       switch (inst->opcode()) {
-      case fb::Opcode::StateStore:
-      case fb::Opcode::GradAccumulate:
-        stateWrites[inst->outputs()->Get(0)].push_back(at);
-        break;
       case fb::Opcode::View: {
         int32_t out = inst->outputs()->Get(0);
         int32_t src = inst->inputs()->Get(0);
@@ -106,9 +69,6 @@ absl::StatusOr<ArenaLayout> LayOutArenas(const plan::LoadedPlan &loaded,
             plan::DTypeSize(plan.buffers()->Get(out)->dtype());
         break;
       }
-      case fb::Opcode::StateLoad:
-        loads[inst->outputs()->Get(0)] = inst->inputs()->Get(0);
-        break;
       case fb::Opcode::AllGather:
       case fb::Opcode::ReduceScatter: {
         bool gather = inst->opcode() == fb::Opcode::AllGather;
@@ -138,18 +98,12 @@ absl::StatusOr<ArenaLayout> LayOutArenas(const plan::LoadedPlan &loaded,
     }
   }
 
-  // A load aliases its state unless the state is written while it is live.
+  const std::vector<int32_t> loads = plan::AliasedStateLoads(plan, program);
   for (uint32_t x = 0; x < numBuffers; ++x) {
     if (loads[x] < 0)
       continue;
-    const BufferLayout &l = layout.buffers[x];
-    bool written = false;
-    for (int64_t at : stateWrites[loads[x]])
-      written |= at > l.start && at <= l.end;
-    if (!written) {
-      views[x].source = loads[x];
-      views[x].byteOffset = 0;
-    }
+    views[x].source = loads[x];
+    views[x].byteOffset = 0;
   }
 
   // Persistent buffers back to back.

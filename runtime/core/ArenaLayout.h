@@ -12,8 +12,10 @@
 //
 // Some buffers take no bytes of their own:
 //  - a view's output aliases its source (at offset x element size);
-//  - a state_load's output aliases the state it reads when nothing writes
-//    that state while the loaded value is live (otherwise it is a copy);
+//  - a state_load's output aliases the state it reads when nothing else
+//    writes that state while the loaded value is live (otherwise it is a
+//    copy): the rule of runtime/plan/Aliasing.h, which the memory report
+//    shares;
 //  - persistent buffers marked only_when_accumulating at A = 1.
 //
 // Flat all-gathers and reduce-scatters move |G| * ceil(N / |G|) elements,

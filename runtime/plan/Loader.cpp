@@ -589,6 +589,13 @@ private:
       if (!inRange(buffer->role()))
         return invalidf("%s.role: unknown state role %d", path,
                         static_cast<int>(buffer->role()));
+      if (!inRange(buffer->category()))
+        return invalidf("%s.category: unknown memory category %d", path,
+                        static_cast<int>(buffer->category()));
+      if (buffer->category() == fb::MemoryCategory::Host &&
+          (buffer->size_kind() != fb::SizeKind::Full || buffer->numel() != 1))
+        return invalidf("%s.category: host, but not a scalar (%d elements)",
+                        path, buffer->numel());
       if (buffer->role() != fb::StateRole::None) {
         if (buffer->unit() < -1 ||
             buffer->unit() >= static_cast<int64_t>(numUnits_))
@@ -1068,9 +1075,12 @@ private:
 
   /// Which buffers may hold different values on different ranks, and which
   /// blocks run on some ranks only; then refuses a collective or an exit in
-  /// such a block. Linear: each instruction is revisited only when one of
+  /// such a block (not in a plan pinned to W = 1). Linear: each instruction is revisited only when one of
   /// its inputs or its block turns varying, which happens once each.
   absl::Status checkUniformity() {
+    // A plan pinned to one rank has no other rank to disagree with.
+    if (plan_.header()->world_size() == 1)
+      return absl::OkStatus();
     // Flat instruction ids.
     std::vector<uint32_t> first(numBlocks_ + 1, 0);
     for (uint32_t b = 0; b < numBlocks_; ++b)

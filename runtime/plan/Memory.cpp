@@ -2,15 +2,18 @@
 
 #include "runtime/plan/Memory.h"
 
+#include <array>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "runtime/plan/Aliasing.h"
 #include "runtime/plan/VerifyInternal.h"
 
 namespace md::plan {
 namespace {
 
 using detail::count;
+using fb::MemoryCategory;
 
 absl::Status overflow(const char *what, int64_t worldSize) {
   return absl::InvalidArgumentError(absl::StrFormat(
@@ -22,26 +25,37 @@ bool isCommOpcode(fb::Opcode op) {
          op == fb::Opcode::AllReduce || op == fb::Opcode::Broadcast;
 }
 
-/// Live transient bytes at one program point, split by class.
+constexpr size_t kCategories =
+    static_cast<size_t>(MemoryCategory::MAX) + 1;
+
+/// Bytes per category, indexed by MemoryCategory.
+using Bytes = std::array<int64_t, kCategories>;
+
+/// Live transient bytes at one program point, by category.
 struct Live {
-  int64_t activations = 0;
-  int64_t comm = 0;
+  Bytes bytes{};
+  int64_t total = 0;
   int32_t block = -1;
   int32_t instruction = -1;
-  int64_t total() const {
-    return activations + comm;
-  } // callers keep this from overflowing
 };
+
+absl::Status add(Bytes &into, const Bytes &from, int64_t worldSize) {
+  for (size_t c = 0; c < kCategories; ++c)
+    if (__builtin_add_overflow(into[c], from[c], &into[c]))
+      return overflow("transient", worldSize);
+  return absl::OkStatus();
+}
 
 class PeakFinder {
 public:
   PeakFinder(const fb::Plan &plan, const WorldBinding &world)
       : plan_(plan), world_(world) {
     uint32_t numBlocks = count(plan.blocks());
+    uint32_t numBuffers = count(plan.buffers());
     byBlock_.resize(numBlocks);
-    comm_.assign(count(plan.buffers()), false);
-    alias_.assign(count(plan.buffers()), false);
-    for (uint32_t x = 0; x < count(plan.buffers()); ++x) {
+    category_.assign(numBuffers, MemoryCategory::Unspecified);
+    std::vector<bool> comm(numBuffers, false), alias(numBuffers, false);
+    for (uint32_t x = 0; x < numBuffers; ++x) {
       const fb::Buffer *buffer = plan.buffers()->Get(x);
       if (buffer->role() == fb::StateRole::None)
         byBlock_[buffer->block()].push_back(x);
@@ -51,14 +65,27 @@ public:
       for (uint32_t i = 0; i < count(block->instructions()); ++i) {
         const fb::Instruction *inst = block->instructions()->Get(i);
         if (inst->opcode() == fb::Opcode::View)
-          alias_[inst->outputs()->Get(0)] = true;
+          alias[inst->outputs()->Get(0)] = true;
         if (!isCommOpcode(inst->opcode()))
           continue;
         for (uint32_t k = 0; k < count(inst->inputs()); ++k)
-          comm_[inst->inputs()->Get(k)] = true;
+          comm[inst->inputs()->Get(k)] = true;
         for (uint32_t k = 0; k < count(inst->outputs()); ++k)
-          comm_[inst->outputs()->Get(k)] = true;
+          comm[inst->outputs()->Get(k)] = true;
       }
+    }
+    std::vector<int32_t> loads =
+        AliasedStateLoads(plan, ProgramOrder::Of(plan));
+    for (uint32_t x = 0; x < numBuffers; ++x) {
+      const fb::Buffer *buffer = plan.buffers()->Get(x);
+      if (alias[x] || loads[x] >= 0 ||
+          buffer->category() == MemoryCategory::Host)
+        category_[x] = MemoryCategory::Host; // no device bytes of its own
+      else if (buffer->category() != MemoryCategory::Unspecified)
+        category_[x] = buffer->category();
+      else
+        category_[x] =
+            comm[x] ? MemoryCategory::CommBuffers : MemoryCategory::Activations;
     }
   }
 
@@ -67,58 +94,52 @@ public:
   absl::StatusOr<Live> peak(int32_t b) {
     const fb::Block *block = plan_.blocks()->Get(b);
     uint32_t n = count(block->instructions());
-    std::vector<int64_t> actDelta(n + 1, 0), commDelta(n + 1, 0);
+    std::vector<Bytes> delta(n + 1, Bytes{});
     for (uint32_t x : byBlock_[b]) {
-      if (alias_[x])
+      size_t c = static_cast<size_t>(category_[x]);
+      if (category_[x] == MemoryCategory::Host)
         continue;
       const fb::Buffer *buffer = plan_.buffers()->Get(x);
       int64_t bytes = world_.bytes(*buffer);
-      std::vector<int64_t> &delta = comm_[x] ? commDelta : actDelta;
-      if (__builtin_add_overflow(delta[buffer->first()], bytes,
-                                 &delta[buffer->first()]) ||
-          __builtin_sub_overflow(delta[buffer->last() + 1], bytes,
-                                 &delta[buffer->last() + 1]))
+      if (__builtin_add_overflow(delta[buffer->first()][c], bytes,
+                                 &delta[buffer->first()][c]) ||
+          __builtin_sub_overflow(delta[buffer->last() + 1][c], bytes,
+                                 &delta[buffer->last() + 1][c]))
         return overflow("transient", world_.worldSize);
     }
     Live best, live;
-    best.block = b;
     for (uint32_t i = 0; i < n; ++i) {
-      if (__builtin_add_overflow(live.activations, actDelta[i],
-                                 &live.activations) ||
-          __builtin_add_overflow(live.comm, commDelta[i], &live.comm))
-        return overflow("transient", world_.worldSize);
-      Live here = live;
-      here.block = b;
-      here.instruction = static_cast<int32_t>(i);
-      int64_t hereTotal = 0;
-      if (__builtin_add_overflow(here.activations, here.comm, &hereTotal))
-        return overflow("transient", world_.worldSize);
+      MD_RETURN_IF_ERROR(add(live.bytes, delta[i], world_.worldSize));
       const fb::Instruction *inst = block->instructions()->Get(i);
       Live inner;
-      for (uint32_t k = 0; k < count(inst->blocks()); ++k) {
+      bool runs = !(inst->opcode() == fb::Opcode::MicroSteps &&
+                    world_.accumulationSteps <= 1);
+      for (uint32_t k = 0; runs && k < count(inst->blocks()); ++k) {
         absl::StatusOr<Live> child = peak(inst->blocks()->Get(k));
         if (!child.ok())
           return child.status();
-        if (child->total() > inner.total() || inner.block == -1)
+        if (inner.block == -1 || child->total > inner.total)
           inner = *child;
       }
-      Live candidate = here;
+      Live candidate;
+      candidate.bytes = live.bytes;
+      candidate.block = b;
+      candidate.instruction = static_cast<int32_t>(i);
       if (inner.block != -1) {
-        int64_t total = 0;
-        if (__builtin_add_overflow(here.activations, inner.activations,
-                                   &candidate.activations) ||
-            __builtin_add_overflow(here.comm, inner.comm, &candidate.comm) ||
-            __builtin_add_overflow(candidate.activations, candidate.comm,
-                                   &total))
-          return overflow("transient", world_.worldSize);
-        if (inner.total() > 0) {
+        MD_RETURN_IF_ERROR(add(candidate.bytes, inner.bytes, world_.worldSize));
+        if (inner.total > 0) {
           candidate.block = inner.block;
           candidate.instruction = inner.instruction;
         }
       }
-      if (best.instruction == -1 || candidate.total() > best.total())
+      for (int64_t bytes : candidate.bytes)
+        if (__builtin_add_overflow(candidate.total, bytes, &candidate.total))
+          return overflow("transient", world_.worldSize);
+      if (best.instruction == -1 || candidate.total > best.total)
         best = candidate;
     }
+    if (best.instruction == -1)
+      best.block = b;
     return best;
   }
 
@@ -126,9 +147,26 @@ private:
   const fb::Plan &plan_;
   const WorldBinding &world_;
   std::vector<std::vector<uint32_t>> byBlock_;
-  std::vector<bool> comm_;
-  std::vector<bool> alias_; // outputs of views
+  /// What each transient buffer counts as; Host for no bytes of its own.
+  std::vector<MemoryCategory> category_;
 };
+
+MemoryCategory categoryOfRole(fb::StateRole role) {
+  switch (role) {
+  case fb::StateRole::Master:
+  case fb::StateRole::Params:
+  case fb::StateRole::Buffer:
+    return MemoryCategory::Params;
+  case fb::StateRole::GradAcc:
+    return MemoryCategory::GradAcc;
+  case fb::StateRole::ExpAvg:
+  case fb::StateRole::ExpAvgSq:
+  case fb::StateRole::Momentum:
+  case fb::StateRole::None:
+    break;
+  }
+  return MemoryCategory::Optimizer;
+}
 
 } // namespace
 
@@ -139,31 +177,23 @@ absl::StatusOr<MemoryReport> PerRankMemory(const LoadedPlan &loaded,
     return world.status();
   const fb::Plan &plan = loaded.plan();
   MemoryReport report;
+  report.compilerCategories = count(plan.buffers()) != 0;
+  Bytes total{};
   for (uint32_t x = 0; x < count(plan.buffers()); ++x) {
     const fb::Buffer *buffer = plan.buffers()->Get(x);
+    if (buffer->category() == MemoryCategory::Unspecified)
+      report.compilerCategories = false;
     if (buffer->role() == fb::StateRole::None)
       continue;
     if (buffer->only_when_accumulating() && world->accumulationSteps <= 1)
       continue;
-    int64_t *category = nullptr;
-    switch (buffer->role()) {
-    case fb::StateRole::Master:
-    case fb::StateRole::Params:
-    case fb::StateRole::Buffer:
-      category = &report.params;
-      break;
-    case fb::StateRole::GradAcc:
-      category = &report.grads;
-      break;
-    case fb::StateRole::ExpAvg:
-    case fb::StateRole::ExpAvgSq:
-    case fb::StateRole::Momentum:
-      category = &report.optimizer;
-      break;
-    case fb::StateRole::None:
+    MemoryCategory category = buffer->category();
+    if (category == MemoryCategory::Unspecified)
+      category = categoryOfRole(buffer->role());
+    if (category == MemoryCategory::Host)
       continue;
-    }
-    if (__builtin_add_overflow(*category, world->bytes(*buffer), category))
+    int64_t &into = total[static_cast<size_t>(category)];
+    if (__builtin_add_overflow(into, world->bytes(*buffer), &into))
       return overflow("persistent", worldSize);
   }
 
@@ -175,21 +205,26 @@ absl::StatusOr<MemoryReport> PerRankMemory(const LoadedPlan &loaded,
     absl::StatusOr<Live> hooks = finder.peak(plan.hooks_block());
     if (!hooks.ok())
       return hooks.status();
-    if (hooks->total() > transient->total())
+    if (hooks->total > transient->total)
       transient = hooks;
   }
-  report.activations = transient->activations;
-  report.commBuffers = transient->comm;
-  if (transient->total() > 0) {
+  MD_RETURN_IF_ERROR(add(total, transient->bytes, worldSize));
+  auto at = [&](MemoryCategory c) { return total[static_cast<size_t>(c)]; };
+  report.params = at(MemoryCategory::Params);
+  report.grads = at(MemoryCategory::Grads);
+  report.gradAcc = at(MemoryCategory::GradAcc);
+  report.optimizer = at(MemoryCategory::Optimizer);
+  report.activations =
+      at(MemoryCategory::Activations) + at(MemoryCategory::Unspecified);
+  report.commBuffers = at(MemoryCategory::CommBuffers);
+  if (transient->total > 0) {
     report.peakBlock = transient->block;
     report.peakInstruction = transient->instruction;
   }
   int64_t peak = 0;
-  if (__builtin_add_overflow(report.params, report.grads, &peak) ||
-      __builtin_add_overflow(peak, report.optimizer, &peak) ||
-      __builtin_add_overflow(peak, report.activations, &peak) ||
-      __builtin_add_overflow(peak, report.commBuffers, &peak))
-    return overflow("peak", worldSize);
+  for (size_t c = 0; c < kCategories; ++c)
+    if (__builtin_add_overflow(peak, total[c], &peak))
+      return overflow("peak", worldSize);
   report.peak = peak;
   return report;
 }

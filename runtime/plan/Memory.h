@@ -1,29 +1,31 @@
 //===- Memory.h - bytes per rank of a plan at a world size ------*- C++ -*-===//
 //
-// PerRankMemory is the memory model of a plan, and `mdc --explain` must
-// compute the same numbers from the IR. The rule, at world size W with A
-// accumulation steps (a buffer's bytes are WorldBinding::bytes: numel or
-// ceil(numel / |group|) elements times the dtype's size):
+// PerRankMemory is the memory model of a plan. For a plan mdc wrote it is
+// the compiler's (docs/memory.md): every buffer carries the category mdc
+// gave it, so `mdrun --inspect` reports what `mdc --explain` predicts. The
+// rule, at world size W with A accumulation steps (a buffer's bytes are
+// WorldBinding::bytes: numel or ceil(numel / |group|) elements times the
+// dtype's size):
 //
-//   persistent buffers, by role, allocated for the whole run:
+//   persistent buffers, allocated for the whole run, count in their
+//   category; without one, by role:
 //     params    = master + params + buffer roles
-//     grads     = grad_acc
+//     grad_acc  = grad_acc (only_when_accumulating: only when A > 1)
 //     optimizer = exp_avg + exp_avg_sq + momentum
-//     (a buffer marked only_when_accumulating counts only when A > 1)
 //   transient buffers, live in their block from instruction `first` to
-//   `last` inclusive:
+//   `last` inclusive, take no bytes of their own when they alias another
+//   buffer (views and aliasing state loads: Aliasing.h) or are host
+//   scalars; the others count in their category, or without one as
+//   comm_buffers when a collective (all_gather, reduce_scatter, all_reduce,
+//   broadcast) reads or writes them and activations otherwise:
 //     live(b, i)  = bytes of the transient buffers of block b live at i
 //     inner(b, i) = the largest peak(c) over the blocks c that instruction i
-//                   of block b runs (0 for none)
+//                   of block b runs (0 for none; a micro_steps body does not
+//                   run when A = 1)
 //     peak(b)     = max over i of live(b, i) + inner(b, i)
 //     transient peak = max(peak(step block), peak(hooks block))
-//   The output of a view aliases its source and takes no bytes of its own
-//   (the loader checks that the source outlives it).
-//   A transient buffer read or written by an all_gather, reduce_scatter,
-//   all_reduce or broadcast is a comm buffer, every other one an activation;
-//   `activations` and `commBuffers` are their bytes at the transient peak
-//   (its first occurrence in program order), so that
-//     peak = params + grads + optimizer + activations + commBuffers.
+//   Each category's bytes are those at the transient peak (its first
+//   occurrence in program order), so that they add up to `peak`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +42,7 @@ namespace md::plan {
 struct MemoryReport {
   int64_t params = 0;
   int64_t grads = 0;
+  int64_t gradAcc = 0;
   int64_t optimizer = 0;
   int64_t activations = 0;
   int64_t commBuffers = 0;
@@ -48,6 +51,8 @@ struct MemoryReport {
   /// plan has no transient buffer.
   int32_t peakBlock = -1;
   int32_t peakInstruction = -1;
+  /// Every buffer carries the compiler's category (a plan mdc wrote).
+  bool compilerCategories = false;
 };
 
 /// Bytes per rank of `plan` at `worldSize` (bound with BindWorldSize, whose

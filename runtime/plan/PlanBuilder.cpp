@@ -189,15 +189,36 @@ absl::Status PlanBuilder::inferLiveness() {
   std::vector<Uses> uses(plan_.buffers.size());
   for (int32_t b = 0; b < numBlocks; ++b) {
     const auto &insts = plan_.blocks[b]->instructions;
-    for (int32_t i = 0; i < static_cast<int32_t>(insts.size()); ++i) {
-      auto note = [&](int32_t buffer) {
+    const int32_t size = static_cast<int32_t>(insts.size());
+    for (int32_t i = 0; i < size; ++i) {
+      auto note = [&](int32_t buffer, int32_t at) {
         if (buffer >= 0 && buffer < static_cast<int32_t>(uses.size()))
-          uses[buffer].sites.push_back({b, i});
+          uses[buffer].sites.push_back({b, at});
       };
+      // An instruction on the comm stream reads its inputs until the
+      // compute stream waits for it or for a later one of the comm stream
+      // (which runs in order), or to the end of the block.
+      int32_t release = i;
+      if (insts[i]->stream == 1) {
+        std::vector<int32_t> recorded;
+        release = size - 1;
+        for (int32_t j = i; j < size; ++j) {
+          bool waits = false;
+          for (int32_t e : insts[j]->waits)
+            waits = waits || std::find(recorded.begin(), recorded.end(), e) !=
+                                 recorded.end();
+          if (j > i && waits) {
+            release = j;
+            break;
+          }
+          if (insts[j]->stream == 1 && insts[j]->record >= 0)
+            recorded.push_back(insts[j]->record);
+        }
+      }
       for (int32_t in : insts[i]->inputs)
-        note(in);
+        note(in, release);
       for (int32_t out : insts[i]->outputs)
-        note(out);
+        note(out, i);
     }
   }
   auto commonBlock = [&](int32_t a, int32_t b) {

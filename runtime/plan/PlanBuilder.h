@@ -75,8 +75,11 @@ public:
   /// Sets block, first and last of every transient buffer whose block is -1
   /// from its uses: it lives in the innermost block that contains them all,
   /// where a use inside a nested block counts at the control instruction
-  /// that runs it; the source of a view then lives as long as the view
-  /// (a view aliases its source). Fails on a buffer no instruction uses or on a
+  /// that runs it, and an input of an instruction on the comm stream (1)
+  /// counts until the first later instruction of its block that waits for
+  /// the event of it or of a later comm-stream instruction (or to the end
+  /// of the block): the collective may still be reading it. The source of a
+  /// view then lives as long as the view (a view aliases its source). Fails on a buffer no instruction uses or on a
   /// block tree that is not one (what the loader would refuse anyway).
   absl::Status inferLiveness();
 

@@ -713,7 +713,7 @@ absl::Status Rule::check() {
     return absl::OkStatus();
   }
   case Op::View: {
-    MD_RETURN_IF_ERROR(rankIs(I(0), 1));
+    MD_RETURN_IF_ERROR(full(I(0)));
     MD_RETURN_IF_ERROR(full(O(0)));
     MD_RETURN_IF_ERROR(dtypeOf(O(0), I(0)));
     int64_t end = 0;

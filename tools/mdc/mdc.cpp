@@ -20,6 +20,7 @@
 #include "frontend/Diagnostics.h"
 #include "frontend/IRGen.h"
 #include "frontend/Parser.h"
+#include "passes/EmitPlan.h"
 #include "passes/ExplainReport.h"
 #include "passes/Pipeline.h"
 #include "tools/mdc/Check.h"
@@ -53,7 +54,7 @@ namespace {
 
 enum ExitCode { kSuccess = 0, kUserError = 1, kUsageError = 2 };
 
-enum class EmitKind { MLIR, Frontend, AST };
+enum class EmitKind { MLIR, Frontend, AST, Plan };
 
 
 cl::OptionCategory mdcCategory("mdc options");
@@ -99,7 +100,10 @@ cl::opt<EmitKind> emitKind(
                           "The md dialect module as the frontend builds it, "
                           "before any pass"),
                clEnumValN(EmitKind::AST, "ast",
-                          "The syntax tree, after parsing only")),
+                          "The syntax tree, after parsing only"),
+               clEnumValN(EmitKind::Plan, "plan",
+                          "The plan mdrun executes (a FlatBuffer, to -o "
+                          "FILE; the default when FILE ends in .fb)")),
     cl::cat(mdcCategory));
 
 cl::opt<std::string> planName(
@@ -239,8 +243,10 @@ int main(int argc, char **argv) {
   cl::extrahelp examplesHelp(
       "\nEXAMPLES:\n"
       "  mdc gpt.mdl                       print the md IR of gpt.mdl\n"
+      "  mdc gpt.mdl --plan fsdp-full -o plan.fb\n"
+      "                                    compile the plan mdrun runs\n"
       "  mdc gpt.mdl --plan fsdp-full --world-size 8 -o gpt.mlir\n"
-      "                                    compile for FSDP over 8 ranks\n"
+      "                                    the IR of FSDP over 8 ranks\n"
       "  mdc gpt.mdl -D layers=2 -D d=128  override hyper-parameters\n"
       "  mdc gpt.mdl --emit=ast            print the syntax tree\n"
       "  mdc gpt.mdl --plan fsdp-full --world-size 8 --explain --format=json\n"
@@ -259,6 +265,23 @@ int main(int argc, char **argv) {
   if (!cl::ParseCommandLineOptions(argc, argv, kOverview, &llvm::errs()))
     return kUsageError;
 
+  // -o FILE.fb means the plan unless --emit says otherwise.
+  EmitKind emit = emitKind;
+  if (!emitKind.getNumOccurrences() &&
+      llvm::StringRef(outputFilename).ends_with(".fb"))
+    emit = EmitKind::Plan;
+  if (emit == EmitKind::Plan && !check) {
+    if (planName.empty()) {
+      llvm::errs() << "mdc: error: a plan file needs --plan NAME (a plan of "
+                      "the file or a preset)\n";
+      return kUsageError;
+    }
+    if (outputFilename == "-") {
+      llvm::errs() << "mdc: error: --emit=plan writes a binary file: give "
+                      "-o FILE\n";
+      return kUsageError;
+    }
+  }
   IRGenOptions options;
   options.plan = planName;
   options.model = modelName;
@@ -328,14 +351,19 @@ int main(int argc, char **argv) {
     llvm::errs() << "mdc: error: --explain prints text or json, not sarif\n";
     return kUsageError;
   }
-  bool runPasses = explain || memoryLimit || printIRAfterAll;
-  if (runPasses && emitKind == EmitKind::Frontend) {
+  if (emit == EmitKind::Plan && explain) {
+    llvm::errs() << "mdc: error: --explain prints a report, not a plan\n";
+    return kUsageError;
+  }
+  bool runPasses =
+      explain || memoryLimit || printIRAfterAll || emit == EmitKind::Plan;
+  if (runPasses && emit == EmitKind::Frontend) {
     llvm::errs() << "mdc: error: --emit=frontend stops before md's passes; "
                     "it cannot be combined with --explain, --max-memory or "
                     "--print-ir-after-all\n";
     return kUsageError;
   }
-  if (runPasses && emitKind == EmitKind::AST) {
+  if (runPasses && emit == EmitKind::AST) {
     llvm::errs() << "mdc: error: --emit=ast stops after parsing; it cannot "
                     "be combined with --explain, --max-memory or "
                     "--print-ir-after-all\n";
@@ -358,7 +386,7 @@ int main(int argc, char **argv) {
   if (diags.hasErrors())
     return kUserError;
 
-  if (emitKind == EmitKind::AST)
+  if (emit == EmitKind::AST)
     return writeOutput(outputFilename,
                        [&](llvm::raw_ostream &os) { dumpAST(*module, os); })
                ? kSuccess
@@ -390,7 +418,7 @@ int main(int argc, char **argv) {
   // the recipe (a model without one has nothing to train: its IR as is).
   bool hasRecipe = false;
   ir->walk([&](md::TrainOp) { hasRecipe = true; });
-  if (emitKind == EmitKind::MLIR && !planName.empty() && hasRecipe)
+  if (emit == EmitKind::MLIR && !planName.empty() && hasRecipe)
     runPasses = true;
 
   if (runPasses) {
@@ -415,6 +443,31 @@ int main(int argc, char **argv) {
       return kUserError;
   }
 
+  if (emit == EmitKind::Plan) {
+    auto models = llvm::to_vector(ir->getOps<md::ModelOp>());
+    if (models.size() != 1) {
+      llvm::errs() << "mdc: error: a plan holds one model; the file has "
+                   << models.size() << " (choose one with --model NAME)\n";
+      return kUserError;
+    }
+    md::EmitPlanOptions emitOptions;
+    emitOptions.sourceFile = inputFilename;
+    emitOptions.sourceText =
+        sourceMgr.getMemoryBuffer(bufferId)->getBuffer().str();
+    emitOptions.compilerVersion =
+        std::string("mdc (md) built with LLVM ") + LLVM_VERSION_STRING;
+    mlir::FailureOr<std::vector<uint8_t>> bytes =
+        md::emitPlan(models.front(), emitOptions);
+    if (mlir::failed(bytes))
+      return kUserError;
+    return writeOutput(outputFilename,
+                       [&](llvm::raw_ostream &os) {
+                         os.write(reinterpret_cast<const char *>(bytes->data()),
+                                  bytes->size());
+                       })
+               ? kSuccess
+               : kUserError;
+  }
   if (explain) {
     std::string report;
     llvm::raw_string_ostream os(report);

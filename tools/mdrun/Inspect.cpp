@@ -277,10 +277,12 @@ std::shared_ptr<Object> buildReport(const std::string &path,
   auto memory = object();
   memory->add("params", m.params)
       .add("grads", m.grads)
+      .add("grad_acc", m.gradAcc)
       .add("optimizer", m.optimizer)
       .add("activations", m.activations)
       .add("comm_buffers", m.commBuffers)
-      .add("peak", m.peak);
+      .add("peak", m.peak)
+      .add("categories", m.compilerCategories ? "compiler" : "by role");
   auto peakAt = object();
   peakAt->add("block", m.peakBlock).add("instruction", m.peakInstruction);
   memory->add("peak_at", peakAt);
@@ -428,6 +430,7 @@ std::string formatText(const std::string &path, const plan::LoadedPlan &loaded,
   };
   mem("params", m.params);
   mem("grads", m.grads);
+  mem("grad_acc", m.gradAcc);
   mem("optimizer", m.optimizer);
   mem("activations", m.activations);
   mem("comm_buffers", m.commBuffers);

@@ -189,11 +189,11 @@ void printBanner(const runtime::RunInfo &i, const std::string &planPath,
                withCommas(i.trainableElements).c_str());
   const plan::MemoryReport &m = i.memory;
   absl::PrintF(
-      "mdrun: memory per rank: params %s, grads %s, optimizer %s, "
+      "mdrun: memory per rank: params %s, grads %s, grad_acc %s, optimizer %s, "
       "activations %s, comm buffers %s, peak %s (arenas: persistent %s, "
       "transient %s)\n",
       humanBytes(m.params).c_str(), humanBytes(m.grads).c_str(),
-      humanBytes(m.optimizer).c_str(), humanBytes(m.activations).c_str(),
+      humanBytes(m.gradAcc).c_str(), humanBytes(m.optimizer).c_str(), humanBytes(m.activations).c_str(),
       humanBytes(m.commBuffers).c_str(), humanBytes(m.peak).c_str(),
       humanBytes(i.persistentArenaBytes).c_str(),
       humanBytes(i.transientArenaBytes).c_str());

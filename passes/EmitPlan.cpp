@@ -1,0 +1,1343 @@
+//===- EmitPlan.cpp - the step program of a model as a plan.fb -----------===//
+//
+// See EmitPlan.h. The emitter walks the step and hooks regions of md.train
+// in order and appends one instruction per op to the block it is in;
+// liveness is left to PlanBuilder::inferLiveness, which applies the rule
+// md's memory analysis uses (docs/memory.md, "Liveness").
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/EmitPlan.h"
+
+#include "passes/MemoryPlan.h"
+#include "passes/StepProgram.h"
+#include "runtime/plan/Aliasing.h"
+#include "runtime/plan/Loader.h"
+#include "runtime/plan/PlanBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Location.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <map>
+#include <tuple>
+
+using namespace mlir;
+using namespace md;
+namespace fb = md::fb;
+using md::plan::PlanBuilder;
+
+namespace {
+
+/// The plan's element type of an MLIR type, or Invalid.
+fb::DType getDType(Type type) {
+  if (auto tensor = dyn_cast<RankedTensorType>(type))
+    type = tensor.getElementType();
+  if (type.isF32())
+    return fb::DType::F32;
+  if (type.isBF16())
+    return fb::DType::BF16;
+  if (type.isF16())
+    return fb::DType::F16;
+  if (type.isF64())
+    return fb::DType::F64;
+  if (type.isInteger(1))
+    return fb::DType::Bool;
+  if (type.isInteger(32))
+    return fb::DType::I32;
+  if (type.isInteger(64) || type.isIndex())
+    return fb::DType::I64;
+  return fb::DType::Invalid;
+}
+
+fb::MemoryCategory getPlanCategory(MemoryCategory category) {
+  switch (category) {
+  case MemoryCategory::params:
+    return fb::MemoryCategory::Params;
+  case MemoryCategory::grads:
+    return fb::MemoryCategory::Grads;
+  case MemoryCategory::gradAcc:
+    return fb::MemoryCategory::GradAcc;
+  case MemoryCategory::optimizer:
+    return fb::MemoryCategory::Optimizer;
+  case MemoryCategory::activations:
+    return fb::MemoryCategory::Activations;
+  case MemoryCategory::commBuffers:
+    return fb::MemoryCategory::CommBuffers;
+  }
+  return fb::MemoryCategory::Activations;
+}
+
+fb::StateRole getPlanRole(StateRole role) {
+  switch (role) {
+  case StateRole::master:
+    return fb::StateRole::Master;
+  case StateRole::params:
+    return fb::StateRole::Params;
+  case StateRole::exp_avg:
+    return fb::StateRole::ExpAvg;
+  case StateRole::exp_avg_sq:
+    return fb::StateRole::ExpAvgSq;
+  case StateRole::momentum:
+    return fb::StateRole::Momentum;
+  case StateRole::grad_acc:
+    return fb::StateRole::GradAcc;
+  }
+  return fb::StateRole::None;
+}
+
+/// The first file:line:col a location holds.
+std::optional<FileLineColLoc> getFileLoc(Location loc) {
+  std::optional<FileLineColLoc> found;
+  loc->walk([&](Location inner) {
+    if (auto file = dyn_cast<FileLineColLoc>(inner)) {
+      found = file;
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return found;
+}
+
+/// `a` and `b` name the same dotted path up to their first difference:
+/// "h.0.attn.q.weight" and "h.0.mlp.fc.bias" share "h.0".
+std::string commonPrefix(llvm::StringRef a, llvm::StringRef b) {
+  llvm::SmallVector<llvm::StringRef> x, y;
+  a.split(x, '.');
+  b.split(y, '.');
+  std::string prefix;
+  for (size_t i = 0; i + 1 < x.size() && i + 1 < y.size() && x[i] == y[i];
+       ++i)
+    prefix += (prefix.empty() ? "" : ".") + x[i].str();
+  return prefix;
+}
+
+/// Whether `cond` is `md.rank == 0` (either way round).
+bool isRankZeroTest(Value cond) {
+  auto cmp = cond.getDefiningOp<arith::CmpIOp>();
+  if (!cmp || cmp.getPredicate() != arith::CmpIPredicate::eq)
+    return false;
+  auto isZero = [](Value v) {
+    llvm::APInt value;
+    auto constant = v.getDefiningOp<arith::ConstantOp>();
+    if (!constant)
+      return false;
+    auto attr = dyn_cast<IntegerAttr>(constant.getValue());
+    return attr && attr.getValue().isZero();
+  };
+  auto isRank = [](Value v) { return v.getDefiningOp<RankOp>() != nullptr; };
+  return (isRank(cmp.getLhs()) && isZero(cmp.getRhs())) ||
+         (isRank(cmp.getRhs()) && isZero(cmp.getLhs()));
+}
+
+class Emitter {
+public:
+  Emitter(ModelOp model, const EmitPlanOptions &options)
+      : model_(model), options_(options) {}
+
+  FailureOr<std::vector<uint8_t>> run();
+
+private:
+  /// Where the instructions of a region go.
+  struct Context {
+    int32_t block = -1;
+    /// io runs on rank 0 alone (`if rank == 0 { ... }`, every rank0_only).
+    bool rank0Only = false;
+  };
+
+  LogicalResult emitHeader();
+  LogicalResult emitParamsAndState();
+  LogicalResult emitRecipe();
+  LogicalResult emitRegion(Region &region, Context ctx);
+  LogicalResult emitOp(Operation &op, Context ctx);
+  LogicalResult emitControl(Operation &op, Context ctx, bool &handled);
+  LogicalResult emitStepOp(Operation &op, Context ctx, bool &handled);
+  LogicalResult emitHostOp(Operation &op, Context ctx, bool &handled);
+  LogicalResult emitComputeOp(Operation &op, Context ctx);
+  LogicalResult emitEvaluate(EvaluateOp op, Context ctx);
+  LogicalResult emitForwardBody(Block &body, ArrayRef<int32_t> args,
+                                int32_t block, SmallVectorImpl<int32_t> &out,
+                                Operation *at);
+
+  /// A new transient buffer for `value`.
+  FailureOr<int32_t> newBuffer(Value value, llvm::StringRef name,
+                               Operation *at);
+  /// The buffers of `op`'s results, new.
+  FailureOr<SmallVector<int32_t>> results(Operation &op);
+  /// The buffer of `value` where `user` (in `block`) reads it.
+  FailureOr<int32_t> use(Value value, int32_t block, Operation *user);
+  FailureOr<SmallVector<int32_t>> uses(ValueRange values, int32_t block,
+                                       Operation *user);
+  /// Appends an instruction for `op` with its stream, events and location.
+  fb::InstructionT &add(Context ctx, Operation *op, fb::Opcode opcode,
+                        std::vector<int32_t> inputs,
+                        std::vector<int32_t> outputs);
+  int32_t event(int64_t id);
+  int32_t location(Location loc);
+  int32_t dataset(DataAttr data);
+  FailureOr<int32_t> state(llvm::StringRef symbol, Operation *user);
+
+  ModelOp model_;
+  TrainOp train_;
+  const EmitPlanOptions &options_;
+  PlanBuilder b_;
+
+  llvm::DenseMap<Value, int32_t> buffers_;
+  /// Constants are materialised in each block that reads them.
+  llvm::DenseMap<std::pair<Value, int32_t>, int32_t> constants_;
+  llvm::StringMap<int32_t> states_;
+  llvm::DenseMap<int64_t, int32_t> events_;
+  std::map<std::tuple<std::string, unsigned, unsigned>, int32_t> locations_;
+  llvm::DenseMap<Attribute, int32_t> datasets_;
+  /// The state a buffer was loaded from (md.state_load), for in-place
+  /// updates.
+  llvm::DenseMap<int32_t, int32_t> loadedFrom_;
+  /// md's memory categories of the step's values (computed at W = 1, where
+  /// the micro-step body runs whenever it can run at all).
+  llvm::DenseMap<Value, MemoryCategory> categories_;
+  /// Per unit: its flat parameter state for evaluation, and its params.
+  struct UnitInfo {
+    int32_t master = -1;
+    bool sharded = false;
+    Group group = Group::world;
+    int64_t numel = 0;
+    Type elementType;
+  };
+  std::vector<UnitInfo> units_;
+  llvm::StringMap<ParamOp> params_;
+};
+
+FailureOr<std::vector<uint8_t>> Emitter::run() {
+  for (auto train : model_.getBody().getOps<TrainOp>())
+    train_ = train;
+  if (!train_)
+    return model_.emitError("model '")
+           << model_.getSymName()
+           << "' has no train block: there is nothing to run, so no plan";
+  FailureOr<MemoryReport> memory = computeMemory(model_, 1);
+  if (failed(memory))
+    return failure();
+  for (const BufferInterval &buffer : memory->buffers)
+    if (buffer.value)
+      categories_[buffer.value] = buffer.category;
+
+  if (failed(emitHeader()) || failed(emitParamsAndState()) ||
+      failed(emitRecipe()))
+    return failure();
+
+  int32_t step = b_.addBlock(fb::BlockKind::Step);
+  b_.setStepBlock(step);
+  if (failed(emitRegion(train_.getStep(), {step, false})))
+    return failure();
+  int32_t hooks = b_.addBlock(fb::BlockKind::Hooks);
+  b_.setHooksBlock(hooks);
+  if (failed(emitRegion(train_.getHooks(), {hooks, false})))
+    return failure();
+
+  if (absl::Status status = b_.inferLiveness(); !status.ok())
+    return train_.emitError("internal error: the plan's liveness: ")
+           << status.ToString();
+  std::vector<uint8_t> bytes = b_.finish();
+
+  // The loader is the one judge of a plan: refuse to write what mdrun would
+  // refuse, and check that every state load shares its state's bytes, as
+  // md's memory analysis assumes.
+  absl::StatusOr<plan::LoadedPlan> loaded = plan::LoadPlan(bytes);
+  if (!loaded.ok())
+    return train_.emitError("internal error: the emitted plan does not "
+                            "verify: ")
+           << loaded.status().message().data();
+  const fb::Plan &fbPlan = loaded->plan();
+  std::vector<int32_t> aliased =
+      plan::AliasedStateLoads(fbPlan, plan::ProgramOrder::Of(fbPlan));
+  for (auto [x, state] : loadedFrom_)
+    if (aliased[x] != state)
+      return train_.emitError("internal error: a state is written while a "
+                              "load of it (buffer ")
+             << x << ", '" << b_.plan().buffers[x]->name
+             << "') is live; the load would be a copy";
+  return bytes;
+}
+
+//===----------------------------------------------------------------------===//
+// Tables
+//===----------------------------------------------------------------------===//
+
+LogicalResult Emitter::emitHeader() {
+  fb::HeaderT &h = b_.header();
+  h.model = model_.getSymName().str();
+  h.world_size = model_.getWorldSize().value_or(0);
+  h.shard_group_size = model_.getShardGroupSize().value_or(0);
+  h.source_file = options_.sourceFile;
+  h.source_hash = plan::SourceHash(options_.sourceText);
+  h.compiler_version = options_.compilerVersion;
+  PlanAttr planAttr = model_.getPlanAttr();
+  if (!planAttr)
+    return model_.emitError("no parallelism plan was applied: compile with "
+                            "--plan NAME");
+  h.plan_name = planAttr.getName().str();
+  h.preset = planAttr.getPreset().str();
+  fb::PlanOptionsT &o = *h.options;
+  o.shard = static_cast<fb::ShardKind>(planAttr.getShard());
+  o.wrap = static_cast<fb::WrapKind>(planAttr.getWrap());
+  for (StringAttr name : planAttr.getWrapBlocks())
+    o.wrap_blocks.push_back(name.str());
+  o.wrap_min_params = planAttr.getWrapMinParams().value_or(0);
+  o.param_dtype = getDType(planAttr.getParamDtype());
+  o.reduce_dtype = getDType(planAttr.getReduceDtype());
+  o.buffer_dtype = getDType(planAttr.getBufferDtype());
+  o.master_dtype = getDType(planAttr.getMasterDtype());
+  o.bucket_cap = planAttr.getBucketCap();
+  o.prefetch_forward = planAttr.getPrefetchForward();
+  o.prefetch_backward =
+      static_cast<fb::PrefetchBackward>(planAttr.getPrefetchBackward());
+  o.reshard_after_forward = planAttr.getReshardAfterForward();
+  for (StringAttr name : planAttr.getCheckpointActivations())
+    o.checkpoint_activations.push_back(name.str());
+  return success();
+}
+
+LogicalResult Emitter::emitParamsAndState() {
+  // Units: their flat size from their states (padding included), else from
+  // their parameters; their name is their parameters' common prefix.
+  llvm::SmallVector<std::string> names;
+  llvm::SmallVector<bool> named;
+  auto unitSlot = [&](int64_t unit) {
+    if (static_cast<size_t>(unit) >= units_.size()) {
+      units_.resize(unit + 1);
+      names.resize(unit + 1);
+      named.resize(unit + 1, false);
+    }
+    return unit;
+  };
+  for (ParamOp param : model_.getBody().getOps<ParamOp>()) {
+    params_[param.getSymName()] = param;
+    std::optional<int64_t> unit = param.getUnit();
+    if (!unit || param.getFrozen())
+      return param.emitError("parameter '")
+             << param.getSymName()
+             << "' is frozen or in no unit: plans do not carry frozen "
+                "parameters yet";
+    UnitInfo &info = units_[unitSlot(*unit)];
+    auto type = cast<RankedTensorType>(param.getType());
+    info.numel = std::max<int64_t>(
+        info.numel, param.getOffset().value_or(0) + type.getNumElements());
+    info.elementType = type.getElementType();
+    std::string name = param.getSymName().str();
+    if (!named[*unit]) {
+      names[*unit] = name.substr(0, name.rfind('.'));
+      named[*unit] = true;
+    } else {
+      names[*unit] = commonPrefix(names[*unit] + ".x", name);
+    }
+  }
+  for (StateOp state : model_.getBody().getOps<StateOp>()) {
+    if (!state.getUnit())
+      continue;
+    UnitInfo &info = units_[unitSlot(*state.getUnit())];
+    info.numel = std::max(info.numel, state.getFlatNumel());
+  }
+  for (size_t u = 0; u < units_.size(); ++u)
+    b_.addUnit(names[u], units_[u].numel);
+
+  for (ParamOp param : model_.getBody().getOps<ParamOp>()) {
+    auto type = cast<RankedTensorType>(param.getType());
+    InitAttr init = param.getInit();
+    std::vector<double> args;
+    for (const llvm::APFloat &arg : init.getArgs())
+      args.push_back(arg.convertToDouble());
+    fb::DType dtype = getDType(type);
+    if (dtype == fb::DType::Invalid)
+      return param.emitError("unsupported parameter type ") << type;
+    b_.addParam(param.getSymName().str(),
+                std::vector<int64_t>(type.getShape().begin(),
+                                     type.getShape().end()),
+                dtype, static_cast<int32_t>(*param.getUnit()),
+                param.getOffset().value_or(0),
+                static_cast<fb::InitKind>(init.getKind()), std::move(args));
+  }
+
+  for (StateOp state : model_.getBody().getOps<StateOp>()) {
+    auto type = cast<RankedTensorType>(state.getType());
+    fb::DType dtype = getDType(type);
+    fb::BufferT buffer =
+        state.getShard()
+            ? PlanBuilder::shard(state.getSymName().str(), dtype,
+                                 state.getFlatNumel(),
+                                 static_cast<fb::Group>(*state.getGroup()))
+            : PlanBuilder::full(state.getSymName().str(), dtype,
+                                std::vector<int64_t>(type.getShape().begin(),
+                                                     type.getShape().end()));
+    fb::StateRole role = getPlanRole(state.getRole());
+    int32_t unit = state.getUnit() ? static_cast<int32_t>(*state.getUnit()) : -1;
+    buffer = PlanBuilder::state(std::move(buffer), role, unit,
+                                role == fb::StateRole::GradAcc);
+    switch (state.getRole()) {
+    case StateRole::master:
+    case StateRole::params:
+      buffer.category = fb::MemoryCategory::Params;
+      break;
+    case StateRole::grad_acc:
+      buffer.category = fb::MemoryCategory::GradAcc;
+      break;
+    default:
+      buffer.category = fb::MemoryCategory::Optimizer;
+      break;
+    }
+    int32_t index = b_.addBuffer(std::move(buffer));
+    states_[state.getSymName()] = index;
+    if (state.getRole() == StateRole::master && unit >= 0) {
+      UnitInfo &info = units_[unit];
+      info.master = index;
+      info.sharded = state.getShard().has_value();
+      info.group = state.getGroup().value_or(Group::world);
+      info.elementType = type.getElementType();
+    }
+  }
+  return success();
+}
+
+int32_t Emitter::dataset(DataAttr data) {
+  auto it = datasets_.find(data);
+  if (it != datasets_.end())
+    return it->second;
+  int32_t index = b_.addDataset(static_cast<fb::DataKind>(data.getKind()),
+                                data.getPath().str(), data.getSeed());
+  datasets_[data] = index;
+  return index;
+}
+
+LogicalResult Emitter::emitRecipe() {
+  fb::RecipeT &r = b_.recipe();
+  r.global_batch = train_.getGlobalBatch();
+  r.micro_batch = train_.getMicroBatch();
+  r.seed = train_.getSeed();
+  if (std::optional<llvm::APFloat> clip = train_.getClipGradNorm())
+    r.clip_grad_norm = clip->convertToDouble();
+  r.sync_batch_norm = train_.getSyncBatchNorm();
+  r.train_data = dataset(train_.getData());
+  r.sampler->seed = train_.getSeed();
+  r.sampler->reshuffle_each_epoch = true;
+  r.sampler->tail = fb::TailPolicy::Drop;
+  fb::OptimizerT &o = *r.optimizer;
+  Attribute optimizer = train_.getOptimizer();
+  if (auto adamw = dyn_cast<AdamWAttr>(optimizer)) {
+    o.kind = fb::OptimizerKind::AdamW;
+    o.lr = adamw.getLr().convertToDouble();
+    o.beta1 = adamw.getBeta1().convertToDouble();
+    o.beta2 = adamw.getBeta2().convertToDouble();
+    o.eps = adamw.getEps().convertToDouble();
+    o.weight_decay = adamw.getWeightDecay().convertToDouble();
+  } else if (auto sgd = dyn_cast<SGDAttr>(optimizer)) {
+    o.kind = fb::OptimizerKind::Sgd;
+    o.lr = sgd.getLr().convertToDouble();
+    o.momentum = sgd.getMomentum().convertToDouble();
+    o.dampening = sgd.getDampening().convertToDouble();
+    o.weight_decay = sgd.getWeightDecay().convertToDouble();
+    o.nesterov = sgd.getNesterov();
+  } else {
+    return train_.emitError("unsupported optimizer ") << optimizer;
+  }
+  ScheduleAttr schedule = train_.getSchedule();
+  fb::ScheduleT &s = *r.schedule;
+  s.kind = static_cast<fb::ScheduleKind>(schedule.getKind());
+  s.warmup = schedule.getWarmup();
+  s.steps = schedule.getSteps();
+  s.min_lr = schedule.getMinLr().convertToDouble();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Buffers, events, locations
+//===----------------------------------------------------------------------===//
+
+FailureOr<int32_t> Emitter::newBuffer(Value value, llvm::StringRef name,
+                                      Operation *at) {
+  Type type = value.getType();
+  fb::DType dtype = getDType(type);
+  if (dtype == fb::DType::Invalid)
+    return at->emitError("cannot emit a value of type ")
+           << type << " into a plan";
+  fb::BufferT buffer;
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor) {
+    buffer = PlanBuilder::full(name.str(), dtype, {});
+    buffer.category = fb::MemoryCategory::Host;
+  } else if (tensor.hasStaticShape()) {
+    buffer = PlanBuilder::full(name.str(), dtype,
+                               std::vector<int64_t>(tensor.getShape().begin(),
+                                                    tensor.getShape().end()));
+  } else {
+    std::optional<ShardInfo> shard = getShardInfo(value);
+    if (!shard || tensor.getRank() != 1)
+      return at->emitError("cannot size result of type ")
+             << type << ": a dynamic size must be the shard of a flat buffer";
+    buffer = PlanBuilder::shard(name.str(), dtype, shard->numel,
+                                static_cast<fb::Group>(shard->group));
+  }
+  if (tensor) {
+    auto it = categories_.find(value);
+    buffer.category = it != categories_.end()
+                          ? getPlanCategory(it->second)
+                          : fb::MemoryCategory::Activations;
+  }
+  int32_t index = b_.addBuffer(std::move(buffer));
+  buffers_[value] = index;
+  return index;
+}
+
+FailureOr<SmallVector<int32_t>> Emitter::results(Operation &op) {
+  SmallVector<int32_t> out;
+  std::string base = op.getName().stripDialect().str();
+  for (auto [i, result] : llvm::enumerate(op.getResults())) {
+    std::string name =
+        op.getNumResults() > 1 ? base + "#" + std::to_string(i) : base;
+    FailureOr<int32_t> x = newBuffer(result, name, &op);
+    if (failed(x))
+      return failure();
+    out.push_back(*x);
+  }
+  return out;
+}
+
+FailureOr<int32_t> Emitter::use(Value value, int32_t block, Operation *user) {
+  auto it = buffers_.find(value);
+  if (it != buffers_.end())
+    return it->second;
+  if (auto constant = value.getDefiningOp<arith::ConstantOp>()) {
+    auto key = std::make_pair(value, block);
+    auto cached = constants_.find(key);
+    if (cached != constants_.end())
+      return cached->second;
+    fb::DType dtype = getDType(value.getType());
+    if (dtype == fb::DType::Invalid)
+      return user->emitError("cannot emit a constant of type ")
+             << value.getType();
+    fb::BufferT buffer = PlanBuilder::full("constant", dtype, {});
+    buffer.category = fb::MemoryCategory::Host;
+    int32_t x = b_.addBuffer(std::move(buffer));
+    fb::InstructionT &inst = b_.add(block, fb::Opcode::Constant, {}, {x});
+    inst.loc = location(constant.getLoc());
+    Attribute attr = constant.getValue();
+    if (auto i = dyn_cast<IntegerAttr>(attr))
+      inst.ints = {i.getValue().getSExtValue()};
+    else if (auto f = dyn_cast<FloatAttr>(attr))
+      inst.floats = {f.getValueAsDouble()};
+    else
+      return user->emitError("cannot emit the constant ")
+             << attr << ": only scalars";
+    constants_[key] = x;
+    return x;
+  }
+  if (value.getDefiningOp<RankOp>() || value.getDefiningOp<LocalRankOp>())
+    return user->emitError(
+        "a plan has no per-rank values: md.rank may only gate io, as in "
+        "`if rank == 0 { print(...) }`");
+  return user->emitError("internal error: an operand has no buffer");
+}
+
+FailureOr<SmallVector<int32_t>> Emitter::uses(ValueRange values, int32_t block,
+                                              Operation *user) {
+  SmallVector<int32_t> out;
+  for (Value value : values) {
+    FailureOr<int32_t> x = use(value, block, user);
+    if (failed(x))
+      return failure();
+    out.push_back(*x);
+  }
+  return out;
+}
+
+int32_t Emitter::event(int64_t id) {
+  auto it = events_.find(id);
+  if (it != events_.end())
+    return it->second;
+  int32_t index = b_.addEvent("e" + std::to_string(id));
+  events_[id] = index;
+  return index;
+}
+
+int32_t Emitter::location(Location loc) {
+  std::optional<FileLineColLoc> file = getFileLoc(loc);
+  if (!file)
+    return -1;
+  auto key = std::make_tuple(file->getFilename().str(), file->getLine(),
+                             file->getColumn());
+  auto it = locations_.find(key);
+  if (it != locations_.end())
+    return it->second;
+  int32_t index =
+      b_.addLocation(std::get<0>(key), static_cast<int32_t>(file->getLine()),
+                     static_cast<int32_t>(file->getColumn()));
+  locations_[key] = index;
+  return index;
+}
+
+FailureOr<int32_t> Emitter::state(llvm::StringRef symbol, Operation *user) {
+  auto it = states_.find(symbol);
+  if (it == states_.end())
+    return user->emitError("no md.state @") << symbol;
+  return it->second;
+}
+
+fb::InstructionT &Emitter::add(Context ctx, Operation *op, fb::Opcode opcode,
+                               std::vector<int32_t> inputs,
+                               std::vector<int32_t> outputs) {
+  fb::InstructionT &inst =
+      b_.add(ctx.block, opcode, std::move(inputs), std::move(outputs));
+  if (auto stream = op->getAttrOfType<IntegerAttr>("md.stream"))
+    inst.stream = static_cast<uint8_t>(stream.getInt());
+  if (auto record = op->getAttrOfType<IntegerAttr>("md.record"))
+    inst.record = event(record.getInt());
+  if (auto waits = op->getAttrOfType<DenseI64ArrayAttr>("md.wait"))
+    for (int64_t id : waits.asArrayRef())
+      inst.waits.push_back(event(id));
+  inst.loc = location(op->getLoc());
+  return inst;
+}
+
+//===----------------------------------------------------------------------===//
+// Regions and ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult Emitter::emitRegion(Region &region, Context ctx) {
+  for (Block &block : region)
+    for (Operation &op : block)
+      if (failed(emitOp(op, ctx)))
+        return failure();
+  return success();
+}
+
+LogicalResult Emitter::emitOp(Operation &op, Context ctx) {
+  // Materialised where they are read; the rank test of a rank-0 `if` is
+  // folded into the io it gates.
+  if (isa<arith::ConstantOp, RankOp, LocalRankOp>(op))
+    return success();
+  if (isa<arith::CmpIOp>(op) && isRankZeroTest(op.getResult(0)) &&
+      llvm::all_of(op.getUsers(), [](Operation *u) { return isa<IfOp>(u); }))
+    return success();
+  if (ctx.rank0Only) {
+    OpAccess access = getAccess(&op);
+    if (access.communicates || access.holdsCommunication || isa<ExitOp>(op))
+      return op.emitError("'")
+             << op.getName()
+             << "' cannot run on rank 0 alone: every rank must run it "
+                "(collectives, evaluations, saves and exits are uniform)";
+  }
+  bool handled = false;
+  if (failed(emitControl(op, ctx, handled)) || handled)
+    return failure(!handled);
+  if (failed(emitStepOp(op, ctx, handled)) || handled)
+    return failure(!handled);
+  if (failed(emitHostOp(op, ctx, handled)) || handled)
+    return failure(!handled);
+  return emitComputeOp(op, ctx);
+}
+
+LogicalResult Emitter::emitControl(Operation &op, Context ctx, bool &handled) {
+  handled = true;
+  if (auto micro = dyn_cast<MicroStepsOp>(op)) {
+    int32_t body = b_.addBlock(fb::BlockKind::MicroSteps);
+    add(ctx, &op, fb::Opcode::MicroSteps, {}, {}).blocks = {body};
+    return emitRegion(micro.getBody(), {body, ctx.rank0Only});
+  }
+  if (auto every = dyn_cast<EveryOp>(op)) {
+    int32_t body = b_.addBlock(fb::BlockKind::Every);
+    fb::InstructionT &inst = add(ctx, &op, fb::Opcode::Every, {}, {});
+    inst.ints = {every.getPeriod(), static_cast<int64_t>(every.getUnit())};
+    inst.blocks = {body};
+    return emitRegion(every.getBody(),
+                      {body, ctx.rank0Only || every.getRank0Only()});
+  }
+  if (auto ifOp = dyn_cast<IfOp>(op)) {
+    if (isRankZeroTest(ifOp.getCondition())) {
+      if (ifOp.getNumResults() != 0 || !ifOp.getElseRegion().empty())
+        return op.emitError("`if rank == 0` may only gate io, with no "
+                            "else and no results: a plan has no "
+                            "rank-dependent control flow");
+      for (Operation &nested : ifOp.getThenRegion().front())
+        if (!isa<YieldOp>(nested) &&
+            failed(emitOp(nested, {ctx.block, /*rank0Only=*/true})))
+          return failure();
+      return success();
+    }
+    FailureOr<int32_t> cond = use(ifOp.getCondition(), ctx.block, &op);
+    if (failed(cond))
+      return failure();
+    FailureOr<SmallVector<int32_t>> out = results(op);
+    if (failed(out))
+      return failure();
+    fb::InstructionT &inst = add(ctx, &op, fb::Opcode::If, {*cond},
+                                 std::vector<int32_t>(out->begin(), out->end()));
+    size_t at = b_.plan().blocks[ctx.block]->instructions.size() - 1;
+    (void)inst;
+    std::vector<int32_t> blocks;
+    for (auto [region, kind] :
+         {std::pair<Region *, fb::BlockKind>{&ifOp.getThenRegion(),
+                                             fb::BlockKind::Then},
+          {&ifOp.getElseRegion(), fb::BlockKind::Else}}) {
+      if (region->empty())
+        continue;
+      int32_t block = b_.addBlock(kind);
+      blocks.push_back(block);
+      for (Operation &nested : region->front()) {
+        if (auto yield = dyn_cast<YieldOp>(nested)) {
+          if (yield.getNumOperands() == 0)
+            continue;
+          FailureOr<SmallVector<int32_t>> values =
+              uses(yield.getOperands(), block, &nested);
+          if (failed(values))
+            return failure();
+          add({block, ctx.rank0Only}, &nested, fb::Opcode::Yield,
+              std::vector<int32_t>(values->begin(), values->end()), {});
+          continue;
+        }
+        if (failed(emitOp(nested, {block, ctx.rank0Only})))
+          return failure();
+      }
+    }
+    // `inst` may have moved while the blocks grew the block list.
+    b_.plan().blocks[ctx.block]->instructions[at]->blocks = blocks;
+    return success();
+  }
+  if (auto forOp = dyn_cast<ForOp>(op)) {
+    FailureOr<SmallVector<int32_t>> bounds =
+        uses(forOp->getOperands(), ctx.block, &op);
+    if (failed(bounds))
+      return failure();
+    Block &bodyBlock = forOp.getBody().front();
+    if (bodyBlock.getNumArguments() != 1)
+      return op.emitError("internal error: md.for without an induction "
+                          "variable");
+    FailureOr<int32_t> iv =
+        newBuffer(bodyBlock.getArgument(0), "for.iv", &op);
+    if (failed(iv))
+      return failure();
+    int32_t body = b_.addBlock(fb::BlockKind::ForBody);
+    add(ctx, &op, fb::Opcode::For,
+        std::vector<int32_t>(bounds->begin(), bounds->end()), {*iv})
+        .blocks = {body};
+    for (Operation &nested : bodyBlock)
+      if (!isa<YieldOp>(nested) &&
+          failed(emitOp(nested, {body, ctx.rank0Only})))
+        return failure();
+    return success();
+  }
+  if (auto evaluate = dyn_cast<EvaluateOp>(op))
+    return emitEvaluate(evaluate, ctx);
+  if (isa<YieldOp>(op))
+    return success(); // the end of a region emitted above
+  handled = false;
+  return success();
+}
+
+LogicalResult Emitter::emitStepOp(Operation &op, Context ctx, bool &handled) {
+  handled = true;
+  int32_t block = ctx.block;
+  if (auto load = dyn_cast<StateLoadOp>(op)) {
+    FailureOr<int32_t> s = state(load.getState(), &op);
+    FailureOr<SmallVector<int32_t>> out = results(op);
+    if (failed(s) || failed(out))
+      return failure();
+    add(ctx, &op, fb::Opcode::StateLoad, {*s}, {(*out)[0]});
+    loadedFrom_[(*out)[0]] = *s;
+    return success();
+  }
+  if (auto store = dyn_cast<StateStoreOp>(op)) {
+    FailureOr<int32_t> s = state(store.getState(), &op);
+    FailureOr<int32_t> value = use(store.getValue(), block, &op);
+    if (failed(s) || failed(value))
+      return failure();
+    add(ctx, &op, fb::Opcode::StateStore, {*value}, {*s});
+    return success();
+  }
+  if (auto batch = dyn_cast<BatchOp>(op)) {
+    FailureOr<SmallVector<int32_t>> out = results(op);
+    if (failed(out))
+      return failure();
+    add(ctx, &op, fb::Opcode::Batch, {},
+        std::vector<int32_t>(out->begin(), out->end()))
+        .ints = {dataset(train_.getData())};
+    return success();
+  }
+  if (auto acc = dyn_cast<GradAccumulateOp>(op)) {
+    FailureOr<int32_t> s = state(acc.getAcc(), &op);
+    FailureOr<int32_t> g = use(acc.getGrad(), block, &op);
+    if (failed(s) || failed(g))
+      return failure();
+    add(ctx, &op, fb::Opcode::GradAccumulate, {*g}, {*s});
+    return success();
+  }
+  if (auto total = dyn_cast<GradTotalOp>(op)) {
+    FailureOr<int32_t> s = state(total.getAcc(), &op);
+    FailureOr<int32_t> g = use(total.getGrad(), block, &op);
+    FailureOr<SmallVector<int32_t>> out = results(op);
+    if (failed(s) || failed(g) || failed(out))
+      return failure();
+    add(ctx, &op, fb::Opcode::GradTotal, {*g, *s}, {(*out)[0]});
+    return success();
+  }
+  handled = false;
+  return success();
+}
+
+LogicalResult Emitter::emitHostOp(Operation &op, Context ctx, bool &handled) {
+  handled = true;
+  int32_t block = ctx.block;
+  auto simple = [&](fb::Opcode opcode) -> FailureOr<fb::InstructionT *> {
+    FailureOr<SmallVector<int32_t>> in = uses(op.getOperands(), block, &op);
+    if (failed(in))
+      return failure();
+    FailureOr<SmallVector<int32_t>> out = results(op);
+    if (failed(out))
+      return failure();
+    return &add(ctx, &op, opcode, std::vector<int32_t>(in->begin(), in->end()),
+                std::vector<int32_t>(out->begin(), out->end()));
+  };
+  auto io = [&](fb::Opcode opcode, llvm::StringRef text,
+                bool rank0) -> LogicalResult {
+    FailureOr<fb::InstructionT *> inst = simple(opcode);
+    if (failed(inst))
+      return failure();
+    (*inst)->strings = {text.str()};
+    (*inst)->rank0_only = ctx.rank0Only || rank0;
+    return success();
+  };
+  return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+      .Case([&](StepOp) { return LogicalResult(simple(fb::Opcode::Step)); })
+      .Case([&](EpochOp) { return LogicalResult(simple(fb::Opcode::Epoch)); })
+      .Case([&](WorldSizeOp) {
+        return LogicalResult(simple(fb::Opcode::WorldSize));
+      })
+      .Case([&](LrOp) { return LogicalResult(simple(fb::Opcode::Lr)); })
+      .Case([&](LossOp) { return LogicalResult(simple(fb::Opcode::Loss)); })
+      .Case([&](WallTimeOp) {
+        return LogicalResult(simple(fb::Opcode::WallTime));
+      })
+      .Case([&](FileExistsOp exists) -> LogicalResult {
+        FailureOr<fb::InstructionT *> inst = simple(fb::Opcode::FileExists);
+        if (failed(inst))
+          return failure();
+        (*inst)->strings = {exists.getPath().str()};
+        return success();
+      })
+      .Case([&](AccumScaleOp) {
+        return LogicalResult(simple(fb::Opcode::AccumScale));
+      })
+      .Case([&](RecordLossOp) {
+        return LogicalResult(simple(fb::Opcode::RecordLoss));
+      })
+      .Case([&](LogOp log) {
+        return io(fb::Opcode::Log, log.getTag(), log.getRank0Only());
+      })
+      .Case([&](PrintOp print) {
+        return io(fb::Opcode::Print, print.getMessage(), print.getRank0Only());
+      })
+      .Case([&](SaveOp save) -> LogicalResult {
+        FailureOr<fb::InstructionT *> inst = simple(fb::Opcode::Save);
+        if (failed(inst))
+          return failure();
+        (*inst)->ints = {static_cast<int64_t>(save.getFormat())};
+        if (save.getPath())
+          (*inst)->strings = {save.getPath()->str()};
+        return success();
+      })
+      .Case([&](ExitOp exit) -> LogicalResult {
+        FailureOr<fb::InstructionT *> inst = simple(fb::Opcode::Exit);
+        if (failed(inst))
+          return failure();
+        if (exit.getReason())
+          (*inst)->strings = {exit.getReason()->str()};
+        return success();
+      })
+      .Case([&](tensor::ExtractOp extract) -> LogicalResult {
+        // The one element of a 0-d tensor is the same scalar buffer.
+        if (extract.getTensor().getType().getRank() != 0)
+          return op.emitError("only a 0-d tensor's element can be extracted "
+                              "in a plan");
+        FailureOr<int32_t> x = use(extract.getTensor(), block, &op);
+        if (failed(x))
+          return failure();
+        buffers_[extract.getResult()] = *x;
+        return success();
+      })
+      .Case<arith::CmpIOp, arith::CmpFOp>([&](Operation *cmp) -> LogicalResult {
+        std::optional<fb::CompareKind> kind;
+        if (auto i = dyn_cast<arith::CmpIOp>(cmp)) {
+          switch (i.getPredicate()) {
+          case arith::CmpIPredicate::eq: kind = fb::CompareKind::Eq; break;
+          case arith::CmpIPredicate::ne: kind = fb::CompareKind::Ne; break;
+          case arith::CmpIPredicate::slt: kind = fb::CompareKind::Lt; break;
+          case arith::CmpIPredicate::sle: kind = fb::CompareKind::Le; break;
+          case arith::CmpIPredicate::sgt: kind = fb::CompareKind::Gt; break;
+          case arith::CmpIPredicate::sge: kind = fb::CompareKind::Ge; break;
+          default: break;
+          }
+        } else {
+          switch (cast<arith::CmpFOp>(cmp).getPredicate()) {
+          case arith::CmpFPredicate::OEQ: kind = fb::CompareKind::Eq; break;
+          case arith::CmpFPredicate::UNE: kind = fb::CompareKind::Ne; break;
+          case arith::CmpFPredicate::OLT: kind = fb::CompareKind::Lt; break;
+          case arith::CmpFPredicate::OLE: kind = fb::CompareKind::Le; break;
+          case arith::CmpFPredicate::OGT: kind = fb::CompareKind::Gt; break;
+          case arith::CmpFPredicate::OGE: kind = fb::CompareKind::Ge; break;
+          default: break;
+          }
+        }
+        if (!kind)
+          return op.emitError("unsupported comparison predicate in a plan");
+        FailureOr<fb::InstructionT *> inst = simple(fb::Opcode::ScalarCompare);
+        if (failed(inst))
+          return failure();
+        (*inst)->ints = {static_cast<int64_t>(*kind)};
+        return success();
+      })
+      .Case<arith::AddIOp, arith::AddFOp, arith::SubIOp, arith::SubFOp,
+            arith::MulIOp, arith::MulFOp, arith::DivSIOp, arith::DivFOp,
+            arith::RemSIOp, arith::RemFOp, arith::NegFOp, arith::AndIOp,
+            arith::OrIOp, arith::XOrIOp, arith::MinSIOp, arith::MaxSIOp,
+            arith::MinimumFOp, arith::MaximumFOp>(
+          [&](Operation *arith) -> LogicalResult {
+            fb::ArithKind kind =
+                llvm::TypeSwitch<Operation *, fb::ArithKind>(arith)
+                    .Case<arith::AddIOp, arith::AddFOp>(
+                        [](auto) { return fb::ArithKind::Add; })
+                    .Case<arith::SubIOp, arith::SubFOp>(
+                        [](auto) { return fb::ArithKind::Sub; })
+                    .Case<arith::MulIOp, arith::MulFOp>(
+                        [](auto) { return fb::ArithKind::Mul; })
+                    .Case<arith::DivSIOp, arith::DivFOp>(
+                        [](auto) { return fb::ArithKind::Div; })
+                    .Case<arith::RemSIOp, arith::RemFOp>(
+                        [](auto) { return fb::ArithKind::Rem; })
+                    .Case([](arith::NegFOp) { return fb::ArithKind::Neg; })
+                    .Case([](arith::AndIOp) { return fb::ArithKind::And; })
+                    .Case([](arith::OrIOp) { return fb::ArithKind::Or; })
+                    .Case([](arith::XOrIOp) { return fb::ArithKind::Xor; })
+                    .Case<arith::MinSIOp, arith::MinimumFOp>(
+                        [](auto) { return fb::ArithKind::Min; })
+                    .Default([](Operation *) { return fb::ArithKind::Max; });
+            FailureOr<fb::InstructionT *> inst = simple(fb::Opcode::ScalarArith);
+            if (failed(inst))
+              return failure();
+            (*inst)->ints = {static_cast<int64_t>(kind)};
+            return success();
+          })
+      .Case<arith::ExtFOp, arith::TruncFOp, arith::SIToFPOp, arith::FPToSIOp,
+            arith::ExtSIOp, arith::ExtUIOp, arith::TruncIOp,
+            arith::IndexCastOp>([&](Operation *) {
+        return LogicalResult(simple(fb::Opcode::ScalarConvert));
+      })
+      .Default([&](Operation *) {
+        handled = false;
+        return success();
+      });
+}
+
+LogicalResult Emitter::emitComputeOp(Operation &op, Context ctx) {
+  int32_t block = ctx.block;
+  if (op.getDialect() != model_->getDialect())
+    return op.emitError("'") << op.getName() << "' cannot be emitted into a plan";
+  FailureOr<SmallVector<int32_t>> in = uses(op.getOperands(), block, &op);
+  if (failed(in))
+    return failure();
+  std::vector<int32_t> inputs(in->begin(), in->end());
+
+  // Optimizer updates run in place on the states they update (docs/memory.md):
+  // a result whose operand was loaded from a state is that operand's buffer.
+  auto inPlace = [&](Value result, Value operand) -> bool {
+    auto it = buffers_.find(operand);
+    if (!operand || it == buffers_.end() || !loadedFrom_.count(it->second))
+      return false;
+    buffers_[result] = it->second;
+    return true;
+  };
+  std::vector<int32_t> outputs;
+  auto adamw = dyn_cast<AdamWUpdateOp>(op);
+  auto sgd = dyn_cast<SGDUpdateOp>(op);
+  for (auto [i, result] : llvm::enumerate(op.getResults())) {
+    Value updated;
+    if (adamw)
+      updated = std::array<Value, 3>{adamw.getParam(), adamw.getM(),
+                                     adamw.getV()}[i];
+    else if (sgd)
+      updated = i == 0 ? sgd.getParam() : sgd.getMomentumBuffer();
+    if (updated && inPlace(result, updated)) {
+      outputs.push_back(buffers_[result]);
+      continue;
+    }
+    // A view or reshape aliases its operand: both become a plan View.
+    std::string name = op.getName().stripDialect().str();
+    if (op.getNumResults() > 1)
+      name += "#" + std::to_string(i);
+    FailureOr<int32_t> x = newBuffer(result, name, &op);
+    if (failed(x))
+      return failure();
+    outputs.push_back(*x);
+  }
+
+  using Op = fb::Opcode;
+  auto emit = [&](Op opcode) -> fb::InstructionT & {
+    return add(ctx, &op, opcode, inputs, outputs);
+  };
+  auto flag = [](bool b) -> int64_t { return b ? 1 : 0; };
+  auto reduceDims = [&](ArrayRef<int64_t> dims, bool keepdim) {
+    std::vector<int64_t> ints = {flag(keepdim)};
+    ints.insert(ints.end(), dims.begin(), dims.end());
+    return ints;
+  };
+  auto bucketOf = [](std::optional<uint64_t> bucket) -> int64_t {
+    return bucket ? static_cast<int64_t>(*bucket) : -1;
+  };
+  auto ignore = [](std::optional<uint64_t> index) -> std::vector<int64_t> {
+    if (!index)
+      return {};
+    return {static_cast<int64_t>(*index)};
+  };
+
+  return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+      .Case([&](MatmulOp m) {
+        emit(Op::Matmul).ints = {flag(m.getTransposeA()),
+                                 flag(m.getTransposeB())};
+        return success();
+      })
+      .Case([&](MatmulGradOp m) {
+        emit(Op::MatmulGrad).ints = {flag(m.getTransposeA()),
+                                     flag(m.getTransposeB())};
+        return success();
+      })
+      .Case([&](AddOp) { return emit(Op::Add), success(); })
+      .Case([&](SubOp) { return emit(Op::Sub), success(); })
+      .Case([&](MulOp) { return emit(Op::Mul), success(); })
+      .Case([&](ScaleOp s) {
+        emit(Op::Scale).floats = {s.getFactor().convertToDouble()};
+        return success();
+      })
+      .Case([&](GeluOp g) {
+        emit(Op::Gelu).ints = {flag(g.getApproximate())};
+        return success();
+      })
+      .Case([&](GeluGradOp g) {
+        emit(Op::GeluGrad).ints = {flag(g.getApproximate())};
+        return success();
+      })
+      .Case([&](ReluOp) { return emit(Op::Relu), success(); })
+      .Case([&](ReluGradOp) { return emit(Op::ReluGrad), success(); })
+      .Case([&](SqrtOp) { return emit(Op::Sqrt), success(); })
+      .Case([&](RsqrtOp r) {
+        emit(Op::Rsqrt).floats = {r.getEps().convertToDouble()};
+        return success();
+      })
+      .Case([&](LayerNormOp n) {
+        emit(Op::LayerNorm).floats = {n.getEps().convertToDouble()};
+        return success();
+      })
+      .Case([&](LayerNormGradOp n) {
+        emit(Op::LayerNormGrad).floats = {n.getEps().convertToDouble()};
+        return success();
+      })
+      .Case([&](RmsNormOp n) {
+        emit(Op::RmsNorm).floats = {n.getEps().convertToDouble()};
+        return success();
+      })
+      .Case([&](RmsNormGradOp n) {
+        emit(Op::RmsNormGrad).floats = {n.getEps().convertToDouble()};
+        return success();
+      })
+      .Case([&](BatchNormOp n) {
+        emit(Op::BatchNorm).floats = {n.getEps().convertToDouble()};
+        return success();
+      })
+      .Case([&](BatchNormGradOp) { return emit(Op::BatchNormGrad), success(); })
+      .Case([&](SoftmaxOp s) {
+        emit(Op::Softmax).ints = {s.getAxis()};
+        return success();
+      })
+      .Case([&](SoftmaxGradOp s) {
+        emit(Op::SoftmaxGrad).ints = {s.getAxis()};
+        return success();
+      })
+      .Case([&](CausalAttentionOp a) {
+        emit(Op::CausalAttention).ints = {
+            static_cast<int64_t>(a.getNumHeads())};
+        return success();
+      })
+      .Case([&](CausalAttentionGradOp a) {
+        emit(Op::CausalAttentionGrad).ints = {
+            static_cast<int64_t>(a.getNumHeads())};
+        return success();
+      })
+      .Case([&](EmbeddingOp) { return emit(Op::Embedding), success(); })
+      .Case([&](EmbeddingGradOp e) {
+        emit(Op::EmbeddingGrad).ints = {
+            static_cast<int64_t>(e.getNumEmbeddings())};
+        return success();
+      })
+      .Case([&](CrossEntropyOp c) {
+        emit(Op::CrossEntropy).ints = ignore(c.getIgnoreIndex());
+        return success();
+      })
+      .Case([&](CrossEntropyGradOp c) {
+        emit(Op::CrossEntropyGrad).ints = ignore(c.getIgnoreIndex());
+        return success();
+      })
+      .Case([&](MeanOp r) {
+        emit(Op::Mean).ints = reduceDims(r.getDims(), r.getKeepdim());
+        return success();
+      })
+      .Case([&](MeanGradOp r) {
+        emit(Op::MeanGrad).ints = reduceDims(r.getDims(), r.getKeepdim());
+        return success();
+      })
+      .Case([&](SumOp r) {
+        emit(Op::Sum).ints = reduceDims(r.getDims(), r.getKeepdim());
+        return success();
+      })
+      .Case([&](SumGradOp r) {
+        emit(Op::SumGrad).ints = reduceDims(r.getDims(), r.getKeepdim());
+        return success();
+      })
+      .Case([&](SumToOp) { return emit(Op::SumTo), success(); })
+      .Case([&](ReshapeOp) {
+        emit(Op::View).ints = {0};
+        return success();
+      })
+      .Case([&](TransposeOp t) {
+        ArrayRef<int64_t> perm = t.getPerm();
+        emit(Op::Transpose).ints = std::vector<int64_t>(perm.begin(), perm.end());
+        return success();
+      })
+      .Case([&](ArangeOp a) {
+        emit(Op::Arange).ints = {static_cast<int64_t>(a.getStart()),
+                                 static_cast<int64_t>(a.getEnd())};
+        return success();
+      })
+      .Case([&](AccumulateOp) { return emit(Op::Accumulate), success(); })
+      .Case([&](AdamWUpdateOp a) {
+        emit(Op::AdamWUpdate).floats = {
+            a.getBeta1().convertToDouble(), a.getBeta2().convertToDouble(),
+            a.getEps().convertToDouble(), a.getWeightDecay().convertToDouble()};
+        return success();
+      })
+      .Case([&](SGDUpdateOp s) {
+        fb::InstructionT &inst = emit(Op::SgdUpdate);
+        inst.floats = {s.getMomentum().convertToDouble(),
+                       s.getDampening().convertToDouble(),
+                       s.getWeightDecay().convertToDouble()};
+        inst.ints = {flag(s.getNesterov())};
+        return success();
+      })
+      .Case([&](GlobalNormOp g) {
+        emit(Op::GlobalNorm).ints = {flag(g.getSquared())};
+        return success();
+      })
+      .Case([&](ClipOp c) {
+        emit(Op::Clip).floats = {c.getMaxNorm().convertToDouble()};
+        return success();
+      })
+      .Case([&](CastOp) { return emit(Op::Cast), success(); })
+      .Case([&](FlattenOp) { return emit(Op::Flatten), success(); })
+      .Case([&](ViewOp v) {
+        emit(Op::View).ints = {static_cast<int64_t>(v.getOffset())};
+        return success();
+      })
+      .Case([&](ShardSliceOp s) {
+        emit(Op::ShardSlice).ints = {static_cast<int64_t>(s.getGroup())};
+        return success();
+      })
+      .Case([&](AllGatherOp c) {
+        emit(Op::AllGather).ints = {static_cast<int64_t>(c.getGroup()),
+                                    bucketOf(c.getBucket()),
+                                    static_cast<int64_t>(c.getAxis())};
+        return success();
+      })
+      .Case([&](ReduceScatterOp c) {
+        emit(Op::ReduceScatter).ints = {
+            static_cast<int64_t>(c.getGroup()),
+            static_cast<int64_t>(c.getReductionKind()), bucketOf(c.getBucket()),
+            static_cast<int64_t>(c.getAxis())};
+        return success();
+      })
+      .Case([&](AllReduceOp c) {
+        emit(Op::AllReduce).ints = {static_cast<int64_t>(c.getGroup()),
+                                    static_cast<int64_t>(c.getReductionKind()),
+                                    bucketOf(c.getBucket())};
+        return success();
+      })
+      .Case([&](BroadcastOp c) {
+        emit(Op::Broadcast).ints = {static_cast<int64_t>(c.getGroup()),
+                                    bucketOf(c.getBucket()),
+                                    static_cast<int64_t>(c.getRoot())};
+        return success();
+      })
+      .Case([&](BarrierOp c) {
+        emit(Op::Barrier).ints = {static_cast<int64_t>(c.getGroup()),
+                                  bucketOf(c.getBucket())};
+        return success();
+      })
+      .Default([&](Operation *) {
+        return op.emitError("'") << op.getName()
+                                 << "' cannot be emitted into a plan";
+      });
+}
+
+//===----------------------------------------------------------------------===//
+// Evaluation
+//===----------------------------------------------------------------------===//
+
+/// md.evaluate runs the model's forward on held-out data. The step program
+/// has no copy of it (md-apply-plan builds the training step only), so the
+/// emitter writes its body here: this rank's batch; per unit, its master
+/// weights (all-gathered over their group when sharded, cast to the
+/// parameters' dtype when it differs), read through views; the forward's
+/// ops in the parameters' own dtype; the loss yielded. Every rank runs the
+/// same gathers in the same order, and the Evaluate instruction averages
+/// the loss over the world.
+LogicalResult Emitter::emitEvaluate(EvaluateOp op, Context ctx) {
+  auto forward = dyn_cast_or_null<ForwardOp>(
+      SymbolTable::lookupSymbolIn(model_, op.getForwardAttr()));
+  if (!forward)
+    return op.emitError("no md.forward @") << op.getForward();
+  int32_t body = b_.addBlock(fb::BlockKind::EvalBody);
+  Block &entry = forward.getBody().front();
+  std::vector<int32_t> args;
+  int32_t data = dataset(op.getData());
+  for (BlockArgument arg : entry.getArguments()) {
+    FailureOr<int32_t> x = newBuffer(arg, "eval.batch", op);
+    if (failed(x))
+      return failure();
+    args.push_back(*x);
+  }
+  fb::InstructionT &batch = b_.add(body, fb::Opcode::Batch, {}, args);
+  batch.ints = {data};
+  batch.loc = location(op.getLoc());
+  SmallVector<int32_t> out;
+  if (failed(emitForwardBody(entry, args, body, out, op)))
+    return failure();
+  if (out.empty())
+    return op.emitError("the forward returns no loss to evaluate");
+  b_.add(body, fb::Opcode::Yield, {out.front()}, {});
+  FailureOr<SmallVector<int32_t>> result = results(*op);
+  if (failed(result))
+    return failure();
+  fb::InstructionT &inst =
+      add(ctx, op, fb::Opcode::Evaluate, {}, {(*result)[0]});
+  inst.ints = {data, static_cast<int64_t>(op.getBatches().value_or(0))};
+  inst.blocks = {body};
+  return success();
+}
+
+LogicalResult Emitter::emitForwardBody(Block &body, ArrayRef<int32_t> args,
+                                       int32_t block,
+                                       SmallVectorImpl<int32_t> &out,
+                                       Operation *at) {
+  for (auto [arg, x] : llvm::zip(body.getArguments(), args))
+    buffers_[arg] = x;
+  // The gathered flat buffer of each unit, made on first use.
+  llvm::DenseMap<int64_t, int32_t> flat;
+  auto unitFlat = [&](int64_t unit, Operation *user) -> FailureOr<int32_t> {
+    auto it = flat.find(unit);
+    if (it != flat.end())
+      return it->second;
+    const UnitInfo &info = units_[unit];
+    if (info.master < 0)
+      return user->emitError("unit ") << unit << " has no master weights";
+    const fb::BufferT &master = *b_.plan().buffers[info.master];
+    auto transient = [&](fb::BufferT buffer) {
+      buffer.category = fb::MemoryCategory::Params;
+      return b_.addBuffer(std::move(buffer));
+    };
+    int32_t x;
+    fb::InstructionT *inst;
+    if (info.sharded) {
+      int32_t shard = transient(PlanBuilder::shard(
+          "eval.master.shard", master.dtype, master.numel, master.group));
+      b_.add(block, fb::Opcode::StateLoad, {info.master}, {shard});
+      loadedFrom_[shard] = info.master;
+      x = transient(
+          PlanBuilder::full("eval.params", master.dtype, {master.numel}));
+      inst = &b_.add(block, fb::Opcode::AllGather, {shard}, {x});
+      inst->ints = {static_cast<int64_t>(info.group), -1, 0};
+    } else {
+      x = transient(PlanBuilder::full("eval.params", master.dtype,
+                                      master.shape));
+      b_.add(block, fb::Opcode::StateLoad, {info.master}, {x});
+      loadedFrom_[x] = info.master;
+    }
+    flat[unit] = x;
+    return x;
+  };
+
+  for (Operation &op : body) {
+    if (auto ret = dyn_cast<ReturnOp>(op)) {
+      FailureOr<SmallVector<int32_t>> values =
+          uses(ret.getOperands(), block, &op);
+      if (failed(values))
+        return failure();
+      out.assign(values->begin(), values->end());
+      return success();
+    }
+    if (auto ref = dyn_cast<ParamRefOp>(op)) {
+      ParamOp param = params_.lookup(ref.getParam());
+      if (!param)
+        return op.emitError("no md.param @") << ref.getParam();
+      FailureOr<int32_t> source = unitFlat(*param.getUnit(), &op);
+      if (failed(source))
+        return failure();
+      auto type = cast<RankedTensorType>(ref.getType());
+      fb::DType dtype = getDType(type);
+      int32_t from = *source;
+      if (b_.plan().buffers[from]->dtype != dtype) {
+        // Master weights in another dtype: cast the whole unit once.
+        fb::BufferT cast = PlanBuilder::full(
+            "eval.params.cast", dtype, {b_.plan().buffers[from]->numel});
+        cast.category = fb::MemoryCategory::Params;
+        int32_t c = b_.addBuffer(std::move(cast));
+        b_.add(block, fb::Opcode::Cast, {from}, {c});
+        flat[*param.getUnit()] = c;
+        from = c;
+      }
+      fb::BufferT view = PlanBuilder::full(
+          param.getSymName().str(), dtype,
+          std::vector<int64_t>(type.getShape().begin(), type.getShape().end()));
+      view.category = fb::MemoryCategory::Params;
+      int32_t v = b_.addBuffer(std::move(view));
+      b_.add(block, fb::Opcode::View, {from}, {v}).ints = {
+          param.getOffset().value_or(0)};
+      buffers_[ref.getResult()] = v;
+      continue;
+    }
+    if (auto call = dyn_cast<CallOp>(op)) {
+      auto callee = dyn_cast_or_null<FuncOp>(
+          SymbolTable::lookupSymbolIn(model_, call.getCalleeAttr()));
+      if (!callee)
+        return op.emitError("no md.func @") << call.getCallee();
+      FailureOr<SmallVector<int32_t>> operands =
+          uses(call.getOperands(), block, &op);
+      if (failed(operands))
+        return failure();
+      SmallVector<int32_t> results;
+      if (failed(emitForwardBody(callee.getBody().front(), *operands, block,
+                                 results, &op)))
+        return failure();
+      for (auto [result, x] : llvm::zip(call.getResults(), results))
+        buffers_[result] = x;
+      continue;
+    }
+    if (failed(emitOp(op, {block, false})))
+      return failure();
+  }
+  return at->emitError("internal error: a forward body without md.return");
+}
+
+} // namespace
+
+FailureOr<std::vector<uint8_t>> md::emitPlan(ModelOp model,
+                                             const EmitPlanOptions &options) {
+  return Emitter(model, options).run();
+}
