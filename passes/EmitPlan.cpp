@@ -230,6 +230,18 @@ FailureOr<std::vector<uint8_t>> Emitter::run() {
       failed(emitRecipe()))
     return failure();
 
+  // W must divide global_batch / micro_batch (and be a multiple of a hybrid
+  // plan's shard group): say so now if no W can.
+  int64_t global = train_.getGlobalBatch(), micro = train_.getMicroBatch();
+  int64_t group = model_.getShardGroupSize().value_or(1);
+  if (global % micro != 0 || (global / micro) % group != 0)
+    train_.emitWarning("no world size can run this plan: W must divide "
+                       "global_batch / micro_batch = ")
+        << global << " / " << micro
+        << (group > 1 ? " and be a multiple of the shard group of " : "")
+        << (group > 1 ? std::to_string(group) : std::string())
+        << " ranks";
+
   int32_t step = b_.addBlock(fb::BlockKind::Step);
   b_.setStepBlock(step);
   if (failed(emitRegion(train_.getStep(), {step, false})))
@@ -630,12 +642,13 @@ LogicalResult Emitter::emitOp(Operation &op, Context ctx) {
                 "(collectives, evaluations, saves and exits are uniform)";
   }
   bool handled = false;
-  if (failed(emitControl(op, ctx, handled)) || handled)
-    return failure(!handled);
-  if (failed(emitStepOp(op, ctx, handled)) || handled)
-    return failure(!handled);
-  if (failed(emitHostOp(op, ctx, handled)) || handled)
-    return failure(!handled);
+  for (auto emit : {&Emitter::emitControl, &Emitter::emitStepOp,
+                    &Emitter::emitHostOp}) {
+    if (failed((this->*emit)(op, ctx, handled)))
+      return failure();
+    if (handled)
+      return success();
+  }
   return emitComputeOp(op, ctx);
 }
 
@@ -674,8 +687,6 @@ LogicalResult Emitter::emitControl(Operation &op, Context ctx, bool &handled) {
       return failure();
     fb::InstructionT &inst = add(ctx, &op, fb::Opcode::If, {*cond},
                                  std::vector<int32_t>(out->begin(), out->end()));
-    size_t at = b_.plan().blocks[ctx.block]->instructions.size() - 1;
-    (void)inst;
     std::vector<int32_t> blocks;
     for (auto [region, kind] :
          {std::pair<Region *, fb::BlockKind>{&ifOp.getThenRegion(),
@@ -701,8 +712,7 @@ LogicalResult Emitter::emitControl(Operation &op, Context ctx, bool &handled) {
           return failure();
       }
     }
-    // `inst` may have moved while the blocks grew the block list.
-    b_.plan().blocks[ctx.block]->instructions[at]->blocks = blocks;
+    inst.blocks = blocks; // PlanBuilder keeps `inst` where it is
     return success();
   }
   if (auto forOp = dyn_cast<ForOp>(op)) {

@@ -1,6 +1,7 @@
 # lit configuration for md. Puts md's tools and LLVM's FileCheck/not/count
 # first on PATH, and turns optional parts into lit features (REQUIRES: cuda).
 import os
+import sys
 import lit.formats
 
 config.name = "md"
@@ -15,6 +16,7 @@ path = os.pathsep.join([config.md_tools_dir, config.llvm_tools_dir,
 config.environment["PATH"] = path
 
 config.substitutions.append(("%md_src_root", config.md_src_root))
+config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("%md_obj_root", config.md_obj_root))
 
 if config.md_enable_cuda:

@@ -418,6 +418,12 @@ int main(int argc, char **argv) {
   // the recipe (a model without one has nothing to train: its IR as is).
   bool hasRecipe = false;
   ir->walk([&](md::TrainOp) { hasRecipe = true; });
+  if (emit == EmitKind::Plan && !hasRecipe) {
+    llvm::errs() << "mdc: error: " << inputFilename
+                 << ": the model has no train block: there is nothing to "
+                    "run, so no plan\n";
+    return kUserError;
+  }
   if (emit == EmitKind::MLIR && !planName.empty() && hasRecipe)
     runPasses = true;
 

@@ -507,14 +507,31 @@ absl::Status Inspect(const InspectOptions &options, std::string &out) {
       plan::LoadPlanFile(options.planPath, load);
   if (!loaded.ok())
     return loaded.status();
+  // Without --world-size: the pinned W, else 2, else the smallest W that
+  // the plan's batch and groups fit (a hybrid plan of groups of 8 at 8).
   int64_t worldSize = loaded->bound() ? loaded->world().worldSize : 2;
   absl::StatusOr<plan::PlanSummary> summary =
       plan::Summarize(*loaded, worldSize);
+  constexpr int64_t kMaxSearched = 4096;
+  for (int64_t w = 1; !summary.ok() && !loaded->bound() && w <= kMaxSearched;
+       ++w) {
+    if (w == 2)
+      continue;
+    absl::StatusOr<plan::PlanSummary> at = plan::Summarize(*loaded, w);
+    if (at.ok()) {
+      worldSize = w;
+      summary = std::move(at);
+    }
+  }
   if (!summary.ok())
-    return absl::Status(summary.status().code(),
-                        absl::StrCat(options.planPath, ": at world size ",
-                                     worldSize, ": ",
-                                     summary.status().message()));
+    return absl::Status(
+        summary.status().code(),
+        absl::StrCat(options.planPath, ": at world size ", worldSize, ": ",
+                     summary.status().message(),
+                     loaded->bound() || options.worldSize
+                         ? ""
+                         : absl::StrCat(" (and no world size from 1 to ",
+                                        kMaxSearched, " fits the plan)")));
   if (options.format == InspectFormat::Json) {
     out.clear();
     writeJson(buildReport(options.planPath, *loaded, *summary), 0, out);

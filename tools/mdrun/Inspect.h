@@ -21,7 +21,7 @@ enum class InspectFormat { Text, Json };
 
 struct InspectOptions {
   std::string planPath;
-  int64_t worldSize = 0; // 0: the plan's pinned W, else 2
+  int64_t worldSize = 0; // 0: the pinned W, else 2, else the first that fits
   InspectFormat format = InspectFormat::Text;
 };
 
