@@ -1,7 +1,8 @@
 //===- Tokens.cpp - windows of a nanoGPT-style token file -----------------===//
 //
-// The file is a flat array of uint16 tokens (nanoGPT's prepare.py writes
-// them with np.uint16), memory-mapped. A sample is a window of T + 1 tokens
+// The file is a flat array of little-endian tokens, memory-mapped: uint16
+// (nanoGPT's prepare.py writes np.uint16) when the model's vocabulary fits
+// in 16 bits (at most 65536 tokens, or unknown), uint32 when it does not. A sample is a window of T + 1 tokens
 // at an offset drawn from (seed, epoch, sample index) in [0, len - T): idx is
 // its first T tokens and targets its last T, as nanoGPT's get_batch. An
 // epoch is floor((len - 1) / T) samples, about one pass over the tokens.
@@ -22,16 +23,17 @@ namespace {
 class Tokens final : public Dataset {
 public:
   Tokens(std::vector<Field> fields, std::unique_ptr<MappedFile> file,
-         uint64_t seed)
-      : Dataset(std::move(fields)), file_(std::move(file)), seed_(seed) {
-    length_ = file_->size() / 2;
+         uint64_t seed, int64_t width)
+      : Dataset(std::move(fields)), file_(std::move(file)), seed_(seed),
+        width_(width) {
+    length_ = file_->size() / width_;
     window_ = fields_[0].numel();
   }
 
   int64_t size() const override { return (length_ - 1) / window_; }
   std::string describe() const override {
-    return absl::StrFormat("tokens %s (%d tokens, windows of %d + 1)",
-                           file_->path(), length_, window_);
+    return absl::StrFormat("tokens %s (%d uint%d tokens, windows of %d + 1)",
+                           file_->path(), length_, 8 * width_, window_);
   }
 
   absl::Status read(int64_t epoch, absl::Span<const int64_t> indices,
@@ -45,8 +47,7 @@ public:
           runtime::Below(runtime::Draw(key, static_cast<uint64_t>(indices[s])),
                          static_cast<uint64_t>(length_ - t)));
       for (int64_t i = 0; i <= t; ++i) {
-        uint16_t token;
-        std::memcpy(&token, file_->data() + 2 * (start + i), 2);
+        int64_t token = tokenAt(start + i);
         if (bound > 0 && token >= bound)
           return absl::OutOfRangeError(absl::StrFormat(
               "%s: token %d at position %d is outside the model's vocabulary "
@@ -63,6 +64,17 @@ public:
   }
 
 private:
+  int64_t tokenAt(int64_t i) const {
+    if (width_ == 2) {
+      uint16_t token;
+      std::memcpy(&token, file_->data() + 2 * i, 2);
+      return token;
+    }
+    uint32_t token;
+    std::memcpy(&token, file_->data() + 4 * i, 4);
+    return token;
+  }
+
   void store(size_t k, void *out, int64_t i, int64_t v) const {
     if (fields_[k].dtype == runtime::DType::i64)
       static_cast<int64_t *>(out)[i] = v;
@@ -72,6 +84,7 @@ private:
 
   std::unique_ptr<MappedFile> file_;
   uint64_t seed_;
+  int64_t width_; // bytes per token: 2 or 4
   int64_t length_ = 0, window_ = 0;
 };
 
@@ -89,16 +102,20 @@ OpenTokens(const std::string &path, uint64_t seed, std::vector<Field> fields) {
   if (!file.ok())
     return file.status();
   int64_t t = fields[0].shape[0];
-  if ((*file)->size() % 2 != 0)
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: %d bytes is not a whole number of uint16 tokens",
-                        path, (*file)->size()));
-  if ((*file)->size() / 2 < t + 1)
+  int64_t vocab = fields[0].bound > 0 ? fields[0].bound : fields[1].bound;
+  int64_t width = vocab > 65536 ? 4 : 2;
+  const char *type = width == 2 ? "uint16" : "uint32";
+  if ((*file)->size() % width != 0)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: %d bytes is not a whole number of %s tokens (a vocabulary of %d "
+        "takes %s)",
+        path, (*file)->size(), type, vocab, type));
+  if ((*file)->size() / width < t + 1)
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: %d tokens, fewer than one window of %d + 1", path,
-                        (*file)->size() / 2, t));
+                        (*file)->size() / width, t));
   return std::unique_ptr<Dataset>(
-      new Tokens(std::move(fields), std::move(*file), seed));
+      new Tokens(std::move(fields), std::move(*file), seed, width));
 }
 
 } // namespace md::data

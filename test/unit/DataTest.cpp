@@ -323,5 +323,44 @@ TEST(TokensTest, WindowsOfTPlusOneTokens) {
   std::remove(path.c_str());
 }
 
+TEST(TokensTest, Uint32TokensForVocabulariesBeyond16Bits) {
+  // A vocabulary of 100000 does not fit in uint16: the file holds uint32.
+  std::string path = tempPath("tokens32.bin");
+  std::vector<uint32_t> tokens(500);
+  for (int i = 0; i < 500; ++i)
+    tokens[i] = 70000u + static_cast<uint32_t>(i);
+  FILE *f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  std::fwrite(tokens.data(), 4, tokens.size(), f);
+  std::fclose(f);
+  DataSource src;
+  src.kind = DataKind::Tokens;
+  src.path = path;
+  absl::StatusOr<std::unique_ptr<Dataset>> d = OpenDataset(
+      src, {field(DType::i32, {8}, 100000), field(DType::i32, {8}, 100000)});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ((*d)->size(), 499 / 8);
+  std::vector<int32_t> idx(2 * 8), tgt(2 * 8);
+  ASSERT_TRUE((*d)->read(0, {0, 1}, {idx.data(), tgt.data()}).ok());
+  for (int k = 0; k < 16; ++k) {
+    EXPECT_GE(idx[k], 70000);
+    EXPECT_LT(idx[k], 70500);
+    EXPECT_EQ(tgt[k], idx[k] + 1);
+  }
+  // 502 bytes is no whole number of uint32 tokens.
+  f = std::fopen(path.c_str(), "ab");
+  ASSERT_NE(f, nullptr);
+  std::fputc(0, f);
+  std::fputc(0, f);
+  std::fclose(f);
+  absl::StatusOr<std::unique_ptr<Dataset>> odd = OpenDataset(
+      src, {field(DType::i32, {8}, 100000), field(DType::i32, {8}, 100000)});
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.status().message().find("not a whole number of uint32 tokens"),
+            std::string::npos)
+      << odd.status();
+  std::remove(path.c_str());
+}
+
 } // namespace
 } // namespace md::data
