@@ -155,6 +155,20 @@ std::string tempPath(const char *name) {
                          getpid(), name);
 }
 
+/// Writes `values` to a new temporary file `name` and returns its path.
+template <typename T>
+std::string writeTemp(const char *name, const std::vector<T> &values) {
+  std::string path = tempPath(name);
+  FILE *f = std::fopen(path.c_str(), "wb");
+  EXPECT_NE(f, nullptr) << path;
+  if (f) {
+    EXPECT_EQ(std::fwrite(values.data(), sizeof(T), values.size(), f),
+              values.size());
+    std::fclose(f);
+  }
+  return path;
+}
+
 TEST(SyntheticTest, ClassificationIsDeterministicAndLearnable) {
   DataSource src;
   src.seed = 3;
@@ -282,14 +296,10 @@ TEST(NpyTest, ReadsOneFilePerInput) {
 }
 
 TEST(TokensTest, WindowsOfTPlusOneTokens) {
-  std::string path = tempPath("tokens.bin");
   std::vector<uint16_t> tokens(1000);
   for (int i = 0; i < 1000; ++i)
     tokens[i] = static_cast<uint16_t>(i % 97);
-  FILE *f = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr);
-  std::fwrite(tokens.data(), 2, tokens.size(), f);
-  std::fclose(f);
+  std::string path = writeTemp("tokens.bin", tokens);
   DataSource src;
   src.kind = DataKind::Tokens;
   src.path = path;
@@ -325,14 +335,10 @@ TEST(TokensTest, WindowsOfTPlusOneTokens) {
 
 TEST(TokensTest, Uint32TokensForVocabulariesBeyond16Bits) {
   // A vocabulary of 100000 does not fit in uint16: the file holds uint32.
-  std::string path = tempPath("tokens32.bin");
   std::vector<uint32_t> tokens(500);
   for (int i = 0; i < 500; ++i)
     tokens[i] = 70000u + static_cast<uint32_t>(i);
-  FILE *f = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr);
-  std::fwrite(tokens.data(), 4, tokens.size(), f);
-  std::fclose(f);
+  std::string path = writeTemp("tokens32.bin", tokens);
   DataSource src;
   src.kind = DataKind::Tokens;
   src.path = path;
@@ -347,8 +353,8 @@ TEST(TokensTest, Uint32TokensForVocabulariesBeyond16Bits) {
     EXPECT_LT(idx[k], 70500);
     EXPECT_EQ(tgt[k], idx[k] + 1);
   }
-  // 502 bytes is no whole number of uint32 tokens.
-  f = std::fopen(path.c_str(), "ab");
+  // 2002 bytes is no whole number of uint32 tokens.
+  FILE *f = std::fopen(path.c_str(), "ab");
   ASSERT_NE(f, nullptr);
   std::fputc(0, f);
   std::fputc(0, f);
