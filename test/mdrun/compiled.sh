@@ -132,9 +132,9 @@ fi
 # 2. W = 1 and W = 2 at the same global batch, from one unpinned plan.
 # ---------------------------------------------------------------------------
 # softmax(q k^T) does not change when a constant is added to every key, so
-# the exact gradient of attn.k.bias is zero and what AdamW makes of its
-# rounding noise differs between any two summation orders: --noise holds it
-# to ExecutorTest's element-wise bound, |a - b| <= 1e-5 max(1, |a|).
+# the exact gradient of attn.k.bias is zero and its values are rounding
+# noise that differs between any two summation orders: --noise holds it to
+# ExecutorTest's element-wise bound, |a - b| <= 1e-5 max(1, |a|).
 declare -A noise=([mlp]="" [gpt]="--noise attn.k.bias")
 for model in mlp gpt; do
   for plan in ddp-f32 zero1-f32 grad-op-f32 full-f32; do
