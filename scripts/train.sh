@@ -4,12 +4,17 @@
 # the ranks on the CPU backend.
 #   scripts/train.sh                  # deps (if missing), configure, build, train
 #   BUILD_DIR=out scripts/train.sh    # another build directory
-# Extra arguments go to mdrun (e.g. --steps 50, --metrics m.jsonl).
+# Extra arguments go to mdrun (e.g. --steps 50, --metrics m.jsonl); they come
+# after the default --steps, so a --steps of their own replaces it.
 #
-# mdc does not write plan files yet (its emitter is the next step), so the
-# plan trained here is md-plan-examples' MLP under fsdp-full, built the way
-# md's passes lower models/mlp.mdl's recipe. The compiled step program of the
-# real model is printed first.
+# The job: the tiny configuration of models/gpt.mdl (2 layers, d = 64,
+# 4 heads, 64 tokens, a 512-token vocabulary), compiled by mdc under its
+# fsdp-full plan, trained on data/train.bin. models/gpt.mdl reads
+# tokens("data/train.bin") and evaluates on tokens("data/val.bin") relative
+# to the working directory (the repository root); when they are missing,
+# md-data writes them: walks on one random Markov chain over 512 tokens
+# (training and held-out walks of the same chain), whose entropy rate, about
+# 1.03 nats per token, is the loss a model can reach.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
@@ -17,13 +22,25 @@ jobs=${MD_JOBS:-2}
 
 scripts/install-deps.sh
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
-cmake --build "$build" -j "$jobs" --target mdc mdrun md-plan-examples
+cmake --build "$build" -j "$jobs" --target mdc mdrun md-data
 
-echo "== mdc models/mlp.mdl --plan fsdp-full --explain --world-size 2"
-"$build/bin/mdc" models/mlp.mdl --plan fsdp-full --explain --world-size 2 | sed -n '1,20p'
+# The data: 2M training tokens, 200k held-out tokens, unless already there.
+vocab=512
+if [[ ! -f data/train.bin ]]; then
+  "$build/bin/md-data" markov --vocab "$vocab" --tokens 2000000 --seed 1 -o data/train.bin
+fi
+if [[ ! -f data/val.bin ]]; then
+  "$build/bin/md-data" markov --vocab "$vocab" --tokens 200000 --seed 2 -o data/val.bin
+fi
 
-plans="$build/plans"
-mkdir -p "$plans"
-"$build/bin/md-plan-examples" "$plans" > /dev/null
-echo "== mdrun --gpus 2 $plans/train-mlp-fsdp.fb"
-exec "$build/bin/mdrun" --gpus 2 "$plans/train-mlp-fsdp.fb" "$@"
+tiny=(-D layers=2 -D d=64 -D heads=4 -D seq=64 -D vocab=$vocab)
+echo "== mdc models/gpt.mdl ${tiny[*]} --plan fsdp-full --explain --world-size 2"
+"$build/bin/mdc" models/gpt.mdl "${tiny[@]}" --plan fsdp-full --explain --world-size 2 | sed -n '1,20p'
+
+plan="$build/plans/gpt-tiny-fsdp.fb"
+mkdir -p "$build/plans"
+echo "== mdc models/gpt.mdl ${tiny[*]} --plan fsdp-full -o $plan"
+"$build/bin/mdc" models/gpt.mdl "${tiny[@]}" --plan fsdp-full -o "$plan"
+
+echo "== mdrun --gpus 2 $plan --steps 250 $*"
+exec "$build/bin/mdrun" --gpus 2 "$plan" --steps 250 "$@"

@@ -10,10 +10,10 @@
 //                   x ~ N(0, 1) elementwise, y = argmax_c (W x)_c for a fixed
 //                   teacher W[C, D] ~ N(0, 1)
 //   sequence        fields (int[T], int[T]) over a vocabulary of V tokens:
-//                   a walk of T + 1 steps on a fixed sparse Markov chain
-//                   (each token has min(4, V) successors, probabilities
-//                   0.6, 0.25, 0.1, 0.05); idx = its first T tokens,
-//                   targets = its last T
+//                   a walk of T + 1 tokens on a fixed sparse Markov chain
+//                   (Markov.h, chain seed 0: each token has min(4, V)
+//                   successors, probabilities 0.6, 0.25, 0.1, 0.05);
+//                   idx = its first T tokens, targets = its last T
 //   anything else   float fields ~ N(0, 1), integer fields uniform in
 //                   [0, bound)
 //
@@ -21,11 +21,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/core/Random.h"
 #include "runtime/data/Dataset.h"
+#include "runtime/data/Markov.h"
 
 namespace md::data {
 namespace {
@@ -134,24 +136,7 @@ private:
     } else if (task_ == Task::Sequence) {
       int64_t a = fields_[0].bound, b = fields_[1].bound;
       vocab_ = a > 0 && b > 0 ? std::min(a, b) : std::max(a, b);
-      successors_ = std::min<int64_t>(4, vocab_);
-      uint64_t key =
-          HashKey(kTaskKey ^ 0x736571ull, static_cast<uint64_t>(vocab_));
-      next_.resize(static_cast<size_t>(vocab_ * successors_));
-      for (int64_t i = 0; i < vocab_ * successors_; ++i)
-        next_[i] = static_cast<int64_t>(
-            runtime::Below(Draw(key, static_cast<uint64_t>(i)),
-                           static_cast<uint64_t>(vocab_)));
-      const double p[4] = {0.6, 0.25, 0.1, 0.05};
-      double total = 0;
-      for (int64_t s = 0; s < successors_; ++s)
-        total += p[s];
-      double c = 0;
-      for (int64_t s = 0; s < successors_; ++s) {
-        c += p[s] / total;
-        cumulative_[s] = c;
-      }
-      cumulative_[successors_ - 1] = 1.0;
+      chain_.emplace(vocab_, /*chainSeed=*/0);
     }
   }
 
@@ -177,17 +162,12 @@ private:
 
   void sequence(uint64_t key, int64_t b, absl::Span<void *const> out) {
     int64_t t = fields_[0].numel();
-    int64_t token = static_cast<int64_t>(
-        runtime::Below(Draw(key, 0), static_cast<uint64_t>(vocab_)));
-    for (int64_t i = 0; i < t; ++i) {
-      storeInt(fields_[0], out[0], b * t + i, token);
-      double u = runtime::UnitInterval(Draw(key, static_cast<uint64_t>(i + 1)));
-      int64_t s = 0;
-      while (s + 1 < successors_ && u >= cumulative_[s])
-        ++s;
-      token = next_[static_cast<size_t>(token * successors_ + s)];
-      storeInt(fields_[1], out[1], b * t + i, token);
-    }
+    chain_->walk(key, t + 1, [&](int64_t j, int64_t token) {
+      if (j < t)
+        storeInt(fields_[0], out[0], b * t + j, token);
+      if (j > 0)
+        storeInt(fields_[1], out[1], b * t + j - 1, token);
+    });
   }
 
   void generic(uint64_t key, int64_t b, absl::Span<void *const> out) {
@@ -212,9 +192,8 @@ private:
   Task task_;
   int64_t features_ = 0, classes_ = 0;
   std::vector<double> teacher_;
-  int64_t vocab_ = 0, successors_ = 0;
-  std::vector<int64_t> next_;
-  double cumulative_[4] = {1, 1, 1, 1};
+  int64_t vocab_ = 0;
+  std::optional<MarkovChain> chain_;
 };
 
 } // namespace

@@ -4,14 +4,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_format.h"
 #include "runtime/data/Dataset.h"
+#include "runtime/data/Markov.h"
 #include "runtime/data/Sampler.h"
 
 namespace md::data {
@@ -228,6 +231,67 @@ TEST(SyntheticTest, SequencesFollowASparseChain) {
     }
   for (const auto &[token, successors] : next)
     EXPECT_LE(successors.size(), 4u) << token;
+}
+
+TEST(MarkovTest, SyntheticSequencesWalkChainSeedZero) {
+  DataSource src;
+  absl::StatusOr<std::unique_ptr<Dataset>> d = OpenDataset(
+      src, {field(DType::i32, {64}, 300), field(DType::i32, {64}, 300)});
+  ASSERT_TRUE(d.ok()) << d.status();
+  std::vector<int32_t> idx(8 * 64), tgt(8 * 64);
+  ASSERT_TRUE((*d)->read(0, {0, 1, 2, 3, 4, 5, 6, 7},
+                         {idx.data(), tgt.data()})
+                  .ok());
+  MarkovChain chain(300, 0), other(300, 1);
+  int64_t notInOther = 0;
+  for (size_t i = 0; i < idx.size(); ++i) {
+    auto isEdge = [&](const MarkovChain &c) {
+      for (int64_t s = 0; s < c.successors(); ++s)
+        if (c.successor(idx[i], s) == tgt[i])
+          return true;
+      return false;
+    };
+    EXPECT_TRUE(isEdge(chain)) << idx[i] << " -> " << tgt[i];
+    notInOther += !isEdge(other);
+  }
+  EXPECT_GT(notInOther, 0) << "chain seed 1 should be another chain";
+}
+
+TEST(MarkovTest, EntropyRateIsTheConditionalEntropyOfAWalk) {
+  // One successor distribution without coincidences has entropy
+  // -sum p ln p over (0.6, 0.25, 0.1, 0.05) = 1.0331 nats.
+  const double row = -(0.6 * std::log(0.6) + 0.25 * std::log(0.25) +
+                       0.1 * std::log(0.1) + 0.05 * std::log(0.05));
+  MarkovChain chain(64, 3);
+  std::optional<double> h = chain.entropyRate();
+  ASSERT_TRUE(h.has_value());
+  EXPECT_LE(*h, row + 1e-12);
+  EXPECT_GT(*h, 0.8);
+  // The empirical conditional entropy of a long walk converges to it.
+  const int64_t n = 400000;
+  std::map<std::pair<int64_t, int64_t>, int64_t> pairs;
+  std::map<int64_t, int64_t> from;
+  int64_t previous = -1;
+  chain.walk(runtime::HashKey(11, 12), n, [&](int64_t, int64_t token) {
+    if (previous >= 0) {
+      ++pairs[{previous, token}];
+      ++from[previous];
+    }
+    previous = token;
+  });
+  double empirical = 0;
+  for (const auto &[pair, count] : pairs)
+    empirical -= static_cast<double>(count) *
+                 std::log(static_cast<double>(count) /
+                          static_cast<double>(from[pair.first]));
+  empirical /= static_cast<double>(n - 1);
+  EXPECT_NEAR(empirical, *h, 0.01);
+  // A single token: no uncertainty. A large vocabulary: successors rarely
+  // coincide.
+  EXPECT_EQ(MarkovChain(1, 0).entropyRate(), 0.0);
+  std::optional<double> large = MarkovChain(65536, 0).entropyRate();
+  ASSERT_TRUE(large.has_value());
+  EXPECT_NEAR(*large, row, 0.002);
 }
 
 TEST(SyntheticTest, IntegerInputsNeedABound) {
