@@ -188,12 +188,14 @@ TEST(MdDataTest, CommandLine) {
   EXPECT_EQ(parse({"--help"})->mode, CommandLine::Mode::Help);
   EXPECT_TRUE(parse({"markov", "--vocab", "65536", "--tokens", "1", "-o", "x"})
                   .ok());
+  EXPECT_TRUE(parse({"markov", "--vocab", "65537", "--tokens", "1", "-o", "x"})
+                  .ok()); // a uint32 file
   struct Bad {
     std::vector<std::string> args;
     const char *message;
   } bad[] = {
-      {{"markov", "--vocab", "65537", "--tokens", "1", "-o", "x"},
-       "--vocab 65537: more than 65536 tokens do not fit in a uint16"},
+      {{"markov", "--vocab", "16777217", "--tokens", "1", "-o", "x"},
+       "--vocab 16777217: more than 16777216 tokens (md-data's limit)"},
       {{"markov", "--vocab", "0", "--tokens", "1", "-o", "x"},
        "--vocab 0: not a positive integer"},
       {{"markov", "--vocab", "8", "--tokens", "-5", "-o", "x"},
@@ -249,8 +251,16 @@ TEST(MdDataTest, ExitStatus) {
             std::string::npos)
       << out;
   EXPECT_EQ(readFile(file).size(), 6000u);
-  EXPECT_EQ(run("markov --vocab 70000 --tokens 3 -o x.bin", out), 2);
-  EXPECT_NE(out.find("md-data: error: --vocab 70000: more than 65536"),
+  // Beyond 65536 tokens the file holds uint32, which the tokens reader
+  // reads for such a vocabulary.
+  std::string wide = dir + "/wide.bin";
+  EXPECT_EQ(run("markov --vocab 70000 --tokens 3 -o '" + wide + "'", out), 0)
+      << out;
+  EXPECT_NE(out.find(": 3 uint32 tokens (12 bytes)"), std::string::npos)
+      << out;
+  EXPECT_EQ(readFile(wide).size(), 12u);
+  EXPECT_EQ(run("markov --vocab 99999999 --tokens 3 -o x.bin", out), 2);
+  EXPECT_NE(out.find("md-data: error: --vocab 99999999: more than 16777216"),
             std::string::npos)
       << out;
   EXPECT_EQ(run("markov --vocab 8", out), 2);

@@ -19,15 +19,16 @@ const char *const kUsage =
     "usage: md-data markov --vocab V --tokens N [--seed S] [--chain-seed C] "
     "-o FILE\n"
     "\n"
-    "Writes N tokens as a flat little-endian uint16 file (nanoGPT's format,\n"
-    "what tokens(\"FILE\") reads): a walk on a fixed random Markov chain over\n"
+    "Writes N tokens as a flat little-endian file, uint16 for V <= 65536\n"
+    "(nanoGPT's format) and uint32 beyond (what tokens(\"FILE\") reads for\n"
+    "such a vocabulary): a walk on a fixed random Markov chain over\n"
     "V tokens, in which every token has 4 successors (probabilities 0.6, 0.25,\n"
     "0.1, 0.05). A model can learn it down to the chain's entropy rate, which\n"
     "md-data prints. Files with the same --vocab and --chain-seed and other\n"
     "--seed values are samples of the same distribution (training and\n"
     "held-out data).\n"
     "\n"
-    "  --vocab V         the vocabulary: tokens lie in [0, V), 1 <= V <= 65536\n"
+    "  --vocab V         the vocabulary: tokens lie in [0, V), 1 <= V <= 2^24\n"
     "  --tokens N        how many tokens to write (N >= 1)\n"
     "  --seed S          which walk (default 0)\n"
     "  --chain-seed C    which chain (default 0: the chain of synthetic(...)\n"
@@ -99,7 +100,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
         if (*n > static_cast<uint64_t>(kMaxVocab))
           return absl::InvalidArgumentError(absl::StrCat(
               "--vocab ", *text, ": more than ", kMaxVocab,
-              " tokens do not fit in a uint16 token file"));
+              " tokens (md-data's limit)"));
         cl.markov.vocab = static_cast<int64_t>(*n);
         haveVocab = true;
       } else if (name == "--tokens") {
@@ -162,7 +163,8 @@ WriteMarkovTokens(const MarkovTokensOptions &options) {
   data::MarkovChain chain(options.vocab, options.chainSeed);
   const uint64_t key = WalkKey(options.seed);
   constexpr int64_t kChunk = 1 << 16;
-  std::vector<unsigned char> buffer(2 * kChunk);
+  const int64_t width = TokenBytes(options.vocab);
+  std::vector<unsigned char> buffer(static_cast<size_t>(width * kChunk));
   absl::Status written =
       runtime::WriteFileAtomically(options.output, [&](int fd) {
         int64_t token = 0;
@@ -170,12 +172,12 @@ WriteMarkovTokens(const MarkovTokensOptions &options) {
           int64_t end = std::min(options.tokens, begin + kChunk);
           for (int64_t j = begin; j < end; ++j) {
             token = j == 0 ? chain.first(key) : chain.next(token, key, j);
-            size_t at = static_cast<size_t>(2 * (j - begin));
-            buffer[at] = static_cast<unsigned char>(token & 0xff);
-            buffer[at + 1] = static_cast<unsigned char>(token >> 8);
+            size_t at = static_cast<size_t>(width * (j - begin));
+            for (int64_t k = 0; k < width; ++k) // little-endian
+              buffer[at + k] = static_cast<unsigned char>(token >> (8 * k));
           }
           if (!runtime::WriteAll(fd, buffer.data(),
-                                 static_cast<size_t>(2 * (end - begin))))
+                                 static_cast<size_t>(width * (end - begin))))
             return false;
         }
         return true;
@@ -183,7 +185,7 @@ WriteMarkovTokens(const MarkovTokensOptions &options) {
   if (!written.ok())
     return written;
   MarkovTokensResult result;
-  result.bytes = 2 * options.tokens;
+  result.bytes = width * options.tokens;
   result.entropyRate = chain.entropyRate();
   return result;
 }
@@ -191,9 +193,10 @@ WriteMarkovTokens(const MarkovTokensOptions &options) {
 std::string Describe(const MarkovTokensOptions &options,
                      const MarkovTokensResult &result) {
   std::string line = absl::StrFormat(
-      "md-data: wrote %s: %s uint16 tokens (%s bytes), a walk (seed %d) on "
+      "md-data: wrote %s: %s uint%d tokens (%s bytes), a walk (seed %d) on "
       "the Markov chain over %d tokens (chain seed %d)",
-      options.output, withCommas(options.tokens), withCommas(result.bytes),
+      options.output, withCommas(options.tokens),
+      8 * TokenBytes(options.vocab), withCommas(result.bytes),
       options.seed, options.vocab, options.chainSeed);
   if (result.entropyRate)
     absl::StrAppendFormat(&line,

@@ -2,8 +2,9 @@
 //
 // What `md-data markov` does, as a library for the tool and its tests: parse
 // the command line, and write N tokens of a walk on runtime/data's Markov
-// chain as a flat little-endian uint16 file (nanoGPT's format, which the
-// `tokens("path")` data source reads). docs/cli.md has the command line.
+// chain as a flat little-endian token file: uint16 (nanoGPT's format) for a
+// vocabulary of at most 65536 tokens, uint32 beyond, which is the rule the
+// `tokens("path")` data source reads them by. docs/cli.md has the command line.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,11 +22,20 @@ namespace md::mddata {
 
 extern const char *const kUsage;
 
-/// The largest vocabulary a uint16 token file holds.
-constexpr int64_t kMaxVocab = 65536;
+/// The largest vocabulary a uint16 token file holds; larger ones are
+/// written as uint32.
+constexpr int64_t kMaxUint16Vocab = 65536;
+/// The largest vocabulary md-data writes (the chain keeps 4 successors per
+/// token in memory).
+constexpr int64_t kMaxVocab = int64_t(1) << 24;
+
+/// Bytes per token in a file of `vocab` tokens: 2 or 4.
+inline int64_t TokenBytes(int64_t vocab) {
+  return vocab > kMaxUint16Vocab ? 4 : 2;
+}
 
 struct MarkovTokensOptions {
-  int64_t vocab = 0;      // V, in [1, 65536]
+  int64_t vocab = 0;      // V, in [1, kMaxVocab]
   int64_t tokens = 0;     // N >= 1
   uint64_t seed = 0;      // which walk
   uint64_t chainSeed = 0; // which chain (0: synthetic data's chain)
