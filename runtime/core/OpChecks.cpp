@@ -412,6 +412,17 @@ checkCausalAttentionGrad(const CausalAttentionGradArgs &args) {
   return d;
 }
 
+absl::Status indexOutOfRange(const char *op, const char *what,
+                             int64_t position, int64_t value, int64_t rows,
+                             std::optional<int64_t> ignoreIndex) {
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: %s[%d] = %d is out of range [0, %d)%s", op, what, position, value,
+      rows,
+      ignoreIndex
+          ? absl::StrFormat(" and is not ignore_index %d", *ignoreIndex)
+          : std::string()));
+}
+
 absl::StatusOr<EmbeddingDims> checkEmbedding(const EmbeddingArgs &args) {
   const char *op = "embedding";
   MD_RETURN_IF_ERROR(expectFloat(op, "table", args.table));

@@ -13,6 +13,7 @@
 #define MD_RUNTIME_CORE_OPCHECKS_H
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -75,6 +76,15 @@ struct EmbeddingDims {
 };
 absl::StatusOr<EmbeddingDims> checkEmbedding(const EmbeddingArgs &args);
 absl::StatusOr<EmbeddingDims> checkEmbeddingGrad(const EmbeddingGradArgs &args);
+
+/// The error for an index operand whose element `position` holds `value`
+/// outside [0, rows) (and, with ignoreIndex, not equal to it). The checks
+/// of the index values themselves need the data, so each backend runs them
+/// where the data lives; this keeps their messages identical:
+///   "embedding: ids[1] = 4 is out of range [0, 4)"
+absl::Status indexOutOfRange(const char *op, const char *what,
+                             int64_t position, int64_t value, int64_t rows,
+                             std::optional<int64_t> ignoreIndex);
 
 /// `positions` rows of `classes` logits.
 struct CrossEntropyDims {

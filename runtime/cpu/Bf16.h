@@ -15,24 +15,38 @@
 #include <cstdint>
 #include <cstring>
 
+#ifdef __CUDACC__
+#define MD_HOST_DEVICE __host__ __device__
+#else
+#define MD_HOST_DEVICE
+#endif
+
 namespace md::cpu {
 
-inline uint32_t floatBits(float f) {
+MD_HOST_DEVICE inline uint32_t floatBits(float f) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(f);
+#else
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
   return u;
+#endif
 }
 
-inline float bitsFloat(uint32_t u) {
+MD_HOST_DEVICE inline float bitsFloat(uint32_t u) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(u);
+#else
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
+#endif
 }
 
 /// bf16 is the top half of an f32: widening is a shift.
-inline float bf16ToF32(uint16_t h) { return bitsFloat(uint32_t(h) << 16); }
+MD_HOST_DEVICE inline float bf16ToF32(uint16_t h) { return bitsFloat(uint32_t(h) << 16); }
 
-inline uint16_t f32ToBf16(float f) {
+MD_HOST_DEVICE inline uint16_t f32ToBf16(float f) {
   uint32_t u = floatBits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) // NaN: set the quiet bit so dropping
     return uint16_t((u >> 16) | 0x0040u); // the low payload keeps it a NaN
@@ -45,7 +59,7 @@ inline uint16_t f32ToBf16(float f) {
   return uint16_t(u >> 16);
 }
 
-inline float f16ToF32(uint16_t h) {
+MD_HOST_DEVICE inline float f16ToF32(uint16_t h) {
   uint32_t sign = uint32_t(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t man = h & 0x3ffu;
@@ -58,7 +72,7 @@ inline float f16ToF32(uint16_t h) {
   return bitsFloat(sign | ((exp + 112) << 23) | (man << 13));
 }
 
-inline uint16_t f32ToF16(float f) {
+MD_HOST_DEVICE inline uint16_t f32ToF16(float f) {
   uint32_t u = floatBits(f);
   uint16_t sign = uint16_t((u >> 16) & 0x8000u);
   uint32_t a = u & 0x7fffffffu;

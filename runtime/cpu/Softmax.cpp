@@ -15,7 +15,6 @@
 #include <optional>
 #include <vector>
 
-#include "absl/strings/str_format.h"
 #include "runtime/core/OpChecks.h"
 #include "runtime/core/Status.h"
 #include "runtime/cpu/CpuBackend.h"
@@ -39,9 +38,7 @@ absl::Status checkIds(const char *op, const char *what, const TensorRef &ids,
   for (int64_t i = 0; i < n; ++i) {
     int64_t id = indexAt(ids, i);
     if (id < 0 || id >= rows)
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s: %s[%d] = %d is out of range [0, %d)", op, what,
-                          i, id, rows));
+      return indexOutOfRange(op, what, i, id, rows, std::nullopt);
   }
   return absl::OkStatus();
 }
@@ -57,11 +54,7 @@ absl::StatusOr<int64_t> checkTargets(const char *op, const TensorRef &targets,
     if (ignoreIndex && t == *ignoreIndex)
       continue;
     if (t < 0 || t >= classes)
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: targets[%d] = %d is out of range [0, %d)%s", op, i, t, classes,
-          ignoreIndex ? absl::StrFormat(" and is not ignore_index %d",
-                                        *ignoreIndex)
-                      : std::string()));
+      return indexOutOfRange(op, "targets", i, t, classes, ignoreIndex);
     ++counted;
   }
   return counted;

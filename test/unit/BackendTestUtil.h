@@ -23,6 +23,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/status/statusor.h"
 #include "runtime/core/Backend.h"
 #include "runtime/cpu/Bf16.h"
 
@@ -33,10 +34,23 @@ using runtime::DType;
 using runtime::Shape;
 using runtime::TensorRef;
 
+/// `make` fails (with the reason) when the backend cannot run on this
+/// machine, e.g. CUDA without a usable GPU; the suites then skip.
 struct BackendFactory {
   std::string name;
-  std::function<std::unique_ptr<Backend>()> make;
+  std::function<absl::StatusOr<std::unique_ptr<Backend>>()> make;
 };
+
+/// The backend of a suite's parameter, or a GTEST_SKIP() with the reason it
+/// cannot run here. Call from SetUp().
+#define MD_MAKE_BACKEND_OR_SKIP(factory, backend)                              \
+  do {                                                                         \
+    auto made_ = (factory).make();                                             \
+    if (!made_.ok())                                                           \
+      GTEST_SKIP() << (factory).name << " backend unusable here: "            \
+                   << made_.status();                                          \
+    (backend) = std::move(*made_);                                             \
+  } while (0)
 inline void PrintTo(const BackendFactory &f, std::ostream *os) { *os << f.name; }
 inline std::string backendName(
     const ::testing::TestParamInfo<BackendFactory> &info) {

@@ -28,7 +28,7 @@ using ref::Vec;
 
 class GradTest : public ::testing::TestWithParam<BackendFactory> {
 protected:
-  void SetUp() override { backend_ = GetParam().make(); }
+  void SetUp() override { MD_MAKE_BACKEND_OR_SKIP(GetParam(), backend_); }
   Backend &be() { return *backend_; }
   DeviceTensor f32(Shape s, const Vec &v) {
     return DeviceTensor::floats(be(), DType::f32, std::move(s), v);

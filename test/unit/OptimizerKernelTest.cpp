@@ -24,7 +24,7 @@ using namespace md::runtime;
 
 class OptimizerTest : public ::testing::TestWithParam<BackendFactory> {
 protected:
-  void SetUp() override { backend_ = GetParam().make(); }
+  void SetUp() override { MD_MAKE_BACKEND_OR_SKIP(GetParam(), backend_); }
   Backend &be() { return *backend_; }
   DeviceTensor floats(DType t, Shape s, const std::vector<double> &v) {
     return DeviceTensor::floats(be(), t, std::move(s), v);

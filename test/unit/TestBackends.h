@@ -1,8 +1,14 @@
 //===- TestBackends.h - the backends the kernel suites run against -*- C++ -*-===//
 //
-// Every backend-agnostic suite is instantiated with these. A CUDA factory
-// joins the list when the CUDA backend lands; a backend that cannot run on
-// this machine should make its tests skip with the reason.
+// Every backend-agnostic suite is instantiated with these: "cpu" always,
+// "cuda" wherever the CUDA backend is compiled. On a machine without a
+// usable GPU the cuda factory fails with the CUDA error, and every cuda
+// case skips with it as the reason.
+//
+// The suites compare each backend with f64 references (KernelReference.h)
+// or hand-computed values, not with each other; the CUDA backend is held to
+// the same tolerances as the CPU backend (docs/runtime-cuda.md lists them
+// per op).
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,12 +19,29 @@
 
 #include "runtime/cpu/CpuBackend.h"
 #include "test/unit/BackendTestUtil.h"
+#ifdef MD_ENABLE_CUDA
+#include "runtime/cuda/CudaBackend.h"
+#endif
 
 namespace md::test {
 
 inline std::vector<BackendFactory> testBackends() {
   // One BLAS thread: the tests share two cores with other test processes.
-  return {{"cpu", [] { return std::make_unique<cpu::CpuBackend>(1); }}};
+  std::vector<BackendFactory> backends;
+  backends.push_back({"cpu", []() -> absl::StatusOr<std::unique_ptr<Backend>> {
+                        return std::make_unique<cpu::CpuBackend>(1);
+                      }});
+#ifdef MD_ENABLE_CUDA
+  backends.push_back(
+      {"cuda", []() -> absl::StatusOr<std::unique_ptr<Backend>> {
+         absl::StatusOr<std::unique_ptr<cuda::CudaBackend>> b =
+             cuda::CudaBackend::create(0);
+         if (!b.ok())
+           return b.status();
+         return std::unique_ptr<Backend>(std::move(*b));
+       }});
+#endif
+  return backends;
 }
 
 } // namespace md::test

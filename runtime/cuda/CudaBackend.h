@@ -1,0 +1,133 @@
+//===- CudaBackend.h - the GPU backend: cuBLASLt GEMMs and own kernels -*- C++ -*-===//
+//
+// Implements runtime::Backend on one CUDA device with the CPU backend's
+// semantics (runtime/cpu is the reference; docs/runtime-cuda.md says how
+// each kernel computes and how closely it agrees). Arguments are checked
+// by the same OpChecks.h functions as the CPU backend's, so both accept and
+// refuse exactly the same calls with the same messages.
+//
+// Memory is one cudaMalloc per allocate() (the executor asks for one block
+// per arena), zeroed. Streams 0 (compute) and 1 (comm) are non-blocking
+// CUDA streams; events are CUDA events, so waitEvent orders the streams on
+// the device without the host waiting. Kernels only queue work, with one
+// exception: ops that read through indices (embedding, embedding_grad,
+// cross_entropy, cross_entropy_grad) check the indices on the device and
+// wait for that check, because an out-of-range id must be an
+// InvalidArgument from the call itself, as on the CPU backend.
+//
+// Temporary device memory (reduction partials, f32 accumulators) comes from
+// CUDA's stream-ordered allocator (cudaMallocAsync), never from the host's
+// point of view a synchronising cudaMalloc.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MD_RUNTIME_CUDA_CUDABACKEND_H
+#define MD_RUNTIME_CUDA_CUDABACKEND_H
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "runtime/core/Backend.h"
+
+namespace md::cuda {
+
+class CudaBackend final : public runtime::Backend {
+public:
+  /// The backend on device `ordinal`: Unavailable (naming the CUDA error)
+  /// when there is no usable device, so callers can fall back to the CPU.
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> create(int ordinal = 0);
+  ~CudaBackend() override;
+
+  const char *name() const override { return "cuda"; }
+  int device() const { return device_; }
+
+  absl::StatusOr<runtime::Buffer> allocate(int64_t bytes) override;
+  absl::Status copy(void *dst, const void *src, int64_t bytes,
+                    runtime::Stream stream) override;
+  absl::Status zero(void *dst, int64_t bytes, runtime::Stream stream) override;
+
+  int numStreams() const override { return 2; }
+  absl::StatusOr<runtime::Event> createEvent() override;
+  absl::Status recordEvent(runtime::Stream stream,
+                           runtime::Event event) override;
+  absl::Status waitEvent(runtime::Stream stream, runtime::Event event) override;
+  absl::Status synchronize(runtime::Stream stream) override;
+
+  absl::Status matmul(const runtime::MatmulArgs &args) override;
+  absl::Status matmulGrad(const runtime::MatmulGradArgs &args) override;
+  absl::Status binary(const runtime::BinaryArgs &args) override;
+  absl::Status scale(const runtime::ScaleArgs &args) override;
+  absl::Status gelu(const runtime::GeluArgs &args) override;
+  absl::Status geluGrad(const runtime::GeluGradArgs &args) override;
+  absl::Status relu(const runtime::ReluArgs &args) override;
+  absl::Status reluGrad(const runtime::ReluGradArgs &args) override;
+  absl::Status layerNorm(const runtime::LayerNormArgs &args) override;
+  absl::Status layerNormGrad(const runtime::LayerNormGradArgs &args) override;
+  absl::Status rmsNorm(const runtime::RmsNormArgs &args) override;
+  absl::Status rmsNormGrad(const runtime::RmsNormGradArgs &args) override;
+  absl::Status batchNorm(const runtime::BatchNormArgs &args) override;
+  absl::Status batchNormGrad(const runtime::BatchNormGradArgs &args) override;
+  absl::Status softmax(const runtime::SoftmaxArgs &args) override;
+  absl::Status softmaxGrad(const runtime::SoftmaxGradArgs &args) override;
+  absl::Status
+  causalAttention(const runtime::CausalAttentionArgs &args) override;
+  absl::Status
+  causalAttentionGrad(const runtime::CausalAttentionGradArgs &args) override;
+  absl::Status embedding(const runtime::EmbeddingArgs &args) override;
+  absl::Status embeddingGrad(const runtime::EmbeddingGradArgs &args) override;
+  absl::Status crossEntropy(const runtime::CrossEntropyArgs &args) override;
+  absl::Status
+  crossEntropyGrad(const runtime::CrossEntropyGradArgs &args) override;
+  absl::Status reshape(const runtime::ReshapeArgs &args) override;
+  absl::Status transpose(const runtime::TransposeArgs &args) override;
+  absl::Status arange(const runtime::ArangeArgs &args) override;
+  absl::Status reduce(const runtime::ReduceArgs &args) override;
+  absl::Status reduceGrad(const runtime::ReduceGradArgs &args) override;
+  absl::Status sumTo(const runtime::SumToArgs &args) override;
+  absl::Status accumulate(const runtime::AccumulateArgs &args) override;
+  absl::Status cast(const runtime::CastArgs &args) override;
+  absl::Status flatten(const runtime::FlattenArgs &args) override;
+  absl::Status view(const runtime::ViewArgs &args) override;
+  absl::Status adamwUpdate(const runtime::AdamWArgs &args) override;
+  absl::Status sgdUpdate(const runtime::SgdArgs &args) override;
+  absl::Status globalNorm(const runtime::GlobalNormArgs &args) override;
+  absl::Status clip(const runtime::ClipArgs &args) override;
+
+  /// One GEMM, row-major: C = alpha op(A) op(B) + beta C (+ bias[n] per
+  /// row when bias), `batch` times with the given element strides (a
+  /// stride of 0 shares the operand). A and B have type `in`, C type `out`
+  /// (runtime::DType values). Public for the backend's own files only.
+  struct Gemm {
+    bool transA = false, transB = false;
+    int64_t m = 0, n = 0, k = 0;
+    const void *a = nullptr, *b = nullptr;
+    int64_t lda = 0, ldb = 0;
+    void *c = nullptr;
+    int64_t ldc = 0;
+    float alpha = 1.0f, beta = 0.0f;
+    const void *bias = nullptr;
+    int in = 0, out = 0;
+    int64_t batch = 1, strideA = 0, strideB = 0, strideC = 0;
+  };
+  absl::Status gemm(const Gemm &g, runtime::Stream stream);
+
+private:
+  struct Impl;
+  explicit CudaBackend(std::unique_ptr<Impl> impl);
+  absl::Status checkStream(runtime::Stream stream) const;
+  /// The indices' check on the device, waited for: InvalidArgument naming
+  /// the first bad position, else how many positions are not ignored.
+  absl::StatusOr<int64_t> checkIndices(const char *op, const char *what,
+                                       const runtime::TensorRef &ids,
+                                       int64_t rows, bool hasIgnore,
+                                       int64_t ignoreIndex,
+                                       runtime::Stream stream);
+
+  std::unique_ptr<Impl> impl_;
+  int device_ = 0;
+};
+
+} // namespace md::cuda
+
+#endif // MD_RUNTIME_CUDA_CUDABACKEND_H

@@ -1,0 +1,394 @@
+//===- Elementwise.cu - elementwise, layout, reduction and optimizer kernels ===//
+//
+// One thread per element in grid-stride loops, each doing the CPU
+// backend's f32 operations in the same order (runtime/cpu/Elementwise.cpp,
+// Optimizer.cpp); the .cu files build with --fmad=false so no multiply-add
+// is contracted and a single f32 operation rounds exactly as on the host.
+// Reductions give one output per block (or per thread when each output
+// walks a column) and accumulate in f64 like the CPU backend, in a fixed
+// order, so they are deterministic; the order differs from the CPU's, so
+// sums can differ from it in the last f32 bit.
+//
+//===----------------------------------------------------------------------===//
+
+#include <cmath>
+
+#include "runtime/cuda/KernelUtil.cuh"
+
+namespace md::cuda::kernels {
+namespace {
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kInvSqrt2 = 0.7071067811865476f;
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;
+constexpr float kGeluCoeff = 0.044715f;
+
+__device__ float geluExact(float x) {
+  return 0.5f * x * (1.0f + erff(x * kInvSqrt2));
+}
+__device__ float geluTanh(float x) {
+  float u = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
+  return 0.5f * x * (1.0f + tanhf(u));
+}
+__device__ float geluExactGrad(float x) {
+  float cdf = 0.5f * (1.0f + erff(x * kInvSqrt2));
+  float pdf = kInvSqrt2Pi * expf(-0.5f * x * x);
+  return cdf + x * pdf;
+}
+__device__ float geluTanhGrad(float x) {
+  float u = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
+  float t = tanhf(u);
+  float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * x * x);
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+}
+
+__global__ void binaryKernel(Binary op, const void *lhs, int lt,
+                             const void *rhs, int rt, void *out, int ot,
+                             Strided space, int64_t n) {
+  MD_GRID_STRIDE(i, n) {
+    int64_t a, b;
+    offsetsAB(space, i, a, b);
+    float l = ld(lhs, lt, a), r = ld(rhs, rt, b);
+    float v = op == Binary::add ? l + r : op == Binary::sub ? l - r : l * r;
+    st(out, ot, i, v);
+  }
+}
+
+__global__ void unaryKernel(Unary op, const void *x, int xt, void *out, int ot,
+                            int64_t n, float factor) {
+  MD_GRID_STRIDE(i, n) {
+    float v = ld(x, xt, i);
+    switch (op) {
+    case Unary::scale:
+      v = v * factor;
+      break;
+    case Unary::geluExact:
+      v = geluExact(v);
+      break;
+    case Unary::geluTanh:
+      v = geluTanh(v);
+      break;
+    case Unary::relu:
+      v = v < 0.0f ? 0.0f : v; // keeps NaN
+      break;
+    }
+    st(out, ot, i, v);
+  }
+}
+
+__global__ void unaryGradKernel(UnaryGrad op, const void *dy, int dyt,
+                                const void *x, int xt, void *dx, int dxt,
+                                int64_t n) {
+  MD_GRID_STRIDE(i, n) {
+    float g = ld(dy, dyt, i), v = ld(x, xt, i), r;
+    switch (op) {
+    case UnaryGrad::geluExact:
+      r = g * geluExactGrad(v);
+      break;
+    case UnaryGrad::geluTanh:
+      r = g * geluTanhGrad(v);
+      break;
+    default:
+      r = v > 0.0f ? g : 0.0f;
+      break;
+    }
+    st(dx, dxt, i, r);
+  }
+}
+
+__global__ void accumulateKernel(const void *acc, int at, const void *g, int gt,
+                                 void *out, int ot, int64_t n) {
+  MD_GRID_STRIDE(i, n) { st(out, ot, i, ld(acc, at, i) + ld(g, gt, i)); }
+}
+
+__global__ void castKernel(const void *x, int xt, void *out, int ot,
+                           int64_t n) {
+  MD_GRID_STRIDE(i, n) { st(out, ot, i, ld(x, xt, i)); }
+}
+
+__global__ void fillRowsKernel(const void *bias, int bt, void *out, int ot,
+                               int64_t rows, int64_t n) {
+  MD_GRID_STRIDE(i, rows * n) {
+    st(out, ot, i, bias ? ld(bias, bt, i % n) : 0.0f);
+  }
+}
+
+__global__ void columnSumsKernel(const void *x, int xt, int64_t rows,
+                                 int64_t n, void *out, int ot) {
+  MD_GRID_STRIDE(j, n) {
+    double acc = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      acc += ld(x, xt, r * n + j);
+    st(out, ot, j, float(acc));
+  }
+}
+
+template <typename T>
+__global__ void permuteKernel(const T *x, T *out, Strided space, int64_t n) {
+  MD_GRID_STRIDE(i, n) { out[i] = x[offsetA(space, i)]; }
+}
+
+__global__ void arangeKernel(void *out, bool i32, int64_t start, int64_t n) {
+  MD_GRID_STRIDE(i, n) {
+    if (i32)
+      static_cast<int32_t *>(out)[i] = int32_t(start + i);
+    else
+      static_cast<int64_t *>(out)[i] = start + i;
+  }
+}
+
+__global__ void reduceSumKernel(const void *x, int xt, void *out, int ot,
+                                Strided kept, int64_t outN, Strided reduced,
+                                int64_t reducedN, double divisor) {
+  __shared__ double shared[kThreads];
+  for (int64_t o = blockIdx.x; o < outN; o += gridDim.x) {
+    int64_t base = offsetA(kept, o);
+    double acc = 0;
+    for (int64_t r = threadIdx.x; r < reducedN; r += blockDim.x)
+      acc += ld(x, xt, base + offsetA(reduced, r));
+    double total = blockSum(acc, shared);
+    if (threadIdx.x == 0)
+      st(out, ot, o, float(total / divisor));
+  }
+}
+
+__global__ void broadcastToKernel(const void *dy, int dyt, void *dx, int dxt,
+                                  Strided space, int64_t n, bool divide,
+                                  float divisor) {
+  MD_GRID_STRIDE(i, n) {
+    float v = ld(dy, dyt, offsetA(space, i));
+    st(dx, dxt, i, divide ? v / divisor : v);
+  }
+}
+
+// torch.optim.AdamW step, operation by operation as runtime/cpu/Optimizer.cpp.
+__global__ void adamwKernel(const void *param, int pt, const void *grad, int gt,
+                            const float *m, const float *v, void *newParam,
+                            int npt, float *newM, float *newV, int64_t n,
+                            AdamWScalars s) {
+  MD_GRID_STRIDE(i, n) {
+    float g = ld(grad, gt, i);
+    float p = ld(param, pt, i) * s.decay;
+    float mi = s.beta1 * m[i] + s.oneMinusBeta1 * g;
+    float vi = s.beta2 * v[i] + s.oneMinusBeta2 * g * g;
+    float denom = sqrtf(vi) / s.bc2Sqrt + s.eps;
+    st(newParam, npt, i, p - s.stepSize * (mi / denom));
+    newM[i] = mi;
+    newV[i] = vi;
+  }
+}
+
+__global__ void sgdKernel(const void *param, int pt, const void *grad, int gt,
+                          const float *buf, void *newParam, int npt,
+                          float *newBuf, int64_t n, SgdScalars s) {
+  MD_GRID_STRIDE(i, n) {
+    float p = ld(param, pt, i);
+    float g = ld(grad, gt, i);
+    if (s.applyDecay)
+      g = g + s.weightDecay * p;
+    if (s.useMomentum) {
+      float b = s.firstStep ? g : s.momentum * buf[i] + s.oneMinusDampening * g;
+      newBuf[i] = b;
+      g = s.nesterov ? g + s.momentum * b : b;
+    }
+    st(newParam, npt, i, p - s.lr * g);
+  }
+}
+
+// Block b adds its sum of squares to partials[b]: tensors are added one
+// launch after another on one stream, so each slot's sum has a fixed order.
+__global__ void normPartialsKernel(const void *x, int xt, int64_t n,
+                                   double *partials) {
+  __shared__ double shared[kThreads];
+  double acc = 0;
+  MD_GRID_STRIDE(i, n) {
+    double v = ld(x, xt, i);
+    acc += v * v;
+  }
+  double total = blockSum(acc, shared);
+  if (threadIdx.x == 0)
+    partials[blockIdx.x] += total;
+}
+
+__global__ void normFinishKernel(const double *partials, float *out,
+                                 bool squared) {
+  __shared__ double shared[kThreads];
+  double acc = 0;
+  for (int i = threadIdx.x; i < kNormPartials; i += blockDim.x)
+    acc += partials[i];
+  double total = blockSum(acc, shared);
+  if (threadIdx.x == 0)
+    *out = float(squared ? total : sqrt(total));
+}
+
+__global__ void clipKernel(const void *g, int gt, void *out, int ot, int64_t n,
+                           const float *norm, float maxNorm) {
+  float scale = maxNorm / (*norm + 1e-6f);
+  if (scale > 1.0f)
+    scale = 1.0f;
+  MD_GRID_STRIDE(i, n) { st(out, ot, i, ld(g, gt, i) * scale); }
+}
+
+} // namespace
+
+cudaError_t binary(Binary op, const void *lhs, int lt, const void *rhs, int rt,
+                   void *out, int ot, const Strided &space, int64_t n,
+                   cudaStream_t stream) {
+  if (n == 0)
+    return cudaSuccess;
+  binaryKernel<<<gridFor(n), kThreads, 0, stream>>>(op, lhs, lt, rhs, rt, out,
+                                                    ot, space, n);
+  return cudaGetLastError();
+}
+
+cudaError_t unary(Unary op, const void *x, int xt, void *out, int ot,
+                  int64_t n, float factor, cudaStream_t stream) {
+  if (n == 0)
+    return cudaSuccess;
+  unaryKernel<<<gridFor(n), kThreads, 0, stream>>>(op, x, xt, out, ot, n,
+                                                   factor);
+  return cudaGetLastError();
+}
+
+cudaError_t unaryGrad(UnaryGrad op, const void *dy, int dyt, const void *x,
+                      int xt, void *dx, int dxt, int64_t n,
+                      cudaStream_t stream) {
+  if (n == 0)
+    return cudaSuccess;
+  unaryGradKernel<<<gridFor(n), kThreads, 0, stream>>>(op, dy, dyt, x, xt, dx,
+                                                       dxt, n);
+  return cudaGetLastError();
+}
+
+cudaError_t accumulate(const void *acc, int at, const void *g, int gt,
+                       void *out, int ot, int64_t n, cudaStream_t stream) {
+  if (n == 0)
+    return cudaSuccess;
+  accumulateKernel<<<gridFor(n), kThreads, 0, stream>>>(acc, at, g, gt, out,
+                                                        ot, n);
+  return cudaGetLastError();
+}
+
+cudaError_t cast(const void *x, int xt, void *out, int ot, int64_t n,
+                 cudaStream_t stream) {
+  if (n == 0)
+    return cudaSuccess;
+  castKernel<<<gridFor(n), kThreads, 0, stream>>>(x, xt, out, ot, n);
+  return cudaGetLastError();
+}
+
+cudaError_t fillRows(const void *bias, int bt, void *out, int ot, int64_t rows,
+                     int64_t n, cudaStream_t stream) {
+  if (rows * n == 0)
+    return cudaSuccess;
+  fillRowsKernel<<<gridFor(rows * n), kThreads, 0, stream>>>(bias, bt, out, ot,
+                                                             rows, n);
+  return cudaGetLastError();
+}
+
+cudaError_t columnSums(const void *x, int xt, int64_t rows, int64_t n,
+                       void *out, int ot, cudaStream_t stream) {
+  if (n == 0)
+    return cudaSuccess;
+  columnSumsKernel<<<gridFor(n), kThreads, 0, stream>>>(x, xt, rows, n, out,
+                                                        ot);
+  return cudaGetLastError();
+}
+
+cudaError_t permute(const void *x, void *out, int elemBytes,
+                    const Strided &space, int64_t n, cudaStream_t stream) {
+  if (n == 0)
+    return cudaSuccess;
+  unsigned grid = gridFor(n);
+  if (elemBytes == 2)
+    permuteKernel<<<grid, kThreads, 0, stream>>>(
+        static_cast<const uint16_t *>(x), static_cast<uint16_t *>(out), space,
+        n);
+  else if (elemBytes == 4)
+    permuteKernel<<<grid, kThreads, 0, stream>>>(
+        static_cast<const uint32_t *>(x), static_cast<uint32_t *>(out), space,
+        n);
+  else
+    permuteKernel<<<grid, kThreads, 0, stream>>>(
+        static_cast<const uint64_t *>(x), static_cast<uint64_t *>(out), space,
+        n);
+  return cudaGetLastError();
+}
+
+cudaError_t arange(void *out, bool i32, int64_t start, int64_t n,
+                   cudaStream_t stream) {
+  if (n == 0)
+    return cudaSuccess;
+  arangeKernel<<<gridFor(n), kThreads, 0, stream>>>(out, i32, start, n);
+  return cudaGetLastError();
+}
+
+cudaError_t reduceSum(const void *x, int xt, void *out, int ot,
+                      const Strided &kept, int64_t outN, const Strided &reduced,
+                      int64_t reducedN, double divisor, cudaStream_t stream) {
+  if (outN == 0)
+    return cudaSuccess;
+  unsigned grid = outN > 65535 ? 65535u : unsigned(outN);
+  reduceSumKernel<<<grid, kThreads, 0, stream>>>(x, xt, out, ot, kept, outN,
+                                                 reduced, reducedN, divisor);
+  return cudaGetLastError();
+}
+
+cudaError_t broadcastTo(const void *dy, int dyt, void *dx, int dxt,
+                        const Strided &space, int64_t n, bool divide,
+                        float divisor, cudaStream_t stream) {
+  if (n == 0)
+    return cudaSuccess;
+  broadcastToKernel<<<gridFor(n), kThreads, 0, stream>>>(dy, dyt, dx, dxt,
+                                                         space, n, divide,
+                                                         divisor);
+  return cudaGetLastError();
+}
+
+cudaError_t adamw(const void *param, int pt, const void *grad, int gt,
+                  const float *m, const float *v, void *newParam, int npt,
+                  float *newM, float *newV, int64_t n, const AdamWScalars &s,
+                  cudaStream_t stream) {
+  if (n == 0)
+    return cudaSuccess;
+  adamwKernel<<<gridFor(n), kThreads, 0, stream>>>(param, pt, grad, gt, m, v,
+                                                   newParam, npt, newM, newV,
+                                                   n, s);
+  return cudaGetLastError();
+}
+
+cudaError_t sgd(const void *param, int pt, const void *grad, int gt,
+                const float *buf, void *newParam, int npt, float *newBuf,
+                int64_t n, const SgdScalars &s, cudaStream_t stream) {
+  if (n == 0)
+    return cudaSuccess;
+  sgdKernel<<<gridFor(n), kThreads, 0, stream>>>(param, pt, grad, gt, buf,
+                                                 newParam, npt, newBuf, n, s);
+  return cudaGetLastError();
+}
+
+cudaError_t normPartials(const void *x, int xt, int64_t n, double *partials,
+                         cudaStream_t stream) {
+  if (n == 0)
+    return cudaSuccess;
+  normPartialsKernel<<<kNormPartials, kThreads, 0, stream>>>(x, xt, n,
+                                                             partials);
+  return cudaGetLastError();
+}
+
+cudaError_t normFinish(const double *partials, float *out, bool squared,
+                       cudaStream_t stream) {
+  normFinishKernel<<<1, kThreads, 0, stream>>>(partials, out, squared);
+  return cudaGetLastError();
+}
+
+cudaError_t clip(const void *g, int gt, void *out, int ot, int64_t n,
+                 const float *norm, float maxNorm, cudaStream_t stream) {
+  if (n == 0)
+    return cudaSuccess;
+  clipKernel<<<gridFor(n), kThreads, 0, stream>>>(g, gt, out, ot, n, norm,
+                                                  maxNorm);
+  return cudaGetLastError();
+}
+
+} // namespace md::cuda::kernels
