@@ -48,7 +48,7 @@ if [[ $rc -ne 0 ]]; then
 fi
 grep -q '^mdrun: model gpt, plan fsdp-full (gpt-tiny-fsdp.fb), 2 ranks' out.txt ||
   fail "no banner: $(cat out.txt)"
-grep -q '^mdrun: data tokens data/train.bin (200000 tokens, windows of 64 + 1)' out.txt ||
+grep -q '^mdrun: data tokens data/train.bin (200000 uint16 tokens, windows of 64 + 1)' out.txt ||
   fail "not trained on data/train.bin: $(cat out.txt)"
 
 # The progress reports of the metrics file: the loss at the first and the
