@@ -27,6 +27,8 @@
 #    counted from the plan), the median step time (differences of the
 #    metrics' `time` between consecutive steps, the first step left out),
 #    their quotient, and its ratio to the sgemm rates of step 1.
+# 4. How much CPU time other processes took during the run (/proc/stat):
+#    figures from a run that shared the cores with other work are low.
 #
 # Not a test: nothing is checked but that the tools run.
 set -euo pipefail
@@ -83,8 +85,15 @@ fi
 cpu=$(awk -F': *' '/^model name/ { name = $2 } /^cpu family/ { fam = $2 } /^model\t/ { mod = $2 }
   /^$/ { exit } END { if (name != "") printf "%s (family %s, model %s)", name, fam, mod }' /proc/cpuinfo 2>/dev/null || true)
 echo "machine: ${cpu:-unknown CPU}; $(nproc) cores usable (nproc), $(getconf _NPROCESSORS_ONLN) online"
-echo "commit:  $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+dirty=$(git -C "$repo" status --porcelain --untracked-files=no -- ':!*.md' 2>/dev/null | head -c1 || true)
+echo "commit:  $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)${dirty:+ with local changes}"
 echo
+# Other work on the machine slows everything here. The CPU time every
+# process used during the run (/proc/stat) minus this script's children's
+# says how much there was; it is printed at the end.
+busy_jiffies() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
+busy0=$(busy_jiffies)
+start_ns=$(date +%s%N)
 
 # --- sgemm ---------------------------------------------------------------------
 # Square shapes, then the shapes the two models' kernels call sgemm with
@@ -220,3 +229,12 @@ report mlp "$(rate 1x2 "${mlp_shapes[@]}")" "$(rate 2x1 "${mlp_shapes[@]}")"
 echo
 echo "sgemm 1024^3: $peak1 GFLOP/s at 1 thread, $peak2 at 2 threads, $peak21 as 2 processes x 1 thread"
 echo "(a model's shapes' rate: total FLOPs / total time of its listed shapes, one call each)"
+# `times`' second line: this shell's children's user and system time.
+times >"$work/times.txt" # in this shell: a subshell's children are not ours
+children=$(awk 'NR == 2 { s = 0; for (i = 1; i <= 2; ++i) { split($i, p, "m"); s += 60 * p[1] + p[2] } print s }' "$work/times.txt")
+awk -v b0="$busy0" -v b1="$(busy_jiffies)" -v hz="$(getconf CLK_TCK)" -v ours="$children" \
+  -v wall="$(( ($(date +%s%N) - start_ns) / 1000000 ))" -v cores="$(nproc)" 'BEGIN {
+    busy = (b1 - b0) / hz; other = busy - ours; if (other < 0) other = 0
+    printf "other processes used %.1f of %.1f CPU-seconds during the run (%.0f%%; this run %.1f)\n",
+      other, cores * wall / 1e3, 100 * other / (cores * wall / 1e3), ours
+  }'
