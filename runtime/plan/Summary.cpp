@@ -3,8 +3,10 @@
 #include "runtime/plan/Summary.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <limits>
 #include <map>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -20,6 +22,37 @@ using detail::str;
 
 const char *const kCollectiveKinds[] = {"all_gather", "reduce_scatter",
                                         "all_reduce", "broadcast", "barrier"};
+
+/// The opcodes whose floating-point operations are counted, in report order.
+const fb::Opcode kFlopOpcodes[] = {fb::Opcode::Matmul, fb::Opcode::MatmulGrad,
+                                   fb::Opcode::CausalAttention,
+                                   fb::Opcode::CausalAttentionGrad};
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
+/// a * b and a + b of non-negative counts, saturating at INT64_MAX.
+int64_t mulSat(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? kInt64Max : r;
+}
+int64_t addSat(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return __builtin_add_overflow(a, b, &r) ? kInt64Max : r;
+}
+int64_t mulSat(std::initializer_list<int64_t> factors) {
+  int64_t r = 1;
+  for (int64_t f : factors)
+    r = mulSat(r, f);
+  return r;
+}
+
+/// The static shape of a full buffer.
+std::vector<int64_t> shapeOf(const fb::Buffer &b) {
+  std::vector<int64_t> shape;
+  for (uint32_t d = 0; d < count(b.shape()); ++d)
+    shape.push_back(b.shape()->Get(d));
+  return shape;
+}
 
 int64_t saturate(__int128 v) {
   return v > std::numeric_limits<int64_t>::max()
@@ -75,6 +108,16 @@ public:
         if (std::find(entry.kinds.begin(), entry.kinds.end(), info.name) ==
             entry.kinds.end())
           entry.kinds.push_back(info.name);
+      }
+      if (CountsFlops(inst->opcode())) {
+        if (conditional) {
+          ++summary_.conditionalFlopInstructions;
+        } else {
+          FlopTally &tally = summary_.flops[flopIndex(inst->opcode())];
+          tally.count = addSat(tally.count, times);
+          tally.flops = addSat(tally.flops,
+                               mulSat(InstructionFlops(plan_, *inst), times));
+        }
       }
       for (uint32_t k = 0; k < count(inst->blocks()); ++k) {
         bool micro = inst->opcode() == fb::Opcode::MicroSteps;
@@ -161,6 +204,13 @@ public:
   }
 
 private:
+  static size_t flopIndex(fb::Opcode opcode) {
+    for (size_t i = 0; i < std::size(kFlopOpcodes); ++i)
+      if (opcode == kFlopOpcodes[i])
+        return i;
+    return 0;
+  }
+
   static size_t kindIndex(absl::string_view kind) {
     for (size_t i = 0; i < std::size(kCollectiveKinds); ++i)
       if (kind == kCollectiveKinds[i])
@@ -175,6 +225,51 @@ private:
 };
 
 } // namespace
+
+bool CountsFlops(fb::Opcode opcode) {
+  return std::find(std::begin(kFlopOpcodes), std::end(kFlopOpcodes), opcode) !=
+         std::end(kFlopOpcodes);
+}
+
+int64_t InstructionFlops(const fb::Plan &plan, const fb::Instruction &inst) {
+  auto buffer = [&](uint32_t k) -> const fb::Buffer & {
+    return *plan.buffers()->Get(inst.inputs()->Get(k));
+  };
+  switch (inst.opcode()) {
+  case fb::Opcode::Matmul:
+  case fb::Opcode::MatmulGrad: {
+    // matmul: in [a, b, [bias]]; matmul_grad: in [dy, a, b] out [da, db,
+    // [dbias]]. a is [batch..., m, k] ([batch..., k, m] transposed), b
+    // [k, n] or [batch..., k, n] ([n, k] transposed).
+    bool grad = inst.opcode() == fb::Opcode::MatmulGrad;
+    std::vector<int64_t> a = shapeOf(buffer(grad ? 1 : 0)),
+                         b = shapeOf(buffer(grad ? 2 : 1));
+    if (a.size() < 2 || b.size() < 2)
+      return 0; // not a plan that loaded
+    bool ta = inst.ints()->Get(0) != 0, tb = inst.ints()->Get(1) != 0;
+    int64_t m = ta ? a[a.size() - 1] : a[a.size() - 2];
+    int64_t k = ta ? a[a.size() - 2] : a[a.size() - 1];
+    int64_t n = tb ? b[b.size() - 2] : b[b.size() - 1];
+    int64_t batch = 1;
+    for (size_t d = 0; d + 2 < a.size(); ++d)
+      batch = mulSat(batch, a[d]);
+    int64_t product = mulSat({grad ? 4 : 2, batch, m, n, k});
+    bool bias = grad ? count(inst.outputs()) == 3 : count(inst.inputs()) == 3;
+    return bias ? addSat(product, mulSat({batch, m, n})) : product;
+  }
+  case fb::Opcode::CausalAttention:
+  case fb::Opcode::CausalAttentionGrad: {
+    // q is [B, T, C]: per (batch, head), T x T x C/heads products.
+    bool grad = inst.opcode() == fb::Opcode::CausalAttentionGrad;
+    std::vector<int64_t> q = shapeOf(buffer(grad ? 1 : 0));
+    if (q.size() != 3)
+      return 0;
+    return mulSat({grad ? 10 : 4, q[0], q[1], q[1], q[2]});
+  }
+  default:
+    return 0;
+  }
+}
 
 CollectiveVolume CollectiveBytes(const fb::Plan &plan,
                                  const fb::Instruction &inst,
@@ -259,8 +354,13 @@ absl::StatusOr<PlanSummary> Summarize(const LoadedPlan &loaded,
   for (const char *kind : kCollectiveKinds)
     summary.perStep.push_back({kind, 0, 0, 0});
   summary.perStepTotal.kind = "total";
+  for (fb::Opcode opcode : kFlopOpcodes)
+    summary.flops.push_back({GetOpcodeInfo(opcode)->name, 0, 0});
   Summarizer summarizer(plan, summary.world, summary);
   MD_RETURN_IF_ERROR(summarizer.tallyStep(plan.step_block(), 1, false));
+  for (const FlopTally &tally : summary.flops)
+    summary.flopsPerRank = addSat(summary.flopsPerRank, tally.flops);
+  summary.flopsAllRanks = mulSat(summary.flopsPerRank, summary.world.worldSize);
   summary.buckets = summarizer.takeBuckets();
 
   // Instructions per tree.

@@ -9,6 +9,14 @@
 // bus factor of a ring of n ranks: all_reduce 2(n-1)/n, all_gather and
 // reduce_scatter (n-1)/n, broadcast 1, barrier 0; nothing moves when n = 1.
 //
+// Floating-point operations count the GEMM-class opcodes only, as their
+// CPU kernels execute them (docs/plan-format.md gives the formula per
+// opcode): matmul 2·batch·M·N·K (+ batch·M·N with a bias), matmul_grad
+// 4·batch·M·N·K (dA and dB; + batch·M·N with dbias), causal_attention
+// 4·B·T²·C (Q K^T in full and P V), causal_attention_grad 10·B·T²·C (P
+// recomputed, dV, dP, dQ, dK). Elementwise ops, norms, softmax, losses and
+// optimizer updates are not counted.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MD_RUNTIME_PLAN_SUMMARY_H
@@ -39,6 +47,21 @@ struct CollectiveTally {
   int64_t count = 0;
   int64_t bytes = 0;
   int64_t busBytes = 0;
+};
+
+/// Floating-point operations of one GEMM-class instruction (the formulas of
+/// the file comment; 0 for every other opcode), saturating at INT64_MAX.
+/// The plan must have loaded (its shapes are then known to be consistent).
+int64_t InstructionFlops(const fb::Plan &plan, const fb::Instruction &inst);
+
+/// The opcodes InstructionFlops counts.
+bool CountsFlops(fb::Opcode opcode);
+
+struct FlopTally {
+  std::string kind;  // "matmul", "matmul_grad", "causal_attention",
+                     // "causal_attention_grad"
+  int64_t count = 0; // instructions run per step (on one rank)
+  int64_t flops = 0; // their floating-point operations (on one rank)
 };
 
 struct BucketSummary {
@@ -82,6 +105,16 @@ struct PlanSummary {
   std::vector<CollectiveTally> perStep; // every kind, in a fixed order
   CollectiveTally perStepTotal;
   int64_t conditionalCollectives = 0;
+  /// Floating-point operations of one optimizer step at W, counted like
+  /// `perStep` (step block once, micro-steps body A - 1 times, hooks not at
+  /// all; GEMM-class instructions inside an if or for of the step are not
+  /// counted but in `conditionalFlopInstructions`). Every rank runs the same
+  /// shapes, so all ranks do W times one rank's count. Sums saturate at
+  /// INT64_MAX.
+  std::vector<FlopTally> flops; // every counted opcode, in a fixed order
+  int64_t flopsPerRank = 0;     // the sum of `flops`
+  int64_t flopsAllRanks = 0;    // flopsPerRank * W
+  int64_t conditionalFlopInstructions = 0;
   std::vector<HookSummary> hooks;
 };
 

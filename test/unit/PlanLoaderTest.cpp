@@ -959,6 +959,111 @@ TEST(PlanSummaryTest, TinyMlpAtTwoRanks) {
   EXPECT_EQ(one->perStep[0].count, 4); // A = 4: the body runs 3 times
 }
 
+TEST(PlanSummaryTest, TinyMlpFlopsPerStep) {
+  // B = 4 samples of D = 8 features, H = 16 hidden, C = 4 classes.
+  //   fc1 matmul   x[4, 8] w1[16, 8]^T + b1:  2*4*16*8 + 4*16 = 1088
+  //   fc2 matmul   r[4, 16] w2[4, 16]^T + b2: 2*4*4*16 + 4*4  =  528
+  //   fc2 grad     dr, dw2, db2:              4*4*4*16 + 4*4  = 1040
+  //   fc1 grad     dx, dw1, db1:              4*4*16*8 + 4*16 = 2112
+  // 4768 per micro-step; hooks (the eval forward) are not counted.
+  constexpr int64_t kForward = 1088 + 528, kBackward = 1040 + 2112;
+  constexpr int64_t kMicroStep = kForward + kBackward; // 4768
+  absl::StatusOr<LoadedPlan> loaded = Load(Tiny(), 2);
+  ASSERT_TRUE(loaded.ok());
+
+  const fb::Plan &plan = loaded->plan();
+  auto flopsOf = [&](int32_t index) {
+    return InstructionFlops(
+        plan, *plan.blocks()->Get(kStep)->instructions()->Get(index));
+  };
+  EXPECT_EQ(flopsOf(8), 1088);  // matmul
+  EXPECT_EQ(flopsOf(10), 528);  // matmul
+  EXPECT_EQ(flopsOf(15), 1040); // matmul_grad
+  EXPECT_EQ(flopsOf(17), 2112); // matmul_grad
+  EXPECT_EQ(flopsOf(9), 0);     // relu: not counted
+  EXPECT_EQ(flopsOf(32), 0);    // adamw_update: not counted
+
+  // W = 2, A = 2: the step block once and the micro-steps body once.
+  absl::StatusOr<PlanSummary> two = Summarize(*loaded, 2);
+  ASSERT_TRUE(two.ok()) << two.status();
+  ASSERT_EQ(two->flops.size(), 4u);
+  EXPECT_EQ(two->flops[0].kind, "matmul");
+  EXPECT_EQ(two->flops[0].count, 4);
+  EXPECT_EQ(two->flops[0].flops, 2 * kForward);
+  EXPECT_EQ(two->flops[1].kind, "matmul_grad");
+  EXPECT_EQ(two->flops[1].count, 4);
+  EXPECT_EQ(two->flops[1].flops, 2 * kBackward);
+  EXPECT_EQ(two->flops[2].kind, "causal_attention");
+  EXPECT_EQ(two->flops[2].count, 0);
+  EXPECT_EQ(two->flops[3].kind, "causal_attention_grad");
+  EXPECT_EQ(two->flopsPerRank, 2 * kMicroStep);
+  EXPECT_EQ(two->flopsAllRanks, 4 * kMicroStep);
+  EXPECT_EQ(two->conditionalFlopInstructions, 0);
+
+  // The global batch is 4 micro-batches at every W: W = 1 runs them all on
+  // one rank (A = 4), W = 4 one each (A = 1, the body never runs).
+  absl::StatusOr<PlanSummary> one = Summarize(*loaded, 1);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->flopsPerRank, 4 * kMicroStep);
+  EXPECT_EQ(one->flopsAllRanks, 4 * kMicroStep);
+  absl::StatusOr<PlanSummary> four = Summarize(*loaded, 4);
+  ASSERT_TRUE(four.ok());
+  EXPECT_EQ(four->flops[0].count, 2);
+  EXPECT_EQ(four->flopsPerRank, kMicroStep);
+  EXPECT_EQ(four->flopsAllRanks, 4 * kMicroStep);
+}
+
+TEST(PlanSummaryTest, AttentionBatchedMatmulAndConditionalFlops) {
+  // step: [0] batch x f32[2, 8, 12], w f32[2, 12, 6]
+  //       [1] causal_attention(x, x, x), 3 heads  -> o    4*2*8*8*12  =  6144
+  //       [2] causal_attention_grad(o, x, x, x)    10*2*8*8*12  = 15360
+  //       [3] matmul x[2, 8, 12] w[2, 12, 6] (batched b) 2*2*8*6*12 = 2304
+  //       [4] matmul_grad of it (no bias)           4*2*8*6*12  = 4608
+  //       [5] constant true, [6] if { matmul x^T[2, 12, 8] w: not counted }
+  PlanBuilder b = examples::MinimalPlan();
+  fb::PlanT &p = b.plan();
+  p.buffers.clear();
+  p.blocks.clear();
+  int32_t step = b.addBlock(fb::BlockKind::Step);
+  int32_t then = b.addBlock(fb::BlockKind::Then);
+  b.setStepBlock(step);
+  auto full = [&](const char *name, std::vector<int64_t> shape,
+                  fb::DType dtype = fb::DType::F32) {
+    return b.addBuffer(PlanBuilder::full(name, dtype, std::move(shape)));
+  };
+  int32_t x = full("x", {2, 8, 12}), w = full("w", {2, 12, 6});
+  b.add(step, fb::Opcode::Batch, {}, {x, w}).ints = {0};
+  int32_t o = full("o", {2, 8, 12});
+  b.add(step, fb::Opcode::CausalAttention, {x, x, x}, {o}).ints = {3};
+  int32_t dq = full("dq", {2, 8, 12}), dk = full("dk", {2, 8, 12}),
+          dv = full("dv", {2, 8, 12});
+  b.add(step, fb::Opcode::CausalAttentionGrad, {o, x, x, x}, {dq, dk, dv})
+      .ints = {3};
+  int32_t y = full("y", {2, 8, 6});
+  b.add(step, fb::Opcode::Matmul, {x, w}, {y}).ints = {0, 0};
+  int32_t dx = full("dx", {2, 8, 12}), dw = full("dw", {2, 12, 6});
+  b.add(step, fb::Opcode::MatmulGrad, {y, x, w}, {dx, dw}).ints = {0, 0};
+  int32_t cond = full("cond", {}, fb::DType::Bool);
+  b.add(step, fb::Opcode::Constant, {}, {cond}).ints = {1};
+  b.add(step, fb::Opcode::If, {cond}).blocks = {then};
+  int32_t z = full("z", {2, 12, 12});
+  b.add(then, fb::Opcode::Matmul, {x, x}, {z}).ints = {1, 0};
+  ASSERT_TRUE(b.inferLiveness().ok());
+  absl::StatusOr<LoadedPlan> loaded = LoadPlan(b.finish());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  absl::StatusOr<PlanSummary> summary = Summarize(*loaded, 1);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->flops[0].count, 1);
+  EXPECT_EQ(summary->flops[0].flops, 2304);
+  EXPECT_EQ(summary->flops[1].flops, 4608);
+  EXPECT_EQ(summary->flops[2].count, 1);
+  EXPECT_EQ(summary->flops[2].flops, 6144);
+  EXPECT_EQ(summary->flops[3].flops, 15360);
+  EXPECT_EQ(summary->flopsPerRank, 2304 + 4608 + 6144 + 15360);
+  EXPECT_EQ(summary->flopsAllRanks, summary->flopsPerRank); // pinned W = 1
+  EXPECT_EQ(summary->conditionalFlopInstructions, 1);
+}
+
 // --- robustness
 // ---------------------------------------------------------------------------------------
 

@@ -160,6 +160,20 @@ std::string bytesText(int64_t bytes) {
   return absl::StrFormat("%.1f %s", v, units[u]);
 }
 
+/// A FLOP count with an SI prefix: "57.5 kFLOP", "1.23 GFLOP".
+std::string flopsText(int64_t flops) {
+  const char *units[] = {"FLOP",  "kFLOP", "MFLOP", "GFLOP",
+                         "TFLOP", "PFLOP", "EFLOP"};
+  double v = static_cast<double>(flops);
+  int u = 0;
+  while (v >= 1000 && u < 6) {
+    v /= 1000;
+    ++u;
+  }
+  return u == 0 ? absl::StrCat(flops, " FLOP")
+                : absl::StrFormat("%.3g %s", v, units[u]);
+}
+
 std::string str(const flatbuffers::String *s) {
   return s ? std::string(s->c_str(), s->size()) : std::string();
 }
@@ -299,6 +313,17 @@ std::shared_ptr<Object> buildReport(const std::string &path,
   collectives->add("total", tally(summary.perStepTotal))
       .add("conditional", summary.conditionalCollectives);
   report->add("collectives_per_step", collectives);
+
+  auto flops = object();
+  for (const plan::FlopTally &t : summary.flops) {
+    auto o = object();
+    o->add("count", t.count).add("flops", t.flops);
+    flops->add(t.kind, o);
+  }
+  flops->add("per_rank", summary.flopsPerRank)
+      .add("all_ranks", summary.flopsAllRanks)
+      .add("conditional", summary.conditionalFlopInstructions);
+  report->add("flops_per_step", flops);
 
   auto recipe = object();
   recipe->add("global_batch", r.global_batch())
@@ -451,6 +476,24 @@ std::string formatText(const std::string &path, const plan::LoadedPlan &loaded,
                        bytesText(s.perStepTotal.busBytes)));
   if (s.conditionalCollectives > 0)
     line("  and ", s.conditionalCollectives,
+         " inside an if or for of the step (not counted)");
+  line("");
+  line("flops per step at W = ", w.worldSize,
+       " (GEMM-class ops, accumulation steps ", w.accumulationSteps, ")");
+  line(absl::StrFormat("  %-22s %6s %20s", "op", "count", "flops"));
+  int64_t flopInstructions = 0;
+  for (const plan::FlopTally &t : s.flops) {
+    line(absl::StrFormat("  %-22s %6d %20d", t.kind, t.count, t.flops));
+    flopInstructions += t.count;
+  }
+  line(absl::StrFormat("  %-22s %6d %20d  %s", "per rank", flopInstructions,
+                       s.flopsPerRank, flopsText(s.flopsPerRank)));
+  line(absl::StrFormat(
+      "  %-29s %20d  %s",
+      absl::StrCat("all ", w.worldSize, w.worldSize == 1 ? " rank" : " ranks"),
+      s.flopsAllRanks, flopsText(s.flopsAllRanks)));
+  if (s.conditionalFlopInstructions > 0)
+    line("  and ", s.conditionalFlopInstructions,
          " inside an if or for of the step (not counted)");
   line("");
   const fb::Optimizer &opt = *r.optimizer();
