@@ -26,9 +26,8 @@
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/plan/Loader.h"
 #include "runtime/shm/ShmComm.h"
-#if MD_ENABLE_CUDA
-#include "runtime/cuda/Device.h"
-#endif
+#include "tools/mdrun/Cluster.h"
+#include "tools/mdrun/Worker.h"
 
 namespace md::mdrun {
 namespace {
@@ -41,20 +40,6 @@ extern "C" void onInterrupt(int sig) { gInterrupt = sig; }
 /// How long ranks get to exit after SIGTERM before SIGKILL.
 constexpr auto kGracePeriod = std::chrono::seconds(3);
 
-/// Why no GPU can run this job, or "" when one can.
-std::string gpuUnusableReason() {
-#if MD_ENABLE_CUDA
-  absl::StatusOr<std::vector<cuda::DeviceInfo>> devices = cuda::queryDevices();
-  if (!devices.ok())
-    return std::string(devices.status().message());
-  return absl::StrFormat("%d GPU%s found, but md's CUDA backend is not "
-                         "implemented yet",
-                         devices->size(), devices->size() == 1 ? "" : "s");
-#else
-  return "mdrun was built without CUDA";
-#endif
-}
-
 absl::StatusOr<int> pickFreePort() {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)
@@ -62,7 +47,8 @@ absl::StatusOr<int> pickFreePort() {
                                             std::strerror(errno)));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  // Any interface: ranks on other nodes connect to it.
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
   addr.sin_port = 0;
   socklen_t len = sizeof addr;
   if (::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 ||
@@ -127,39 +113,52 @@ int InterruptedExitCode() {
 }
 
 absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
+  MD_ASSIGN_OR_RETURN(Placement place,
+                      ResolvePlacement(options, ProcessEnvironment()));
+  if (place.role == Placement::Role::Rank)
+    return RunRank(options, place);
+  const int nnodes = place.nnodes;
+
   // Check the plan once here, so that a bad file or a world size it cannot
   // run at is one message rather than one per rank.
   plan::LoadOptions lo;
-  lo.worldSize = options.ranks;
+  lo.worldSize = static_cast<int64_t>(place.ranksPerNode) * nnodes;
   MD_ASSIGN_OR_RETURN(plan::LoadedPlan loaded,
                       plan::LoadPlanFile(options.planPath, lo));
-  int64_t world = loaded.bound() ? loaded.world().worldSize : 1;
+  int64_t world = loaded.bound() ? loaded.world().worldSize : nnodes;
+  if (world % nnodes != 0)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s is pinned to world size %d, which %d nodes cannot split evenly",
+        options.planPath, world, nnodes));
   if (!loaded.bound())
     MD_RETURN_IF_ERROR(plan::BindWorldSize(loaded, world).status());
   MD_RETURN_IF_ERROR(
       runtime::StepsToRun(loaded.plan(), options.steps).status());
+  const int perNode = static_cast<int>(world / nnodes);
+  const int firstRank = place.nodeRank * perNode;
 
-  if (options.backend != BackendChoice::Cpu) {
-    std::string reason = gpuUnusableReason();
-    if (!reason.empty()) {
-      if (options.noFallback || options.backend == BackendChoice::Cuda)
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "no usable GPU (%s), and %s forbids running on the CPU backend",
-            reason, options.noFallback ? "--no-fallback" : "--backend cuda"));
-      absl::FPrintF(stderr,
-                    "mdrun: warning: no usable GPU (%s); running %d rank%s on "
-                    "the CPU backend\n",
-                    reason.c_str(), world, world == 1 ? "" : "s");
-    }
-  }
+  GpuProbe probe;
+  if (options.backend != BackendChoice::Cpu)
+    probe = ProbeGpus();
+  MD_ASSIGN_OR_RETURN(Execution ex,
+                      ChooseExecution(options, perNode, nnodes, probe));
+  if (!ex.warning.empty())
+    absl::FPrintF(stderr, "mdrun: warning: %s\n", ex.warning);
 
   int threads = options.threads > 0
                     ? static_cast<int>(options.threads)
-                    : cpu::CpuBackend::threadsPerRank(static_cast<int>(world));
-  int port = static_cast<int>(options.masterPort);
+                    : cpu::CpuBackend::threadsPerRank(perNode);
+  int port = place.masterPort;
   if (port == 0) {
     MD_ASSIGN_OR_RETURN(port, pickFreePort());
+    absl::FPrintF(stderr, "mdrun: rendezvous port %d\n", port);
   }
+  if (nnodes > 1)
+    absl::FPrintF(stderr,
+                  "mdrun: node %d of %d (%s): ranks %d to %d of %d, "
+                  "rendezvous at %s:%d\n",
+                  place.nodeRank, nnodes, place.source, firstRank,
+                  firstRank + perNode - 1, world, place.masterAddr, port);
   char exe[4096];
   ssize_t len = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (len <= 0)
@@ -188,25 +187,27 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
   ::sigaction(SIGTERM, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
-  std::vector<Child> children(static_cast<size_t>(world));
+  std::vector<Child> children(static_cast<size_t>(perNode));
   auto killAll = [&](int sig) {
     for (Child &c : children)
       if (c.running)
         ::kill(c.pid, sig);
   };
   absl::Status startError;
-  for (int r = 0; r < world; ++r) {
+  for (int r = 0; r < perNode; ++r) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) {
       startError = absl::InternalError(absl::StrCat(
-          "cannot start rank ", r, ": pipe: ", std::strerror(errno)));
+          "cannot start rank ", firstRank + r, ": pipe: ",
+          std::strerror(errno)));
       break;
     }
     std::fflush(nullptr);
     pid_t pid = ::fork();
     if (pid < 0) {
       startError = absl::InternalError(absl::StrCat(
-          "cannot start rank ", r, ": fork: ", std::strerror(errno)));
+          "cannot start rank ", firstRank + r, ": fork: ",
+          std::strerror(errno)));
       ::close(fds[0]);
       ::close(fds[1]);
       break;
@@ -220,12 +221,16 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
       auto set = [](const char *k, const std::string &v) {
         ::setenv(k, v.c_str(), 1);
       };
-      set("RANK", absl::StrCat(r));
+      set("RANK", absl::StrCat(firstRank + r));
       set("LOCAL_RANK", absl::StrCat(r));
       set("WORLD_SIZE", absl::StrCat(world));
-      set("LOCAL_WORLD_SIZE", absl::StrCat(world));
-      set("MASTER_ADDR", "127.0.0.1");
+      set("LOCAL_WORLD_SIZE", absl::StrCat(perNode));
+      set("GROUP_RANK", absl::StrCat(place.nodeRank));
+      set("MASTER_ADDR", place.masterAddr);
       set("MASTER_PORT", absl::StrCat(port));
+      set("MD_BACKEND", ex.backend == BackendChoice::Cuda ? "cuda" : "cpu");
+      set("MD_COMM", commKindName(ex.comm));
+      set("MD_DEVICE", absl::StrCat(ex.deviceOf(r)));
       set("MD_JOB_ID", jobId);
       set("MD_ERROR_FD", absl::StrCat(fds[1]));
       set("MD_THREADS", absl::StrCat(threads));
@@ -251,7 +256,7 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
     killAll(SIGTERM);
   for (;;) {
     int running = 0;
-    for (int r = 0; r < world; ++r) {
+    for (int r = 0; r < perNode; ++r) {
       Child &c = children[r];
       if (!c.running)
         continue;
@@ -300,10 +305,10 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
                         gInterrupt == SIGINT    ? "SIGINT"
                         : gInterrupt == SIGTERM ? "SIGTERM"
                                                 : "a signal",
-                        world, world == 1 ? "" : "s"));
+                        perNode, perNode == 1 ? "" : "s"));
   if (firstFailure >= 0)
     return absl::AbortedError(
-        describeExit(firstFailure, children[firstFailure]));
+        describeExit(firstRank + firstFailure, children[firstFailure]));
   return absl::OkStatus();
 }
 

@@ -29,8 +29,16 @@ const char *const kUsage =
     "  --timeout SECONDS  how long a collective waits for a peer (default "
     "300)\n"
     "  --threads N        BLAS threads per rank (default: cores / ranks)\n"
-    "  --master-port P    MASTER_PORT for the ranks (default 29500; 0: a free "
-    "one)\n"
+    "\n"
+    "Several nodes (docs/multinode.md; srun and mpirun are recognised):\n"
+    "  --nnodes M         nodes in the job (default 1); --gpus N is per node\n"
+    "  --node-rank R      this node's index, 0 to M-1\n"
+    "  --master-addr A    the host of rank 0 (MASTER_ADDR; default 127.0.0.1 "
+    "on\n"
+    "                     one node)\n"
+    "  --master-port P    rank 0's rendezvous port (MASTER_PORT; default "
+    "29500;\n"
+    "                     0: a free one, printed)\n"
     "\n"
     "Inspection:\n"
     "  --inspect PLAN     load and verify PLAN and print what it does at a "
@@ -130,6 +138,23 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
       trainOnly.push_back(arg);
     } else if (name == "--no-fallback") {
       cl.train.noFallback = true;
+      trainOnly.push_back(arg);
+    } else if (name == "--nnodes" || name == "--node-rank") {
+      MD_TAKE(text);
+      absl::StatusOr<int64_t> n =
+          positive(name, *text, name == "--nnodes" ? 1 : 0);
+      if (!n.ok())
+        return n.status();
+      if (*n > 65536)
+        return absl::InvalidArgumentError(
+            absl::StrCat(name, " ", *n, ": more than 65536 nodes"));
+      (name == "--nnodes" ? cl.train.nnodes : cl.train.nodeRank) = *n;
+      trainOnly.push_back(arg);
+    } else if (name == "--master-addr") {
+      MD_TAKE(addr);
+      if (addr->empty())
+        return absl::InvalidArgumentError("--master-addr needs a host");
+      cl.train.masterAddr = *addr;
       trainOnly.push_back(arg);
     } else if (name == "--steps" || name == "--log-every" ||
                name == "--threads" || name == "--master-port") {

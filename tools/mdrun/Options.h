@@ -37,8 +37,15 @@ struct TrainOptions {
   int64_t logEvery = 10;
   /// How long a collective may wait for a peer, in seconds.
   double timeoutSeconds = 300;
-  /// MASTER_PORT for the workers; 0 picks a free port.
-  int64_t masterPort = 29500;
+  /// Rank 0's port for the rendezvous (MASTER_PORT); -1: not given
+  /// (MASTER_PORT from the environment, else 29500); 0 picks a free port
+  /// and prints it.
+  int64_t masterPort = -1;
+  /// Rank 0's host (MASTER_ADDR); "": not given (127.0.0.1 on one node).
+  std::string masterAddr;
+  /// Nodes of the job and this node's index; 0 / -1: not given.
+  int64_t nnodes = 0;
+  int64_t nodeRank = -1;
   /// BLAS threads per rank; 0: cores / ranks.
   int64_t threads = 0;
 };

@@ -2,6 +2,8 @@
 
 #include "tools/mdrun/Worker.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -15,7 +17,15 @@
 #include "runtime/core/Status.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/plan/Loader.h"
+#include "runtime/net/Rendezvous.h"
+#include "runtime/net/TcpComm.h"
 #include "runtime/shm/ShmComm.h"
+#if MD_ENABLE_CUDA
+#include "runtime/cuda/CudaBackend.h"
+#include "runtime/cuda/Device.h"
+#include "runtime/nccl/NcclComm.h"
+#include "runtime/nccl/StagedComm.h"
+#endif
 
 namespace md::mdrun {
 namespace {
@@ -163,17 +173,17 @@ private:
 };
 
 void printBanner(const runtime::RunInfo &i, const std::string &planPath,
-                 int threads) {
+                 const std::string &where) {
   std::string plan =
       i.planName == i.preset || i.preset.empty()
           ? i.planName
           : absl::StrFormat("%s (extends %s)", i.planName, i.preset);
   absl::PrintF(
       "mdrun: model %s, plan %s (%s), %d rank%s on the %s backend (%s comm, "
-      "%d BLAS thread%s per rank)\n",
+      "%s)\n",
       i.model.c_str(), plan.c_str(), planPath.c_str(), i.worldSize,
-      i.worldSize == 1 ? "" : "s", i.backend.c_str(), i.comm.c_str(), threads,
-      threads == 1 ? "" : "s");
+      i.worldSize == 1 ? "" : "s", i.backend.c_str(), i.comm.c_str(),
+      where.c_str());
   absl::PrintF(
       "mdrun: batch: micro %d x accumulation %d x %d rank%s = global %d\n",
       i.microBatch, i.accumulationSteps, i.worldSize,
@@ -214,18 +224,19 @@ absl::StatusOr<WorkerEnv> WorkerEnvFromEnvironment() {
   if (env.rank >= env.worldSize)
     return absl::InvalidArgumentError(absl::StrFormat(
         "RANK=%d is not below WORLD_SIZE=%d", env.rank, env.worldSize));
-  if (env.localWorldSize != env.worldSize)
-    return absl::UnimplementedError(
-        absl::StrFormat("LOCAL_WORLD_SIZE=%d differs from WORLD_SIZE=%d: md "
-                        "runs on one machine "
-                        "for now",
-                        env.localWorldSize, env.worldSize));
-  if (const char *job = std::getenv("MD_JOB_ID"); job != nullptr && *job) {
+  if (env.localRank >= env.localWorldSize ||
+      env.worldSize % env.localWorldSize != 0)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "LOCAL_RANK=%d, LOCAL_WORLD_SIZE=%d and WORLD_SIZE=%d do not fit "
+        "together",
+        env.localRank, env.localWorldSize, env.worldSize));
+  if (const char *a = std::getenv("MASTER_ADDR"); a != nullptr && *a)
+    env.masterAddr = a;
+  MD_ASSIGN_OR_RETURN(env.masterPort, envInt("MASTER_PORT", 1));
+  if (const char *job = std::getenv("MD_JOB_ID"); job != nullptr && *job)
     env.jobId = job;
-  } else {
-    const char *port = std::getenv("MASTER_PORT");
-    env.jobId = absl::StrCat("port-", port ? port : "29500");
-  }
+  else
+    env.jobId = absl::StrCat("port-", env.masterPort);
   if (const char *t = std::getenv("MD_THREADS"); t != nullptr) {
     int n = 0;
     if (absl::SimpleAtoi(t, &n) && n >= 1)
@@ -233,25 +244,162 @@ absl::StatusOr<WorkerEnv> WorkerEnvFromEnvironment() {
   } else {
     env.threads = cpu::CpuBackend::threadsPerRank(env.localWorldSize);
   }
+  const char *backend = std::getenv("MD_BACKEND");
+  if (backend == nullptr || std::string(backend) == "cpu")
+    env.backend = BackendChoice::Cpu;
+  else if (std::string(backend) == "cuda")
+    env.backend = BackendChoice::Cuda;
+  else
+    return absl::InvalidArgumentError(
+        absl::StrCat("MD_BACKEND=", backend, ": expected cpu or cuda"));
+  if (const char *c = std::getenv("MD_COMM"); c != nullptr) {
+    MD_ASSIGN_OR_RETURN(env.comm, parseCommKind(c));
+  } else {
+    env.comm = env.localWorldSize == env.worldSize ? CommKind::Shm
+                                                   : CommKind::Tcp;
+  }
+  env.device = env.localRank;
+  if (std::getenv("MD_DEVICE") != nullptr)
+    MD_ASSIGN_OR_RETURN(env.device, envInt("MD_DEVICE", 0));
   return env;
 }
+
+namespace {
+
+/// FNV-1a over the plan file: ranks that load different files (or a file
+/// rewritten between their starts) refuse to run together.
+absl::StatusOr<std::string> planFingerprint(const std::string &path,
+                                            const WorkerEnv &env) {
+  std::FILE *f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr)
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open the plan"));
+  uint64_t h = 1469598103934665603ull;
+  unsigned char buf[65536];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+    for (size_t i = 0; i < n; ++i)
+      h = (h ^ buf[i]) * 1099511628211ull;
+  std::fclose(f);
+  return absl::StrFormat("plan %016x, world %d, %s backend, %s comm", h,
+                         env.worldSize,
+                         env.backend == BackendChoice::Cuda ? "cuda" : "cpu",
+                         commKindName(env.comm));
+}
+
+std::chrono::milliseconds timeoutOf(const TrainOptions &options) {
+  return std::chrono::milliseconds(
+      static_cast<int64_t>(std::llround(options.timeoutSeconds * 1000)));
+}
+
+absl::StatusOr<std::unique_ptr<shm::ShmComm>>
+makeShmComm(const TrainOptions &options, const WorkerEnv &env,
+            const plan::LoadedPlan &loaded) {
+  if (env.localWorldSize != env.worldSize)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the shared-memory comm needs every rank on one node, but "
+        "LOCAL_WORLD_SIZE=%d and WORLD_SIZE=%d",
+        env.localWorldSize, env.worldSize));
+  shm::ShmCommOptions co;
+  co.jobId = env.jobId;
+  co.rank = env.rank;
+  co.worldSize = env.worldSize;
+  co.shardSize = static_cast<int>(loaded.world().shardGroupSize);
+  co.timeout = timeoutOf(options);
+  return shm::ShmComm::create(co);
+}
+
+} // namespace
 
 absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
   plan::LoadOptions lo;
   lo.worldSize = env.worldSize;
   MD_ASSIGN_OR_RETURN(plan::LoadedPlan loaded,
                       plan::LoadPlanFile(options.planPath, lo));
-  cpu::CpuBackend backend(env.threads);
+  MD_ASSIGN_OR_RETURN(std::string fingerprint,
+                      planFingerprint(options.planPath, env));
+  const int shardSize = static_cast<int>(loaded.world().shardGroupSize);
 
-  shm::ShmCommOptions co;
-  co.jobId = env.jobId;
-  co.rank = env.rank;
-  co.worldSize = env.worldSize;
-  co.shardSize = static_cast<int>(loaded.world().shardGroupSize);
-  co.timeout = std::chrono::milliseconds(
-      static_cast<int64_t>(std::llround(options.timeoutSeconds * 1000)));
-  MD_ASSIGN_OR_RETURN(std::unique_ptr<shm::ShmComm> comm,
-                      shm::ShmComm::create(co));
+  // The comm holds on to the backend's streams: it is declared after the
+  // backend, so it goes first.
+  std::unique_ptr<runtime::Backend> backend;
+  std::unique_ptr<runtime::Comm> comm;
+  std::string where;
+  if (env.backend == BackendChoice::Cuda) {
+#if MD_ENABLE_CUDA
+    MD_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> cb,
+                        cuda::CudaBackend::create(env.device));
+    cuda::CudaBackend &device = *cb;
+    backend = std::move(cb);
+    where = absl::StrFormat("rank 0 on cuda:%d", env.device);
+    if (absl::StatusOr<std::vector<cuda::DeviceInfo>> devices =
+            cuda::queryDevices();
+        devices.ok() && env.device < static_cast<int>(devices->size()))
+      absl::StrAppend(&where, " (", (*devices)[env.device].name, ")");
+    if (env.comm == CommKind::Nccl) {
+      // Rank 0 makes the NCCL id; the TCP rendezvous hands it to all.
+      nccl::UniqueId id{};
+      if (env.rank == 0)
+        MD_ASSIGN_OR_RETURN(id, nccl::NewUniqueId());
+      net::RendezvousOptions ro;
+      ro.masterAddr = env.masterAddr;
+      ro.masterPort = env.masterPort;
+      ro.rank = env.rank;
+      ro.worldSize = env.worldSize;
+      ro.fingerprint = fingerprint;
+      ro.timeout = timeoutOf(options);
+      MD_ASSIGN_OR_RETURN(
+          std::vector<std::string> payloads,
+          net::Rendezvous(ro, env.rank == 0
+                                  ? std::string_view(id.data(), id.size())
+                                  : std::string_view()));
+      if (payloads.empty() || payloads[0].size() != id.size())
+        return absl::InternalError(
+            "the rendezvous did not deliver rank 0's NCCL id");
+      std::copy(payloads[0].begin(), payloads[0].end(), id.begin());
+      nccl::NcclCommOptions no;
+      no.rank = env.rank;
+      no.worldSize = env.worldSize;
+      no.shardSize = shardSize;
+      no.uniqueId = id;
+      no.backend = &device;
+      no.timeout = timeoutOf(options);
+      MD_ASSIGN_OR_RETURN(comm, nccl::NcclComm::create(no));
+    } else if (env.comm == CommKind::ShmStaged) {
+      MD_ASSIGN_OR_RETURN(std::unique_ptr<shm::ShmComm> host,
+                          makeShmComm(options, env, loaded));
+      comm = std::make_unique<nccl::StagedComm>(std::move(host), device);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the CUDA backend takes the nccl or shm-staged comm, not ",
+          commKindName(env.comm)));
+    }
+#else
+    return absl::UnimplementedError(
+        "this mdrun was built without CUDA; it runs the CPU backend only");
+#endif
+  } else {
+    auto cpuBackend = std::make_unique<cpu::CpuBackend>(env.threads);
+    where = absl::StrFormat("%d BLAS thread%s per rank", cpuBackend->threads(),
+                            cpuBackend->threads() == 1 ? "" : "s");
+    backend = std::move(cpuBackend);
+    if (env.comm == CommKind::Shm) {
+      MD_ASSIGN_OR_RETURN(comm, makeShmComm(options, env, loaded));
+    } else if (env.comm == CommKind::Tcp) {
+      net::TcpCommOptions to;
+      to.masterAddr = env.masterAddr;
+      to.masterPort = env.masterPort;
+      to.rank = env.rank;
+      to.worldSize = env.worldSize;
+      to.shardSize = shardSize;
+      to.fingerprint = fingerprint;
+      to.timeout = timeoutOf(options);
+      MD_ASSIGN_OR_RETURN(comm, net::TcpComm::create(to));
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the CPU backend takes the shm or tcp comm, not ",
+          commKindName(env.comm)));
+    }
+  }
 
   Reporter reporter;
   if (env.rank == 0)
@@ -264,13 +412,52 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
   eo.observer = &reporter;
   MD_ASSIGN_OR_RETURN(
       std::unique_ptr<runtime::Executor> exec,
-      runtime::Executor::Create(loaded, env.worldSize, backend, *comm, eo));
+      runtime::Executor::Create(loaded, env.worldSize, *backend, *comm, eo));
   if (env.rank == 0)
-    printBanner(exec->info(), options.planPath, backend.threads());
+    printBanner(exec->info(), options.planPath, where);
   MD_RETURN_IF_ERROR(exec->Run());
   if (!options.saveFinalPath.empty())
     MD_RETURN_IF_ERROR(exec->SaveFull(options.saveFinalPath));
   return absl::OkStatus();
+}
+
+absl::Status RunRank(const TrainOptions &options, const Placement &place) {
+  WorkerEnv env;
+  env.rank = place.rank;
+  env.worldSize = place.worldSize;
+  env.localRank = place.localRank;
+  env.localWorldSize = place.ranksPerNode;
+  env.masterAddr = place.masterAddr;
+  env.masterPort = place.masterPort;
+  env.jobId = absl::StrCat("port-", place.masterPort);
+  if (const char *job = std::getenv("SLURM_JOB_ID"); job != nullptr)
+    env.jobId = absl::StrCat("slurm-", job, "-", place.masterPort);
+  env.threads = options.threads > 0
+                    ? static_cast<int>(options.threads)
+                    : cpu::CpuBackend::threadsPerRank(place.ranksPerNode);
+  GpuProbe probe;
+  if (options.backend != BackendChoice::Cpu)
+    probe = ProbeGpus();
+  MD_ASSIGN_OR_RETURN(
+      Execution ex,
+      ChooseExecution(options, place.ranksPerNode, place.nnodes, probe));
+  if (!ex.warning.empty() && place.rank == 0)
+    absl::FPrintF(stderr, "mdrun: warning: %s\n", ex.warning);
+  env.backend = ex.backend;
+  env.comm = ex.comm;
+  env.device = ex.deviceOf(place.localRank);
+  if (place.rank == 0)
+    absl::FPrintF(stderr,
+                  "mdrun: rank 0 of %d (%s: %d node%s x %d), rendezvous at "
+                  "%s:%d\n",
+                  place.worldSize, place.source, place.nnodes,
+                  place.nnodes == 1 ? "" : "s", place.ranksPerNode,
+                  place.masterAddr, place.masterPort);
+  absl::Status s = RunWorker(options, env);
+  if (!s.ok())
+    return absl::Status(s.code(),
+                        absl::StrFormat("rank %d: %s", place.rank, s.message()));
+  return s;
 }
 
 } // namespace md::mdrun

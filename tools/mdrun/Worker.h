@@ -3,8 +3,11 @@
 // A worker is the process the launcher starts for each rank: it reads its
 // place in the job from the torchrun environment contract (RANK,
 // WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and
-// md's own variables (MD_JOB_ID names the shared-memory segment, MD_THREADS
-// the BLAS threads), loads the plan, joins the comm and runs the executor.
+// md's own variables (MD_BACKEND cpu|cuda, MD_COMM shm|tcp|nccl|shm-staged,
+// MD_DEVICE the CUDA device, MD_JOB_ID the shared-memory segment,
+// MD_THREADS the BLAS threads), loads the plan, makes the backend, joins the
+// comm (the NCCL id travels through the TCP rendezvous at MASTER_ADDR:
+// MASTER_PORT) and runs the executor.
 // Rank 0 prints the banner and the progress lines and writes the metrics
 // file.
 //
@@ -18,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tools/mdrun/Cluster.h"
 #include "tools/mdrun/Options.h"
 
 namespace md::mdrun {
@@ -27,8 +31,13 @@ struct WorkerEnv {
   int worldSize = 1;
   int localRank = 0;
   int localWorldSize = 1;
-  std::string jobId;
-  int threads = 1;
+  std::string masterAddr = "127.0.0.1";
+  int masterPort = 29500;
+  std::string jobId; // names the shared-memory segment
+  int threads = 1;   // BLAS threads (CPU backend)
+  BackendChoice backend = BackendChoice::Cpu; // Cpu or Cuda
+  CommKind comm = CommKind::Shm;
+  int device = 0; // the CUDA device (CUDA backend)
 };
 
 /// The worker's environment; InvalidArgument naming a missing or bad
@@ -37,6 +46,10 @@ absl::StatusOr<WorkerEnv> WorkerEnvFromEnvironment();
 
 /// Trains as rank env.rank. Collectives wait at most options.timeoutSeconds.
 absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env);
+
+/// Trains as the one rank that srun or mpirun started (Cluster.h): picks
+/// the backend and comm itself, as the launcher would.
+absl::Status RunRank(const TrainOptions &options, const Placement &place);
 
 } // namespace md::mdrun
 

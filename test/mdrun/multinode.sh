@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# mdrun across "nodes" on this one machine, on the CPU backend and the TCP
+# comm (test/plan/TrainingPlans.cpp's plans, written by md-plan-examples):
+#  - two launchers, --nnodes 2 --node-rank 0/1, node 0 picking the port
+#    (--master-port 0) and printing it, give weights bitwise identical to
+#    the same job on one node (2 ranks over shared memory);
+#  - two ranks started the way srun starts them (SLURM_* variables, one task
+#    per rank) and the way mpirun does (OMPI_COMM_WORLD_*) give them too;
+#  - a node that dies takes the other down within seconds, naming the rank;
+#  - nodes that load different plans refuse to train together;
+#  - contradictory or missing placement options are errors.
+# Every run has a time limit; nothing may hang.
+#
+#   test/mdrun/multinode.sh MDRUN MD_PLAN_EXAMPLES WORK_DIR
+set -uo pipefail
+mdrun=${1:?usage: multinode.sh MDRUN MD_PLAN_EXAMPLES WORK_DIR}
+examples=${2:?}
+work=${3:?}
+mdrun=$(cd "$(dirname "$mdrun")" && pwd)/$(basename "$mdrun")
+rm -rf "$work" && mkdir -p "$work" || exit 1
+"$examples" "$work" >/dev/null || exit 1
+cd "$work" || exit 1
+
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+has() { # has FILE PATTERN: FILE matches the extended regex PATTERN
+  grep -Eq -- "$2" "$1" || fail "$1 does not match /$2/:"$'\n'"$(cat "$1")"
+}
+# A port no test of this run shares: the rendezvous of a killed job may
+# linger in TIME_WAIT.
+port() { echo $((20000 + (RANDOM * 7 + $$) % 30000)); }
+
+pids=()
+common=(--backend cpu --steps 6 --log-every 3 --timeout 20 --threads 1)
+
+# The reference: 2 ranks on one node.
+for plan in train-mlp-fsdp train-mlp-ddp; do
+  timeout 120 "$mdrun" --ranks 2 "${common[@]}" --save-final "ref-$plan.st" \
+    "$plan.fb" >"ref-$plan.out" 2>&1 || fail "reference $plan: $(cat "ref-$plan.out")"
+done
+
+# Two launchers, one rank each; node 0 picks the port.
+for plan in train-mlp-fsdp train-mlp-ddp; do
+  timeout 120 "$mdrun" --nnodes 2 --node-rank 0 --gpus 1 --master-port 0 \
+    "${common[@]}" --save-final "two-$plan.st" "$plan.fb" >node0.out 2>node0.err &
+  n0=$!
+  p=
+  for _ in $(seq 200); do
+    p=$(sed -nE 's/^mdrun: rendezvous port ([0-9]+)$/\1/p' node0.err)
+    [[ -n $p ]] && break
+    sleep 0.05
+  done
+  if [[ -z $p ]]; then
+    fail "node 0 printed no port: $(cat node0.err)"
+    kill $n0 2>/dev/null
+    wait $n0
+    continue
+  fi
+  timeout 120 "$mdrun" --nnodes 2 --node-rank 1 --gpus 1 --master-addr localhost \
+    --master-port "$p" "${common[@]}" --save-final "two-$plan.st" "$plan.fb" \
+    >node1.out 2>node1.err
+  rc1=$?
+  wait $n0
+  rc0=$?
+  [[ $rc0 -eq 0 && $rc1 -eq 0 ]] ||
+    fail "two nodes, $plan: exit $rc0/$rc1"$'\n'"$(cat node0.out node0.err node1.out node1.err)"
+  has node0.out "^mdrun: model mlp, .* 2 ranks on the cpu backend \(tcp comm"
+  has node0.err "^mdrun: node 0 of 2 \(command line\): ranks 0 to 0 of 2, rendezvous at 127.0.0.1:$p$"
+  has node1.err "^mdrun: node 1 of 2 \(command line\): ranks 1 to 1 of 2, rendezvous at localhost:$p$"
+  has node0.out '^step 6/6  loss '
+  [[ -s node1.out ]] && fail "node 1 printed progress: $(cat node1.out)"
+  cmp -s "ref-$plan.st" "two-$plan.st" ||
+    fail "$plan: the weights of two nodes differ from those of one node"
+done
+
+# srun with one task per rank: each mdrun is one rank.
+p=$(port)
+for r in 0 1; do
+  env SLURM_JOB_ID=77 SLURM_PROCID=$r SLURM_STEP_NUM_TASKS=2 SLURM_LOCALID=0 \
+    SLURM_NODEID=$r SLURM_STEP_NUM_NODES=2 SLURM_STEP_TASKS_PER_NODE='1(x2)' \
+    SLURM_STEP_NODELIST=localhost MASTER_PORT=$p \
+    timeout 120 "$mdrun" "${common[@]}" --save-final slurm.st train-mlp-fsdp.fb \
+    >"slurm$r.out" 2>"slurm$r.err" &
+  pids[r]=$!
+done
+wait "${pids[0]}"
+rc0=$?
+wait "${pids[1]}"
+rc1=$?
+[[ $rc0 -eq 0 && $rc1 -eq 0 ]] ||
+  fail "srun-style ranks: exit $rc0/$rc1"$'\n'"$(cat slurm0.* slurm1.*)"
+has slurm0.err "^mdrun: rank 0 of 2 \(Slurm: 2 nodes x 1\), rendezvous at localhost:$p$"
+cmp -s ref-train-mlp-fsdp.st slurm.st || fail "srun-style ranks: the weights differ"
+
+# mpirun with one task per rank, both on this node: the shm comm.
+p=$(port)
+for r in 0 1; do
+  env OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_LOCAL_RANK=$r \
+    OMPI_COMM_WORLD_LOCAL_SIZE=2 MASTER_PORT=$p \
+    timeout 120 "$mdrun" "${common[@]}" --save-final mpi.st train-mlp-fsdp.fb \
+    >"mpi$r.out" 2>"mpi$r.err" &
+  pids[r]=$!
+done
+wait "${pids[0]}"
+rc0=$?
+wait "${pids[1]}"
+rc1=$?
+[[ $rc0 -eq 0 && $rc1 -eq 0 ]] ||
+  fail "mpirun-style ranks: exit $rc0/$rc1"$'\n'"$(cat mpi0.* mpi1.*)"
+has mpi0.out "2 ranks on the cpu backend \(shm comm"
+cmp -s ref-train-mlp-fsdp.st mpi.st || fail "mpirun-style ranks: the weights differ"
+
+# A node that dies: the other ends within seconds, naming the lost rank.
+p=$(port)
+timeout 120 "$mdrun" --nnodes 2 --node-rank 0 --gpus 1 --master-port "$p" \
+  --backend cpu --timeout 20 --threads 1 --steps 100000 --log-every 0 \
+  train-mlp-long.fb >die0.out 2>die0.err &
+n0=$!
+timeout 120 "$mdrun" --nnodes 2 --node-rank 1 --gpus 1 --master-port "$p" \
+  --master-addr 127.0.0.1 --backend cpu --timeout 20 --threads 1 --steps 100000 \
+  --log-every 0 train-mlp-long.fb >die1.out 2>die1.err &
+n1=$!
+sleep 2
+kill -9 $n1
+start=$(date +%s%N)
+wait $n0
+rc0=$?
+ms=$((($(date +%s%N) - start) / 1000000))
+wait $n1 2>/dev/null
+[[ $rc0 -ne 0 ]] || fail "node 0 succeeded after node 1 was killed"
+[[ $rc0 -ne 124 ]] || fail "node 0 hung after node 1 was killed"
+has die0.err '^mdrun: error: rank 0 failed: .*rank 1'
+((ms < 10000)) || fail "node 0 took $ms ms to notice"
+echo "node 0 ended ${ms} ms after node 1 was killed: $(tail -1 die0.err)"
+
+# Nodes with different plans.
+p=$(port)
+timeout 60 "$mdrun" --nnodes 2 --node-rank 0 --gpus 1 --master-port "$p" \
+  "${common[@]}" train-mlp-fsdp.fb >mix0.out 2>mix0.err &
+n0=$!
+timeout 60 "$mdrun" --nnodes 2 --node-rank 1 --gpus 1 --master-port "$p" \
+  --master-addr 127.0.0.1 "${common[@]}" train-mlp-ddp.fb >mix1.out 2>mix1.err
+rc1=$?
+wait $n0
+rc0=$?
+[[ $rc0 -ne 0 && $rc0 -ne 124 && $rc1 -ne 0 && $rc1 -ne 124 ]] ||
+  fail "different plans: exit $rc0/$rc1"$'\n'"$(cat mix0.err mix1.err)"
+has mix1.err 'plan [0-9a-f]{16}'
+
+# Placement errors: a clear message and exit 1, no rank started.
+check_error() { # check_error PATTERN ARGS...
+  local pattern=$1
+  shift
+  timeout 30 "$mdrun" "$@" >err.out 2>err.err
+  local rc=$?
+  [[ $rc -eq 1 ]] || fail "mdrun $*: exit $rc, expected 1: $(cat err.err)"
+  has err.err "$pattern"
+}
+check_error '^mdrun: error: --nnodes 2 needs --node-rank' --nnodes 2 --backend cpu train-mlp-fsdp.fb
+check_error '^mdrun: error: a job on 2 nodes needs the host of rank 0' \
+  --nnodes 2 --node-rank 1 --backend cpu train-mlp-fsdp.fb
+check_error 'free port on node 0 only' --nnodes 2 --node-rank 1 --master-addr x \
+  --master-port 0 --backend cpu train-mlp-fsdp.fb
+check_error 'pinned to world size 2, which 4 nodes cannot split evenly' \
+  --nnodes 4 --node-rank 0 --master-addr x --backend cpu tiny-mlp-pinned-2.fb
+
+if ((failures > 0)); then
+  echo "multinode.sh: $failures failure(s)"
+  exit 1
+fi
+echo "multinode.sh: all passed"

@@ -1,0 +1,313 @@
+//===- MdrunClusterTest.cpp - mdrun's place in a job, backend and comm ----===//
+//
+// ResolvePlacement on hand-made environments (as srun, mpirun or a user
+// would set them), the Slurm list parsers, and ChooseExecution on made-up
+// GPU probes: the decisions mdrun takes before it starts a rank.
+//
+//===----------------------------------------------------------------------===//
+
+#include <map>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tools/mdrun/Cluster.h"
+
+namespace md::mdrun {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct FakeEnv {
+  std::map<std::string, std::string> vars;
+  EnvLookup lookup() const {
+    return [this](const char *name) -> const char * {
+      auto it = vars.find(name);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    };
+  }
+};
+
+TrainOptions opts() { return TrainOptions{}; }
+
+/// What srun sets for task `procid` of `ntasks` tasks spread evenly over
+/// `nnodes` nodes.
+FakeEnv slurmTask(int procid, int ntasks, int nnodes) {
+  int perNode = ntasks / nnodes;
+  FakeEnv e;
+  e.vars["SLURM_JOB_ID"] = "4242";
+  e.vars["SLURM_PROCID"] = std::to_string(procid);
+  e.vars["SLURM_STEP_NUM_TASKS"] = std::to_string(ntasks);
+  e.vars["SLURM_LOCALID"] = std::to_string(procid % perNode);
+  e.vars["SLURM_NODEID"] = std::to_string(procid / perNode);
+  e.vars["SLURM_STEP_NUM_NODES"] = std::to_string(nnodes);
+  e.vars["SLURM_STEP_TASKS_PER_NODE"] =
+      std::to_string(perNode) + "(x" + std::to_string(nnodes) + ")";
+  e.vars["SLURM_STEP_NODELIST"] = "gpu[007-009,012],login1";
+  return e;
+}
+
+TEST(SlurmLists, FirstHost) {
+  EXPECT_EQ(*FirstSlurmHost("gpu[007-009,012],login1"), "gpu007");
+  EXPECT_EQ(*FirstSlurmHost("node5"), "node5");
+  EXPECT_EQ(*FirstSlurmHost("a1,b2"), "a1");
+  EXPECT_EQ(*FirstSlurmHost("rack[3]-ib"), "rack3-ib");
+  EXPECT_EQ(*FirstSlurmHost(" n[10-11] "), "n10");
+  EXPECT_THAT(FirstSlurmHost("gpu[01-02").status().message(),
+              HasSubstr("unbalanced brackets"));
+  EXPECT_THAT(FirstSlurmHost("gpu[x-y]").status().message(),
+              HasSubstr("cannot read the host range"));
+  EXPECT_FALSE(FirstSlurmHost("").ok());
+}
+
+TEST(SlurmLists, TasksPerNode) {
+  EXPECT_EQ(*ExpandSlurmTasksPerNode("4"), (std::vector<int>{4}));
+  EXPECT_EQ(*ExpandSlurmTasksPerNode("2(x3),1"),
+            (std::vector<int>{2, 2, 2, 1}));
+  EXPECT_THAT(ExpandSlurmTasksPerNode("2(x").status().message(),
+              HasSubstr("cannot read '2(x'"));
+  EXPECT_FALSE(ExpandSlurmTasksPerNode("0").ok());
+  EXPECT_FALSE(ExpandSlurmTasksPerNode("").ok());
+  EXPECT_FALSE(ExpandSlurmTasksPerNode("1(x100000)").ok());
+}
+
+TEST(Placement, ByHandOnOneNode) {
+  FakeEnv env;
+  TrainOptions o = opts();
+  o.ranks = 2;
+  absl::StatusOr<Placement> p = ResolvePlacement(o, env.lookup());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->role, Placement::Role::Launcher);
+  EXPECT_EQ(p->nnodes, 1);
+  EXPECT_EQ(p->ranksPerNode, 2);
+  EXPECT_EQ(p->masterAddr, "127.0.0.1");
+  EXPECT_EQ(p->masterPort, 29500);
+}
+
+TEST(Placement, EnvironmentAndCommandLine) {
+  FakeEnv env;
+  env.vars["MASTER_ADDR"] = "head";
+  env.vars["MASTER_PORT"] = "31000";
+  TrainOptions o = opts();
+  absl::StatusOr<Placement> p = ResolvePlacement(o, env.lookup());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->masterAddr, "head");
+  EXPECT_EQ(p->masterPort, 31000);
+  // The command line wins over the environment.
+  o.masterAddr = "other";
+  o.masterPort = 32000;
+  p = ResolvePlacement(o, env.lookup());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->masterAddr, "other");
+  EXPECT_EQ(p->masterPort, 32000);
+  env.vars["MASTER_PORT"] = "70000";
+  EXPECT_THAT(ResolvePlacement(opts(), env.lookup()).status().message(),
+              HasSubstr("MASTER_PORT=70000"));
+}
+
+TEST(Placement, ByHandOnSeveralNodes) {
+  FakeEnv env;
+  TrainOptions o = opts();
+  o.ranks = 8;
+  o.nnodes = 2;
+  o.nodeRank = 1;
+  o.masterAddr = "node0";
+  absl::StatusOr<Placement> p = ResolvePlacement(o, env.lookup());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->role, Placement::Role::Launcher);
+  EXPECT_EQ(p->nnodes, 2);
+  EXPECT_EQ(p->nodeRank, 1);
+  EXPECT_EQ(p->ranksPerNode, 8);
+
+  TrainOptions noAddr = o;
+  noAddr.masterAddr.clear();
+  EXPECT_THAT(ResolvePlacement(noAddr, env.lookup()).status().message(),
+              HasSubstr("needs the host of rank 0: give --master-addr"));
+  TrainOptions noRank = o;
+  noRank.nodeRank = -1;
+  EXPECT_THAT(ResolvePlacement(noRank, env.lookup()).status().message(),
+              HasSubstr("--nnodes 2 needs --node-rank"));
+  TrainOptions badRank = o;
+  badRank.nodeRank = 2;
+  EXPECT_THAT(ResolvePlacement(badRank, env.lookup()).status().message(),
+              HasSubstr("--node-rank 2 is not below --nnodes 2"));
+  TrainOptions port0 = o;
+  port0.masterPort = 0;
+  EXPECT_THAT(ResolvePlacement(port0, env.lookup()).status().message(),
+              HasSubstr("free port on node 0 only"));
+  port0.nodeRank = 0;
+  EXPECT_TRUE(ResolvePlacement(port0, env.lookup()).ok());
+}
+
+TEST(Placement, SrunOneTaskPerRank) {
+  FakeEnv env = slurmTask(/*procid=*/5, /*ntasks=*/8, /*nnodes=*/2);
+  absl::StatusOr<Placement> p = ResolvePlacement(opts(), env.lookup());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->role, Placement::Role::Rank);
+  EXPECT_EQ(p->source, "Slurm");
+  EXPECT_EQ(p->rank, 5);
+  EXPECT_EQ(p->worldSize, 8);
+  EXPECT_EQ(p->localRank, 1);
+  EXPECT_EQ(p->ranksPerNode, 4);
+  EXPECT_EQ(p->nnodes, 2);
+  EXPECT_EQ(p->nodeRank, 1);
+  EXPECT_EQ(p->masterAddr, "gpu007");
+  EXPECT_EQ(p->masterPort, 29500);
+
+  env.vars["MASTER_ADDR"] = "10.0.0.1";
+  p = ResolvePlacement(opts(), env.lookup());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->masterAddr, "10.0.0.1");
+
+  TrainOptions o = opts();
+  o.ranks = 8;
+  EXPECT_THAT(ResolvePlacement(o, env.lookup()).status().message(),
+              HasSubstr("--gpus 8 contradicts Slurm, which started 4 ranks"));
+  o = opts();
+  o.nnodes = 3;
+  EXPECT_THAT(ResolvePlacement(o, env.lookup()).status().message(),
+              HasSubstr("--nnodes 3 contradicts Slurm"));
+}
+
+TEST(Placement, SrunOneTaskPerNodeIsALauncher) {
+  FakeEnv env = slurmTask(/*procid=*/1, /*ntasks=*/2, /*nnodes=*/2);
+  TrainOptions o = opts();
+  o.ranks = 4;
+  absl::StatusOr<Placement> p = ResolvePlacement(o, env.lookup());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->role, Placement::Role::Launcher);
+  EXPECT_EQ(p->nnodes, 2);
+  EXPECT_EQ(p->nodeRank, 1);
+  EXPECT_EQ(p->ranksPerNode, 4);
+  EXPECT_EQ(p->masterAddr, "gpu007");
+}
+
+TEST(Placement, BatchScriptWithoutSrunIsByHand) {
+  // sbatch sets SLURM_PROCID and allocation-wide counts, but no step.
+  FakeEnv env;
+  env.vars["SLURM_PROCID"] = "0";
+  env.vars["SLURM_NTASKS"] = "8";
+  TrainOptions o = opts();
+  o.ranks = 2;
+  absl::StatusOr<Placement> p = ResolvePlacement(o, env.lookup());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->role, Placement::Role::Launcher);
+  EXPECT_EQ(p->nnodes, 1);
+  EXPECT_EQ(p->source, "command line");
+}
+
+TEST(Placement, SrunMalformed) {
+  FakeEnv env = slurmTask(0, 4, 2);
+  env.vars["SLURM_STEP_TASKS_PER_NODE"] = "2(x3)";
+  EXPECT_THAT(ResolvePlacement(opts(), env.lookup()).status().message(),
+              HasSubstr("lists 3 nodes"));
+  env = slurmTask(0, 4, 2);
+  env.vars["SLURM_LOCALID"] = "x";
+  EXPECT_THAT(ResolvePlacement(opts(), env.lookup()).status().message(),
+              HasSubstr("SLURM_LOCALID=x"));
+  env = slurmTask(0, 4, 2);
+  env.vars.erase("SLURM_NODEID");
+  EXPECT_THAT(ResolvePlacement(opts(), env.lookup()).status().message(),
+              HasSubstr("started by srun, but SLURM_NODEID is not set"));
+  env = slurmTask(0, 4, 2);
+  env.vars["SLURM_STEP_TASKS_PER_NODE"] = "3,1";
+  EXPECT_THAT(ResolvePlacement(opts(), env.lookup()).status().message(),
+              HasSubstr("the same number of ranks on every node"));
+}
+
+TEST(Placement, OpenMpi) {
+  FakeEnv env;
+  env.vars["OMPI_COMM_WORLD_SIZE"] = "4";
+  env.vars["OMPI_COMM_WORLD_RANK"] = "3";
+  env.vars["OMPI_COMM_WORLD_LOCAL_RANK"] = "1";
+  env.vars["OMPI_COMM_WORLD_LOCAL_SIZE"] = "2";
+  // Two nodes need MASTER_ADDR: Open MPI names no host.
+  EXPECT_THAT(ResolvePlacement(opts(), env.lookup()).status().message(),
+              HasSubstr("set MASTER_ADDR"));
+  env.vars["MASTER_ADDR"] = "head";
+  absl::StatusOr<Placement> p = ResolvePlacement(opts(), env.lookup());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->role, Placement::Role::Rank);
+  EXPECT_EQ(p->source, "Open MPI");
+  EXPECT_EQ(p->rank, 3);
+  EXPECT_EQ(p->localRank, 1);
+  EXPECT_EQ(p->nnodes, 2);
+  EXPECT_EQ(p->nodeRank, 1);
+  TrainOptions o = opts();
+  o.masterPort = 0;
+  EXPECT_THAT(ResolvePlacement(o, env.lookup()).status().message(),
+              HasSubstr("every rank is started separately"));
+  env.vars["OMPI_COMM_WORLD_LOCAL_SIZE"] = "3";
+  EXPECT_THAT(ResolvePlacement(opts(), env.lookup()).status().message(),
+              HasSubstr("not a multiple"));
+}
+
+TEST(Execution, CpuAsked) {
+  TrainOptions o = opts();
+  o.backend = BackendChoice::Cpu;
+  absl::StatusOr<Execution> e = ChooseExecution(o, 2, 1, GpuProbe{8, ""});
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->backend, BackendChoice::Cpu);
+  EXPECT_EQ(e->comm, CommKind::Shm);
+  EXPECT_TRUE(e->warning.empty());
+  e = ChooseExecution(o, 2, 2, GpuProbe{8, ""});
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->comm, CommKind::Tcp);
+}
+
+TEST(Execution, NoGpuFallsBackWithOneWarning) {
+  GpuProbe none{0, "cudaErrorNoDevice: no CUDA-capable device is detected"};
+  absl::StatusOr<Execution> e = ChooseExecution(opts(), 2, 1, none);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->backend, BackendChoice::Cpu);
+  EXPECT_EQ(e->comm, CommKind::Shm);
+  EXPECT_THAT(e->warning, HasSubstr("no usable GPU (cudaErrorNoDevice"));
+  EXPECT_THAT(e->warning, HasSubstr("running 2 ranks on the CPU backend"));
+
+  TrainOptions strict = opts();
+  strict.noFallback = true;
+  EXPECT_THAT(ChooseExecution(strict, 2, 1, none).status().message(),
+              HasSubstr("--no-fallback forbids"));
+  TrainOptions cuda = opts();
+  cuda.backend = BackendChoice::Cuda;
+  EXPECT_EQ(ChooseExecution(cuda, 2, 1, none).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(Execution, OneGpuPerRankIsNccl) {
+  absl::StatusOr<Execution> e = ChooseExecution(opts(), 8, 2, GpuProbe{8, ""});
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->backend, BackendChoice::Cuda);
+  EXPECT_EQ(e->comm, CommKind::Nccl);
+  EXPECT_TRUE(e->warning.empty());
+  EXPECT_EQ(e->deviceOf(5), 5);
+}
+
+TEST(Execution, SharedGpusAreStagedOnOneNodeOnly) {
+  absl::StatusOr<Execution> e = ChooseExecution(opts(), 4, 1, GpuProbe{1, ""});
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->comm, CommKind::ShmStaged);
+  EXPECT_EQ(e->deviceOf(3), 0);
+  EXPECT_THAT(e->warning, HasSubstr("4 ranks per node but 1 usable GPU"));
+  e = ChooseExecution(opts(), 4, 1, GpuProbe{3, ""});
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->deviceOf(3), 0);
+  EXPECT_EQ(e->deviceOf(2), 2);
+
+  EXPECT_THAT(ChooseExecution(opts(), 4, 2, GpuProbe{2, ""}).status().message(),
+              HasSubstr("start at most 2 ranks per node"));
+  TrainOptions strict = opts();
+  strict.noFallback = true;
+  EXPECT_THAT(ChooseExecution(strict, 4, 1, GpuProbe{2, ""}).status().message(),
+              HasSubstr("forbids ranks sharing a GPU"));
+}
+
+TEST(Execution, CommKindNames) {
+  for (CommKind k : {CommKind::Shm, CommKind::Tcp, CommKind::Nccl,
+                     CommKind::ShmStaged})
+    EXPECT_EQ(*parseCommKind(commKindName(k)), k);
+  EXPECT_FALSE(parseCommKind("mpi").ok());
+}
+
+} // namespace
+} // namespace md::mdrun

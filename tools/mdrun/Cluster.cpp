@@ -1,0 +1,407 @@
+//===- Cluster.cpp - where an mdrun process sits in a job ------------------===//
+
+#include "tools/mdrun/Cluster.h"
+
+#include <cstdlib>
+#include <optional>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "runtime/core/Status.h"
+#if MD_ENABLE_CUDA
+#include "runtime/cuda/Device.h"
+#endif
+
+namespace md::mdrun {
+namespace {
+
+constexpr int kDefaultPort = 29500;
+
+/// An integer variable: nullopt when unset, InvalidArgument when malformed.
+absl::StatusOr<std::optional<int>> intVar(const EnvLookup &env,
+                                          const char *name, int min) {
+  const char *v = env(name);
+  if (v == nullptr)
+    return std::nullopt;
+  int n = 0;
+  if (!absl::SimpleAtoi(v, &n) || n < min)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("the environment variable %s=%s is not an integer "
+                        ">= %d",
+                        name, v, min));
+  return n;
+}
+
+absl::StatusOr<int> requireInt(const EnvLookup &env, const char *name,
+                               int min, const char *launcher) {
+  MD_ASSIGN_OR_RETURN(std::optional<int> v, intVar(env, name, min));
+  if (!v)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "started by %s, but %s is not set", launcher, name));
+  return *v;
+}
+
+/// One scheduler's view of the job, before it meets the command line.
+struct SchedulerView {
+  std::string source;
+  int rank = 0, worldSize = 1, localRank = 0, localSize = 1;
+  int nodeRank = 0, nnodes = 1;
+  std::string defaultMasterAddr; // "" when the scheduler does not say
+};
+
+absl::StatusOr<std::optional<SchedulerView>> fromSlurm(const EnvLookup &env) {
+  // Only a job step that srun started: a batch script also sees SLURM_*
+  // variables (for the whole allocation), but no step task count.
+  if (env("SLURM_PROCID") == nullptr || env("SLURM_STEP_NUM_TASKS") == nullptr)
+    return std::nullopt;
+  SchedulerView v;
+  v.source = "Slurm";
+  MD_ASSIGN_OR_RETURN(v.worldSize,
+                      requireInt(env, "SLURM_STEP_NUM_TASKS", 1, "srun"));
+  MD_ASSIGN_OR_RETURN(v.rank, requireInt(env, "SLURM_PROCID", 0, "srun"));
+  MD_ASSIGN_OR_RETURN(v.localRank, requireInt(env, "SLURM_LOCALID", 0, "srun"));
+  MD_ASSIGN_OR_RETURN(v.nodeRank, requireInt(env, "SLURM_NODEID", 0, "srun"));
+  MD_ASSIGN_OR_RETURN(v.nnodes,
+                      requireInt(env, "SLURM_STEP_NUM_NODES", 1, "srun"));
+  const char *perNode = env("SLURM_STEP_TASKS_PER_NODE");
+  if (perNode == nullptr)
+    return absl::InvalidArgumentError(
+        "started by srun, but SLURM_STEP_TASKS_PER_NODE is not set");
+  absl::StatusOr<std::vector<int>> counts = ExpandSlurmTasksPerNode(perNode);
+  if (!counts.ok())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SLURM_STEP_TASKS_PER_NODE: ", counts.status().message()));
+  if (static_cast<int>(counts->size()) != v.nnodes ||
+      v.nodeRank >= v.nnodes)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "SLURM_STEP_TASKS_PER_NODE=%s lists %d nodes, but "
+        "SLURM_STEP_NUM_NODES=%d and SLURM_NODEID=%d",
+        perNode, counts->size(), v.nnodes, v.nodeRank));
+  v.localSize = (*counts)[v.nodeRank];
+  if (const char *list = env("SLURM_STEP_NODELIST"); list != nullptr) {
+    absl::StatusOr<std::string> first = FirstSlurmHost(list);
+    if (!first.ok())
+      return absl::InvalidArgumentError(absl::StrCat(
+          "SLURM_STEP_NODELIST: ", first.status().message()));
+    v.defaultMasterAddr = *first;
+  }
+  return v;
+}
+
+absl::StatusOr<std::optional<SchedulerView>> fromOpenMpi(const EnvLookup &env) {
+  if (env("OMPI_COMM_WORLD_SIZE") == nullptr)
+    return std::nullopt;
+  SchedulerView v;
+  v.source = "Open MPI";
+  const char *who = "mpirun";
+  MD_ASSIGN_OR_RETURN(v.worldSize,
+                      requireInt(env, "OMPI_COMM_WORLD_SIZE", 1, who));
+  MD_ASSIGN_OR_RETURN(v.rank, requireInt(env, "OMPI_COMM_WORLD_RANK", 0, who));
+  MD_ASSIGN_OR_RETURN(v.localRank,
+                      requireInt(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0, who));
+  MD_ASSIGN_OR_RETURN(v.localSize,
+                      requireInt(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, who));
+  // Open MPI does not number nodes; with one task per node the rank is the
+  // node's index, and with several the node count follows from the sizes.
+  if (v.worldSize % v.localSize != 0)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "OMPI_COMM_WORLD_SIZE=%d is not a multiple of "
+        "OMPI_COMM_WORLD_LOCAL_SIZE=%d: md needs the same number of ranks on "
+        "every node",
+        v.worldSize, v.localSize));
+  v.nnodes = v.worldSize / v.localSize;
+  v.nodeRank = v.rank / v.localSize;
+  return v;
+}
+
+absl::Status agree(const char *option, int64_t given, int64_t scheduler,
+                   const std::string &source, const char *what) {
+  if (given >= 0 && given != scheduler)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s %d contradicts %s, which %s %d", option, given, source, what,
+        scheduler));
+  return absl::OkStatus();
+}
+
+} // namespace
+
+EnvLookup ProcessEnvironment() {
+  return [](const char *name) { return std::getenv(name); };
+}
+
+absl::StatusOr<std::string> FirstSlurmHost(absl::string_view nodelist) {
+  absl::string_view list = absl::StripAsciiWhitespace(nodelist);
+  if (list.empty())
+    return absl::InvalidArgumentError("empty host list");
+  // The first entry ends at the first comma outside brackets.
+  size_t end = 0;
+  int depth = 0;
+  for (; end < list.size(); ++end) {
+    char c = list[end];
+    if (c == '[')
+      ++depth;
+    else if (c == ']')
+      --depth;
+    else if (c == ',' && depth == 0)
+      break;
+    if (depth < 0 || depth > 1)
+      return absl::InvalidArgumentError(
+          absl::StrCat("unbalanced brackets in host list '", list, "'"));
+  }
+  if (depth != 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("unbalanced brackets in host list '", list, "'"));
+  absl::string_view entry = list.substr(0, end);
+  size_t open = entry.find('[');
+  if (open == absl::string_view::npos)
+    return std::string(entry);
+  size_t close = entry.find(']', open);
+  absl::string_view range = entry.substr(open + 1, close - open - 1);
+  // The first number of the first range, zero padding kept: "07-09,12".
+  size_t stop = range.find_first_of(",-");
+  absl::string_view first = range.substr(0, stop);
+  if (first.empty() ||
+      first.find_first_not_of("0123456789") != absl::string_view::npos)
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read the host range '[", range, "]' in '", list,
+                     "'"));
+  return absl::StrCat(entry.substr(0, open), first, entry.substr(close + 1));
+}
+
+absl::StatusOr<std::vector<int>>
+ExpandSlurmTasksPerNode(absl::string_view list) {
+  std::vector<int> out;
+  for (absl::string_view part : absl::StrSplit(list, ',')) {
+    part = absl::StripAsciiWhitespace(part);
+    int count = 0, repeat = 1;
+    size_t paren = part.find('(');
+    absl::string_view head = part.substr(0, paren);
+    bool ok = absl::SimpleAtoi(head, &count) && count >= 1;
+    if (ok && paren != absl::string_view::npos) {
+      absl::string_view tail = part.substr(paren);
+      ok = tail.size() > 3 && tail.substr(0, 2) == "(x" && tail.back() == ')' &&
+           absl::SimpleAtoi(tail.substr(2, tail.size() - 3), &repeat) &&
+           repeat >= 1 && repeat <= 65536;
+    }
+    if (!ok)
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot read '", part, "' in '", list,
+                       "' (expected counts like 4 or 4(x2))"));
+    if (out.size() + static_cast<size_t>(repeat) > 65536)
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", list, "' lists more than 65536 nodes"));
+    out.insert(out.end(), static_cast<size_t>(repeat), count);
+  }
+  return out;
+}
+
+absl::StatusOr<Placement> ResolvePlacement(const TrainOptions &options,
+                                           const EnvLookup &env) {
+  Placement p;
+  MD_ASSIGN_OR_RETURN(std::optional<int> envPort,
+                      intVar(env, "MASTER_PORT", 0));
+  if (envPort && *envPort > 65535)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the environment variable MASTER_PORT=%d is not a port", *envPort));
+  const char *envAddr = env("MASTER_ADDR");
+  if (envAddr != nullptr && *envAddr == '\0')
+    envAddr = nullptr;
+
+  std::optional<SchedulerView> sched;
+  MD_ASSIGN_OR_RETURN(sched, fromSlurm(env));
+  if (!sched) {
+    MD_ASSIGN_OR_RETURN(sched, fromOpenMpi(env));
+  }
+  // A single task of srun or mpirun is an ordinary launcher.
+  if (sched && sched->worldSize == 1)
+    sched.reset();
+
+  // The rendezvous address: the command line, else MASTER_ADDR, else the
+  // scheduler's first host, else this machine when the job has one node.
+  p.masterAddr = !options.masterAddr.empty() ? options.masterAddr
+                 : envAddr != nullptr        ? std::string(envAddr)
+                 : sched && !sched->defaultMasterAddr.empty()
+                     ? sched->defaultMasterAddr
+                     : std::string();
+  p.masterPort = options.masterPort >= 0 ? static_cast<int>(options.masterPort)
+                 : envPort              ? *envPort
+                                        : kDefaultPort;
+
+  if (!sched) {
+    p.role = Placement::Role::Launcher;
+    p.nnodes = options.nnodes > 0 ? static_cast<int>(options.nnodes) : 1;
+    if (options.nodeRank >= 0 && options.nnodes <= 0 && options.nodeRank > 0)
+      return absl::InvalidArgumentError(
+          "--node-rank needs --nnodes (how many nodes the job has)");
+    p.nodeRank = options.nodeRank >= 0 ? static_cast<int>(options.nodeRank) : 0;
+    if (p.nodeRank >= p.nnodes)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--node-rank %d is not below --nnodes %d", p.nodeRank, p.nnodes));
+    if (p.nnodes > 1 && options.nodeRank < 0)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--nnodes %d needs --node-rank (this node's index, 0 to %d)",
+          p.nnodes, p.nnodes - 1));
+    p.ranksPerNode = static_cast<int>(options.ranks);
+  } else {
+    p.source = sched->source;
+    bool perNodeLauncher = sched->localSize == 1 && options.ranks > 1;
+    if (perNodeLauncher) {
+      // One task per node, each starting --gpus N ranks.
+      p.role = Placement::Role::Launcher;
+      p.nnodes = sched->worldSize;
+      p.nodeRank = sched->rank;
+      p.ranksPerNode = static_cast<int>(options.ranks);
+      MD_RETURN_IF_ERROR(agree("--nnodes", options.nnodes > 0 ? options.nnodes
+                                                              : -1,
+                               p.nnodes, p.source, "started tasks on nodes:"));
+      MD_RETURN_IF_ERROR(agree("--node-rank", options.nodeRank, p.nodeRank,
+                               p.source, "numbers this node"));
+    } else {
+      // One task per rank.
+      p.role = Placement::Role::Rank;
+      p.rank = sched->rank;
+      p.worldSize = sched->worldSize;
+      p.localRank = sched->localRank;
+      p.ranksPerNode = sched->localSize;
+      p.nnodes = sched->nnodes;
+      p.nodeRank = sched->nodeRank;
+      if (options.ranks > 0 && options.ranks != sched->localSize)
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "--gpus %d contradicts %s, which started %d rank%s on this node "
+            "(under srun or mpirun with one task per rank, leave --gpus out)",
+            options.ranks, p.source, sched->localSize,
+            sched->localSize == 1 ? "" : "s"));
+      MD_RETURN_IF_ERROR(agree("--nnodes", options.nnodes > 0 ? options.nnodes
+                                                              : -1,
+                               p.nnodes, p.source, "started tasks on nodes:"));
+      MD_RETURN_IF_ERROR(agree("--node-rank", options.nodeRank, p.nodeRank,
+                               p.source, "numbers this node"));
+      if (sched->worldSize % sched->localSize != 0 ||
+          sched->worldSize / sched->localSize != sched->nnodes)
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s started %d ranks on %d nodes with %d on this one: md needs "
+            "the same number of ranks on every node",
+            p.source, sched->worldSize, sched->nnodes, sched->localSize));
+    }
+  }
+
+  if (p.masterAddr.empty()) {
+    if (p.nnodes > 1)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a job on %d nodes needs the host of rank 0: give --master-addr or "
+          "set MASTER_ADDR",
+          p.nnodes));
+    p.masterAddr = "127.0.0.1";
+  }
+  if (p.masterPort == 0 && (p.nodeRank > 0 || p.role == Placement::Role::Rank))
+    return absl::InvalidArgumentError(
+        p.role == Placement::Role::Rank
+            ? "--master-port 0 (pick a free port) cannot work when every rank "
+              "is started separately: give a port"
+            : "--master-port 0 picks a free port on node 0 only; give the "
+              "other nodes the port that node 0 prints");
+  return p;
+}
+
+const char *commKindName(CommKind kind) {
+  switch (kind) {
+  case CommKind::Shm:
+    return "shm";
+  case CommKind::Tcp:
+    return "tcp";
+  case CommKind::Nccl:
+    return "nccl";
+  case CommKind::ShmStaged:
+    return "shm-staged";
+  }
+  return "?";
+}
+
+absl::StatusOr<CommKind> parseCommKind(absl::string_view name) {
+  for (CommKind k : {CommKind::Shm, CommKind::Tcp, CommKind::Nccl,
+                     CommKind::ShmStaged})
+    if (name == commKindName(k))
+      return k;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown comm '", name, "' (shm, tcp, nccl, shm-staged)"));
+}
+
+GpuProbe ProbeGpus() {
+  GpuProbe probe;
+#if MD_ENABLE_CUDA
+  absl::StatusOr<std::vector<cuda::DeviceInfo>> devices = cuda::queryDevices();
+  if (!devices.ok()) {
+    probe.unusableReason = std::string(devices.status().message());
+    return probe;
+  }
+  if (devices->empty()) {
+    probe.unusableReason = "no CUDA device found";
+    return probe;
+  }
+  // A device md was not compiled for fails here, with the architectures.
+  if (absl::Status s = cuda::selfTest(0); !s.ok()) {
+    probe.unusableReason = std::string(s.message());
+    return probe;
+  }
+  probe.count = static_cast<int>(devices->size());
+#else
+  probe.unusableReason = "mdrun was built without CUDA";
+#endif
+  return probe;
+}
+
+absl::StatusOr<Execution> ChooseExecution(const TrainOptions &options,
+                                          int ranksPerNode, int nnodes,
+                                          const GpuProbe &probe) {
+  Execution e;
+  auto cpu = [&]() {
+    e.backend = BackendChoice::Cpu;
+    e.comm = nnodes > 1 ? CommKind::Tcp : CommKind::Shm;
+    e.gpus = 0;
+  };
+  if (options.backend == BackendChoice::Cpu) {
+    cpu();
+    return e;
+  }
+  if (probe.count <= 0) {
+    if (options.noFallback || options.backend == BackendChoice::Cuda)
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "no usable GPU (%s), and %s forbids running on the CPU backend",
+          probe.unusableReason,
+          options.noFallback ? "--no-fallback" : "--backend cuda"));
+    cpu();
+    e.warning = absl::StrFormat(
+        "no usable GPU (%s); running %d rank%s%s on the CPU backend",
+        probe.unusableReason, ranksPerNode, ranksPerNode == 1 ? "" : "s",
+        nnodes > 1 ? " per node" : "");
+    return e;
+  }
+  e.backend = BackendChoice::Cuda;
+  e.gpus = probe.count;
+  if (ranksPerNode <= probe.count) {
+    e.comm = CommKind::Nccl;
+    return e;
+  }
+  std::string shortage = absl::StrFormat(
+      "%d ranks per node but %d usable GPU%s", ranksPerNode, probe.count,
+      probe.count == 1 ? "" : "s");
+  if (options.noFallback)
+    return absl::FailedPreconditionError(absl::StrCat(
+        shortage, ", and --no-fallback forbids ranks sharing a GPU"));
+  if (nnodes > 1)
+    return absl::FailedPreconditionError(absl::StrCat(
+        shortage, ": ranks can share GPUs on one node only (their "
+                  "collectives go through host shared memory); start at most ",
+        probe.count, " ranks per node"));
+  e.comm = CommKind::ShmStaged;
+  e.warning = absl::StrFormat(
+      "%s; ranks share GPUs and their collectives are staged through host "
+      "shared memory (same math, slower than NCCL)",
+      shortage);
+  return e;
+}
+
+} // namespace md::mdrun

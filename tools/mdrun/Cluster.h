@@ -1,0 +1,112 @@
+//===- Cluster.h - where an mdrun process sits in a job -*- C++ -*-===//
+//
+// mdrun is started in one of three ways, and this file decides which from
+// the command line and the environment:
+//  - by hand or by a script, once per node: `mdrun --gpus N plan.fb` on one
+//    machine, or `mdrun --nnodes M --node-rank R --master-addr A ...` on each
+//    of M machines. The process is a launcher: it starts N local ranks.
+//  - by `srun` (Slurm) or `mpirun` (Open MPI) with one task per rank: the
+//    process is one rank, and its place comes from SLURM_PROCID /
+//    SLURM_STEP_NUM_TASKS / SLURM_LOCALID / SLURM_STEP_TASKS_PER_NODE or
+//    OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE}.
+//  - by `srun` or `mpirun` with one task per node and `--gpus N`: each task is
+//    the launcher of its node (node rank = SLURM_NODEID or the MPI rank).
+// MASTER_ADDR and MASTER_PORT, when set, win over the scheduler's defaults
+// (the first host of SLURM_STEP_NODELIST, port 29500); options given on the
+// command line must agree with the scheduler's, or it is an error naming
+// both. docs/multinode.md shows each way.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MD_TOOLS_MDRUN_CLUSTER_H
+#define MD_TOOLS_MDRUN_CLUSTER_H
+
+#include <functional>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tools/mdrun/Options.h"
+
+namespace md::mdrun {
+
+/// Looks up an environment variable; null when unset.
+using EnvLookup = std::function<const char *(const char *)>;
+/// The process environment.
+EnvLookup ProcessEnvironment();
+
+struct Placement {
+  enum class Role {
+    Launcher, // starts ranksPerNode ranks on this node
+    Rank      // is itself rank `rank`
+  };
+  Role role = Role::Launcher;
+  /// "command line", "Slurm" or "Open MPI": where the place came from.
+  std::string source = "command line";
+  int nnodes = 1;
+  int nodeRank = 0;
+  /// Launcher: the ranks this node starts (0: not given; the launcher takes
+  /// the plan's pinned world size, else 1). Rank: the ranks on its node.
+  int ranksPerNode = 0;
+  // Rank role only.
+  int rank = 0;
+  int worldSize = 1;
+  int localRank = 0;
+  std::string masterAddr = "127.0.0.1";
+  int masterPort = 29500;
+};
+
+/// How the ranks of a node compute and communicate.
+enum class CommKind {
+  Shm,       // CPU backend, one node: shared memory (runtime/shm)
+  Tcp,       // CPU backend, several nodes: TCP (runtime/net)
+  Nccl,      // CUDA backend, one GPU per rank (runtime/nccl)
+  ShmStaged  // CUDA backend, ranks sharing GPUs: device <-> host + shm
+};
+const char *commKindName(CommKind kind);
+absl::StatusOr<CommKind> parseCommKind(absl::string_view name);
+
+struct Execution {
+  BackendChoice backend = BackendChoice::Cpu; // Cpu or Cuda
+  CommKind comm = CommKind::Shm;
+  int gpus = 0; // usable GPUs on this node (0 on the CPU backend)
+  /// The one warning line to print (without "mdrun: warning: "), or "".
+  std::string warning;
+  /// The device of the local rank `localRank`.
+  int deviceOf(int localRank) const { return gpus > 0 ? localRank % gpus : 0; }
+};
+
+/// What this node's GPUs can do: how many are usable, or why none is.
+struct GpuProbe {
+  int count = 0;
+  std::string unusableReason; // when count == 0
+};
+/// Probes the machine (cudaGetDeviceCount and a kernel launch); without
+/// CUDA in the build, says so.
+GpuProbe ProbeGpus();
+
+/// The backend and comm for `ranksPerNode` ranks on each of `nnodes` nodes:
+/// GPUs when usable (NCCL with one GPU per rank; ranks sharing GPUs on one
+/// node stage their collectives through host shared memory), else the CPU
+/// backend with a warning. FailedPrecondition when --backend cuda or
+/// --no-fallback forbids the fallback that would be needed, or when ranks
+/// would share GPUs across nodes.
+absl::StatusOr<Execution> ChooseExecution(const TrainOptions &options,
+                                          int ranksPerNode, int nnodes,
+                                          const GpuProbe &probe);
+
+/// The process's place in its job; InvalidArgument naming the option or the
+/// variable when they contradict each other or are malformed.
+absl::StatusOr<Placement> ResolvePlacement(const TrainOptions &options,
+                                           const EnvLookup &env);
+
+/// The first host of a Slurm host list: "gpu[07-09,12],login1" -> "gpu07".
+absl::StatusOr<std::string> FirstSlurmHost(absl::string_view nodelist);
+
+/// Slurm's tasks-per-node list expanded: "2(x3),1" -> {2, 2, 2, 1}.
+absl::StatusOr<std::vector<int>> ExpandSlurmTasksPerNode(absl::string_view list);
+
+} // namespace md::mdrun
+
+#endif // MD_TOOLS_MDRUN_CLUSTER_H
