@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 
 #include "absl/strings/str_format.h"
 #include "runtime/core/Status.h"
@@ -57,13 +58,17 @@ absl::Status StagedComm::run(const CollectiveArgs &args, const Group &group) {
   const int64_t es = dtypeSize(args.dtype);
   const int64_t sendBytes = sendElements(args, n) * es;
   const int64_t recvBytes = recvElements(args, n) * es;
+  const char *op = collectiveName(args.kind);
+  if (sendBytes > INT64_MAX / 4 || recvBytes > INT64_MAX / 4)
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("shm-staged: %s: %d + %d bytes cannot be staged", op,
+                        sendBytes, recvBytes));
   const int64_t recvOffset = roundUp(sendBytes, kAllocAlignment);
   const bool readsSend =
       args.kind != Collective::broadcast || group.index == args.root;
   MD_RETURN_IF_ERROR(reserve(recvOffset + recvBytes));
   char *hostSend = staging_, *hostRecv = staging_ + recvOffset;
   auto stream = static_cast<cudaStream_t>(backend_.nativeStream(kCommStream));
-  const char *op = collectiveName(args.kind);
 
   if (readsSend && sendBytes > 0)
     MD_RETURN_IF_ERROR(cuda::cudaStatus(
