@@ -28,6 +28,22 @@ const char *reduceOpName(ReduceOp op) {
   return "?";
 }
 
+const char *collectiveName(Collective c) {
+  switch (c) {
+  case Collective::all_gather:
+    return "all_gather";
+  case Collective::reduce_scatter:
+    return "reduce_scatter";
+  case Collective::all_reduce:
+    return "all_reduce";
+  case Collective::broadcast:
+    return "broadcast";
+  case Collective::barrier:
+    return "barrier";
+  }
+  return "?";
+}
+
 const char *groupKindName(GroupKind kind) {
   switch (kind) {
   case GroupKind::world:

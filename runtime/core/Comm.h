@@ -46,6 +46,18 @@ namespace md::runtime {
 enum class ReduceOp : uint8_t { sum = 0, avg = 1, max = 2, min = 3, prod = 4 };
 const char *reduceOpName(ReduceOp op);
 
+/// The collectives of this interface. Numbered as ShmComm publishes them in
+/// its segment.
+enum class Collective : uint8_t {
+  all_gather = 0,
+  reduce_scatter = 1,
+  all_reduce = 2,
+  broadcast = 3,
+  barrier = 4
+};
+/// "all_gather", "reduce_scatter", "all_reduce", "broadcast", "barrier".
+const char *collectiveName(Collective c);
+
 /// Which group of the mesh a collective runs over. Numbered like the
 /// dialect's Group.
 enum class GroupKind : uint8_t { world = 0, shard = 1, replicate = 2 };

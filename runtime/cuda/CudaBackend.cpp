@@ -16,9 +16,14 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "runtime/core/OpChecks.h"
@@ -165,6 +170,7 @@ struct CudaBackend::Impl {
   int64_t *check = nullptr;     // device: {first bad position, count}
   int64_t *hostCheck = nullptr; // pinned: [0..1] initial values, [2..3] result
   std::map<std::vector<int64_t>, cublasLtMatmulAlgo_t> algos;
+  std::function<absl::Status()> syncPoll;
 
   ~Impl() {
     for (cudaStream_t s : streams)
@@ -244,7 +250,7 @@ absl::StatusOr<Buffer> CudaBackend::allocate(int64_t bytes) {
   // host may wait here.
   cudaStream_t s = impl_->streams[0];
   MD_CUDA(cudaMemsetAsync(p, 0, size_t(rounded), s));
-  MD_CUDA(cudaStreamSynchronize(s));
+  MD_RETURN_IF_ERROR(waitStream(s, "allocate"));
   return buffer;
 }
 
@@ -264,7 +270,7 @@ absl::Status CudaBackend::copy(void *dst, const void *src, int64_t bytes,
   MD_CUDA(cudaPointerGetAttributes(&da, dst));
   MD_CUDA(cudaPointerGetAttributes(&sa, src));
   if (da.type != cudaMemoryTypeDevice || sa.type != cudaMemoryTypeDevice)
-    MD_CUDA(cudaStreamSynchronize(s));
+    MD_RETURN_IF_ERROR(waitStream(s, "copy"));
   return absl::OkStatus();
 }
 
@@ -308,8 +314,43 @@ absl::Status CudaBackend::waitEvent(Stream stream, Event event) {
 
 absl::Status CudaBackend::synchronize(Stream stream) {
   MD_RETURN_IF_ERROR(checkStream(stream));
-  MD_CUDA(cudaStreamSynchronize(impl_->streams[stream.id]));
-  return absl::OkStatus();
+  return waitStream(impl_->streams[stream.id], "synchronize");
+}
+
+void *CudaBackend::nativeStream(Stream stream) const {
+  if (stream.id < 0 || stream.id >= numStreams())
+    return nullptr;
+  return impl_->streams[stream.id];
+}
+
+void CudaBackend::setSyncPoll(std::function<absl::Status()> poll) {
+  impl_->syncPoll = std::move(poll);
+}
+
+// The poll is asked first, so a comm that has already failed fails the
+// wait at once. Latency: a few yields, then sleeps growing to 200 us.
+absl::Status CudaBackend::waitStream(void *streamV, const char *what) {
+  auto s = static_cast<cudaStream_t>(streamV);
+  if (!impl_->syncPoll)
+    return cudaStatus(
+        cudaStreamSynchronize(s),
+        absl::StrFormat("%s: cudaStreamSynchronize", what).c_str());
+  std::chrono::microseconds nap{10};
+  for (int i = 0;; ++i) {
+    MD_RETURN_IF_ERROR(impl_->syncPoll());
+    cudaError_t q = cudaStreamQuery(s);
+    if (q == cudaSuccess)
+      return absl::OkStatus();
+    if (q != cudaErrorNotReady)
+      return cudaStatus(q,
+                        absl::StrFormat("%s: cudaStreamQuery", what).c_str());
+    if (i < 16) {
+      sched_yield();
+    } else {
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(200));
+    }
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -849,7 +890,7 @@ CudaBackend::checkIndices(const char *op, const char *what,
   MD_CUDA(cudaMemcpyAsync(host + 2, impl_->check, 2 * sizeof(int64_t),
                           cudaMemcpyDeviceToHost, s));
   // The one wait in a kernel's path: a bad index must fail this call.
-  MD_CUDA(cudaStreamSynchronize(s));
+  MD_RETURN_IF_ERROR(waitStream(s, op));
   const int64_t bad = host[2], counted = host[3];
   if (bad == INT64_MAX)
     return counted;

@@ -19,11 +19,18 @@
 // CUDA's stream-ordered allocator (cudaMallocAsync), never from the host's
 // point of view a synchronising cudaMalloc.
 //
+// A comm that runs collectives on the comm stream (runtime/nccl) reaches the
+// CUDA stream through nativeStream() and installs a sync poll: every host
+// wait of the backend then polls the stream and asks the comm between polls
+// whether it has failed, so a collective that will never finish turns the
+// wait into the comm's error instead of a hang.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MD_RUNTIME_CUDA_CUDABACKEND_H
 #define MD_RUNTIME_CUDA_CUDABACKEND_H
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -53,6 +60,17 @@ public:
                            runtime::Event event) override;
   absl::Status waitEvent(runtime::Stream stream, runtime::Event event) override;
   absl::Status synchronize(runtime::Stream stream) override;
+
+  /// The cudaStream_t behind `stream`; null for a stream that does not
+  /// exist.
+  void *nativeStream(runtime::Stream stream) const;
+  /// With a poll set, every host wait of the backend (synchronize, a copy
+  /// touching host memory, the index checks, allocate's zeroing) polls
+  /// cudaStreamQuery with a short sleep and calls `poll` between polls,
+  /// returning its error as soon as it has one. An empty function restores
+  /// cudaStreamSynchronize. Set and cleared by the thread that uses the
+  /// backend; whoever sets it clears it before `poll` becomes invalid.
+  void setSyncPoll(std::function<absl::Status()> poll);
 
   absl::Status matmul(const runtime::MatmulArgs &args) override;
   absl::Status matmulGrad(const runtime::MatmulGradArgs &args) override;
@@ -116,6 +134,9 @@ private:
   struct Impl;
   explicit CudaBackend(std::unique_ptr<Impl> impl);
   absl::Status checkStream(runtime::Stream stream) const;
+  /// Blocks until `stream` (a cudaStream_t) is idle, through the sync poll
+  /// when one is set.
+  absl::Status waitStream(void *stream, const char *what);
   /// The indices' check on the device, waited for: InvalidArgument naming
   /// the first bad position, else how many positions are not ignored.
   absl::StatusOr<int64_t> checkIndices(const char *op, const char *what,

@@ -69,30 +69,6 @@ constexpr uint64_t kMagic = 0x31306d68732d646dull; // "md-shm01"
 constexpr uint32_t kVersion = 1;
 constexpr int64_t kPage = 4096;
 
-enum class Collective : uint32_t {
-  all_gather,
-  reduce_scatter,
-  all_reduce,
-  broadcast,
-  barrier
-};
-
-const char *collectiveName(Collective c) {
-  switch (c) {
-  case Collective::all_gather:
-    return "all_gather";
-  case Collective::reduce_scatter:
-    return "reduce_scatter";
-  case Collective::all_reduce:
-    return "all_reduce";
-  case Collective::broadcast:
-    return "broadcast";
-  case Collective::barrier:
-    return "barrier";
-  }
-  return "?";
-}
-
 /// What a rank is doing, published in its control block so that the
 /// members of a group can check they agree.
 struct OpDesc {
