@@ -41,7 +41,6 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
-#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -447,17 +446,10 @@ char *ShmComm::slot(int rank) const {
 }
 
 absl::Status ShmComm::checkGroup(const Group &group, const char *op) const {
-  int kind = static_cast<int>(group.kind);
-  if (kind < 0 || kind > 2)
-    return absl::InvalidArgumentError(
-        absl::StrFormat("shm: %s: unknown group kind %d", op, kind));
-  MD_ASSIGN_OR_RETURN(Group mine, meshGroup(mesh_, group.kind, options_.rank));
-  if (group.ranks != mine.ranks || group.index != mine.index)
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "shm: %s: group %s (index %d) is not rank %d's %s group %s (index %d)",
-        op, group.str(), group.index, options_.rank, groupKindName(group.kind),
-        mine.str(), mine.index));
-  return absl::OkStatus();
+  absl::Status s = checkOwnGroup(mesh_, options_.rank, group, op);
+  if (s.ok())
+    return s;
+  return absl::Status(s.code(), absl::StrCat("shm: ", s.message()));
 }
 
 std::string ShmComm::describe(const Op &op) const {
@@ -576,21 +568,13 @@ absl::Status ShmComm::run(Op &op) {
 
 namespace {
 
-/// Checks what one rank can check alone: the element type, the count and
-/// the buffers.
 absl::Status checkBuffers(const char *op, DType dtype, int64_t count,
                           int groupSize, const void *send, const void *recv) {
-  int64_t es = dtypeSize(dtype);
-  if (es == 0)
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "shm: %s: unknown element type %d", op, static_cast<int>(dtype)));
-  if (count < 0 || count > INT64_MAX / (es * groupSize))
-    return absl::InvalidArgumentError(
-        absl::StrFormat("shm: %s: bad element count %d", op, count));
-  if (count > 0 && (send == nullptr || recv == nullptr))
-    return absl::InvalidArgumentError(
-        absl::StrFormat("shm: %s: null buffer for %d elements", op, count));
-  return absl::OkStatus();
+  absl::Status s =
+      checkCollectiveBuffers(op, dtype, count, groupSize, send, recv);
+  if (s.ok())
+    return s;
+  return absl::Status(s.code(), absl::StrCat("shm: ", s.message()));
 }
 
 } // namespace
