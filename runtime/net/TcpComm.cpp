@@ -444,7 +444,11 @@ TcpComm::create(const TcpCommOptions &options) {
   if (options.worldSize == 1)
     return comm;
 
-  MD_ASSIGN_OR_RETURN(Listener listener, Listener::listen(0));
+  absl::StatusOr<Listener> listening = Listener::listen(0);
+  if (!listening.ok())
+    return withPrefix(listening.status(),
+                      absl::StrFormat("tcp: rank %d: ", options.rank));
+  Listener listener = std::move(*listening);
   RendezvousOptions ro;
   ro.masterAddr = options.masterAddr;
   ro.masterPort = options.masterPort;
