@@ -3,6 +3,7 @@
 #include "runtime/core/Comm.h"
 
 #include <algorithm>
+#include <climits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -102,6 +103,39 @@ absl::StatusOr<Group> meshGroup(const Mesh &mesh, GroupKind kind, int rank) {
         absl::StrFormat("unknown group kind %d", static_cast<int>(kind)));
   }
   return g;
+}
+
+absl::Status checkOwnGroup(const Mesh &mesh, int rank, const Group &group,
+                           const char *op) {
+  int kind = static_cast<int>(group.kind);
+  if (kind < 0 || kind > 2)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: unknown group kind %d", op, kind));
+  absl::StatusOr<Group> mine = meshGroup(mesh, group.kind, rank);
+  if (!mine.ok())
+    return mine.status();
+  if (group.ranks != mine->ranks || group.index != mine->index)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: group %s (index %d) is not rank %d's %s group %s (index %d)", op,
+        group.str(), group.index, rank, groupKindName(group.kind), mine->str(),
+        mine->index));
+  return absl::OkStatus();
+}
+
+absl::Status checkCollectiveBuffers(const char *op, DType dtype, int64_t count,
+                                    int groupSize, const void *send,
+                                    const void *recv) {
+  int64_t es = dtypeSize(dtype);
+  if (es == 0)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: unknown element type %d", op, static_cast<int>(dtype)));
+  if (count < 0 || count > INT64_MAX / (es * std::max(groupSize, 1)))
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: bad element count %d", op, count));
+  if (count > 0 && (send == nullptr || recv == nullptr))
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: null buffer for %d elements", op, count));
+  return absl::OkStatus();
 }
 
 int64_t ShardLayout::validNumel(int index) const {

@@ -91,6 +91,18 @@ absl::Status checkMesh(const Mesh &mesh);
 /// The group of `kind` that `rank` belongs to.
 absl::StatusOr<Group> meshGroup(const Mesh &mesh, GroupKind kind, int rank);
 
+/// The checks of a collective's arguments that a rank can make alone, which
+/// every comm shares. Messages start with the collective ("all_reduce:
+/// ..."); the comm prefixes its name. `group` must be `rank`'s own group of
+/// its kind.
+absl::Status checkOwnGroup(const Mesh &mesh, int rank, const Group &group,
+                           const char *op);
+/// A known element type, a count whose bytes across the group fit in
+/// int64, and buffers whenever there is something to move.
+absl::Status checkCollectiveBuffers(const char *op, DType dtype, int64_t count,
+                                    int groupSize, const void *send,
+                                    const void *recv);
+
 /// A flat buffer of `numel` elements split into `parts` equal shards of
 /// ceil(numel / parts) elements; the last shards hold padding.
 struct ShardLayout {

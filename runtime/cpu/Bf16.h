@@ -5,7 +5,7 @@
 // even (what PyTorch's Tensor.to(dtype) and CUDA's __float2bfloat16_rn do).
 // NaNs stay NaNs (quiet, sign and leading payload bits kept) instead of
 // turning into infinities, which is what plain truncation can do. Header
-// only: the shm comm uses it too to reduce bf16/f16 buffers in f32.
+// only: the host comms' reductions (runtime/core/Reduce.cpp) use it too.
 //
 //===----------------------------------------------------------------------===//
 

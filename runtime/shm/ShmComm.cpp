@@ -41,8 +41,6 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
-#include <climits>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -51,8 +49,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runtime/core/Reduce.h"
 #include "runtime/core/Status.h"
-#include "runtime/cpu/Bf16.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -181,97 +179,6 @@ bool validJobId(const std::string &id) {
           c == '_' || c == '-'))
       return false;
   return true;
-}
-
-//===----------------------------------------------------------------------===//
-// Reductions: out[j] = src[0][j] op src[1][j] op ... in group order.
-//===----------------------------------------------------------------------===//
-
-template <typename T, typename Load, typename Store>
-void reduceFloats(const std::vector<const void *> &srcs, void *outV,
-                  int64_t len, ReduceOp op, Load load, Store store) {
-  const int n = int(srcs.size());
-  T *out = static_cast<T *>(outV);
-  for (int64_t j = 0; j < len; ++j) {
-    float acc = load(static_cast<const T *>(srcs[0])[j]);
-    for (int i = 1; i < n; ++i) {
-      float x = load(static_cast<const T *>(srcs[i])[j]);
-      switch (op) {
-      case ReduceOp::sum:
-      case ReduceOp::avg:
-        acc = acc + x;
-        break;
-      case ReduceOp::prod:
-        acc = acc * x;
-        break;
-      case ReduceOp::max: // NaN wins, as in torch.max
-        if (x > acc || std::isnan(x))
-          acc = x;
-        break;
-      case ReduceOp::min:
-        if (x < acc || std::isnan(x))
-          acc = x;
-        break;
-      }
-    }
-    if (op == ReduceOp::avg)
-      acc = acc / float(n);
-    out[j] = store(acc);
-  }
-}
-
-template <typename T>
-void reduceInts(const std::vector<const void *> &srcs, void *outV, int64_t len,
-                ReduceOp op) {
-  using U = std::make_unsigned_t<T>;
-  const int n = int(srcs.size());
-  T *out = static_cast<T *>(outV);
-  for (int64_t j = 0; j < len; ++j) {
-    T acc = static_cast<const T *>(srcs[0])[j];
-    for (int i = 1; i < n; ++i) {
-      T x = static_cast<const T *>(srcs[i])[j];
-      switch (op) {
-      case ReduceOp::sum: // two's complement wrap-around, as in NCCL
-      case ReduceOp::avg:
-        acc = T(U(acc) + U(x));
-        break;
-      case ReduceOp::prod:
-        acc = T(U(acc) * U(x));
-        break;
-      case ReduceOp::max:
-        acc = std::max(acc, x);
-        break;
-      case ReduceOp::min:
-        acc = std::min(acc, x);
-        break;
-      }
-    }
-    if (op == ReduceOp::avg)
-      acc = acc / T(n); // truncates toward zero
-    out[j] = acc;
-  }
-}
-
-void reduce(DType dtype, ReduceOp op, const std::vector<const void *> &srcs,
-            void *out, int64_t len) {
-  switch (dtype) {
-  case DType::f32:
-    reduceFloats<float>(srcs, out, len, op, [](float v) { return v; },
-                        [](float v) { return v; });
-    break;
-  case DType::bf16:
-    reduceFloats<uint16_t>(srcs, out, len, op, cpu::bf16ToF32, cpu::f32ToBf16);
-    break;
-  case DType::f16:
-    reduceFloats<uint16_t>(srcs, out, len, op, cpu::f16ToF32, cpu::f32ToF16);
-    break;
-  case DType::i32:
-    reduceInts<int32_t>(srcs, out, len, op);
-    break;
-  case DType::i64:
-    reduceInts<int64_t>(srcs, out, len, op);
-    break;
-  }
 }
 
 } // namespace
@@ -515,17 +422,10 @@ char *ShmComm::slot(int rank) const {
 }
 
 absl::Status ShmComm::checkGroup(const Group &group, const char *op) const {
-  int kind = static_cast<int>(group.kind);
-  if (kind < 0 || kind > 2)
-    return absl::InvalidArgumentError(
-        absl::StrFormat("shm: %s: unknown group kind %d", op, kind));
-  MD_ASSIGN_OR_RETURN(Group mine, meshGroup(mesh_, group.kind, options_.rank));
-  if (group.ranks != mine.ranks || group.index != mine.index)
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "shm: %s: group %s (index %d) is not rank %d's %s group %s (index %d)",
-        op, group.str(), group.index, options_.rank, groupKindName(group.kind),
-        mine.str(), mine.index));
-  return absl::OkStatus();
+  absl::Status s = checkOwnGroup(mesh_, options_.rank, group, op);
+  if (s.ok())
+    return s;
+  return absl::Status(s.code(), absl::StrCat("shm: ", s.message()));
 }
 
 std::string ShmComm::describe(const Op &op) const {
@@ -644,21 +544,13 @@ absl::Status ShmComm::run(Op &op) {
 
 namespace {
 
-/// Checks what one rank can check alone: the element type, the count and
-/// the buffers.
 absl::Status checkBuffers(const char *op, DType dtype, int64_t count,
                           int groupSize, const void *send, const void *recv) {
-  int64_t es = dtypeSize(dtype);
-  if (es == 0)
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "shm: %s: unknown element type %d", op, static_cast<int>(dtype)));
-  if (count < 0 || count > INT64_MAX / (es * groupSize))
-    return absl::InvalidArgumentError(
-        absl::StrFormat("shm: %s: bad element count %d", op, count));
-  if (count > 0 && (send == nullptr || recv == nullptr))
-    return absl::InvalidArgumentError(
-        absl::StrFormat("shm: %s: null buffer for %d elements", op, count));
-  return absl::OkStatus();
+  absl::Status s =
+      checkCollectiveBuffers(op, dtype, count, groupSize, send, recv);
+  if (s.ok())
+    return s;
+  return absl::Status(s.code(), absl::StrCat("shm: ", s.message()));
 }
 
 } // namespace
@@ -717,7 +609,7 @@ absl::Status ShmComm::reduceScatter(const void *send, void *recv,
     std::vector<const void *> srcs(n);
     for (int i = 0; i < n; ++i)
       srcs[i] = slot(group.ranks[i]) + group.index * block;
-    reduce(dtype, reduceOp, srcs, static_cast<char *>(recv) + begin * es, len);
+    ReduceInOrder(dtype, reduceOp, srcs, static_cast<char *>(recv) + begin * es, len);
   };
   return run(op);
 }
@@ -747,7 +639,7 @@ absl::Status ShmComm::allReduce(const void *send, void *recv, int64_t count,
     std::vector<const void *> srcs(group.size());
     for (int i = 0; i < group.size(); ++i)
       srcs[i] = slot(group.ranks[i]);
-    reduce(dtype, reduceOp, srcs, static_cast<char *>(recv) + begin * es, len);
+    ReduceInOrder(dtype, reduceOp, srcs, static_cast<char *>(recv) + begin * es, len);
   };
   return run(op);
 }

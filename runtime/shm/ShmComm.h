@@ -11,7 +11,7 @@
 // Results are bitwise deterministic and the same on every rank: a
 // reduction adds the group's contributions in group order (index 0, 1, ...,
 // n-1), every rank computing with the same code on the same data; bf16 and
-// f16 are reduced in f32 and rounded once.
+// f16 are reduced in f32 and rounded once (runtime/core/Reduce.h).
 //
 // No wait is unbounded. A rank that does not arrive within the timeout
 // fails the collective with DeadlineExceeded naming it, the collective's

@@ -1,11 +1,11 @@
 //===- ShmCommTest.cpp - conformance of the shared-memory comm ------------===//
 //
-// Ranks are forked processes (CollectiveTestUtil.h). Each child runs its
-// side of the collectives and writes its results (or the first error) into
-// memory shared with the test process, which checks everything: the
-// results against a reference computed from every rank's inputs in group
-// order (bit for bit), equality across ranks, and the errors a lost or
-// desynchronised peer produces.
+// Ranks are forked processes (CommTestUtil.h). Each child runs its side of
+// the collectives and writes its results (or the first error) into memory
+// shared with the test process, which checks everything: the results
+// against a reference computed from every rank's inputs in group order (bit
+// for bit), equality across ranks, and the errors a lost or desynchronised
+// peer produces.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,21 +28,17 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_format.h"
-#include "runtime/cpu/Bf16.h"
-#include "runtime/cpu/CpuBackend.h"
-#include "test/unit/CollectiveTestUtil.h"
+#include "test/unit/CommTestUtil.h"
 
 namespace md::shm {
 namespace {
 
 using namespace md::runtime;
-using namespace md::test;
-using Clock = std::chrono::steady_clock;
+using namespace md::commtest;
 
-/// The collectives' buffers are host memory.
-Backend &hostMemory() {
-  static cpu::CpuBackend backend(1);
-  return backend;
+std::string uniqueJobId() {
+  static std::atomic<int> counter{0};
+  return absl::StrFormat("test-%d-%d", getpid(), counter++);
 }
 
 bool segmentExists(const std::string &jobId) {
@@ -85,46 +81,19 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmConformance, ::testing::Values(1, 2, 3, 
 TEST_P(ShmConformance, EveryCollectiveMatchesTheReferenceOnEveryRank) {
   const int world = GetParam();
   const std::string job = uniqueJobId();
-  const std::vector<Case> cases = conformanceCases(world);
   std::string failures = ranks_.run(world, [&](int rank, Shared::Rank &out) {
     // A 96-byte slot: every case with more than a few elements is chunked.
     auto comm = ShmComm::create(options(job, rank, world));
     if (!comm.ok())
       return record(out, comm.status(), "create");
-    auto g = (*comm)->group(GroupKind::world);
-    int64_t offset = 0;
-    for (size_t i = 0; i < cases.size(); ++i) {
-      std::vector<uint8_t> result;
-      absl::Status s =
-          runCase(**comm, hostMemory(), *g, cases[i],
-                  makeInput(cases[i], int(i), rank, world), result);
-      if (!s.ok())
-        return record(out, s, "collective");
-      std::memcpy(out.data + offset, result.data(), result.size());
-      offset += int64_t(result.size());
-    }
+    absl::Status s = runConformance(**comm, world, out.data);
+    if (!s.ok())
+      return record(out, s, "collective");
     return true;
   });
   ASSERT_EQ(failures, "");
   EXPECT_FALSE(segmentExists(job));
-  int64_t offset = 0;
-  for (size_t i = 0; i < cases.size(); ++i) {
-    const Case &c = cases[i];
-    SCOPED_TRACE(absl::StrFormat("case %d: kind %d %s %s count %d%s", i,
-                                 int(c.kind), dtypeName(c.dtype),
-                                 reduceOpName(c.op), c.count,
-                                 c.inPlace ? " in place" : ""));
-    std::vector<std::vector<uint8_t>> inputs;
-    for (int r = 0; r < world; ++r)
-      inputs.push_back(makeInput(c, int(i), r, world));
-    int64_t bytes = outputElems(c, world) * dtypeSize(c.dtype);
-    for (int r = 0; r < world; ++r) {
-      std::vector<uint8_t> want = expected(c, r, inputs);
-      ASSERT_EQ(std::memcmp(ranks_.rank(r).data + offset, want.data(), bytes), 0)
-          << "rank " << r;
-    }
-    offset += bytes;
-  }
+  checkConformance(ranks_, world);
 }
 
 TEST_F(ShmCommTest, ReductionsAreTheSameBitsOnEveryRankAndEveryRun) {
@@ -163,13 +132,6 @@ TEST_F(ShmCommTest, ReductionsAreTheSameBitsOnEveryRankAndEveryRun) {
 // Sub-groups of the 2-D mesh
 //===----------------------------------------------------------------------===//
 
-struct MeshCase {
-  int world, shard;
-};
-void PrintTo(const MeshCase &c, std::ostream *os) {
-  *os << "world " << c.world << ", shard groups of " << c.shard;
-}
-
 class ShmMesh : public ShmCommTest, public ::testing::WithParamInterface<MeshCase> {};
 
 INSTANTIATE_TEST_SUITE_P(Meshes, ShmMesh,
@@ -181,69 +143,23 @@ INSTANTIATE_TEST_SUITE_P(Meshes, ShmMesh,
                          });
 
 TEST_P(ShmMesh, ShardAndReplicateGroupsRunSideBySide) {
-  const int world = GetParam().world, shardSize = GetParam().shard;
+  const MeshPattern pattern(GetParam().world, GetParam().shard);
   const std::string job = uniqueJobId();
-  // HSDP's pattern: reduce-scatter in the shard group, all-reduce of the
-  // shard across replicas, all-gather in the shard group, then world.
-  const int shardN = shardSize, replN = world / shardSize;
-  const Case rs{Kind::reduceScatter, DType::f32, ReduceOp::sum, 5, 0, false};
-  const Case ar{Kind::allReduce, DType::f32, ReduceOp::avg, 5, 0, false};
-  const Case ag{Kind::allGather, DType::bf16, ReduceOp::sum, 5, 0, false};
-  const Case arw{Kind::allReduce, DType::i64, ReduceOp::max, 3, 0, false};
-  const Case bc{Kind::broadcast, DType::f16, ReduceOp::sum, 4, replN - 1, false};
-  std::string failures = ranks_.run(world, [&](int rank, Shared::Rank &out) {
-    auto comm = ShmComm::create(options(job, rank, world, 64, shardSize));
-    if (!comm.ok())
-      return record(out, comm.status(), "create");
-    auto shard = (*comm)->group(GroupKind::shard);
-    auto repl = (*comm)->group(GroupKind::replicate);
-    auto all = (*comm)->group(GroupKind::world);
-    std::vector<uint8_t> r1, r2, r3, r4, r5;
-    absl::Status s = runCase(**comm, hostMemory(), *shard, rs,
-                             makeInput(rs, 1, rank, shardN), r1);
-    if (s.ok())
-      s = runCase(**comm, hostMemory(), *repl, ar,
-                  makeInput(ar, 2, rank, replN), r2);
-    if (s.ok())
-      s = runCase(**comm, hostMemory(), *shard, ag,
-                  makeInput(ag, 3, rank, shardN), r3);
-    if (s.ok())
-      s = (*comm)->barrier(*all);
-    if (s.ok())
-      s = runCase(**comm, hostMemory(), *all, arw,
-                  makeInput(arw, 4, rank, world), r4);
-    if (s.ok())
-      s = runCase(**comm, hostMemory(), *repl, bc,
-                  makeInput(bc, 5, rank, replN), r5);
-    if (!s.ok())
-      return record(out, s, "collective");
-    uint8_t *p = out.data;
-    for (auto *r : {&r1, &r2, &r3, &r4, &r5}) {
-      std::memcpy(p, r->data(), r->size());
-      p += r->size();
-    }
-    return true;
-  });
+  std::string failures =
+      ranks_.run(pattern.world, [&](int rank, Shared::Rank &out) {
+        auto comm = ShmComm::create(
+            options(job, rank, pattern.world, 64, pattern.shardSize));
+        if (!comm.ok())
+          return record(out, comm.status(), "create");
+        absl::Status s = pattern.run(**comm, out.data);
+        if (!s.ok())
+          return record(out, s, "collective");
+        return true;
+      });
   ASSERT_EQ(failures, "");
-  Mesh mesh{world, shardSize};
-  for (int rank = 0; rank < world; ++rank) {
+  for (int rank = 0; rank < pattern.world; ++rank) {
     SCOPED_TRACE(rank);
-    Group shard = *meshGroup(mesh, GroupKind::shard, rank);
-    Group repl = *meshGroup(mesh, GroupKind::replicate, rank);
-    Group all = *meshGroup(mesh, GroupKind::world, rank);
-    auto inputsOf = [](const Case &c, int index, const Group &g) {
-      std::vector<std::vector<uint8_t>> in;
-      for (int member : g.ranks)
-        in.push_back(makeInput(c, index, member, g.size()));
-      return in;
-    };
-    std::vector<uint8_t> want;
-    for (auto part : {expected(rs, shard.index, inputsOf(rs, 1, shard)),
-                      expected(ar, repl.index, inputsOf(ar, 2, repl)),
-                      expected(ag, shard.index, inputsOf(ag, 3, shard)),
-                      expected(arw, all.index, inputsOf(arw, 4, all)),
-                      expected(bc, repl.index, inputsOf(bc, 5, repl))})
-      want.insert(want.end(), part.begin(), part.end());
+    std::vector<uint8_t> want = pattern.expectedFor(rank);
     EXPECT_EQ(std::memcmp(ranks_.rank(rank).data, want.data(), want.size()), 0);
   }
 }

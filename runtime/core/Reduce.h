@@ -1,0 +1,37 @@
+//===- Reduce.h - the element-wise reduction every host comm shares -*- C++ -*-===//
+//
+// A collective's reduction on the host: out[j] = src[0][j] op src[1][j] op
+// ... op src[n-1][j], accumulated in that order. Every comm that reduces in
+// host memory (shm, tcp) calls this one function, so that the same inputs
+// give the same bits whichever comm carried them:
+//  - f32 adds, multiplies and compares in f32; bf16 and f16 are widened to
+//    f32, accumulated there and rounded once at the end (round to nearest
+//    even);
+//  - max and min let a NaN win, as torch.max does;
+//  - integers wrap around (two's complement), as in NCCL;
+//  - avg is the sum divided by n; for integers the division truncates
+//    toward zero.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MD_RUNTIME_CORE_REDUCE_H
+#define MD_RUNTIME_CORE_REDUCE_H
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/core/Comm.h"
+#include "runtime/core/Tensor.h"
+
+namespace md::runtime {
+
+/// Reduces `len` elements of `dtype` from each of `srcs` (at least one) into
+/// `out`, in the order of `srcs`. `out` may be one of the sources, exactly
+/// (same address), but must not overlap them otherwise.
+void ReduceInOrder(DType dtype, ReduceOp op,
+                   const std::vector<const void *> &srcs, void *out,
+                   int64_t len);
+
+} // namespace md::runtime
+
+#endif // MD_RUNTIME_CORE_REDUCE_H

@@ -1,0 +1,534 @@
+//===- Socket.cpp - TCP sockets with deadlines ----------------------------===//
+
+#include "runtime/net/Socket.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace md::net {
+
+namespace {
+
+std::string errnoText(int err) { return std::strerror(err); }
+
+void setNoDelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+/// The numeric host of a socket address; "::ffff:10.0.0.1" reads as
+/// "10.0.0.1".
+std::string numericHost(const sockaddr *addr, socklen_t len, int *port) {
+  char host[NI_MAXHOST], serv[NI_MAXSERV];
+  if (getnameinfo(addr, len, host, sizeof host, serv, sizeof serv,
+                  NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+    return "?";
+  if (port != nullptr)
+    *port = std::atoi(serv);
+  std::string h = host;
+  if (h.rfind("::ffff:", 0) == 0 && h.find('.') != std::string::npos)
+    h = h.substr(7);
+  return h;
+}
+
+/// Waits until `fd` is ready for `events` or the deadline passes.
+absl::Status waitFor(int fd, short events, Deadline deadline,
+                     const std::string &what) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int rc = poll(&p, 1, pollTimeoutMs(deadline));
+    if (rc > 0)
+      return absl::OkStatus();
+    if (rc == 0)
+      return absl::DeadlineExceededError(absl::StrCat(what, ": timed out"));
+    if (errno != EINTR)
+      return absl::InternalError(
+          absl::StrCat(what, ": poll: ", errnoText(errno)));
+  }
+}
+
+bool isClosedError(int err) {
+  return err == EPIPE || err == ECONNRESET || err == ENOTCONN ||
+         err == ECONNABORTED || err == ETIMEDOUT || err == EHOSTUNREACH ||
+         err == ENETUNREACH;
+}
+
+} // namespace
+
+int pollTimeoutMs(Deadline deadline) {
+  auto left = deadline - Clock::now();
+  if (left <= Clock::duration::zero())
+    return 0;
+  auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+  return int(std::min<int64_t>(ms, INT_MAX));
+}
+
+std::string formatHostPort(std::string_view host, int port) {
+  if (host.find(':') != std::string_view::npos)
+    return absl::StrCat("[", std::string(host), "]:", port);
+  return absl::StrCat(std::string(host), ":", port);
+}
+
+absl::StatusOr<std::pair<std::string, int>>
+parseHostPort(std::string_view text) {
+  auto bad = [&] {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "'%s' is not host:port (IPv6 addresses in brackets, [::1]:29500)",
+        std::string(text)));
+  };
+  std::string_view host, port;
+  if (!text.empty() && text.front() == '[') {
+    size_t close = text.find("]:");
+    if (close == std::string_view::npos)
+      return bad();
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos)
+      return bad();
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (host.find(':') != std::string_view::npos)
+      return bad();
+  }
+  int p = 0;
+  if (host.empty() || !absl::SimpleAtoi(std::string(port), &p) || p < 0 ||
+      p > 65535)
+    return bad();
+  return std::make_pair(std::string(host), p);
+}
+
+std::string formatSeconds(std::chrono::milliseconds d) {
+  return absl::StrFormat("%.3g s", d.count() / 1000.0);
+}
+
+//===----------------------------------------------------------------------===//
+// Socket
+//===----------------------------------------------------------------------===//
+
+Socket::Socket(Socket &&other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), peer_(std::move(other.peer_)) {}
+
+Socket &Socket::operator=(Socket &&other) noexcept {
+  if (this != &other) {
+    close();
+    fd_ = std::exchange(other.fd_, -1);
+    peer_ = std::move(other.peer_);
+  }
+  return *this;
+}
+
+void Socket::close() {
+  if (fd_ >= 0)
+    ::close(fd_);
+  fd_ = -1;
+}
+
+void Socket::shutdownWrite() {
+  if (fd_ >= 0)
+    ::shutdown(fd_, SHUT_WR);
+}
+
+absl::StatusOr<size_t> Socket::sendSome(const void *data, size_t n) {
+  for (;;) {
+    ssize_t k = ::send(fd_, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k >= 0)
+      return size_t(k);
+    if (errno == EINTR)
+      continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      return size_t(0);
+    int err = errno;
+    if (isClosedError(err))
+      return absl::UnavailableError(absl::StrFormat(
+          "send to %s: the connection is closed (%s)", peer_, errnoText(err)));
+    return absl::InternalError(
+        absl::StrFormat("send to %s: %s", peer_, errnoText(err)));
+  }
+}
+
+absl::StatusOr<size_t> Socket::recvSome(void *data, size_t n) {
+  if (n == 0)
+    return size_t(0);
+  for (;;) {
+    ssize_t k = ::recv(fd_, data, n, MSG_DONTWAIT);
+    if (k > 0)
+      return size_t(k);
+    if (k == 0)
+      return absl::UnavailableError(
+          absl::StrFormat("receive from %s: the connection is closed", peer_));
+    if (errno == EINTR)
+      continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      return size_t(0);
+    int err = errno;
+    if (isClosedError(err))
+      return absl::UnavailableError(
+          absl::StrFormat("receive from %s: the connection is closed (%s)",
+                          peer_, errnoText(err)));
+    return absl::InternalError(
+        absl::StrFormat("receive from %s: %s", peer_, errnoText(err)));
+  }
+}
+
+absl::Status Socket::sendAll(const void *data, size_t n, Deadline deadline) {
+  const char *p = static_cast<const char *>(data);
+  while (n > 0) {
+    absl::StatusOr<size_t> k = sendSome(p, n);
+    if (!k.ok())
+      return k.status();
+    if (*k == 0) {
+      absl::Status s = waitFor(fd_, POLLOUT, deadline, "send to " + peer_);
+      if (!s.ok())
+        return s;
+      continue;
+    }
+    p += *k;
+    n -= *k;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Socket::recvAll(void *data, size_t n, Deadline deadline) {
+  char *p = static_cast<char *>(data);
+  while (n > 0) {
+    absl::StatusOr<size_t> k = recvSome(p, n);
+    if (!k.ok())
+      return k.status();
+    if (*k == 0) {
+      absl::Status s = waitFor(fd_, POLLIN, deadline, "receive from " + peer_);
+      if (!s.ok())
+        return s;
+      continue;
+    }
+    p += *k;
+    n -= *k;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Socket::localHost() const {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (getsockname(fd_, reinterpret_cast<sockaddr *>(&addr), &len) != 0)
+    return absl::InternalError(absl::StrCat("getsockname: ", errnoText(errno)));
+  return numericHost(reinterpret_cast<sockaddr *>(&addr), len, nullptr);
+}
+
+absl::StatusOr<std::string> Socket::remoteHost() const {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (getpeername(fd_, reinterpret_cast<sockaddr *>(&addr), &len) != 0)
+    return absl::InternalError(absl::StrCat("getpeername: ", errnoText(errno)));
+  return numericHost(reinterpret_cast<sockaddr *>(&addr), len, nullptr);
+}
+
+//===----------------------------------------------------------------------===//
+// Listener
+//===----------------------------------------------------------------------===//
+
+Listener::Listener(Listener &&other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), port_(other.port_) {}
+
+Listener &Listener::operator=(Listener &&other) noexcept {
+  if (this != &other) {
+    close();
+    fd_ = std::exchange(other.fd_, -1);
+    port_ = other.port_;
+  }
+  return *this;
+}
+
+void Listener::close() {
+  if (fd_ >= 0)
+    ::close(fd_);
+  fd_ = -1;
+}
+
+absl::StatusOr<Listener> Listener::listen(int port) {
+  if (port < 0 || port > 65535)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("listen on port %d: not a port number", port));
+  int one = 1, zero = 0;
+  // Dual stack first: one socket for IPv6 and IPv4 peers. Without IPv6
+  // (a kernel or container that has it off) plain IPv4.
+  int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd >= 0) {
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_addr = in6addr_any;
+    a.sin6_port = htons(uint16_t(port));
+    if (bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) {
+      int err = errno;
+      ::close(fd);
+      fd = -1;
+      if (err != EADDRNOTAVAIL && err != EAFNOSUPPORT)
+        return absl::UnavailableError(
+            absl::StrFormat("listen on port %d: %s", port, errnoText(err)));
+    }
+  }
+  if (fd < 0) {
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+      return absl::InternalError(absl::StrFormat(
+          "listen on port %d: socket: %s", port, errnoText(errno)));
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons(uint16_t(port));
+    if (bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) {
+      int err = errno;
+      ::close(fd);
+      return absl::UnavailableError(
+          absl::StrFormat("listen on port %d: %s", port, errnoText(err)));
+    }
+  }
+  if (::listen(fd, SOMAXCONN) != 0) {
+    int err = errno;
+    ::close(fd);
+    return absl::UnavailableError(
+        absl::StrFormat("listen on port %d: %s", port, errnoText(err)));
+  }
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  int bound = port;
+  if (getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) == 0)
+    numericHost(reinterpret_cast<sockaddr *>(&addr), len, &bound);
+  Listener l;
+  l.fd_ = fd;
+  l.port_ = bound;
+  return l;
+}
+
+absl::StatusOr<Socket> Listener::acceptNow() {
+  for (;;) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    int fd = accept4(fd_, reinterpret_cast<sockaddr *>(&addr), &len,
+                     SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) {
+      setNoDelay(fd);
+      int port = 0;
+      std::string host =
+          numericHost(reinterpret_cast<sockaddr *>(&addr), len, &port);
+      return Socket(fd, formatHostPort(host, port));
+    }
+    if (errno == EINTR)
+      continue;
+    // A connection that was reset before we took it is simply gone.
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED ||
+        errno == EPROTO)
+      return Socket();
+    return absl::InternalError(
+        absl::StrFormat("accept on port %d: %s", port_, errnoText(errno)));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Connecting
+//===----------------------------------------------------------------------===//
+
+absl::StatusOr<Socket> connectTo(const std::string &host, int port,
+                                 Deadline deadline) {
+  const std::string peer = formatHostPort(host, port);
+  const auto start = Clock::now();
+  std::string lastError = "nothing tried";
+  bool retryable = true;
+  auto delay = std::chrono::milliseconds(10);
+  for (;;) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    addrinfo *list = nullptr;
+    std::string service = std::to_string(port);
+    int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &list);
+    if (rc != 0) {
+      lastError = rc == EAI_SYSTEM ? errnoText(errno) : gai_strerror(rc);
+      // A name may resolve only once its machine is up (a scheduler's
+      // DNS); anything else about the request will not improve.
+      retryable = rc == EAI_AGAIN || rc == EAI_NONAME || rc == EAI_FAIL ||
+#ifdef EAI_NODATA
+                  rc == EAI_NODATA ||
+#endif
+                  rc == EAI_SYSTEM;
+      if (!retryable)
+        return absl::InvalidArgumentError(
+            absl::StrFormat("resolve %s: %s", peer, lastError));
+    }
+    for (addrinfo *ai = list; ai != nullptr; ai = ai->ai_next) {
+      int fd =
+          socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                 ai->ai_protocol);
+      if (fd < 0) {
+        lastError = errnoText(errno);
+        continue;
+      }
+      int err = 0;
+      if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        err = errno;
+        if (err == EINPROGRESS || err == EINTR) {
+          // Bounded per attempt so that an address that swallows SYNs does
+          // not use up the time the next address could have had.
+          Deadline attempt =
+              std::min(deadline, Clock::now() + std::chrono::seconds(5));
+          pollfd p{fd, POLLOUT, 0};
+          int prc;
+          do
+            prc = poll(&p, 1, pollTimeoutMs(attempt));
+          while (prc < 0 && errno == EINTR);
+          if (prc > 0) {
+            socklen_t len = sizeof err;
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+              err = errno;
+          } else {
+            err = prc == 0 ? ETIMEDOUT : errno;
+          }
+        }
+      }
+      if (err == 0) {
+        freeaddrinfo(list);
+        setNoDelay(fd);
+        return Socket(fd, peer);
+      }
+      lastError = errnoText(err);
+      ::close(fd);
+    }
+    if (list != nullptr)
+      freeaddrinfo(list);
+    auto now = Clock::now();
+    if (now >= deadline)
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "connect to %s: %s (retried for %s)", peer, lastError,
+          formatSeconds(std::chrono::duration_cast<std::chrono::milliseconds>(
+              now - start))));
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(delay, deadline - now));
+    delay = std::min(delay * 2, std::chrono::milliseconds(250));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Exchanges
+//===----------------------------------------------------------------------===//
+
+bool Transfer::sending() const {
+  for (size_t i = sendPart; i < send.size(); ++i)
+    if (send[i].size() > (i == sendPart ? sendOffset : 0))
+      return true;
+  return false;
+}
+
+bool Transfer::receiving() const {
+  for (size_t i = recvPart; i < recv.size(); ++i)
+    if (recv[i].size() > (i == recvPart ? recvOffset : 0))
+      return true;
+  return false;
+}
+
+namespace {
+
+/// Sends and receives what the socket takes now. OK with no progress when
+/// it would block.
+absl::Status progress(Transfer &t) {
+  while (t.sendPart < t.send.size()) {
+    absl::Span<const char> part = t.send[t.sendPart];
+    if (t.sendOffset == part.size()) {
+      ++t.sendPart;
+      t.sendOffset = 0;
+      continue;
+    }
+    absl::StatusOr<size_t> k = t.socket->sendSome(part.data() + t.sendOffset,
+                                                  part.size() - t.sendOffset);
+    if (!k.ok())
+      return k.status();
+    if (*k == 0)
+      break;
+    t.sendOffset += *k;
+    t.sent += *k;
+  }
+  while (t.recvPart < t.recv.size()) {
+    absl::Span<char> part = t.recv[t.recvPart];
+    if (t.recvOffset == part.size()) {
+      ++t.recvPart;
+      t.recvOffset = 0;
+      continue;
+    }
+    absl::StatusOr<size_t> k = t.socket->recvSome(part.data() + t.recvOffset,
+                                                  part.size() - t.recvOffset);
+    if (!k.ok())
+      return k.status();
+    if (*k == 0)
+      break;
+    t.recvOffset += *k;
+    t.received += *k;
+  }
+  return absl::OkStatus();
+}
+
+} // namespace
+
+absl::Status exchange(std::vector<Transfer> &transfers, Deadline deadline,
+                      int *failed) {
+  *failed = -1;
+  std::vector<pollfd> fds;
+  std::vector<int> index;
+  for (;;) {
+    fds.clear();
+    index.clear();
+    for (int i = 0; i < int(transfers.size()); ++i) {
+      Transfer &t = transfers[i];
+      if (t.done())
+        continue;
+      if (absl::Status s = progress(t); !s.ok()) {
+        *failed = i;
+        return s;
+      }
+      if (t.done())
+        continue;
+      short events = 0;
+      if (t.sending())
+        events |= POLLOUT;
+      if (t.receiving() || t.stopOnInput)
+        events |= POLLIN;
+      fds.push_back({t.socket->fd(), events, 0});
+      index.push_back(i);
+    }
+    if (fds.empty())
+      return absl::OkStatus();
+    int rc = poll(fds.data(), fds.size(), pollTimeoutMs(deadline));
+    if (rc < 0 && errno == EINTR)
+      continue;
+    if (rc < 0)
+      return absl::InternalError(absl::StrCat("poll: ", errnoText(errno)));
+    if (rc == 0)
+      return absl::DeadlineExceededError("timed out");
+    for (size_t k = 0; k < fds.size(); ++k) {
+      Transfer &t = transfers[index[k]];
+      if (t.stopOnInput && !t.receiving() && (fds[k].revents & POLLIN))
+        t.interrupted = true;
+    }
+  }
+}
+
+} // namespace md::net
