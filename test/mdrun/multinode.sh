@@ -41,7 +41,7 @@ done
 
 # Two launchers, one rank each; node 0 picks the port.
 for plan in train-mlp-fsdp train-mlp-ddp; do
-  timeout 120 "$mdrun" --nnodes 2 --node-rank 0 --gpus 1 --master-port 0 \
+  timeout 120 "$mdrun" --nnodes 2 --node-rank 0 --gpus 1 --master-addr 127.0.0.1 --master-port 0 \
     "${common[@]}" --save-final "two-$plan.st" "$plan.fb" >node0.out 2>node0.err &
   n0=$!
   p=
@@ -112,16 +112,17 @@ cmp -s ref-train-mlp-fsdp.st mpi.st || fail "mpirun-style ranks: the weights dif
 
 # A node that dies: the other ends within seconds, naming the lost rank.
 p=$(port)
-timeout 120 "$mdrun" --nnodes 2 --node-rank 0 --gpus 1 --master-port "$p" \
-  --backend cpu --timeout 20 --threads 1 --steps 100000 --log-every 0 \
+timeout 120 "$mdrun" --nnodes 2 --node-rank 0 --gpus 1 --master-addr 127.0.0.1 --master-port "$p" \
+  --backend cpu --timeout 20 --threads 1 --steps 10000000 --log-every 0 \
   train-mlp-long.fb >die0.out 2>die0.err &
 n0=$!
 timeout 120 "$mdrun" --nnodes 2 --node-rank 1 --gpus 1 --master-port "$p" \
-  --master-addr 127.0.0.1 --backend cpu --timeout 20 --threads 1 --steps 100000 \
+  --master-addr 127.0.0.1 --backend cpu --timeout 20 --threads 1 --steps 10000000 \
   --log-every 0 train-mlp-long.fb >die1.out 2>die1.err &
 n1=$!
 sleep 2
-kill -9 $n1
+# The node's launcher (timeout's child) and with it its ranks.
+pkill -9 -P $n1
 start=$(date +%s%N)
 wait $n0
 rc0=$?
@@ -135,7 +136,7 @@ echo "node 0 ended ${ms} ms after node 1 was killed: $(tail -1 die0.err)"
 
 # Nodes with different plans.
 p=$(port)
-timeout 60 "$mdrun" --nnodes 2 --node-rank 0 --gpus 1 --master-port "$p" \
+timeout 60 "$mdrun" --nnodes 2 --node-rank 0 --gpus 1 --master-addr 127.0.0.1 --master-port "$p" \
   "${common[@]}" train-mlp-fsdp.fb >mix0.out 2>mix0.err &
 n0=$!
 timeout 60 "$mdrun" --nnodes 2 --node-rank 1 --gpus 1 --master-port "$p" \

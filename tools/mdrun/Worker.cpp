@@ -259,8 +259,9 @@ absl::StatusOr<WorkerEnv> WorkerEnvFromEnvironment() {
                                                    : CommKind::Tcp;
   }
   env.device = env.localRank;
-  if (std::getenv("MD_DEVICE") != nullptr)
+  if (std::getenv("MD_DEVICE") != nullptr) {
     MD_ASSIGN_OR_RETURN(env.device, envInt("MD_DEVICE", 0));
+  }
   return env;
 }
 
@@ -338,8 +339,9 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
     if (env.comm == CommKind::Nccl) {
       // Rank 0 makes the NCCL id; the TCP rendezvous hands it to all.
       nccl::UniqueId id{};
-      if (env.rank == 0)
+      if (env.rank == 0) {
         MD_ASSIGN_OR_RETURN(id, nccl::NewUniqueId());
+      }
       net::RendezvousOptions ro;
       ro.masterAddr = env.masterAddr;
       ro.masterPort = env.masterPort;
