@@ -5,7 +5,8 @@
 #    (--master-port 0) and printing it, give weights bitwise identical to
 #    the same job on one node (2 ranks over shared memory);
 #  - two ranks started the way srun starts them (SLURM_* variables, one task
-#    per rank) and the way mpirun does (OMPI_COMM_WORLD_*) give them too;
+#    per rank) and the way mpirun does (OMPI_COMM_WORLD_*) give them too, and
+#    so do two srun tasks that each launch 2 ranks (4 ranks over tcp);
 #  - a node that dies takes the other down within seconds, naming the rank;
 #  - nodes that load different plans refuse to train together;
 #  - contradictory or missing placement options are errors.
@@ -91,6 +92,29 @@ rc1=$?
   fail "srun-style ranks: exit $rc0/$rc1"$'\n'"$(cat slurm0.* slurm1.*)"
 has slurm0.err "^mdrun: rank 0 of 2 \(Slurm: 2 nodes x 1\), rendezvous at localhost:$p$"
 cmp -s ref-train-mlp-fsdp.st slurm.st || fail "srun-style ranks: the weights differ"
+
+# srun with one task per node, each the launcher of 2 ranks: 4 ranks over
+# tcp give the bits of 4 ranks over shared memory.
+timeout 120 "$mdrun" --ranks 4 "${common[@]}" --save-final ref4.st train-mlp-fsdp.fb \
+  >ref4.out 2>&1 || fail "reference at W = 4: $(cat ref4.out)"
+p=$(port)
+for r in 0 1; do
+  env SLURM_JOB_ID=78 SLURM_PROCID=$r SLURM_STEP_NUM_TASKS=2 SLURM_LOCALID=0 \
+    SLURM_NODEID=$r SLURM_STEP_NUM_NODES=2 SLURM_STEP_TASKS_PER_NODE='1(x2)' \
+    SLURM_STEP_NODELIST='localhost' MASTER_PORT=$p \
+    timeout 120 "$mdrun" --gpus 2 "${common[@]}" --save-final slurm4.st train-mlp-fsdp.fb \
+    >"slurmn$r.out" 2>"slurmn$r.err" &
+  pids[r]=$!
+done
+wait "${pids[0]}"
+rc0=$?
+wait "${pids[1]}"
+rc1=$?
+[[ $rc0 -eq 0 && $rc1 -eq 0 ]] ||
+  fail "srun-style node launchers: exit $rc0/$rc1"$'\n'"$(cat slurmn0.* slurmn1.*)"
+has slurmn1.err "^mdrun: node 1 of 2 \(Slurm\): ranks 2 to 3 of 4, rendezvous at localhost:$p$"
+has slurmn0.out "4 ranks on the cpu backend \(tcp comm"
+cmp -s ref4.st slurm4.st || fail "srun-style node launchers: the weights differ from 4 ranks on one node"
 
 # mpirun with one task per rank, both on this node: the shm comm.
 p=$(port)
