@@ -375,6 +375,45 @@ FailureOr<MemoryReport> md::computeMemory(ModelOp model, int64_t worldSize) {
     }
   }
 
+  // A collective on the comm stream may start as soon as the events it
+  // waits for have completed (and the comm stream's earlier work), which
+  // can be well before its place in program order: its results are
+  // reserved from then on, so that no buffer the compute stream uses in
+  // between shares their bytes. Without a wait in its block it may start
+  // with the block.
+  {
+    llvm::DenseMap<int64_t, std::pair<int64_t, Block *>> recorded;
+    llvm::DenseMap<Block *, int64_t> commStart;
+    for (auto [position, op] : llvm::enumerate(order.opAt)) {
+      int64_t at = static_cast<int64_t>(position);
+      if (order.start.lookup(op) != at)
+        continue;
+      Block *block = op->getBlock();
+      auto stream = op->getAttrOfType<IntegerAttr>("md.stream");
+      if (stream && stream.getInt() == 1) {
+        auto [it, inserted] =
+            commStart.try_emplace(block, order.start.lookup(&block->front()));
+        if (auto waits = op->getAttrOfType<DenseI64ArrayAttr>("md.wait"))
+          for (int64_t event : waits.asArrayRef()) {
+            auto r = recorded.find(event);
+            if (r != recorded.end() && r->second.second == block)
+              it->second = std::max(it->second, r->second.first + 1);
+          }
+        int64_t start = std::min(it->second, at);
+        for (Value result : op->getResults()) {
+          auto b = bufferOf.find(result);
+          if (b == bufferOf.end())
+            continue;
+          BufferInterval &buffer = report.buffers[b->second];
+          if (!buffer.persistent && buffer.op == op)
+            buffer.start = std::min(buffer.start, start);
+        }
+      }
+      if (auto event = op->getAttrOfType<IntegerAttr>("md.record"))
+        recorded[event.getInt()] = {at, block};
+    }
+  }
+
   // Liveness: to the last use of the buffer or of a value aliasing it.
   for (auto &[value, index] : bufferOf) {
     BufferInterval &buffer = report.buffers[index];

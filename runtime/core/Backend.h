@@ -370,6 +370,11 @@ public:
   /// Streams 0..numStreams()-1 exist from the start (kComputeStream,
   /// kCommStream, ...).
   virtual int numStreams() const = 0;
+  /// Whether the streams run concurrently (a GPU), so that only the plan's
+  /// events order them; the executor then refuses a plan whose events leave
+  /// a cross-stream conflict unordered (StreamOrder.h). False: everything
+  /// runs in program order (the CPU backend).
+  virtual bool concurrentStreams() const { return false; }
   virtual absl::StatusOr<Event> createEvent() = 0;
   /// Marks the point in `stream` that a later waitEvent waits for.
   virtual absl::Status recordEvent(Stream stream, Event event) = 0;

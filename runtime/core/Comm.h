@@ -141,6 +141,12 @@ public:
   virtual absl::Status broadcast(const void *send, void *recv, int64_t count,
                                  DType dtype, int root, const Group &group) = 0;
   virtual absl::Status barrier(const Group &group) = 0;
+
+  /// Whether a collective is queued on the backend's comm stream and so
+  /// ordered by the plan's events alone (NCCL, the staged comm). False:
+  /// the collective reads its operands on the host when called (shm, tcp),
+  /// so the executor first waits for the compute stream.
+  virtual bool streamOrdered() const { return false; }
 };
 
 } // namespace md::runtime

@@ -25,6 +25,7 @@
 #include "runtime/core/Random.h"
 #include "runtime/core/Safetensors.h"
 #include "runtime/core/Status.h"
+#include "runtime/core/StreamOrder.h"
 #include "runtime/cpu/Bf16.h"
 #include "runtime/data/Dataset.h"
 #include "runtime/data/Sampler.h"
@@ -362,6 +363,16 @@ absl::Status Executor::Impl::init(int64_t worldSize) {
   MD_ASSIGN_OR_RETURN(steps_, StepsToRun(plan_, options_.steps));
 
   MD_ASSIGN_OR_RETURN(layout_, LayOutArenas(loaded_, world_));
+  // On a backend whose streams run concurrently, only the plan's events
+  // order them: a conflict they leave open would make the result depend
+  // on timing.
+  if (backend_.concurrentStreams()) {
+    absl::Status order = CheckStreamOrder(loaded_, layout_);
+    if (!order.ok())
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the plan cannot run on the ", backend_.name(),
+          " backend, whose streams run concurrently: ", order.message()));
+  }
   MD_RETURN_IF_ERROR(allocate());
   for (uint32_t e = 0; e < count(plan_.events()); ++e) {
     MD_ASSIGN_OR_RETURN(Event ev, backend_.createEvent());
@@ -1759,7 +1770,10 @@ absl::Status Executor::Impl::execute(const fb::Instruction &inst) {
   case Op::AllReduce:
   case Op::Broadcast:
   case Op::Barrier:
-    MD_RETURN_IF_ERROR(backend_.synchronize(kComputeStream));
+    // A host comm reads the operands now; a stream-ordered one waits for
+    // the plan's events on the comm stream (checked at creation).
+    if (!comm_.streamOrdered())
+      MD_RETURN_IF_ERROR(backend_.synchronize(kComputeStream));
     return executeCollective(inst);
 
   // --- state and the step ----------------------------------------------------

@@ -17,7 +17,7 @@
 
 namespace md::cpu {
 
-class CpuBackend final : public runtime::Backend {
+class CpuBackend : public runtime::Backend {
 public:
   /// `threads` is the number of OpenBLAS threads; 0 means every core this
   /// process may run on. With several ranks per machine pass

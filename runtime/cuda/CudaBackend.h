@@ -55,6 +55,7 @@ public:
   absl::Status zero(void *dst, int64_t bytes, runtime::Stream stream) override;
 
   int numStreams() const override { return 2; }
+  bool concurrentStreams() const override { return true; }
   absl::StatusOr<runtime::Event> createEvent() override;
   absl::Status recordEvent(runtime::Stream stream,
                            runtime::Event event) override;

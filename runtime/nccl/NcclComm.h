@@ -94,6 +94,7 @@ public:
   NcclComm &operator=(const NcclComm &) = delete;
 
   const char *name() const override { return "nccl"; }
+  bool streamOrdered() const override { return true; }
   int rank() const override;
   int worldSize() const override;
   absl::StatusOr<runtime::Group> group(runtime::GroupKind kind) const override;

@@ -39,6 +39,8 @@ public:
   StagedComm &operator=(const StagedComm &) = delete;
 
   const char *name() const override { return "shm-staged"; }
+  /// Its staging copies run on the comm stream, after the plan's waits.
+  bool streamOrdered() const override { return true; }
   int rank() const override { return host_->rank(); }
   int worldSize() const override { return host_->worldSize(); }
   absl::StatusOr<runtime::Group> group(runtime::GroupKind kind) const override {

@@ -657,23 +657,34 @@ private:
             plan_, *inst, *GetOpcodeInfo(inst->opcode()), path));
       }
     }
-    // Each transient buffer's interval starts where it is written.
+    // Each transient buffer is written before it is read in its interval.
+    // The interval may start earlier than the first write (a comm-stream
+    // output is reserved from the moment the instruction can start).
     for (uint32_t x = 0; x < numBuffers_; ++x) {
       const fb::Buffer *buffer = plan_.buffers()->Get(x);
       if (buffer->role() != fb::StateRole::None)
         continue;
-      const fb::Instruction *first = plan_.blocks()
-                                         ->Get(buffer->block())
-                                         ->instructions()
-                                         ->Get(buffer->first());
-      bool writes = false;
-      for (uint32_t k = 0; k < count(first->outputs()); ++k)
-        writes = writes || first->outputs()->Get(k) == static_cast<int32_t>(x);
-      if (!writes)
-        return invalidf("buffers[%d]: liveness starts at "
-                        "blocks[%d].instructions[%d], which "
-                        "does not write it",
-                        x, buffer->block(), buffer->first());
+      const fb::Block *block = plan_.blocks()->Get(buffer->block());
+      bool written = false;
+      for (int32_t i = buffer->first(); i <= buffer->last() && !written; ++i) {
+        const fb::Instruction *inst = block->instructions()->Get(i);
+        bool reads = false;
+        for (uint32_t k = 0; k < count(inst->inputs()); ++k)
+          reads = reads || inst->inputs()->Get(k) == static_cast<int32_t>(x);
+        for (uint32_t k = 0; k < count(inst->outputs()); ++k)
+          written =
+              written || inst->outputs()->Get(k) == static_cast<int32_t>(x);
+        if (reads && !written)
+          return invalidf("buffers[%d]: blocks[%d].instructions[%d] reads it "
+                          "before anything in its liveness interval [%d, %d] "
+                          "writes it",
+                          x, buffer->block(), i, buffer->first(),
+                          buffer->last());
+      }
+      if (!written)
+        return invalidf("buffers[%d]: nothing in its liveness interval "
+                        "[%d, %d] of blocks[%d] writes it",
+                        x, buffer->first(), buffer->last(), buffer->block());
     }
     // A view aliases its source, which must outlive it.
     for (uint32_t b = 0; b < numBlocks_; ++b) {

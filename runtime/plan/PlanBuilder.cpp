@@ -190,6 +190,11 @@ absl::Status PlanBuilder::inferLiveness() {
   for (int32_t b = 0; b < numBlocks; ++b) {
     const auto &insts = plan_.blocks[b]->instructions;
     const int32_t size = static_cast<int32_t>(insts.size());
+    // The earliest instruction of this block with which the next comm-stream
+    // instruction may run concurrently: the comm stream runs in order, and
+    // an instruction starts once the events it waits for have completed.
+    int32_t commStart = 0;
+    std::vector<std::pair<int32_t, int32_t>> recordedAt; // (event, index)
     for (int32_t i = 0; i < size; ++i) {
       auto note = [&](int32_t buffer, int32_t at) {
         if (buffer >= 0 && buffer < static_cast<int32_t>(uses.size()))
@@ -219,6 +224,28 @@ absl::Status PlanBuilder::inferLiveness() {
         note(in, release);
       for (int32_t out : insts[i]->outputs)
         note(out, i);
+      // A comm-stream instruction writes its outputs from the moment it can
+      // start, which may be well before its place in program order: its
+      // outputs must not share bytes with anything the compute stream uses
+      // in between.
+      if (insts[i]->stream == 1) {
+        for (int32_t e : insts[i]->waits)
+          for (const auto &[event, at] : recordedAt)
+            if (event == e)
+              commStart = std::max(commStart, at + 1);
+        for (int32_t out : insts[i]->outputs)
+          note(out, std::min(commStart, i));
+      }
+      if (insts[i]->record >= 0) {
+        auto it = std::find_if(recordedAt.begin(), recordedAt.end(),
+                               [&](const std::pair<int32_t, int32_t> &r) {
+                                 return r.first == insts[i]->record;
+                               });
+        if (it != recordedAt.end())
+          it->second = i;
+        else
+          recordedAt.push_back({insts[i]->record, i});
+      }
     }
   }
   auto commonBlock = [&](int32_t a, int32_t b) {

@@ -78,7 +78,11 @@ public:
   /// that runs it, and an input of an instruction on the comm stream (1)
   /// counts until the first later instruction of its block that waits for
   /// the event of it or of a later comm-stream instruction (or to the end
-  /// of the block): the collective may still be reading it. The source of a
+  /// of the block): the collective may still be reading it; an output of
+  /// such an instruction counts from the first instruction of its block
+  /// after the latest event it (or an earlier comm-stream instruction)
+  /// waits for, or from the block's start: the collective may already be
+  /// writing it. The source of a
   /// view then lives as long as the view (a view aliases its source). Fails on a buffer no instruction uses or on a
   /// block tree that is not one (what the loader would refuse anyway).
   absl::Status inferLiveness();

@@ -86,6 +86,8 @@ public:
                            fb::StateRole::GradAcc, unit, true));
     gathered_ = b_.addEvent("params gathered");
     reduced_ = b_.addEvent("grads reduced");
+    loaded_ = b_.addEvent("shard loaded");
+    summed_ = b_.addEvent("grads summed");
     loc_ = b_.addLocation("examples.mdl", 12, 5);
 
     int32_t step = b_.addBlock(fb::BlockKind::Step);
@@ -128,11 +130,12 @@ private:
   Params gather(int32_t block) {
     int32_t shard = b_.addBuffer(
         PlanBuilder::shard("master.shard", DType::F32, N, Group::World));
-    b_.add(block, Opcode::StateLoad, {master_}, {shard});
+    b_.add(block, Opcode::StateLoad, {master_}, {shard}).record = loaded_;
     int32_t flat = full("params.flat", {N});
     fb::InstructionT &ag = b_.add(block, Opcode::AllGather, {shard}, {flat});
     ag.ints = {static_cast<int64_t>(Group::World), 0, 0};
     ag.stream = 1;
+    ag.waits = {loaded_};
     ag.record = gathered_;
     Params p;
     p.w1 = view(block, flat, 0, {H, D});
@@ -192,7 +195,7 @@ private:
 
   void optimizerStep(int32_t step, int32_t g) {
     int32_t total = full("grad.total", {N});
-    b_.add(step, Opcode::GradTotal, {g, gradAcc_}, {total});
+    b_.add(step, Opcode::GradTotal, {g, gradAcc_}, {total}).record = summed_;
     int32_t shard = b_.addBuffer(
         PlanBuilder::shard("grad.shard", DType::F32, N, Group::World));
     fb::InstructionT &rs =
@@ -200,6 +203,7 @@ private:
     rs.ints = {static_cast<int64_t>(Group::World),
                static_cast<int64_t>(fb::Reduction::Avg), 1, 0};
     rs.stream = 1;
+    rs.waits = {summed_};
     rs.record = reduced_;
     int32_t sq = scalar("norm.sq");
     fb::InstructionT &gn = b_.add(step, Opcode::GlobalNorm, {shard}, {sq});
@@ -302,7 +306,7 @@ private:
   PlanBuilder b_;
   int32_t train_ = -1, val_ = -1;
   int32_t master_ = -1, expAvg_ = -1, expAvgSq_ = -1, gradAcc_ = -1;
-  int32_t gathered_ = -1, reduced_ = -1, loc_ = -1;
+  int32_t loaded_ = -1, gathered_ = -1, summed_ = -1, reduced_ = -1, loc_ = -1;
 };
 
 } // namespace

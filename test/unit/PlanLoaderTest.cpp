@@ -318,10 +318,10 @@ TEST(PlanLoaderTest, RefusesEachKindOfIndexOutOfRange) {
       "blocks[1].instructions[7].outputs[0]: buffer -1 out of range");
   ExpectRefusedAfter(
       [](fb::PlanT &p) { Inst(p, kStep, 3).waits[0] = 7; },
-      "blocks[0].instructions[3].waits[0]: event 7 out of range (2 events)");
+      "blocks[0].instructions[3].waits[0]: event 7 out of range (4 events)");
   ExpectRefusedAfter(
       [](fb::PlanT &p) { Inst(p, kStep, 2).record = 5; },
-      "blocks[0].instructions[2].record: event 5 out of range (2 events)");
+      "blocks[0].instructions[2].record: event 5 out of range (4 events)");
   ExpectRefusedAfter(
       [](fb::PlanT &p) { Inst(p, kStep, 8).loc = 3; },
       "blocks[0].instructions[8].loc: location 3 out of range (1 locations)");
@@ -638,10 +638,11 @@ TEST(PlanLoaderTest, RefusesABufferUsedOutsideItsLiveness) {
         Inst(p, kStep, 9).inputs[0] = Inst(p, kMicro, 8).inputs[0];
       },
       "which does not contain this instruction");
-  // An interval that starts before the buffer is written.
+  // An interval that starts after the buffer is written: its readers read
+  // it before anything in the interval writes it.
   ExpectRefusedAfter(
-      [](fb::PlanT &p) { Buf(p, Inst(p, kStep, 9).outputs[0]).first = 8; },
-      "liveness starts at blocks[0].instructions[8], which does not write it");
+      [](fb::PlanT &p) { Buf(p, Inst(p, kStep, 9).outputs[0]).first = 10; },
+      "reads it before anything in its liveness interval");
   ExpectRefusedAfter(
       [](fb::PlanT &p) { Buf(p, Inst(p, kStep, 9).outputs[0]).last = 400; },
       "liveness interval [9, 400] is not within the 36 instructions of "

@@ -18,6 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runtime/core/ArenaLayout.h"
+#include "runtime/core/StreamOrder.h"
 #include "runtime/plan/Loader.h"
 #include "runtime/plan/Schema.h"
 #include "runtime/plan/Summary.h"
@@ -198,7 +200,8 @@ std::string lower(const char *name) { return absl::AsciiStrToLower(name); }
 /// Every fact of the report, as the JSON form's object.
 std::shared_ptr<Object> buildReport(const std::string &path,
                                     const plan::LoadedPlan &loaded,
-                                    const plan::PlanSummary &summary) {
+                                    const plan::PlanSummary &summary,
+                                    const std::string &streamOrder) {
   const Plan &p = loaded.plan();
   const fb::Header &h = *p.header();
   const fb::PlanOptions &o = *h.options();
@@ -273,7 +276,8 @@ std::shared_ptr<Object> buildReport(const std::string &path,
       .add("hook_instructions", summary.hookInstructions)
       .add("persistent_buffers", summary.persistentBuffers)
       .add("transient_buffers", summary.transientBuffers)
-      .add("events", p.events() ? p.events()->size() : 0u);
+      .add("events", p.events() ? p.events()->size() : 0u)
+      .add("stream_order", streamOrder);
   report->add("program", program);
 
   Value::List buckets;
@@ -382,7 +386,8 @@ std::shared_ptr<Object> buildReport(const std::string &path,
 
 /// The text form: the same facts, laid out for reading.
 std::string formatText(const std::string &path, const plan::LoadedPlan &loaded,
-                       const plan::PlanSummary &s) {
+                       const plan::PlanSummary &s,
+                       const std::string &streamOrder) {
   const Plan &p = loaded.plan();
   const fb::Header &h = *p.header();
   const fb::PlanOptions &o = *h.options();
@@ -441,6 +446,7 @@ std::string formatText(const std::string &path, const plan::LoadedPlan &loaded,
        s.stepInstructions, " instructions, hooks ", s.hookInstructions,
        "; buffers ", s.persistentBuffers, " persistent, ", s.transientBuffers,
        " transient; ", p.events() ? p.events()->size() : 0, " events");
+  line("stream order  ", streamOrder);
   line("buckets       ", s.buckets.size());
   for (const plan::BucketSummary &b : s.buckets)
     line(absl::StrFormat("  %-4s %3d collectives %12s  %s",
@@ -575,12 +581,26 @@ absl::Status Inspect(const InspectOptions &options, std::string &out) {
                          ? ""
                          : absl::StrCat(" (and no world size from 1 to ",
                                         kMaxSearched, " fits the plan)")));
+  // Whether a GPU, running the streams concurrently, computes what the CPU
+  // does (StreamOrder.h).
+  std::string streamOrder = "ok: events order every cross-stream conflict";
+  absl::StatusOr<plan::WorldBinding> binding =
+      plan::BindWorldSize(*loaded, worldSize);
+  absl::StatusOr<runtime::ArenaLayout> layout =
+      binding.ok() ? runtime::LayOutArenas(*loaded, *binding)
+                   : absl::StatusOr<runtime::ArenaLayout>(binding.status());
+  absl::Status order = layout.ok()
+                           ? runtime::CheckStreamOrder(*loaded, *layout)
+                           : layout.status();
+  if (!order.ok())
+    streamOrder = absl::StrCat("UNORDERED: ", order.message());
   if (options.format == InspectFormat::Json) {
     out.clear();
-    writeJson(buildReport(options.planPath, *loaded, *summary), 0, out);
+    writeJson(buildReport(options.planPath, *loaded, *summary, streamOrder), 0,
+              out);
     out += "\n";
   } else {
-    out = formatText(options.planPath, *loaded, *summary);
+    out = formatText(options.planPath, *loaded, *summary, streamOrder);
   }
   return absl::OkStatus();
 }

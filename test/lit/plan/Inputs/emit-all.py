@@ -3,7 +3,10 @@ file's own plans) with `mdc -o`, inspects each plan with `mdrun --inspect`,
 and compares the per-rank memory `mdrun --inspect --world-size N` reports
 with what `mdc --explain --world-size N` predicts for the same plan at
 N = 1, 2, 4, 8 (emitting a plan pinned to N, so that the compiler and the
-runtime look at the same program). Prints one line per model and plan;
+runtime look at the same program); --inspect must also find every
+cross-stream conflict ordered by the plan's events (the runtime's
+StreamOrder check, what makes a GPU compute what the CPU does). Prints one
+line per model and plan;
 exits 1 on the first disagreement.
 
   emit-all.py MODELS_DIR WORK_DIR
@@ -72,11 +75,16 @@ def main():
                     fail("%s: buffers without the compiler's categories"
                          % pinned)
                 reported.pop("peak_at")
+                order = json.loads(inspect.stdout)["program"]["stream_order"]
+                if not order.startswith("ok"):
+                    fail("%s %s W=%d: the streams are not ordered: %s"
+                         % (name, plan, w, order))
                 if predicted != reported:
                     fail("%s %s W=%d: mdc --explain %s, mdrun --inspect %s"
                          % (name, plan, w, predicted, reported))
                 compared.append(str(w))
-            print("%s %s: emitted, inspected, memory equal at W = %s"
+            print("%s %s: emitted, inspected, memory equal and streams "
+                  "ordered at W = %s"
                   % (name, plan, ", ".join(compared) or "none"))
 
 

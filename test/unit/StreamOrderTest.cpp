@@ -1,0 +1,182 @@
+//===- StreamOrderTest.cpp - cross-stream conflicts need events ------------===//
+//
+// CheckStreamOrder on small two-stream programs: ordered by events (OK), a
+// missing wait before a collective reads what compute wrote, a missing wait
+// before compute reads what a collective wrote, and the arena-reuse case a
+// CPU can never show: a collective's result placed on bytes the compute
+// stream still uses while the collective may already run. PlanBuilder
+// reserves a comm-stream result from the moment its instruction can start,
+// which removes that conflict; the same plan with the result's interval
+// starting at the instruction itself is refused. And the executor refuses
+// an unordered plan on a backend whose streams run concurrently.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/core/StreamOrder.h"
+
+#include <unistd.h>
+
+#include <memory>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "absl/strings/str_format.h"
+#include "runtime/core/Executor.h"
+#include "runtime/cpu/CpuBackend.h"
+#include "runtime/plan/PlanBuilder.h"
+#include "runtime/shm/ShmComm.h"
+#include "test/plan/ExamplePlans.h"
+
+namespace md::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+using plan::PlanBuilder;
+using DT = fb::DType;
+using Op = fb::Opcode;
+
+struct Program {
+  PlanBuilder builder = plan::examples::MinimalPlan();
+  int32_t step = 0;
+  int32_t a = 0, t = 0, u = 0, b = 0, y = 0;
+  int32_t producedA = -1, reduced = -1;
+};
+
+/// step: [0] batch x; [1] a = relu x (records e0); [2] t = relu x;
+/// [3] u = relu t; [4] b = all_reduce a on the comm stream (waits for e0,
+/// records e1); [5] y = b + u (waits for e1). `waitBeforeReduce` and
+/// `waitAfterReduce` drop a wait.
+Program makeProgram(bool waitBeforeReduce = true,
+                    bool waitAfterReduce = true) {
+  Program p;
+  PlanBuilder &b = p.builder;
+  p.step = b.plan().step_block;
+  int32_t x = b.plan().blocks[p.step]->instructions[0]->outputs[0];
+  b.plan().buffers[x]->block = -1; // its uses grow: infer its interval again
+  p.a = b.addBuffer(PlanBuilder::full("a", DT::F32, {4, 2}));
+  p.t = b.addBuffer(PlanBuilder::full("t", DT::F32, {4, 2}));
+  p.u = b.addBuffer(PlanBuilder::full("u", DT::F32, {4, 2}));
+  p.b = b.addBuffer(PlanBuilder::full("b", DT::F32, {4, 2}));
+  p.y = b.addBuffer(PlanBuilder::full("y", DT::F32, {4, 2}));
+  p.producedA = b.addEvent("a_ready");
+  p.reduced = b.addEvent("b_ready");
+  b.add(p.step, Op::Relu, {x}, {p.a}).record = p.producedA;
+  b.add(p.step, Op::Relu, {x}, {p.t});
+  b.add(p.step, Op::Relu, {p.t}, {p.u});
+  fb::InstructionT &reduce = b.add(p.step, Op::AllReduce, {p.a}, {p.b});
+  reduce.ints = {0, 0, -1}; // world, sum, no bucket
+  reduce.stream = 1;
+  reduce.record = p.reduced;
+  if (waitBeforeReduce)
+    reduce.waits = {p.producedA};
+  fb::InstructionT &add = b.add(p.step, Op::Add, {p.b, p.u}, {p.y});
+  if (waitAfterReduce)
+    add.waits = {p.reduced};
+  return p;
+}
+
+absl::Status check(const std::vector<uint8_t> &bytes) {
+  absl::StatusOr<plan::LoadedPlan> loaded = plan::LoadPlan(bytes, {});
+  if (!loaded.ok())
+    return loaded.status();
+  absl::StatusOr<plan::WorldBinding> world = plan::BindWorldSize(*loaded, 1);
+  if (!world.ok())
+    return world.status();
+  absl::StatusOr<ArenaLayout> layout = LayOutArenas(*loaded, *world);
+  if (!layout.ok())
+    return layout.status();
+  return CheckStreamOrder(*loaded, *layout);
+}
+
+std::vector<uint8_t> finish(Program &p) {
+  absl::Status s = p.builder.inferLiveness();
+  EXPECT_TRUE(s.ok()) << s;
+  return p.builder.finish();
+}
+
+TEST(StreamOrder, EventsOrderEveryConflict) {
+  Program p = makeProgram();
+  absl::Status s = check(finish(p));
+  EXPECT_TRUE(s.ok()) << s.message();
+}
+
+TEST(StreamOrder, ACollectiveThatDoesNotWaitForItsInput) {
+  Program p = makeProgram(/*waitBeforeReduce=*/false);
+  absl::Status s = check(finish(p));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(),
+              HasSubstr("blocks[0].instructions[4] (all_reduce on stream 1) "
+                        "reads bytes that blocks[0].instructions[1] (relu on "
+                        "stream 0) writes"));
+  EXPECT_THAT(s.message(), HasSubstr("its events cover nothing of stream 0"));
+}
+
+TEST(StreamOrder, ComputeThatDoesNotWaitForACollective) {
+  Program p = makeProgram(true, /*waitAfterReduce=*/false);
+  absl::Status s = check(finish(p));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(),
+              HasSubstr("blocks[0].instructions[5] (add on stream 0) reads "
+                        "bytes that blocks[0].instructions[4] (all_reduce on "
+                        "stream 1) writes"));
+}
+
+TEST(StreamOrder, ACollectivesResultIsReservedFromWhenItCanStart) {
+  // The all-reduce may run as soon as [1] is done, concurrently with [2]
+  // and [3]: its result b lives from [2] on, so it cannot take t's bytes.
+  Program p = makeProgram();
+  std::vector<uint8_t> bytes = finish(p);
+  EXPECT_EQ(p.builder.plan().buffers[p.b]->first, 2);
+  EXPECT_TRUE(check(bytes).ok());
+
+  // With b's interval starting at the all-reduce itself, t ([2, 3]) and b
+  // may share bytes, which a GPU would race on.
+  p.builder.plan().buffers[p.b]->first = 4;
+  absl::Status s = check(p.builder.finish());
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("(all_reduce on stream 1) writes bytes "
+                                     "that blocks[0].instructions[2] (relu on "
+                                     "stream 0) writes"));
+  EXPECT_THAT(s.message(), HasSubstr("'b'"));
+  EXPECT_THAT(s.message(), HasSubstr("'t'"));
+}
+
+/// The CPU backend, claiming that its streams run concurrently.
+class ConcurrentCpu final : public cpu::CpuBackend {
+public:
+  ConcurrentCpu() : cpu::CpuBackend(1) {}
+  bool concurrentStreams() const override { return true; }
+};
+
+TEST(StreamOrder, TheExecutorRefusesAnUnorderedPlanOnConcurrentStreams) {
+  Program p = makeProgram(/*waitBeforeReduce=*/false);
+  absl::StatusOr<plan::LoadedPlan> loaded = plan::LoadPlan(finish(p), {});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  shm::ShmCommOptions co;
+  co.jobId = absl::StrFormat("stream-order-%d", getpid());
+  co.rank = 0;
+  co.worldSize = 1;
+  absl::StatusOr<std::unique_ptr<shm::ShmComm>> comm = shm::ShmComm::create(co);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+
+  ConcurrentCpu concurrent;
+  absl::StatusOr<std::unique_ptr<Executor>> refused =
+      Executor::Create(*loaded, 1, concurrent, **comm, ExecutorOptions{});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("the plan cannot run on the cpu backend, whose "
+                        "streams run concurrently: blocks[0].instructions[4] "
+                        "(all_reduce on stream 1) reads bytes"));
+
+  // In program order there is no race: the same plan gets past the check.
+  cpu::CpuBackend inOrder(1);
+  absl::StatusOr<std::unique_ptr<Executor>> accepted =
+      Executor::Create(*loaded, 1, inOrder, **comm, ExecutorOptions{});
+  if (!accepted.ok())
+    EXPECT_THAT(accepted.status().message(),
+                ::testing::Not(HasSubstr("concurrently")));
+}
+
+} // namespace
+} // namespace md::runtime
