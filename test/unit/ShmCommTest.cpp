@@ -17,7 +17,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -35,11 +34,6 @@ namespace {
 
 using namespace md::runtime;
 using namespace md::commtest;
-
-std::string uniqueJobId() {
-  static std::atomic<int> counter{0};
-  return absl::StrFormat("test-%d-%d", getpid(), counter++);
-}
 
 bool segmentExists(const std::string &jobId) {
   int fd = shm_open(ShmComm::segmentName(jobId).c_str(), O_RDONLY, 0);
