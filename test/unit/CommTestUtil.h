@@ -526,6 +526,13 @@ inline void checkConformance(Ranks &ranks, int world,
   checkCases(ranks, world, conformanceCases(world), reduce);
 }
 
+/// The world sizes the conformance suites run at, and their test names
+/// ("W3").
+inline auto worldSizes() { return ::testing::Values(1, 2, 3, 4); }
+inline std::string worldSizeName(const ::testing::TestParamInfo<int> &info) {
+  return absl::StrFormat("W%d", info.param);
+}
+
 //===----------------------------------------------------------------------===//
 // Sub-groups of the 2-D mesh
 //===----------------------------------------------------------------------===//
@@ -535,6 +542,15 @@ struct MeshCase {
 };
 inline void PrintTo(const MeshCase &c, std::ostream *os) {
   *os << "world " << c.world << ", shard groups of " << c.shard;
+}
+
+/// The meshes the sub-group suites run on, and their test names ("W4S2").
+inline auto meshCases() {
+  return ::testing::Values(MeshCase{4, 2}, MeshCase{6, 3}, MeshCase{4, 1},
+                           MeshCase{3, 3});
+}
+inline std::string meshName(const ::testing::TestParamInfo<MeshCase> &info) {
+  return absl::StrFormat("W%dS%d", info.param.world, info.param.shard);
 }
 
 /// HSDP's pattern: reduce-scatter in the shard group, all-reduce of the
@@ -605,6 +621,16 @@ struct MeshPattern {
           expected(bc, repl.index, inputsOf(bc, 5, repl), reduce)})
       want.insert(want.end(), part.begin(), part.end());
     return want;
+  }
+
+  /// Checks what run() left in every rank's record.
+  void check(Ranks &ranks, Reducer reduce = referenceReduceAll) const {
+    for (int rank = 0; rank < world; ++rank) {
+      SCOPED_TRACE(rank);
+      std::vector<uint8_t> want = expectedFor(rank, reduce);
+      EXPECT_EQ(std::memcmp(ranks.rank(rank).data, want.data(), want.size()),
+                0);
+    }
   }
 };
 

@@ -67,10 +67,8 @@ protected:
 class ShmConformance : public ShmCommTest,
                        public ::testing::WithParamInterface<int> {};
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmConformance, ::testing::Values(1, 2, 3, 4),
-                         [](const ::testing::TestParamInfo<int> &info) {
-                           return absl::StrFormat("W%d", info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmConformance, worldSizes(),
+                         worldSizeName);
 
 TEST_P(ShmConformance, EveryCollectiveMatchesTheReferenceOnEveryRank) {
   const int world = GetParam();
@@ -128,13 +126,7 @@ TEST_F(ShmCommTest, ReductionsAreTheSameBitsOnEveryRankAndEveryRun) {
 
 class ShmMesh : public ShmCommTest, public ::testing::WithParamInterface<MeshCase> {};
 
-INSTANTIATE_TEST_SUITE_P(Meshes, ShmMesh,
-                         ::testing::Values(MeshCase{4, 2}, MeshCase{6, 3},
-                                           MeshCase{4, 1}, MeshCase{3, 3}),
-                         [](const ::testing::TestParamInfo<MeshCase> &info) {
-                           return absl::StrFormat("W%dS%d", info.param.world,
-                                                  info.param.shard);
-                         });
+INSTANTIATE_TEST_SUITE_P(Meshes, ShmMesh, meshCases(), meshName);
 
 TEST_P(ShmMesh, ShardAndReplicateGroupsRunSideBySide) {
   const MeshPattern pattern(GetParam().world, GetParam().shard);
@@ -151,11 +143,7 @@ TEST_P(ShmMesh, ShardAndReplicateGroupsRunSideBySide) {
         return true;
       });
   ASSERT_EQ(failures, "");
-  for (int rank = 0; rank < pattern.world; ++rank) {
-    SCOPED_TRACE(rank);
-    std::vector<uint8_t> want = pattern.expectedFor(rank);
-    EXPECT_EQ(std::memcmp(ranks_.rank(rank).data, want.data(), want.size()), 0);
-  }
+  pattern.check(ranks_);
 }
 
 //===----------------------------------------------------------------------===//
