@@ -212,8 +212,9 @@ absl::Status checkCollectiveCall(const char *comm, const Mesh &mesh, int rank,
                                  const Group &group, const CollectiveDesc &call,
                                  const void *send, const void *recv) {
   auto prefixed = [&](const absl::Status &s) {
-    return s.ok() ? s
-                  : absl::Status(s.code(), absl::StrCat(comm, ": ", s.message()));
+    return s.ok()
+               ? s
+               : absl::Status(s.code(), absl::StrCat(comm, ": ", s.message()));
   };
   const char *op = call.name();
   if (absl::Status s = checkOwnGroup(mesh, rank, group, op); !s.ok())
@@ -221,12 +222,12 @@ absl::Status checkCollectiveCall(const char *comm, const Mesh &mesh, int rank,
   const auto c = static_cast<Collective>(call.collective);
   if (c == Collective::barrier)
     return absl::OkStatus();
-  if (c == Collective::broadcast && (call.root < 0 || call.root >= group.size()))
+  if (c == Collective::broadcast &&
+      (call.root < 0 || call.root >= group.size()))
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: broadcast: root %d is not an index of group %s",
                         comm, call.root, group.str()));
-  const bool readsSend =
-      c != Collective::broadcast || group.index == call.root;
+  const bool readsSend = c != Collective::broadcast || group.index == call.root;
   return prefixed(checkCollectiveBuffers(op, static_cast<DType>(call.dtype),
                                          call.count, group.size(),
                                          readsSend ? send : recv, recv));

@@ -68,9 +68,9 @@ constexpr uint32_t kVersion = 1;
 constexpr int64_t kPage = 4096;
 
 std::string describeDesc(const CollectiveDesc &d) {
-  std::string s = absl::StrFormat(
-      "%s #%d on group %s", d.name(), d.seq,
-      groupKindName(static_cast<GroupKind>(d.groupKind)));
+  std::string s =
+      absl::StrFormat("%s #%d on group %s", d.name(), d.seq,
+                      groupKindName(static_cast<GroupKind>(d.groupKind)));
   if (d.collective == uint32_t(Collective::barrier))
     return s;
   return absl::StrCat(s, " (", d.args(), ")");
@@ -522,9 +522,8 @@ absl::Status ShmComm::allGather(const void *send, void *recv,
                                 int64_t sendCount, DType dtype,
                                 const Group &group) {
   Op op;
-  MD_RETURN_IF_ERROR(start(op, group,
-                           CollectiveDesc::allGather(dtype, sendCount), send,
-                           recv));
+  MD_RETURN_IF_ERROR(start(
+      op, group, CollectiveDesc::allGather(dtype, sendCount), send, recv));
   op.elemBytes = dtypeSize(dtype);
   op.chunkElems = options_.slotBytes / op.elemBytes;
   const int64_t es = op.elemBytes;
@@ -544,9 +543,9 @@ absl::Status ShmComm::reduceScatter(const void *send, void *recv,
                                     int64_t recvCount, DType dtype,
                                     ReduceOp reduceOp, const Group &group) {
   Op op;
-  MD_RETURN_IF_ERROR(
-      start(op, group, CollectiveDesc::reduceScatter(dtype, recvCount, reduceOp),
-            send, recv));
+  MD_RETURN_IF_ERROR(start(
+      op, group, CollectiveDesc::reduceScatter(dtype, recvCount, reduceOp),
+      send, recv));
   op.elemBytes = dtypeSize(dtype);
   const int n = group.size();
   const int64_t es = op.elemBytes;
@@ -596,9 +595,8 @@ absl::Status ShmComm::allReduce(const void *send, void *recv, int64_t count,
 absl::Status ShmComm::broadcast(const void *send, void *recv, int64_t count,
                                 DType dtype, int root, const Group &group) {
   Op op;
-  MD_RETURN_IF_ERROR(start(op, group,
-                           CollectiveDesc::broadcast(dtype, count, root), send,
-                           recv));
+  MD_RETURN_IF_ERROR(start(
+      op, group, CollectiveDesc::broadcast(dtype, count, root), send, recv));
   op.elemBytes = dtypeSize(dtype);
   op.chunkElems = options_.slotBytes / op.elemBytes;
   const int64_t es = op.elemBytes;
@@ -620,8 +618,8 @@ absl::Status ShmComm::broadcast(const void *send, void *recv, int64_t count,
 
 absl::Status ShmComm::barrier(const Group &group) {
   Op op;
-  MD_RETURN_IF_ERROR(start(op, group, CollectiveDesc::barrier(), nullptr,
-                           nullptr));
+  MD_RETURN_IF_ERROR(
+      start(op, group, CollectiveDesc::barrier(), nullptr, nullptr));
   op.chunkElems = 1;
   return run(op);
 }
