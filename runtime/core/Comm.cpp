@@ -138,6 +138,101 @@ absl::Status checkCollectiveBuffers(const char *op, DType dtype, int64_t count,
   return absl::OkStatus();
 }
 
+namespace {
+
+CollectiveDesc makeDesc(Collective c, DType dtype, int64_t count) {
+  CollectiveDesc d;
+  d.collective = uint32_t(c);
+  d.dtype = uint32_t(dtype);
+  d.count = count;
+  return d;
+}
+
+} // namespace
+
+CollectiveDesc CollectiveDesc::allGather(DType dtype, int64_t sendCount) {
+  return makeDesc(Collective::all_gather, dtype, sendCount);
+}
+
+CollectiveDesc CollectiveDesc::reduceScatter(DType dtype, int64_t recvCount,
+                                             ReduceOp op) {
+  CollectiveDesc d = makeDesc(Collective::reduce_scatter, dtype, recvCount);
+  d.reduce = uint32_t(op);
+  return d;
+}
+
+CollectiveDesc CollectiveDesc::allReduce(DType dtype, int64_t count,
+                                         ReduceOp op) {
+  CollectiveDesc d = makeDesc(Collective::all_reduce, dtype, count);
+  d.reduce = uint32_t(op);
+  return d;
+}
+
+CollectiveDesc CollectiveDesc::broadcast(DType dtype, int64_t count, int root) {
+  CollectiveDesc d = makeDesc(Collective::broadcast, dtype, count);
+  d.root = root;
+  return d;
+}
+
+CollectiveDesc CollectiveDesc::barrier() {
+  CollectiveDesc d;
+  d.collective = uint32_t(Collective::barrier);
+  return d;
+}
+
+bool CollectiveDesc::operator==(const CollectiveDesc &o) const {
+  return seq == o.seq && collective == o.collective &&
+         groupKind == o.groupKind && groupSize == o.groupSize &&
+         dtype == o.dtype && reduce == o.reduce && root == o.root &&
+         count == o.count;
+}
+
+const char *CollectiveDesc::name() const {
+  return collective <= uint32_t(Collective::barrier)
+             ? collectiveName(Collective(collective))
+             : "collective?";
+}
+
+std::string CollectiveDesc::args() const {
+  const uint32_t c = collective;
+  if (c == uint32_t(Collective::barrier))
+    return "";
+  const char *type =
+      dtype <= uint32_t(DType::i64) ? dtypeName(DType(dtype)) : "dtype?";
+  std::string s = absl::StrFormat("%s x %d", type, count);
+  if (c == uint32_t(Collective::all_reduce) ||
+      c == uint32_t(Collective::reduce_scatter))
+    absl::StrAppend(&s, ", ", reduceOpName(static_cast<ReduceOp>(reduce)));
+  if (c == uint32_t(Collective::broadcast))
+    absl::StrAppendFormat(&s, ", root %d", root);
+  return s;
+}
+
+absl::Status checkCollectiveCall(const char *comm, const Mesh &mesh, int rank,
+                                 const Group &group, const CollectiveDesc &call,
+                                 const void *send, const void *recv) {
+  auto prefixed = [&](const absl::Status &s) {
+    return s.ok()
+               ? s
+               : absl::Status(s.code(), absl::StrCat(comm, ": ", s.message()));
+  };
+  const char *op = call.name();
+  if (absl::Status s = checkOwnGroup(mesh, rank, group, op); !s.ok())
+    return prefixed(s);
+  const auto c = static_cast<Collective>(call.collective);
+  if (c == Collective::barrier)
+    return absl::OkStatus();
+  if (c == Collective::broadcast &&
+      (call.root < 0 || call.root >= group.size()))
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: broadcast: root %d is not an index of group %s",
+                        comm, call.root, group.str()));
+  const bool readsSend = c != Collective::broadcast || group.index == call.root;
+  return prefixed(checkCollectiveBuffers(op, static_cast<DType>(call.dtype),
+                                         call.count, group.size(),
+                                         readsSend ? send : recv, recv));
+}
+
 int64_t ShardLayout::validNumel(int index) const {
   int64_t begin = shardOffset(index);
   return std::clamp<int64_t>(numel - begin, 0, shardNumel());

@@ -91,6 +91,36 @@ absl::Status checkMesh(const Mesh &mesh);
 /// The group of `kind` that `rank` belongs to.
 absl::StatusOr<Group> meshGroup(const Mesh &mesh, GroupKind kind, int rank);
 
+/// One collective call, in the fields every member of its group must agree
+/// on: ShmComm publishes it in its segment and TcpComm sends it in its
+/// frames, so its layout is part of both protocols. Fields the collective
+/// does not use stay 0; the comm sets seq and the group when the call runs.
+/// A peer's description may hold any values: name() and args() print
+/// unknown ones as "collective?" and "dtype?".
+struct CollectiveDesc {
+  uint64_t seq = 0;        // this rank's count of collectives on the group kind
+  uint32_t collective = 0; // a Collective
+  uint32_t groupKind = 0;  // a GroupKind
+  int32_t groupSize = 0;
+  uint32_t dtype = 0;  // a DType
+  uint32_t reduce = 0; // a ReduceOp
+  int32_t root = 0;
+  int64_t count = 0; // NCCL's, as the Comm methods take it
+
+  static CollectiveDesc allGather(DType dtype, int64_t sendCount);
+  static CollectiveDesc reduceScatter(DType dtype, int64_t recvCount,
+                                      ReduceOp op);
+  static CollectiveDesc allReduce(DType dtype, int64_t count, ReduceOp op);
+  static CollectiveDesc broadcast(DType dtype, int64_t count, int root);
+  static CollectiveDesc barrier();
+
+  bool operator==(const CollectiveDesc &o) const;
+  /// "all_reduce".
+  const char *name() const;
+  /// "f32 x 8, sum", "bf16 x 4, root 1", "i64 x 3"; "" for a barrier.
+  std::string args() const;
+};
+
 /// The checks of a collective's arguments that a rank can make alone, which
 /// every comm shares. Messages start with the collective ("all_reduce:
 /// ..."); the comm prefixes its name. `group` must be `rank`'s own group of
@@ -102,6 +132,14 @@ absl::Status checkOwnGroup(const Mesh &mesh, int rank, const Group &group,
 absl::Status checkCollectiveBuffers(const char *op, DType dtype, int64_t count,
                                     int groupSize, const void *send,
                                     const void *recv);
+/// What the host comms check before a collective, in this order:
+/// checkOwnGroup; for a broadcast, a root that indexes the group; for all
+/// but a barrier, checkCollectiveBuffers (a broadcast reads `send` on its
+/// root only). Messages start with `comm` ("shm: broadcast: root 2 is not
+/// an index of group world [0, 1]").
+absl::Status checkCollectiveCall(const char *comm, const Mesh &mesh, int rank,
+                                 const Group &group, const CollectiveDesc &call,
+                                 const void *send, const void *recv);
 
 /// A flat buffer of `numel` elements split into `parts` equal shards of
 /// ceil(numel / parts) elements; the last shards hold padding.

@@ -71,53 +71,9 @@ constexpr size_t kMaxReport = size_t(64) << 10;
 
 enum FrameType : uint32_t { kCall = 1, kData = 2, kError = 3 };
 
-enum class Collective : uint32_t {
-  all_gather,
-  reduce_scatter,
-  all_reduce,
-  broadcast,
-  barrier
-};
-
-const char *collectiveName(uint32_t c) {
-  switch (static_cast<Collective>(c)) {
-  case Collective::all_gather:
-    return "all_gather";
-  case Collective::reduce_scatter:
-    return "reduce_scatter";
-  case Collective::all_reduce:
-    return "all_reduce";
-  case Collective::broadcast:
-    return "broadcast";
-  case Collective::barrier:
-    return "barrier";
-  }
-  return "collective?";
-}
-
-/// What a rank is doing; the fields of a call frame, equal on every member
-/// of a collective.
-struct CallDesc {
-  uint64_t seq = 0;
-  uint32_t collective = 0;
-  uint32_t groupKind = 0;
-  int32_t groupSize = 0;
-  uint32_t dtype = 0;
-  uint32_t reduce = 0;
-  int32_t root = 0;
-  int64_t count = 0;
-
-  bool operator==(const CallDesc &o) const {
-    return seq == o.seq && collective == o.collective &&
-           groupKind == o.groupKind && groupSize == o.groupSize &&
-           dtype == o.dtype && reduce == o.reduce && root == o.root &&
-           count == o.count;
-  }
-};
-
 struct Frame {
   uint32_t type = 0;
-  CallDesc call;
+  CollectiveDesc call;
   int32_t rank = 0;
   int32_t code = 0;
   uint64_t bodyBytes = 0;
@@ -179,19 +135,10 @@ std::string decodeHello(std::string_view bytes, Hello *h) {
   return "";
 }
 
-std::string describeCall(const CallDesc &d, const std::string &group) {
-  std::string s = collectiveName(d.collective);
-  auto c = static_cast<Collective>(d.collective);
-  if (c != Collective::barrier) {
-    const char *dtype =
-        d.dtype <= uint32_t(DType::i64) ? dtypeName(DType(d.dtype)) : "dtype?";
-    absl::StrAppendFormat(&s, "(%s x %d", dtype, d.count);
-    if (c == Collective::all_reduce || c == Collective::reduce_scatter)
-      absl::StrAppend(&s, ", ", reduceOpName(static_cast<ReduceOp>(d.reduce)));
-    if (c == Collective::broadcast)
-      absl::StrAppendFormat(&s, ", root %d", d.root);
-    s += ")";
-  }
+std::string describeCall(const CollectiveDesc &d, const std::string &group) {
+  std::string s = d.name();
+  if (d.collective != uint32_t(Collective::barrier))
+    absl::StrAppend(&s, "(", d.args(), ")");
   return absl::StrFormat("%s #%d on %s", s, d.seq, group);
 }
 
@@ -232,7 +179,7 @@ uint64_t randomJob() {
 /// One collective in flight, and where its bytes go chunk by chunk.
 struct TcpComm::Op {
   const Group *group = nullptr;
-  CallDesc desc{};
+  CollectiveDesc desc;
   const char *send = nullptr;
   char *recv = nullptr;
   int64_t es = 0; // element bytes
@@ -641,13 +588,6 @@ uint64_t TcpComm::sequence(GroupKind kind) const {
   return k >= 0 && k < 3 ? seq_[k] : 0;
 }
 
-absl::Status TcpComm::checkGroup(const Group &group, const char *op) const {
-  absl::Status s = checkOwnGroup(mesh_, options_.rank, group, op);
-  if (s.ok())
-    return s;
-  return absl::Status(s.code(), absl::StrCat("tcp: ", s.message()));
-}
-
 absl::Status TcpComm::fail(absl::Status status) {
   failed_ = status;
   Frame f;
@@ -733,9 +673,17 @@ absl::Status TcpComm::readReport(const Op &op, int peer) {
                                       op.str(), peer, msg));
 }
 
-absl::Status TcpComm::run(Op &op) {
+absl::Status TcpComm::run(const CollectiveDesc &call, const Group &group,
+                          const void *send, void *recv) {
+  MD_RETURN_IF_ERROR(checkCollectiveCall("tcp", mesh_, options_.rank, group,
+                                         call, send, recv));
   if (!failed_.ok())
     return failed_;
+  Op op;
+  op.group = &group;
+  op.desc = call;
+  op.send = static_cast<const char *>(send);
+  op.recv = static_cast<char *>(recv);
   const int k = static_cast<int>(op.group->kind);
   op.desc.seq = ++seq_[k];
   op.desc.groupKind = uint32_t(k);
@@ -968,95 +916,32 @@ absl::Status TcpComm::runMember(Op &op) {
 // The collectives
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-absl::Status checkBuffers(const char *op, DType dtype, int64_t count,
-                          int groupSize, const void *send, const void *recv) {
-  absl::Status s =
-      checkCollectiveBuffers(op, dtype, count, groupSize, send, recv);
-  if (s.ok())
-    return s;
-  return absl::Status(s.code(), absl::StrCat("tcp: ", s.message()));
-}
-
-} // namespace
-
 absl::Status TcpComm::allGather(const void *send, void *recv, int64_t sendCount,
                                 DType dtype, const Group &group) {
-  MD_RETURN_IF_ERROR(checkGroup(group, "all_gather"));
-  MD_RETURN_IF_ERROR(
-      checkBuffers("all_gather", dtype, sendCount, group.size(), send, recv));
-  Op op;
-  op.group = &group;
-  op.desc.collective = uint32_t(Collective::all_gather);
-  op.desc.dtype = uint32_t(dtype);
-  op.desc.count = sendCount;
-  op.send = static_cast<const char *>(send);
-  op.recv = static_cast<char *>(recv);
-  return run(op);
+  return run(CollectiveDesc::allGather(dtype, sendCount), group, send, recv);
 }
 
 absl::Status TcpComm::reduceScatter(const void *send, void *recv,
                                     int64_t recvCount, DType dtype,
                                     ReduceOp reduceOp, const Group &group) {
-  MD_RETURN_IF_ERROR(checkGroup(group, "reduce_scatter"));
-  MD_RETURN_IF_ERROR(checkBuffers("reduce_scatter", dtype, recvCount,
-                                  group.size(), send, recv));
-  Op op;
-  op.group = &group;
-  op.desc.collective = uint32_t(Collective::reduce_scatter);
-  op.desc.dtype = uint32_t(dtype);
-  op.desc.reduce = uint32_t(reduceOp);
-  op.desc.count = recvCount;
-  op.send = static_cast<const char *>(send);
-  op.recv = static_cast<char *>(recv);
-  return run(op);
+  return run(CollectiveDesc::reduceScatter(dtype, recvCount, reduceOp), group,
+             send, recv);
 }
 
 absl::Status TcpComm::allReduce(const void *send, void *recv, int64_t count,
                                 DType dtype, ReduceOp reduceOp,
                                 const Group &group) {
-  MD_RETURN_IF_ERROR(checkGroup(group, "all_reduce"));
-  MD_RETURN_IF_ERROR(
-      checkBuffers("all_reduce", dtype, count, group.size(), send, recv));
-  Op op;
-  op.group = &group;
-  op.desc.collective = uint32_t(Collective::all_reduce);
-  op.desc.dtype = uint32_t(dtype);
-  op.desc.reduce = uint32_t(reduceOp);
-  op.desc.count = count;
-  op.send = static_cast<const char *>(send);
-  op.recv = static_cast<char *>(recv);
-  return run(op);
+  return run(CollectiveDesc::allReduce(dtype, count, reduceOp), group, send,
+             recv);
 }
 
 absl::Status TcpComm::broadcast(const void *send, void *recv, int64_t count,
                                 DType dtype, int root, const Group &group) {
-  MD_RETURN_IF_ERROR(checkGroup(group, "broadcast"));
-  if (root < 0 || root >= group.size())
-    return absl::InvalidArgumentError(
-        absl::StrFormat("tcp: broadcast: root %d is not an index of group %s",
-                        root, group.str()));
-  // Only the root's send buffer is read (NCCL's rule).
-  MD_RETURN_IF_ERROR(checkBuffers("broadcast", dtype, count, group.size(),
-                                  group.index == root ? send : recv, recv));
-  Op op;
-  op.group = &group;
-  op.desc.collective = uint32_t(Collective::broadcast);
-  op.desc.dtype = uint32_t(dtype);
-  op.desc.root = root;
-  op.desc.count = count;
-  op.send = static_cast<const char *>(send);
-  op.recv = static_cast<char *>(recv);
-  return run(op);
+  return run(CollectiveDesc::broadcast(dtype, count, root), group, send, recv);
 }
 
 absl::Status TcpComm::barrier(const Group &group) {
-  MD_RETURN_IF_ERROR(checkGroup(group, "barrier"));
-  Op op;
-  op.group = &group;
-  op.desc.collective = uint32_t(Collective::barrier);
-  return run(op);
+  return run(CollectiveDesc::barrier(), group, nullptr, nullptr);
 }
 
 } // namespace md::net

@@ -105,8 +105,10 @@ private:
   TcpComm(const TcpCommOptions &options, runtime::Mesh mesh);
 
   absl::Status connectMesh(Listener &listener, uint64_t job);
-  absl::Status checkGroup(const runtime::Group &group, const char *op) const;
-  absl::Status run(Op &op);
+  /// Checks a collective's arguments (checkCollectiveCall), then runs it
+  /// through the hub of `group`.
+  absl::Status run(const runtime::CollectiveDesc &call,
+                   const runtime::Group &group, const void *send, void *recv);
   absl::Status runHub(Op &op);
   absl::Status runMember(Op &op);
   /// Turns the failure of an exchange with the peers `ranks` into the

@@ -67,40 +67,13 @@ constexpr uint64_t kMagic = 0x31306d68732d646dull; // "md-shm01"
 constexpr uint32_t kVersion = 1;
 constexpr int64_t kPage = 4096;
 
-/// What a rank is doing, published in its control block so that the
-/// members of a group can check they agree.
-struct OpDesc {
-  uint64_t seq;
-  uint32_t collective;
-  uint32_t groupKind;
-  int32_t groupSize;
-  uint32_t dtype;
-  uint32_t reduce;
-  int32_t root;
-  int64_t count;
-
-  bool operator==(const OpDesc &o) const {
-    return seq == o.seq && collective == o.collective &&
-           groupKind == o.groupKind && groupSize == o.groupSize &&
-           dtype == o.dtype && reduce == o.reduce && root == o.root &&
-           count == o.count;
-  }
-};
-
-std::string describeDesc(const OpDesc &d) {
-  auto c = static_cast<Collective>(d.collective);
-  std::string s = absl::StrFormat(
-      "%s #%d on group %s", collectiveName(c), d.seq,
-      groupKindName(static_cast<GroupKind>(d.groupKind)));
-  if (c == Collective::barrier)
+std::string describeDesc(const CollectiveDesc &d) {
+  std::string s =
+      absl::StrFormat("%s #%d on group %s", d.name(), d.seq,
+                      groupKindName(static_cast<GroupKind>(d.groupKind)));
+  if (d.collective == uint32_t(Collective::barrier))
     return s;
-  absl::StrAppendFormat(&s, " (%s x %d", dtypeName(static_cast<DType>(d.dtype)),
-                        d.count);
-  if (c == Collective::all_reduce || c == Collective::reduce_scatter)
-    absl::StrAppend(&s, ", ", reduceOpName(static_cast<ReduceOp>(d.reduce)));
-  if (c == Collective::broadcast)
-    absl::StrAppendFormat(&s, ", root %d", d.root);
-  return s + ")";
+  return absl::StrCat(s, " (", d.args(), ")");
 }
 
 struct Header {
@@ -122,7 +95,7 @@ struct alignas(128) RankControl {
   std::atomic<int64_t> pid; // non-zero once the rank has attached
   std::atomic<uint64_t> posted[3];
   std::atomic<uint64_t> done[3];
-  OpDesc desc;
+  CollectiveDesc desc; // the collective the rank is in
 };
 
 // The segment starts zero-filled (ftruncate); an all-zero lock-free atomic
@@ -131,7 +104,7 @@ struct alignas(128) RankControl {
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 static_assert(std::atomic<int64_t>::is_always_lock_free);
-static_assert(std::is_trivially_copyable_v<OpDesc>);
+static_assert(std::is_trivially_copyable_v<CollectiveDesc>);
 
 int64_t roundUp(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
 
@@ -187,7 +160,7 @@ bool validJobId(const std::string &id) {
 /// to this rank's slot and read back from the group's.
 struct ShmComm::Op {
   const Group *group = nullptr;
-  OpDesc desc{};
+  CollectiveDesc desc;
   int64_t elemBytes = 0;
   int64_t chunkElems = 1;
   std::function<void(int64_t begin, int64_t len)> write, read;
@@ -421,11 +394,14 @@ char *ShmComm::slot(int rank) const {
          int64_t(rank) * slotStride_;
 }
 
-absl::Status ShmComm::checkGroup(const Group &group, const char *op) const {
-  absl::Status s = checkOwnGroup(mesh_, options_.rank, group, op);
-  if (s.ok())
-    return s;
-  return absl::Status(s.code(), absl::StrCat("shm: ", s.message()));
+absl::Status ShmComm::start(Op &op, const Group &group,
+                            const CollectiveDesc &call, const void *send,
+                            const void *recv) const {
+  MD_RETURN_IF_ERROR(checkCollectiveCall("shm", mesh_, options_.rank, group,
+                                         call, send, recv));
+  op.group = &group;
+  op.desc = call;
+  return absl::OkStatus();
 }
 
 std::string ShmComm::describe(const Op &op) const {
@@ -496,7 +472,7 @@ absl::Status ShmComm::checkSameCollective(const Op &op) {
   for (int r : op.group->ranks) {
     if (r == options_.rank)
       continue;
-    OpDesc theirs = controlOf(base_, r)->desc;
+    CollectiveDesc theirs = controlOf(base_, r)->desc;
     if (!(theirs == op.desc))
       return fail(absl::FailedPreconditionError(absl::StrFormat(
           "shm: collective mismatch on group %s: rank %d is in %s, rank %d is "
@@ -542,30 +518,12 @@ absl::Status ShmComm::run(Op &op) {
 // The collectives
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-absl::Status checkBuffers(const char *op, DType dtype, int64_t count,
-                          int groupSize, const void *send, const void *recv) {
-  absl::Status s =
-      checkCollectiveBuffers(op, dtype, count, groupSize, send, recv);
-  if (s.ok())
-    return s;
-  return absl::Status(s.code(), absl::StrCat("shm: ", s.message()));
-}
-
-} // namespace
-
 absl::Status ShmComm::allGather(const void *send, void *recv,
                                 int64_t sendCount, DType dtype,
                                 const Group &group) {
-  MD_RETURN_IF_ERROR(checkGroup(group, "all_gather"));
-  MD_RETURN_IF_ERROR(
-      checkBuffers("all_gather", dtype, sendCount, group.size(), send, recv));
   Op op;
-  op.group = &group;
-  op.desc.collective = uint32_t(Collective::all_gather);
-  op.desc.dtype = uint32_t(dtype);
-  op.desc.count = sendCount;
+  MD_RETURN_IF_ERROR(start(
+      op, group, CollectiveDesc::allGather(dtype, sendCount), send, recv));
   op.elemBytes = dtypeSize(dtype);
   op.chunkElems = options_.slotBytes / op.elemBytes;
   const int64_t es = op.elemBytes;
@@ -584,15 +542,10 @@ absl::Status ShmComm::allGather(const void *send, void *recv,
 absl::Status ShmComm::reduceScatter(const void *send, void *recv,
                                     int64_t recvCount, DType dtype,
                                     ReduceOp reduceOp, const Group &group) {
-  MD_RETURN_IF_ERROR(checkGroup(group, "reduce_scatter"));
-  MD_RETURN_IF_ERROR(checkBuffers("reduce_scatter", dtype, recvCount,
-                                  group.size(), send, recv));
   Op op;
-  op.group = &group;
-  op.desc.collective = uint32_t(Collective::reduce_scatter);
-  op.desc.dtype = uint32_t(dtype);
-  op.desc.reduce = uint32_t(reduceOp);
-  op.desc.count = recvCount;
+  MD_RETURN_IF_ERROR(start(
+      op, group, CollectiveDesc::reduceScatter(dtype, recvCount, reduceOp),
+      send, recv));
   op.elemBytes = dtypeSize(dtype);
   const int n = group.size();
   const int64_t es = op.elemBytes;
@@ -617,15 +570,10 @@ absl::Status ShmComm::reduceScatter(const void *send, void *recv,
 absl::Status ShmComm::allReduce(const void *send, void *recv, int64_t count,
                                 DType dtype, ReduceOp reduceOp,
                                 const Group &group) {
-  MD_RETURN_IF_ERROR(checkGroup(group, "all_reduce"));
-  MD_RETURN_IF_ERROR(
-      checkBuffers("all_reduce", dtype, count, group.size(), send, recv));
   Op op;
-  op.group = &group;
-  op.desc.collective = uint32_t(Collective::all_reduce);
-  op.desc.dtype = uint32_t(dtype);
-  op.desc.reduce = uint32_t(reduceOp);
-  op.desc.count = count;
+  MD_RETURN_IF_ERROR(start(op, group,
+                           CollectiveDesc::allReduce(dtype, count, reduceOp),
+                           send, recv));
   op.elemBytes = dtypeSize(dtype);
   op.chunkElems = options_.slotBytes / op.elemBytes;
   const int64_t es = op.elemBytes;
@@ -646,20 +594,9 @@ absl::Status ShmComm::allReduce(const void *send, void *recv, int64_t count,
 
 absl::Status ShmComm::broadcast(const void *send, void *recv, int64_t count,
                                 DType dtype, int root, const Group &group) {
-  MD_RETURN_IF_ERROR(checkGroup(group, "broadcast"));
-  if (root < 0 || root >= group.size())
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "shm: broadcast: root %d is not an index of group %s", root,
-        group.str()));
-  // Only the root's send buffer is read (NCCL's rule).
-  MD_RETURN_IF_ERROR(checkBuffers("broadcast", dtype, count, group.size(),
-                                  group.index == root ? send : recv, recv));
   Op op;
-  op.group = &group;
-  op.desc.collective = uint32_t(Collective::broadcast);
-  op.desc.dtype = uint32_t(dtype);
-  op.desc.root = root;
-  op.desc.count = count;
+  MD_RETURN_IF_ERROR(start(
+      op, group, CollectiveDesc::broadcast(dtype, count, root), send, recv));
   op.elemBytes = dtypeSize(dtype);
   op.chunkElems = options_.slotBytes / op.elemBytes;
   const int64_t es = op.elemBytes;
@@ -680,10 +617,9 @@ absl::Status ShmComm::broadcast(const void *send, void *recv, int64_t count,
 }
 
 absl::Status ShmComm::barrier(const Group &group) {
-  MD_RETURN_IF_ERROR(checkGroup(group, "barrier"));
   Op op;
-  op.group = &group;
-  op.desc.collective = uint32_t(Collective::barrier);
+  MD_RETURN_IF_ERROR(
+      start(op, group, CollectiveDesc::barrier(), nullptr, nullptr));
   op.chunkElems = 1;
   return run(op);
 }

@@ -104,7 +104,11 @@ private:
   absl::Status createSegment();
   absl::Status attachSegment();
   absl::Status waitForAttach();
-  absl::Status checkGroup(const runtime::Group &group, const char *op) const;
+  /// Checks a collective's arguments (checkCollectiveCall) and, if they
+  /// hold, points `op` at the group and the call.
+  absl::Status start(Op &op, const runtime::Group &group,
+                     const runtime::CollectiveDesc &call, const void *send,
+                     const void *recv) const;
   /// The chunked protocol every collective shares.
   absl::Status run(Op &op);
   /// Waits until every other member of op's group has posted (or, with

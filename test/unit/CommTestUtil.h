@@ -1,9 +1,11 @@
 //===- CommTestUtil.h - forked ranks and the conformance cases of the comms -*- C++ -*-===//
 //
-// What ShmCommTest and TcpCommTest share: ranks as forked processes that
-// report through shared memory, the collective cases with every rank's
-// inputs, and the reference they must match. Children never touch gtest; a
-// child that hangs is killed and reported.
+// What the comm suites (ShmCommTest, TcpCommTest, NcclCommTest) share:
+// ranks as forked processes that report through shared memory, the
+// collective cases with every rank's inputs, and the reference they must
+// match. Children never touch gtest; a child that hangs is killed and
+// reported. A case's buffers are host memory, or a backend's (device memory
+// for a device comm).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,7 +18,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -28,14 +32,24 @@
 #include <gtest/gtest.h>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/core/Backend.h"
 #include "runtime/core/Comm.h"
+#include "runtime/core/Status.h"
 #include "runtime/cpu/Bf16.h"
 
 namespace md::commtest {
 
 using namespace md::runtime;
 using Clock = std::chrono::steady_clock;
+
+/// A job id no other test (or test process) uses at the same time.
+inline std::string uniqueJobId() {
+  static std::atomic<int> counter{0};
+  return absl::StrFormat("test-%d-%d", getpid(), counter++);
+}
 
 //===----------------------------------------------------------------------===//
 // Forked ranks
@@ -320,25 +334,92 @@ expected(const Case &c, int index, const std::vector<std::vector<uint8_t>> &in,
   return out;
 }
 
-/// Runs one case on this rank; the output lands in `out`.
+/// "all_reduce bf16 sum x 37 in place".
+inline std::string describe(const Case &c) {
+  const char *kinds[] = {"all_reduce", "reduce_scatter", "all_gather",
+                         "broadcast"};
+  return absl::StrFormat("%s %s %s x %d%s", kinds[int(c.kind)],
+                         dtypeName(c.dtype), reduceOpName(c.op), c.count,
+                         c.inPlace ? " in place" : "");
+}
+
+/// "" when `got` equals `want`, else where they first differ.
+inline std::string difference(const std::vector<uint8_t> &got,
+                              const std::vector<uint8_t> &want) {
+  if (got.size() != want.size())
+    return absl::StrFormat("%d bytes instead of %d", got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i])
+      return absl::StrFormat("byte %d is 0x%02x instead of 0x%02x", i, got[i],
+                             want[i]);
+  return "";
+}
+
+/// Where runCase keeps a case's buffers: host vectors, or with a backend
+/// (the CUDA one for a device comm) that backend's memory, written and read
+/// through it. Each buffer is its own allocation, so that a comm that
+/// strays past one does not land in another.
+class CaseMemory {
+public:
+  explicit CaseMemory(Backend *backend) : backend_(backend) {}
+
+  /// `bytes` of 0xee, so that what the comm leaves unwritten shows.
+  absl::StatusOr<uint8_t *> poisoned(int64_t bytes) {
+    if (backend_ == nullptr) {
+      host_.emplace_back(bytes, 0xee);
+      return host_.back().data();
+    }
+    absl::StatusOr<Buffer> b = backend_->allocate(bytes);
+    if (!b.ok())
+      return b.status();
+    auto *p = static_cast<uint8_t *>(b->data());
+    device_.push_back(std::move(*b));
+    const std::vector<uint8_t> poison(bytes, 0xee);
+    MD_RETURN_IF_ERROR(copy(p, poison.data(), bytes));
+    return p;
+  }
+  absl::Status copy(void *dst, const void *src, int64_t bytes) {
+    if (backend_ != nullptr)
+      return backend_->copy(dst, src, bytes, kCommStream);
+    if (bytes > 0)
+      std::memcpy(dst, src, bytes);
+    return absl::OkStatus();
+  }
+  /// Waits for the comm stream, before the results are read.
+  absl::Status finish() {
+    return backend_ != nullptr ? backend_->synchronize(kCommStream)
+                               : absl::OkStatus();
+  }
+
+private:
+  Backend *backend_;
+  std::vector<std::vector<uint8_t>> host_;
+  std::vector<Buffer> device_;
+};
+
+/// Runs one case on this rank with its buffers in host memory, or in
+/// `memory`'s (see CaseMemory); the output lands in `out`. In place uses
+/// NCCL's layouts: the shard sits at this rank's block of the full buffer.
 inline absl::Status runCase(Comm &comm, const Group &g, const Case &c,
-                     const std::vector<uint8_t> &input,
-                     std::vector<uint8_t> &out) {
+                            const std::vector<uint8_t> &input,
+                            std::vector<uint8_t> &out,
+                            Backend *memory = nullptr) {
   const int n = g.size();
   const int64_t es = dtypeSize(c.dtype);
-  out.assign(outputElems(c, n) * es, 0xee);
-  std::vector<uint8_t> buf; // the in-place buffer
-  const void *send = input.data();
-  void *recv = out.data();
+  const int64_t inBytes = inputElems(c, n) * es;
+  const int64_t outBytes = outputElems(c, n) * es;
+  CaseMemory buffers(memory);
+  uint8_t *send = nullptr, *recv = nullptr;
   if (c.inPlace) {
-    // NCCL's in-place layouts: the shard sits at this rank's block of the
-    // full buffer.
-    buf.assign(std::max(inputElems(c, n), outputElems(c, n)) * es, 0xee);
-    int64_t at = c.kind == Kind::allGather ? g.index * c.count * es : 0;
-    std::memcpy(buf.data() + at, input.data(), input.size());
-    send = buf.data() + at;
-    recv = buf.data() + (c.kind == Kind::reduceScatter ? g.index * c.count * es : 0);
+    MD_ASSIGN_OR_RETURN(uint8_t *buf,
+                        buffers.poisoned(std::max(inBytes, outBytes)));
+    send = buf + (c.kind == Kind::allGather ? g.index * c.count * es : 0);
+    recv = buf + (c.kind == Kind::reduceScatter ? g.index * c.count * es : 0);
+  } else {
+    MD_ASSIGN_OR_RETURN(send, buffers.poisoned(inBytes));
+    MD_ASSIGN_OR_RETURN(recv, buffers.poisoned(outBytes));
   }
+  MD_RETURN_IF_ERROR(buffers.copy(send, input.data(), inBytes));
   absl::Status s;
   switch (c.kind) {
   case Kind::allReduce:
@@ -356,9 +437,10 @@ inline absl::Status runCase(Comm &comm, const Group &g, const Case &c,
                        c.count, c.dtype, c.root, g);
     break;
   }
-  if (c.inPlace)
-    std::memcpy(out.data(), recv, out.size());
-  return s;
+  MD_RETURN_IF_ERROR(s);
+  MD_RETURN_IF_ERROR(buffers.finish());
+  out.assign(outBytes, 0);
+  return buffers.copy(out.data(), recv, outBytes);
 }
 
 /// Every dtype x every reduction for all-reduce and reduce-scatter, and the
@@ -385,21 +467,27 @@ inline std::vector<Case> conformanceCases(int n) {
   return cases;
 }
 
-/// Runs every conformance case on the world group; the results are
-/// concatenated into `out`.
-inline absl::Status runConformance(Comm &comm, int world, uint8_t *out) {
+/// Runs `cases` on the world group, case i with makeInput(i), its buffers
+/// as runCase's; the results are concatenated into `out` (a rank's
+/// Shared::Rank::data).
+inline absl::Status runCases(Comm &comm, const std::vector<Case> &cases,
+                             uint8_t *out, Backend *memory = nullptr) {
   auto g = comm.group(GroupKind::world);
   if (!g.ok())
     return g.status();
-  const std::vector<Case> cases = conformanceCases(world);
   int64_t offset = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
+    const Case &c = cases[i];
     std::vector<uint8_t> result;
-    absl::Status s = runCase(comm, *g, cases[i],
-                             makeInput(cases[i], int(i), comm.rank(), world),
-                             result);
+    absl::Status s =
+        runCase(comm, *g, c, makeInput(c, int(i), comm.rank(), g->size()),
+                result, memory);
     if (!s.ok())
-      return s;
+      return absl::Status(s.code(), absl::StrCat(describe(c), " over ",
+                                                 g->str(), ": ", s.message()));
+    if (offset + int64_t(result.size()) > Shared::kDataBytes)
+      return absl::ResourceExhaustedError(
+          "the results do not fit the shared record");
     if (!result.empty())
       std::memcpy(out + offset, result.data(), result.size());
     offset += int64_t(result.size());
@@ -407,30 +495,42 @@ inline absl::Status runConformance(Comm &comm, int world, uint8_t *out) {
   return absl::OkStatus();
 }
 
-/// Checks what runConformance left in every rank's record.
-inline void checkConformance(Ranks &ranks, int world,
-                             Reducer reduce = referenceReduceAll) {
-  const std::vector<Case> cases = conformanceCases(world);
+/// Checks what runCases(`cases`) left in the record of every rank of
+/// `world`, bit for bit against the reference computed by `reduce`.
+inline void checkCases(Ranks &ranks, int world, const std::vector<Case> &cases,
+                       Reducer reduce = referenceReduceAll) {
   int64_t offset = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case &c = cases[i];
-    SCOPED_TRACE(absl::StrFormat("case %d: kind %d %s %s count %d%s", i,
-                                 int(c.kind), dtypeName(c.dtype),
-                                 reduceOpName(c.op), c.count,
-                                 c.inPlace ? " in place" : ""));
+    SCOPED_TRACE(absl::StrFormat("case %d: %s", i, describe(c)));
     std::vector<std::vector<uint8_t>> inputs;
     for (int r = 0; r < world; ++r)
       inputs.push_back(makeInput(c, int(i), r, world));
-    int64_t bytes = outputElems(c, world) * dtypeSize(c.dtype);
+    const int64_t bytes = outputElems(c, world) * dtypeSize(c.dtype);
     for (int r = 0; r < world; ++r) {
-      std::vector<uint8_t> want = expected(c, r, inputs, reduce);
-      ASSERT_TRUE(bytes == 0 ||
-                  std::memcmp(ranks.rank(r).data + offset, want.data(),
-                              bytes) == 0)
+      std::vector<uint8_t> got(ranks.rank(r).data + offset,
+                               ranks.rank(r).data + offset + bytes);
+      ASSERT_EQ(difference(got, expected(c, r, inputs, reduce)), "")
           << "rank " << r;
     }
     offset += bytes;
   }
+}
+
+/// runCases and checkCases for the conformance cases of `world` ranks.
+inline absl::Status runConformance(Comm &comm, int world, uint8_t *out) {
+  return runCases(comm, conformanceCases(world), out);
+}
+inline void checkConformance(Ranks &ranks, int world,
+                             Reducer reduce = referenceReduceAll) {
+  checkCases(ranks, world, conformanceCases(world), reduce);
+}
+
+/// The world sizes the conformance suites run at, and their test names
+/// ("W3").
+inline auto worldSizes() { return ::testing::Values(1, 2, 3, 4); }
+inline std::string worldSizeName(const ::testing::TestParamInfo<int> &info) {
+  return absl::StrFormat("W%d", info.param);
 }
 
 //===----------------------------------------------------------------------===//
@@ -442,6 +542,15 @@ struct MeshCase {
 };
 inline void PrintTo(const MeshCase &c, std::ostream *os) {
   *os << "world " << c.world << ", shard groups of " << c.shard;
+}
+
+/// The meshes the sub-group suites run on, and their test names ("W4S2").
+inline auto meshCases() {
+  return ::testing::Values(MeshCase{4, 2}, MeshCase{6, 3}, MeshCase{4, 1},
+                           MeshCase{3, 3});
+}
+inline std::string meshName(const ::testing::TestParamInfo<MeshCase> &info) {
+  return absl::StrFormat("W%dS%d", info.param.world, info.param.shard);
 }
 
 /// HSDP's pattern: reduce-scatter in the shard group, all-reduce of the
@@ -512,6 +621,16 @@ struct MeshPattern {
           expected(bc, repl.index, inputsOf(bc, 5, repl), reduce)})
       want.insert(want.end(), part.begin(), part.end());
     return want;
+  }
+
+  /// Checks what run() left in every rank's record.
+  void check(Ranks &ranks, Reducer reduce = referenceReduceAll) const {
+    for (int rank = 0; rank < world; ++rank) {
+      SCOPED_TRACE(rank);
+      std::vector<uint8_t> want = expectedFor(rank, reduce);
+      EXPECT_EQ(std::memcmp(ranks.rank(rank).data, want.data(), want.size()),
+                0);
+    }
   }
 };
 

@@ -4,8 +4,8 @@
 // ids and option validation need no GPU and run everywhere. The rest needs
 // device 0 and skips, with the reason, where it is not usable.
 //
-// Every GPU case runs its CUDA work in forked children (CollectiveTestUtil.h)
-// and this process never initialises CUDA: a child cannot use CUDA once its
+// Every GPU case runs its CUDA work in forked children (CommTestUtil.h) and
+// this process never initialises CUDA: a child cannot use CUDA once its
 // parent has, and a child stuck in NCCL is killed and reported instead of
 // hanging the suite. Even whether a GPU is usable is asked in a child.
 //
@@ -33,14 +33,13 @@
 #include "runtime/nccl/NcclArgs.h"
 #include "runtime/nccl/StagedComm.h"
 #include "runtime/shm/ShmComm.h"
-#include "test/unit/CollectiveTestUtil.h"
+#include "test/unit/CommTestUtil.h"
 
 namespace md::nccl {
 namespace {
 
 using namespace md::runtime;
-using namespace md::test;
-using Clock = std::chrono::steady_clock;
+using namespace md::commtest;
 using std::chrono::milliseconds;
 
 bool contains(const absl::Status &s, const std::string &text) {
@@ -259,26 +258,6 @@ std::string noGpuReason() {
       GTEST_SKIP() << why;                                                     \
   } while (0)
 
-/// "" when `got` equals `want`, else where they first differ.
-std::string difference(const std::vector<uint8_t> &got,
-                       const std::vector<uint8_t> &want) {
-  if (got.size() != want.size())
-    return absl::StrFormat("%d bytes instead of %d", got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    if (got[i] != want[i])
-      return absl::StrFormat("byte %d is 0x%02x instead of 0x%02x", i, got[i],
-                             want[i]);
-  return "";
-}
-
-std::string describe(const Case &c, const Group &g) {
-  const char *kinds[] = {"all_reduce", "reduce_scatter", "all_gather",
-                         "broadcast"};
-  return absl::StrFormat("%s %s %s x %d over %s%s", kinds[int(c.kind)],
-                         dtypeName(c.dtype), reduceOpName(c.op), c.count,
-                         g.str(), c.inPlace ? " in place" : "");
-}
-
 /// Writes a failure into the child's record; returns false.
 bool fail(Shared::Rank &out, const std::string &message) {
   std::snprintf(out.message, sizeof out.message, "%s", message.c_str());
@@ -357,13 +336,15 @@ TEST(NcclCommGpu, OneRankRunsEveryCollectiveLikeTheHostReference) {
             if (kind != GroupKind::world && i % 7 != 0)
               continue;
             const Case &c = cases[i];
+            const std::string what = describe(c) + " over " + g.str();
             std::vector<uint8_t> input = makeInput(c, int(i), 0, 1), got;
-            absl::Status s = runCase(*r.comm, *r.backend, g, c, input, got);
+            absl::Status s =
+                runCase(*r.comm, g, c, input, got, r.backend.get());
             if (!s.ok())
-              return record(out, s, describe(c, g).c_str());
+              return record(out, s, what.c_str());
             std::string diff = difference(got, expected(c, 0, {input}));
             if (!diff.empty())
-              return fail(out, describe(c, g) + ": " + diff);
+              return fail(out, what + ": " + diff);
           }
           if (absl::Status s = r.comm->barrier(g); !s.ok())
             return record(out, s, "barrier");
@@ -570,43 +551,17 @@ TEST(StagedCommGpu, TwoRanksOnOneGpuMatchTheHostReferenceBitForBit) {
         StagedComm comm(std::move(*host), **backend);
         if (std::string(comm.name()) != "shm-staged")
           return fail(out, "name is not shm-staged");
-        Group g = *comm.group(GroupKind::world);
-        int64_t offset = 0;
-        for (size_t i = 0; i < cases.size(); ++i) {
-          std::vector<uint8_t> got;
-          absl::Status s =
-              runCase(comm, **backend, g, cases[i],
-                      makeInput(cases[i], int(i), rank, world), got);
-          if (!s.ok())
-            return record(out, s, describe(cases[i], g).c_str());
-          if (offset + int64_t(got.size()) > Shared::kDataBytes)
-            return fail(out, "results do not fit the shared record");
-          std::memcpy(out.data + offset, got.data(), got.size());
-          offset += int64_t(got.size());
-        }
-        if (absl::Status s = comm.barrier(g); !s.ok())
+        if (absl::Status s = runCases(comm, cases, out.data, backend->get());
+            !s.ok())
+          return record(out, s, "collective");
+        if (absl::Status s = comm.barrier(*comm.group(GroupKind::world));
+            !s.ok())
           return record(out, s, "barrier");
         return true;
       },
       std::chrono::seconds(120));
   ASSERT_EQ(failures, "");
-  int64_t offset = 0;
-  for (size_t i = 0; i < cases.size(); ++i) {
-    const Case &c = cases[i];
-    std::vector<std::vector<uint8_t>> inputs;
-    for (int r = 0; r < world; ++r)
-      inputs.push_back(makeInput(c, int(i), r, world));
-    const int64_t bytes = outputElems(c, world) * dtypeSize(c.dtype);
-    for (int r = 0; r < world; ++r) {
-      std::vector<uint8_t> want = expected(c, r, inputs);
-      std::vector<uint8_t> got(ranks.rank(r).data + offset,
-                               ranks.rank(r).data + offset + bytes);
-      Group g = *meshGroup(Mesh{world, world}, GroupKind::world, r);
-      EXPECT_EQ(difference(got, want), "")
-          << "rank " << r << ": " << describe(c, g);
-    }
-    offset += bytes;
-  }
+  checkCases(ranks, world, cases);
 }
 
 } // namespace

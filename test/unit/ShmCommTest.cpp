@@ -17,7 +17,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -35,11 +34,6 @@ namespace {
 
 using namespace md::runtime;
 using namespace md::commtest;
-
-std::string uniqueJobId() {
-  static std::atomic<int> counter{0};
-  return absl::StrFormat("test-%d-%d", getpid(), counter++);
-}
 
 bool segmentExists(const std::string &jobId) {
   int fd = shm_open(ShmComm::segmentName(jobId).c_str(), O_RDONLY, 0);
@@ -73,10 +67,8 @@ protected:
 class ShmConformance : public ShmCommTest,
                        public ::testing::WithParamInterface<int> {};
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmConformance, ::testing::Values(1, 2, 3, 4),
-                         [](const ::testing::TestParamInfo<int> &info) {
-                           return absl::StrFormat("W%d", info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmConformance, worldSizes(),
+                         worldSizeName);
 
 TEST_P(ShmConformance, EveryCollectiveMatchesTheReferenceOnEveryRank) {
   const int world = GetParam();
@@ -134,13 +126,7 @@ TEST_F(ShmCommTest, ReductionsAreTheSameBitsOnEveryRankAndEveryRun) {
 
 class ShmMesh : public ShmCommTest, public ::testing::WithParamInterface<MeshCase> {};
 
-INSTANTIATE_TEST_SUITE_P(Meshes, ShmMesh,
-                         ::testing::Values(MeshCase{4, 2}, MeshCase{6, 3},
-                                           MeshCase{4, 1}, MeshCase{3, 3}),
-                         [](const ::testing::TestParamInfo<MeshCase> &info) {
-                           return absl::StrFormat("W%dS%d", info.param.world,
-                                                  info.param.shard);
-                         });
+INSTANTIATE_TEST_SUITE_P(Meshes, ShmMesh, meshCases(), meshName);
 
 TEST_P(ShmMesh, ShardAndReplicateGroupsRunSideBySide) {
   const MeshPattern pattern(GetParam().world, GetParam().shard);
@@ -157,11 +143,7 @@ TEST_P(ShmMesh, ShardAndReplicateGroupsRunSideBySide) {
         return true;
       });
   ASSERT_EQ(failures, "");
-  for (int rank = 0; rank < pattern.world; ++rank) {
-    SCOPED_TRACE(rank);
-    std::vector<uint8_t> want = pattern.expectedFor(rank);
-    EXPECT_EQ(std::memcmp(ranks_.rank(rank).data, want.data(), want.size()), 0);
-  }
+  pattern.check(ranks_);
 }
 
 //===----------------------------------------------------------------------===//

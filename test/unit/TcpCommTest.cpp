@@ -160,11 +160,8 @@ TEST(Socket, APeerThatClosesIsUnavailableNotSigpipe) {
 class RendezvousWorld : public TcpCommTest,
                         public ::testing::WithParamInterface<int> {};
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, RendezvousWorld,
-                         ::testing::Values(1, 2, 3, 4),
-                         [](const ::testing::TestParamInfo<int> &info) {
-                           return absl::StrFormat("W%d", info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(WorldSizes, RendezvousWorld, worldSizes(),
+                         worldSizeName);
 
 TEST_P(RendezvousWorld, EveryRankGetsEveryPayload) {
   const int world = GetParam();
@@ -451,11 +448,8 @@ TEST(ReduceInOrder, MatchesTheReferenceAndItsEdgeCases) {
 class TcpConformance : public TcpCommTest,
                        public ::testing::WithParamInterface<int> {};
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, TcpConformance,
-                         ::testing::Values(1, 2, 3, 4),
-                         [](const ::testing::TestParamInfo<int> &info) {
-                           return absl::StrFormat("W%d", info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(WorldSizes, TcpConformance, worldSizes(),
+                         worldSizeName);
 
 TEST_P(TcpConformance, EveryCollectiveMatchesReduceInOrderOnEveryRank) {
   const int world = GetParam();
@@ -476,13 +470,7 @@ TEST_P(TcpConformance, EveryCollectiveMatchesReduceInOrderOnEveryRank) {
 class TcpMesh : public TcpCommTest,
                 public ::testing::WithParamInterface<MeshCase> {};
 
-INSTANTIATE_TEST_SUITE_P(Meshes, TcpMesh,
-                         ::testing::Values(MeshCase{4, 2}, MeshCase{6, 3},
-                                           MeshCase{4, 1}, MeshCase{3, 3}),
-                         [](const ::testing::TestParamInfo<MeshCase> &info) {
-                           return absl::StrFormat("W%dS%d", info.param.world,
-                                                  info.param.shard);
-                         });
+INSTANTIATE_TEST_SUITE_P(Meshes, TcpMesh, meshCases(), meshName);
 
 TEST_P(TcpMesh, ShardAndReplicateGroupsRunSideBySide) {
   const MeshPattern pattern(GetParam().world, GetParam().shard);
@@ -499,11 +487,7 @@ TEST_P(TcpMesh, ShardAndReplicateGroupsRunSideBySide) {
         return true;
       });
   ASSERT_EQ(failures, "");
-  for (int rank = 0; rank < pattern.world; ++rank) {
-    SCOPED_TRACE(rank);
-    std::vector<uint8_t> want = pattern.expectedFor(rank, &ReduceInOrder);
-    EXPECT_EQ(std::memcmp(ranks_.rank(rank).data, want.data(), want.size()), 0);
-  }
+  pattern.check(ranks_, &ReduceInOrder);
 }
 
 TEST_F(TcpCommTest, SameBitsAsTheShmCommForTheSameInputs) {
