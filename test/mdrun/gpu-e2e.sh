@@ -8,19 +8,32 @@
 # Without a usable GPU it exits 77, which CTest reports as a skip with the
 # reason on the output.
 #
-#   test/mdrun/gpu-e2e.sh MDRUN WORK_DIR [MDC]
+#   test/mdrun/gpu-e2e.sh MDRUN MD_PLAN_EXAMPLES WORK_DIR [MDC]
 #
-# With MDC the plans are compiled here; without it they are read from the
-# checkout's .devplans/ (bench/gpu_plans.sh writes them), for a runtime-only
-# build on a GPU machine.
+# The GPU probe trains one step of a hand-built plan (md-plan-examples).
+# With MDC the tiny GPT's plans are compiled here; without it they are read
+# from the checkout's .devplans/ (bench/gpu_plans.sh writes them), for a
+# runtime-only build on a GPU machine.
 set -uo pipefail
-mdrun=${1:?usage: gpu-e2e.sh MDRUN WORK_DIR [MDC]}
-work=${2:?}
-mdc=${3:-}
+mdrun=${1:?usage: gpu-e2e.sh MDRUN MD_PLAN_EXAMPLES WORK_DIR [MDC]}
+examples=${2:?}
+work=${3:?}
+mdc=${4:-}
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 mdrun=$(cd "$(dirname "$mdrun")" && pwd)/$(basename "$mdrun")
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+
+# Is there a GPU? mdrun's own answer, with its reason.
+"$examples" "$work" >/dev/null || exit 1
+timeout 300 "$mdrun" --gpus 1 --backend cuda --no-fallback --steps 1 --log-every 0 \
+  "$work/train-mlp-ddp.fb" >probe.out 2>probe.err
+rc=$?
+if [[ $rc -ne 0 ]] && grep -q 'no usable GPU' probe.err; then
+  echo "SKIP: $(sed 's/^mdrun: error: //' probe.err)"
+  exit 77
+fi
+[[ $rc -eq 0 ]] || { echo "FAIL: the CUDA probe run failed: $(cat probe.out probe.err)"; exit 1; }
 
 if [[ -n $mdc ]]; then
   {
@@ -40,17 +53,7 @@ for p in fsdp-full ddp; do
   [[ -f $plans/gpt-tiny-$p.fb ]] || { echo "gpu-e2e.sh: $plans/gpt-tiny-$p.fb not found (bench/gpu_plans.sh)"; exit 1; }
 done
 
-# Is there a GPU? mdrun's own answer, with its reason.
 steps=30
-timeout 300 "$mdrun" --gpus 1 --backend cuda --no-fallback --steps 1 --log-every 0 \
-  "$plans/gpt-tiny-ddp.fb" >probe.out 2>probe.err
-rc=$?
-if [[ $rc -ne 0 ]] && grep -q 'no usable GPU' probe.err; then
-  echo "SKIP: $(sed 's/^mdrun: error: //' probe.err)"
-  exit 77
-fi
-[[ $rc -eq 0 ]] || { echo "FAIL: the CUDA probe run failed: $(cat probe.out probe.err)"; exit 1; }
-
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 train() { # train NAME PLAN ARGS...: metrics in NAME.jsonl
