@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -209,7 +210,10 @@ public:
   Impl(const plan::LoadedPlan &plan, Backend &backend, Comm &comm,
        const ExecutorOptions &options)
       : loaded_(plan), plan_(loaded_.plan()), backend_(backend), comm_(comm),
-        options_(options), start_(Clock::now()) {}
+        options_(options), start_(Clock::now()) {
+    const char *verify = std::getenv("MD_VERIFY_HOST_SCALARS");
+    verifyHostScalars_ = verify != nullptr && std::string(verify) == "1";
+  }
 
   absl::Status init(int64_t worldSize);
   absl::Status step();
@@ -276,6 +280,11 @@ private:
   absl::Status writeScalar(int32_t x, const Scalar &v);
   absl::StatusOr<std::vector<double>> readValues(int32_t x);
   absl::Status copyBuffer(int32_t dst, int32_t src, Stream stream);
+  /// Keeps a host copy of the one-element buffer x, whose bytes the host
+  /// has just written (`encoded`), for readScalar.
+  void rememberScalar(int32_t x, const uint8_t *encoded);
+  /// Drops the host copies that `inst` is about to overwrite.
+  void forgetScalarsWrittenBy(const fb::Instruction &inst);
   /// Copies or casts `n` f32 host values into buffer x (any float dtype).
   absl::Status storeFloats(int32_t x, const float *values, int64_t n);
   const Group &group(int64_t kind) const { return groups_[kind]; }
@@ -293,6 +302,18 @@ private:
   Buffer persistent_, transient_, scratch_, control_;
   std::vector<char *> ptrs_;
   std::vector<TensorRef> refs_;
+  /// Scalars the host wrote (the learning rate, the step, constants, scalar
+  /// arithmetic) with their values, so that reading one back needs no wait
+  /// for the device. An entry goes as soon as an instruction writes any of
+  /// its bytes (views and reused arena bytes included). With
+  /// MD_VERIFY_HOST_SCALARS=1 every hit is checked against the device.
+  struct HostScalar {
+    const char *lo = nullptr, *hi = nullptr;
+    fb::DType dtype = fb::DType::F32;
+    Scalar value;
+  };
+  std::vector<HostScalar> hostScalars_;
+  bool verifyHostScalars_ = false;
   std::vector<Event> events_;
 
   std::unique_ptr<Feed> train_;
@@ -833,6 +854,23 @@ absl::Status Executor::Impl::fromHost(int32_t x, const void *src,
 }
 
 absl::StatusOr<Scalar> Executor::Impl::readScalar(int32_t x, int64_t element) {
+  const char *at = ptrs_[x] + element * esize(x);
+  for (const HostScalar &h : hostScalars_) {
+    if (h.lo != at || h.hi - h.lo != esize(x) || h.dtype != buf(x).dtype())
+      continue;
+    if (verifyHostScalars_) {
+      uint8_t device[8] = {}, host[8] = {};
+      MD_RETURN_IF_ERROR(toHost(device, x, element * esize(x), esize(x)));
+      encodeScalar(h.dtype, h.value, host);
+      if (std::memcmp(device, host, static_cast<size_t>(esize(x))) != 0)
+        return absl::InternalError(absl::StrFormat(
+            "buffer %d ('%s'): the host's copy of the scalar (%g) is stale: "
+            "the device holds %g",
+            x, str(buf(x).name()), h.value.asDouble(),
+            decodeScalar(h.dtype, device).asDouble()));
+    }
+    return h.value;
+  }
   uint8_t bytes[8] = {};
   MD_RETURN_IF_ERROR(toHost(bytes, x, element * esize(x), esize(x)));
   return decodeScalar(buf(x).dtype(), bytes);
@@ -841,7 +879,39 @@ absl::StatusOr<Scalar> Executor::Impl::readScalar(int32_t x, int64_t element) {
 absl::Status Executor::Impl::writeScalar(int32_t x, const Scalar &v) {
   uint8_t bytes[8] = {};
   encodeScalar(buf(x).dtype(), v, bytes);
-  return fromHost(x, bytes, 0, esize(x));
+  MD_RETURN_IF_ERROR(fromHost(x, bytes, 0, esize(x)));
+  rememberScalar(x, bytes);
+  return absl::OkStatus();
+}
+
+void Executor::Impl::rememberScalar(int32_t x, const uint8_t *encoded) {
+  const char *lo = ptrs_[x], *hi = ptrs_[x] + esize(x);
+  hostScalars_.erase(std::remove_if(hostScalars_.begin(), hostScalars_.end(),
+                                    [&](const HostScalar &h) {
+                                      return h.lo < hi && lo < h.hi;
+                                    }),
+                     hostScalars_.end());
+  // The value as the device holds it (rounded to the buffer's type).
+  hostScalars_.push_back({lo, hi, buf(x).dtype(),
+                          decodeScalar(buf(x).dtype(), encoded)});
+}
+
+void Executor::Impl::forgetScalarsWrittenBy(const fb::Instruction &inst) {
+  if (hostScalars_.empty() || inst.outputs() == nullptr)
+    return;
+  for (int32_t x : *inst.outputs()) {
+    if (ptrs_[x] == nullptr)
+      continue;
+    const char *lo = ptrs_[x];
+    const char *hi = lo + std::max<int64_t>(layout_.buffers[x].capacity,
+                                            bytes(x));
+    hostScalars_.erase(
+        std::remove_if(hostScalars_.begin(), hostScalars_.end(),
+                       [&](const HostScalar &h) {
+                         return h.lo < hi && lo < h.hi;
+                       }),
+        hostScalars_.end());
+  }
 }
 
 absl::StatusOr<std::vector<double>> Executor::Impl::readValues(int32_t x) {
@@ -948,8 +1018,10 @@ absl::Status Executor::Impl::runBlock(int32_t b) {
     absl::Status s;
     for (uint32_t w = 0; w < count(inst->waits()) && s.ok(); ++w)
       s = backend_.waitEvent(stream, events_[inst->waits()->Get(w)]);
-    if (s.ok())
+    if (s.ok()) {
+      forgetScalarsWrittenBy(*inst);
       s = execute(*inst);
+    }
     if (s.ok() && inst->record() >= 0)
       s = backend_.recordEvent(stream, events_[inst->record()]);
     if (!s.ok()) {
@@ -1724,7 +1796,10 @@ absl::Status Executor::Impl::execute(const fb::Instruction &inst) {
       float v = static_cast<float>(decodeScalar(buf(x).dtype(), e).asDouble());
       encodeScalar(buf(y).dtype(), Scalar::Float(std::sqrt(v)), e);
     }
-    return fromHost(y, raw.data(), 0, n * esize(y));
+    MD_RETURN_IF_ERROR(fromHost(y, raw.data(), 0, n * esize(y)));
+    if (n == 1)
+      rememberScalar(y, raw.data());
+    return absl::OkStatus();
   }
 
   // --- buffers ---------------------------------------------------------------

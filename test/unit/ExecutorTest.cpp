@@ -1043,5 +1043,79 @@ TEST(SafetensorsTest, RoundTripsAndWritesAtomically) {
   EXPECT_TRUE(ReadSafetensors(path).ok()) << "a failed write replaced the file";
 }
 
+
+//===----------------------------------------------------------------------===//
+// Scalars the host wrote are read back without waiting for the device
+//===----------------------------------------------------------------------===//
+
+/// The CPU backend, counting the host's waits for the compute stream.
+class CountingCpu final : public cpu::CpuBackend {
+public:
+  CountingCpu() : cpu::CpuBackend(1) {}
+  absl::Status synchronize(Stream stream) override {
+    if (stream.id == kComputeStream.id)
+      ++computeWaits;
+    return cpu::CpuBackend::synchronize(stream);
+  }
+  int64_t computeWaits = 0;
+};
+
+/// Host waits for the compute stream during `steps` steps of a single-rank
+/// AdamW plan, and the final weights.
+struct WaitCount {
+  int64_t waits = 0;
+  std::vector<uint8_t> master;
+};
+WaitCount countWaits(bool verify, int steps) {
+  if (verify)
+    ::setenv("MD_VERIFY_HOST_SCALARS", "1", 1);
+  else
+    ::unsetenv("MD_VERIFY_HOST_SCALARS");
+  TrainingPlanOptions o;
+  o.preset = Preset::Single;
+  o.pinnedWorldSize = 1;
+  std::vector<uint8_t> bytes = TrainingPlan(o).finish();
+  absl::StatusOr<plan::LoadedPlan> loaded = plan::LoadPlan(bytes);
+  EXPECT_TRUE(loaded.ok()) << loaded.status();
+  shm::ShmCommOptions co;
+  co.jobId = absl::StrFormat("host-scalars-%d-%d", getpid(), verify ? 1 : 0);
+  co.worldSize = 1;
+  absl::StatusOr<std::unique_ptr<shm::ShmComm>> comm = shm::ShmComm::create(co);
+  EXPECT_TRUE(comm.ok()) << comm.status();
+  CountingCpu backend;
+  absl::StatusOr<std::unique_ptr<Executor>> exec =
+      Executor::Create(*loaded, 1, backend, **comm, ExecutorOptions{});
+  EXPECT_TRUE(exec.ok()) << exec.status();
+  WaitCount c;
+  if (!exec.ok())
+    return c;
+  int64_t before = backend.computeWaits;
+  for (int i = 0; i < steps; ++i) {
+    absl::Status s = (*exec)->Step();
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  c.waits = backend.computeWaits - before;
+  for (uint32_t x = 0; x < loaded->plan().buffers()->size(); ++x)
+    if (loaded->plan().buffers()->Get(x)->role() == fb::StateRole::Master) {
+      absl::StatusOr<std::vector<uint8_t>> m = (*exec)->ReadBuffer(x);
+      EXPECT_TRUE(m.ok());
+      if (m.ok())
+        c.master = *m;
+    }
+  ::unsetenv("MD_VERIFY_HOST_SCALARS");
+  return c;
+}
+
+TEST(HostScalarsTest, ReadBackWithoutWaitingAndVerifiedAgainstTheDevice) {
+  WaitCount plain = countWaits(/*verify=*/false, 5);
+  WaitCount checked = countWaits(/*verify=*/true, 5);
+  // Verification reads every host copy back from the device (and fails on
+  // a stale one): the waits it adds are the reads the copies saved — the
+  // optimizer's learning rate and step at least, every step.
+  EXPECT_GE(checked.waits - plain.waits, 2 * 5);
+  EXPECT_FALSE(plain.master.empty());
+  EXPECT_EQ(plain.master, checked.master) << "the copies changed the result";
+}
+
 } // namespace
 } // namespace md::runtime
