@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,7 @@ public:
     positions_.assign(streams_, 0);
     events_.assign(count(plan.events()), Clock());
     perStream_.assign(streams_, {});
+    first_.assign(streams_, 0);
     where_.assign(streams_, {});
   }
 
@@ -117,7 +119,12 @@ private:
     for (int s = 0; s < streams_; ++s) {
       if (s == a.stream)
         continue;
-      for (const Access &b : perStream_[s]) {
+      const std::vector<Access> &list = perStream_[s];
+      if (static_cast<int64_t>(list.size() - first_[s]) > budget_)
+        return tooLarge();
+      budget_ -= static_cast<int64_t>(list.size() - first_[s]);
+      for (size_t k = first_[s]; k < list.size(); ++k) {
+        const Access &b = list[k];
         if (!a.write && !b.write)
           continue;
         if (b.region.arena != a.region.arena || b.region.hi <= a.region.lo ||
@@ -187,6 +194,17 @@ private:
     }
     for (Access &a : mine)
       perStream_[s].push_back(a);
+    // Accesses every other stream has seen complete are ordered before
+    // anything to come: drop them from the scans.
+    for (int t = 0; t < streams_; ++t) {
+      int64_t seen = std::numeric_limits<int64_t>::max();
+      for (int u = 0; u < streams_; ++u)
+        if (u != t)
+          seen = std::min(seen, clocks_[u][t]);
+      while (first_[t] < perStream_[t].size() &&
+             perStream_[t][first_[t]].pos <= seen)
+        ++first_[t];
+    }
     if (inst->record() >= 0 &&
         static_cast<size_t>(inst->record()) < events_.size())
       events_[inst->record()] = clocks_[s];
@@ -207,6 +225,17 @@ private:
   std::vector<int64_t> positions_;
   std::vector<Clock> events_;
   std::vector<std::vector<Access>> perStream_;
+  /// Per stream, the first access still to scan (the ones before it are
+  /// ordered before every stream's next instruction).
+  std::vector<size_t> first_;
+  /// Access pairs left to compare before the check gives up: bounds the
+  /// time a hostile or huge plan without events can take.
+  int64_t budget_ = 200'000'000;
+  absl::Status tooLarge() const {
+    return absl::ResourceExhaustedError(
+        "the plan has too many unordered cross-stream accesses to check "
+        "(more than 200,000,000 pairs)");
+  }
   /// Per stream, the instruction at each position (1-based: index pos - 1).
   std::vector<std::vector<std::pair<int32_t, int32_t>>> where_;
 };

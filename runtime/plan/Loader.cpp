@@ -659,26 +659,51 @@ private:
     }
     // Each transient buffer is written before it is read in its interval.
     // The interval may start earlier than the first write (a comm-stream
-    // output is reserved from the moment the instruction can start).
+    // output is reserved from the moment the instruction can start). One
+    // pass over the operands: a buffer's uses in its own block, in order.
+    struct Use {
+      int32_t at;
+      bool reads, writes;
+    };
+    std::vector<std::vector<Use>> uses(numBuffers_);
+    for (uint32_t b = 0; b < numBlocks_; ++b) {
+      const fb::Block *block = plan_.blocks()->Get(b);
+      for (uint32_t i = 0; i < count(block->instructions()); ++i) {
+        const fb::Instruction *inst = block->instructions()->Get(i);
+        auto note = [&](const flatbuffers::Vector<int32_t> *list, bool write) {
+          for (uint32_t k = 0; k < count(list); ++k) {
+            int32_t x = list->Get(k);
+            const fb::Buffer *buffer = plan_.buffers()->Get(x);
+            if (buffer->role() != fb::StateRole::None ||
+                buffer->block() != static_cast<int32_t>(b))
+              continue;
+            std::vector<Use> &u = uses[x];
+            if (u.empty() || u.back().at != static_cast<int32_t>(i))
+              u.push_back({static_cast<int32_t>(i), false, false});
+            (write ? u.back().writes : u.back().reads) = true;
+          }
+        };
+        note(inst->inputs(), false);
+        note(inst->outputs(), true);
+      }
+    }
     for (uint32_t x = 0; x < numBuffers_; ++x) {
       const fb::Buffer *buffer = plan_.buffers()->Get(x);
       if (buffer->role() != fb::StateRole::None)
         continue;
-      const fb::Block *block = plan_.blocks()->Get(buffer->block());
       bool written = false;
-      for (int32_t i = buffer->first(); i <= buffer->last() && !written; ++i) {
-        const fb::Instruction *inst = block->instructions()->Get(i);
-        bool reads = false;
-        for (uint32_t k = 0; k < count(inst->inputs()); ++k)
-          reads = reads || inst->inputs()->Get(k) == static_cast<int32_t>(x);
-        for (uint32_t k = 0; k < count(inst->outputs()); ++k)
-          written =
-              written || inst->outputs()->Get(k) == static_cast<int32_t>(x);
-        if (reads && !written)
+      for (const Use &u : uses[x]) {
+        if (u.at < buffer->first() || u.at > buffer->last())
+          continue;
+        if (u.writes) {
+          written = true;
+          break;
+        }
+        if (u.reads)
           return invalidf("buffers[%d]: blocks[%d].instructions[%d] reads it "
                           "before anything in its liveness interval [%d, %d] "
                           "writes it",
-                          x, buffer->block(), i, buffer->first(),
+                          x, buffer->block(), u.at, buffer->first(),
                           buffer->last());
       }
       if (!written)

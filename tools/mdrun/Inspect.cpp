@@ -593,7 +593,10 @@ absl::Status Inspect(const InspectOptions &options, std::string &out) {
                            ? runtime::CheckStreamOrder(*loaded, *layout)
                            : layout.status();
   if (!order.ok())
-    streamOrder = absl::StrCat("UNORDERED: ", order.message());
+    streamOrder = absl::StrCat(order.code() == absl::StatusCode::kFailedPrecondition
+                                   ? "UNORDERED: "
+                                   : "not checked: ",
+                               order.message());
   if (options.format == InspectFormat::Json) {
     out.clear();
     writeJson(buildReport(options.planPath, *loaded, *summary, streamOrder), 0,
