@@ -74,22 +74,43 @@ for plan in train-mlp-fsdp train-mlp-ddp; do
     fail "$plan: the weights of two nodes differ from those of one node"
 done
 
+# pair NAME COMMAND...: runs COMMAND 0 and COMMAND 1 at once, each output
+# in NAME<r>.out and .err; fails naming NAME unless
+# both succeed.
+pair() {
+  local name=$1 r
+  shift
+  for r in 0 1; do
+    "$@" "$r" >"$name$r.out" 2>"$name$r.err" &
+    pids[r]=$!
+  done
+  wait "${pids[0]}"
+  local rc0=$?
+  wait "${pids[1]}"
+  local rc1=$?
+  [[ $rc0 -eq 0 && $rc1 -eq 0 ]] ||
+    fail "$name: exit $rc0/$rc1"$'\n'"$(cat "$name"0.* "$name"1.*)"
+}
+# srun_task JOB ARGS... R: mdrun ARGS as task R of 2 on 2 nodes under srun.
+srun_task() {
+  local job=$1 r=${*: -1}
+  local args=("${@:2:$#-2}")
+  env SLURM_JOB_ID="$job" SLURM_PROCID="$r" SLURM_STEP_NUM_TASKS=2 SLURM_LOCALID=0 \
+    SLURM_NODEID="$r" SLURM_STEP_NUM_NODES=2 SLURM_STEP_TASKS_PER_NODE='1(x2)' \
+    SLURM_STEP_NODELIST=localhost MASTER_PORT="$p" \
+    timeout 120 "$mdrun" "${args[@]}"
+}
+# mpi_task ARGS... R: mdrun ARGS as rank R of 2 on one node under mpirun.
+mpi_task() {
+  local r=${*: -1}
+  local args=("${@:1:$#-1}")
+  env OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK="$r" OMPI_COMM_WORLD_LOCAL_RANK="$r" \
+    OMPI_COMM_WORLD_LOCAL_SIZE=2 MASTER_PORT="$p" timeout 120 "$mdrun" "${args[@]}"
+}
+
 # srun with one task per rank: each mdrun is one rank.
 p=$(port)
-for r in 0 1; do
-  env SLURM_JOB_ID=77 SLURM_PROCID=$r SLURM_STEP_NUM_TASKS=2 SLURM_LOCALID=0 \
-    SLURM_NODEID=$r SLURM_STEP_NUM_NODES=2 SLURM_STEP_TASKS_PER_NODE='1(x2)' \
-    SLURM_STEP_NODELIST=localhost MASTER_PORT=$p \
-    timeout 120 "$mdrun" "${common[@]}" --save-final slurm.st train-mlp-fsdp.fb \
-    >"slurm$r.out" 2>"slurm$r.err" &
-  pids[r]=$!
-done
-wait "${pids[0]}"
-rc0=$?
-wait "${pids[1]}"
-rc1=$?
-[[ $rc0 -eq 0 && $rc1 -eq 0 ]] ||
-  fail "srun-style ranks: exit $rc0/$rc1"$'\n'"$(cat slurm0.* slurm1.*)"
+pair slurm srun_task 77 "${common[@]}" --save-final slurm.st train-mlp-fsdp.fb
 has slurm0.err "^mdrun: rank 0 of 2 \(Slurm: 2 nodes x 1\), rendezvous at localhost:$p$"
 cmp -s ref-train-mlp-fsdp.st slurm.st || fail "srun-style ranks: the weights differ"
 
@@ -98,39 +119,14 @@ cmp -s ref-train-mlp-fsdp.st slurm.st || fail "srun-style ranks: the weights dif
 timeout 120 "$mdrun" --ranks 4 "${common[@]}" --save-final ref4.st train-mlp-fsdp.fb \
   >ref4.out 2>&1 || fail "reference at W = 4: $(cat ref4.out)"
 p=$(port)
-for r in 0 1; do
-  env SLURM_JOB_ID=78 SLURM_PROCID=$r SLURM_STEP_NUM_TASKS=2 SLURM_LOCALID=0 \
-    SLURM_NODEID=$r SLURM_STEP_NUM_NODES=2 SLURM_STEP_TASKS_PER_NODE='1(x2)' \
-    SLURM_STEP_NODELIST='localhost' MASTER_PORT=$p \
-    timeout 120 "$mdrun" --gpus 2 "${common[@]}" --save-final slurm4.st train-mlp-fsdp.fb \
-    >"slurmn$r.out" 2>"slurmn$r.err" &
-  pids[r]=$!
-done
-wait "${pids[0]}"
-rc0=$?
-wait "${pids[1]}"
-rc1=$?
-[[ $rc0 -eq 0 && $rc1 -eq 0 ]] ||
-  fail "srun-style node launchers: exit $rc0/$rc1"$'\n'"$(cat slurmn0.* slurmn1.*)"
+pair slurmn srun_task 78 --gpus 2 "${common[@]}" --save-final slurm4.st train-mlp-fsdp.fb
 has slurmn1.err "^mdrun: node 1 of 2 \(Slurm\): ranks 2 to 3 of 4, rendezvous at localhost:$p$"
 has slurmn0.out "4 ranks on the cpu backend \(tcp comm"
 cmp -s ref4.st slurm4.st || fail "srun-style node launchers: the weights differ from 4 ranks on one node"
 
 # mpirun with one task per rank, both on this node: the shm comm.
 p=$(port)
-for r in 0 1; do
-  env OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_LOCAL_RANK=$r \
-    OMPI_COMM_WORLD_LOCAL_SIZE=2 MASTER_PORT=$p \
-    timeout 120 "$mdrun" "${common[@]}" --save-final mpi.st train-mlp-fsdp.fb \
-    >"mpi$r.out" 2>"mpi$r.err" &
-  pids[r]=$!
-done
-wait "${pids[0]}"
-rc0=$?
-wait "${pids[1]}"
-rc1=$?
-[[ $rc0 -eq 0 && $rc1 -eq 0 ]] ||
-  fail "mpirun-style ranks: exit $rc0/$rc1"$'\n'"$(cat mpi0.* mpi1.*)"
+pair mpi mpi_task "${common[@]}" --save-final mpi.st train-mlp-fsdp.fb
 has mpi0.out "2 ranks on the cpu backend \(shm comm"
 cmp -s ref-train-mlp-fsdp.st mpi.st || fail "mpirun-style ranks: the weights differ"
 
