@@ -1786,7 +1786,12 @@ absl::Status Executor::Impl::execute(const fb::Instruction &inst) {
     gradNorm_ = norm.asDouble();
     return backend_.clip(a);
   }
-  case Op::Sqrt: {
+  case Op::Sqrt:
+  case Op::Rsqrt: {
+    // Elementwise on the host, in f32, rounded to the element type: the
+    // clip norm's square root, SyncBatchNorm's 1 / sqrt(var + eps).
+    const bool rsqrt = inst.opcode() == Op::Rsqrt;
+    const float eps = rsqrt ? static_cast<float>(floatAttr(0)) : 0.0f;
     int32_t x = I(0), y = O(0);
     int64_t n = layout_.buffers[x].elements;
     std::vector<uint8_t> raw(static_cast<size_t>(n * esize(x)));
@@ -1794,7 +1799,8 @@ absl::Status Executor::Impl::execute(const fb::Instruction &inst) {
     for (int64_t i = 0; i < n; ++i) {
       uint8_t *e = raw.data() + i * esize(x);
       float v = static_cast<float>(decodeScalar(buf(x).dtype(), e).asDouble());
-      encodeScalar(buf(y).dtype(), Scalar::Float(std::sqrt(v)), e);
+      float r = rsqrt ? 1.0f / std::sqrt(v + eps) : std::sqrt(v);
+      encodeScalar(buf(y).dtype(), Scalar::Float(r), e);
     }
     MD_RETURN_IF_ERROR(fromHost(y, raw.data(), 0, n * esize(y)));
     if (n == 1)

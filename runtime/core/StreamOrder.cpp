@@ -42,8 +42,8 @@ struct Access {
 
 class Checker {
 public:
-  Checker(const fb::Plan &plan, const ArenaLayout &layout)
-      : plan_(plan), layout_(layout) {
+  Checker(const fb::Plan &plan, const ArenaLayout &layout, int64_t maxPairs)
+      : plan_(plan), layout_(layout), budget_(maxPairs), maxPairs_(maxPairs) {
     for (uint32_t b = 0; b < count(plan.blocks()); ++b)
       for (const fb::Instruction *inst : *plan.blocks()->Get(b)->instructions())
         streams_ = std::max(streams_, static_cast<int>(inst->stream()) + 1);
@@ -230,11 +230,13 @@ private:
   std::vector<size_t> first_;
   /// Access pairs left to compare before the check gives up: bounds the
   /// time a hostile or huge plan without events can take.
-  int64_t budget_ = 200'000'000;
+  int64_t budget_;
+  const int64_t maxPairs_;
   absl::Status tooLarge() const {
-    return absl::ResourceExhaustedError(
+    return absl::ResourceExhaustedError(absl::StrFormat(
         "the plan has too many unordered cross-stream accesses to check "
-        "(more than 200,000,000 pairs)");
+        "(more than %d pairs)",
+        maxPairs_));
   }
   /// Per stream, the instruction at each position (1-based: index pos - 1).
   std::vector<std::vector<std::pair<int32_t, int32_t>>> where_;
@@ -243,8 +245,13 @@ private:
 } // namespace
 
 absl::Status CheckStreamOrder(const plan::LoadedPlan &plan,
+                              const ArenaLayout &layout, int64_t maxPairs) {
+  return Checker(plan.plan(), layout, maxPairs).run();
+}
+
+absl::Status CheckStreamOrder(const plan::LoadedPlan &plan,
                               const ArenaLayout &layout) {
-  return Checker(plan.plan(), layout).run();
+  return CheckStreamOrder(plan, layout, 200'000'000);
 }
 
 } // namespace md::runtime

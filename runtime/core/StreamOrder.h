@@ -40,6 +40,9 @@ namespace md::runtime {
 /// bounded.
 absl::Status CheckStreamOrder(const plan::LoadedPlan &plan,
                               const ArenaLayout &layout);
+/// The same with another bound on the pairs compared (tests).
+absl::Status CheckStreamOrder(const plan::LoadedPlan &plan,
+                              const ArenaLayout &layout, int64_t maxPairs);
 
 } // namespace md::runtime
 

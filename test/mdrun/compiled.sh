@@ -15,6 +15,8 @@
 #    falls below 0.2 (2.30 at chance) in 1000 steps.
 # 4. A worker killed with SIGKILL during a long run ends the job within 5 s
 #    with exit status 1 and a message naming its rank.
+# 5. models/mlp_bn.mdl (SyncBatchNorm) trains, bitwise alike under its
+#    bn-bf16 plan, zero1 and fsdp-full at W = 2.
 #
 # Every run has a time limit and one BLAS thread per rank, so that runs are
 # comparable bit for bit on any machine. Prints the measured figures.
@@ -247,6 +249,34 @@ kill_rank() {
 }
 kill_rank kill-mlp mlp-full-f32.fb 1
 kill_rank kill-gpt gpt-fsdp-full.fb 0
+
+# ---------------------------------------------------------------------------
+# 5. SyncBatchNorm (models/mlp_bn.mdl: statistics all-reduced over the
+#    ranks, 1 / sqrt(var + eps) by md.rsqrt): the model's bn-bf16 plan (ddp
+#    with bf16 parameters) and the zero1 and fsdp-full presets (bf16 too)
+#    give bitwise identical weights after 30 steps at W = 2, and the loss
+#    falls.
+# ---------------------------------------------------------------------------
+bn_ref=""
+for plan in bn-bf16 zero1 fsdp-full; do
+  name=bn-$plan
+  timeout 60 "$mdc" "$here/../../models/mlp_bn.mdl" --plan "$plan" --world-size 2 \
+    -o "$name.fb" 2>mdc-err.txt || { fail "mdc mlp_bn.mdl --plan $plan: $(cat mdc-err.txt)"; continue; }
+  train "$name" --ranks 2 --steps 30 --log-every 1 --metrics "$name.jsonl" \
+    --save-final "$name.safetensors" "$name.fb" || continue
+  first=$(metric "$name.jsonl" 1 loss)
+  last=$(metric "$name.jsonl" 30 loss)
+  awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.7 * a) }' ||
+    fail "$name: the loss did not fall in 30 steps: '$first' -> '$last'"
+  if [[ -z $bn_ref ]]; then
+    bn_ref=$name
+    echo "mlp_bn $plan: loss $first -> $last in 30 steps at W = 2"
+  elif ! compare --bitwise "$bn_ref.safetensors" "$name.safetensors" >cmp.txt; then
+    fail "mlp_bn at W = 2: $plan and ${bn_ref#bn-} give different weights:"$'\n'"$(cat cmp.txt)"
+  else
+    echo "mlp_bn: ${bn_ref#bn-} and $plan bitwise identical after 30 steps at W = 2"
+  fi
+done
 
 if [[ $failures -ne 0 ]]; then
   echo "compiled.sh: $failures failure(s)"

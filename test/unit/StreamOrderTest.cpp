@@ -141,6 +141,22 @@ TEST(StreamOrder, ACollectivesResultIsReservedFromWhenItCanStart) {
   EXPECT_THAT(s.message(), HasSubstr("'t'"));
 }
 
+TEST(StreamOrder, TheCheckIsBounded) {
+  Program p = makeProgram();
+  std::vector<uint8_t> bytes = finish(p);
+  absl::StatusOr<plan::LoadedPlan> loaded = plan::LoadPlan(bytes, {});
+  ASSERT_TRUE(loaded.ok());
+  absl::StatusOr<plan::WorldBinding> world = plan::BindWorldSize(*loaded, 1);
+  ASSERT_TRUE(world.ok());
+  absl::StatusOr<ArenaLayout> layout = LayOutArenas(*loaded, *world);
+  ASSERT_TRUE(layout.ok());
+  absl::Status s = CheckStreamOrder(*loaded, *layout, /*maxPairs=*/1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.message(), "the plan has too many unordered cross-stream "
+                         "accesses to check (more than 1 pairs)");
+  EXPECT_TRUE(CheckStreamOrder(*loaded, *layout, 1000).ok());
+}
+
 /// The CPU backend, claiming that its streams run concurrently.
 class ConcurrentCpu final : public cpu::CpuBackend {
 public:
@@ -173,9 +189,10 @@ TEST(StreamOrder, TheExecutorRefusesAnUnorderedPlanOnConcurrentStreams) {
   cpu::CpuBackend inOrder(1);
   absl::StatusOr<std::unique_ptr<Executor>> accepted =
       Executor::Create(*loaded, 1, inOrder, **comm, ExecutorOptions{});
-  if (!accepted.ok())
+  if (!accepted.ok()) {
     EXPECT_THAT(accepted.status().message(),
                 ::testing::Not(HasSubstr("concurrently")));
+  }
 }
 
 } // namespace
