@@ -1060,31 +1060,70 @@ public:
   int64_t computeWaits = 0;
 };
 
+/// A comm that says its collectives are queued on the comm stream (as NCCL
+/// does), delegating to a host comm: the executor must then not wait for
+/// the compute stream before each collective.
+class StreamOrderedComm final : public Comm {
+public:
+  explicit StreamOrderedComm(Comm &inner) : inner_(inner) {}
+  const char *name() const override { return "stream-ordered"; }
+  int rank() const override { return inner_.rank(); }
+  int worldSize() const override { return inner_.worldSize(); }
+  absl::StatusOr<Group> group(GroupKind kind) const override {
+    return inner_.group(kind);
+  }
+  absl::Status allGather(const void *send, void *recv, int64_t n, DType t,
+                         const Group &g) override {
+    return inner_.allGather(send, recv, n, t, g);
+  }
+  absl::Status reduceScatter(const void *send, void *recv, int64_t n, DType t,
+                             ReduceOp op, const Group &g) override {
+    return inner_.reduceScatter(send, recv, n, t, op, g);
+  }
+  absl::Status allReduce(const void *send, void *recv, int64_t n, DType t,
+                         ReduceOp op, const Group &g) override {
+    return inner_.allReduce(send, recv, n, t, op, g);
+  }
+  absl::Status broadcast(const void *send, void *recv, int64_t n, DType t,
+                         int root, const Group &g) override {
+    return inner_.broadcast(send, recv, n, t, root, g);
+  }
+  absl::Status barrier(const Group &g) override { return inner_.barrier(g); }
+  bool streamOrdered() const override { return true; }
+
+private:
+  Comm &inner_;
+};
+
 /// Host waits for the compute stream during `steps` steps of a single-rank
 /// AdamW plan, and the final weights.
 struct WaitCount {
   int64_t waits = 0;
   std::vector<uint8_t> master;
 };
-WaitCount countWaits(bool verify, int steps) {
+WaitCount countWaits(bool verify, int steps, Preset preset = Preset::Single,
+                     bool streamOrdered = false) {
   if (verify)
     ::setenv("MD_VERIFY_HOST_SCALARS", "1", 1);
   else
     ::unsetenv("MD_VERIFY_HOST_SCALARS");
   TrainingPlanOptions o;
-  o.preset = Preset::Single;
+  o.preset = preset;
   o.pinnedWorldSize = 1;
   std::vector<uint8_t> bytes = TrainingPlan(o).finish();
   absl::StatusOr<plan::LoadedPlan> loaded = plan::LoadPlan(bytes);
   EXPECT_TRUE(loaded.ok()) << loaded.status();
   shm::ShmCommOptions co;
-  co.jobId = absl::StrFormat("host-scalars-%d-%d", getpid(), verify ? 1 : 0);
+  static int calls = 0;
+  co.jobId = absl::StrFormat("host-scalars-%d-%d", getpid(), calls++);
   co.worldSize = 1;
   absl::StatusOr<std::unique_ptr<shm::ShmComm>> comm = shm::ShmComm::create(co);
   EXPECT_TRUE(comm.ok()) << comm.status();
   CountingCpu backend;
+  StreamOrderedComm ordered(**comm);
+  Comm &used = streamOrdered ? static_cast<Comm &>(ordered) : **comm;
   absl::StatusOr<std::unique_ptr<Executor>> exec =
-      Executor::Create(*loaded, 1, backend, **comm, ExecutorOptions{});
+      Executor::Create(*loaded, 1, backend, used, ExecutorOptions{});
   EXPECT_TRUE(exec.ok()) << exec.status();
   WaitCount c;
   if (!exec.ok())
@@ -1115,6 +1154,15 @@ TEST(HostScalarsTest, ReadBackWithoutWaitingAndVerifiedAgainstTheDevice) {
   EXPECT_GE(checked.waits - plain.waits, 2 * 5);
   EXPECT_FALSE(plain.master.empty());
   EXPECT_EQ(plain.master, checked.master) << "the copies changed the result";
+}
+
+TEST(HostScalarsTest, StreamOrderedCollectivesDoNotWaitForComputeOnTheHost) {
+  // fsdp-full at W = 1 still runs its gathers and reduce-scatters.
+  WaitCount host = countWaits(false, 3, Preset::FsdpFull, false);
+  WaitCount ordered = countWaits(false, 3, Preset::FsdpFull, true);
+  EXPECT_GT(host.waits, ordered.waits);
+  EXPECT_FALSE(host.master.empty());
+  EXPECT_EQ(host.master, ordered.master);
 }
 
 } // namespace

@@ -644,6 +644,12 @@ TEST(PlanLoaderTest, RefusesABufferUsedOutsideItsLiveness) {
       [](fb::PlanT &p) { Buf(p, Inst(p, kStep, 9).outputs[0]).first = 10; },
       "reads it before anything in its liveness interval");
   ExpectRefusedAfter(
+      [](fb::PlanT &p) {
+        fb::BufferT &b = Buf(p, Inst(p, kStep, 9).outputs[0]);
+        b.first = b.last = 35;
+      },
+      "nothing in its liveness interval [35, 35] of blocks[0] writes it");
+  ExpectRefusedAfter(
       [](fb::PlanT &p) { Buf(p, Inst(p, kStep, 9).outputs[0]).last = 400; },
       "liveness interval [9, 400] is not within the 36 instructions of "
       "blocks[0]");
