@@ -185,6 +185,15 @@ public:
   /// the collective reads its operands on the host when called (shm, tcp),
   /// so the executor first waits for the compute stream.
   virtual bool streamOrdered() const { return false; }
+
+  /// Whether collectives issued between beginGroup() and endGroup() are
+  /// launched together (NCCL's ncclGroupStart/End: one kernel for a bucket
+  /// of collectives). The executor groups the consecutive collectives of
+  /// one plan bucket only on a comm that says so; until endGroup() returns
+  /// they may not have been queued yet.
+  virtual bool groupsCollectives() const { return false; }
+  virtual absl::Status beginGroup() { return absl::OkStatus(); }
+  virtual absl::Status endGroup() { return absl::OkStatus(); }
 };
 
 } // namespace md::runtime

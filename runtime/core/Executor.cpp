@@ -265,6 +265,13 @@ private:
   absl::Status saveSharded(const std::string &dir);
   absl::Status report();
   std::string where(int32_t block, uint32_t index) const;
+  /// The bucket of a collective the comm may launch in a group with its
+  /// neighbours of the same bucket, or -1.
+  int64_t groupableBucket(const fb::Instruction &inst) const;
+  /// The end of the group of collectives starting at instruction `i`
+  /// (i itself when there is none to form).
+  uint32_t groupEnd(const fb::Block &block, uint32_t i) const;
+  absl::Status runGroup(const fb::Block &block, uint32_t begin, uint32_t end);
 
   // --- memory
   // ------------------------------------------------------------------
@@ -1010,10 +1017,121 @@ absl::Status Executor::Impl::report() {
   return absl::OkStatus();
 }
 
+int64_t Executor::Impl::groupableBucket(const fb::Instruction &inst) const {
+  if (inst.stream() != kCommStream.id || inst.blocks() != nullptr ||
+      count(inst.ints()) < 3)
+    return -1;
+  int64_t bucket = -1;
+  switch (inst.opcode()) {
+  case fb::Opcode::AllGather:
+  case fb::Opcode::ReduceScatter: {
+    bool gather = inst.opcode() == fb::Opcode::AllGather;
+    bucket = inst.ints()->Get(gather ? 1 : 2);
+    int32_t part = gather ? inst.inputs()->Get(0) : inst.outputs()->Get(0);
+    int32_t whole = gather ? inst.outputs()->Get(0) : inst.inputs()->Get(0);
+    if (buf(part).size_kind() == fb::SizeKind::Shard) {
+      // Only in place: through the scratch buffer a copy must follow the
+      // collective, which a group has not launched yet.
+      const BufferLayout &wl = layout_.buffers[whole];
+      int64_t padded = layout_.buffers[part].elements *
+                       group(inst.ints()->Get(0)).size();
+      if (wl.placement != Placement::Transient ||
+          wl.capacity < padded * esize(whole))
+        return -1;
+    } else if (count(inst.ints()) < (gather ? 3u : 4u) ||
+               inst.ints()->Get(gather ? 2 : 3) != 0) {
+      return -1; // along an inner axis: a transpose through the scratch
+    }
+    break;
+  }
+  case fb::Opcode::AllReduce:
+    bucket = inst.ints()->Get(2);
+    break;
+  case fb::Opcode::Broadcast:
+    bucket = inst.ints()->Get(1);
+    break;
+  default:
+    return -1;
+  }
+  return bucket;
+}
+
+uint32_t Executor::Impl::groupEnd(const fb::Block &block, uint32_t i) const {
+  if (!comm_.groupsCollectives() || !comm_.streamOrdered())
+    return i;
+  const fb::Instruction &first = *block.instructions()->Get(i);
+  int64_t bucket = groupableBucket(first);
+  if (bucket < 0)
+    return i;
+  std::vector<int32_t> recorded;
+  if (first.record() >= 0)
+    recorded.push_back(first.record());
+  uint32_t end = i + 1;
+  for (; end < count(block.instructions()); ++end) {
+    const fb::Instruction &next = *block.instructions()->Get(end);
+    if (groupableBucket(next) != bucket)
+      break;
+    // Its waits move before the group: none may wait for a member.
+    bool waitsOnMember = false;
+    for (uint32_t w = 0; w < count(next.waits()); ++w)
+      waitsOnMember = waitsOnMember ||
+                      std::find(recorded.begin(), recorded.end(),
+                                next.waits()->Get(w)) != recorded.end();
+    if (waitsOnMember)
+      break;
+    if (next.record() >= 0)
+      recorded.push_back(next.record());
+  }
+  return end;
+}
+
+absl::Status Executor::Impl::runGroup(const fb::Block &block, uint32_t begin,
+                                      uint32_t end) {
+  // Every member's waits, then the members between beginGroup and
+  // endGroup, then their records: until endGroup the collectives may not
+  // be queued, so an event recorded earlier would not follow them.
+  for (uint32_t i = begin; i < end; ++i) {
+    const fb::Instruction &inst = *block.instructions()->Get(i);
+    for (uint32_t w = 0; w < count(inst.waits()); ++w)
+      MD_RETURN_IF_ERROR(
+          backend_.waitEvent(kCommStream, events_[inst.waits()->Get(w)]));
+  }
+  MD_RETURN_IF_ERROR(comm_.beginGroup());
+  absl::Status s;
+  for (uint32_t i = begin; i < end && s.ok(); ++i) {
+    const fb::Instruction &inst = *block.instructions()->Get(i);
+    forgetScalarsWrittenBy(inst);
+    s = executeCollective(inst);
+  }
+  absl::Status ended = comm_.endGroup();
+  MD_RETURN_IF_ERROR(s);
+  MD_RETURN_IF_ERROR(ended);
+  for (uint32_t i = begin; i < end; ++i) {
+    const fb::Instruction &inst = *block.instructions()->Get(i);
+    if (inst.record() >= 0)
+      MD_RETURN_IF_ERROR(
+          backend_.recordEvent(kCommStream, events_[inst.record()]));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Executor::Impl::runBlock(int32_t b) {
   const fb::Block *block = plan_.blocks()->Get(b);
   for (uint32_t i = 0; i < count(block->instructions()); ++i) {
     const fb::Instruction *inst = block->instructions()->Get(i);
+    // The consecutive collectives of one bucket go to the comm as a group.
+    if (uint32_t end = groupEnd(*block, i); end > i + 1) {
+      absl::Status s = runGroup(*block, i, end);
+      if (!s.ok()) {
+        std::string prefix = block->kind() == fb::BlockKind::Step ||
+                                     block->kind() == fb::BlockKind::MicroSteps
+                                 ? absl::StrFormat("step %d", step_ + 1)
+                                 : absl::StrFormat("hooks after step %d", step_);
+        return annotate(s, absl::StrCat(prefix, ": ", where(b, i)));
+      }
+      i = end - 1;
+      continue;
+    }
     Stream stream{static_cast<int>(inst->stream())};
     absl::Status s;
     for (uint32_t w = 0; w < count(inst->waits()) && s.ok(); ++w)
@@ -1166,7 +1284,10 @@ absl::Status Executor::Impl::executeCollective(const fb::Instruction &inst) {
       if (padded > wholeN)
         MD_RETURN_IF_ERROR(backend_.zero(full + wholeN * es,
                                          (padded - wholeN) * es, kCommStream));
-      MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
+      // A host comm reads `full` now; a stream-ordered one after the copy
+      // and the zeroing on the same stream.
+      if (!comm_.streamOrdered())
+        MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
       auto op = static_cast<ReduceOp>(inst.ints()->Get(1));
       return comm_.reduceScatter(full, ptrs_[part], partN, t, op, gr);
     }
@@ -1205,7 +1326,8 @@ absl::Status Executor::Impl::executeCollective(const fb::Instruction &inst) {
     for (int64_t d = 0; d < static_cast<int64_t>(stacked.size()); ++d)
       tr.perm.push_back(d == 0 ? axis : d <= axis ? d - 1 : d);
     MD_RETURN_IF_ERROR(backend_.transpose(tr));
-    MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
+    if (!comm_.streamOrdered())
+      MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
     auto op = static_cast<ReduceOp>(inst.ints()->Get(1));
     return comm_.reduceScatter(scratch_.data(), ptrs_[part], partN, t, op, gr);
   }

@@ -151,6 +151,10 @@ struct NcclComm::Impl {
   std::mutex ncclMu;
   bool aborted = false;   // guarded by ncclMu: the communicators are gone
   bool enqueuing = false; // guarded by ncclMu: a collective awaits NCCL
+  // Between beginGroup and endGroup (the executor's thread only): the
+  // grouped collectives, watched once ncclGroupEnd has launched them.
+  bool grouping = false;
+  std::vector<std::pair<ncclComm_t, std::string>> grouped;
 
   std::atomic<bool> failed{false};
   mutable std::mutex errorMu;
@@ -589,6 +593,9 @@ absl::Status NcclComm::Impl::run(const CollectiveArgs &args,
   std::string what = absl::StrFormat(
       "%s #%d over %s", collectiveName(args.kind), n, groupName(group));
   const bool isBarrier = args.kind == Collective::barrier;
+  if (isBarrier && grouping)
+    return absl::InvalidArgumentError(
+        "nccl: a barrier inside a group of collectives");
   ncclComm_t comm = commOf[k];
   if (comm == nullptr) {
     // A single rank: its result is its input.
@@ -635,6 +642,15 @@ absl::Status NcclComm::Impl::run(const CollectiveArgs &args,
       break;
     }
     enqueuing = r == ncclInProgress;
+  }
+  if (grouping && (r == ncclSuccess || r == ncclInProgress)) {
+    // Launched by ncclGroupEnd; watched from then on.
+    {
+      std::lock_guard<std::mutex> l(ncclMu);
+      enqueuing = false;
+    }
+    grouped.push_back({comm, std::move(what)});
+    return absl::OkStatus();
   }
   if (r == ncclInProgress) {
     absl::StatusOr<ncclResult_t> state = waitReady(comm, deadline);
@@ -697,6 +713,79 @@ absl::Status NcclComm::broadcast(const void *send, void *recv, int64_t count,
                                  DType dtype, int root, const Group &group) {
   return impl_->run(CollectiveArgs::broadcast(send, recv, count, dtype, root),
                     group);
+}
+
+absl::Status NcclComm::beginGroup() {
+  Impl &m = *impl_;
+  MD_RETURN_IF_ERROR(m.status());
+  if (m.grouping)
+    return absl::InvalidArgumentError("nccl: beginGroup inside a group");
+  ncclResult_t r;
+  {
+    std::lock_guard<std::mutex> l(m.ncclMu);
+    if (m.aborted)
+      return m.status();
+    r = ncclGroupStart();
+  }
+  if (r != ncclSuccess)
+    return m.failAndAbort(ncclError(r, m.world, "ncclGroupStart"));
+  m.grouping = true;
+  m.grouped.clear();
+  return absl::OkStatus();
+}
+
+absl::Status NcclComm::endGroup() {
+  Impl &m = *impl_;
+  if (!m.grouping)
+    return absl::InvalidArgumentError("nccl: endGroup without beginGroup");
+  m.grouping = false;
+  std::vector<std::pair<ncclComm_t, std::string>> grouped;
+  grouped.swap(m.grouped);
+  ncclResult_t r;
+  {
+    std::lock_guard<std::mutex> l(m.ncclMu);
+    if (m.aborted)
+      return m.status();
+    r = ncclGroupEnd();
+    m.enqueuing = r == ncclInProgress;
+  }
+  std::string what = grouped.empty()
+                         ? std::string("an empty group")
+                         : absl::StrFormat("the group of %d collectives from %s",
+                                           grouped.size(), grouped[0].second);
+  if (r == ncclInProgress) {
+    // Non-blocking: every communicator of the group finishes launching.
+    const auto deadline = Clock::now() + m.options.timeout;
+    absl::Status waited;
+    for (const auto &[comm, name] : grouped) {
+      absl::StatusOr<ncclResult_t> state = m.waitReady(comm, deadline);
+      if (!state.ok()) {
+        waited = state.status();
+        break;
+      }
+      if (*state == ncclInProgress) {
+        waited = m.failAndAbort(absl::DeadlineExceededError(absl::StrFormat(
+            "nccl: %s was not enqueued within %s: a rank is missing or the "
+            "ranks diverged",
+            what, seconds(m.options.timeout))));
+        break;
+      }
+      if (*state != ncclSuccess) {
+        waited = m.failAndAbort(ncclError(*state, comm, what));
+        break;
+      }
+    }
+    {
+      std::lock_guard<std::mutex> l(m.ncclMu);
+      m.enqueuing = false;
+    }
+    MD_RETURN_IF_ERROR(waited);
+  } else if (r != ncclSuccess) {
+    return m.failAndAbort(ncclError(r, m.world, what));
+  }
+  for (auto &[comm, name] : grouped)
+    MD_RETURN_IF_ERROR(m.watch(comm, std::move(name)));
+  return absl::OkStatus();
 }
 
 // The executor relies on barrier holding the host until every rank has

@@ -113,6 +113,13 @@ public:
                          const runtime::Group &group) override;
   absl::Status barrier(const runtime::Group &group) override;
 
+  /// ncclGroupStart/End around the collectives of one plan bucket: NCCL
+  /// launches them together at endGroup(), which also starts the
+  /// watchdog's clock on each. A barrier inside a group is refused.
+  bool groupsCollectives() const override { return true; }
+  absl::Status beginGroup() override;
+  absl::Status endGroup() override;
+
   /// OK while healthy; after an NCCL error or a timeout, that error (what
   /// every call and the backend's sync poll return from then on).
   absl::Status status() const;

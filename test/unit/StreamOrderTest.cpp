@@ -195,5 +195,148 @@ TEST(StreamOrder, TheExecutorRefusesAnUnorderedPlanOnConcurrentStreams) {
   }
 }
 
+
+//===----------------------------------------------------------------------===//
+// Groups of collectives (ncclGroupStart/End)
+//===----------------------------------------------------------------------===//
+
+/// One shared log of what the backend's streams and the comm were asked.
+struct CallLog {
+  std::vector<std::string> calls;
+};
+
+/// The CPU backend, logging events.
+class LoggingCpu final : public cpu::CpuBackend {
+public:
+  explicit LoggingCpu(CallLog &log) : cpu::CpuBackend(1), log_(log) {}
+  absl::Status waitEvent(Stream stream, Event event) override {
+    log_.calls.push_back(absl::StrFormat("wait %d on %d", event.id, stream.id));
+    // The CPU backend's own bookkeeping may record; that is not a call.
+    waiting_ = true;
+    absl::Status s = cpu::CpuBackend::waitEvent(stream, event);
+    waiting_ = false;
+    return s;
+  }
+  absl::Status recordEvent(Stream stream, Event event) override {
+    if (!waiting_)
+      log_.calls.push_back(
+          absl::StrFormat("record %d on %d", event.id, stream.id));
+    return cpu::CpuBackend::recordEvent(stream, event);
+  }
+
+private:
+  CallLog &log_;
+  bool waiting_ = false;
+};
+
+/// A stream-ordered comm that groups collectives, over a host comm.
+class GroupingComm final : public Comm {
+public:
+  GroupingComm(Comm &inner, CallLog &log) : inner_(inner), log_(log) {}
+  const char *name() const override { return "grouping"; }
+  int rank() const override { return inner_.rank(); }
+  int worldSize() const override { return inner_.worldSize(); }
+  absl::StatusOr<Group> group(GroupKind kind) const override {
+    return inner_.group(kind);
+  }
+  absl::Status allGather(const void *s, void *r, int64_t n, DType t,
+                         const Group &g) override {
+    log_.calls.push_back("all_gather");
+    return inner_.allGather(s, r, n, t, g);
+  }
+  absl::Status reduceScatter(const void *s, void *r, int64_t n, DType t,
+                             ReduceOp op, const Group &g) override {
+    log_.calls.push_back("reduce_scatter");
+    return inner_.reduceScatter(s, r, n, t, op, g);
+  }
+  absl::Status allReduce(const void *s, void *r, int64_t n, DType t,
+                         ReduceOp op, const Group &g) override {
+    log_.calls.push_back("all_reduce");
+    return inner_.allReduce(s, r, n, t, op, g);
+  }
+  absl::Status broadcast(const void *s, void *r, int64_t n, DType t, int root,
+                         const Group &g) override {
+    log_.calls.push_back("broadcast");
+    return inner_.broadcast(s, r, n, t, root, g);
+  }
+  absl::Status barrier(const Group &g) override { return inner_.barrier(g); }
+  bool streamOrdered() const override { return true; }
+  bool groupsCollectives() const override { return true; }
+  absl::Status beginGroup() override {
+    log_.calls.push_back("begin group");
+    return absl::OkStatus();
+  }
+  absl::Status endGroup() override {
+    log_.calls.push_back("end group");
+    return absl::OkStatus();
+  }
+
+private:
+  Comm &inner_;
+  CallLog &log_;
+};
+
+TEST(CollectiveGroups, OneBucketsNeighboursGoTogetherWithTheirEventsOutside) {
+  // step: [0] batch x; [1] a = relu x (e0); [2] c = relu x (e1);
+  // [3] all_reduce a -> b, bucket 0 (waits e0, records e2);
+  // [4] all_reduce c -> d, bucket 0 (waits e1, records e3);
+  // [5] all_reduce d -> f, bucket 0 too, but it waits for e3, which [4]
+  //     records: it cannot join the group (its wait would move before the
+  //     record); [6] y = b + f (waits e2, e4).
+  PlanBuilder b = plan::examples::MinimalPlan();
+  int32_t step = b.plan().step_block;
+  int32_t x = b.plan().blocks[step]->instructions[0]->outputs[0];
+  b.plan().buffers[x]->block = -1;
+  auto full = [&](const char *name) {
+    return b.addBuffer(PlanBuilder::full(name, DT::F32, {4, 2}));
+  };
+  int32_t a = full("a"), c = full("c"), bb = full("b"), d = full("d"),
+          f = full("f"), y = full("y");
+  int32_t e[5];
+  for (int k = 0; k < 5; ++k)
+    e[k] = b.addEvent(absl::StrFormat("e%d", k));
+  b.add(step, Op::Relu, {x}, {a}).record = e[0];
+  b.add(step, Op::Relu, {x}, {c}).record = e[1];
+  auto reduce = [&](int32_t in, int32_t out, int64_t bucket,
+                    std::vector<int32_t> waits, int32_t record) {
+    fb::InstructionT &r = b.add(step, Op::AllReduce, {in}, {out});
+    r.ints = {0, 0, bucket};
+    r.stream = 1;
+    r.waits = std::move(waits);
+    r.record = record;
+  };
+  reduce(a, bb, 0, {e[0]}, e[2]);
+  reduce(c, d, 0, {e[1]}, e[3]);
+  reduce(d, f, 0, {e[3]}, e[4]);
+  b.add(step, Op::Add, {bb, f}, {y}).waits = {e[2], e[4]};
+  ASSERT_TRUE(b.inferLiveness().ok());
+  absl::StatusOr<plan::LoadedPlan> loaded = plan::LoadPlan(b.finish(), {});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+
+  shm::ShmCommOptions co;
+  co.jobId = absl::StrFormat("groups-%d", getpid());
+  co.worldSize = 1;
+  absl::StatusOr<std::unique_ptr<shm::ShmComm>> host = shm::ShmComm::create(co);
+  ASSERT_TRUE(host.ok()) << host.status();
+  CallLog log;
+  LoggingCpu backend(log);
+  GroupingComm comm(**host, log);
+  absl::StatusOr<std::unique_ptr<Executor>> exec =
+      Executor::Create(*loaded, 1, backend, comm, ExecutorOptions{});
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  log.calls.clear();
+  absl::Status s = (*exec)->Step();
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(log.calls,
+            (std::vector<std::string>{
+                "record 0 on 0", "record 1 on 0",
+                // bucket 0: both waits, the group, both records
+                "wait 0 on 1", "wait 1 on 1", "begin group", "all_reduce",
+                "all_reduce", "end group", "record 2 on 1", "record 3 on 1",
+                // waits for a member: after the group, alone
+                "wait 3 on 1", "all_reduce", "record 4 on 1",
+                "wait 2 on 0", "wait 4 on 0"}));
+}
+
 } // namespace
 } // namespace md::runtime
