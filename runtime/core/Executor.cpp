@@ -271,6 +271,8 @@ private:
   /// The end of the group of collectives starting at instruction `i`
   /// (i itself when there is none to form).
   uint32_t groupEnd(const fb::Block &block, uint32_t i) const;
+  /// "step 3" or "hooks after step 2": where an error in `block` happened.
+  std::string blockPrefix(const fb::Block &block) const;
   absl::Status runGroup(const fb::Block &block, uint32_t begin, uint32_t end);
 
   // --- memory
@@ -290,6 +292,8 @@ private:
   /// Keeps a host copy of the one-element buffer x, whose bytes the host
   /// has just written (`encoded`), for readScalar.
   void rememberScalar(int32_t x, const uint8_t *encoded);
+  /// Drops the host copies of scalars in bytes [lo, hi).
+  void forgetScalarsIn(const char *lo, const char *hi);
   /// Drops the host copies that `inst` is about to overwrite.
   void forgetScalarsWrittenBy(const fb::Instruction &inst);
   /// Copies or casts `n` f32 host values into buffer x (any float dtype).
@@ -891,13 +895,17 @@ absl::Status Executor::Impl::writeScalar(int32_t x, const Scalar &v) {
   return absl::OkStatus();
 }
 
-void Executor::Impl::rememberScalar(int32_t x, const uint8_t *encoded) {
-  const char *lo = ptrs_[x], *hi = ptrs_[x] + esize(x);
+void Executor::Impl::forgetScalarsIn(const char *lo, const char *hi) {
   hostScalars_.erase(std::remove_if(hostScalars_.begin(), hostScalars_.end(),
                                     [&](const HostScalar &h) {
                                       return h.lo < hi && lo < h.hi;
                                     }),
                      hostScalars_.end());
+}
+
+void Executor::Impl::rememberScalar(int32_t x, const uint8_t *encoded) {
+  const char *lo = ptrs_[x], *hi = ptrs_[x] + esize(x);
+  forgetScalarsIn(lo, hi);
   // The value as the device holds it (rounded to the buffer's type).
   hostScalars_.push_back({lo, hi, buf(x).dtype(),
                           decodeScalar(buf(x).dtype(), encoded)});
@@ -909,15 +917,9 @@ void Executor::Impl::forgetScalarsWrittenBy(const fb::Instruction &inst) {
   for (int32_t x : *inst.outputs()) {
     if (ptrs_[x] == nullptr)
       continue;
-    const char *lo = ptrs_[x];
-    const char *hi = lo + std::max<int64_t>(layout_.buffers[x].capacity,
-                                            bytes(x));
-    hostScalars_.erase(
-        std::remove_if(hostScalars_.begin(), hostScalars_.end(),
-                       [&](const HostScalar &h) {
-                         return h.lo < hi && lo < h.hi;
-                       }),
-        hostScalars_.end());
+    forgetScalarsIn(ptrs_[x], ptrs_[x] + std::max<int64_t>(
+                                             layout_.buffers[x].capacity,
+                                             bytes(x)));
   }
 }
 
@@ -1056,6 +1058,13 @@ int64_t Executor::Impl::groupableBucket(const fb::Instruction &inst) const {
   return bucket;
 }
 
+std::string Executor::Impl::blockPrefix(const fb::Block &block) const {
+  return block.kind() == fb::BlockKind::Step ||
+                 block.kind() == fb::BlockKind::MicroSteps
+             ? absl::StrFormat("step %d", step_ + 1)
+             : absl::StrFormat("hooks after step %d", step_);
+}
+
 uint32_t Executor::Impl::groupEnd(const fb::Block &block, uint32_t i) const {
   if (!comm_.groupsCollectives() || !comm_.streamOrdered())
     return i;
@@ -1122,13 +1131,8 @@ absl::Status Executor::Impl::runBlock(int32_t b) {
     // The consecutive collectives of one bucket go to the comm as a group.
     if (uint32_t end = groupEnd(*block, i); end > i + 1) {
       absl::Status s = runGroup(*block, i, end);
-      if (!s.ok()) {
-        std::string prefix = block->kind() == fb::BlockKind::Step ||
-                                     block->kind() == fb::BlockKind::MicroSteps
-                                 ? absl::StrFormat("step %d", step_ + 1)
-                                 : absl::StrFormat("hooks after step %d", step_);
-        return annotate(s, absl::StrCat(prefix, ": ", where(b, i)));
-      }
+      if (!s.ok())
+        return annotate(s, absl::StrCat(blockPrefix(*block), ": ", where(b, i)));
       i = end - 1;
       continue;
     }
@@ -1144,10 +1148,7 @@ absl::Status Executor::Impl::runBlock(int32_t b) {
       s = backend_.recordEvent(stream, events_[inst->record()]);
     if (!s.ok()) {
       // An error from a nested block already says where it happened.
-      std::string prefix = block->kind() == fb::BlockKind::Step ||
-                                   block->kind() == fb::BlockKind::MicroSteps
-                               ? absl::StrFormat("step %d", step_ + 1)
-                               : absl::StrFormat("hooks after step %d", step_);
+      std::string prefix = blockPrefix(*block);
       if (s.message().rfind(prefix, 0) == 0)
         return s;
       return annotate(s, absl::StrCat(prefix, ": ", where(b, i)));
