@@ -6,49 +6,33 @@
 #include <cstdint>
 #include <vector>
 
-#include "absl/strings/numbers.h"
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/core/Random.h"
 #include "runtime/core/Safetensors.h"
 #include "runtime/data/Markov.h"
+#include "tools/cli/CommandLine.h"
+
+// md-data's options; the help strings are the usage's lines. --vocab and
+// --tokens are required: absl::nullopt is "not given".
+ABSL_FLAG(absl::optional<md::cli::PositiveCount>, vocab, absl::nullopt,
+          "the vocabulary: tokens lie in [0, V), 1 <= V <= 2^24");
+ABSL_FLAG(absl::optional<md::cli::PositiveCount>, tokens, absl::nullopt,
+          "how many tokens to write (N >= 1)");
+ABSL_FLAG(md::cli::Seed, seed,
+          md::cli::Seed{md::mddata::MarkovTokensOptions{}.seed},
+          "which walk (default 0)");
+ABSL_FLAG(md::cli::Seed, chain_seed,
+          md::cli::Seed{md::mddata::MarkovTokensOptions{}.chainSeed},
+          "which chain (default 0: the chain of synthetic(...) sequence data "
+          "with the same vocabulary)");
+ABSL_FLAG(std::string, output, "",
+          "the file to write (atomically; directories are created)");
 
 namespace md::mddata {
 
-const char *const kUsage =
-    "usage: md-data markov --vocab V --tokens N [--seed S] [--chain-seed C] "
-    "-o FILE\n"
-    "\n"
-    "Writes N tokens as a flat little-endian file, uint16 for V <= 65536\n"
-    "(nanoGPT's format) and uint32 beyond (what tokens(\"FILE\") reads for\n"
-    "such a vocabulary): a walk on a fixed random Markov chain over\n"
-    "V tokens, in which every token has 4 successors (probabilities 0.6, 0.25,\n"
-    "0.1, 0.05). A model can learn it down to the chain's entropy rate, which\n"
-    "md-data prints. Files with the same --vocab and --chain-seed and other\n"
-    "--seed values are samples of the same distribution (training and\n"
-    "held-out data).\n"
-    "\n"
-    "  --vocab V         the vocabulary: tokens lie in [0, V), 1 <= V <= 2^24\n"
-    "  --tokens N        how many tokens to write (N >= 1)\n"
-    "  --seed S          which walk (default 0)\n"
-    "  --chain-seed C    which chain (default 0: the chain of synthetic(...)\n"
-    "                    sequence data with the same vocabulary)\n"
-    "  -o, --output FILE the file to write (atomically; directories are "
-    "created)\n"
-    "  --help            print this message\n";
-
 namespace {
-
-absl::StatusOr<uint64_t> number(const std::string &name,
-                                const std::string &text, uint64_t min) {
-  uint64_t n = 0;
-  if (text.empty() || text[0] == '-' || text[0] == '+' ||
-      !absl::SimpleAtoi(text, &n) || n < min)
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, " ", text,
-        min > 0 ? ": not a positive integer" : ": not a non-negative integer"));
-  return n;
-}
 
 std::string withCommas(int64_t n) {
   std::string digits = absl::StrCat(n), out;
@@ -60,77 +44,73 @@ std::string withCommas(int64_t n) {
   return out;
 }
 
+/// Counts up to here keep `width * tokens` and the like far from overflow.
+constexpr int64_t kMaxCount = INT64_MAX / 2;
+
+std::string notTooLarge(const cli::PositiveCount &n) {
+  return n.value > kMaxCount ? "too large" : "";
+}
+
+const std::vector<cli::Section> &sections() {
+  static const std::vector<cli::Section> sections = [] {
+    cli::Section s;
+    s.options = {
+        cli::FlagOption(FLAGS_vocab, {"--vocab"}, "V",
+                        [](const cli::PositiveCount &n) -> std::string {
+                          if (n.value > kMaxCount)
+                            return "too large";
+                          if (n.value > kMaxVocab)
+                            return absl::StrCat("more than ", kMaxVocab,
+                                                " tokens (md-data's limit)");
+                          return "";
+                        }),
+        cli::FlagOption(FLAGS_tokens, {"--tokens"}, "N", notTooLarge),
+        cli::FlagOption(FLAGS_seed, {"--seed"}, "S"),
+        cli::FlagOption(FLAGS_chain_seed, {"--chain-seed"}, "C"),
+        cli::FlagOption(FLAGS_output, {"-o", "--output"}, "FILE")
+            .needsNonEmpty("a file name"),
+        cli::HelpOption(),
+    };
+    return std::vector<cli::Section>{s};
+  }();
+  return sections;
+}
+
 } // namespace
 
+std::string Usage() {
+  return cli::Usage(
+      "usage: md-data markov --vocab V --tokens N [--seed S] [--chain-seed C] "
+      "-o FILE\n"
+      "\n"
+      "Writes N tokens as a flat little-endian file, uint16 for V <= 65536\n"
+      "(nanoGPT's format) and uint32 beyond (what tokens(\"FILE\") reads for\n"
+      "such a vocabulary): a walk on a fixed random Markov chain over\n"
+      "V tokens, in which every token has 4 successors (probabilities 0.6, "
+      "0.25,\n"
+      "0.1, 0.05). A model can learn it down to the chain's entropy rate, "
+      "which\n"
+      "md-data prints. Files with the same --vocab and --chain-seed and other\n"
+      "--seed values are samples of the same distribution (training and\n"
+      "held-out data).\n",
+      sections(),
+      "Examples (training and held-out data from one chain):\n"
+      "  md-data markov --vocab 512 --tokens 2000000 --seed 1 -o "
+      "data/train.bin\n"
+      "  md-data markov --vocab 512 --tokens 200000 --seed 2 -o data/val.bin\n",
+      20);
+}
+
 absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
+  absl::StatusOr<cli::Parsed> parsed = cli::Parse(sections(), argc, argv);
+  if (!parsed.ok())
+    return parsed.status();
   CommandLine cl;
-  bool help = false, haveVocab = false, haveTokens = false, haveOutput = false;
-  std::vector<std::string> positional;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string name = arg, value;
-    bool hasValue = false;
-    if (arg.rfind("--", 0) == 0 && arg.find('=') != std::string::npos) {
-      name = arg.substr(0, arg.find('='));
-      value = arg.substr(arg.find('=') + 1);
-      hasValue = true;
-    }
-    auto take = [&]() -> absl::StatusOr<std::string> {
-      if (hasValue)
-        return value;
-      if (i + 1 >= argc)
-        return absl::InvalidArgumentError(absl::StrCat(name, " needs a value"));
-      return std::string(argv[++i]);
-    };
-    if (name == "--help" || name == "-h") {
-      help = true;
-    } else if (name == "--vocab" || name == "--tokens" || name == "--seed" ||
-               name == "--chain-seed") {
-      absl::StatusOr<std::string> text = take();
-      if (!text.ok())
-        return text.status();
-      bool positive = name == "--vocab" || name == "--tokens";
-      absl::StatusOr<uint64_t> n = number(name, *text, positive ? 1 : 0);
-      if (!n.ok())
-        return n.status();
-      if (positive && *n > static_cast<uint64_t>(INT64_MAX / 2))
-        return absl::InvalidArgumentError(
-            absl::StrCat(name, " ", *text, ": too large"));
-      if (name == "--vocab") {
-        if (*n > static_cast<uint64_t>(kMaxVocab))
-          return absl::InvalidArgumentError(absl::StrCat(
-              "--vocab ", *text, ": more than ", kMaxVocab,
-              " tokens (md-data's limit)"));
-        cl.markov.vocab = static_cast<int64_t>(*n);
-        haveVocab = true;
-      } else if (name == "--tokens") {
-        cl.markov.tokens = static_cast<int64_t>(*n);
-        haveTokens = true;
-      } else if (name == "--seed") {
-        cl.markov.seed = *n;
-      } else {
-        cl.markov.chainSeed = *n;
-      }
-    } else if (name == "-o" || name == "--output") {
-      absl::StatusOr<std::string> path = take();
-      if (!path.ok())
-        return path.status();
-      if (path->empty())
-        return absl::InvalidArgumentError(
-            absl::StrCat(name, " needs a file name"));
-      cl.markov.output = *path;
-      haveOutput = true;
-    } else if (arg.rfind("-", 0) == 0 && arg != "-") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown option '", arg, "'"));
-    } else {
-      positional.push_back(arg);
-    }
-  }
-  if (help) {
+  if (parsed->help) {
     cl.mode = CommandLine::Mode::Help;
     return cl;
   }
+  const std::vector<std::string> &positional = parsed->positional;
   if (positional.empty())
     return absl::InvalidArgumentError("no command given; expected 'markov'");
   if (positional[0] != "markov")
@@ -139,13 +119,20 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
   if (positional.size() > 1)
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", positional[1], "'"));
-  if (!haveVocab)
+  const absl::optional<cli::PositiveCount> vocab = absl::GetFlag(FLAGS_vocab),
+                                           tokens = absl::GetFlag(FLAGS_tokens);
+  if (!vocab)
     return absl::InvalidArgumentError("markov needs --vocab V");
-  if (!haveTokens)
+  if (!tokens)
     return absl::InvalidArgumentError("markov needs --tokens N");
-  if (!haveOutput)
+  if (absl::GetFlag(FLAGS_output).empty())
     return absl::InvalidArgumentError("markov needs -o FILE");
   cl.mode = CommandLine::Mode::Markov;
+  cl.markov.vocab = vocab->value;
+  cl.markov.tokens = tokens->value;
+  cl.markov.seed = absl::GetFlag(FLAGS_seed).value;
+  cl.markov.chainSeed = absl::GetFlag(FLAGS_chain_seed).value;
+  cl.markov.output = absl::GetFlag(FLAGS_output);
   return cl;
 }
 
@@ -195,9 +182,8 @@ std::string Describe(const MarkovTokensOptions &options,
   std::string line = absl::StrFormat(
       "md-data: wrote %s: %s uint%d tokens (%s bytes), a walk (seed %d) on "
       "the Markov chain over %d tokens (chain seed %d)",
-      options.output, withCommas(options.tokens),
-      8 * TokenBytes(options.vocab), withCommas(result.bytes),
-      options.seed, options.vocab, options.chainSeed);
+      options.output, withCommas(options.tokens), 8 * TokenBytes(options.vocab),
+      withCommas(result.bytes), options.seed, options.vocab, options.chainSeed);
   if (result.entropyRate)
     absl::StrAppendFormat(&line,
                           "; entropy rate %.4f nats/token (the loss floor)",

@@ -1,4 +1,5 @@
-//===- MarkovTokens.h - md-data: token files from a Markov chain -*- C++ -*-===//
+//===- MarkovTokens.h - md-data: token files from a Markov chain -*- C++
+//-*-===//
 //
 // What `md-data markov` does, as a library for the tool and its tests: parse
 // the command line, and write N tokens of a walk on runtime/data's Markov
@@ -20,7 +21,8 @@
 
 namespace md::mddata {
 
-extern const char *const kUsage;
+/// The --help text (and what follows a command-line error).
+std::string Usage();
 
 /// The largest vocabulary a uint16 token file holds; larger ones are
 /// written as uint32.
@@ -47,8 +49,9 @@ struct CommandLine {
   MarkovTokensOptions markov;
 };
 
-/// Parses argv. A bad command line is an InvalidArgumentError whose message
-/// names the argument (the tool exits 2).
+/// Parses argv through md-data's Abseil flags (tools/cli); every parse
+/// starts from their defaults. A bad command line is an InvalidArgumentError
+/// whose message names the argument (the tool exits 2).
 absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv);
 
 /// The key of the walk that `--seed seed` writes.

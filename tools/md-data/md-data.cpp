@@ -18,11 +18,11 @@ int main(int argc, char **argv) {
   if (!cl.ok()) {
     std::fprintf(stderr, "md-data: error: %s\n%s",
                  std::string(cl.status().message()).c_str(),
-                 md::mddata::kUsage);
+                 md::mddata::Usage().c_str());
     return 2;
   }
   if (cl->mode == CommandLine::Mode::Help) {
-    std::fputs(md::mddata::kUsage, stdout);
+    std::fputs(md::mddata::Usage().c_str(), stdout);
     return 0;
   }
   absl::StatusOr<md::mddata::MarkovTokensResult> result =
