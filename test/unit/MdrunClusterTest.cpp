@@ -1,17 +1,22 @@
 //===- MdrunClusterTest.cpp - mdrun's place in a job, backend and comm ----===//
 //
-// ResolvePlacement on hand-made environments (as srun, mpirun or a user
-// would set them), the Slurm list parsers, and ChooseExecution on made-up
-// GPU probes: the decisions mdrun takes before it starts a rank.
+// mdrun's command line (Options.h), ResolvePlacement on hand-made
+// environments (as srun, mpirun or a user would set them), the Slurm list
+// parsers, and ChooseExecution on made-up GPU probes: the decisions mdrun
+// takes before it starts a rank.
 //
 //===----------------------------------------------------------------------===//
 
 #include <map>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_split.h"
+
+#include "tools/mdrun/Cluster.h"
+#include "tools/mdrun/Options.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tools/mdrun/Cluster.h"
 
 namespace md::mdrun {
 namespace {
@@ -45,6 +50,165 @@ FakeEnv slurmTask(int procid, int ntasks, int nnodes) {
       std::to_string(perNode) + "(x" + std::to_string(nnodes) + ")";
   e.vars["SLURM_STEP_NODELIST"] = "gpu[007-009,012],login1";
   return e;
+}
+
+absl::StatusOr<CommandLine> parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "mdrun");
+  std::vector<char *> argv;
+  for (std::string &a : args)
+    argv.push_back(a.data());
+  return ParseCommandLine(static_cast<int>(argv.size()), argv.data());
+}
+
+TEST(CommandLine, Training) {
+  absl::StatusOr<CommandLine> cl = parse({"--gpus",
+                                          "2",
+                                          "--ranks=2",
+                                          "--backend=cpu",
+                                          "--no-fallback",
+                                          "--steps",
+                                          "0",
+                                          "--seed",
+                                          "7",
+                                          "--log-every",
+                                          "5",
+                                          "--metrics",
+                                          "m.jsonl",
+                                          "--save-final=w.st",
+                                          "--timeout",
+                                          "2.5",
+                                          "--threads",
+                                          "3",
+                                          "--nnodes",
+                                          "2",
+                                          "--node-rank",
+                                          "1",
+                                          "--master-addr",
+                                          "node0",
+                                          "--master-port",
+                                          "0",
+                                          "plan.fb"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->mode, CommandLine::Mode::Launch);
+  const TrainOptions &t = cl->train;
+  EXPECT_EQ(t.planPath, "plan.fb");
+  EXPECT_EQ(t.ranks, 2);
+  EXPECT_EQ(t.backend, BackendChoice::Cpu);
+  EXPECT_TRUE(t.noFallback);
+  EXPECT_EQ(t.steps, 0);
+  EXPECT_EQ(t.seed, 7);
+  EXPECT_EQ(t.logEvery, 5);
+  EXPECT_EQ(t.metricsPath, "m.jsonl");
+  EXPECT_EQ(t.saveFinalPath, "w.st");
+  EXPECT_EQ(t.timeoutSeconds, 2.5);
+  EXPECT_EQ(t.threads, 3);
+  EXPECT_EQ(t.nnodes, 2);
+  EXPECT_EQ(t.nodeRank, 1);
+  EXPECT_EQ(t.masterAddr, "node0");
+  EXPECT_EQ(t.masterPort, 0);
+
+  // Every parse starts from the defaults: nothing above carries over.
+  cl = parse({"plan.fb", "--worker"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->mode, CommandLine::Mode::Worker);
+  const TrainOptions d;
+  EXPECT_EQ(cl->train.ranks, d.ranks);
+  EXPECT_EQ(cl->train.backend, d.backend);
+  EXPECT_EQ(cl->train.noFallback, d.noFallback);
+  EXPECT_EQ(cl->train.steps, d.steps);
+  EXPECT_FALSE(cl->train.seed.has_value());
+  EXPECT_EQ(cl->train.logEvery, d.logEvery);
+  EXPECT_EQ(cl->train.metricsPath, d.metricsPath);
+  EXPECT_EQ(cl->train.saveFinalPath, d.saveFinalPath);
+  EXPECT_EQ(cl->train.timeoutSeconds, d.timeoutSeconds);
+  EXPECT_EQ(cl->train.threads, d.threads);
+  EXPECT_EQ(cl->train.nnodes, d.nnodes);
+  EXPECT_EQ(cl->train.nodeRank, d.nodeRank);
+  EXPECT_EQ(cl->train.masterAddr, d.masterAddr);
+  EXPECT_EQ(cl->train.masterPort, d.masterPort);
+}
+
+TEST(CommandLine, InspectAndHelp) {
+  absl::StatusOr<CommandLine> cl =
+      parse({"--world-size=4", "--inspect", "p.fb", "--format", "json"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->mode, CommandLine::Mode::Inspect);
+  EXPECT_EQ(cl->inspect.planPath, "p.fb");
+  EXPECT_EQ(cl->inspect.worldSize, 4);
+  EXPECT_EQ(cl->inspect.format, InspectFormat::Json);
+  cl = parse({"--inspect=q.fb"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->inspect.planPath, "q.fb");
+  EXPECT_EQ(cl->inspect.worldSize, 0);
+  EXPECT_EQ(cl->inspect.format, InspectFormat::Text);
+  EXPECT_EQ(parse({"--help"})->mode, CommandLine::Mode::Help);
+  EXPECT_EQ(parse({"plan.fb", "-h", "--gpus", "2"})->mode,
+            CommandLine::Mode::Help);
+}
+
+TEST(CommandLine, ABadCommandLineNamesTheArgument) {
+  struct Bad {
+    std::vector<std::string> args;
+    const char *message;
+  } bad[] = {
+      {{"--frobnicate", "p"}, "unknown option '--frobnicate'"},
+      {{"p", "--world-size", "2"}, "--world-size only goes with --inspect"},
+      {{"p", "--format=json"}, "--format=json only goes with --inspect"},
+      {{"--inspect", "p", "--gpus", "2"},
+       "--inspect takes no other arguments, got '--gpus'"},
+      {{"--inspect", "p", "--worker"},
+       "--inspect takes no other arguments, got '--worker'"},
+      {{"--inspect", "p", "q"}, "--inspect takes no other arguments, got 'q'"},
+      {{"--gpus", "2", "--ranks", "4", "p"},
+       "--ranks 4 contradicts the 2 ranks asked for before"},
+      {{"--gpus", "0", "p"}, "--gpus 0: not a positive integer"},
+      {{"--backend", "gpu", "p"}, "--backend gpu: expected auto, cpu or cuda"},
+      {{"--inspect", "p", "--format", "xml"},
+       "--format xml: expected text or json"},
+      {{"--inspect", "p", "--world-size", "0"},
+       "--world-size 0: not a positive integer"},
+      {{"--nnodes", "70000", "p"}, "--nnodes 70000: more than 65536 nodes"},
+      {{"--nnodes", "0", "p"}, "--nnodes 0: not a positive integer"},
+      {{"--node-rank", "-1", "p"},
+       "--node-rank -1: not a non-negative integer"},
+      {{"--master-port", "65536", "p"},
+       "--master-port 65536: not a port (0 to 65535)"},
+      {{"--master-addr=", "p"}, "--master-addr needs a host"},
+      {{"--timeout", "0", "p"},
+       "--timeout 0: not a positive number of seconds"},
+      {{"--timeout", "1e7", "p"},
+       "--timeout 1e7: not a positive number of seconds"},
+      {{"--metrics=", "p"}, "--metrics needs a file name"},
+      {{"--save-final", "", "p"}, "--save-final needs a file name"},
+      {{"--seed", "-3", "p"}, "--seed -3: not a non-negative integer"},
+      {{"--steps", "x", "p"}, "--steps x: not a non-negative integer"},
+      {{"p", "--steps"}, "--steps needs a value"},
+      {{"--no-fallback=maybe", "p"}, "--no-fallback maybe: not a valid value"},
+      {{}, "no plan file given"},
+      {{"a", "b"}, "one plan file, got 'a' and 'b'"},
+  };
+  for (const Bad &b : bad) {
+    absl::StatusOr<CommandLine> r = parse(b.args);
+    ASSERT_FALSE(r.ok()) << b.message;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.status().message(), b.message);
+  }
+}
+
+TEST(CommandLine, Usage) {
+  const std::string usage = Usage();
+  EXPECT_THAT(usage, HasSubstr("usage: mdrun [--gpus N | --ranks N] [options] "
+                               "PLAN\n       mdrun --inspect PLAN"));
+  for (const char *line :
+       {"\nTraining (", "\n  --gpus N           run N ranks, one per GPU",
+        "\n  --no-fallback      ", "\nSeveral nodes (",
+        "\n  --master-port P    ", "\nInspection:\n  --inspect PLAN     ",
+        "\n  --format FORMAT    text (default) or json\n",
+        "\n  --help             print this message\n", "\nExamples:\n"})
+    EXPECT_THAT(usage, HasSubstr(line));
+  EXPECT_THAT(usage, ::testing::Not(HasSubstr("--worker")));
+  for (absl::string_view line : absl::StrSplit(usage, '\n'))
+    EXPECT_LE(line.size(), 79u) << line;
 }
 
 TEST(SlurmLists, FirstHost) {
@@ -303,8 +467,8 @@ TEST(Execution, SharedGpusAreStagedOnOneNodeOnly) {
 }
 
 TEST(Execution, CommKindNames) {
-  for (CommKind k : {CommKind::Shm, CommKind::Tcp, CommKind::Nccl,
-                     CommKind::ShmStaged})
+  for (CommKind k :
+       {CommKind::Shm, CommKind::Tcp, CommKind::Nccl, CommKind::ShmStaged})
     EXPECT_EQ(*parseCommKind(commKindName(k)), k);
   EXPECT_FALSE(parseCommKind("mpi").ok());
 }

@@ -2,214 +2,250 @@
 
 #include "tools/mdrun/Options.h"
 
+#include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "tools/cli/CommandLine.h"
 
 namespace md::mdrun {
 
-const char *const kUsage =
-    "usage: mdrun [--gpus N | --ranks N] [options] PLAN\n"
-    "       mdrun --inspect PLAN [--world-size N] [--format=text|json]\n"
-    "\n"
-    "Training (one process per rank, the torchrun environment contract):\n"
-    "  --gpus N           run N ranks, one per GPU; without a usable GPU, on "
-    "the\n"
-    "                     CPU backend with a warning\n"
-    "  --ranks N          run N ranks (same as --gpus N)\n"
-    "  --backend B        auto (default: GPUs when usable, else the CPU), "
-    "cpu,\n"
-    "                     or cuda\n"
-    "  --no-fallback      no usable GPU is an error instead of a CPU fallback\n"
-    "  --steps N          train N steps (default: the schedule's steps)\n"
-    "  --seed N           replace the recipe's seed (init and sampling)\n"
-    "  --log-every N      a progress line every N steps (default 10; 0: none)\n"
-    "  --metrics FILE     append one JSON line per progress report and log\n"
-    "  --save-final FILE  write the trained weights (f32 safetensors) at the "
-    "end\n"
-    "  --timeout SECONDS  how long a collective waits for a peer (default "
-    "300)\n"
-    "  --threads N        BLAS threads per rank (default: cores / ranks)\n"
-    "\n"
-    "Several nodes (docs/multinode.md; srun and mpirun are recognised):\n"
-    "  --nnodes M         nodes in the job (default 1); --gpus N is per node\n"
-    "  --node-rank R      this node's index, 0 to M-1\n"
-    "  --master-addr A    the host of rank 0 (MASTER_ADDR; default 127.0.0.1 "
-    "on\n"
-    "                     one node)\n"
-    "  --master-port P    rank 0's rendezvous port (MASTER_PORT; default "
-    "29500;\n"
-    "                     0: a free one, printed)\n"
-    "\n"
-    "Inspection:\n"
-    "  --inspect PLAN     load and verify PLAN and print what it does at a "
-    "world size\n"
-    "  --world-size N     the world size to inspect at (default: the plan's "
-    "pinned\n"
-    "                     world size, else 2)\n"
-    "  --format FORMAT    text (default) or json\n"
-    "\n"
-    "  --help             print this message\n";
+// How the flags below parse mdrun's own types (found by argument-dependent
+// lookup, so they live in the types' namespace).
+bool AbslParseFlag(absl::string_view text, InspectFormat *out,
+                   std::string *error) {
+  if (text == "text")
+    *out = InspectFormat::Text;
+  else if (text == "json")
+    *out = InspectFormat::Json;
+  else
+    *error = "expected text or json";
+  return error->empty();
+}
+std::string AbslUnparseFlag(InspectFormat f) {
+  return f == InspectFormat::Json ? "json" : "text";
+}
+
+bool AbslParseFlag(absl::string_view text, BackendChoice *out,
+                   std::string *error) {
+  if (text == "auto")
+    *out = BackendChoice::Auto;
+  else if (text == "cpu")
+    *out = BackendChoice::Cpu;
+  else if (text == "cuda")
+    *out = BackendChoice::Cuda;
+  else
+    *error = "expected auto, cpu or cuda";
+  return error->empty();
+}
+std::string AbslUnparseFlag(BackendChoice b) {
+  return b == BackendChoice::Cpu    ? "cpu"
+         : b == BackendChoice::Cuda ? "cuda"
+                                    : "auto";
+}
+
+/// --timeout's type: a positive number of seconds, at most 10^6 (the
+/// comms turn it into milliseconds).
+struct Seconds {
+  double value = 0;
+};
+bool AbslParseFlag(absl::string_view text, Seconds *out, std::string *error) {
+  double t = 0;
+  if (!absl::SimpleAtod(text, &t) || !(t > 0) || t > 1e6) {
+    *error = "not a positive number of seconds";
+    return false;
+  }
+  out->value = t;
+  return true;
+}
+std::string AbslUnparseFlag(Seconds s) { return absl::StrCat(s.value); }
+
+} // namespace md::mdrun
+
+// mdrun's options; the help strings are the usage's lines, the defaults the
+// option structs'. absl::nullopt is "not given", where the structs have a
+// sentinel (steps -1: the plan's) or a default that depends on the job.
+namespace {
+const md::mdrun::TrainOptions kTrainDefaults;
+const md::mdrun::InspectOptions kInspectDefaults;
+} // namespace
+
+ABSL_FLAG(std::string, inspect, kInspectDefaults.planPath,
+          "load and verify PLAN and print what it does at a world size");
+ABSL_FLAG(absl::optional<md::cli::PositiveCount>, world_size, absl::nullopt,
+          "the world size to inspect at (default: the plan's pinned world "
+          "size, else 2)");
+ABSL_FLAG(md::mdrun::InspectFormat, format, kInspectDefaults.format,
+          "text (default) or json");
+ABSL_FLAG(bool, worker, false,
+          "run one rank of the job the launcher started (the launcher adds "
+          "it to its own command line)");
+ABSL_FLAG(absl::optional<md::cli::PositiveCount>, gpus, absl::nullopt,
+          "run N ranks, one per GPU; without a usable GPU, on the CPU backend "
+          "with a warning");
+ABSL_FLAG(absl::optional<md::cli::PositiveCount>, ranks, absl::nullopt,
+          "run N ranks (same as --gpus N)");
+ABSL_FLAG(md::mdrun::BackendChoice, backend, kTrainDefaults.backend,
+          "auto (default: GPUs when usable, else the CPU), cpu, or cuda");
+ABSL_FLAG(bool, no_fallback, kTrainDefaults.noFallback,
+          "no usable GPU is an error instead of a CPU fallback");
+ABSL_FLAG(absl::optional<md::cli::Count>, steps, absl::nullopt,
+          "train N steps (default: the schedule's steps)");
+ABSL_FLAG(absl::optional<md::cli::Count>, seed, absl::nullopt,
+          "replace the recipe's seed (init and sampling)");
+ABSL_FLAG(md::cli::Count, log_every, md::cli::Count{kTrainDefaults.logEvery},
+          "a progress line every N steps (default 10; 0: none)");
+ABSL_FLAG(std::string, metrics, kTrainDefaults.metricsPath,
+          "append one JSON line per progress report and log");
+ABSL_FLAG(std::string, save_final, kTrainDefaults.saveFinalPath,
+          "write the trained weights (f32 safetensors) at the end");
+ABSL_FLAG(md::mdrun::Seconds, timeout,
+          md::mdrun::Seconds{kTrainDefaults.timeoutSeconds},
+          "how long a collective waits for a peer (default 300)");
+ABSL_FLAG(md::cli::Count, threads, md::cli::Count{kTrainDefaults.threads},
+          "BLAS threads per rank (default: cores / ranks)");
+ABSL_FLAG(absl::optional<md::cli::PositiveCount>, nnodes, absl::nullopt,
+          "nodes in the job (default 1); --gpus N is per node");
+ABSL_FLAG(absl::optional<md::cli::Count>, node_rank, absl::nullopt,
+          "this node's index, 0 to M-1");
+ABSL_FLAG(std::string, master_addr, kTrainDefaults.masterAddr,
+          "the host of rank 0 (MASTER_ADDR; default 127.0.0.1 on one node)");
+ABSL_FLAG(absl::optional<md::cli::Count>, master_port, absl::nullopt,
+          "rank 0's rendezvous port (MASTER_PORT; default 29500; 0: a free "
+          "one, printed)");
+
+namespace md::mdrun {
 
 namespace {
 
-absl::StatusOr<int64_t> positive(const std::string &name,
-                                 const std::string &text, int64_t min) {
-  int64_t n = 0;
-  if (!absl::SimpleAtoi(text, &n) || n < min)
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, " ", text,
-        min > 0 ? ": not a positive integer" : ": not a non-negative integer"));
-  return n;
+/// What an option goes with, for the rules across them.
+enum Tag { kHelp, kInspect, kInspectOnly, kTrain, kRanks, kWorker };
+
+std::string atMostNodes(int64_t n) {
+  return n > 65536 ? "more than 65536 nodes" : "";
+}
+
+/// The value of an optional count flag, or `otherwise` when not given.
+template <typename Count>
+int64_t valueOr(const absl::optional<Count> &flag, int64_t otherwise) {
+  return flag.has_value() ? flag->value : otherwise;
+}
+
+const std::vector<cli::Section> &sections() {
+  using cli::FlagOption;
+  static const std::vector<cli::Section> sections = [] {
+    std::vector<cli::Section> s(4);
+    s[0].heading =
+        "Training (one process per rank, the torchrun environment contract):";
+    s[0].options = {
+        FlagOption(FLAGS_gpus, {"--gpus"}, "N").withTag(kRanks),
+        FlagOption(FLAGS_ranks, {"--ranks"}, "N").withTag(kRanks),
+        FlagOption(FLAGS_backend, {"--backend"}, "B").withTag(kTrain),
+        FlagOption(FLAGS_no_fallback, {"--no-fallback"}, "").withTag(kTrain),
+        FlagOption(FLAGS_steps, {"--steps"}, "N").withTag(kTrain),
+        FlagOption(FLAGS_seed, {"--seed"}, "N").withTag(kTrain),
+        FlagOption(FLAGS_log_every, {"--log-every"}, "N").withTag(kTrain),
+        FlagOption(FLAGS_metrics, {"--metrics"}, "FILE")
+            .needsNonEmpty("a file name")
+            .withTag(kTrain),
+        FlagOption(FLAGS_save_final, {"--save-final"}, "FILE")
+            .needsNonEmpty("a file name")
+            .withTag(kTrain),
+        FlagOption(FLAGS_timeout, {"--timeout"}, "SECONDS").withTag(kTrain),
+        FlagOption(FLAGS_threads, {"--threads"}, "N").withTag(kTrain),
+        FlagOption(FLAGS_worker, {"--worker"}, "").withTag(kWorker).hide(),
+    };
+    s[1].heading =
+        "Several nodes (docs/multinode.md; srun and mpirun are recognised):";
+    s[1].options = {
+        FlagOption(
+            FLAGS_nnodes, {"--nnodes"}, "M",
+            [](const cli::PositiveCount &n) { return atMostNodes(n.value); })
+            .withTag(kTrain),
+        FlagOption(FLAGS_node_rank, {"--node-rank"}, "R",
+                   [](const cli::Count &n) { return atMostNodes(n.value); })
+            .withTag(kTrain),
+        FlagOption(FLAGS_master_addr, {"--master-addr"}, "A")
+            .needsNonEmpty("a host")
+            .withTag(kTrain),
+        FlagOption(FLAGS_master_port, {"--master-port"}, "P",
+                   [](const cli::Count &n) -> std::string {
+                     return n.value > 65535 ? "not a port (0 to 65535)" : "";
+                   })
+            .withTag(kTrain),
+    };
+    s[2].heading = "Inspection:";
+    s[2].options = {
+        FlagOption(FLAGS_inspect, {"--inspect"}, "PLAN").withTag(kInspect),
+        FlagOption(FLAGS_world_size, {"--world-size"}, "N")
+            .withTag(kInspectOnly),
+        FlagOption(FLAGS_format, {"--format"}, "FORMAT").withTag(kInspectOnly),
+    };
+    s[3].options = {cli::HelpOption().withTag(kHelp)};
+    return s;
+  }();
+  return sections;
 }
 
 } // namespace
 
+std::string Usage() {
+  return cli::Usage(
+      "usage: mdrun [--gpus N | --ranks N] [options] PLAN\n"
+      "       mdrun --inspect PLAN [--world-size N] [--format=text|json]\n",
+      sections(),
+      "Examples:\n"
+      "  mdrun --gpus 2 plan.fb\n"
+      "  mdrun --backend cpu --ranks 2 --steps 500 --log-every 50 \\\n"
+      "      --metrics run/metrics.jsonl --save-final run/final.safetensors "
+      "plan.fb\n"
+      "  mdrun --nnodes 2 --node-rank 0 --master-addr node0 --gpus 8 plan.fb\n"
+      "  mdrun --inspect plan.fb --world-size 4 --format json\n",
+      21);
+}
+
 absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
+  absl::StatusOr<cli::Parsed> parsedOr = cli::Parse(sections(), argc, argv);
+  if (!parsedOr.ok())
+    return parsedOr.status();
+  const cli::Parsed &parsed = *parsedOr;
   CommandLine cl;
-  bool inspect = false, worker = false, help = false;
-  std::vector<std::string> inspectOnly, trainOnly, positional;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string name = arg, value;
-    bool hasValue = false;
-    if (arg.rfind("--", 0) == 0 && arg.find('=') != std::string::npos) {
-      name = arg.substr(0, arg.find('='));
-      value = arg.substr(arg.find('=') + 1);
-      hasValue = true;
-    }
-    auto take = [&]() -> absl::StatusOr<std::string> {
-      if (hasValue)
-        return value;
-      if (i + 1 >= argc)
-        return absl::InvalidArgumentError(absl::StrCat(name, " needs a value"));
-      return std::string(argv[++i]);
-    };
-#define MD_TAKE(var)                                                           \
-  absl::StatusOr<std::string> var = take();                                    \
-  if (!var.ok())                                                               \
-    return var.status();
-    if (name == "--help" || name == "-h") {
-      help = true;
-    } else if (name == "--inspect") {
-      MD_TAKE(path);
-      inspect = true;
-      cl.inspect.planPath = *path;
-    } else if (name == "--world-size") {
-      MD_TAKE(text);
-      absl::StatusOr<int64_t> n = positive(name, *text, 1);
-      if (!n.ok())
-        return n.status();
-      cl.inspect.worldSize = *n;
-      inspectOnly.push_back(arg);
-    } else if (name == "--format") {
-      MD_TAKE(format);
-      if (*format == "text")
-        cl.inspect.format = InspectFormat::Text;
-      else if (*format == "json")
-        cl.inspect.format = InspectFormat::Json;
-      else
-        return absl::InvalidArgumentError(
-            absl::StrCat("--format ", *format, ": expected text or json"));
-      inspectOnly.push_back(arg);
-    } else if (name == "--worker") {
-      worker = true;
-    } else if (name == "--gpus" || name == "--ranks") {
-      MD_TAKE(text);
-      absl::StatusOr<int64_t> n = positive(name, *text, 1);
-      if (!n.ok())
-        return n.status();
-      if (cl.train.ranks != 0 && cl.train.ranks != *n)
-        return absl::InvalidArgumentError(
-            absl::StrCat(name, " ", *n, " contradicts the ", cl.train.ranks,
-                         " ranks asked for before"));
-      cl.train.ranks = *n;
-      trainOnly.push_back(arg);
-    } else if (name == "--backend") {
-      MD_TAKE(b);
-      if (*b == "auto")
-        cl.train.backend = BackendChoice::Auto;
-      else if (*b == "cpu")
-        cl.train.backend = BackendChoice::Cpu;
-      else if (*b == "cuda")
-        cl.train.backend = BackendChoice::Cuda;
-      else
-        return absl::InvalidArgumentError(
-            absl::StrCat("--backend ", *b, ": expected auto, cpu or cuda"));
-      trainOnly.push_back(arg);
-    } else if (name == "--no-fallback") {
-      cl.train.noFallback = true;
-      trainOnly.push_back(arg);
-    } else if (name == "--nnodes" || name == "--node-rank") {
-      MD_TAKE(text);
-      absl::StatusOr<int64_t> n =
-          positive(name, *text, name == "--nnodes" ? 1 : 0);
-      if (!n.ok())
-        return n.status();
-      if (*n > 65536)
-        return absl::InvalidArgumentError(
-            absl::StrCat(name, " ", *n, ": more than 65536 nodes"));
-      (name == "--nnodes" ? cl.train.nnodes : cl.train.nodeRank) = *n;
-      trainOnly.push_back(arg);
-    } else if (name == "--master-addr") {
-      MD_TAKE(addr);
-      if (addr->empty())
-        return absl::InvalidArgumentError("--master-addr needs a host");
-      cl.train.masterAddr = *addr;
-      trainOnly.push_back(arg);
-    } else if (name == "--steps" || name == "--log-every" ||
-               name == "--threads" || name == "--master-port") {
-      MD_TAKE(text);
-      absl::StatusOr<int64_t> n = positive(name, *text, 0);
-      if (!n.ok())
-        return n.status();
-      if (name == "--steps")
-        cl.train.steps = *n;
-      else if (name == "--log-every")
-        cl.train.logEvery = *n;
-      else if (name == "--threads")
-        cl.train.threads = *n;
-      else if (*n > 65535)
-        return absl::InvalidArgumentError(
-            absl::StrCat("--master-port ", *n, ": not a port (0 to 65535)"));
-      else
-        cl.train.masterPort = *n;
-      trainOnly.push_back(arg);
-    } else if (name == "--seed") {
-      MD_TAKE(text);
+  bool inspect = false, worker = false;
+  std::vector<std::string> inspectOnly, trainOnly;
+  for (const cli::Given &g : parsed.given) {
+    switch (static_cast<Tag>(g.option->tag)) {
+    case kRanks: {
+      // --gpus and --ranks are one count; two different ones contradict.
       int64_t n = 0;
-      if (!absl::SimpleAtoi(*text, &n) || n < 0)
+      (void)absl::SimpleAtoi(g.value, &n); // the flag's parser accepted it
+      if (cl.train.ranks != 0 && cl.train.ranks != n)
         return absl::InvalidArgumentError(
-            absl::StrCat("--seed ", *text, ": not a non-negative integer"));
-      cl.train.seed = n;
-      trainOnly.push_back(arg);
-    } else if (name == "--timeout") {
-      MD_TAKE(text);
-      double t = 0;
-      if (!absl::SimpleAtod(*text, &t) || !(t > 0) || t > 1e6)
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--timeout ", *text, ": not a positive number of seconds"));
-      cl.train.timeoutSeconds = t;
-      trainOnly.push_back(arg);
-    } else if (name == "--metrics" || name == "--save-final") {
-      MD_TAKE(path);
-      if (path->empty())
-        return absl::InvalidArgumentError(
-            absl::StrCat(name, " needs a file name"));
-      (name == "--metrics" ? cl.train.metricsPath : cl.train.saveFinalPath) =
-          *path;
-      trainOnly.push_back(arg);
-    } else if (arg.rfind("-", 0) == 0 && arg != "-") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown option '", arg, "'"));
-    } else {
-      positional.push_back(arg);
+            absl::StrCat(g.name, " ", n, " contradicts the ", cl.train.ranks,
+                         " ranks asked for before"));
+      cl.train.ranks = n;
+      trainOnly.push_back(g.arg);
+      break;
     }
-#undef MD_TAKE
+    case kTrain:
+      trainOnly.push_back(g.arg);
+      break;
+    case kInspect:
+      inspect = true;
+      break;
+    case kInspectOnly:
+      inspectOnly.push_back(g.arg);
+      break;
+    case kWorker:
+      worker = absl::GetFlag(FLAGS_worker);
+      break;
+    case kHelp:
+      break;
+    }
   }
-  if (help) {
+  if (parsed.help) {
     cl.mode = CommandLine::Mode::Help;
     return cl;
   }
+  const std::vector<std::string> &positional = parsed.positional;
   if (inspect) {
     if (!trainOnly.empty() || !positional.empty() || worker)
       return absl::InvalidArgumentError(
@@ -218,6 +254,10 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
                        : worker           ? std::string("--worker")
                                           : positional.front(),
                        "'"));
+    cl.inspect.planPath = absl::GetFlag(FLAGS_inspect);
+    cl.inspect.worldSize =
+        valueOr(absl::GetFlag(FLAGS_world_size), cl.inspect.worldSize);
+    cl.inspect.format = absl::GetFlag(FLAGS_format);
     cl.mode = CommandLine::Mode::Inspect;
     return cl;
   }
@@ -229,7 +269,22 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
   if (positional.size() > 1)
     return absl::InvalidArgumentError(absl::StrCat(
         "one plan file, got '", positional[0], "' and '", positional[1], "'"));
-  cl.train.planPath = positional[0];
+  TrainOptions &t = cl.train;
+  t.planPath = positional[0];
+  t.backend = absl::GetFlag(FLAGS_backend);
+  t.noFallback = absl::GetFlag(FLAGS_no_fallback);
+  t.steps = valueOr(absl::GetFlag(FLAGS_steps), t.steps);
+  if (absl::optional<cli::Count> seed = absl::GetFlag(FLAGS_seed))
+    t.seed = seed->value;
+  t.metricsPath = absl::GetFlag(FLAGS_metrics);
+  t.saveFinalPath = absl::GetFlag(FLAGS_save_final);
+  t.logEvery = absl::GetFlag(FLAGS_log_every).value;
+  t.timeoutSeconds = absl::GetFlag(FLAGS_timeout).value;
+  t.masterPort = valueOr(absl::GetFlag(FLAGS_master_port), t.masterPort);
+  t.masterAddr = absl::GetFlag(FLAGS_master_addr);
+  t.nnodes = valueOr(absl::GetFlag(FLAGS_nnodes), t.nnodes);
+  t.nodeRank = valueOr(absl::GetFlag(FLAGS_node_rank), t.nodeRank);
+  t.threads = absl::GetFlag(FLAGS_threads).value;
   cl.mode = worker ? CommandLine::Mode::Worker : CommandLine::Mode::Launch;
   return cl;
 }

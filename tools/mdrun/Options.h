@@ -3,7 +3,8 @@
 // What `mdrun` was asked to do: inspect a plan, launch a training job, or
 // (hidden, for the processes the launcher starts) run one rank of it. The
 // launcher passes its own command line on to its workers, so both parse the
-// same options; docs/cli.md lists them.
+// same options; docs/cli.md lists them. The values live in Abseil flags
+// (Options.cpp), parsed through tools/cli.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,10 +58,13 @@ struct CommandLine {
   TrainOptions train;
 };
 
-/// Parses argv; InvalidArgument (a usage error) names the bad option.
+/// Parses argv through mdrun's Abseil flags (tools/cli); every parse
+/// starts from their defaults; InvalidArgument (a usage error) names the bad
+/// option.
 absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv);
 
-extern const char *const kUsage;
+/// The --help text (and what follows a command-line error).
+std::string Usage();
 
 } // namespace md::mdrun
 

@@ -50,12 +50,13 @@ int main(int argc, char **argv) {
   absl::StatusOr<CommandLine> cl = md::mdrun::ParseCommandLine(argc, argv);
   if (!cl.ok()) {
     std::fprintf(stderr, "mdrun: error: %s\n%s",
-                 std::string(cl.status().message()).c_str(), md::mdrun::kUsage);
+                 std::string(cl.status().message()).c_str(),
+                 md::mdrun::Usage().c_str());
     return kUsageError;
   }
   switch (cl->mode) {
   case CommandLine::Mode::Help:
-    std::fputs(md::mdrun::kUsage, stdout);
+    std::fputs(md::mdrun::Usage().c_str(), stdout);
     return kSuccess;
   case CommandLine::Mode::Inspect: {
     std::string report;
