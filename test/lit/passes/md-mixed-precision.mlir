@@ -4,7 +4,7 @@
 // RUN: sed -e 's/WORLD//' -e 's/SHARD/full/' -e 's/PREC/param = bf16, reduce = bf16/' %s | md-opt --pass-pipeline='builtin.module(md.model(md-apply-plan,md-mixed-precision))' | FileCheck %s --check-prefix=FULL
 // RUN: sed -e 's/WORLD//' -e 's/SHARD/none/' -e 's/PREC/param = bf16, reduce = f32/' %s | md-opt --pass-pipeline='builtin.module(md.model(md-apply-plan,md-mixed-precision))' | FileCheck %s --check-prefix=DDP
 // RUN: sed -e 's/WORLD//' -e 's/SHARD/optimizer/' -e 's/PREC/param = bf16, reduce = bf16/' %s | md-opt --pass-pipeline='builtin.module(md.model(md-apply-plan,md-mixed-precision))' | FileCheck %s --check-prefix=ZERO1
-// RUN: sed -e 's/WORLD//' -e 's/SHARD/full/' -e 's/PREC/param = f32, reduce = f32/' %s | md-opt --pass-pipeline='builtin.module(md.model(md-apply-plan,md-mixed-precision))' | FileCheck %s --check-prefix=F32
+// RUN: sed -e 's/WORLD//' -e 's/SHARD/full/' -e 's/PREC/param = f32, reduce = f32/' %s | md-opt --pass-pipeline='builtin.module(md.model(md-apply-plan,md-mixed-precision))' | FileCheck %s --check-prefix=F32 --implicit-check-not=md.cast --implicit-check-not=bf16 --implicit-check-not='role params'
 
 // fsdp-full: each unit keeps a bf16 copy of its master shard (`params`),
 // refreshed once per step; the all-gather moves bf16; compute in bf16; the
@@ -60,10 +60,22 @@
 // ZERO1-NEXT: %[[AG:.*]] = md.all_gather %[[PH]] group world {md.phase = "step", md.unit = 0 : i64} : tensor<?xbf16> -> tensor<12xbf16>
 // ZERO1-NEXT: md.state_store %[[AG]], @u0.params : tensor<12xbf16>
 
-// An all-f32 policy changes nothing.
-// F32-NOT: md.cast
-// F32-NOT: bf16
-// F32-NOT: role params
+// An all-f32 policy changes nothing: no cast, no bf16 and no `params` copy
+// anywhere (the --implicit-check-not options of the RUN line); the master
+// shard is what is gathered, reduced and updated, all in f32.
+// F32: md.state @u0.master : tensor<?xf32> shard(12) group world role master unit 0
+// F32: md.micro_steps
+// F32: %[[B:.*]]:2 = md.batch : tensor<2x8xf32>, tensor<2xi32>
+// F32: %[[S:.*]] = md.state_load @u1.master : tensor<?xf32>
+// F32-NEXT: %[[G:.*]] = md.all_gather %[[S]] group world {{.*}} : tensor<?xf32> -> tensor<36xf32>
+// F32-NEXT: %[[W:.*]] = md.view %[[G]][0] : tensor<36xf32> to tensor<4x8xf32>
+// F32: md.matmul %[[B]]#0, %[[W]] bias {{.*}} : tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32> -> tensor<2x4xf32>
+// F32: %[[T:.*]] = md.grad_total %{{.*}} from @u0.grad_acc : tensor<12xf32> -> tensor<12xf32>
+// F32-NEXT: %[[R:.*]] = md.reduce_scatter %[[T]] avg group world {{.*}} : tensor<12xf32> -> tensor<?xf32>
+// F32: %[[C:.*]]:2 = md.clip %[[R]], %{{.*}} : tensor<?xf32>, tensor<?xf32>
+// F32: %[[M:.*]] = md.state_load @u0.master : tensor<?xf32>
+// F32: %[[P:.*]], %{{.*}}, %{{.*}} = md.adamw_update %[[M]], %[[C]]#0, {{.*}} : tensor<?xf32>, tensor<?xf32>
+// F32: md.state_store %[[P]], @u0.master : tensor<?xf32>
 
 md.model @mlp attributes {WORLD plan = #md.plan<name = "fsdp-full", preset = "fsdp-full", shard = SHARD, wrap = blocks(h), precision = {PREC, buffer = f32, master = f32}, bucket_cap = 26214400, prefetch = {forward = true, backward = pre}, reshard_after_forward = true, checkpoint_activations = none>} {
   md.param @h.0.w : tensor<4x8xf32> init <normal(0.0, 0.02)> unit 1
