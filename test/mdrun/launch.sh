@@ -51,13 +51,25 @@ if run 0 --ranks 2 --backend cpu train-mlp-fsdp.fb; then
 fi
 
 # Asking for GPUs where none is usable: one warning line, the CPU backend.
+# CUDA_VISIBLE_DEVICES= hides every GPU, so this holds on any machine and
+# in any build: a silent fallback fails here.
+if CUDA_VISIBLE_DEVICES= run 0 --gpus 2 --steps 3 train-mlp-fsdp.fb; then
+  [[ $(count err.txt '^mdrun: warning: no usable GPU \(.+\); running 2 ranks on the CPU backend$') -eq 1 ]] ||
+    fail "expected one fallback warning line, got: $(cat err.txt)"
+  [[ $(wc -l <err.txt) -eq 1 ]] || fail "more than the warning on stderr: $(cat err.txt)"
+  has out.txt '^mdrun: model mlp, plan fsdp-full \(train-mlp-fsdp.fb\), 2 ranks on the cpu backend'
+fi
+# With what this machine has: without a GPU, the same warning; with one GPU,
+# one warning that the ranks share it; with two, no warning, and then the
+# ranks must run on the cuda backend (no warning on the CPU backend is the
+# silent fallback this refuses).
 if run 0 --gpus 2 --steps 3 train-mlp-fsdp.fb; then
-  # Without a GPU: one fallback warning. With one GPU: one warning that the
-  # ranks share it. With two: none.
   if [[ -s err.txt ]]; then
     [[ $(count err.txt '^mdrun: warning: (no usable GPU \(.+\); running 2 ranks on the CPU backend|2 ranks per node but 1 usable GPU; ranks share GPUs .*)$') -eq 1 ]] ||
       fail "expected one fallback warning line, got: $(cat err.txt)"
     [[ $(wc -l <err.txt) -eq 1 ]] || fail "more than the warning on stderr: $(cat err.txt)"
+  else
+    has out.txt '^mdrun: model mlp, plan fsdp-full \(train-mlp-fsdp.fb\), 2 ranks on the cuda backend'
   fi
 fi
 if run 1 --gpus 2 --no-fallback train-mlp-fsdp.fb; then
