@@ -1074,41 +1074,71 @@ TEST(PlanSummaryTest, AttentionBatchedMatmulAndConditionalFlops) {
 // --- robustness
 // ---------------------------------------------------------------------------------------
 
-/// Loads `bytes`; if accepted, also runs what a consumer would (memory and
-/// summary at the bound W, or at 2).
-bool LoadAndUse(const std::vector<uint8_t> &bytes) {
+/// The plans LoadAndUse was given that the loader accepted, and the world
+/// sizes they were used at.
+struct Uses {
+  int accepted = 0;
+  int worldSizes = 0;
+};
+
+/// Loads `bytes`; an accepted plan must then serve what a consumer asks of
+/// it (mdrun --inspect, the launcher): at every world size it binds at (its
+/// pinned W, else 1 and 2), its memory report and summary are computable
+/// and agree, and a pinned plan binds at its own W.
+void LoadAndUse(const std::vector<uint8_t> &bytes, Uses &uses) {
   absl::StatusOr<LoadedPlan> loaded = LoadPlan(bytes, At(0));
   if (!loaded.ok())
-    return false;
-  int64_t w = loaded->bound() ? loaded->world().worldSize : 2;
-  (void)PerRankMemory(*loaded, w);
-  (void)Summarize(*loaded, w);
-  return true;
+    return;
+  ++uses.accepted;
+  std::vector<int64_t> sizes = {1, 2};
+  if (loaded->bound()) {
+    sizes = {loaded->world().worldSize};
+    EXPECT_TRUE(BindWorldSize(*loaded, sizes[0]).ok())
+        << "an accepted plan pinned to W = " << sizes[0]
+        << " does not bind at it";
+  }
+  for (int64_t w : sizes) {
+    if (!BindWorldSize(*loaded, w).ok())
+      continue; // a batch W does not divide: refused, as it should be
+    ++uses.worldSizes;
+    absl::StatusOr<MemoryReport> memory = PerRankMemory(*loaded, w);
+    absl::StatusOr<PlanSummary> summary = Summarize(*loaded, w);
+    EXPECT_TRUE(memory.ok()) << "W = " << w << ": " << memory.status();
+    EXPECT_TRUE(summary.ok()) << "W = " << w << ": " << summary.status();
+    if (!memory.ok() || !summary.ok())
+      continue;
+    EXPECT_EQ(summary->world.worldSize, w);
+    EXPECT_EQ(summary->memory.peak, memory->peak) << "W = " << w;
+    EXPECT_GE(memory->peak, 0) << "W = " << w;
+  }
 }
 
 TEST(PlanRobustnessTest, RandomBitFlipsAreRefusedOrStillValid) {
   const std::vector<uint8_t> good = TinyMlpPlan().finish();
   std::mt19937 rng(20240611);
-  int accepted = 0;
+  Uses uses;
   constexpr int kTrials = 4000;
   for (int trial = 0; trial < kTrials; ++trial) {
     std::vector<uint8_t> bytes = good;
     int flips = 1 + static_cast<int>(rng() % 4);
     for (int f = 0; f < flips; ++f)
       bytes[rng() % bytes.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
-    accepted += LoadAndUse(bytes);
+    LoadAndUse(bytes, uses);
   }
   // Most flips hit offsets, indices or sizes the verifiers check; some
-  // land in names or float values and stay valid.
-  EXPECT_LT(accepted, kTrials / 2);
-  std::cout << "[          ] " << accepted << " of " << kTrials
+  // land in names or float values and stay valid, and were used.
+  EXPECT_LT(uses.accepted, kTrials / 2);
+  EXPECT_GT(uses.worldSizes, 0);
+  std::cout << "[          ] " << uses.accepted << " of " << kTrials
             << " bit-flipped plans are still valid\n";
 }
 
 TEST(PlanRobustnessTest, RandomByteShufflesAreRefusedOrStillValid) {
   const std::vector<uint8_t> good = TinyMlpPlan().finish();
   std::mt19937 rng(7);
-  for (int trial = 0; trial < 2000; ++trial) {
+  Uses uses;
+  constexpr int kTrials = 2000;
+  for (int trial = 0; trial < kTrials; ++trial) {
     std::vector<uint8_t> bytes = good;
     size_t a = rng() % bytes.size(), len = 1 + rng() % 64;
     size_t bpos = rng() % bytes.size();
@@ -1126,9 +1156,15 @@ TEST(PlanRobustnessTest, RandomByteShufflesAreRefusedOrStillValid) {
         bytes[a + k] = static_cast<uint8_t>(rng());
       break;
     }
-    LoadAndUse(bytes);
+    LoadAndUse(bytes, uses);
   }
-  SUCCEED();
+  // Most rearrangements break an offset, a vtable or an index the verifiers
+  // check; the accepted ones were used in LoadAndUse.
+  EXPECT_LT(uses.accepted, kTrials / 2);
+  EXPECT_GT(uses.worldSizes, 0);
+  std::cout << "[          ] " << uses.accepted << " of " << kTrials
+            << " rearranged plans are still valid, used at " << uses.worldSizes
+            << " world sizes\n";
 }
 
 } // namespace
