@@ -11,8 +11,9 @@
 // BLOCKS: md.param @h.1.b : tensor<4xf32> {{.*}} unit 2
 // BLOCKS: md.param @head : tensor<3x4xf32> {{.*}} unit 0
 
-// none: one unit.
-// NONE-COUNT-6: unit 0
+// none: one unit: all six params in unit 0, and no other param.
+// NONE-COUNT-6: md.param {{.*}} unit 0{{$}}
+// NONE-NOT: md.param
 
 // size(min_params = 20): emb (32) closes unit 0; h.0.w + h.0.b (20) unit 1;
 // h.1.w + h.1.b (20) unit 2; head (12) is too small alone and joins unit 2.
