@@ -1,4 +1,9 @@
-//===- CommandLine.cpp - md's runtime tools' command lines on Abseil flags ===//
+//===- CommandLine.cpp - command lines on Abseil flags --------------------===//
+//
+// The argument loop and the usage formatter of CommandLine.h: how md's
+// spellings reach Abseil's flag parsers, and how help strings are laid out.
+//
+//===----------------------------------------------------------------------===//
 
 #include "tools/cli/CommandLine.h"
 

@@ -1,18 +1,17 @@
-//===- CommandLine.h - runtime tools' command lines on Abseil flags -*- C++
-//-*-===//
+//===- CommandLine.h - command lines on Abseil flags ------------*- C++ -*-===//
 //
 // mdrun and md-data keep their option values in Abseil flags (ABSL_FLAG: a
-// type with its parser, a default and a help text). This file is the thin layer
-// they add on top, for what Abseil 20220623's absl::ParseCommandLine does not
-// do: it exits (status 1) on a bad argument where md's tools return a Status
-// and exit 2 after naming the argument and printing their usage; it spells
-// flags as C++ identifiers
-// (--log_every) where md spells them with dashes and has short forms (-o,
-// -h); and it does not tell the caller which options were given, which
-// mdrun needs to refuse training options next to --inspect. So a tool lists
-// its options (spellings, metavariable, flag) in sections; Parse sets the
-// flags through Abseil's parsers (the flag type's AbslParseFlag) and
-// returns what it saw; Usage formats --help from the flags' help strings.
+// type with its parser, a default and a help text). This file is the thin
+// layer they add on top, for what Abseil 20220623's absl::ParseCommandLine
+// does not do: it exits (status 1) on a bad argument, where md's tools
+// return a Status and exit 2 after naming the argument and printing their
+// usage; it spells flags as C++ identifiers (--log_every), where md spells
+// them with dashes and has short forms (-o, -h); and it does not tell the
+// caller which options were given, which mdrun needs to refuse training
+// options next to --inspect. So a tool lists its options (spellings,
+// metavariable, flag) in sections; Parse sets the flags through Abseil's
+// parsers (the flag type's AbslParseFlag) and returns what it saw; Usage
+// formats --help from the flags' help strings.
 //
 // Flags are process-wide. Parse first resets every flag it knows to its
 // default, and a tool copies the values into its options struct, so every

@@ -1,4 +1,11 @@
 //===- Options.cpp - mdrun's command line ---------------------------------===//
+//
+// mdrun's options as Abseil flags (a type, a default from the option
+// structs, the usage's line), their spellings and groups for tools/cli, and
+// the rules across options that no single flag can check: --inspect goes
+// alone, --gpus and --ranks agree, a plan file is given once.
+//
+//===----------------------------------------------------------------------===//
 
 #include "tools/mdrun/Options.h"
 
