@@ -60,7 +60,7 @@ absl::StatusOr<CommandLine> parse(std::vector<std::string> args) {
   return ParseCommandLine(static_cast<int>(argv.size()), argv.data());
 }
 
-TEST(CommandLine, Training) {
+TEST(MdrunCommandLine, Training) {
   absl::StatusOr<CommandLine> cl = parse({"--gpus",
                                           "2",
                                           "--ranks=2",
@@ -128,7 +128,7 @@ TEST(CommandLine, Training) {
   EXPECT_EQ(cl->train.masterPort, d.masterPort);
 }
 
-TEST(CommandLine, InspectAndHelp) {
+TEST(MdrunCommandLine, InspectAndHelp) {
   absl::StatusOr<CommandLine> cl =
       parse({"--world-size=4", "--inspect", "p.fb", "--format", "json"});
   ASSERT_TRUE(cl.ok()) << cl.status();
@@ -146,7 +146,7 @@ TEST(CommandLine, InspectAndHelp) {
             CommandLine::Mode::Help);
 }
 
-TEST(CommandLine, ABadCommandLineNamesTheArgument) {
+TEST(MdrunCommandLine, ABadCommandLineNamesTheArgument) {
   struct Bad {
     std::vector<std::string> args;
     const char *message;
@@ -195,7 +195,7 @@ TEST(CommandLine, ABadCommandLineNamesTheArgument) {
   }
 }
 
-TEST(CommandLine, Usage) {
+TEST(MdrunCommandLine, Usage) {
   const std::string usage = Usage();
   EXPECT_THAT(usage, HasSubstr("usage: mdrun [--gpus N | --ranks N] [options] "
                                "PLAN\n       mdrun --inspect PLAN"));
