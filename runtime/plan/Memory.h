@@ -27,19 +27,37 @@
 //   Each category's bytes are those at the transient peak (its first
 //   occurrence in program order), so that they add up to `peak`.
 //
+// What both memory models share lives here too, free of MLIR, so that the
+// compiler's analysis (passes/analysis/MemoryAnalysis.h) runs it on its IR:
+// the categories' names, the sweep that sums live intervals by category
+// (LiveBytes), the totals at the peak (MemoryTotals) and the rows every
+// report prints, in one order (MemoryRows).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MD_RUNTIME_PLAN_MEMORY_H
 #define MD_RUNTIME_PLAN_MEMORY_H
 
+#include <array>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "runtime/plan/Loader.h"
 
 namespace md::plan {
 
-struct MemoryReport {
+/// Bytes per category, indexed by fb::MemoryCategory.
+using CategoryBytes =
+    std::array<int64_t, static_cast<size_t>(fb::MemoryCategory::MAX) + 1>;
+
+/// "params", "grads", "grad_acc", "optimizer", "activations",
+/// "comm_buffers"; "host" and "unspecified" for the other two.
+const char *MemoryCategoryName(fb::MemoryCategory category);
+
+/// The per-rank bytes both reports print (mdc --explain, mdrun --inspect):
+/// each category's bytes at the peak, which add up to `peak`.
+struct MemoryTotals {
   int64_t params = 0;
   int64_t grads = 0;
   int64_t gradAcc = 0;
@@ -47,6 +65,37 @@ struct MemoryReport {
   int64_t activations = 0;
   int64_t commBuffers = 0;
   int64_t peak = 0;
+
+  /// The totals of `bytes`: a buffer without a category counts as
+  /// activations, host scalars not at all; `peak` is their sum. Fails when
+  /// the sum overflows.
+  static absl::StatusOr<MemoryTotals> Of(const CategoryBytes &bytes);
+};
+
+/// One row of a memory report.
+struct MemoryRow {
+  const char *name; // the JSON key and the text label
+  int64_t bytes;
+};
+/// The rows every memory report prints, in its order: params, grads,
+/// grad_acc, optimizer, activations, comm_buffers, peak.
+std::array<MemoryRow, 7> MemoryRows(const MemoryTotals &totals);
+
+/// The bytes one buffer holds from position `first` to `last` inclusive.
+struct LiveInterval {
+  int64_t first = 0;
+  int64_t last = 0;
+  fb::MemoryCategory category = fb::MemoryCategory::Activations;
+  int64_t bytes = 0;
+};
+
+/// The bytes live at each of `positions` positions, by category: the sum of
+/// the intervals that hold it. The sweep both memory models share; intervals
+/// must lie in [0, positions). Fails when a sum overflows.
+absl::StatusOr<std::vector<CategoryBytes>>
+LiveBytes(int64_t positions, const std::vector<LiveInterval> &intervals);
+
+struct MemoryReport : MemoryTotals {
   /// Where the transient peak is reached (the innermost block); -1 when the
   /// plan has no transient buffer.
   int32_t peakBlock = -1;
