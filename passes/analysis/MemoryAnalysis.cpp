@@ -71,10 +71,13 @@ struct Linearization {
   llvm::DenseMap<Operation *, int64_t> start, end;
   llvm::DenseMap<Block *, int64_t> blockEnd;
   std::vector<Operation *> opAt;
+  /// The blocks numbered, outermost first.
+  std::vector<Block *> blocks;
   /// Whether the body of md.micro_steps runs (A > 1).
   bool microSteps = true;
 
   void number(Block &block) {
+    blocks.push_back(&block);
     for (Operation &op : block) {
       start[&op] = opAt.size();
       opAt.push_back(&op);
@@ -313,79 +316,46 @@ FailureOr<MemoryReport> md::computeMemory(ModelOp model, int64_t worldSize) {
       return failure();
   }
 
-  // A collective on the comm stream runs after it is issued: it reads its
-  // operands until an op waits for it or for a later collective (the comm
-  // stream runs in order), else until the end of its block.
-  llvm::DenseMap<int64_t, int64_t> recordedAt; // event -> position
-  std::vector<std::pair<int64_t, Operation *>> commOps;
-  for (auto [position, op] : llvm::enumerate(order.opAt)) {
-    if (order.start.lookup(op) != static_cast<int64_t>(position))
-      continue;
-    auto stream = op->getAttrOfType<IntegerAttr>("md.stream");
-    if (!stream || stream.getInt() != 1)
-      continue;
-    commOps.push_back({position, op});
-    if (auto event = op->getAttrOfType<IntegerAttr>("md.record"))
-      recordedAt[event.getInt()] = position;
-  }
+  // A collective on the comm stream runs after it is issued, in the comm
+  // stream's order, so it keeps its operands longer than its place in
+  // program order: the rule of the plan's liveness too (plan::StreamWindows
+  // over each block). It reads its operands until an op of its block waits
+  // for it or for a later collective, else until the end of its block; its
+  // results are reserved from the moment it may start, so that no buffer
+  // the compute stream uses in between shares their bytes.
   llvm::DenseMap<Operation *, int64_t> completion;
-  for (auto [position, op] : commOps)
-    completion[op] = order.blockEnd.lookup(op->getBlock());
-  for (auto [position, op] : llvm::enumerate(order.opAt)) {
-    if (order.start.lookup(op) != static_cast<int64_t>(position))
-      continue;
-    auto waits = op->getAttrOfType<DenseI64ArrayAttr>("md.wait");
-    if (!waits)
-      continue;
-    for (int64_t event : waits.asArrayRef()) {
-      auto it = recordedAt.find(event);
-      if (it == recordedAt.end())
-        continue;
-      for (auto [commPosition, comm] : commOps)
-        if (commPosition <= it->second &&
-            comm->getBlock() == order.opAt[it->second]->getBlock() &&
-            static_cast<int64_t>(position) < completion[comm] &&
-            static_cast<int64_t>(position) > commPosition)
-          completion[comm] = position;
+  for (Block *block : order.blocks) {
+    SmallVector<Operation *> ops;
+    std::vector<plan::StreamEvents> events;
+    for (Operation &op : *block) {
+      plan::StreamEvents e;
+      if (auto stream = op.getAttrOfType<IntegerAttr>("md.stream"))
+        e.stream = static_cast<int32_t>(stream.getInt());
+      if (auto record = op.getAttrOfType<IntegerAttr>("md.record"))
+        e.record = static_cast<int32_t>(record.getInt());
+      if (auto waits = op.getAttrOfType<DenseI64ArrayAttr>("md.wait"))
+        for (int64_t event : waits.asArrayRef())
+          e.waits.push_back(static_cast<int32_t>(event));
+      ops.push_back(&op);
+      events.push_back(std::move(e));
     }
-  }
-
-  // A collective on the comm stream may start as soon as the events it
-  // waits for have completed (and the comm stream's earlier work), which
-  // can be well before its place in program order: its results are
-  // reserved from then on, so that no buffer the compute stream uses in
-  // between shares their bytes. Without a wait in its block it may start
-  // with the block.
-  {
-    llvm::DenseMap<int64_t, std::pair<int64_t, Block *>> recorded;
-    llvm::DenseMap<Block *, int64_t> commStart;
-    for (auto [position, op] : llvm::enumerate(order.opAt)) {
-      int64_t at = static_cast<int64_t>(position);
-      if (order.start.lookup(op) != at)
+    std::vector<plan::StreamWindow> windows = plan::StreamWindows(events);
+    for (auto [i, op] : llvm::enumerate(ops)) {
+      if (events[i].stream != 1)
         continue;
-      Block *block = op->getBlock();
-      auto stream = op->getAttrOfType<IntegerAttr>("md.stream");
-      if (stream && stream.getInt() == 1) {
-        auto [it, inserted] =
-            commStart.try_emplace(block, order.start.lookup(&block->front()));
-        if (auto waits = op->getAttrOfType<DenseI64ArrayAttr>("md.wait"))
-          for (int64_t event : waits.asArrayRef()) {
-            auto r = recorded.find(event);
-            if (r != recorded.end() && r->second.second == block)
-              it->second = std::max(it->second, r->second.first + 1);
-          }
-        int64_t start = std::min(it->second, at);
-        for (Value result : op->getResults()) {
-          auto b = bufferOf.find(result);
-          if (b == bufferOf.end())
-            continue;
-          BufferInterval &buffer = report.buffers[b->second];
-          if (!buffer.persistent && buffer.op == op)
-            buffer.start = std::min(buffer.start, start);
-        }
+      const plan::StreamWindow &window = windows[i];
+      completion[op] = window.release < static_cast<int32_t>(ops.size())
+                           ? order.start.lookup(ops[window.release])
+                           : order.blockEnd.lookup(block);
+      int64_t start = order.start.lookup(ops[window.start]);
+      for (Value result : op->getResults()) {
+        auto b = bufferOf.find(result);
+        if (b == bufferOf.end())
+          continue;
+        BufferInterval &buffer = report.buffers[b->second];
+        if (!buffer.persistent && buffer.op == op)
+          buffer.start = std::min(buffer.start, start);
       }
-      if (auto event = op->getAttrOfType<IntegerAttr>("md.record"))
-        recorded[event.getInt()] = {at, block};
     }
   }
 

@@ -2,8 +2,10 @@
 
 #include "runtime/plan/Memory.h"
 
+#include <algorithm>
 #include <array>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -248,6 +250,54 @@ LiveBytes(int64_t positions, const std::vector<LiveInterval> &intervals) {
         return overflows();
   live.pop_back();
   return live;
+}
+
+std::vector<StreamWindow>
+StreamWindows(const std::vector<StreamEvents> &block) {
+  const int32_t size = static_cast<int32_t>(block.size());
+  std::vector<StreamWindow> windows(block.size());
+  auto contains = [](const std::vector<int32_t> &events, int32_t e) {
+    return std::find(events.begin(), events.end(), e) != events.end();
+  };
+  // The earliest instruction with which the next comm-stream instruction
+  // may run concurrently: the comm stream runs in order, and an
+  // instruction starts once the events it waits for have completed.
+  int32_t commStart = 0;
+  std::vector<std::pair<int32_t, int32_t>> recordedAt; // (event, index)
+  for (int32_t i = 0; i < size; ++i) {
+    windows[i] = {i, i};
+    if (block[i].stream == 1) {
+      std::vector<int32_t> recorded;
+      windows[i].release = size;
+      for (int32_t j = i; j < size; ++j) {
+        bool waits = false;
+        for (int32_t e : block[j].waits)
+          waits = waits || contains(recorded, e);
+        if (j > i && waits) {
+          windows[i].release = j;
+          break;
+        }
+        if (block[j].stream == 1 && block[j].record >= 0)
+          recorded.push_back(block[j].record);
+      }
+      for (int32_t e : block[i].waits)
+        for (const auto &[event, at] : recordedAt)
+          if (event == e)
+            commStart = std::max(commStart, at + 1);
+      windows[i].start = std::min(commStart, i);
+    }
+    if (block[i].record >= 0) {
+      auto it = std::find_if(recordedAt.begin(), recordedAt.end(),
+                             [&](const std::pair<int32_t, int32_t> &r) {
+                               return r.first == block[i].record;
+                             });
+      if (it != recordedAt.end())
+        it->second = i;
+      else
+        recordedAt.push_back({block[i].record, i});
+    }
+  }
+  return windows;
 }
 
 absl::StatusOr<MemoryReport> PerRankMemory(const LoadedPlan &loaded,

@@ -30,8 +30,10 @@
 // What both memory models share lives here too, free of MLIR, so that the
 // compiler's analysis (passes/analysis/MemoryAnalysis.h) runs it on its IR:
 // the categories' names, the sweep that sums live intervals by category
-// (LiveBytes), the totals at the peak (MemoryTotals) and the rows every
-// report prints, in one order (MemoryRows).
+// (LiveBytes), the totals at the peak (MemoryTotals), the rows every
+// report prints, in one order (MemoryRows), and how long a comm-stream
+// instruction keeps its operands (StreamWindows), which the plan builder's
+// liveness inference applies too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -94,6 +96,36 @@ struct LiveInterval {
 /// must lie in [0, positions). Fails when a sum overflows.
 absl::StatusOr<std::vector<CategoryBytes>>
 LiveBytes(int64_t positions, const std::vector<LiveInterval> &intervals);
+
+/// What liveness reads of one instruction of a block: its stream, the event
+/// it records and the events it waits for.
+struct StreamEvents {
+  int32_t stream = 0;  // 1: the comm stream
+  int32_t record = -1; // -1: none
+  std::vector<int32_t> waits;
+};
+
+/// How long an instruction of a block may touch its operands, as indices
+/// into the block. An instruction on the compute stream touches them when
+/// it runs: both are its own index. One on the comm stream runs after it is
+/// issued and in the comm stream's order:
+///  - it reads its inputs until `release`, the first later instruction that
+///    waits for its event or that of a later comm-stream instruction, or
+///    the block's end (`release` = the block's size) when none does;
+///  - it may write its outputs from `start`, the instruction after the
+///    latest event (recorded earlier in the block) that it or an earlier
+///    comm-stream instruction waits for, or the block's first: it may start
+///    that early, so its outputs must not share bytes with anything the
+///    compute stream uses in between.
+struct StreamWindow {
+  int32_t start = 0;
+  int32_t release = 0;
+};
+
+/// The window of every instruction of a block, the rule both liveness
+/// inferences apply: PlanBuilder::inferLiveness on a plan and the
+/// compiler's analysis on the IR (docs/memory.md, "Liveness").
+std::vector<StreamWindow> StreamWindows(const std::vector<StreamEvents> &block);
 
 struct MemoryReport : MemoryTotals {
   /// Where the transient peak is reached (the innermost block); -1 when the

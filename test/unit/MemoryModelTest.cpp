@@ -14,6 +14,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -139,6 +140,57 @@ TEST(MemoryModelTest, RowsComeInTheReportsOrder) {
   // The rows name the categories as the plan does.
   EXPECT_STREQ(MemoryCategoryName(MemoryCategory::GradAcc), "grad_acc");
   EXPECT_STREQ(MemoryCategoryName(MemoryCategory::CommBuffers), "comm_buffers");
+}
+
+/// An instruction: `stream`, the event it records, those it waits for.
+StreamEvents inst(int32_t stream, int32_t record = -1,
+                  std::vector<int32_t> waits = {}) {
+  return {stream, record, std::move(waits)};
+}
+
+TEST(MemoryModelTest, ComputeInstructionsTouchTheirOperandsWhenTheyRun) {
+  std::vector<StreamWindow> w =
+      StreamWindows({inst(0), inst(0, 3), inst(0, -1, {3})});
+  ASSERT_EQ(w.size(), 3u);
+  for (int32_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(w[i].start, i);
+    EXPECT_EQ(w[i].release, i);
+  }
+}
+
+TEST(MemoryModelTest, CommInstructionsReadUntilTheComputeStreamWaits) {
+  // 0: a collective recording 7; 1: compute; 2: waits for 7.
+  std::vector<StreamWindow> w =
+      StreamWindows({inst(1, 7), inst(0), inst(0, -1, {7}), inst(0)});
+  EXPECT_EQ(w[0].release, 2);
+  // Nobody waits: to the end of the block (its size).
+  w = StreamWindows({inst(0), inst(1, 7), inst(0)});
+  EXPECT_EQ(w[1].release, 3);
+  // A wait for a later collective also waits for this one: the comm stream
+  // runs in order.
+  w = StreamWindows({inst(1, 1), inst(1, 2), inst(0), inst(0, -1, {2})});
+  EXPECT_EQ(w[0].release, 3);
+  EXPECT_EQ(w[1].release, 3);
+  // A wait for an event recorded before the collective releases nothing.
+  w = StreamWindows({inst(0, 4), inst(1), inst(0, -1, {4}), inst(0)});
+  EXPECT_EQ(w[1].release, 4);
+}
+
+TEST(MemoryModelTest, CommInstructionsMayStartAfterTheEventsTheyWaitFor) {
+  // 0: compute; 1: compute recording 5; 2: compute; 3: a collective waiting
+  // for 5 may start at 2; 4: a later collective no earlier than it.
+  std::vector<StreamWindow> w =
+      StreamWindows({inst(0), inst(0, 5), inst(0), inst(1, -1, {5}), inst(1)});
+  EXPECT_EQ(w[3].start, 2);
+  EXPECT_EQ(w[4].start, 2);
+  // Without a wait: from the block's first instruction.
+  w = StreamWindows({inst(0), inst(0), inst(1)});
+  EXPECT_EQ(w[2].start, 0);
+  // The latest record of an event counts.
+  w = StreamWindows(
+      {inst(0, 5), inst(0), inst(0, 5), inst(0), inst(1, -1, {5})});
+  EXPECT_EQ(w[4].start, 3);
+  EXPECT_TRUE(StreamWindows({}).empty());
 }
 
 } // namespace
