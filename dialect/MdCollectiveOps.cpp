@@ -11,6 +11,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/PatternMatch.h"
+#include "runtime/core/Mesh.h"
 
 using namespace mlir;
 using namespace md;
@@ -47,14 +48,15 @@ static bool isFlatShardPair(RankedTensorType shard, RankedTensorType full) {
 }
 
 /// The bytes of one rank's shard in an all-gather or reduce-scatter over
-/// `groupSize` ranks: the shard's own size, or ceil(N / n) elements of a
-/// flat-shard pair.
+/// `groupSize` ranks: the shard's own size, or Mesh.h's ceil(N / n) elements
+/// of a flat-shard pair.
 static int64_t getShardBytes(Type shardType, Type fullType, int64_t groupSize) {
   auto shard = cast<RankedTensorType>(shardType);
   auto full = cast<RankedTensorType>(fullType);
-  if (isFlatShardPair(shard, full) && groupSize > 0)
-    return (full.getNumElements() + groupSize - 1) / groupSize *
-           getElementBytes(full.getElementType());
+  if (isFlatShardPair(shard, full))
+    if (std::optional<int64_t> numel =
+            md::mesh::shardNumel(full.getNumElements(), groupSize))
+      return *numel * getElementBytes(full.getElementType());
   return getTensorBytes(shard);
 }
 
@@ -84,8 +86,8 @@ static LogicalResult verifyShardedPair(Operation *op, bool scatter,
            << result.getRank() << " differs from input rank "
            << input.getRank();
   // The flat-shard form md-apply-plan uses: a 1-D buffer of N elements and
-  // this rank's shard of it, ceil(N / n) elements (the runtime pads the
-  // buffer to n x ceil(N / n)), whose size is known once W is.
+  // this rank's shard of it, ceil(N / n) elements of the buffer padded to
+  // n x ceil(N / n) (runtime/core/Mesh.h), whose size is known once W is.
   if (isFlatShardPair(shard, full) && axis == 0)
     return success();
   int64_t rank = input.getRank();

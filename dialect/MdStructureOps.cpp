@@ -6,6 +6,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/FunctionImplementation.h"
+#include "runtime/core/Mesh.h"
 
 using namespace mlir;
 using namespace md;
@@ -38,28 +39,21 @@ TrainOp ModelOp::getTrain() {
 }
 
 std::optional<int64_t> ModelOp::getStaticGroupSize(Group group) {
-  std::optional<uint64_t> world = getWorldSize();
-  std::optional<uint64_t> shard = getShardGroupSize();
-  switch (group) {
-  case Group::world:
-    if (world)
-      return static_cast<int64_t>(*world);
-    return std::nullopt;
-  case Group::shard:
-    // On a 1-D mesh the shard group is the world.
-    if (shard)
-      return static_cast<int64_t>(*shard);
-    if (world)
-      return static_cast<int64_t>(*world);
-    return std::nullopt;
-  case Group::replicate:
-    if (!shard)
-      return 1;
-    if (world)
-      return static_cast<int64_t>(*world / *shard);
-    return std::nullopt;
-  }
-  llvm_unreachable("unknown group");
+  static_assert(static_cast<int>(Group::world) ==
+                        static_cast<int>(md::mesh::GroupKind::world) &&
+                    static_cast<int>(Group::shard) ==
+                        static_cast<int>(md::mesh::GroupKind::shard) &&
+                    static_cast<int>(Group::replicate) ==
+                        static_cast<int>(md::mesh::GroupKind::replicate),
+                "md.Group is numbered like Mesh.h's GroupKind");
+  auto known = [](std::optional<uint64_t> size) -> std::optional<int64_t> {
+    if (!size)
+      return std::nullopt;
+    return static_cast<int64_t>(*size);
+  };
+  return md::mesh::staticGroupSize(static_cast<md::mesh::GroupKind>(group),
+                                   known(getWorldSize()),
+                                   known(getShardGroupSize()));
 }
 
 LogicalResult ModelOp::verify() {

@@ -11,6 +11,7 @@
 #include "passes/CostModel.h"
 #include "passes/Passes.h"
 #include "passes/StepProgram.h"
+#include "runtime/core/Mesh.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -169,7 +170,7 @@ int64_t BucketingPass::capBytes(Operation *op) {
       getElementBytes(cast<RankedTensorType>(input.getType()).getElementType());
   int64_t numel = shard->numel;
   if (std::optional<int64_t> n = model.getStaticGroupSize(shard->group))
-    numel = (numel + *n - 1) / *n;
+    numel = md::mesh::shardNumel(numel, *n).value_or(numel);
   return numel * elementBytes;
 }
 

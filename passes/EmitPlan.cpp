@@ -9,8 +9,8 @@
 
 #include "passes/EmitPlan.h"
 
-#include "passes/MemoryPlan.h"
 #include "passes/StepProgram.h"
+#include "passes/analysis/MemoryAnalysis.h"
 #include "runtime/plan/Aliasing.h"
 #include "runtime/plan/Loader.h"
 #include "runtime/plan/PlanBuilder.h"
@@ -53,24 +53,6 @@ fb::DType getDType(Type type) {
   if (type.isInteger(64) || type.isIndex())
     return fb::DType::I64;
   return fb::DType::Invalid;
-}
-
-fb::MemoryCategory getPlanCategory(MemoryCategory category) {
-  switch (category) {
-  case MemoryCategory::params:
-    return fb::MemoryCategory::Params;
-  case MemoryCategory::grads:
-    return fb::MemoryCategory::Grads;
-  case MemoryCategory::gradAcc:
-    return fb::MemoryCategory::GradAcc;
-  case MemoryCategory::optimizer:
-    return fb::MemoryCategory::Optimizer;
-  case MemoryCategory::activations:
-    return fb::MemoryCategory::Activations;
-  case MemoryCategory::commBuffers:
-    return fb::MemoryCategory::CommBuffers;
-  }
-  return fb::MemoryCategory::Activations;
 }
 
 fb::StateRole getPlanRole(StateRole role) {
@@ -494,9 +476,8 @@ FailureOr<int32_t> Emitter::newBuffer(Value value, llvm::StringRef name,
   }
   if (tensor) {
     auto it = categories_.find(value);
-    buffer.category = it != categories_.end()
-                          ? getPlanCategory(it->second)
-                          : fb::MemoryCategory::Activations;
+    buffer.category =
+        it != categories_.end() ? it->second : fb::MemoryCategory::Activations;
   }
   int32_t index = b_.addBuffer(std::move(buffer));
   buffers_[value] = index;

@@ -7,11 +7,12 @@
 // buffer, sized `full(n)` or `shard(n, group)`; md.state a persistent
 // buffer; md.micro_steps, md.every, md.if, md.for and md.evaluate nested
 // blocks. Each buffer carries the category md's memory analysis gave it
-// (passes/MemoryPlan.h) and the aliasing the analysis assumes is made real
-// (state loads, views and reshapes share their source's bytes, optimizer
-// updates run in place), so `mdrun --inspect` reports the per-rank memory
-// `mdc --explain` predicts. The emitted plan is verified with the runtime's
-// loader before it is returned: mdc never writes a plan mdrun refuses.
+// (passes/analysis/MemoryAnalysis.h) and the aliasing the analysis assumes is
+// made real (state loads, views and reshapes share their source's bytes,
+// optimizer updates run in place), so `mdrun --inspect` reports the per-rank
+// memory `mdc --explain` predicts. The emitted plan is verified with the
+// runtime's loader before it is returned: mdc never writes a plan mdrun
+// refuses.
 //
 //===----------------------------------------------------------------------===//
 

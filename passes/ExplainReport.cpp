@@ -151,13 +151,8 @@ void md::printExplainText(const ExplainReport &report, raw_ostream &os) {
   auto line = [&](StringRef name, int64_t value) {
     os << llvm::formatv("  {0,-16}{1,16}\n", name, value);
   };
-  line("params", memory.params);
-  line("grads", memory.grads);
-  line("grad_acc", memory.gradAcc);
-  line("optimizer", memory.optimizer);
-  line("activations", memory.activations);
-  line("comm_buffers", memory.commBuffers);
-  line("peak", memory.peak);
+  for (const plan::MemoryRow &row : plan::MemoryRows(memory))
+    line(row.name, row.bytes);
   os << "\nmodel states per rank after the backward (bytes; ZeRO's count):\n";
   line("params", memory.modelStateParams);
   line("grads", memory.modelStateGrads);
@@ -223,13 +218,8 @@ void md::printExplainJson(const ExplainReport &report, raw_ostream &os) {
     });
     const MemoryReport &memory = report.memory;
     json.attributeObject("memory", [&] {
-      json.attribute("params", memory.params);
-      json.attribute("grads", memory.grads);
-      json.attribute("grad_acc", memory.gradAcc);
-      json.attribute("optimizer", memory.optimizer);
-      json.attribute("activations", memory.activations);
-      json.attribute("comm_buffers", memory.commBuffers);
-      json.attribute("peak", memory.peak);
+      for (const plan::MemoryRow &row : plan::MemoryRows(memory))
+        json.attribute(row.name, row.bytes);
     });
     json.attributeObject("model_states", [&] {
       json.attribute("params", memory.modelStateParams);

@@ -11,7 +11,7 @@
 #ifndef MD_PASSES_EXPLAINREPORT_H
 #define MD_PASSES_EXPLAINREPORT_H
 
-#include "passes/MemoryPlan.h"
+#include "passes/analysis/MemoryAnalysis.h"
 
 #include "llvm/Support/raw_ostream.h"
 

@@ -1,13 +1,14 @@
 //===- PlanMemory.cpp - per-rank peak memory of the step program ---------===//
 //
 // md-plan-memory: attaches the per-rank bytes of the step program at world
-// size W (MemoryPlan.h computes them) to md.model as `md.memory`, and fails
-// when the peak exceeds `max-memory`, naming the largest buffers live then.
+// size W (analysis/MemoryAnalysis.h computes them) to md.model as `md.memory`,
+// and fails when the peak exceeds `max-memory`, naming the largest buffers live
+// then.
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/MemoryPlan.h"
 #include "passes/Passes.h"
+#include "passes/analysis/MemoryAnalysis.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -51,15 +52,11 @@ struct PlanMemoryPass : public md::impl::PlanMemoryBase<PlanMemoryPass> {
     auto field = [&](StringRef name, int64_t value) {
       return builder.getNamedAttr(name, builder.getI64IntegerAttr(value));
     };
-    model->setAttr(
-        "md.memory",
-        builder.getDictionaryAttr(
-            {field("params", report->params), field("grads", report->grads),
-             field("grad_acc", report->gradAcc),
-             field("optimizer", report->optimizer),
-             field("activations", report->activations),
-             field("comm_buffers", report->commBuffers),
-             field("peak", report->peak), field("world_size", world)}));
+    SmallVector<NamedAttribute> fields;
+    for (const plan::MemoryRow &row : plan::MemoryRows(*report))
+      fields.push_back(field(row.name, row.bytes));
+    fields.push_back(field("world_size", world));
+    model->setAttr("md.memory", builder.getDictionaryAttr(fields));
 
     if (maxMemory == 0 || report->peak <= maxMemory)
       return;

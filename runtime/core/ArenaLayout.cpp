@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "runtime/core/Backend.h"
+#include "runtime/core/Mesh.h"
 #include "runtime/plan/Aliasing.h"
 #include "runtime/plan/Schema.h"
 
@@ -81,7 +82,14 @@ absl::StatusOr<ArenaLayout> LayOutArenas(const plan::LoadedPlan &loaded,
             world.groupSize(static_cast<fb::Group>(inst->ints()->Get(0)));
         int64_t esize = plan::DTypeSize(w->dtype());
         if (plan.buffers()->Get(part)->size_kind() == fb::SizeKind::Shard) {
-          int64_t bytes = plan::ShardElements(w->numel(), g) * g * esize;
+          std::optional<int64_t> paddedNumel = mesh::paddedNumel(w->numel(), g);
+          int64_t bytes = 0;
+          if (!paddedNumel ||
+              __builtin_mul_overflow(*paddedNumel, esize, &bytes))
+            return absl::InvalidArgumentError(absl::StrFormat(
+                "blocks[%d].instructions[%d]: buffers[%d] padded to %d shards "
+                "overflows 64 bits",
+                b, i, whole, g));
           if (bytes > layout.buffers[whole].capacity)
             padded.push_back({whole, bytes});
         } else {

@@ -66,7 +66,9 @@ absl::Status checkMesh(const Mesh &mesh) {
   if (mesh.worldSize < 1)
     return absl::InvalidArgumentError(
         absl::StrFormat("world size must be >= 1, got %d", mesh.worldSize));
-  if (mesh.shardSize < 1 || mesh.worldSize % mesh.shardSize != 0)
+  // A shard group of 0 ranks would be Mesh.h's "no hybrid group".
+  if (mesh.shardSize < 1 ||
+      !md::mesh::groupSizes(mesh.worldSize, mesh.shardSize))
     return absl::InvalidArgumentError(absl::StrFormat(
         "shard group size %d does not divide world size %d", mesh.shardSize,
         mesh.worldSize));
@@ -82,6 +84,9 @@ absl::StatusOr<Group> meshGroup(const Mesh &mesh, GroupKind kind, int rank) {
   Group g;
   g.kind = kind;
   const int s = mesh.shardSize;
+  // checkMesh accepted the mesh, so it has group sizes.
+  const int replicas =
+      static_cast<int>(md::mesh::groupSizes(mesh.worldSize, s)->replicate);
   switch (kind) {
   case GroupKind::world:
     for (int r = 0; r < mesh.worldSize; ++r)
@@ -94,7 +99,7 @@ absl::StatusOr<Group> meshGroup(const Mesh &mesh, GroupKind kind, int rank) {
     g.index = rank % s;
     break;
   case GroupKind::replicate:
-    for (int j = 0; j < mesh.worldSize / s; ++j)
+    for (int j = 0; j < replicas; ++j)
       g.ranks.push_back(rank % s + j * s);
     g.index = rank / s;
     break;
@@ -231,11 +236,6 @@ absl::Status checkCollectiveCall(const char *comm, const Mesh &mesh, int rank,
   return prefixed(checkCollectiveBuffers(op, static_cast<DType>(call.dtype),
                                          call.count, group.size(),
                                          readsSend ? send : recv, recv));
-}
-
-int64_t ShardLayout::validNumel(int index) const {
-  int64_t begin = shardOffset(index);
-  return std::clamp<int64_t>(numel - begin, 0, shardNumel());
 }
 
 } // namespace md::runtime

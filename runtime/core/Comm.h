@@ -2,9 +2,9 @@
 //
 // The executor runs a plan's collective instructions through this interface:
 // `shm` (runtime/shm, ranks as processes on one machine) and `nccl` plug in
-// the same way. It also holds the rank arithmetic every part of the runtime
-// shares: which ranks form a group of the 2-D mesh, and how a flat buffer of
-// n elements is padded and split into shards.
+// the same way. It also holds which ranks form a group of the 2-D mesh; how
+// many there are and how a flat buffer of n elements is padded and split
+// into shards is Mesh.h's, which the compiler shares.
 //
 // Sizes follow NCCL's conventions, counted in elements of the given dtype:
 //  - allGather: every rank sends `sendCount` elements; recv holds
@@ -13,7 +13,8 @@
 //    the reduction of block i, elements [i * recvCount, (i+1) * recvCount).
 //  - allReduce, broadcast: `count` elements everywhere.
 // A flat parameter or gradient of n elements is therefore padded by the
-// caller to a buffer of size * ceil(n / size) elements (ShardLayout); the
+// caller to a buffer of size * ceil(n / size) elements (ShardLayout,
+// Mesh.h); the
 // collectives never see a ragged shard. Pad elements take part in the
 // reduction like any other (the caller zeroes them).
 //
@@ -37,6 +38,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "runtime/core/Mesh.h"
 #include "runtime/core/Tensor.h"
 
 namespace md::runtime {
@@ -141,18 +143,8 @@ absl::Status checkCollectiveCall(const char *comm, const Mesh &mesh, int rank,
                                  const Group &group, const CollectiveDesc &call,
                                  const void *send, const void *recv);
 
-/// A flat buffer of `numel` elements split into `parts` equal shards of
-/// ceil(numel / parts) elements; the last shards hold padding.
-struct ShardLayout {
-  int64_t numel = 0;
-  int parts = 1;
-
-  int64_t shardNumel() const { return parts > 0 ? (numel + parts - 1) / parts : 0; }
-  int64_t paddedNumel() const { return shardNumel() * parts; }
-  int64_t shardOffset(int index) const { return shardNumel() * index; }
-  /// Elements of shard `index` that are real data rather than padding.
-  int64_t validNumel(int index) const;
-};
+/// A flat buffer split into equal, padded shards over a group (Mesh.h).
+using ShardLayout = mesh::ShardLayout;
 
 class Comm {
 public:

@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runtime/core/Mesh.h"
 #include "runtime/core/Random.h"
 #include "runtime/core/Safetensors.h"
 #include "runtime/core/Status.h"
@@ -1035,10 +1036,10 @@ int64_t Executor::Impl::groupableBucket(const fb::Instruction &inst) const {
       // Only in place: through the scratch buffer a copy must follow the
       // collective, which a group has not launched yet.
       const BufferLayout &wl = layout_.buffers[whole];
-      int64_t padded = layout_.buffers[part].elements *
-                       group(inst.ints()->Get(0)).size();
-      if (wl.placement != Placement::Transient ||
-          wl.capacity < padded * esize(whole))
+      std::optional<int64_t> padded =
+          mesh::paddedNumel(wl.elements, group(inst.ints()->Get(0)).size());
+      if (wl.placement != Placement::Transient || !padded ||
+          wl.capacity < *padded * esize(whole))
         return -1;
     } else if (count(inst.ints()) < (gather ? 3u : 4u) ||
                inst.ints()->Get(gather ? 2 : 3) != 0) {
@@ -1262,7 +1263,12 @@ absl::Status Executor::Impl::executeCollective(const fb::Instruction &inst) {
     const Group &gr = g;
     if (buf(part).size_kind() == fb::SizeKind::Shard) {
       // The flat form: pad the whole to |G| * ceil(N / |G|) elements.
-      int64_t padded = partN * gs;
+      std::optional<mesh::ShardLayout> shards =
+          mesh::ShardLayout::of(wholeN, gs);
+      if (!shards || shards->shardNumel() != partN)
+        return absl::InternalError(
+            "flat collective: shard and buffer disagree");
+      const int64_t padded = shards->paddedNumel();
       const BufferLayout &wl = layout_.buffers[whole];
       bool inPlace =
           wl.placement == Placement::Transient && wl.capacity >= padded * es;

@@ -1410,20 +1410,17 @@ absl::StatusOr<WorldBinding> BindWorldSize(const LoadedPlan &loaded,
         "the plan is pinned to world size %d and cannot run at %d; recompile "
         "with mdc --world-size %d",
         header.world_size(), worldSize, worldSize);
+  const bool hybrid = header.options()->shard() == fb::ShardKind::Hybrid;
+  const int64_t group = hybrid ? header.shard_group_size() : 0;
+  std::optional<mesh::GroupSizes> sizes = mesh::groupSizes(worldSize, group);
+  if (!sizes)
+    return invalidf(
+        "hybrid shard group of %d ranks does not divide world size %d", group,
+        worldSize);
   WorldBinding world;
   world.worldSize = worldSize;
-  if (header.options()->shard() == fb::ShardKind::Hybrid) {
-    int64_t group = header.shard_group_size();
-    if (worldSize % group != 0)
-      return invalidf(
-          "hybrid shard group of %d ranks does not divide world size %d", group,
-          worldSize);
-    world.shardGroupSize = group;
-    world.replicateGroupSize = worldSize / group;
-  } else {
-    world.shardGroupSize = worldSize;
-    world.replicateGroupSize = 1;
-  }
+  world.shardGroupSize = sizes->shard;
+  world.replicateGroupSize = sizes->replicate;
   const fb::Recipe &recipe = *plan.recipe();
   int64_t perStep = 0;
   if (__builtin_mul_overflow(recipe.micro_batch(), worldSize, &perStep) ||

@@ -2,7 +2,10 @@
 
 #include "runtime/plan/Memory.h"
 
+#include <algorithm>
 #include <array>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -25,21 +28,18 @@ bool isCommOpcode(fb::Opcode op) {
          op == fb::Opcode::AllReduce || op == fb::Opcode::Broadcast;
 }
 
-constexpr size_t kCategories =
-    static_cast<size_t>(MemoryCategory::MAX) + 1;
-
-/// Bytes per category, indexed by MemoryCategory.
-using Bytes = std::array<int64_t, kCategories>;
+constexpr size_t kCategories = std::tuple_size<CategoryBytes>::value;
 
 /// Live transient bytes at one program point, by category.
 struct Live {
-  Bytes bytes{};
+  CategoryBytes bytes{};
   int64_t total = 0;
   int32_t block = -1;
   int32_t instruction = -1;
 };
 
-absl::Status add(Bytes &into, const Bytes &from, int64_t worldSize) {
+absl::Status add(CategoryBytes &into, const CategoryBytes &from,
+                 int64_t worldSize) {
   for (size_t c = 0; c < kCategories; ++c)
     if (__builtin_add_overflow(into[c], from[c], &into[c]))
       return overflow("transient", worldSize);
@@ -94,22 +94,19 @@ public:
   absl::StatusOr<Live> peak(int32_t b) {
     const fb::Block *block = plan_.blocks()->Get(b);
     uint32_t n = count(block->instructions());
-    std::vector<Bytes> delta(n + 1, Bytes{});
+    std::vector<LiveInterval> intervals;
     for (uint32_t x : byBlock_[b]) {
-      size_t c = static_cast<size_t>(category_[x]);
       if (category_[x] == MemoryCategory::Host)
         continue;
       const fb::Buffer *buffer = plan_.buffers()->Get(x);
-      int64_t bytes = world_.bytes(*buffer);
-      if (__builtin_add_overflow(delta[buffer->first()][c], bytes,
-                                 &delta[buffer->first()][c]) ||
-          __builtin_sub_overflow(delta[buffer->last() + 1][c], bytes,
-                                 &delta[buffer->last() + 1][c]))
-        return overflow("transient", world_.worldSize);
+      intervals.push_back({buffer->first(), buffer->last(), category_[x],
+                           world_.bytes(*buffer)});
     }
-    Live best, live;
+    absl::StatusOr<std::vector<CategoryBytes>> liveAt = LiveBytes(n, intervals);
+    if (!liveAt.ok())
+      return liveAt.status();
+    Live best;
     for (uint32_t i = 0; i < n; ++i) {
-      MD_RETURN_IF_ERROR(add(live.bytes, delta[i], world_.worldSize));
       const fb::Instruction *inst = block->instructions()->Get(i);
       Live inner;
       bool runs = !(inst->opcode() == fb::Opcode::MicroSteps &&
@@ -122,7 +119,7 @@ public:
           inner = *child;
       }
       Live candidate;
-      candidate.bytes = live.bytes;
+      candidate.bytes = (*liveAt)[i];
       candidate.block = b;
       candidate.instruction = static_cast<int32_t>(i);
       if (inner.block != -1) {
@@ -170,6 +167,139 @@ MemoryCategory categoryOfRole(fb::StateRole role) {
 
 } // namespace
 
+const char *MemoryCategoryName(MemoryCategory category) {
+  switch (category) {
+  case MemoryCategory::Unspecified:
+    return "unspecified";
+  case MemoryCategory::Params:
+    return "params";
+  case MemoryCategory::Grads:
+    return "grads";
+  case MemoryCategory::GradAcc:
+    return "grad_acc";
+  case MemoryCategory::Optimizer:
+    return "optimizer";
+  case MemoryCategory::Activations:
+    return "activations";
+  case MemoryCategory::CommBuffers:
+    return "comm_buffers";
+  case MemoryCategory::Host:
+    return "host";
+  }
+  return "unspecified";
+}
+
+absl::StatusOr<MemoryTotals> MemoryTotals::Of(const CategoryBytes &bytes) {
+  auto at = [&](MemoryCategory c) { return bytes[static_cast<size_t>(c)]; };
+  MemoryTotals totals;
+  totals.params = at(MemoryCategory::Params);
+  totals.grads = at(MemoryCategory::Grads);
+  totals.gradAcc = at(MemoryCategory::GradAcc);
+  totals.optimizer = at(MemoryCategory::Optimizer);
+  totals.commBuffers = at(MemoryCategory::CommBuffers);
+  bool overflows = __builtin_add_overflow(at(MemoryCategory::Activations),
+                                          at(MemoryCategory::Unspecified),
+                                          &totals.activations);
+  for (int64_t part :
+       {totals.params, totals.grads, totals.gradAcc, totals.optimizer,
+        totals.activations, totals.commBuffers})
+    overflows =
+        overflows || __builtin_add_overflow(totals.peak, part, &totals.peak);
+  if (overflows)
+    return absl::InvalidArgumentError("memory per rank overflows 64 bits");
+  return totals;
+}
+
+std::array<MemoryRow, 7> MemoryRows(const MemoryTotals &totals) {
+  return {{{"params", totals.params},
+           {"grads", totals.grads},
+           {"grad_acc", totals.gradAcc},
+           {"optimizer", totals.optimizer},
+           {"activations", totals.activations},
+           {"comm_buffers", totals.commBuffers},
+           {"peak", totals.peak}}};
+}
+
+absl::StatusOr<std::vector<CategoryBytes>>
+LiveBytes(int64_t positions, const std::vector<LiveInterval> &intervals) {
+  if (positions < 0)
+    return absl::InvalidArgumentError("a negative number of positions");
+  auto overflows = [] {
+    return absl::InvalidArgumentError("live bytes overflow 64 bits");
+  };
+  // +bytes where an interval starts, -bytes after it ends, then a running
+  // sum over the positions.
+  std::vector<CategoryBytes> live(static_cast<size_t>(positions) + 1,
+                                  CategoryBytes{});
+  for (const LiveInterval &interval : intervals) {
+    if (interval.first < 0 || interval.last < interval.first ||
+        interval.last >= positions)
+      return absl::InvalidArgumentError(
+          absl::StrFormat("interval [%d, %d] is not within %d positions",
+                          interval.first, interval.last, positions));
+    size_t c = static_cast<size_t>(interval.category);
+    if (__builtin_add_overflow(live[interval.first][c], interval.bytes,
+                               &live[interval.first][c]) ||
+        __builtin_sub_overflow(live[interval.last + 1][c], interval.bytes,
+                               &live[interval.last + 1][c]))
+      return overflows();
+  }
+  for (size_t p = 1; p < live.size(); ++p)
+    for (size_t c = 0; c < kCategories; ++c)
+      if (__builtin_add_overflow(live[p][c], live[p - 1][c], &live[p][c]))
+        return overflows();
+  live.pop_back();
+  return live;
+}
+
+std::vector<StreamWindow>
+StreamWindows(const std::vector<StreamEvents> &block) {
+  const int32_t size = static_cast<int32_t>(block.size());
+  std::vector<StreamWindow> windows(block.size());
+  auto contains = [](const std::vector<int32_t> &events, int32_t e) {
+    return std::find(events.begin(), events.end(), e) != events.end();
+  };
+  // The earliest instruction with which the next comm-stream instruction
+  // may run concurrently: the comm stream runs in order, and an
+  // instruction starts once the events it waits for have completed.
+  int32_t commStart = 0;
+  std::vector<std::pair<int32_t, int32_t>> recordedAt; // (event, index)
+  for (int32_t i = 0; i < size; ++i) {
+    windows[i] = {i, i};
+    if (block[i].stream == 1) {
+      std::vector<int32_t> recorded;
+      windows[i].release = size;
+      for (int32_t j = i; j < size; ++j) {
+        bool waits = false;
+        for (int32_t e : block[j].waits)
+          waits = waits || contains(recorded, e);
+        if (j > i && waits) {
+          windows[i].release = j;
+          break;
+        }
+        if (block[j].stream == 1 && block[j].record >= 0)
+          recorded.push_back(block[j].record);
+      }
+      for (int32_t e : block[i].waits)
+        for (const auto &[event, at] : recordedAt)
+          if (event == e)
+            commStart = std::max(commStart, at + 1);
+      windows[i].start = std::min(commStart, i);
+    }
+    if (block[i].record >= 0) {
+      auto it = std::find_if(recordedAt.begin(), recordedAt.end(),
+                             [&](const std::pair<int32_t, int32_t> &r) {
+                               return r.first == block[i].record;
+                             });
+      if (it != recordedAt.end())
+        it->second = i;
+      else
+        recordedAt.push_back({block[i].record, i});
+    }
+  }
+  return windows;
+}
+
 absl::StatusOr<MemoryReport> PerRankMemory(const LoadedPlan &loaded,
                                            int64_t worldSize) {
   absl::StatusOr<WorldBinding> world = BindWorldSize(loaded, worldSize);
@@ -178,7 +308,7 @@ absl::StatusOr<MemoryReport> PerRankMemory(const LoadedPlan &loaded,
   const fb::Plan &plan = loaded.plan();
   MemoryReport report;
   report.compilerCategories = count(plan.buffers()) != 0;
-  Bytes total{};
+  CategoryBytes total{};
   for (uint32_t x = 0; x < count(plan.buffers()); ++x) {
     const fb::Buffer *buffer = plan.buffers()->Get(x);
     if (buffer->category() == MemoryCategory::Unspecified)
@@ -209,23 +339,14 @@ absl::StatusOr<MemoryReport> PerRankMemory(const LoadedPlan &loaded,
       transient = hooks;
   }
   MD_RETURN_IF_ERROR(add(total, transient->bytes, worldSize));
-  auto at = [&](MemoryCategory c) { return total[static_cast<size_t>(c)]; };
-  report.params = at(MemoryCategory::Params);
-  report.grads = at(MemoryCategory::Grads);
-  report.gradAcc = at(MemoryCategory::GradAcc);
-  report.optimizer = at(MemoryCategory::Optimizer);
-  report.activations =
-      at(MemoryCategory::Activations) + at(MemoryCategory::Unspecified);
-  report.commBuffers = at(MemoryCategory::CommBuffers);
+  absl::StatusOr<MemoryTotals> totals = MemoryTotals::Of(total);
+  if (!totals.ok())
+    return overflow("peak", worldSize);
+  static_cast<MemoryTotals &>(report) = *totals;
   if (transient->total > 0) {
     report.peakBlock = transient->block;
     report.peakInstruction = transient->instruction;
   }
-  int64_t peak = 0;
-  for (size_t c = 0; c < kCategories; ++c)
-    if (__builtin_add_overflow(peak, total[c], &peak))
-      return overflow("peak", worldSize);
-  report.peak = peak;
   return report;
 }
 

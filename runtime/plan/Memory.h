@@ -27,19 +27,39 @@
 //   Each category's bytes are those at the transient peak (its first
 //   occurrence in program order), so that they add up to `peak`.
 //
+// What both memory models share lives here too, free of MLIR, so that the
+// compiler's analysis (passes/analysis/MemoryAnalysis.h) runs it on its IR:
+// the categories' names, the sweep that sums live intervals by category
+// (LiveBytes), the totals at the peak (MemoryTotals), the rows every
+// report prints, in one order (MemoryRows), and how long a comm-stream
+// instruction keeps its operands (StreamWindows), which the plan builder's
+// liveness inference applies too.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MD_RUNTIME_PLAN_MEMORY_H
 #define MD_RUNTIME_PLAN_MEMORY_H
 
+#include <array>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "runtime/plan/Loader.h"
 
 namespace md::plan {
 
-struct MemoryReport {
+/// Bytes per category, indexed by fb::MemoryCategory.
+using CategoryBytes =
+    std::array<int64_t, static_cast<size_t>(fb::MemoryCategory::MAX) + 1>;
+
+/// "params", "grads", "grad_acc", "optimizer", "activations",
+/// "comm_buffers"; "host" and "unspecified" for the other two.
+const char *MemoryCategoryName(fb::MemoryCategory category);
+
+/// The per-rank bytes both reports print (mdc --explain, mdrun --inspect):
+/// each category's bytes at the peak, which add up to `peak`.
+struct MemoryTotals {
   int64_t params = 0;
   int64_t grads = 0;
   int64_t gradAcc = 0;
@@ -47,6 +67,67 @@ struct MemoryReport {
   int64_t activations = 0;
   int64_t commBuffers = 0;
   int64_t peak = 0;
+
+  /// The totals of `bytes`: a buffer without a category counts as
+  /// activations, host scalars not at all; `peak` is their sum. Fails when
+  /// the sum overflows.
+  static absl::StatusOr<MemoryTotals> Of(const CategoryBytes &bytes);
+};
+
+/// One row of a memory report.
+struct MemoryRow {
+  const char *name; // the JSON key and the text label
+  int64_t bytes;
+};
+/// The rows every memory report prints, in its order: params, grads,
+/// grad_acc, optimizer, activations, comm_buffers, peak.
+std::array<MemoryRow, 7> MemoryRows(const MemoryTotals &totals);
+
+/// The bytes one buffer holds from position `first` to `last` inclusive.
+struct LiveInterval {
+  int64_t first = 0;
+  int64_t last = 0;
+  fb::MemoryCategory category = fb::MemoryCategory::Activations;
+  int64_t bytes = 0;
+};
+
+/// The bytes live at each of `positions` positions, by category: the sum of
+/// the intervals that hold it. The sweep both memory models share; intervals
+/// must lie in [0, positions). Fails when a sum overflows.
+absl::StatusOr<std::vector<CategoryBytes>>
+LiveBytes(int64_t positions, const std::vector<LiveInterval> &intervals);
+
+/// What liveness reads of one instruction of a block: its stream, the event
+/// it records and the events it waits for.
+struct StreamEvents {
+  int32_t stream = 0;  // 1: the comm stream
+  int32_t record = -1; // -1: none
+  std::vector<int32_t> waits;
+};
+
+/// How long an instruction of a block may touch its operands, as indices
+/// into the block. An instruction on the compute stream touches them when
+/// it runs: both are its own index. One on the comm stream runs after it is
+/// issued and in the comm stream's order:
+///  - it reads its inputs until `release`, the first later instruction that
+///    waits for its event or that of a later comm-stream instruction, or
+///    the block's end (`release` = the block's size) when none does;
+///  - it may write its outputs from `start`, the instruction after the
+///    latest event (recorded earlier in the block) that it or an earlier
+///    comm-stream instruction waits for, or the block's first: it may start
+///    that early, so its outputs must not share bytes with anything the
+///    compute stream uses in between.
+struct StreamWindow {
+  int32_t start = 0;
+  int32_t release = 0;
+};
+
+/// The window of every instruction of a block, the rule both liveness
+/// inferences apply: PlanBuilder::inferLiveness on a plan and the
+/// compiler's analysis on the IR (docs/memory.md, "Liveness").
+std::vector<StreamWindow> StreamWindows(const std::vector<StreamEvents> &block);
+
+struct MemoryReport : MemoryTotals {
   /// Where the transient peak is reached (the innermost block); -1 when the
   /// plan has no transient buffer.
   int32_t peakBlock = -1;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "runtime/plan/Memory.h"
 #include "runtime/plan/Schema.h"
 
 namespace md::plan {
@@ -190,62 +191,25 @@ absl::Status PlanBuilder::inferLiveness() {
   for (int32_t b = 0; b < numBlocks; ++b) {
     const auto &insts = plan_.blocks[b]->instructions;
     const int32_t size = static_cast<int32_t>(insts.size());
-    // The earliest instruction of this block with which the next comm-stream
-    // instruction may run concurrently: the comm stream runs in order, and
-    // an instruction starts once the events it waits for have completed.
-    int32_t commStart = 0;
-    std::vector<std::pair<int32_t, int32_t>> recordedAt; // (event, index)
+    // How long each instruction touches its operands: a comm-stream one
+    // reads its inputs until the compute stream waits for it and may write
+    // its outputs from the moment it can start (Memory.h).
+    std::vector<StreamEvents> events(insts.size());
+    for (int32_t i = 0; i < size; ++i)
+      events[i] = {insts[i]->stream, insts[i]->record, insts[i]->waits};
+    const std::vector<StreamWindow> windows = StreamWindows(events);
     for (int32_t i = 0; i < size; ++i) {
       auto note = [&](int32_t buffer, int32_t at) {
         if (buffer >= 0 && buffer < static_cast<int32_t>(uses.size()))
           uses[buffer].sites.push_back({b, at});
       };
-      // An instruction on the comm stream reads its inputs until the
-      // compute stream waits for it or for a later one of the comm stream
-      // (which runs in order), or to the end of the block.
-      int32_t release = i;
-      if (insts[i]->stream == 1) {
-        std::vector<int32_t> recorded;
-        release = size - 1;
-        for (int32_t j = i; j < size; ++j) {
-          bool waits = false;
-          for (int32_t e : insts[j]->waits)
-            waits = waits || std::find(recorded.begin(), recorded.end(), e) !=
-                                 recorded.end();
-          if (j > i && waits) {
-            release = j;
-            break;
-          }
-          if (insts[j]->stream == 1 && insts[j]->record >= 0)
-            recorded.push_back(insts[j]->record);
-        }
-      }
       for (int32_t in : insts[i]->inputs)
-        note(in, release);
+        note(in, std::min(windows[i].release, size - 1));
       for (int32_t out : insts[i]->outputs)
         note(out, i);
-      // A comm-stream instruction writes its outputs from the moment it can
-      // start, which may be well before its place in program order: its
-      // outputs must not share bytes with anything the compute stream uses
-      // in between.
-      if (insts[i]->stream == 1) {
-        for (int32_t e : insts[i]->waits)
-          for (const auto &[event, at] : recordedAt)
-            if (event == e)
-              commStart = std::max(commStart, at + 1);
+      if (insts[i]->stream == 1)
         for (int32_t out : insts[i]->outputs)
-          note(out, std::min(commStart, i));
-      }
-      if (insts[i]->record >= 0) {
-        auto it = std::find_if(recordedAt.begin(), recordedAt.end(),
-                               [&](const std::pair<int32_t, int32_t> &r) {
-                                 return r.first == insts[i]->record;
-                               });
-        if (it != recordedAt.end())
-          it->second = i;
-        else
-          recordedAt.push_back({insts[i]->record, i});
-      }
+          note(out, windows[i].start);
     }
   }
   auto commonBlock = [&](int32_t a, int32_t b) {

@@ -2,8 +2,9 @@
 //
 // The one place that turns a plan's W-symbolic sizes into numbers: the size
 // of each process group at world size W, the elements of a `shard(n, group)`
-// buffer, and the accumulation steps the recipe implies. BindWorldSize
-// (Loader.h) makes one after checking that the plan can run at W.
+// buffer (both by Mesh.h's arithmetic, which the compiler shares), and the
+// accumulation steps the recipe implies. BindWorldSize (Loader.h) makes one
+// after checking that the plan can run at W.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,19 +13,18 @@
 
 #include <cstdint>
 
+#include "runtime/core/Mesh.h"
 #include "runtime/plan/Schema.h"
 #include "runtime/plan/plan_generated.h"
 
 namespace md::plan {
 
 /// Elements of this rank's shard of a flat buffer of `numel` elements split
-/// over `groupSize` ranks: ceil(numel / groupSize), without overflow. A
-/// group of no ranks (an unbound WorldBinding) gives the whole buffer rather
-/// than a division by zero.
+/// over `groupSize` ranks: ceil(numel / groupSize) (Mesh.h). A group of no
+/// ranks (an unbound WorldBinding) gives the whole buffer rather than a
+/// division by zero.
 inline int64_t ShardElements(int64_t numel, int64_t groupSize) {
-  if (groupSize < 1)
-    return numel;
-  return numel / groupSize + (numel % groupSize != 0 ? 1 : 0);
+  return mesh::shardNumel(numel, groupSize).value_or(numel);
 }
 
 /// A plan bound to a world size.
@@ -35,16 +35,12 @@ struct WorldBinding {
       0; // |replicate|: W / shard group when hybrid, else 1
   int64_t accumulationSteps = 0; // A = global_batch / (micro_batch * W)
 
+  /// The size of `group`; 0 for an unknown one (a plan not yet verified).
   int64_t groupSize(fb::Group group) const {
-    switch (group) {
-    case fb::Group::World:
-      return worldSize;
-    case fb::Group::Shard:
-      return shardGroupSize;
-    case fb::Group::Replicate:
-      return replicateGroupSize;
-    }
-    return 0;
+    if (group > fb::Group::MAX)
+      return 0;
+    return mesh::GroupSizes{worldSize, shardGroupSize, replicateGroupSize}.of(
+        static_cast<mesh::GroupKind>(group));
   }
 
   /// Elements of `buffer` on one rank: numel for a full buffer, the shard's

@@ -373,17 +373,19 @@ TEST(Mesh, GroupsOfATwoByThreeMesh) {
 }
 
 TEST(Mesh, ShardLayoutPadsToAMultipleOfTheParts) {
-  ShardLayout l{37, 4};
-  EXPECT_EQ(l.shardNumel(), 10);
-  EXPECT_EQ(l.paddedNumel(), 40);
-  EXPECT_EQ(l.shardOffset(3), 30);
-  EXPECT_EQ(l.validNumel(0), 10);
-  EXPECT_EQ(l.validNumel(3), 7);
-  ShardLayout tiny{2, 4};
-  EXPECT_EQ(tiny.shardNumel(), 1);
-  EXPECT_EQ(tiny.validNumel(1), 1);
-  EXPECT_EQ(tiny.validNumel(2), 0);
-  EXPECT_EQ(tiny.validNumel(3), 0);
+  std::optional<ShardLayout> l = ShardLayout::of(37, 4);
+  ASSERT_TRUE(l.has_value());
+  EXPECT_EQ(l->shardNumel(), 10);
+  EXPECT_EQ(l->paddedNumel(), 40);
+  EXPECT_EQ(l->shardOffset(3), 30);
+  EXPECT_EQ(l->validNumel(0), 10);
+  EXPECT_EQ(l->validNumel(3), 7);
+  std::optional<ShardLayout> tiny = ShardLayout::of(2, 4);
+  ASSERT_TRUE(tiny.has_value());
+  EXPECT_EQ(tiny->shardNumel(), 1);
+  EXPECT_EQ(tiny->validNumel(1), 1);
+  EXPECT_EQ(tiny->validNumel(2), 0);
+  EXPECT_EQ(tiny->validNumel(3), 0);
 }
 
 } // namespace

@@ -21,6 +21,7 @@
 #include "runtime/core/ArenaLayout.h"
 #include "runtime/core/StreamOrder.h"
 #include "runtime/plan/Loader.h"
+#include "runtime/plan/Memory.h"
 #include "runtime/plan/Schema.h"
 #include "runtime/plan/Summary.h"
 
@@ -293,14 +294,9 @@ std::shared_ptr<Object> buildReport(const std::string &path,
 
   const plan::MemoryReport &m = summary.memory;
   auto memory = object();
-  memory->add("params", m.params)
-      .add("grads", m.grads)
-      .add("grad_acc", m.gradAcc)
-      .add("optimizer", m.optimizer)
-      .add("activations", m.activations)
-      .add("comm_buffers", m.commBuffers)
-      .add("peak", m.peak)
-      .add("categories", m.compilerCategories ? "compiler" : "by role");
+  for (const plan::MemoryRow &row : plan::MemoryRows(m))
+    memory->add(row.name, row.bytes);
+  memory->add("categories", m.compilerCategories ? "compiler" : "by role");
   auto peakAt = object();
   peakAt->add("block", m.peakBlock).add("instruction", m.peakInstruction);
   memory->add("peak_at", peakAt);
@@ -459,13 +455,8 @@ std::string formatText(const std::string &path, const plan::LoadedPlan &loaded,
     line(absl::StrFormat("  %-13s %12s  (%d bytes)", name, bytesText(bytes),
                          bytes));
   };
-  mem("params", m.params);
-  mem("grads", m.grads);
-  mem("grad_acc", m.gradAcc);
-  mem("optimizer", m.optimizer);
-  mem("activations", m.activations);
-  mem("comm_buffers", m.commBuffers);
-  mem("peak", m.peak);
+  for (const plan::MemoryRow &row : plan::MemoryRows(m))
+    mem(row.name, row.bytes);
   if (m.peakBlock >= 0)
     line("  (transient peak at blocks[", m.peakBlock, "].instructions[",
          m.peakInstruction, "])");

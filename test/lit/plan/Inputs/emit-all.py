@@ -1,6 +1,6 @@
 """Emits every model of models/ under every plan (the presets and the
-file's own plans) with `mdc -o`, inspects each plan with `mdrun --inspect`,
-and compares the per-rank memory `mdrun --inspect --world-size N` reports
+file's own plans; gpt also at a tiny -D configuration) with `mdc -o`,
+inspects each plan with `mdrun --inspect`, and compares the per-rank memory `mdrun --inspect --world-size N` reports
 with what `mdc --explain --world-size N` predicts for the same plan at
 N = 1, 2, 4, 8 (emitting a plan pinned to N, so that the compiler and the
 runtime look at the same program); --inspect must also find every
@@ -34,7 +34,14 @@ def fail(message):
 def main():
     models, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
-    cases = [("mlp", []), ("mlp_bn", []), ("gpt", []), ("gpt", TINY_GPT)]
+    # Every model of the directory, so that a new one is covered without
+    # editing this list; gpt also at a tiny configuration.
+    cases = []
+    for file in sorted(os.listdir(models)):
+        if file.endswith(".mdl"):
+            cases.append((file[:-len(".mdl")], []))
+            if file == "gpt.mdl":
+                cases.append(("gpt", TINY_GPT))
     for model, defines in cases:
         path = os.path.join(models, model + ".mdl")
         with open(path) as f:
@@ -69,12 +76,18 @@ def main():
                                str(w), "--format=json"])
                 if inspect.returncode != 0:
                     fail("mdrun --inspect %s: %s" % (pinned, inspect.stderr))
-                predicted = json.loads(explain.stdout)["memory"]
-                reported = json.loads(inspect.stdout)["memory_per_rank"]
-                if reported.pop("categories") != "compiler":
+                # Objects as (key, value) pairs in their order, so that equal
+                # means the same rows in the same order, as both reports
+                # print them, not merely the same numbers.
+                pairs = lambda text: json.loads(text, object_pairs_hook=list)
+                predicted = dict(pairs(explain.stdout))["memory"]
+                reported = dict(pairs(inspect.stdout))["memory_per_rank"]
+                extra = dict(reported)
+                if extra["categories"] != "compiler":
                     fail("%s: buffers without the compiler's categories"
                          % pinned)
-                reported.pop("peak_at")
+                reported = [(key, value) for key, value in reported
+                            if key not in ("categories", "peak_at")]
                 order = json.loads(inspect.stdout)["program"]["stream_order"]
                 if not order.startswith("ok"):
                     fail("%s %s W=%d: the streams are not ordered: %s"

@@ -1,16 +1,21 @@
-//===- MemoryPlan.h - per-rank buffers of the step, their peak -*- C++ -*-===//
+//===- MemoryAnalysis.h - per-rank buffers of the step ----------*- C++ -*-===//
 //
-// The memory analysis md-plan-memory and mdc --explain share: every buffer
-// of the step program at a world size W, its size, its category and its
-// liveness interval, and the per-rank peak. docs/memory.md states the rules
-// and works an example byte by byte.
+// The memory analysis md-plan-memory, mdc --explain and the plan emitter
+// share: every buffer of the step program at a world size W, its size, its
+// category and its liveness interval, and the per-rank peak. It adapts the
+// IR to the one memory model of runtime/plan/Memory.h, which mdrun --inspect
+// runs on the emitted plan: the categories are the plan's, the bytes live at
+// each position are summed by its sweep (LiveBytes) and the totals at the
+// peak are its MemoryTotals, so the two reports cannot drift apart.
+// docs/memory.md states the rules and works an example byte by byte.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MD_PASSES_MEMORYPLAN_H
-#define MD_PASSES_MEMORYPLAN_H
+#ifndef MD_PASSES_ANALYSIS_MEMORYANALYSIS_H
+#define MD_PASSES_ANALYSIS_MEMORYANALYSIS_H
 
 #include "dialect/MdOps.h"
+#include "runtime/plan/Memory.h"
 
 #include "mlir/Support/LLVM.h"
 
@@ -18,15 +23,11 @@
 
 namespace md {
 
-/// What a buffer holds, for the report (docs/memory.md, "Categories").
-enum class MemoryCategory {
-  params,      // master weights, params states, gathered parameters
-  grads,       // gradients: per-parameter, flat, reduced, clipped
-  gradAcc,     // the grad_acc states of gradient accumulation
-  optimizer,   // exp_avg, exp_avg_sq, momentum and their updates
-  activations, // everything else
-  commBuffers, // bucket buffers md-bucketing packs reductions into
-};
+/// What a buffer holds, for the report (docs/memory.md, "Categories"): the
+/// plan's categories, which the emitter writes as they are. The analysis
+/// gives every buffer one of Params, Grads, GradAcc, Optimizer, Activations
+/// and CommBuffers.
+using MemoryCategory = fb::MemoryCategory;
 
 /// "params", "grads", "grad_acc", "optimizer", "activations", "comm_buffers".
 llvm::StringRef stringifyMemoryCategory(MemoryCategory category);
@@ -39,21 +40,18 @@ struct BufferInterval {
   /// The value; null for an md.state.
   mlir::Value value;
   int64_t bytes = 0;
-  MemoryCategory category = MemoryCategory::activations;
+  MemoryCategory category = MemoryCategory::Activations;
   bool persistent = false;
   /// First and last position live, inclusive, in the step's linear order
   /// (MemoryReport::positions); the whole step for an md.state.
   int64_t start = 0, end = 0;
 };
 
-/// The per-rank bytes of the step program at one world size.
-struct MemoryReport {
+/// The per-rank bytes of the step program at one world size: the bytes by
+/// category at the peak, which add up to `peak` (the most bytes live at
+/// once, persistent state included), and how the analysis got there.
+struct MemoryReport : plan::MemoryTotals {
   int64_t worldSize = 0;
-  /// Bytes by category at the peak; they add up to `peak`.
-  int64_t params = 0, grads = 0, gradAcc = 0, optimizer = 0, activations = 0,
-          commBuffers = 0;
-  /// The most bytes live at once, persistent state included.
-  int64_t peak = 0;
   /// ZeRO's model states (docs/memory.md): the persistent params and
   /// optimizer states and the reduced gradients the optimizer consumes.
   int64_t modelStateParams = 0, modelStateGrads = 0, modelStateOptimizer = 0;
@@ -73,12 +71,12 @@ struct MemoryReport {
   std::vector<size_t> liveAtPeak;
   /// The number of positions of the linear order.
   int64_t positions = 0;
-
-  int64_t get(MemoryCategory category) const;
 };
 
-/// The number of ranks in `group` at world size `worldSize`: world is W,
-/// shard the model's shard_group_size (W without one), replicate W / shard.
+/// The number of ranks in `group` at world size `worldSize` (Mesh.h): world
+/// is W, shard the model's shard_group_size (W without one), replicate
+/// W / shard, or at least 1 when the shard group does not divide W (the
+/// emitter's analysis at W = 1); 0 for W < 1.
 int64_t getGroupSize(ModelOp model, Group group, int64_t worldSize);
 
 /// The per-rank bytes of `value` at world size `worldSize`: a static tensor
@@ -103,4 +101,4 @@ mlir::FailureOr<MemoryReport> computeMemory(ModelOp model, int64_t worldSize);
 
 } // namespace md
 
-#endif // MD_PASSES_MEMORYPLAN_H
+#endif // MD_PASSES_ANALYSIS_MEMORYANALYSIS_H

@@ -1,7 +1,8 @@
-//===- MemoryPlan.cpp - per-rank buffers of the step and their peak -------===//
+//===- MemoryAnalysis.cpp - per-rank buffers of the step and their peak ---===//
 
-#include "passes/MemoryPlan.h"
+#include "passes/analysis/MemoryAnalysis.h"
 #include "passes/StepProgram.h"
+#include "runtime/core/Mesh.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -11,57 +12,23 @@ using namespace mlir;
 using namespace md;
 
 StringRef md::stringifyMemoryCategory(MemoryCategory category) {
-  switch (category) {
-  case MemoryCategory::params:
-    return "params";
-  case MemoryCategory::grads:
-    return "grads";
-  case MemoryCategory::gradAcc:
-    return "grad_acc";
-  case MemoryCategory::optimizer:
-    return "optimizer";
-  case MemoryCategory::activations:
-    return "activations";
-  case MemoryCategory::commBuffers:
-    return "comm_buffers";
-  }
-  return "activations";
-}
-
-int64_t MemoryReport::get(MemoryCategory category) const {
-  switch (category) {
-  case MemoryCategory::params:
-    return params;
-  case MemoryCategory::grads:
-    return grads;
-  case MemoryCategory::gradAcc:
-    return gradAcc;
-  case MemoryCategory::optimizer:
-    return optimizer;
-  case MemoryCategory::activations:
-    return activations;
-  case MemoryCategory::commBuffers:
-    return commBuffers;
-  }
-  return 0;
+  return plan::MemoryCategoryName(category);
 }
 
 int64_t md::getGroupSize(ModelOp model, Group group, int64_t worldSize) {
-  std::optional<uint64_t> shard = model.getShardGroupSize();
-  switch (group) {
-  case Group::world:
-    return worldSize;
-  case Group::shard:
-    return shard ? static_cast<int64_t>(*shard) : worldSize;
-  case Group::replicate:
-    return shard
-               ? std::max<int64_t>(1, worldSize / static_cast<int64_t>(*shard))
-               : 1;
-  }
-  return worldSize;
+  std::optional<int64_t> shard;
+  if (std::optional<uint64_t> size = model.getShardGroupSize())
+    shard = static_cast<int64_t>(*size);
+  if (std::optional<int64_t> n = md::mesh::staticGroupSize(
+          static_cast<md::mesh::GroupKind>(group), worldSize, shard))
+    return *n;
+  // A hybrid shard group that does not divide W has no whole replicate
+  // group: the emitter analyses at W = 1 for the categories alone, where
+  // the sizes do not matter, and counts the ranks it has.
+  if (group == Group::replicate && shard && worldSize >= 1)
+    return std::max<int64_t>(1, worldSize / *shard);
+  return 0;
 }
-
-static int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 FailureOr<int64_t> md::getValueBytes(ModelOp model, Value value,
                                      int64_t worldSize) {
@@ -73,26 +40,26 @@ FailureOr<int64_t> md::getValueBytes(ModelOp model, Value value,
   std::optional<ShardInfo> shard = getShardInfo(value);
   if (!shard || type.getRank() != 1)
     return failure();
-  int64_t groupSize = getGroupSize(model, shard->group, worldSize);
-  if (groupSize < 1)
+  std::optional<int64_t> numel = md::mesh::shardNumel(
+      shard->numel, getGroupSize(model, shard->group, worldSize));
+  if (!numel)
     return failure();
-  return ceilDiv(shard->numel, groupSize) *
-         getElementBytes(type.getElementType());
+  return *numel * getElementBytes(type.getElementType());
 }
 
 static MemoryCategory categoryOfRole(StateRole role) {
   switch (role) {
   case StateRole::master:
   case StateRole::params:
-    return MemoryCategory::params;
+    return MemoryCategory::Params;
   case StateRole::exp_avg:
   case StateRole::exp_avg_sq:
   case StateRole::momentum:
-    return MemoryCategory::optimizer;
+    return MemoryCategory::Optimizer;
   case StateRole::grad_acc:
-    return MemoryCategory::gradAcc;
+    return MemoryCategory::GradAcc;
   }
-  return MemoryCategory::optimizer;
+  return MemoryCategory::Optimizer;
 }
 
 namespace {
@@ -104,10 +71,13 @@ struct Linearization {
   llvm::DenseMap<Operation *, int64_t> start, end;
   llvm::DenseMap<Block *, int64_t> blockEnd;
   std::vector<Operation *> opAt;
+  /// The blocks numbered, outermost first.
+  std::vector<Block *> blocks;
   /// Whether the body of md.micro_steps runs (A > 1).
   bool microSteps = true;
 
   void number(Block &block) {
+    blocks.push_back(&block);
     for (Operation &op : block) {
       start[&op] = opAt.size();
       opAt.push_back(&op);
@@ -160,9 +130,9 @@ bool reachesGradientSink(Value value) {
 /// buffer (a cast, a shard, a scaling): a bucket's contents are gradients.
 MemoryCategory inherit(MemoryCategory category) {
   switch (category) {
-  case MemoryCategory::commBuffers:
-  case MemoryCategory::gradAcc:
-    return MemoryCategory::grads;
+  case MemoryCategory::CommBuffers:
+  case MemoryCategory::GradAcc:
+    return MemoryCategory::Grads;
   default:
     return category;
   }
@@ -212,8 +182,16 @@ FailureOr<MemoryReport> md::computeMemory(ModelOp model, int64_t worldSize) {
   for (StateOp state : model.getOps<StateOp>()) {
     RankedTensorType type = state.getTensorType();
     int64_t numel = state.getFlatNumel();
-    if (state.isSharded())
-      numel = ceilDiv(numel, getGroupSize(model, *state.getGroup(), worldSize));
+    if (state.isSharded()) {
+      std::optional<int64_t> shard = md::mesh::shardNumel(
+          numel, getGroupSize(model, *state.getGroup(), worldSize));
+      if (!shard)
+        return state.emitError("cannot size the shard of ")
+               << numel << " elements over group "
+               << stringifyGroup(*state.getGroup()) << " at world size "
+               << worldSize;
+      numel = *shard;
+    }
     BufferInterval buffer;
     buffer.op = state;
     buffer.bytes = numel * getElementBytes(type.getElementType());
@@ -252,38 +230,38 @@ FailureOr<MemoryReport> md::computeMemory(ModelOp model, int64_t worldSize) {
   llvm::DenseMap<Value, size_t> bufferOf;
   auto categoryOf = [&](Value value) {
     auto it = bufferOf.find(value);
-    return it == bufferOf.end() ? MemoryCategory::activations
+    return it == bufferOf.end() ? MemoryCategory::Activations
                                 : report.buffers[it->second].category;
   };
   auto classify = [&](Operation *op, unsigned result) -> MemoryCategory {
     Value value = op->getResult(result);
     if (isa<FlattenOp>(op)) {
       if (op->hasAttr("md.bucket_buffer"))
-        return MemoryCategory::commBuffers;
+        return MemoryCategory::CommBuffers;
       if (gradientFlattens.contains(op))
-        return MemoryCategory::grads;
+        return MemoryCategory::Grads;
     }
     if (isa<CollectiveOpInterface>(op)) {
       MemoryCategory input = op->getNumOperands() != 0
                                  ? categoryOf(op->getOperand(0))
-                                 : MemoryCategory::activations;
+                                 : MemoryCategory::Activations;
       if (isa<AllGatherOp>(op))
-        return MemoryCategory::params;
+        return MemoryCategory::Params;
       if (isGradientReduction(op))
-        return MemoryCategory::grads;
+        return MemoryCategory::Grads;
       return inherit(input);
     }
     if (isa<GradTotalOp>(op) || gradientPieces.contains(value))
-      return MemoryCategory::grads;
+      return MemoryCategory::Grads;
     if (isa<AdamWUpdateOp, SGDUpdateOp>(op))
-      return result == 0 ? MemoryCategory::params : MemoryCategory::optimizer;
+      return result == 0 ? MemoryCategory::Params : MemoryCategory::Optimizer;
     if (isa<CastOp, ShardSliceOp, ScaleOp>(op))
       return inherit(categoryOf(op->getOperand(0)));
     if (auto accumulate = dyn_cast<AccumulateOp>(op))
       return inherit(categoryOf(accumulate.getAcc()));
     if (auto clip = dyn_cast<ClipOp>(op))
       return inherit(categoryOf(clip.getGrads()[result]));
-    return MemoryCategory::activations;
+    return MemoryCategory::Activations;
   };
 
   if (step) {
@@ -338,79 +316,46 @@ FailureOr<MemoryReport> md::computeMemory(ModelOp model, int64_t worldSize) {
       return failure();
   }
 
-  // A collective on the comm stream runs after it is issued: it reads its
-  // operands until an op waits for it or for a later collective (the comm
-  // stream runs in order), else until the end of its block.
-  llvm::DenseMap<int64_t, int64_t> recordedAt; // event -> position
-  std::vector<std::pair<int64_t, Operation *>> commOps;
-  for (auto [position, op] : llvm::enumerate(order.opAt)) {
-    if (order.start.lookup(op) != static_cast<int64_t>(position))
-      continue;
-    auto stream = op->getAttrOfType<IntegerAttr>("md.stream");
-    if (!stream || stream.getInt() != 1)
-      continue;
-    commOps.push_back({position, op});
-    if (auto event = op->getAttrOfType<IntegerAttr>("md.record"))
-      recordedAt[event.getInt()] = position;
-  }
+  // A collective on the comm stream runs after it is issued, in the comm
+  // stream's order, so it keeps its operands longer than its place in
+  // program order: the rule of the plan's liveness too (plan::StreamWindows
+  // over each block). It reads its operands until an op of its block waits
+  // for it or for a later collective, else until the end of its block; its
+  // results are reserved from the moment it may start, so that no buffer
+  // the compute stream uses in between shares their bytes.
   llvm::DenseMap<Operation *, int64_t> completion;
-  for (auto [position, op] : commOps)
-    completion[op] = order.blockEnd.lookup(op->getBlock());
-  for (auto [position, op] : llvm::enumerate(order.opAt)) {
-    if (order.start.lookup(op) != static_cast<int64_t>(position))
-      continue;
-    auto waits = op->getAttrOfType<DenseI64ArrayAttr>("md.wait");
-    if (!waits)
-      continue;
-    for (int64_t event : waits.asArrayRef()) {
-      auto it = recordedAt.find(event);
-      if (it == recordedAt.end())
-        continue;
-      for (auto [commPosition, comm] : commOps)
-        if (commPosition <= it->second &&
-            comm->getBlock() == order.opAt[it->second]->getBlock() &&
-            static_cast<int64_t>(position) < completion[comm] &&
-            static_cast<int64_t>(position) > commPosition)
-          completion[comm] = position;
+  for (Block *block : order.blocks) {
+    SmallVector<Operation *> ops;
+    std::vector<plan::StreamEvents> events;
+    for (Operation &op : *block) {
+      plan::StreamEvents e;
+      if (auto stream = op.getAttrOfType<IntegerAttr>("md.stream"))
+        e.stream = static_cast<int32_t>(stream.getInt());
+      if (auto record = op.getAttrOfType<IntegerAttr>("md.record"))
+        e.record = static_cast<int32_t>(record.getInt());
+      if (auto waits = op.getAttrOfType<DenseI64ArrayAttr>("md.wait"))
+        for (int64_t event : waits.asArrayRef())
+          e.waits.push_back(static_cast<int32_t>(event));
+      ops.push_back(&op);
+      events.push_back(std::move(e));
     }
-  }
-
-  // A collective on the comm stream may start as soon as the events it
-  // waits for have completed (and the comm stream's earlier work), which
-  // can be well before its place in program order: its results are
-  // reserved from then on, so that no buffer the compute stream uses in
-  // between shares their bytes. Without a wait in its block it may start
-  // with the block.
-  {
-    llvm::DenseMap<int64_t, std::pair<int64_t, Block *>> recorded;
-    llvm::DenseMap<Block *, int64_t> commStart;
-    for (auto [position, op] : llvm::enumerate(order.opAt)) {
-      int64_t at = static_cast<int64_t>(position);
-      if (order.start.lookup(op) != at)
+    std::vector<plan::StreamWindow> windows = plan::StreamWindows(events);
+    for (auto [i, op] : llvm::enumerate(ops)) {
+      if (events[i].stream != 1)
         continue;
-      Block *block = op->getBlock();
-      auto stream = op->getAttrOfType<IntegerAttr>("md.stream");
-      if (stream && stream.getInt() == 1) {
-        auto [it, inserted] =
-            commStart.try_emplace(block, order.start.lookup(&block->front()));
-        if (auto waits = op->getAttrOfType<DenseI64ArrayAttr>("md.wait"))
-          for (int64_t event : waits.asArrayRef()) {
-            auto r = recorded.find(event);
-            if (r != recorded.end() && r->second.second == block)
-              it->second = std::max(it->second, r->second.first + 1);
-          }
-        int64_t start = std::min(it->second, at);
-        for (Value result : op->getResults()) {
-          auto b = bufferOf.find(result);
-          if (b == bufferOf.end())
-            continue;
-          BufferInterval &buffer = report.buffers[b->second];
-          if (!buffer.persistent && buffer.op == op)
-            buffer.start = std::min(buffer.start, start);
-        }
+      const plan::StreamWindow &window = windows[i];
+      completion[op] = window.release < static_cast<int32_t>(ops.size())
+                           ? order.start.lookup(ops[window.release])
+                           : order.blockEnd.lookup(block);
+      int64_t start = order.start.lookup(ops[window.start]);
+      for (Value result : op->getResults()) {
+        auto b = bufferOf.find(result);
+        if (b == bufferOf.end())
+          continue;
+        BufferInterval &buffer = report.buffers[b->second];
+        if (!buffer.persistent && buffer.op == op)
+          buffer.start = std::min(buffer.start, start);
       }
-      if (auto event = op->getAttrOfType<IntegerAttr>("md.record"))
-        recorded[event.getInt()] = {at, block};
     }
   }
 
@@ -431,53 +376,54 @@ FailureOr<MemoryReport> md::computeMemory(ModelOp model, int64_t worldSize) {
     }
   }
 
-  // The peak: a sweep over the positions.
-  SmallVector<int64_t> delta(report.positions + 1, 0);
+  // The peak: the shared model's sweep sums the transient buffers live at
+  // each position by category; the peak is the first position with the
+  // most bytes, and the persistent state adds to every position alike.
+  auto overflows = [&] {
+    return model.emitError("memory per rank at world size ")
+           << worldSize << " overflows 64 bits";
+  };
+  std::vector<plan::LiveInterval> intervals;
+  plan::CategoryBytes atPeak{};
   for (const BufferInterval &buffer : report.buffers) {
-    if (buffer.persistent)
-      continue;
-    delta[buffer.start] += buffer.bytes;
-    delta[buffer.end + 1] -= buffer.bytes;
+    int64_t &persistent = atPeak[static_cast<size_t>(buffer.category)];
+    if (!buffer.persistent)
+      intervals.push_back(
+          {buffer.start, buffer.end, buffer.category, buffer.bytes});
+    else if (__builtin_add_overflow(persistent, buffer.bytes, &persistent))
+      return overflows();
   }
-  report.peak = report.persistent;
-  int64_t live = report.persistent;
-  for (int64_t position = 0; position < report.positions; ++position) {
-    live += delta[position];
-    if (report.peakPosition < 0 || live > report.peak) {
-      report.peak = live;
-      report.peakPosition = position;
+  absl::StatusOr<std::vector<plan::CategoryBytes>> liveAt =
+      plan::LiveBytes(report.positions, intervals);
+  if (!liveAt.ok())
+    return overflows();
+  int64_t peakTransient = 0;
+  for (auto [position, bytes] : llvm::enumerate(*liveAt)) {
+    int64_t total = 0;
+    for (int64_t b : bytes)
+      if (__builtin_add_overflow(total, b, &total))
+        return overflows();
+    if (report.peakPosition < 0 || total > peakTransient) {
+      peakTransient = total;
+      report.peakPosition = static_cast<int64_t>(position);
     }
   }
-  if (report.peakPosition >= 0)
+  if (report.peakPosition >= 0) {
     report.peakOp = order.opAt[report.peakPosition];
-
-  for (auto [index, buffer] : llvm::enumerate(report.buffers)) {
-    bool isLive = buffer.persistent || (buffer.start <= report.peakPosition &&
-                                        report.peakPosition <= buffer.end);
-    if (!isLive)
-      continue;
-    report.liveAtPeak.push_back(index);
-    switch (buffer.category) {
-    case MemoryCategory::params:
-      report.params += buffer.bytes;
-      break;
-    case MemoryCategory::grads:
-      report.grads += buffer.bytes;
-      break;
-    case MemoryCategory::gradAcc:
-      report.gradAcc += buffer.bytes;
-      break;
-    case MemoryCategory::optimizer:
-      report.optimizer += buffer.bytes;
-      break;
-    case MemoryCategory::activations:
-      report.activations += buffer.bytes;
-      break;
-    case MemoryCategory::commBuffers:
-      report.commBuffers += buffer.bytes;
-      break;
-    }
+    const plan::CategoryBytes &live = (*liveAt)[report.peakPosition];
+    for (size_t c = 0; c < atPeak.size(); ++c)
+      if (__builtin_add_overflow(atPeak[c], live[c], &atPeak[c]))
+        return overflows();
   }
+  absl::StatusOr<plan::MemoryTotals> totals = plan::MemoryTotals::Of(atPeak);
+  if (!totals.ok())
+    return overflows();
+  static_cast<plan::MemoryTotals &>(report) = *totals;
+
+  for (auto [index, buffer] : llvm::enumerate(report.buffers))
+    if (buffer.persistent || (buffer.start <= report.peakPosition &&
+                              report.peakPosition <= buffer.end))
+      report.liveAtPeak.push_back(index);
   llvm::stable_sort(report.liveAtPeak, [&](size_t a, size_t b) {
     return report.buffers[a].bytes > report.buffers[b].bytes;
   });
@@ -489,8 +435,7 @@ FailureOr<MemoryReport> md::computeMemory(ModelOp model, int64_t worldSize) {
   // when one rank reduces nothing. Transient buffers in flight or live by
   // accident of the schedule are not model states.
   auto isBackwardReduction = [](Operation *op) {
-    return op && isa<CollectiveOpInterface>(op) &&
-           op->hasAttr("md.backward") &&
+    return op && isa<CollectiveOpInterface>(op) && op->hasAttr("md.backward") &&
            !op->getParentOfType<MicroStepsOp>();
   };
   bool reduces = false;
@@ -498,9 +443,9 @@ FailureOr<MemoryReport> md::computeMemory(ModelOp model, int64_t worldSize) {
     reduces |= !buffer.persistent && isBackwardReduction(buffer.op);
   for (const BufferInterval &buffer : report.buffers) {
     if (buffer.persistent) {
-      if (buffer.category == MemoryCategory::params)
+      if (buffer.category == MemoryCategory::Params)
         report.modelStateParams += buffer.bytes;
-      else if (buffer.category == MemoryCategory::optimizer)
+      else if (buffer.category == MemoryCategory::Optimizer)
         report.modelStateOptimizer += buffer.bytes;
       continue;
     }
