@@ -1,7 +1,7 @@
 //===- MemoryPlan.cpp - per-rank buffers of the step and their peak -------===//
 
 #include "passes/MemoryPlan.h"
-#include "passes/StepProgram.h"
+#include "passes/analysis/StepProgram.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"

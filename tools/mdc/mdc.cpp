@@ -15,15 +15,15 @@
 #include <optional>
 #include <string>
 
+#include "compile/Check.h"
+#include "compile/Pipeline.h"
 #include "dialect/MdOps.h"
 #include "frontend/AST.h"
 #include "frontend/Diagnostics.h"
 #include "frontend/IRGen.h"
 #include "frontend/Parser.h"
-#include "passes/EmitPlan.h"
 #include "passes/ExplainReport.h"
-#include "passes/Pipeline.h"
-#include "tools/mdc/Check.h"
+#include "target/plan/EmitPlan.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MD_TOOLS_MDC_CHECK_H
-#define MD_TOOLS_MDC_CHECK_H
+#ifndef MD_COMPILE_CHECK_H
+#define MD_COMPILE_CHECK_H
 
 #include "frontend/IRGen.h"
 
@@ -41,4 +41,4 @@ int runCheck(const CheckOptions &options, llvm::raw_ostream &out,
 
 } // namespace md::mdc
 
-#endif // MD_TOOLS_MDC_CHECK_H
+#endif // MD_COMPILE_CHECK_H

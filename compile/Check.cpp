@@ -9,13 +9,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/mdc/Check.h"
+#include "compile/Check.h"
 
 #include "dialect/MdOps.h"
 #include "frontend/Diagnostics.h"
 #include "frontend/Parser.h"
 #include "passes/Passes.h"
-#include "passes/RankVariance.h"
+#include "passes/analysis/RankVariance.h"
 #include "passes/VerifyCollectives.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
