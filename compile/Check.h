@@ -1,10 +1,10 @@
-//===- Check.h - mdc --check: the static desync check for CI ----*- C++ -*-===//
+//===- Check.h - the static desync check of .mdl files, for CI --*- C++ -*-===//
 //
-// `mdc --check FILE... [--plan NAME|all] [--format=text|json|sarif]` runs the
-// frontend and md-verify-collectives on every file under every named plan
-// and reports every finding: as compiler diagnostics, as JSON, or as SARIF
-// 2.1.0 for CI systems that annotate source lines. docs/check.md and
-// docs/cli.md describe it.
+// The entry point of `mdc --check FILE... [--plan NAME|all]
+// [--format=text|json|sarif]`: runs the frontend and md-verify-collectives
+// on every file under every named plan and reports every finding: as
+// compiler diagnostics, as JSON, or as SARIF 2.1.0 for CI systems that
+// annotate source lines. docs/check.md and docs/cli.md describe it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace md::mdc {
+namespace md {
 
 enum class CheckFormat { Text, JSON, SARIF };
 
@@ -33,12 +33,17 @@ struct CheckOptions {
   frontend::IRGenOptions irgen;
 };
 
-/// Checks every file under every plan. Text: diagnostics on `err`, a summary
-/// line on `out`; JSON and SARIF: the document on `out`. Returns the exit
-/// status: 1 if any finding is an error, 0 otherwise.
-int runCheck(const CheckOptions &options, llvm::raw_ostream &out,
-             llvm::raw_ostream &err);
+/// How many findings of each level a check reported.
+struct CheckSummary {
+  unsigned errors = 0;
+  unsigned warnings = 0;
+};
 
-} // namespace md::mdc
+/// Checks every file under every plan. Text: diagnostics on `err`, a summary
+/// line on `out`; JSON and SARIF: the document on `out`.
+CheckSummary runCheck(const CheckOptions &options, llvm::raw_ostream &out,
+                      llvm::raw_ostream &err);
+
+} // namespace md
 
 #endif // MD_COMPILE_CHECK_H
