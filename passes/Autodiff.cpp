@@ -11,7 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
-#include "passes/VjpRules.h"
+#include "passes/analysis/VjpRules.h"
 
 #include "dialect/MdOps.h"
 

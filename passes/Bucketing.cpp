@@ -8,9 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/CostModel.h"
+#include "passes/analysis/CostModel.h"
 #include "passes/Passes.h"
-#include "passes/StepProgram.h"
+#include "passes/analysis/StepProgram.h"
 #include "runtime/core/Mesh.h"
 
 #include "mlir/IR/Builders.h"

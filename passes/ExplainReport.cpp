@@ -1,7 +1,7 @@
 //===- ExplainReport.cpp - what mdc --explain reports ---------------------===//
 
 #include "passes/ExplainReport.h"
-#include "passes/StepProgram.h"
+#include "passes/analysis/StepProgram.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"

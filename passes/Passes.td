@@ -1,7 +1,7 @@
 //===- Passes.td - md's passes ------------------------------*- tablegen -*-===//
 //
 // One `def` per pass, each implemented in its own passes/<Name>.cpp. The
-// order they run in is docs/passes.md's table and passes/Pipeline.cpp.
+// order they run in is docs/passes.md's table and compile/Pipeline.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -93,7 +93,7 @@ def Autodiff : Pass<"md-autodiff", "::md::ModelOp"> {
     values that do not depend on a trainable parameter get no gradient and
     no backward op. A trainable parameter the loss does not depend on is an
     error, and so is an op on the path from a parameter to the loss that
-    has no rule (passes/VjpRules.cpp has one per op). The gradient of a sum
+    has no rule (passes/analysis/VjpRules.cpp has one per op). The gradient of a sum
     or avg `md.all_reduce` (md-sync-batch-norm's statistics) is the same
     all-reduce of its cotangent. F is left unchanged.
 
@@ -458,7 +458,7 @@ def Explain : Pass<"md-explain", "::md::ModelOp"> {
 def VerifyCollectives : Pass<"md-verify-collectives", "::md::ModelOp"> {
   let summary = "The static desync check: every collective runs on every rank, in the same order";
   let description = [{
-    Runs the rank-variance analysis (passes/RankVariance.h) over the whole
+    Runs the rank-variance analysis (passes/analysis/RankVariance.h) over the whole
     model (the forward, the user blocks through `md.call`, the step program
     and the hooks of `md.train`) and reports, at the op's source location
     with notes that explain why, every way the ranks of the job could

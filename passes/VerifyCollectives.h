@@ -12,7 +12,7 @@
 #define MD_PASSES_VERIFYCOLLECTIVES_H
 
 #include "dialect/MdOps.h"
-#include "passes/RankVariance.h"
+#include "passes/analysis/RankVariance.h"
 
 #include <string>
 

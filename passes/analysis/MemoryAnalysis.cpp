@@ -1,7 +1,7 @@
 //===- MemoryAnalysis.cpp - per-rank buffers of the step and their peak ---===//
 
 #include "passes/analysis/MemoryAnalysis.h"
-#include "passes/StepProgram.h"
+#include "passes/analysis/StepProgram.h"
 #include "runtime/core/Mesh.h"
 
 #include "llvm/ADT/DenseMap.h"

@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compile/Pipeline.h"
 #include "dialect/MdOps.h"
 #include "passes/Passes.h"
-#include "passes/Pipeline.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

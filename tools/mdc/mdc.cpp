@@ -4,37 +4,24 @@
 // the md dialect module that IR generation builds from it (--emit=mlir, the
 // default). With --explain, --max-memory or --print-ir-after-all it runs md's
 // training pipeline on the module first; --explain then prints the report of
-// passes/ExplainReport.h instead of the IR. A thin driver: the work is in
-// frontend/ and passes/. Exit status: 0 success, 1 errors in the program or
-// its files (diagnostics on stderr), 2 a bad command line.
+// passes/ExplainReport.h instead of the IR. A thin driver: it parses the
+// command line, hands the program to the compile library (compile/Compile.h,
+// compile/Check.h) and writes what it returns. Exit status: 0 success, 1
+// errors in the program or its files (diagnostics on stderr), 2 a bad
+// command line.
 //
 //===----------------------------------------------------------------------===//
 
 #include <cstdlib>
-#include <map>
 #include <optional>
 #include <string>
 
-#include "dialect/MdOps.h"
+#include "compile/Check.h"
+#include "compile/Compile.h"
 #include "frontend/AST.h"
-#include "frontend/Diagnostics.h"
 #include "frontend/IRGen.h"
-#include "frontend/Parser.h"
-#include "passes/EmitPlan.h"
-#include "passes/ExplainReport.h"
-#include "passes/Pipeline.h"
-#include "tools/mdc/Check.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/DialectRegistry.h"
-#include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
-#include "mlir/IR/Verifier.h"
-#include "mlir/Pass/PassManager.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
@@ -43,8 +30,6 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace cl = llvm::cl;
@@ -56,16 +41,16 @@ enum ExitCode { kSuccess = 0, kUserError = 1, kUsageError = 2 };
 
 enum class EmitKind { MLIR, Frontend, AST, Plan };
 
-
 cl::OptionCategory mdcCategory("mdc options");
 
 cl::opt<std::string> inputFilename(cl::Positional, cl::Required,
                                    cl::desc("<input .mdl file>"),
                                    cl::cat(mdcCategory));
 
-cl::list<std::string> moreInputFilenames(
-    cl::Positional, cl::desc("[more .mdl files, with --check]"),
-    cl::cat(mdcCategory));
+cl::list<std::string>
+    moreInputFilenames(cl::Positional,
+                       cl::desc("[more .mdl files, with --check]"),
+                       cl::cat(mdcCategory));
 
 cl::opt<bool> check("check",
                     cl::desc("Run the static desync check on every given file "
@@ -73,14 +58,14 @@ cl::opt<bool> check("check",
                              "finding; exit 1 if any is an error"),
                     cl::init(false), cl::cat(mdcCategory));
 
-cl::opt<md::mdc::CheckFormat> outputFormat(
-    "format", cl::init(md::mdc::CheckFormat::Text),
+cl::opt<md::CheckFormat> outputFormat(
+    "format", cl::init(md::CheckFormat::Text),
     cl::desc("How --check reports its findings and --explain its report"),
-    cl::values(clEnumValN(md::mdc::CheckFormat::Text, "text",
+    cl::values(clEnumValN(md::CheckFormat::Text, "text",
                           "Compiler diagnostics on stderr (default)"),
-               clEnumValN(md::mdc::CheckFormat::JSON, "json",
+               clEnumValN(md::CheckFormat::JSON, "json",
                           "One JSON document on stdout"),
-               clEnumValN(md::mdc::CheckFormat::SARIF, "sarif",
+               clEnumValN(md::CheckFormat::SARIF, "sarif",
                           "SARIF 2.1.0 on stdout, for CI annotations "
                           "(--check only)")),
     cl::cat(mdcCategory));
@@ -112,19 +97,20 @@ cl::opt<std::string> planName(
              "(default: none)"),
     cl::value_desc("name"), cl::cat(mdcCategory));
 
-cl::opt<std::string> modelName(
-    "model", cl::desc("The model to compile when the file has several"),
-    cl::value_desc("name"), cl::cat(mdcCategory));
+cl::opt<std::string>
+    modelName("model",
+              cl::desc("The model to compile when the file has several"),
+              cl::value_desc("name"), cl::cat(mdcCategory));
 
 cl::list<std::string> defines(
     "D", cl::Prefix,
     cl::desc("Override the model's hyper-parameter <name> with <value>"),
     cl::value_desc("name=value"), cl::cat(mdcCategory));
 
-cl::opt<long> worldSize(
-    "world-size",
-    cl::desc("Pin the number of ranks W (default: chosen at launch)"),
-    cl::value_desc("N"), cl::cat(mdcCategory));
+cl::opt<long>
+    worldSize("world-size",
+              cl::desc("Pin the number of ranks W (default: chosen at launch)"),
+              cl::value_desc("N"), cl::cat(mdcCategory));
 
 cl::opt<bool> explain(
     "explain",
@@ -133,7 +119,6 @@ cl::opt<bool> explain(
              "precision of casts and collectives and the batch arithmetic, "
              "instead of the IR"),
     cl::init(false), cl::cat(mdcCategory));
-
 
 cl::opt<std::string> maxMemory(
     "max-memory",
@@ -200,8 +185,8 @@ bool writeOutput(llvm::StringRef path,
   }
   llvm::SmallString<256> tempPath;
   int fd;
-  if (std::error_code ec =
-          llvm::sys::fs::createUniqueFile(path + ".tmp-%%%%%%%%", fd, tempPath)) {
+  if (std::error_code ec = llvm::sys::fs::createUniqueFile(
+          path + ".tmp-%%%%%%%%", fd, tempPath)) {
     llvm::errs() << "mdc: error: cannot write '" << path
                  << "': " << ec.message() << "\n";
     return false;
@@ -225,6 +210,165 @@ bool writeOutput(llvm::StringRef path,
     return false;
   }
   return true;
+}
+
+/// Prints a command-line error; mdc then exits with kUsageError.
+void usageError(const llvm::Twine &message) {
+  llvm::errs() << "mdc: error: " << message << "\n";
+}
+
+/// What --emit asks for: -o FILE.fb means the plan unless --emit says
+/// otherwise.
+EmitKind getEmitKind() {
+  if (!emitKind.getNumOccurrences() &&
+      llvm::StringRef(outputFilename).ends_with(".fb"))
+    return EmitKind::Plan;
+  return emitKind;
+}
+
+/// The frontend's options from --plan, --model, -D and --world-size; none
+/// after a usage error.
+std::optional<IRGenOptions> getIRGenOptions() {
+  IRGenOptions options;
+  options.plan = planName;
+  options.model = modelName;
+  for (const std::string &define : defines) {
+    auto [name, value] = llvm::StringRef(define).split('=');
+    if (!isIdentifier(name) || value.empty() ||
+        define.find('=') == std::string::npos) {
+      usageError("malformed -D '" + define +
+                 "': expected NAME=VALUE, as in -D layers=2");
+      return std::nullopt;
+    }
+    options.overrides[name.str()] = value.str();
+  }
+  if (worldSize.getNumOccurrences()) {
+    if (worldSize < 1) {
+      usageError("--world-size must be a positive integer, got " +
+                 llvm::Twine(static_cast<int64_t>(worldSize)));
+      return std::nullopt;
+    }
+    options.worldSize = worldSize;
+  }
+  return options;
+}
+
+/// `mdc --check FILE...`: the exit status.
+int runCheckCommand(const IRGenOptions &irgen) {
+  md::CheckOptions options;
+  options.files.push_back(inputFilename);
+  options.files.insert(options.files.end(), moreInputFilenames.begin(),
+                       moreInputFilenames.end());
+  options.plan = planName;
+  options.format = outputFormat;
+  options.irgen = irgen;
+  md::CheckSummary summary = md::runCheck(options, llvm::outs(), llvm::errs());
+  return summary.errors ? kUserError : kSuccess;
+}
+
+/// What the compile library is asked for, from the options that decide how
+/// far it runs; none after a usage error.
+std::optional<md::CompileOptions> getCompileOptions(EmitKind emit,
+                                                    IRGenOptions irgen) {
+  // The passes run for --explain, --max-memory and --print-ir-after-all.
+  std::optional<int64_t> memoryLimit;
+  if (maxMemory.getNumOccurrences()) {
+    memoryLimit = parseBytes(maxMemory);
+    if (!memoryLimit) {
+      usageError("--max-memory expects a positive number of bytes, as in "
+                 "80GiB or 1048576, got '" +
+                 maxMemory + "'");
+      return std::nullopt;
+    }
+  }
+  for (auto [given, name] :
+       {std::pair<bool, llvm::StringRef>{explain, "--explain"},
+        {memoryLimit.has_value(), "--max-memory"}})
+    if (given && !worldSize.getNumOccurrences()) {
+      usageError(name + " needs --world-size N: memory and communication "
+                        "depend on the number of ranks");
+      return std::nullopt;
+    }
+  if (outputFormat.getNumOccurrences() && !explain) {
+    usageError("--format applies to --explain and --check only");
+    return std::nullopt;
+  }
+  if (explain && outputFormat == md::CheckFormat::SARIF) {
+    usageError("--explain prints text or json, not sarif");
+    return std::nullopt;
+  }
+  if (emit == EmitKind::Plan && explain) {
+    usageError("--explain prints a report, not a plan");
+    return std::nullopt;
+  }
+  bool runPasses =
+      explain || memoryLimit || printIRAfterAll || emit == EmitKind::Plan;
+  if (runPasses && emit == EmitKind::Frontend) {
+    usageError("--emit=frontend stops before md's passes; it cannot be "
+               "combined with --explain, --max-memory or "
+               "--print-ir-after-all");
+    return std::nullopt;
+  }
+  if (runPasses && emit == EmitKind::AST) {
+    usageError("--emit=ast stops after parsing; it cannot be combined with "
+               "--explain, --max-memory or --print-ir-after-all");
+    return std::nullopt;
+  }
+
+  md::CompileOptions options;
+  options.irgen = std::move(irgen);
+  switch (emit) {
+  case EmitKind::AST:
+    options.stopAfter = md::CompileStage::Parse;
+    break;
+  case EmitKind::Frontend:
+    options.stopAfter = md::CompileStage::IRGen;
+    break;
+  case EmitKind::MLIR:
+    // With a plan, the step program md's passes build from the recipe (a
+    // model without one has nothing to train: its IR as is).
+    options.stopAfter = runPasses || !planName.empty()
+                            ? md::CompileStage::Pipeline
+                            : md::CompileStage::IRGen;
+    options.pipelineNeedsTrain = !runPasses;
+    break;
+  case EmitKind::Plan:
+    options.stopAfter = md::CompileStage::Plan;
+    break;
+  }
+  options.maxMemory = memoryLimit.value_or(0);
+  if (explain)
+    options.explain = outputFormat == md::CheckFormat::JSON
+                          ? md::ExplainFormat::JSON
+                          : md::ExplainFormat::Text;
+  if (printIRAfterAll)
+    options.printIRAfterAll = &llvm::errs();
+  options.irPrintingFlags.enableDebugInfo(printDebugInfo);
+  options.compilerVersion =
+      std::string("mdc (md) built with LLVM ") + LLVM_VERSION_STRING;
+  options.toolName = "mdc";
+  return options;
+}
+
+/// Writes what `emit` asks for of `compiled` to -o; the exit status.
+int writeCompiled(const md::CompiledPlan &compiled, EmitKind emit,
+                  const md::CompileOptions &options) {
+  auto write = [&](llvm::function_ref<void(llvm::raw_ostream &)> print) {
+    return writeOutput(outputFilename, print) ? kSuccess : kUserError;
+  };
+  if (emit == EmitKind::AST)
+    return write([&](llvm::raw_ostream &os) { dumpAST(*compiled.ast, os); });
+  if (emit == EmitKind::Plan)
+    return write([&](llvm::raw_ostream &os) {
+      os.write(reinterpret_cast<const char *>(compiled.plan.data()),
+               compiled.plan.size());
+    });
+  if (options.explain != md::ExplainFormat::None)
+    return write([&](llvm::raw_ostream &os) { os << compiled.explainReport; });
+  return write([&](llvm::raw_ostream &os) {
+    compiled.module.get()->print(os, options.irPrintingFlags);
+    os << "\n";
+  });
 }
 
 } // namespace
@@ -265,238 +409,40 @@ int main(int argc, char **argv) {
   if (!cl::ParseCommandLineOptions(argc, argv, kOverview, &llvm::errs()))
     return kUsageError;
 
-  // -o FILE.fb means the plan unless --emit says otherwise.
-  EmitKind emit = emitKind;
-  if (!emitKind.getNumOccurrences() &&
-      llvm::StringRef(outputFilename).ends_with(".fb"))
-    emit = EmitKind::Plan;
+  EmitKind emit = getEmitKind();
   if (emit == EmitKind::Plan && !check) {
     if (planName.empty()) {
-      llvm::errs() << "mdc: error: a plan file needs --plan NAME (a plan of "
-                      "the file or a preset)\n";
+      usageError("a plan file needs --plan NAME (a plan of the file or a "
+                 "preset)");
       return kUsageError;
     }
     if (outputFilename == "-") {
-      llvm::errs() << "mdc: error: --emit=plan writes a binary file: give "
-                      "-o FILE\n";
+      usageError("--emit=plan writes a binary file: give -o FILE");
       return kUsageError;
     }
   }
-  IRGenOptions options;
-  options.plan = planName;
-  options.model = modelName;
-  for (const std::string &define : defines) {
-    auto [name, value] = llvm::StringRef(define).split('=');
-    if (!isIdentifier(name) || value.empty() ||
-        define.find('=') == std::string::npos) {
-      llvm::errs() << "mdc: error: malformed -D '" << define
-                   << "': expected NAME=VALUE, as in -D layers=2\n";
-      return kUsageError;
-    }
-    options.overrides[name.str()] = value.str();
-  }
-  if (worldSize.getNumOccurrences()) {
-    if (worldSize < 1) {
-      llvm::errs() << "mdc: error: --world-size must be a positive integer, "
-                      "got "
-                   << worldSize << "\n";
-      return kUsageError;
-    }
-    options.worldSize = worldSize;
-  }
-
-  if (check) {
-    md::mdc::CheckOptions checkOptions;
-    checkOptions.files.push_back(inputFilename);
-    checkOptions.files.insert(checkOptions.files.end(),
-                              moreInputFilenames.begin(),
-                              moreInputFilenames.end());
-    checkOptions.plan = planName;
-    checkOptions.format = outputFormat;
-    checkOptions.irgen = options;
-    return md::mdc::runCheck(checkOptions, llvm::outs(), llvm::errs());
-  }
+  std::optional<IRGenOptions> irgen = getIRGenOptions();
+  if (!irgen)
+    return kUsageError;
+  if (check)
+    return runCheckCommand(*irgen);
   if (!moreInputFilenames.empty()) {
-    llvm::errs() << "mdc: error: more than one input file; only --check "
-                    "takes several\n";
+    usageError("more than one input file; only --check takes several");
     return kUsageError;
   }
+  std::optional<md::CompileOptions> options =
+      getCompileOptions(emit, std::move(*irgen));
+  if (!options)
+    return kUsageError;
 
-  // The passes run for --explain, --max-memory and --print-ir-after-all.
-  std::optional<int64_t> memoryLimit;
-  if (maxMemory.getNumOccurrences()) {
-    memoryLimit = parseBytes(maxMemory);
-    if (!memoryLimit) {
-      llvm::errs() << "mdc: error: --max-memory expects a positive number of "
-                      "bytes, as in 80GiB or 1048576, got '"
-                   << maxMemory << "'\n";
-      return kUsageError;
-    }
-  }
-  for (auto [given, name] :
-       {std::pair<bool, llvm::StringRef>{explain, "--explain"},
-        {memoryLimit.has_value(), "--max-memory"}})
-    if (given && !worldSize.getNumOccurrences()) {
-      llvm::errs() << "mdc: error: " << name
-                   << " needs --world-size N: memory and communication "
-                      "depend on the number of ranks\n";
-      return kUsageError;
-    }
-  if (outputFormat.getNumOccurrences() && !explain) {
-    llvm::errs() << "mdc: error: --format applies to --explain and --check "
-                    "only\n";
-    return kUsageError;
-  }
-  if (explain && outputFormat == md::mdc::CheckFormat::SARIF) {
-    llvm::errs() << "mdc: error: --explain prints text or json, not sarif\n";
-    return kUsageError;
-  }
-  if (emit == EmitKind::Plan && explain) {
-    llvm::errs() << "mdc: error: --explain prints a report, not a plan\n";
-    return kUsageError;
-  }
-  bool runPasses =
-      explain || memoryLimit || printIRAfterAll || emit == EmitKind::Plan;
-  if (runPasses && emit == EmitKind::Frontend) {
-    llvm::errs() << "mdc: error: --emit=frontend stops before md's passes; "
-                    "it cannot be combined with --explain, --max-memory or "
-                    "--print-ir-after-all\n";
-    return kUsageError;
-  }
-  if (runPasses && emit == EmitKind::AST) {
-    llvm::errs() << "mdc: error: --emit=ast stops after parsing; it cannot "
-                    "be combined with --explain, --max-memory or "
-                    "--print-ir-after-all\n";
-    return kUsageError;
-  }
-
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
-      llvm::MemoryBuffer::getFileOrSTDIN(inputFilename, /*IsText=*/true);
-  if (std::error_code ec = file.getError()) {
+  llvm::ErrorOr<md::Source> source = md::readSource(inputFilename);
+  if (std::error_code ec = source.getError()) {
     llvm::errs() << "mdc: error: cannot open '" << inputFilename
                  << "': " << ec.message() << "\n";
     return kUserError;
   }
-  llvm::SourceMgr sourceMgr;
-  unsigned bufferId =
-      sourceMgr.AddNewSourceBuffer(std::move(*file), llvm::SMLoc());
-  Diagnostics diags(sourceMgr);
-
-  std::unique_ptr<Module> module = parseModule(bufferId, diags);
-  if (diags.hasErrors())
+  mlir::FailureOr<md::CompiledPlan> compiled = md::compile(*source, *options);
+  if (mlir::failed(compiled))
     return kUserError;
-
-  if (emit == EmitKind::AST)
-    return writeOutput(outputFilename,
-                       [&](llvm::raw_ostream &os) { dumpAST(*module, os); })
-               ? kSuccess
-               : kUserError;
-
-  mlir::DialectRegistry registry;
-  registry.insert<md::MdDialect, mlir::func::FuncDialect,
-                  mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
-  mlir::MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-  // Diagnostics the IR itself raises (the verifier) print like ours, with the
-  // .mdl source line under them.
-  mlir::SourceMgrDiagnosticHandler mlirDiagnostics(sourceMgr, &context);
-
-  mlir::OwningOpRef<mlir::ModuleOp> ir =
-      generateIR(*module, context, options, diags);
-  if (!ir || diags.hasErrors())
-    return kUserError;
-  if (mlir::failed(mlir::verify(*ir))) {
-    llvm::errs() << "mdc: error: internal error: the generated IR does not "
-                    "verify\n";
-    return kUserError;
-  }
-
-  mlir::OpPrintingFlags flags;
-  flags.enableDebugInfo(printDebugInfo);
-
-  // --emit=mlir with a plan prints the step program md's passes build from
-  // the recipe (a model without one has nothing to train: its IR as is).
-  bool hasRecipe = false;
-  ir->walk([&](md::TrainOp) { hasRecipe = true; });
-  if (emit == EmitKind::Plan && !hasRecipe) {
-    llvm::errs() << "mdc: error: " << inputFilename
-                 << ": the model has no train block: there is nothing to "
-                    "run, so no plan\n";
-    return kUserError;
-  }
-  if (emit == EmitKind::MLIR && !planName.empty() && hasRecipe)
-    runPasses = true;
-
-  if (runPasses) {
-    // One thread: the IR dumps and the diagnostics come in a fixed order.
-    // A diagnostic points at the .mdl line; the IR it came from is noise.
-    context.disableMultithreading();
-    context.printOpOnDiagnostic(false);
-    mlir::PassManager pm(&context);
-    if (printIRAfterAll)
-      pm.enableIRPrinting(
-          /*shouldPrintBeforePass=*/[](mlir::Pass *, mlir::Operation *) {
-            return false;
-          },
-          /*shouldPrintAfterPass=*/
-          [](mlir::Pass *, mlir::Operation *) { return true; },
-          /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
-          /*printAfterOnlyOnFailure=*/false, llvm::errs(), flags);
-    md::TrainingPipelineOptions pipeline;
-    pipeline.maxMemory = memoryLimit.value_or(0);
-    md::buildTrainingPipeline(pm, pipeline);
-    if (mlir::failed(pm.run(*ir)))
-      return kUserError;
-  }
-
-  if (emit == EmitKind::Plan) {
-    auto models = llvm::to_vector(ir->getOps<md::ModelOp>());
-    if (models.size() != 1) {
-      llvm::errs() << "mdc: error: a plan holds one model; the file has "
-                   << models.size() << " (choose one with --model NAME)\n";
-      return kUserError;
-    }
-    md::EmitPlanOptions emitOptions;
-    emitOptions.sourceFile = inputFilename;
-    emitOptions.sourceText =
-        sourceMgr.getMemoryBuffer(bufferId)->getBuffer().str();
-    emitOptions.compilerVersion =
-        std::string("mdc (md) built with LLVM ") + LLVM_VERSION_STRING;
-    mlir::FailureOr<std::vector<uint8_t>> bytes =
-        md::emitPlan(models.front(), emitOptions);
-    if (mlir::failed(bytes))
-      return kUserError;
-    return writeOutput(outputFilename,
-                       [&](llvm::raw_ostream &os) {
-                         os.write(reinterpret_cast<const char *>(bytes->data()),
-                                  bytes->size());
-                       })
-               ? kSuccess
-               : kUserError;
-  }
-  if (explain) {
-    std::string report;
-    llvm::raw_string_ostream os(report);
-    for (auto model : ir->getOps<md::ModelOp>()) {
-      mlir::FailureOr<md::ExplainReport> explained =
-          md::computeExplainReport(model, worldSize);
-      if (mlir::failed(explained))
-        return kUserError;
-      if (outputFormat == md::mdc::CheckFormat::JSON)
-        md::printExplainJson(*explained, os);
-      else
-        md::printExplainText(*explained, os);
-    }
-    return writeOutput(outputFilename,
-                       [&](llvm::raw_ostream &out) { out << report; })
-               ? kSuccess
-               : kUserError;
-  }
-  return writeOutput(outputFilename,
-                     [&](llvm::raw_ostream &os) {
-                       ir->print(os, flags);
-                       os << "\n";
-                     })
-             ? kSuccess
-             : kUserError;
+  return writeCompiled(*compiled, emit, *options);
 }

@@ -1,4 +1,4 @@
-//===- Check.cpp - mdc --check: the static desync check for CI ------------===//
+//===- Check.cpp - the static desync check of .mdl files, for CI ---------===//
 //
 // For every file and every plan: parse once, generate the IR for the plan,
 // verify it, and run the desync check (passes/VerifyCollectives.h) on each
@@ -9,18 +9,17 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/mdc/Check.h"
+#include "compile/Check.h"
 
+#include "compile/Compile.h"
+#include "compile/Source.h"
 #include "dialect/MdOps.h"
 #include "frontend/Diagnostics.h"
 #include "frontend/Parser.h"
 #include "passes/Passes.h"
-#include "passes/RankVariance.h"
 #include "passes/VerifyCollectives.h"
+#include "passes/analysis/RankVariance.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -30,11 +29,9 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 
 using namespace md;
-using namespace md::mdc;
 using llvm::SMDiagnostic;
 using llvm::SourceMgr;
 using llvm::StringRef;
@@ -194,9 +191,8 @@ std::vector<std::string> resolvePlans(StringRef plan,
 /// Runs the frontend and the check on one file under each plan.
 void checkFile(FileReport &report, const CheckOptions &options,
                mlir::MLIRContext &context) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
-      llvm::MemoryBuffer::getFileOrSTDIN(report.path, /*IsText=*/true);
-  if (std::error_code ec = file.getError()) {
+  llvm::ErrorOr<Source> source = readSource(report.path);
+  if (std::error_code ec = source.getError()) {
     Finding finding;
     finding.rule = kErrorRule.str();
     finding.message = "cannot open: " + ec.message();
@@ -204,8 +200,7 @@ void checkFile(FileReport &report, const CheckOptions &options,
     report.add(std::move(finding));
     return;
   }
-  report.bufferId =
-      report.sourceMgr.AddNewSourceBuffer(std::move(*file), llvm::SMLoc());
+  report.bufferId = addSource(*source, report.sourceMgr);
   report.sourceMgr.setDiagHandler(collectFrontendDiagnostic, &report);
   frontend::Diagnostics diags(report.sourceMgr, llvm::nulls());
 
@@ -507,19 +502,16 @@ void printSARIF(std::vector<std::unique_ptr<FileReport>> &reports,
 
 } // namespace
 
-int md::mdc::runCheck(const CheckOptions &options, llvm::raw_ostream &out,
-                      llvm::raw_ostream &err) {
-  mlir::DialectRegistry registry;
-  registry.insert<md::MdDialect, mlir::func::FuncDialect,
-                  mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
-  mlir::MLIRContext context(registry, mlir::MLIRContext::Threading::DISABLED);
-  context.loadAllAvailableDialects();
+CheckSummary md::runCheck(const CheckOptions &options, llvm::raw_ostream &out,
+                          llvm::raw_ostream &err) {
+  std::unique_ptr<mlir::MLIRContext> context =
+      createCompilerContext(mlir::MLIRContext::Threading::DISABLED);
 
   std::vector<std::unique_ptr<FileReport>> reports;
   for (const std::string &path : options.files) {
     auto report = std::make_unique<FileReport>();
     report->path = path;
-    checkFile(*report, options, context);
+    checkFile(*report, options, *context);
     reports.push_back(std::move(report));
   }
 
@@ -554,5 +546,5 @@ int md::mdc::runCheck(const CheckOptions &options, llvm::raw_ostream &out,
     break;
   }
   out.flush();
-  return errors ? 1 : 0;
+  return {errors, warnings};
 }

@@ -16,8 +16,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MD_PASSES_EMITPLAN_H
-#define MD_PASSES_EMITPLAN_H
+#ifndef MD_TARGET_PLAN_EMITPLAN_H
+#define MD_TARGET_PLAN_EMITPLAN_H
 
 #include "dialect/MdOps.h"
 
@@ -46,4 +46,4 @@ mlir::FailureOr<std::vector<uint8_t>> emitPlan(ModelOp model,
 
 } // namespace md
 
-#endif // MD_PASSES_EMITPLAN_H
+#endif // MD_TARGET_PLAN_EMITPLAN_H

@@ -14,8 +14,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MD_PASSES_RANKVARIANCE_H
-#define MD_PASSES_RANKVARIANCE_H
+#ifndef MD_PASSES_ANALYSIS_RANKVARIANCE_H
+#define MD_PASSES_ANALYSIS_RANKVARIANCE_H
 
 #include "dialect/MdOps.h"
 
@@ -187,4 +187,4 @@ std::string describeVarianceSource(mlir::Operation *op);
 
 } // namespace md
 
-#endif // MD_PASSES_RANKVARIANCE_H
+#endif // MD_PASSES_ANALYSIS_RANKVARIANCE_H

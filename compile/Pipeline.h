@@ -1,7 +1,7 @@
 //===- Pipeline.h - md's training pipeline ----------------------*- C++ -*-===//
 
-#ifndef MD_PASSES_PIPELINE_H
-#define MD_PASSES_PIPELINE_H
+#ifndef MD_COMPILE_PIPELINE_H
+#define MD_COMPILE_PIPELINE_H
 
 #include "mlir/Pass/PassManager.h"
 
@@ -27,4 +27,4 @@ void registerTrainingPipeline();
 
 } // namespace md
 
-#endif // MD_PASSES_PIPELINE_H
+#endif // MD_COMPILE_PIPELINE_H

@@ -1,6 +1,6 @@
 //===- Pipeline.cpp - md's training pipeline -----------------------------===//
 
-#include "passes/Pipeline.h"
+#include "compile/Pipeline.h"
 #include "passes/Passes.h"
 
 #include "mlir/Pass/PassRegistry.h"

@@ -1,6 +1,6 @@
 //===- CostModel.cpp - time of collectives and compute ops ---------------===//
 
-#include "passes/CostModel.h"
+#include "passes/analysis/CostModel.h"
 
 #include <cmath>
 

@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MD_PASSES_COSTMODEL_H
-#define MD_PASSES_COSTMODEL_H
+#ifndef MD_PASSES_ANALYSIS_COSTMODEL_H
+#define MD_PASSES_ANALYSIS_COSTMODEL_H
 
 #include "dialect/MdOps.h"
 
@@ -59,4 +59,4 @@ int64_t estimateFlops(mlir::Operation *op);
 
 } // namespace md
 
-#endif // MD_PASSES_COSTMODEL_H
+#endif // MD_PASSES_ANALYSIS_COSTMODEL_H

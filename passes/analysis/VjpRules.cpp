@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/VjpRules.h"
+#include "passes/analysis/VjpRules.h"
 
 #include "dialect/MdOps.h"
 

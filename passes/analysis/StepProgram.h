@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MD_PASSES_STEPPROGRAM_H
-#define MD_PASSES_STEPPROGRAM_H
+#ifndef MD_PASSES_ANALYSIS_STEPPROGRAM_H
+#define MD_PASSES_ANALYSIS_STEPPROGRAM_H
 
 #include "dialect/MdOps.h"
 
@@ -109,4 +109,4 @@ private:
 
 } // namespace md
 
-#endif // MD_PASSES_STEPPROGRAM_H
+#endif // MD_PASSES_ANALYSIS_STEPPROGRAM_H

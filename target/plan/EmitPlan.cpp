@@ -7,10 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/EmitPlan.h"
+#include "target/plan/EmitPlan.h"
 
-#include "passes/StepProgram.h"
 #include "passes/analysis/MemoryAnalysis.h"
+#include "passes/analysis/StepProgram.h"
 #include "runtime/plan/Aliasing.h"
 #include "runtime/plan/Loader.h"
 #include "runtime/plan/PlanBuilder.h"

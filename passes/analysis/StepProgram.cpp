@@ -1,6 +1,6 @@
 //===- StepProgram.cpp - the per-step program: blocks, dependences -------===//
 
-#include "passes/StepProgram.h"
+#include "passes/analysis/StepProgram.h"
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 

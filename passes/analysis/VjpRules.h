@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MD_PASSES_VJPRULES_H
-#define MD_PASSES_VJPRULES_H
+#ifndef MD_PASSES_ANALYSIS_VJPRULES_H
+#define MD_PASSES_ANALYSIS_VJPRULES_H
 
 #include "mlir/IR/Builders.h"
 #include "mlir/Support/LLVM.h"
@@ -37,4 +37,4 @@ mlir::LogicalResult emitVjp(mlir::Operation *op,
 
 } // namespace md
 
-#endif // MD_PASSES_VJPRULES_H
+#endif // MD_PASSES_ANALYSIS_VJPRULES_H

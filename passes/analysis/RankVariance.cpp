@@ -30,7 +30,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/RankVariance.h"
+#include "passes/analysis/RankVariance.h"
 
 #include "mlir/Analysis/DataFlow/ConstantPropagationAnalysis.h"
 #include "mlir/Analysis/DataFlow/DeadCodeAnalysis.h"
