@@ -105,16 +105,9 @@ absl::Status CpuBackend::layerNormGrad(const LayerNormGradArgs &args) {
       dxr[j] = s.rstd * (g[j] - meanG - xhat[j] * meanGX);
   }
   dx.store();
-  F32Out dg(args.dgamma);
-  for (int64_t j = 0; j < d; ++j)
-    dg[j] = float(dgamma[j]);
-  dg.store();
-  if (args.dbeta) {
-    F32Out db(*args.dbeta);
-    for (int64_t j = 0; j < d; ++j)
-      db[j] = float(dbeta[j]);
-    db.store();
-  }
+  storeSums(args.dgamma, dgamma);
+  if (args.dbeta)
+    storeSums(*args.dbeta, dbeta);
   return absl::OkStatus();
 }
 
@@ -159,10 +152,7 @@ absl::Status CpuBackend::rmsNormGrad(const RmsNormGradArgs &args) {
       dxr[j] = s * (dyr[j] * gamma[j]) - xr[j] * c;
   }
   dx.store();
-  F32Out dg(args.dgamma);
-  for (int64_t j = 0; j < d; ++j)
-    dg[j] = float(dgamma[j]);
-  dg.store();
+  storeSums(args.dgamma, dgamma);
   return absl::OkStatus();
 }
 
@@ -232,13 +222,8 @@ absl::Status CpuBackend::batchNormGrad(const BatchNormGradArgs &args) {
                       (dy[r * c + j] - dbetaN[j] - xhat * dgammaN[j]);
     }
   dx.store();
-  F32Out dg(args.dgamma), db(args.dbeta);
-  for (int64_t j = 0; j < c; ++j) {
-    dg[j] = float(dgamma[j]);
-    db[j] = float(dbeta[j]);
-  }
-  dg.store();
-  db.store();
+  storeSums(args.dgamma, dgamma);
+  storeSums(args.dbeta, dbeta);
   return absl::OkStatus();
 }
 
