@@ -104,6 +104,16 @@ bool isClosedError(int err) {
          err == ENETUNREACH;
 }
 
+/// The error of a send or recv that failed with `err` (not EINTR or
+/// EAGAIN): Unavailable when the connection is gone, "<verb> <peer>: ...".
+absl::Status transferError(int err, const char *verb, const std::string &peer) {
+  if (isClosedError(err))
+    return absl::UnavailableError(absl::StrFormat(
+        "%s %s: the connection is closed (%s)", verb, peer, errnoText(err)));
+  return absl::InternalError(
+      absl::StrFormat("%s %s: %s", verb, peer, errnoText(err)));
+}
+
 } // namespace
 
 int pollTimeoutMs(Deadline deadline) {
@@ -190,12 +200,7 @@ absl::StatusOr<size_t> Socket::sendSome(const void *data, size_t n) {
       continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK)
       return size_t(0);
-    int err = errno;
-    if (isClosedError(err))
-      return absl::UnavailableError(absl::StrFormat(
-          "send to %s: the connection is closed (%s)", peer_, errnoText(err)));
-    return absl::InternalError(
-        absl::StrFormat("send to %s: %s", peer_, errnoText(err)));
+    return transferError(errno, "send to", peer_);
   }
 }
 
@@ -213,13 +218,7 @@ absl::StatusOr<size_t> Socket::recvSome(void *data, size_t n) {
       continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK)
       return size_t(0);
-    int err = errno;
-    if (isClosedError(err))
-      return absl::UnavailableError(
-          absl::StrFormat("receive from %s: the connection is closed (%s)",
-                          peer_, errnoText(err)));
-    return absl::InternalError(
-        absl::StrFormat("receive from %s: %s", peer_, errnoText(err)));
+    return transferError(errno, "receive from", peer_);
   }
 }
 
