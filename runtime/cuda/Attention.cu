@@ -71,8 +71,9 @@ __device__ inline HeadRow blockRow(const Head &g, int64_t heads) {
 
 /// Query row r.i of head r.h of batch entry r.b, in one block: its scores
 /// scale * q_i . k_j for the keys j <= i go to p[j], and every thread gets
-/// the row's softmax statistics. The forward and both backward kernels
-/// compute P from these, so they agree bit for bit.
+/// the row's softmax statistics. The forward and the row-wise backward
+/// kernel compute P from these (and the column-wise one from what the
+/// row-wise one saves of them), so they agree bit for bit.
 __device__ inline RowSoftmax causalScores(const void *q, const void *k, int t,
                                           const Head &g, const HeadRow &r,
                                           float *p, double *shared,
