@@ -1121,23 +1121,13 @@ absl::Status CudaBackend::sumTo(const SumToArgs &args) {
 // Optimizer
 //===----------------------------------------------------------------------===//
 
-// The per-step scalars in double, rounded to f32 once, exactly as
-// runtime/cpu/Optimizer.cpp; the kernels repeat its f32 operations.
+// The per-step scalars as runtime/cpu/Optimizer.cpp takes them
+// (OptimizerScalars.h); the kernels repeat its f32 operations.
 absl::Status CudaBackend::adamwUpdate(const AdamWArgs &args) {
   MD_RETURN_IF_ERROR(checkAdamW(args));
   MD_STREAM(args);
-  const double lr = args.lr, step = double(args.step);
-  k::AdamWScalars sc;
-  sc.decay = float(1.0 - lr * args.weightDecay);
-  sc.beta1 = float(args.beta1);
-  sc.oneMinusBeta1 = float(1.0 - args.beta1);
-  sc.beta2 = float(args.beta2);
-  sc.oneMinusBeta2 = float(1.0 - args.beta2);
-  const double bc1 = 1.0 - std::pow(args.beta1, step);
-  const double bc2 = 1.0 - std::pow(args.beta2, step);
-  sc.stepSize = float(lr / bc1);
-  sc.bc2Sqrt = float(std::sqrt(bc2));
-  sc.eps = float(args.eps);
+  const AdamWScalars sc = adamwScalars(args.lr, args.step, args.beta1,
+                                       args.beta2, args.eps, args.weightDecay);
   MD_LAUNCH(k::adamw(args.param.data, dt(args.param), args.grad.data,
                      dt(args.grad), args.m.as<const float>(),
                      args.v.as<const float>(), args.newParam.data,
@@ -1150,15 +1140,9 @@ absl::Status CudaBackend::adamwUpdate(const AdamWArgs &args) {
 absl::Status CudaBackend::sgdUpdate(const SgdArgs &args) {
   MD_RETURN_IF_ERROR(checkSgd(args));
   MD_STREAM(args);
-  k::SgdScalars sc;
-  sc.lr = args.lr;
-  sc.weightDecay = float(args.weightDecay);
-  sc.momentum = float(args.momentum);
-  sc.oneMinusDampening = float(1.0 - args.dampening);
-  sc.applyDecay = args.weightDecay != 0;
-  sc.useMomentum = args.momentum > 0;
-  sc.firstStep = args.step == 1;
-  sc.nesterov = args.nesterov;
+  const SgdScalars sc =
+      sgdScalars(args.lr, args.step, args.momentum, args.dampening,
+                 args.weightDecay, args.nesterov);
   const float *buf =
       sc.useMomentum ? args.momentumBuffer->as<const float>() : nullptr;
   float *newBuf = sc.useMomentum ? args.newMomentumBuffer->as<float>() : nullptr;

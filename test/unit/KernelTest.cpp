@@ -15,6 +15,7 @@
 
 #include "runtime/core/BackendChecks.h"
 #include "runtime/core/OpChecks.h"
+#include "runtime/core/OptimizerScalars.h"
 #include "runtime/core/Strides.h"
 #include "runtime/cpu/Rows.h"
 #include "test/unit/BackendTestUtil.h"
@@ -815,6 +816,27 @@ TEST(Strides, RowMajorBroadcastAndReduced) {
   EXPECT_EQ(reducedCount(Shape{2, 3, 4}, middle), 3);
   EXPECT_EQ(reducedCount(Shape{2, 3, 4}, {true, false, true}), 8);
   EXPECT_EQ(reducedCount(Shape{}, {}), 1);
+}
+
+TEST(OptimizerScalars, DerivedInDoubleAndRoundedOnce) {
+  // Step 2 of AdamW(lr = 1e-3, betas = (0.9, 0.999), eps = 1e-8, wd = 0.1).
+  AdamWScalars a = adamwScalars(1e-3, 2, 0.9, 0.999, 1e-8, 0.1);
+  EXPECT_EQ(a.decay, float(1.0 - 1e-3 * 0.1));
+  EXPECT_EQ(a.beta1, 0.9f);
+  EXPECT_EQ(a.oneMinusBeta1, float(1.0 - 0.9));
+  EXPECT_EQ(a.oneMinusBeta2, float(1.0 - 0.999));
+  EXPECT_EQ(a.stepSize, float(1e-3 / (1.0 - 0.9 * 0.9)));
+  EXPECT_EQ(a.bc2Sqrt, float(std::sqrt(1.0 - 0.999 * 0.999)));
+  EXPECT_EQ(a.eps, 1e-8f);
+  SgdScalars first = sgdScalars(0.5f, 1, 0.9, 0.25, 0.0, true);
+  EXPECT_EQ(first.lr, 0.5f);
+  EXPECT_EQ(first.oneMinusDampening, 0.75f);
+  EXPECT_TRUE(first.firstStep && first.useMomentum && first.nesterov);
+  EXPECT_FALSE(first.applyDecay);
+  SgdScalars plain = sgdScalars(0.5f, 3, 0.0, 0.0, 1e-4, false);
+  EXPECT_FALSE(plain.firstStep || plain.useMomentum || plain.nesterov);
+  EXPECT_TRUE(plain.applyDecay);
+  EXPECT_EQ(plain.weightDecay, 1e-4f);
 }
 
 TEST(CpuRows, SoftmaxRowMatchesTheDefinitionAtAnyStride) {
