@@ -25,20 +25,22 @@ struct AdamWScalars {
       eps;
 };
 
-/// `step` is 1-based.
-inline AdamWScalars adamwScalars(double lr, int64_t step, double beta1,
-                                 double beta2, double eps, double weightDecay) {
-  const double bc1 = 1.0 - std::pow(beta1, double(step));
-  const double bc2 = 1.0 - std::pow(beta2, double(step));
+/// The scalars of one AdamW step of `args` (an AdamWArgs, Backend.h: a
+/// template only so that this header includes nothing the .cu files cannot
+/// take).
+template <typename Args> AdamWScalars adamwScalars(const Args &args) {
+  const double lr = args.lr, step = double(args.step); // step is 1-based
+  const double bc1 = 1.0 - std::pow(args.beta1, step);
+  const double bc2 = 1.0 - std::pow(args.beta2, step);
   AdamWScalars s;
-  s.decay = float(1.0 - lr * weightDecay);
-  s.beta1 = float(beta1);
-  s.oneMinusBeta1 = float(1.0 - beta1);
-  s.beta2 = float(beta2);
-  s.oneMinusBeta2 = float(1.0 - beta2);
+  s.decay = float(1.0 - lr * args.weightDecay);
+  s.beta1 = float(args.beta1);
+  s.oneMinusBeta1 = float(1.0 - args.beta1);
+  s.beta2 = float(args.beta2);
+  s.oneMinusBeta2 = float(1.0 - args.beta2);
   s.stepSize = float(lr / bc1);
   s.bc2Sqrt = float(std::sqrt(bc2));
-  s.eps = float(eps);
+  s.eps = float(args.eps);
   return s;
 }
 
@@ -51,19 +53,18 @@ struct SgdScalars {
   bool applyDecay, useMomentum, firstStep, nesterov;
 };
 
-/// `step` is 1-based.
-inline SgdScalars sgdScalars(float lr, int64_t step, double momentum,
-                             double dampening, double weightDecay,
-                             bool nesterov) {
+/// The scalars of one SGD step of `args` (an SgdArgs, Backend.h), a
+/// template as adamwScalars.
+template <typename Args> SgdScalars sgdScalars(const Args &args) {
   SgdScalars s;
-  s.lr = lr;
-  s.weightDecay = float(weightDecay);
-  s.momentum = float(momentum);
-  s.oneMinusDampening = float(1.0 - dampening);
-  s.applyDecay = weightDecay != 0;
-  s.useMomentum = momentum > 0;
-  s.firstStep = step == 1;
-  s.nesterov = nesterov;
+  s.lr = args.lr;
+  s.weightDecay = float(args.weightDecay);
+  s.momentum = float(args.momentum);
+  s.oneMinusDampening = float(1.0 - args.dampening);
+  s.applyDecay = args.weightDecay != 0;
+  s.useMomentum = args.momentum > 0;
+  s.firstStep = args.step == 1; // step is 1-based
+  s.nesterov = args.nesterov;
   return s;
 }
 

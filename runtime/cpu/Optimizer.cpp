@@ -39,8 +39,7 @@ absl::Status CpuBackend::adamwUpdate(const AdamWArgs &args) {
   F32Out newParam(args.newParam);
   float *newM = args.newM.as<float>(), *newV = args.newV.as<float>();
 
-  const AdamWScalars s = adamwScalars(args.lr, args.step, args.beta1,
-                                      args.beta2, args.eps, args.weightDecay);
+  const AdamWScalars s = adamwScalars(args);
 
   int64_t n = args.param.numel();
   for (int64_t i = 0; i < n; ++i) {
@@ -66,9 +65,7 @@ absl::Status CpuBackend::sgdUpdate(const SgdArgs &args) {
   MD_RETURN_IF_ERROR(checkSgd(args));
   F32In param(args.param), grad(args.grad);
   F32Out newParam(args.newParam);
-  const SgdScalars s =
-      sgdScalars(args.lr, args.step, args.momentum, args.dampening,
-                 args.weightDecay, args.nesterov);
+  const SgdScalars s = sgdScalars(args);
   const float *buf =
       s.useMomentum ? args.momentumBuffer->as<const float>() : nullptr;
   float *newBuf = s.useMomentum ? args.newMomentumBuffer->as<float>() : nullptr;

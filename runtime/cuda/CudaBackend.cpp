@@ -1126,8 +1126,7 @@ absl::Status CudaBackend::sumTo(const SumToArgs &args) {
 absl::Status CudaBackend::adamwUpdate(const AdamWArgs &args) {
   MD_RETURN_IF_ERROR(checkAdamW(args));
   MD_STREAM(args);
-  const AdamWScalars sc = adamwScalars(args.lr, args.step, args.beta1,
-                                       args.beta2, args.eps, args.weightDecay);
+  const AdamWScalars sc = adamwScalars(args);
   MD_LAUNCH(k::adamw(args.param.data, dt(args.param), args.grad.data,
                      dt(args.grad), args.m.as<const float>(),
                      args.v.as<const float>(), args.newParam.data,
@@ -1140,9 +1139,7 @@ absl::Status CudaBackend::adamwUpdate(const AdamWArgs &args) {
 absl::Status CudaBackend::sgdUpdate(const SgdArgs &args) {
   MD_RETURN_IF_ERROR(checkSgd(args));
   MD_STREAM(args);
-  const SgdScalars sc =
-      sgdScalars(args.lr, args.step, args.momentum, args.dampening,
-                 args.weightDecay, args.nesterov);
+  const SgdScalars sc = sgdScalars(args);
   const float *buf =
       sc.useMomentum ? args.momentumBuffer->as<const float>() : nullptr;
   float *newBuf = sc.useMomentum ? args.newMomentumBuffer->as<float>() : nullptr;

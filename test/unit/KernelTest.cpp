@@ -819,24 +819,41 @@ TEST(Strides, RowMajorBroadcastAndReduced) {
 }
 
 TEST(OptimizerScalars, DerivedInDoubleAndRoundedOnce) {
-  // Step 2 of AdamW(lr = 1e-3, betas = (0.9, 0.999), eps = 1e-8, wd = 0.1).
-  AdamWScalars a = adamwScalars(1e-3, 2, 0.9, 0.999, 1e-8, 0.1);
-  EXPECT_EQ(a.decay, float(1.0 - 1e-3 * 0.1));
+  AdamWArgs adam;
+  adam.lr = 1e-3f;
+  adam.step = 2;
+  adam.beta1 = 0.9;
+  adam.beta2 = 0.999;
+  adam.eps = 1e-8;
+  adam.weightDecay = 0.1;
+  const double lr = adam.lr; // the f32 lr, widened
+  AdamWScalars a = adamwScalars(adam);
+  EXPECT_EQ(a.decay, float(1.0 - lr * 0.1));
   EXPECT_EQ(a.beta1, 0.9f);
   EXPECT_EQ(a.oneMinusBeta1, float(1.0 - 0.9));
   EXPECT_EQ(a.oneMinusBeta2, float(1.0 - 0.999));
-  EXPECT_EQ(a.stepSize, float(1e-3 / (1.0 - 0.9 * 0.9)));
-  EXPECT_EQ(a.bc2Sqrt, float(std::sqrt(1.0 - 0.999 * 0.999)));
-  EXPECT_EQ(a.eps, 1e-8f);
-  SgdScalars first = sgdScalars(0.5f, 1, 0.9, 0.25, 0.0, true);
+  EXPECT_EQ(a.stepSize, float(lr / (1.0 - std::pow(0.9, 2.0))));
+  EXPECT_EQ(a.bc2Sqrt, float(std::sqrt(1.0 - std::pow(0.999, 2.0))));
+  EXPECT_EQ(a.eps, float(1e-8));
+  SgdArgs sgd;
+  sgd.lr = 0.5f;
+  sgd.step = 1;
+  sgd.momentum = 0.9;
+  sgd.dampening = 0.25;
+  sgd.nesterov = true;
+  SgdScalars first = sgdScalars(sgd);
   EXPECT_EQ(first.lr, 0.5f);
   EXPECT_EQ(first.oneMinusDampening, 0.75f);
   EXPECT_TRUE(first.firstStep && first.useMomentum && first.nesterov);
   EXPECT_FALSE(first.applyDecay);
-  SgdScalars plain = sgdScalars(0.5f, 3, 0.0, 0.0, 1e-4, false);
+  sgd.step = 3;
+  sgd.momentum = 0.0;
+  sgd.weightDecay = 1e-4;
+  sgd.nesterov = false;
+  SgdScalars plain = sgdScalars(sgd);
   EXPECT_FALSE(plain.firstStep || plain.useMomentum || plain.nesterov);
   EXPECT_TRUE(plain.applyDecay);
-  EXPECT_EQ(plain.weightDecay, 1e-4f);
+  EXPECT_EQ(plain.weightDecay, float(1e-4));
 }
 
 TEST(CpuRows, SoftmaxRowMatchesTheDefinitionAtAnyStride) {
