@@ -20,6 +20,7 @@
 #include "runtime/core/Status.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/Gemm.h"
+#include "runtime/cpu/Rows.h"
 #include "runtime/cpu/Storage.h"
 
 namespace md::cpu {
@@ -43,16 +44,7 @@ void attentionProbs(const float *q, const float *k, int64_t t, int64_t c,
   sgemm(false, true, t, t, hd, scale, q, c, k, c, 0.0f, p, t);
   for (int64_t i = 0; i < t; ++i) {
     float *row = p + i * t;
-    float m = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j <= i; ++j)
-      m = std::fmax(m, row[j]);
-    double sum = 0;
-    for (int64_t j = 0; j <= i; ++j) {
-      row[j] = std::exp(row[j] - m);
-      sum += row[j];
-    }
-    for (int64_t j = 0; j <= i; ++j)
-      row[j] = float(row[j] / sum);
+    softmaxRow(row, row, i + 1);
     for (int64_t j = i + 1; j < t; ++j)
       row[j] = 0.0f;
   }
@@ -118,12 +110,7 @@ CpuBackend::causalAttentionGrad(const CausalAttentionGradArgs &args) {
       for (int64_t i = 0; i < t; ++i) {
         const float *pr = p.data() + i * t;
         float *dr = ds.data() + i * t;
-        double dot = 0;
-        for (int64_t j = 0; j <= i; ++j)
-          dot += double(dr[j]) * double(pr[j]);
-        float dotF = float(dot);
-        for (int64_t j = 0; j <= i; ++j)
-          dr[j] = pr[j] * (dr[j] - dotF);
+        softmaxGradRow(dr, pr, dr, i + 1);
         for (int64_t j = i + 1; j < t; ++j)
           dr[j] = 0.0f;
       }

@@ -15,6 +15,8 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "runtime/core/BackendChecks.h"
+#include "runtime/core/Status.h"
 #include "runtime/cpu/Gemm.h"
 
 namespace md::cpu {
@@ -56,14 +58,8 @@ absl::Status CpuBackend::setThreads(int threads) {
 }
 
 absl::StatusOr<Buffer> CpuBackend::allocate(int64_t bytes) {
-  if (bytes < 0)
-    return absl::InvalidArgumentError(
-        absl::StrFormat("cpu backend: cannot allocate %d bytes", bytes));
-  // aligned_alloc wants a multiple of the alignment; never ask for 0.
-  int64_t rounded =
-      (bytes + kAllocAlignment - 1) / kAllocAlignment * kAllocAlignment;
-  if (rounded == 0)
-    rounded = kAllocAlignment;
+  MD_ASSIGN_OR_RETURN(const int64_t rounded,
+                      allocationBytes("cpu backend", bytes));
   void *p = std::aligned_alloc(kAllocAlignment, static_cast<size_t>(rounded));
   if (p == nullptr)
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -73,20 +69,15 @@ absl::StatusOr<Buffer> CpuBackend::allocate(int64_t bytes) {
 }
 
 absl::Status CpuBackend::checkStream(Stream stream) const {
-  if (stream.id < 0 || stream.id >= numStreams())
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "cpu backend: stream %d does not exist (%d streams)", stream.id,
-        numStreams()));
-  return absl::OkStatus();
+  return checkStreamId("cpu backend", stream, numStreams());
 }
 
 absl::Status CpuBackend::copy(void *dst, const void *src, int64_t bytes,
                               Stream stream) {
   if (absl::Status s = checkStream(stream); !s.ok())
     return s;
-  if (bytes < 0 || (bytes > 0 && (dst == nullptr || src == nullptr)))
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "cpu backend: bad copy of %d bytes from %p to %p", bytes, src, dst));
+  if (absl::Status s = checkCopy("cpu backend", dst, src, bytes); !s.ok())
+    return s;
   if (bytes > 0 && dst != src)
     std::memmove(dst, src, static_cast<size_t>(bytes));
   return absl::OkStatus();
@@ -95,9 +86,8 @@ absl::Status CpuBackend::copy(void *dst, const void *src, int64_t bytes,
 absl::Status CpuBackend::zero(void *dst, int64_t bytes, Stream stream) {
   if (absl::Status s = checkStream(stream); !s.ok())
     return s;
-  if (bytes < 0 || (bytes > 0 && dst == nullptr))
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "cpu backend: bad zero of %d bytes at %p", bytes, dst));
+  if (absl::Status s = checkZero("cpu backend", dst, bytes); !s.ok())
+    return s;
   if (bytes > 0)
     std::memset(dst, 0, static_cast<size_t>(bytes));
   return absl::OkStatus();
@@ -110,10 +100,8 @@ absl::StatusOr<Event> CpuBackend::createEvent() {
 absl::Status CpuBackend::recordEvent(Stream stream, Event event) {
   if (absl::Status s = checkStream(stream); !s.ok())
     return s;
-  if (event.id < 0 || event.id >= numEvents_)
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "cpu backend: event %d was not created (%d events)", event.id,
-        numEvents_));
+  if (absl::Status s = checkEventId("cpu backend", event, numEvents_); !s.ok())
+    return s;
   // Everything recorded so far has already run: the event is complete.
   return absl::OkStatus();
 }

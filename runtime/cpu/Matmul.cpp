@@ -114,10 +114,7 @@ absl::Status CpuBackend::matmulGrad(const MatmulGradArgs &args) {
     for (int64_t r = 0; r < d.batch * m; ++r)
       for (int64_t j = 0; j < n; ++j)
         acc[j] += dy[r * n + j];
-    F32Out dbias(*args.dbias);
-    for (int64_t j = 0; j < n; ++j)
-      dbias[j] = static_cast<float>(acc[j]);
-    dbias.store();
+    storeSums(*args.dbias, acc);
   }
   da.store();
   db.store();

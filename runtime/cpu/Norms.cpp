@@ -52,28 +52,39 @@ float rmsNormScale(const float *x, int64_t d, double eps) {
   return float(1.0 / std::sqrt(sq / double(d) + eps));
 }
 
-} // namespace
-
-// y = (x - mean) * rstd * gamma + beta, per row of the last dim.
-absl::Status CpuBackend::layerNorm(const LayerNormArgs &args) {
-  MD_ASSIGN_OR_RETURN(RowDims dims, checkLayerNorm(args));
-  F32In x(args.x), gamma(args.gamma);
-  std::optional<F32In> betaIn;
+/// y = (x - mean) * rstd * gamma (+ beta), per row of the last dim: layer
+/// norm, and with `rms` rms norm as the same with mean 0 and no beta
+/// (x - 0 is x exactly, so the bits of x * r * gamma).
+void normRows(const TensorRef &xIn, const TensorRef &gammaIn,
+              const std::optional<TensorRef> &betaIn, const TensorRef &outT,
+              const RowDims &dims, double eps, bool rms) {
+  F32In x(xIn), gamma(gammaIn);
+  std::optional<F32In> betaF32;
   const float *beta = nullptr;
-  if (args.beta)
-    beta = betaIn.emplace(*args.beta).data();
-  F32Out out(args.out);
+  if (betaIn)
+    beta = betaF32.emplace(*betaIn).data();
+  F32Out out(outT);
   const int64_t d = dims.d;
   for (int64_t r = 0; r < dims.rows; ++r) {
     const float *xr = x.data() + r * d;
     float *yr = out.data() + r * d;
-    RowStats s = layerNormStats(xr, d, args.eps);
+    RowStats s = rms ? RowStats{0.0f, rmsNormScale(xr, d, eps)}
+                     : layerNormStats(xr, d, eps);
     for (int64_t j = 0; j < d; ++j) {
       float y = (xr[j] - s.mean) * s.rstd * gamma[j];
       yr[j] = beta ? y + beta[j] : y;
     }
   }
   out.store();
+}
+
+} // namespace
+
+// y = (x - mean) * rstd * gamma + beta, per row of the last dim.
+absl::Status CpuBackend::layerNorm(const LayerNormArgs &args) {
+  MD_ASSIGN_OR_RETURN(RowDims dims, checkLayerNorm(args));
+  normRows(args.x, args.gamma, args.beta, args.out, dims, args.eps,
+           /*rms=*/false);
   return absl::OkStatus();
 }
 
@@ -105,33 +116,17 @@ absl::Status CpuBackend::layerNormGrad(const LayerNormGradArgs &args) {
       dxr[j] = s.rstd * (g[j] - meanG - xhat[j] * meanGX);
   }
   dx.store();
-  F32Out dg(args.dgamma);
-  for (int64_t j = 0; j < d; ++j)
-    dg[j] = float(dgamma[j]);
-  dg.store();
-  if (args.dbeta) {
-    F32Out db(*args.dbeta);
-    for (int64_t j = 0; j < d; ++j)
-      db[j] = float(dbeta[j]);
-    db.store();
-  }
+  storeSums(args.dgamma, dgamma);
+  if (args.dbeta)
+    storeSums(*args.dbeta, dbeta);
   return absl::OkStatus();
 }
 
 // y = x * r * gamma with r = 1 / sqrt(mean(x^2) + eps).
 absl::Status CpuBackend::rmsNorm(const RmsNormArgs &args) {
   MD_ASSIGN_OR_RETURN(RowDims dims, checkRmsNorm(args));
-  F32In x(args.x), gamma(args.gamma);
-  F32Out out(args.out);
-  const int64_t d = dims.d;
-  for (int64_t r = 0; r < dims.rows; ++r) {
-    const float *xr = x.data() + r * d;
-    float *yr = out.data() + r * d;
-    float s = rmsNormScale(xr, d, args.eps);
-    for (int64_t j = 0; j < d; ++j)
-      yr[j] = xr[j] * s * gamma[j];
-  }
-  out.store();
+  normRows(args.x, args.gamma, std::nullopt, args.out, dims, args.eps,
+           /*rms=*/true);
   return absl::OkStatus();
 }
 
@@ -159,10 +154,7 @@ absl::Status CpuBackend::rmsNormGrad(const RmsNormGradArgs &args) {
       dxr[j] = s * (dyr[j] * gamma[j]) - xr[j] * c;
   }
   dx.store();
-  F32Out dg(args.dgamma);
-  for (int64_t j = 0; j < d; ++j)
-    dg[j] = float(dgamma[j]);
-  dg.store();
+  storeSums(args.dgamma, dgamma);
   return absl::OkStatus();
 }
 
@@ -232,13 +224,8 @@ absl::Status CpuBackend::batchNormGrad(const BatchNormGradArgs &args) {
                       (dy[r * c + j] - dbetaN[j] - xhat * dgammaN[j]);
     }
   dx.store();
-  F32Out dg(args.dgamma), db(args.dbeta);
-  for (int64_t j = 0; j < c; ++j) {
-    dg[j] = float(dgamma[j]);
-    db[j] = float(dbeta[j]);
-  }
-  dg.store();
-  db.store();
+  storeSums(args.dgamma, dgamma);
+  storeSums(args.dbeta, dbeta);
   return absl::OkStatus();
 }
 

@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "runtime/core/OpChecks.h"
+#include "runtime/core/OptimizerScalars.h"
 #include "runtime/core/Status.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/Storage.h"
@@ -38,24 +39,16 @@ absl::Status CpuBackend::adamwUpdate(const AdamWArgs &args) {
   F32Out newParam(args.newParam);
   float *newM = args.newM.as<float>(), *newV = args.newV.as<float>();
 
-  const double lr = args.lr, step = double(args.step);
-  const float decay = float(1.0 - lr * args.weightDecay);
-  const float beta1 = float(args.beta1), oneMinusBeta1 = float(1.0 - args.beta1);
-  const float beta2 = float(args.beta2), oneMinusBeta2 = float(1.0 - args.beta2);
-  const double bc1 = 1.0 - std::pow(args.beta1, step);
-  const double bc2 = 1.0 - std::pow(args.beta2, step);
-  const float stepSize = float(lr / bc1);
-  const float bc2Sqrt = float(std::sqrt(bc2));
-  const float eps = float(args.eps);
+  const AdamWScalars s = adamwScalars(args);
 
   int64_t n = args.param.numel();
   for (int64_t i = 0; i < n; ++i) {
     float g = grad[i];
-    float p = param[i] * decay;
-    float mi = beta1 * m[i] + oneMinusBeta1 * g;
-    float vi = beta2 * v[i] + oneMinusBeta2 * g * g;
-    float denom = std::sqrt(vi) / bc2Sqrt + eps;
-    newParam[i] = p - stepSize * (mi / denom);
+    float p = param[i] * s.decay;
+    float mi = s.beta1 * m[i] + s.oneMinusBeta1 * g;
+    float vi = s.beta2 * v[i] + s.oneMinusBeta2 * g * g;
+    float denom = std::sqrt(vi) / s.bc2Sqrt + s.eps;
+    newParam[i] = p - s.stepSize * (mi / denom);
     newM[i] = mi;
     newV[i] = vi;
   }
@@ -72,26 +65,22 @@ absl::Status CpuBackend::sgdUpdate(const SgdArgs &args) {
   MD_RETURN_IF_ERROR(checkSgd(args));
   F32In param(args.param), grad(args.grad);
   F32Out newParam(args.newParam);
-  const bool useMomentum = args.momentum > 0;
+  const SgdScalars s = sgdScalars(args);
   const float *buf =
-      useMomentum ? args.momentumBuffer->as<const float>() : nullptr;
-  float *newBuf = useMomentum ? args.newMomentumBuffer->as<float>() : nullptr;
-  const float lr = args.lr;
-  const float weightDecay = float(args.weightDecay);
-  const float momentum = float(args.momentum);
-  const float oneMinusDampening = float(1.0 - args.dampening);
+      s.useMomentum ? args.momentumBuffer->as<const float>() : nullptr;
+  float *newBuf = s.useMomentum ? args.newMomentumBuffer->as<float>() : nullptr;
 
   int64_t n = args.param.numel();
   for (int64_t i = 0; i < n; ++i) {
     float g = grad[i];
-    if (args.weightDecay != 0)
-      g = g + weightDecay * param[i];
-    if (useMomentum) {
-      float b = args.step == 1 ? g : momentum * buf[i] + oneMinusDampening * g;
+    if (s.applyDecay)
+      g = g + s.weightDecay * param[i];
+    if (s.useMomentum) {
+      float b = s.firstStep ? g : s.momentum * buf[i] + s.oneMinusDampening * g;
       newBuf[i] = b;
-      g = args.nesterov ? g + momentum * b : b;
+      g = s.nesterov ? g + s.momentum * b : b;
     }
-    newParam[i] = param[i] - lr * g;
+    newParam[i] = param[i] - s.lr * g;
   }
   newParam.store();
   return absl::OkStatus();

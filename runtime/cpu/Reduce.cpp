@@ -12,6 +12,7 @@
 
 #include "runtime/core/OpChecks.h"
 #include "runtime/core/Status.h"
+#include "runtime/core/Strides.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/Storage.h"
 
@@ -20,15 +21,6 @@ namespace md::cpu {
 using namespace md::runtime;
 
 namespace {
-
-/// `full` with the reduced dims set to 1 (the keepdim shape).
-Shape keptShape(const Shape &full, const ReducedDims &reduced) {
-  Shape s = full;
-  for (size_t i = 0; i < s.size(); ++i)
-    if (reduced[i])
-      s[i] = 1;
-  return s;
-}
 
 /// acc[slot(i)] += x[i] over the row-major elements of x (shape `full`),
 /// where `small` is a shape that broadcasts to `full`.
@@ -39,14 +31,6 @@ std::vector<double> sumInto(const float *x, const Shape &full,
   forEachBroadcast(full, broadcastStrides(small, full), ones,
                    [&](int64_t i, int64_t slot, int64_t) { acc[slot] += x[i]; });
   return acc;
-}
-
-int64_t reducedCount(const Shape &full, const ReducedDims &reduced) {
-  int64_t n = 1;
-  for (size_t i = 0; i < full.size(); ++i)
-    if (reduced[i])
-      n *= full[i];
-  return n;
 }
 
 } // namespace
@@ -94,12 +78,8 @@ absl::Status CpuBackend::reduceGrad(const ReduceGradArgs &args) {
 absl::Status CpuBackend::sumTo(const SumToArgs &args) {
   MD_RETURN_IF_ERROR(checkSumTo(args));
   F32In g(args.g);
-  F32Out out(args.out);
-  std::vector<double> acc =
-      sumInto(g.data(), args.g.shape, args.out.shape, args.out.numel());
-  for (size_t i = 0; i < acc.size(); ++i)
-    out[int64_t(i)] = float(acc[i]);
-  out.store();
+  storeSums(args.out,
+            sumInto(g.data(), args.g.shape, args.out.shape, args.out.numel()));
   return absl::OkStatus();
 }
 

@@ -18,6 +18,7 @@
 #include "runtime/core/OpChecks.h"
 #include "runtime/core/Status.h"
 #include "runtime/cpu/CpuBackend.h"
+#include "runtime/cpu/Rows.h"
 #include "runtime/cpu/Storage.h"
 
 namespace md::cpu {
@@ -83,20 +84,10 @@ absl::Status CpuBackend::softmax(const SoftmaxArgs &args) {
   MD_ASSIGN_OR_RETURN(AxisDims d, checkSoftmax(args));
   F32In x(args.x);
   F32Out out(args.out);
-  std::vector<float> e(d.n);
   for (int64_t o = 0; o < d.outer; ++o)
     for (int64_t i = 0; i < d.inner; ++i) {
-      const int64_t base = o * d.n * d.inner + i, s = d.inner;
-      float m = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < d.n; ++j)
-        m = std::fmax(m, x[base + j * s]);
-      double sum = 0;
-      for (int64_t j = 0; j < d.n; ++j) {
-        e[j] = std::exp(x[base + j * s] - m);
-        sum += e[j];
-      }
-      for (int64_t j = 0; j < d.n; ++j)
-        out[base + j * s] = float(e[j] / sum);
+      const int64_t base = o * d.n * d.inner + i;
+      softmaxRow(x.data() + base, out.data() + base, d.n, d.inner);
     }
   out.store();
   return absl::OkStatus();
@@ -109,13 +100,9 @@ absl::Status CpuBackend::softmaxGrad(const SoftmaxGradArgs &args) {
   F32Out dx(args.dx);
   for (int64_t o = 0; o < d.outer; ++o)
     for (int64_t i = 0; i < d.inner; ++i) {
-      const int64_t base = o * d.n * d.inner + i, s = d.inner;
-      double dot = 0;
-      for (int64_t j = 0; j < d.n; ++j)
-        dot += double(dy[base + j * s]) * double(y[base + j * s]);
-      float dotF = float(dot);
-      for (int64_t j = 0; j < d.n; ++j)
-        dx[base + j * s] = y[base + j * s] * (dy[base + j * s] - dotF);
+      const int64_t base = o * d.n * d.inner + i;
+      softmaxGradRow(dy.data() + base, y.data() + base, dx.data() + base, d.n,
+                     d.inner);
     }
   dx.store();
   return absl::OkStatus();

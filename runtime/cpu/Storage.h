@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/core/Strides.h"
 #include "runtime/core/Tensor.h"
 #include "runtime/cpu/Bf16.h"
 
@@ -116,20 +117,17 @@ private:
   float *data_ = nullptr;
 };
 
-/// Row-major strides of `shape` seen as a tensor of shape `full` (which it
-/// broadcasts to, aligned at the last dim): 0 wherever `shape` has a 1 or
-/// lacks the leading dim.
-inline std::vector<int64_t> broadcastStrides(const runtime::Shape &shape,
-                                             const runtime::Shape &full) {
-  size_t r = full.size(), lead = r - shape.size();
-  std::vector<int64_t> strides(r, 0);
-  int64_t s = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    strides[lead + i] = shape[i] == 1 ? 0 : s;
-    s *= shape[i];
-  }
-  return strides;
+/// Stores f64 accumulators into the float tensor `t` (as many elements as
+/// there are sums), each rounded once: to f32, then to t's type.
+inline void storeSums(const runtime::TensorRef &t,
+                      const std::vector<double> &sums) {
+  F32Out out(t);
+  for (size_t i = 0; i < sums.size(); ++i)
+    out[int64_t(i)] = float(sums[i]);
+  out.store();
 }
+
+using runtime::broadcastStrides;
 
 /// Calls f(i, offsetA, offsetB) for every element i of a row-major tensor
 /// of shape `full`, in order, with the offsets of the matching elements of

@@ -59,26 +59,44 @@ __device__ inline float prob(float score, float m, double sum) {
   return float(double(expf(score - m)) / sum);
 }
 
+/// The row i of head h of batch entry b that a block of the per-row
+/// kernels owns (blocks run over b, h, i, with i fastest).
+struct HeadRow {
+  int64_t b, h, i;
+};
+__device__ inline HeadRow blockRow(const Head &g, int64_t heads) {
+  const int64_t bh = blockIdx.x / g.t;
+  return {bh / heads, bh % heads, int64_t(blockIdx.x % g.t)};
+}
+
+/// Query row r.i of head r.h of batch entry r.b, in one block: its scores
+/// scale * q_i . k_j for the keys j <= i go to p[j], and every thread gets
+/// the row's softmax statistics. The forward and the row-wise backward
+/// kernel compute P from these (and the column-wise one from what the
+/// row-wise one saves of them), so they agree bit for bit.
+__device__ inline RowSoftmax causalScores(const void *q, const void *k, int t,
+                                          const Head &g, const HeadRow &r,
+                                          float *p, double *shared,
+                                          float *sharedF) {
+  const int64_t qo = rowOffset(g, r.b, r.h, r.i);
+  for (int64_t j = threadIdx.x; j <= r.i; j += blockDim.x)
+    p[j] = g.scale * dot(q, qo, k, rowOffset(g, r.b, r.h, j), t, g.hd);
+  return blockRowSoftmax(
+      r.i + 1, [p](int64_t j) { return p[j]; }, shared, sharedF);
+}
+
 __global__ void attentionKernel(const void *q, const void *k, const void *v,
                                 int t, void *out, int ot, int64_t heads,
                                 Head g) {
   extern __shared__ float p[];
   __shared__ double shared[kThreads];
   __shared__ float sharedF[kThreads];
-  const int64_t i = blockIdx.x % g.t, bh = blockIdx.x / g.t;
-  const int64_t h = bh % heads, b = bh / heads;
+  const HeadRow row = blockRow(g, heads);
+  const int64_t i = row.i, h = row.h, b = row.b;
   const int64_t qo = rowOffset(g, b, h, i);
-  float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) {
-    float s = g.scale * dot(q, qo, k, rowOffset(g, b, h, j), t, g.hd);
-    p[j] = s;
-    mx = fmaxf(mx, s);
-  }
-  const float m = blockMax(mx, sharedF);
-  double sum = 0;
-  for (int64_t j = threadIdx.x; j <= i; j += blockDim.x)
-    sum += expf(p[j] - m);
-  sum = blockSum(sum, shared);
+  const RowSoftmax r = causalScores(q, k, t, g, row, p, shared, sharedF);
+  const float m = r.max;
+  const double sum = r.sum;
   for (int64_t j = threadIdx.x; j <= i; j += blockDim.x)
     p[j] = prob(p[j], m, sum);
   __syncthreads();
@@ -98,20 +116,12 @@ __global__ void attentionGradRowsKernel(const void *dout, int dot_,
   float *p = smem, *ds = smem + g.t;
   __shared__ double shared[kThreads];
   __shared__ float sharedF[kThreads];
-  const int64_t i = blockIdx.x % g.t, bh = blockIdx.x / g.t;
-  const int64_t h = bh % heads, b = bh / heads;
+  const HeadRow row = blockRow(g, heads);
+  const int64_t i = row.i, h = row.h, b = row.b;
   const int64_t qo = rowOffset(g, b, h, i);
-  float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) {
-    float s = g.scale * dot(q, qo, k, rowOffset(g, b, h, j), t, g.hd);
-    p[j] = s;
-    mx = fmaxf(mx, s);
-  }
-  const float m = blockMax(mx, sharedF);
-  double sum = 0;
-  for (int64_t j = threadIdx.x; j <= i; j += blockDim.x)
-    sum += expf(p[j] - m);
-  sum = blockSum(sum, shared);
+  const RowSoftmax r = causalScores(q, k, t, g, row, p, shared, sharedF);
+  const float m = r.max;
+  const double sum = r.sum;
   double dsum = 0;
   for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) {
     float pj = prob(p[j], m, sum);

@@ -26,8 +26,10 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "runtime/core/BackendChecks.h"
 #include "runtime/core/OpChecks.h"
 #include "runtime/core/Status.h"
+#include "runtime/core/Strides.h"
 #include "runtime/cuda/Device.h"
 #include "runtime/cuda/Kernels.h"
 
@@ -72,28 +74,6 @@ cudaDataType_t cudaType(int t) {
   default:
     return CUDA_R_32F;
   }
-}
-
-/// Row-major element strides of `shape`.
-std::vector<int64_t> rowMajorStrides(absl::Span<const int64_t> shape) {
-  std::vector<int64_t> s(shape.size(), 1);
-  for (int64_t i = int64_t(shape.size()) - 2; i >= 0; --i)
-    s[i] = s[i + 1] * shape[i + 1];
-  return s;
-}
-
-/// Strides of `shape` broadcast to `full` (aligned at the last dim): 0 on
-/// broadcast and missing dims, as the CPU backend's broadcastStrides.
-std::vector<int64_t> broadcastStrides(absl::Span<const int64_t> shape,
-                                      absl::Span<const int64_t> full) {
-  size_t r = full.size(), lead = r - shape.size();
-  std::vector<int64_t> strides(r, 0);
-  int64_t s = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    strides[lead + i] = shape[i] == 1 ? 0 : s;
-    s *= shape[i];
-  }
-  return strides;
 }
 
 absl::Status rankLimit(const char *op, size_t rank) {
@@ -225,21 +205,12 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(int ordinal) {
 //===----------------------------------------------------------------------===//
 
 absl::Status CudaBackend::checkStream(Stream stream) const {
-  if (stream.id < 0 || stream.id >= numStreams())
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "cuda backend: stream %d does not exist (%d streams)", stream.id,
-        numStreams()));
-  return absl::OkStatus();
+  return checkStreamId("cuda backend", stream, numStreams());
 }
 
 absl::StatusOr<Buffer> CudaBackend::allocate(int64_t bytes) {
-  if (bytes < 0)
-    return absl::InvalidArgumentError(
-        absl::StrFormat("cuda backend: cannot allocate %d bytes", bytes));
-  int64_t rounded =
-      (bytes + kAllocAlignment - 1) / kAllocAlignment * kAllocAlignment;
-  if (rounded == 0)
-    rounded = kAllocAlignment;
+  MD_ASSIGN_OR_RETURN(const int64_t rounded,
+                      allocationBytes("cuda backend", bytes));
   void *p = nullptr;
   MD_RETURN_IF_ERROR(cudaStatus(cudaMalloc(&p, size_t(rounded)),
                                 absl::StrFormat("cudaMalloc of %d bytes",
@@ -257,9 +228,7 @@ absl::StatusOr<Buffer> CudaBackend::allocate(int64_t bytes) {
 absl::Status CudaBackend::copy(void *dst, const void *src, int64_t bytes,
                                Stream stream) {
   MD_RETURN_IF_ERROR(checkStream(stream));
-  if (bytes < 0 || (bytes > 0 && (dst == nullptr || src == nullptr)))
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "cuda backend: bad copy of %d bytes from %p to %p", bytes, src, dst));
+  MD_RETURN_IF_ERROR(checkCopy("cuda backend", dst, src, bytes));
   if (bytes == 0 || dst == src)
     return absl::OkStatus();
   cudaStream_t s = impl_->streams[stream.id];
@@ -276,9 +245,7 @@ absl::Status CudaBackend::copy(void *dst, const void *src, int64_t bytes,
 
 absl::Status CudaBackend::zero(void *dst, int64_t bytes, Stream stream) {
   MD_RETURN_IF_ERROR(checkStream(stream));
-  if (bytes < 0 || (bytes > 0 && dst == nullptr))
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "cuda backend: bad zero of %d bytes at %p", bytes, dst));
+  MD_RETURN_IF_ERROR(checkZero("cuda backend", dst, bytes));
   if (bytes > 0)
     MD_CUDA(cudaMemsetAsync(dst, 0, size_t(bytes), impl_->streams[stream.id]));
   return absl::OkStatus();
@@ -293,20 +260,16 @@ absl::StatusOr<Event> CudaBackend::createEvent() {
 
 absl::Status CudaBackend::recordEvent(Stream stream, Event event) {
   MD_RETURN_IF_ERROR(checkStream(stream));
-  if (event.id < 0 || event.id >= int(impl_->events.size()))
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "cuda backend: event %d was not created (%d events)", event.id,
-        impl_->events.size()));
+  MD_RETURN_IF_ERROR(
+      checkEventId("cuda backend", event, int64_t(impl_->events.size())));
   MD_CUDA(cudaEventRecord(impl_->events[event.id], impl_->streams[stream.id]));
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::waitEvent(Stream stream, Event event) {
   MD_RETURN_IF_ERROR(checkStream(stream));
-  if (event.id < 0 || event.id >= int(impl_->events.size()))
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "cuda backend: event %d was not created (%d events)", event.id,
-        impl_->events.size()));
+  MD_RETURN_IF_ERROR(
+      checkEventId("cuda backend", event, int64_t(impl_->events.size())));
   MD_CUDA(cudaStreamWaitEvent(impl_->streams[stream.id],
                               impl_->events[event.id], 0));
   return absl::OkStatus();
@@ -723,65 +686,71 @@ absl::Status CudaBackend::cast(const CastArgs &args) {
 // Norms, softmax
 //===----------------------------------------------------------------------===//
 
+namespace {
+
+/// layer_norm, and rms_norm as a layer norm without mean or beta: one
+/// kernel, whose `rms` flag selects the statistics.
+absl::Status launchNorm(const LayerNormArgs &args, const RowDims &d, bool rms,
+                        cudaStream_t s) {
+  const void *beta = args.beta ? args.beta->data : nullptr;
+  int bt = args.beta ? dt(*args.beta) : 0;
+  return cudaStatus(
+      k::layerNorm(args.x.data, dt(args.x), args.gamma.data, dt(args.gamma),
+                   beta, bt, args.out.data, dt(args.out), d.rows, d.d, args.eps,
+                   rms, nullptr, s),
+      rms ? "rms_norm kernel launch" : "layer_norm kernel launch");
+}
+
+/// The gradients of launchNorm: dx row by row, which leaves each row's
+/// statistics in scratch, then dgamma (and dbeta) over the rows from them.
+absl::Status launchNormGrad(const LayerNormGradArgs &args, const RowDims &d,
+                            bool rms, cudaStream_t s) {
+  Scratch stats(s);
+  MD_RETURN_IF_ERROR(stats.allocate(2 * d.rows * 4, false));
+  MD_RETURN_IF_ERROR(
+      cudaStatus(k::layerNormGradDx(args.dy.data, dt(args.dy), args.x.data,
+                                    dt(args.x), args.gamma.data, dt(args.gamma),
+                                    args.dx.data, dt(args.dx), d.rows, d.d,
+                                    args.eps, rms, stats.as<float>(), s),
+                 rms ? "rms_norm_grad dx kernel launch"
+                     : "layer_norm_grad dx kernel launch"));
+  void *dbeta = args.dbeta ? args.dbeta->data : nullptr;
+  int dbt = args.dbeta ? dt(*args.dbeta) : 0;
+  return cudaStatus(
+      k::layerNormGradParams(args.dy.data, dt(args.dy), args.x.data, dt(args.x),
+                             stats.as<float>(), d.rows, d.d, rms,
+                             args.dgamma.data, dt(args.dgamma), dbeta, dbt, s),
+      rms ? "rms_norm_grad dgamma kernel launch"
+          : "layer_norm_grad dgamma kernel launch");
+}
+
+} // namespace
+
 absl::Status CudaBackend::layerNorm(const LayerNormArgs &args) {
   MD_ASSIGN_OR_RETURN(RowDims d, checkLayerNorm(args));
   MD_STREAM(args);
-  const void *beta = args.beta ? args.beta->data : nullptr;
-  int bt = args.beta ? dt(*args.beta) : 0;
-  MD_LAUNCH(k::layerNorm(args.x.data, dt(args.x), args.gamma.data,
-                         dt(args.gamma), beta, bt, args.out.data, dt(args.out),
-                         d.rows, d.d, args.eps, false, nullptr, s),
-            "layer_norm");
-  return absl::OkStatus();
+  return launchNorm(args, d, /*rms=*/false, s);
 }
 
 absl::Status CudaBackend::layerNormGrad(const LayerNormGradArgs &args) {
   MD_ASSIGN_OR_RETURN(RowDims d, checkLayerNormGrad(args));
   MD_STREAM(args);
-  Scratch stats(s);
-  MD_RETURN_IF_ERROR(stats.allocate(2 * d.rows * 4, false));
-  MD_LAUNCH(k::layerNormGradDx(args.dy.data, dt(args.dy), args.x.data,
-                               dt(args.x), args.gamma.data, dt(args.gamma),
-                               args.dx.data, dt(args.dx), d.rows, d.d,
-                               args.eps, false, stats.as<float>(), s),
-            "layer_norm_grad dx");
-  void *dbeta = args.dbeta ? args.dbeta->data : nullptr;
-  int dbt = args.dbeta ? dt(*args.dbeta) : 0;
-  MD_LAUNCH(k::layerNormGradParams(args.dy.data, dt(args.dy), args.x.data,
-                                   dt(args.x), stats.as<float>(), d.rows, d.d,
-                                   false, args.dgamma.data, dt(args.dgamma),
-                                   dbeta, dbt, s),
-            "layer_norm_grad dgamma");
-  return absl::OkStatus();
+  return launchNormGrad(args, d, /*rms=*/false, s);
 }
 
 absl::Status CudaBackend::rmsNorm(const RmsNormArgs &args) {
   MD_ASSIGN_OR_RETURN(RowDims d, checkRmsNorm(args));
   MD_STREAM(args);
-  MD_LAUNCH(k::layerNorm(args.x.data, dt(args.x), args.gamma.data,
-                         dt(args.gamma), nullptr, 0, args.out.data,
-                         dt(args.out), d.rows, d.d, args.eps, true, nullptr,
-                         s),
-            "rms_norm");
-  return absl::OkStatus();
+  return launchNorm({args.x, args.gamma, std::nullopt, args.out, args.eps}, d,
+                    /*rms=*/true, s);
 }
 
 absl::Status CudaBackend::rmsNormGrad(const RmsNormGradArgs &args) {
   MD_ASSIGN_OR_RETURN(RowDims d, checkRmsNormGrad(args));
   MD_STREAM(args);
-  Scratch stats(s);
-  MD_RETURN_IF_ERROR(stats.allocate(2 * d.rows * 4, false));
-  MD_LAUNCH(k::layerNormGradDx(args.dy.data, dt(args.dy), args.x.data,
-                               dt(args.x), args.gamma.data, dt(args.gamma),
-                               args.dx.data, dt(args.dx), d.rows, d.d,
-                               args.eps, true, stats.as<float>(), s),
-            "rms_norm_grad dx");
-  MD_LAUNCH(k::layerNormGradParams(args.dy.data, dt(args.dy), args.x.data,
-                                   dt(args.x), stats.as<float>(), d.rows, d.d,
-                                   true, args.dgamma.data, dt(args.dgamma),
-                                   nullptr, 0, s),
-            "rms_norm_grad dgamma");
-  return absl::OkStatus();
+  return launchNormGrad({args.dy, args.x, args.gamma, args.dx, args.dgamma,
+                         std::nullopt, args.eps},
+                        d, /*rms=*/true, s);
 }
 
 absl::Status CudaBackend::batchNorm(const BatchNormArgs &args) {
@@ -1061,14 +1030,6 @@ absl::Status CudaBackend::view(const ViewArgs &args) {
 
 namespace {
 
-int64_t reducedCount(const Shape &full, const ReducedDims &reduced) {
-  int64_t n = 1;
-  for (size_t i = 0; i < full.size(); ++i)
-    if (reduced[i])
-      n *= full[i];
-  return n;
-}
-
 /// The kept and the reduced dims of x as two iteration spaces over x's
 /// strides; `keptShape` gives the kept dims in output order.
 absl::Status splitDims(const char *op, const Shape &xShape,
@@ -1121,14 +1082,10 @@ absl::Status CudaBackend::reduce(const ReduceArgs &args) {
 absl::Status CudaBackend::reduceGrad(const ReduceGradArgs &args) {
   MD_ASSIGN_OR_RETURN(ReducedDims isReduced, checkReduceGrad(args));
   MD_STREAM(args);
-  Shape keptShape = args.dx.shape;
-  for (size_t i = 0; i < keptShape.size(); ++i)
-    if (isReduced[i])
-      keptShape[i] = 1;
-  MD_ASSIGN_OR_RETURN(
-      k::Strided space,
-      strided("reduce_grad", args.dx.shape,
-              broadcastStrides(keptShape, args.dx.shape)));
+  const Shape kept = keptShape(args.dx.shape, isReduced);
+  MD_ASSIGN_OR_RETURN(k::Strided space,
+                      strided("reduce_grad", args.dx.shape,
+                              broadcastStrides(kept, args.dx.shape)));
   const bool mean = args.kind == ReduceKind::mean;
   MD_LAUNCH(k::broadcastTo(args.dy.data, dt(args.dy), args.dx.data,
                            dt(args.dx), space, args.dx.numel(), mean,
@@ -1164,23 +1121,12 @@ absl::Status CudaBackend::sumTo(const SumToArgs &args) {
 // Optimizer
 //===----------------------------------------------------------------------===//
 
-// The per-step scalars in double, rounded to f32 once, exactly as
-// runtime/cpu/Optimizer.cpp; the kernels repeat its f32 operations.
+// The per-step scalars as runtime/cpu/Optimizer.cpp takes them
+// (OptimizerScalars.h); the kernels repeat its f32 operations.
 absl::Status CudaBackend::adamwUpdate(const AdamWArgs &args) {
   MD_RETURN_IF_ERROR(checkAdamW(args));
   MD_STREAM(args);
-  const double lr = args.lr, step = double(args.step);
-  k::AdamWScalars sc;
-  sc.decay = float(1.0 - lr * args.weightDecay);
-  sc.beta1 = float(args.beta1);
-  sc.oneMinusBeta1 = float(1.0 - args.beta1);
-  sc.beta2 = float(args.beta2);
-  sc.oneMinusBeta2 = float(1.0 - args.beta2);
-  const double bc1 = 1.0 - std::pow(args.beta1, step);
-  const double bc2 = 1.0 - std::pow(args.beta2, step);
-  sc.stepSize = float(lr / bc1);
-  sc.bc2Sqrt = float(std::sqrt(bc2));
-  sc.eps = float(args.eps);
+  const AdamWScalars sc = adamwScalars(args);
   MD_LAUNCH(k::adamw(args.param.data, dt(args.param), args.grad.data,
                      dt(args.grad), args.m.as<const float>(),
                      args.v.as<const float>(), args.newParam.data,
@@ -1193,15 +1139,7 @@ absl::Status CudaBackend::adamwUpdate(const AdamWArgs &args) {
 absl::Status CudaBackend::sgdUpdate(const SgdArgs &args) {
   MD_RETURN_IF_ERROR(checkSgd(args));
   MD_STREAM(args);
-  k::SgdScalars sc;
-  sc.lr = args.lr;
-  sc.weightDecay = float(args.weightDecay);
-  sc.momentum = float(args.momentum);
-  sc.oneMinusDampening = float(1.0 - args.dampening);
-  sc.applyDecay = args.weightDecay != 0;
-  sc.useMomentum = args.momentum > 0;
-  sc.firstStep = args.step == 1;
-  sc.nesterov = args.nesterov;
+  const SgdScalars sc = sgdScalars(args);
   const float *buf =
       sc.useMomentum ? args.momentumBuffer->as<const float>() : nullptr;
   float *newBuf = sc.useMomentum ? args.newMomentumBuffer->as<float>() : nullptr;

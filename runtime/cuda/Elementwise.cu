@@ -213,10 +213,7 @@ __global__ void normPartialsKernel(const void *x, int xt, int64_t n,
 __global__ void normFinishKernel(const double *partials, float *out,
                                  bool squared) {
   __shared__ double shared[kThreads];
-  double acc = 0;
-  for (int i = threadIdx.x; i < kNormPartials; i += blockDim.x)
-    acc += partials[i];
-  double total = blockSum(acc, shared);
+  double total = blockSumOf(partials, kNormPartials, shared);
   if (threadIdx.x == 0)
     *out = float(squared ? total : sqrt(total));
 }

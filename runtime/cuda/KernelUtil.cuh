@@ -11,6 +11,7 @@
 #ifndef MD_RUNTIME_CUDA_KERNELUTIL_CUH
 #define MD_RUNTIME_CUDA_KERNELUTIL_CUH
 
+#include <cmath>
 #include <cstdint>
 
 #include "runtime/cpu/Bf16.h"
@@ -116,6 +117,38 @@ __device__ inline float blockMax(float v, float *shared) {
   float r = shared[0];
   __syncthreads();
   return r;
+}
+
+/// The f64 sum of v[0..n) over the block: each thread adds every
+/// blockDim.x-th value, then blockSum. The same value in every thread.
+__device__ inline double blockSumOf(const double *v, int64_t n,
+                                    double *shared) {
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    acc += v[i];
+  return blockSum(acc, shared);
+}
+
+/// The statistics of a softmax over one row: the maximum and the f64 sum of
+/// exp(value - max), the values in f32 as the CPU's softmaxRow.
+struct RowSoftmax {
+  float max;
+  double sum;
+};
+
+/// RowSoftmax of the n values load(0), ..., load(n - 1) over the block; the
+/// same in every thread. `shared` and `sharedF` hold kThreads each.
+template <typename Load>
+__device__ inline RowSoftmax blockRowSoftmax(int64_t n, Load load,
+                                             double *shared, float *sharedF) {
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+    mx = fmaxf(mx, load(j));
+  const float m = blockMax(mx, sharedF);
+  double sum = 0;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+    sum += expf(load(j) - m);
+  return {m, blockSum(sum, shared)};
 }
 
 } // namespace md::cuda::kernels

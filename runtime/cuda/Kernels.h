@@ -19,6 +19,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "runtime/core/OptimizerScalars.h"
+
 namespace md::cuda::kernels {
 
 inline constexpr int kMaxRank = 8;
@@ -73,18 +75,12 @@ cudaError_t broadcastTo(const void *dy, int dyt, void *dx, int dxt,
                         const Strided &space, int64_t n, bool divide,
                         float divisor, cudaStream_t stream);
 
-struct AdamWScalars {
-  float decay, beta1, oneMinusBeta1, beta2, oneMinusBeta2, stepSize, bc2Sqrt,
-      eps;
-};
+using runtime::AdamWScalars;
 cudaError_t adamw(const void *param, int pt, const void *grad, int gt,
                   const float *m, const float *v, void *newParam, int npt,
                   float *newM, float *newV, int64_t n, const AdamWScalars &s,
                   cudaStream_t stream);
-struct SgdScalars {
-  float lr, weightDecay, momentum, oneMinusDampening;
-  bool applyDecay, useMomentum, firstStep, nesterov;
-};
+using runtime::SgdScalars;
 cudaError_t sgd(const void *param, int pt, const void *grad, int gt,
                 const float *buf, void *newParam, int npt, float *newBuf,
                 int64_t n, const SgdScalars &s, cudaStream_t stream);

@@ -217,17 +217,11 @@ __global__ void softmaxKernel(const void *x, int xt, void *out, int ot,
   for (int64_t row = blockIdx.x; row < outer * inner; row += gridDim.x) {
     const int64_t o = row / inner, i = row % inner;
     const int64_t base = o * n * inner + i, s = inner;
-    float m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      m = fmaxf(m, ld(x, xt, base + j * s));
-    m = blockMax(m, sharedF);
-    double sum = 0;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      sum += expf(ld(x, xt, base + j * s) - m);
-    sum = blockSum(sum, shared);
+    const RowSoftmax r = blockRowSoftmax(
+        n, [=](int64_t j) { return ld(x, xt, base + j * s); }, shared, sharedF);
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      float e = expf(ld(x, xt, base + j * s) - m);
-      st(out, ot, base + j * s, float(e / sum));
+      float e = expf(ld(x, xt, base + j * s) - r.max);
+      st(out, ot, base + j * s, float(e / r.sum));
     }
   }
 }
@@ -286,14 +280,10 @@ __global__ void embeddingGradKernel(const void *dy, int dyt, const void *ids,
 __device__ void logSumExp(const void *x, int xt, int64_t base, int64_t n,
                           double *shared, float *sharedF, float &m,
                           double &logSum) {
-  float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-    mx = fmaxf(mx, ld(x, xt, base + j));
-  m = blockMax(mx, sharedF);
-  double sum = 0;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-    sum += expf(ld(x, xt, base + j) - m);
-  logSum = log(blockSum(sum, shared));
+  const RowSoftmax r = blockRowSoftmax(
+      n, [=](int64_t j) { return ld(x, xt, base + j); }, shared, sharedF);
+  m = r.max;
+  logSum = log(r.sum);
 }
 
 __global__ void crossEntropyRowsKernel(const void *logits, int lt,
@@ -324,10 +314,7 @@ __global__ void crossEntropyFinishKernel(const double *losses,
                                          int64_t positions, int64_t counted,
                                          float *out) {
   __shared__ double shared[kThreads];
-  double acc = 0;
-  for (int64_t p = threadIdx.x; p < positions; p += blockDim.x)
-    acc += losses[p];
-  double total = blockSum(acc, shared);
+  double total = blockSumOf(losses, positions, shared);
   if (threadIdx.x == 0)
     *out = float(total / double(counted));
 }

@@ -70,53 +70,6 @@ std::string groupName(const Group &group) {
   return group.str();
 }
 
-CollectiveArgs CollectiveArgs::allGather(const void *send, void *recv,
-                                         int64_t sendCount, DType dtype) {
-  return {Collective::all_gather, send, recv, sendCount, dtype,
-          ReduceOp::sum,          0};
-}
-
-CollectiveArgs CollectiveArgs::reduceScatter(const void *send, void *recv,
-                                             int64_t recvCount, DType dtype,
-                                             ReduceOp op) {
-  return {Collective::reduce_scatter, send, recv, recvCount, dtype, op, 0};
-}
-
-CollectiveArgs CollectiveArgs::allReduce(const void *send, void *recv,
-                                         int64_t count, DType dtype,
-                                         ReduceOp op) {
-  return {Collective::all_reduce, send, recv, count, dtype, op, 0};
-}
-
-CollectiveArgs CollectiveArgs::broadcast(const void *send, void *recv,
-                                         int64_t count, DType dtype, int root) {
-  return {Collective::broadcast, send, recv, count, dtype, ReduceOp::sum, root};
-}
-
-CollectiveArgs CollectiveArgs::barrier() { return {Collective::barrier}; }
-
-int64_t sendElements(const CollectiveArgs &args, int groupSize) {
-  switch (args.kind) {
-  case Collective::reduce_scatter:
-    return args.count * groupSize;
-  case Collective::barrier:
-    return 0;
-  default:
-    return args.count;
-  }
-}
-
-int64_t recvElements(const CollectiveArgs &args, int groupSize) {
-  switch (args.kind) {
-  case Collective::all_gather:
-    return args.count * groupSize;
-  case Collective::barrier:
-    return 0;
-  default:
-    return args.count;
-  }
-}
-
 absl::Status checkCollective(const char *comm, const CollectiveArgs &args,
                              const Group &group, const Group &mine) {
   const char *op = collectiveName(args.kind);

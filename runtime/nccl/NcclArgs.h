@@ -20,11 +20,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runtime/core/Comm.h"
+#include "runtime/core/CollectiveComm.h"
 
 namespace md::nccl {
 
 using runtime::Collective;
+using runtime::CollectiveArgs;
 
 /// f32, bf16, f16, i32, i64 as ncclFloat32, ncclBfloat16, ncclFloat16,
 /// ncclInt32, ncclInt64; InvalidArgument for a value outside DType.
@@ -41,33 +42,6 @@ std::string ncclVersionName(int code);
 /// "shard [0, 1]", "world [0..7]": a group of more than two consecutive
 /// ranks is written as a range.
 std::string groupName(const runtime::Group &group);
-
-/// One collective call as the Comm interface receives it. `count` is
-/// NCCL's: per rank for all_gather (send) and reduce_scatter (recv).
-struct CollectiveArgs {
-  Collective kind = Collective::all_reduce;
-  const void *send = nullptr;
-  void *recv = nullptr;
-  int64_t count = 0;
-  runtime::DType dtype = runtime::DType::f32;
-  runtime::ReduceOp op = runtime::ReduceOp::sum;
-  int root = 0;
-
-  static CollectiveArgs allGather(const void *send, void *recv,
-                                  int64_t sendCount, runtime::DType dtype);
-  static CollectiveArgs reduceScatter(const void *send, void *recv,
-                                      int64_t recvCount, runtime::DType dtype,
-                                      runtime::ReduceOp op);
-  static CollectiveArgs allReduce(const void *send, void *recv, int64_t count,
-                                  runtime::DType dtype, runtime::ReduceOp op);
-  static CollectiveArgs broadcast(const void *send, void *recv, int64_t count,
-                                  runtime::DType dtype, int root);
-  static CollectiveArgs barrier();
-};
-
-/// Elements of the send and of the receive buffer.
-int64_t sendElements(const CollectiveArgs &args, int groupSize);
-int64_t recvElements(const CollectiveArgs &args, int groupSize);
 
 /// The checks one rank can make alone: `group` is this rank's group of its
 /// kind (`mine`, as the comm computes it), the element type and reduction

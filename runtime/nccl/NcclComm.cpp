@@ -328,16 +328,9 @@ absl::Status NcclComm::Impl::split(ncclComm_t *child, int color,
 
 absl::StatusOr<std::unique_ptr<NcclComm>>
 NcclComm::create(const NcclCommOptions &options) {
-  Mesh mesh{options.worldSize,
-            options.shardSize == 0 ? options.worldSize : options.shardSize};
-  if (absl::Status s = checkMesh(mesh); !s.ok())
-    return absl::InvalidArgumentError(absl::StrCat("nccl: ", s.message()));
-  if (options.rank < 0 || options.rank >= options.worldSize)
-    return absl::InvalidArgumentError(
-        absl::StrFormat("nccl: rank %d is out of range for world size %d",
-                        options.rank, options.worldSize));
-  if (options.timeout.count() <= 0)
-    return absl::InvalidArgumentError("nccl: the timeout must be positive");
+  MD_ASSIGN_OR_RETURN(Mesh mesh,
+                      commMesh("nccl", options.rank, options.worldSize,
+                               options.shardSize, options.timeout));
   if (options.backend == nullptr)
     return absl::InvalidArgumentError("nccl: no CUDA backend given");
 
@@ -689,30 +682,15 @@ uint64_t NcclComm::sequence(GroupKind kind) const {
   return k >= 0 && k < 3 ? impl_->seq[k] : 0;
 }
 
-absl::Status NcclComm::allGather(const void *send, void *recv,
-                                 int64_t sendCount, DType dtype,
-                                 const Group &group) {
-  return impl_->run(CollectiveArgs::allGather(send, recv, sendCount, dtype),
-                    group);
-}
-
-absl::Status NcclComm::reduceScatter(const void *send, void *recv,
-                                     int64_t recvCount, DType dtype,
-                                     ReduceOp op, const Group &group) {
-  return impl_->run(
-      CollectiveArgs::reduceScatter(send, recv, recvCount, dtype, op), group);
-}
-
-absl::Status NcclComm::allReduce(const void *send, void *recv, int64_t count,
-                                 DType dtype, ReduceOp op, const Group &group) {
-  return impl_->run(CollectiveArgs::allReduce(send, recv, count, dtype, op),
-                    group);
-}
-
-absl::Status NcclComm::broadcast(const void *send, void *recv, int64_t count,
-                                 DType dtype, int root, const Group &group) {
-  return impl_->run(CollectiveArgs::broadcast(send, recv, count, dtype, root),
-                    group);
+// The executor relies on barrier holding the host until every rank has
+// arrived (a checkpoint's directory exists before anyone writes into it),
+// so the all-reduce is waited for, through the backend's poll.
+absl::Status NcclComm::run(const CollectiveArgs &args, const Group &group) {
+  MD_RETURN_IF_ERROR(impl_->run(args, group));
+  if (args.kind != Collective::barrier ||
+      impl_->commOf[static_cast<int>(group.kind)] == nullptr)
+    return absl::OkStatus();
+  return impl_->backend->synchronize(kCommStream);
 }
 
 absl::Status NcclComm::beginGroup() {
@@ -786,16 +764,6 @@ absl::Status NcclComm::endGroup() {
   for (auto &[comm, name] : grouped)
     MD_RETURN_IF_ERROR(m.watch(comm, std::move(name)));
   return absl::OkStatus();
-}
-
-// The executor relies on barrier holding the host until every rank has
-// arrived (a checkpoint's directory exists before anyone writes into it),
-// so the all-reduce is waited for, through the backend's poll.
-absl::Status NcclComm::barrier(const Group &group) {
-  MD_RETURN_IF_ERROR(impl_->run(CollectiveArgs::barrier(), group));
-  if (impl_->commOf[static_cast<int>(group.kind)] == nullptr)
-    return absl::OkStatus();
-  return impl_->backend->synchronize(kCommStream);
 }
 
 } // namespace md::nccl

@@ -50,7 +50,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runtime/core/Comm.h"
+#include "runtime/core/CollectiveComm.h"
 #include "runtime/cuda/CudaBackend.h"
 
 namespace md::nccl {
@@ -76,7 +76,7 @@ struct NcclCommOptions {
   std::chrono::milliseconds timeout{300'000};
 };
 
-class NcclComm final : public runtime::Comm {
+class NcclComm final : public runtime::CollectiveComm {
 public:
   /// Creates the communicators on options.backend's device, starts the
   /// watchdog and installs the backend's sync poll. Errors: InvalidArgument
@@ -99,20 +99,6 @@ public:
   int worldSize() const override;
   absl::StatusOr<runtime::Group> group(runtime::GroupKind kind) const override;
 
-  absl::Status allGather(const void *send, void *recv, int64_t sendCount,
-                         runtime::DType dtype,
-                         const runtime::Group &group) override;
-  absl::Status reduceScatter(const void *send, void *recv, int64_t recvCount,
-                             runtime::DType dtype, runtime::ReduceOp op,
-                             const runtime::Group &group) override;
-  absl::Status allReduce(const void *send, void *recv, int64_t count,
-                         runtime::DType dtype, runtime::ReduceOp op,
-                         const runtime::Group &group) override;
-  absl::Status broadcast(const void *send, void *recv, int64_t count,
-                         runtime::DType dtype, int root,
-                         const runtime::Group &group) override;
-  absl::Status barrier(const runtime::Group &group) override;
-
   /// ncclGroupStart/End around the collectives of one plan bucket: NCCL
   /// launches them together at endGroup(), which also starts the
   /// watchdog's clock on each. A barrier inside a group is refused.
@@ -128,6 +114,10 @@ public:
   uint64_t sequence(runtime::GroupKind kind) const;
 
 private:
+  /// A barrier also waits for the comm stream (see above).
+  absl::Status run(const runtime::CollectiveArgs &args,
+                   const runtime::Group &group) override;
+
   struct Impl;
   explicit NcclComm(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

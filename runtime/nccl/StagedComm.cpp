@@ -79,27 +79,12 @@ absl::Status StagedComm::run(const CollectiveArgs &args, const Group &group) {
   // Also waits for the previous collective's copy out of hostRecv.
   MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
 
-  switch (args.kind) {
-  case Collective::all_gather:
-    MD_RETURN_IF_ERROR(
-        host_->allGather(hostSend, hostRecv, args.count, args.dtype, group));
-    break;
-  case Collective::reduce_scatter:
-    MD_RETURN_IF_ERROR(host_->reduceScatter(hostSend, hostRecv, args.count,
-                                            args.dtype, args.op, group));
-    break;
-  case Collective::all_reduce:
-    MD_RETURN_IF_ERROR(host_->allReduce(hostSend, hostRecv, args.count,
-                                        args.dtype, args.op, group));
-    break;
-  case Collective::broadcast:
-    MD_RETURN_IF_ERROR(host_->broadcast(readsSend ? hostSend : nullptr,
-                                        hostRecv, args.count, args.dtype,
-                                        args.root, group));
-    break;
-  case Collective::barrier:
+  if (args.kind == Collective::barrier)
     return host_->barrier(group);
-  }
+  CollectiveArgs onHost = args;
+  onHost.send = readsSend ? hostSend : nullptr;
+  onHost.recv = hostRecv;
+  MD_RETURN_IF_ERROR(runCollective(*host_, onHost, group));
 
   if (recvBytes > 0)
     MD_RETURN_IF_ERROR(cuda::cudaStatus(
@@ -108,34 +93,6 @@ absl::Status StagedComm::run(const CollectiveArgs &args, const Group &group) {
         absl::StrFormat("shm-staged: %s: cudaMemcpyAsync to the device", op)
             .c_str()));
   return absl::OkStatus();
-}
-
-absl::Status StagedComm::allGather(const void *send, void *recv,
-                                   int64_t sendCount, DType dtype,
-                                   const Group &group) {
-  return run(CollectiveArgs::allGather(send, recv, sendCount, dtype), group);
-}
-
-absl::Status StagedComm::reduceScatter(const void *send, void *recv,
-                                       int64_t recvCount, DType dtype,
-                                       ReduceOp op, const Group &group) {
-  return run(CollectiveArgs::reduceScatter(send, recv, recvCount, dtype, op),
-             group);
-}
-
-absl::Status StagedComm::allReduce(const void *send, void *recv, int64_t count,
-                                   DType dtype, ReduceOp op,
-                                   const Group &group) {
-  return run(CollectiveArgs::allReduce(send, recv, count, dtype, op), group);
-}
-
-absl::Status StagedComm::broadcast(const void *send, void *recv, int64_t count,
-                                   DType dtype, int root, const Group &group) {
-  return run(CollectiveArgs::broadcast(send, recv, count, dtype, root), group);
-}
-
-absl::Status StagedComm::barrier(const Group &group) {
-  return run(CollectiveArgs::barrier(), group);
 }
 
 } // namespace md::nccl

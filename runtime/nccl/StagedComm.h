@@ -23,14 +23,12 @@
 #include <cstdint>
 #include <memory>
 
-#include "runtime/core/Comm.h"
+#include "runtime/core/CollectiveComm.h"
 #include "runtime/cuda/CudaBackend.h"
 
 namespace md::nccl {
 
-struct CollectiveArgs;
-
-class StagedComm final : public runtime::Comm {
+class StagedComm final : public runtime::CollectiveComm {
 public:
   StagedComm(std::unique_ptr<runtime::Comm> host, cuda::CudaBackend &backend);
   /// Waits for the comm stream, then frees the staging memory.
@@ -47,27 +45,13 @@ public:
     return host_->group(kind);
   }
 
-  absl::Status allGather(const void *send, void *recv, int64_t sendCount,
-                         runtime::DType dtype,
-                         const runtime::Group &group) override;
-  absl::Status reduceScatter(const void *send, void *recv, int64_t recvCount,
-                             runtime::DType dtype, runtime::ReduceOp op,
-                             const runtime::Group &group) override;
-  absl::Status allReduce(const void *send, void *recv, int64_t count,
-                         runtime::DType dtype, runtime::ReduceOp op,
-                         const runtime::Group &group) override;
-  absl::Status broadcast(const void *send, void *recv, int64_t count,
-                         runtime::DType dtype, int root,
-                         const runtime::Group &group) override;
-  /// The host comm's barrier.
-  absl::Status barrier(const runtime::Group &group) override;
-
   runtime::Comm &host() { return *host_; }
 
 private:
   /// Stages send, runs the host comm's collective on the staging buffers,
-  /// enqueues the copy of the result to recv.
-  absl::Status run(const CollectiveArgs &args, const runtime::Group &group);
+  /// enqueues the copy of the result to recv. A barrier is the host comm's.
+  absl::Status run(const runtime::CollectiveArgs &args,
+                   const runtime::Group &group) override;
   /// Staging of at least `bytes`.
   absl::Status reserve(int64_t bytes);
 

@@ -63,10 +63,55 @@ absl::Status waitFor(int fd, short events, Deadline deadline,
   }
 }
 
+/// Moves all n bytes at p through `some` (Socket::sendSome or recvSome:
+/// what the socket takes or has now), waiting for `events` on fd whenever
+/// it would block; a timeout is "<verb> <peer>: timed out".
+template <typename Byte, typename Some>
+absl::Status moveAll(Byte *p, size_t n, Some some, int fd, short events,
+                     Deadline deadline, const char *verb,
+                     const std::string &peer) {
+  while (n > 0) {
+    absl::StatusOr<size_t> k = some(p, n);
+    if (!k.ok())
+      return k.status();
+    if (*k == 0) {
+      absl::Status s =
+          waitFor(fd, events, deadline, absl::StrCat(verb, " ", peer));
+      if (!s.ok())
+        return s;
+      continue;
+    }
+    p += *k;
+    n -= *k;
+  }
+  return absl::OkStatus();
+}
+
+/// The numeric host of one end of a connected socket: `name` is
+/// getsockname (this end) or getpeername (the other).
+absl::StatusOr<std::string>
+endHost(int fd, int (*name)(int, sockaddr *, socklen_t *), const char *call) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (name(fd, reinterpret_cast<sockaddr *>(&addr), &len) != 0)
+    return absl::InternalError(absl::StrCat(call, ": ", errnoText(errno)));
+  return numericHost(reinterpret_cast<sockaddr *>(&addr), len, nullptr);
+}
+
 bool isClosedError(int err) {
   return err == EPIPE || err == ECONNRESET || err == ENOTCONN ||
          err == ECONNABORTED || err == ETIMEDOUT || err == EHOSTUNREACH ||
          err == ENETUNREACH;
+}
+
+/// The error of a send or recv that failed with `err` (not EINTR or
+/// EAGAIN): Unavailable when the connection is gone, "<verb> <peer>: ...".
+absl::Status transferError(int err, const char *verb, const std::string &peer) {
+  if (isClosedError(err))
+    return absl::UnavailableError(absl::StrFormat(
+        "%s %s: the connection is closed (%s)", verb, peer, errnoText(err)));
+  return absl::InternalError(
+      absl::StrFormat("%s %s: %s", verb, peer, errnoText(err)));
 }
 
 } // namespace
@@ -155,12 +200,7 @@ absl::StatusOr<size_t> Socket::sendSome(const void *data, size_t n) {
       continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK)
       return size_t(0);
-    int err = errno;
-    if (isClosedError(err))
-      return absl::UnavailableError(absl::StrFormat(
-          "send to %s: the connection is closed (%s)", peer_, errnoText(err)));
-    return absl::InternalError(
-        absl::StrFormat("send to %s: %s", peer_, errnoText(err)));
+    return transferError(errno, "send to", peer_);
   }
 }
 
@@ -178,66 +218,30 @@ absl::StatusOr<size_t> Socket::recvSome(void *data, size_t n) {
       continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK)
       return size_t(0);
-    int err = errno;
-    if (isClosedError(err))
-      return absl::UnavailableError(
-          absl::StrFormat("receive from %s: the connection is closed (%s)",
-                          peer_, errnoText(err)));
-    return absl::InternalError(
-        absl::StrFormat("receive from %s: %s", peer_, errnoText(err)));
+    return transferError(errno, "receive from", peer_);
   }
 }
 
 absl::Status Socket::sendAll(const void *data, size_t n, Deadline deadline) {
-  const char *p = static_cast<const char *>(data);
-  while (n > 0) {
-    absl::StatusOr<size_t> k = sendSome(p, n);
-    if (!k.ok())
-      return k.status();
-    if (*k == 0) {
-      absl::Status s = waitFor(fd_, POLLOUT, deadline, "send to " + peer_);
-      if (!s.ok())
-        return s;
-      continue;
-    }
-    p += *k;
-    n -= *k;
-  }
-  return absl::OkStatus();
+  return moveAll(
+      static_cast<const char *>(data), n,
+      [this](const char *p, size_t k) { return sendSome(p, k); }, fd_, POLLOUT,
+      deadline, "send to", peer_);
 }
 
 absl::Status Socket::recvAll(void *data, size_t n, Deadline deadline) {
-  char *p = static_cast<char *>(data);
-  while (n > 0) {
-    absl::StatusOr<size_t> k = recvSome(p, n);
-    if (!k.ok())
-      return k.status();
-    if (*k == 0) {
-      absl::Status s = waitFor(fd_, POLLIN, deadline, "receive from " + peer_);
-      if (!s.ok())
-        return s;
-      continue;
-    }
-    p += *k;
-    n -= *k;
-  }
-  return absl::OkStatus();
+  return moveAll(
+      static_cast<char *>(data), n,
+      [this](char *p, size_t k) { return recvSome(p, k); }, fd_, POLLIN,
+      deadline, "receive from", peer_);
 }
 
 absl::StatusOr<std::string> Socket::localHost() const {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof addr;
-  if (getsockname(fd_, reinterpret_cast<sockaddr *>(&addr), &len) != 0)
-    return absl::InternalError(absl::StrCat("getsockname: ", errnoText(errno)));
-  return numericHost(reinterpret_cast<sockaddr *>(&addr), len, nullptr);
+  return endHost(fd_, getsockname, "getsockname");
 }
 
 absl::StatusOr<std::string> Socket::remoteHost() const {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof addr;
-  if (getpeername(fd_, reinterpret_cast<sockaddr *>(&addr), &len) != 0)
-    return absl::InternalError(absl::StrCat("getpeername: ", errnoText(errno)));
-  return numericHost(reinterpret_cast<sockaddr *>(&addr), len, nullptr);
+  return endHost(fd_, getpeername, "getpeername");
 }
 
 //===----------------------------------------------------------------------===//
@@ -432,61 +436,62 @@ absl::StatusOr<Socket> connectTo(const std::string &host, int port,
 // Exchanges
 //===----------------------------------------------------------------------===//
 
-bool Transfer::sending() const {
-  for (size_t i = sendPart; i < send.size(); ++i)
-    if (send[i].size() > (i == sendPart ? sendOffset : 0))
-      return true;
-  return false;
-}
-
-bool Transfer::receiving() const {
-  for (size_t i = recvPart; i < recv.size(); ++i)
-    if (recv[i].size() > (i == recvPart ? recvOffset : 0))
-      return true;
-  return false;
-}
-
 namespace {
 
-/// Sends and receives what the socket takes now. OK with no progress when
-/// it would block.
-absl::Status progress(Transfer &t) {
-  while (t.sendPart < t.send.size()) {
-    absl::Span<const char> part = t.send[t.sendPart];
-    if (t.sendOffset == part.size()) {
-      ++t.sendPart;
-      t.sendOffset = 0;
+/// Whether `parts`, read from byte `offset` of part `part` on, hold
+/// anything still to move.
+template <typename Span>
+bool bytesLeft(const std::vector<Span> &parts, size_t part, size_t offset) {
+  for (size_t i = part; i < parts.size(); ++i)
+    if (parts[i].size() > (i == part ? offset : 0))
+      return true;
+  return false;
+}
+
+/// Moves the bytes of `parts` from byte `offset` of part `part` on through
+/// `some` (Socket::sendSome or recvSome), advancing part and offset and
+/// adding to `moved`, until done or the socket would block.
+template <typename Span, typename Some>
+absl::Status moveParts(const std::vector<Span> &parts, size_t &part,
+                       size_t &offset, size_t &moved, Some some) {
+  while (part < parts.size()) {
+    Span p = parts[part];
+    if (offset == p.size()) {
+      ++part;
+      offset = 0;
       continue;
     }
-    absl::StatusOr<size_t> k = t.socket->sendSome(part.data() + t.sendOffset,
-                                                  part.size() - t.sendOffset);
+    absl::StatusOr<size_t> k = some(p.data() + offset, p.size() - offset);
     if (!k.ok())
       return k.status();
     if (*k == 0)
       break;
-    t.sendOffset += *k;
-    t.sent += *k;
-  }
-  while (t.recvPart < t.recv.size()) {
-    absl::Span<char> part = t.recv[t.recvPart];
-    if (t.recvOffset == part.size()) {
-      ++t.recvPart;
-      t.recvOffset = 0;
-      continue;
-    }
-    absl::StatusOr<size_t> k = t.socket->recvSome(part.data() + t.recvOffset,
-                                                  part.size() - t.recvOffset);
-    if (!k.ok())
-      return k.status();
-    if (*k == 0)
-      break;
-    t.recvOffset += *k;
-    t.received += *k;
+    offset += *k;
+    moved += *k;
   }
   return absl::OkStatus();
 }
 
+/// Sends and receives what the socket takes now. OK with no progress when
+/// it would block.
+absl::Status progress(Transfer &t) {
+  Socket &socket = *t.socket;
+  absl::Status s =
+      moveParts(t.send, t.sendPart, t.sendOffset, t.sent,
+                [&](const char *p, size_t n) { return socket.sendSome(p, n); });
+  if (!s.ok())
+    return s;
+  return moveParts(t.recv, t.recvPart, t.recvOffset, t.received,
+                   [&](char *p, size_t n) { return socket.recvSome(p, n); });
+}
+
 } // namespace
+
+bool Transfer::sending() const { return bytesLeft(send, sendPart, sendOffset); }
+
+bool Transfer::receiving() const {
+  return bytesLeft(recv, recvPart, recvOffset);
+}
 
 absl::Status exchange(std::vector<Transfer> &transfers, Deadline deadline,
                       int *failed) {

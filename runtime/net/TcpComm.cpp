@@ -370,16 +370,9 @@ TcpComm::~TcpComm() {
 
 absl::StatusOr<std::unique_ptr<TcpComm>>
 TcpComm::create(const TcpCommOptions &options) {
-  Mesh mesh{options.worldSize,
-            options.shardSize == 0 ? options.worldSize : options.shardSize};
-  if (absl::Status s = checkMesh(mesh); !s.ok())
-    return absl::InvalidArgumentError(absl::StrCat("tcp: ", s.message()));
-  if (options.rank < 0 || options.rank >= options.worldSize)
-    return absl::InvalidArgumentError(
-        absl::StrFormat("tcp: rank %d is out of range for world size %d",
-                        options.rank, options.worldSize));
-  if (options.timeout.count() <= 0)
-    return absl::InvalidArgumentError("tcp: the timeout must be positive");
+  MD_ASSIGN_OR_RETURN(Mesh mesh,
+                      commMesh("tcp", options.rank, options.worldSize,
+                               options.shardSize, options.timeout));
   if (options.chunkBytes < 64 || options.chunkBytes > (int64_t(1) << 30))
     return absl::InvalidArgumentError(absl::StrFormat(
         "tcp: chunk size %d must be 64 bytes to 1 GiB", options.chunkBytes));
@@ -396,12 +389,7 @@ TcpComm::create(const TcpCommOptions &options) {
     return withPrefix(listening.status(),
                       absl::StrFormat("tcp: rank %d: ", options.rank));
   Listener listener = std::move(*listening);
-  RendezvousOptions ro;
-  ro.masterAddr = options.masterAddr;
-  ro.masterPort = options.masterPort;
-  ro.rank = options.rank;
-  ro.worldSize = options.worldSize;
-  ro.timeout = options.timeout;
+  RendezvousOptions ro = options;
   // Tensor data travel as raw bytes, so the byte order must agree too.
   const bool little = [] {
     uint16_t one = 1;
@@ -673,17 +661,17 @@ absl::Status TcpComm::readReport(const Op &op, int peer) {
                                       op.str(), peer, msg));
 }
 
-absl::Status TcpComm::run(const CollectiveDesc &call, const Group &group,
-                          const void *send, void *recv) {
+absl::Status TcpComm::run(const CollectiveArgs &args, const Group &group) {
+  const CollectiveDesc call = args.desc();
   MD_RETURN_IF_ERROR(checkCollectiveCall("tcp", mesh_, options_.rank, group,
-                                         call, send, recv));
+                                         call, args.send, args.recv));
   if (!failed_.ok())
     return failed_;
   Op op;
   op.group = &group;
   op.desc = call;
-  op.send = static_cast<const char *>(send);
-  op.recv = static_cast<char *>(recv);
+  op.send = static_cast<const char *>(args.send);
+  op.recv = static_cast<char *>(args.recv);
   const int k = static_cast<int>(op.group->kind);
   op.desc.seq = ++seq_[k];
   op.desc.groupKind = uint32_t(k);
@@ -910,38 +898,6 @@ absl::Status TcpComm::runMember(Op &op) {
       return failure(t, bad, s);
   }
   return absl::OkStatus();
-}
-
-//===----------------------------------------------------------------------===//
-// The collectives
-//===----------------------------------------------------------------------===//
-
-absl::Status TcpComm::allGather(const void *send, void *recv, int64_t sendCount,
-                                DType dtype, const Group &group) {
-  return run(CollectiveDesc::allGather(dtype, sendCount), group, send, recv);
-}
-
-absl::Status TcpComm::reduceScatter(const void *send, void *recv,
-                                    int64_t recvCount, DType dtype,
-                                    ReduceOp reduceOp, const Group &group) {
-  return run(CollectiveDesc::reduceScatter(dtype, recvCount, reduceOp), group,
-             send, recv);
-}
-
-absl::Status TcpComm::allReduce(const void *send, void *recv, int64_t count,
-                                DType dtype, ReduceOp reduceOp,
-                                const Group &group) {
-  return run(CollectiveDesc::allReduce(dtype, count, reduceOp), group, send,
-             recv);
-}
-
-absl::Status TcpComm::broadcast(const void *send, void *recv, int64_t count,
-                                DType dtype, int root, const Group &group) {
-  return run(CollectiveDesc::broadcast(dtype, count, root), group, send, recv);
-}
-
-absl::Status TcpComm::barrier(const Group &group) {
-  return run(CollectiveDesc::barrier(), group, nullptr, nullptr);
 }
 
 } // namespace md::net

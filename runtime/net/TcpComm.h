@@ -36,31 +36,26 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/Comm.h"
+#include "runtime/core/CollectiveComm.h"
+#include "runtime/net/Rendezvous.h"
 #include "runtime/net/Socket.h"
 
 namespace md::net {
 
-struct TcpCommOptions {
-  /// Rank 0's host name or address, and the port its rendezvous listens on.
-  std::string masterAddr = "127.0.0.1";
-  int masterPort = 29500;
-  int rank = 0;
-  int worldSize = 1;
+/// Where rank 0 is and who this rank is, as for the rendezvous the comm
+/// starts with. The fingerprint must be equal on every rank (e.g. the
+/// plan's hash); the comm adds its own settings (mesh, chunk size, byte
+/// order). The timeout bounds every wait: the rendezvous, connecting, a
+/// peer's answer.
+struct TcpCommOptions : RendezvousOptions {
   /// Ranks per shard group of the 2-D mesh; 0 means worldSize (no hybrid
   /// sharding).
   int shardSize = 0;
-  /// Must be equal on every rank (e.g. the plan's hash); the comm adds its
-  /// own settings (mesh, chunk size, byte order).
-  std::string fingerprint;
-  /// How long any wait (the rendezvous, connecting, a peer's answer) may
-  /// take.
-  std::chrono::milliseconds timeout{300'000};
   /// Bytes a member sends the hub per step of a collective: at least 64.
   int64_t chunkBytes = int64_t(4) << 20;
 };
 
-class TcpComm final : public runtime::Comm {
+class TcpComm final : public runtime::CollectiveComm {
 public:
   /// Listens, meets the other ranks (Rendezvous) and connects to every one
   /// of them. Errors: InvalidArgument for bad options; the rendezvous'
@@ -79,20 +74,6 @@ public:
   int worldSize() const override { return options_.worldSize; }
   absl::StatusOr<runtime::Group> group(runtime::GroupKind kind) const override;
 
-  absl::Status allGather(const void *send, void *recv, int64_t sendCount,
-                         runtime::DType dtype,
-                         const runtime::Group &group) override;
-  absl::Status reduceScatter(const void *send, void *recv, int64_t recvCount,
-                             runtime::DType dtype, runtime::ReduceOp op,
-                             const runtime::Group &group) override;
-  absl::Status allReduce(const void *send, void *recv, int64_t count,
-                         runtime::DType dtype, runtime::ReduceOp op,
-                         const runtime::Group &group) override;
-  absl::Status broadcast(const void *send, void *recv, int64_t count,
-                         runtime::DType dtype, int root,
-                         const runtime::Group &group) override;
-  absl::Status barrier(const runtime::Group &group) override;
-
   /// How many collectives this rank has started on groups of `kind`; the
   /// "#N" of error messages is this count for the failing one.
   uint64_t sequence(runtime::GroupKind kind) const;
@@ -107,8 +88,8 @@ private:
   absl::Status connectMesh(Listener &listener, uint64_t job);
   /// Checks a collective's arguments (checkCollectiveCall), then runs it
   /// through the hub of `group`.
-  absl::Status run(const runtime::CollectiveDesc &call,
-                   const runtime::Group &group, const void *send, void *recv);
+  absl::Status run(const runtime::CollectiveArgs &args,
+                   const runtime::Group &group) override;
   absl::Status runHub(Op &op);
   absl::Status runMember(Op &op);
   /// Turns the failure of an exchange with the peers `ranks` into the

@@ -160,6 +160,7 @@ bool validJobId(const std::string &id) {
 /// to this rank's slot and read back from the group's.
 struct ShmComm::Op {
   const Group *group = nullptr;
+  const CollectiveArgs *args = nullptr;
   CollectiveDesc desc;
   int64_t elemBytes = 0;
   int64_t chunkElems = 1;
@@ -197,22 +198,15 @@ ShmComm::create(const ShmCommOptions &options) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "shm: job id '%s' must be 1 to 200 letters, digits, '.', '_' or '-'",
         options.jobId));
-  Mesh mesh{options.worldSize,
-            options.shardSize == 0 ? options.worldSize : options.shardSize};
-  if (absl::Status s = checkMesh(mesh); !s.ok())
-    return absl::InvalidArgumentError(absl::StrCat("shm: ", s.message()));
-  if (options.rank < 0 || options.rank >= options.worldSize)
-    return absl::InvalidArgumentError(
-        absl::StrFormat("shm: rank %d is out of range for world size %d",
-                        options.rank, options.worldSize));
+  MD_ASSIGN_OR_RETURN(Mesh mesh,
+                      commMesh("shm", options.rank, options.worldSize,
+                               options.shardSize, options.timeout));
   if (options.slotBytes < 8 * int64_t(options.worldSize) ||
       options.slotBytes > (int64_t(1) << 40))
     return absl::InvalidArgumentError(absl::StrFormat(
         "shm: slot size %d must be at least 8 * world size = %d bytes and "
         "at most 1 TiB",
         options.slotBytes, 8 * options.worldSize));
-  if (options.timeout.count() <= 0)
-    return absl::InvalidArgumentError("shm: the timeout must be positive");
 
   std::unique_ptr<ShmComm> comm(new ShmComm(options, mesh));
   MD_RETURN_IF_ERROR(options.rank == 0 ? comm->createSegment()
@@ -394,16 +388,6 @@ char *ShmComm::slot(int rank) const {
          int64_t(rank) * slotStride_;
 }
 
-absl::Status ShmComm::start(Op &op, const Group &group,
-                            const CollectiveDesc &call, const void *send,
-                            const void *recv) const {
-  MD_RETURN_IF_ERROR(checkCollectiveCall("shm", mesh_, options_.rank, group,
-                                         call, send, recv));
-  op.group = &group;
-  op.desc = call;
-  return absl::OkStatus();
-}
-
 std::string ShmComm::describe(const Op &op) const {
   return absl::StrFormat("%s [%s] (rank %d)", describeDesc(op.desc),
                          absl::StrJoin(op.group->ranks, ", "), options_.rank);
@@ -483,7 +467,7 @@ absl::Status ShmComm::checkSameCollective(const Op &op) {
   return absl::OkStatus();
 }
 
-absl::Status ShmComm::run(Op &op) {
+absl::Status ShmComm::runChunks(Op &op) {
   if (!failed_.ok())
     return failed_;
   const int k = static_cast<int>(op.group->kind);
@@ -518,110 +502,89 @@ absl::Status ShmComm::run(Op &op) {
 // The collectives
 //===----------------------------------------------------------------------===//
 
-absl::Status ShmComm::allGather(const void *send, void *recv,
-                                int64_t sendCount, DType dtype,
-                                const Group &group) {
+absl::Status ShmComm::run(const CollectiveArgs &args, const Group &group) {
   Op op;
-  MD_RETURN_IF_ERROR(start(
-      op, group, CollectiveDesc::allGather(dtype, sendCount), send, recv));
-  op.elemBytes = dtypeSize(dtype);
-  op.chunkElems = options_.slotBytes / op.elemBytes;
-  const int64_t es = op.elemBytes;
-  op.write = [&](int64_t begin, int64_t len) {
-    std::memcpy(slot(options_.rank), static_cast<const char *>(send) + begin * es,
-                len * es);
-  };
-  op.read = [&](int64_t begin, int64_t len) {
-    for (int i = 0; i < group.size(); ++i)
-      std::memcpy(static_cast<char *>(recv) + (i * sendCount + begin) * es,
-                  slot(group.ranks[i]), len * es);
-  };
-  return run(op);
+  op.group = &group;
+  op.args = &args;
+  op.desc = args.desc();
+  MD_RETURN_IF_ERROR(checkCollectiveCall("shm", mesh_, options_.rank, group,
+                                         op.desc, args.send, args.recv));
+  stage(op);
+  return runChunks(op);
 }
 
-absl::Status ShmComm::reduceScatter(const void *send, void *recv,
-                                    int64_t recvCount, DType dtype,
-                                    ReduceOp reduceOp, const Group &group) {
-  Op op;
-  MD_RETURN_IF_ERROR(start(
-      op, group, CollectiveDesc::reduceScatter(dtype, recvCount, reduceOp),
-      send, recv));
-  op.elemBytes = dtypeSize(dtype);
+void ShmComm::stage(Op &op) const {
+  const CollectiveArgs &a = *op.args;
+  const Group &group = *op.group;
+  if (a.kind == Collective::barrier) {
+    op.chunkElems = 1;
+    return;
+  }
+  const int64_t es = dtypeSize(a.dtype);
   const int n = group.size();
-  const int64_t es = op.elemBytes;
-  // Each chunk stages n blocks, one per destination.
-  op.chunkElems = options_.slotBytes / (es * n);
-  const int64_t block = op.chunkElems * es;
-  op.write = [&](int64_t begin, int64_t len) {
-    for (int j = 0; j < n; ++j)
-      std::memcpy(slot(options_.rank) + j * block,
-                  static_cast<const char *>(send) + (j * recvCount + begin) * es,
-                  len * es);
-  };
-  op.read = [&](int64_t begin, int64_t len) {
-    std::vector<const void *> srcs(n);
-    for (int i = 0; i < n; ++i)
-      srcs[i] = slot(group.ranks[i]) + group.index * block;
-    ReduceInOrder(dtype, reduceOp, srcs, static_cast<char *>(recv) + begin * es, len);
-  };
-  return run(op);
-}
+  const auto *send = static_cast<const char *>(a.send);
+  char *recv = static_cast<char *>(a.recv);
+  char *mine = slot(options_.rank);
+  op.elemBytes = es;
 
-absl::Status ShmComm::allReduce(const void *send, void *recv, int64_t count,
-                                DType dtype, ReduceOp reduceOp,
-                                const Group &group) {
-  Op op;
-  MD_RETURN_IF_ERROR(start(op, group,
-                           CollectiveDesc::allReduce(dtype, count, reduceOp),
-                           send, recv));
-  op.elemBytes = dtypeSize(dtype);
-  op.chunkElems = options_.slotBytes / op.elemBytes;
-  const int64_t es = op.elemBytes;
-  op.write = [&](int64_t begin, int64_t len) {
-    std::memcpy(slot(options_.rank), static_cast<const char *>(send) + begin * es,
-                len * es);
-  };
-  // Every rank reduces the whole chunk itself, in group order: the same
-  // additions on the same data, so the same bits everywhere.
-  op.read = [&](int64_t begin, int64_t len) {
-    std::vector<const void *> srcs(group.size());
-    for (int i = 0; i < group.size(); ++i)
-      srcs[i] = slot(group.ranks[i]);
-    ReduceInOrder(dtype, reduceOp, srcs, static_cast<char *>(recv) + begin * es, len);
-  };
-  return run(op);
-}
+  if (a.kind == Collective::reduce_scatter) {
+    // Each chunk stages n blocks, one per destination.
+    op.chunkElems = options_.slotBytes / (es * n);
+    const int64_t block = op.chunkElems * es;
+    op.write = [=, &a](int64_t begin, int64_t len) {
+      for (int j = 0; j < n; ++j)
+        std::memcpy(mine + j * block, send + (j * a.count + begin) * es,
+                    len * es);
+    };
+    op.read = [this, es, n, block, recv, &a, &group](int64_t begin,
+                                                     int64_t len) {
+      std::vector<const void *> srcs(n);
+      for (int i = 0; i < n; ++i)
+        srcs[i] = slot(group.ranks[i]) + group.index * block;
+      ReduceInOrder(a.dtype, a.op, srcs, recv + begin * es, len);
+    };
+    return;
+  }
 
-absl::Status ShmComm::broadcast(const void *send, void *recv, int64_t count,
-                                DType dtype, int root, const Group &group) {
-  Op op;
-  MD_RETURN_IF_ERROR(start(
-      op, group, CollectiveDesc::broadcast(dtype, count, root), send, recv));
-  op.elemBytes = dtypeSize(dtype);
-  op.chunkElems = options_.slotBytes / op.elemBytes;
-  const int64_t es = op.elemBytes;
-  const bool isRoot = group.index == root;
-  op.write = [&](int64_t begin, int64_t len) {
-    if (isRoot)
-      std::memcpy(slot(options_.rank),
-                  static_cast<const char *>(send) + begin * es, len * es);
-  };
-  op.read = [&](int64_t begin, int64_t len) {
-    char *dst = static_cast<char *>(recv) + begin * es;
-    const char *src = isRoot ? static_cast<const char *>(send) + begin * es
-                             : slot(group.ranks[root]);
-    if (dst != src)
-      std::memmove(dst, src, len * es);
-  };
-  return run(op);
-}
-
-absl::Status ShmComm::barrier(const Group &group) {
-  Op op;
-  MD_RETURN_IF_ERROR(
-      start(op, group, CollectiveDesc::barrier(), nullptr, nullptr));
-  op.chunkElems = 1;
-  return run(op);
+  // The others stage whole chunks: every contributing rank (all of them,
+  // or a broadcast's root) copies its elements into its own slot.
+  op.chunkElems = options_.slotBytes / es;
+  const bool isRoot = group.index == a.root;
+  if (a.kind != Collective::broadcast || isRoot)
+    op.write = [=](int64_t begin, int64_t len) {
+      std::memcpy(mine, send + begin * es, len * es);
+    };
+  switch (a.kind) {
+  case Collective::all_gather:
+    op.read = [this, es, recv, &a, &group](int64_t begin, int64_t len) {
+      for (int i = 0; i < group.size(); ++i)
+        std::memcpy(recv + (i * a.count + begin) * es, slot(group.ranks[i]),
+                    len * es);
+    };
+    break;
+  case Collective::all_reduce:
+    // Every rank reduces the whole chunk itself, in group order: the same
+    // additions on the same data, so the same bits everywhere.
+    op.read = [this, es, recv, &a, &group](int64_t begin, int64_t len) {
+      std::vector<const void *> srcs(group.size());
+      for (int i = 0; i < group.size(); ++i)
+        srcs[i] = slot(group.ranks[i]);
+      ReduceInOrder(a.dtype, a.op, srcs, recv + begin * es, len);
+    };
+    break;
+  case Collective::broadcast:
+    op.read = [this, es, send, recv, isRoot, &a, &group](int64_t begin,
+                                                         int64_t len) {
+      char *dst = recv + begin * es;
+      const char *src = isRoot ? send + begin * es : slot(group.ranks[a.root]);
+      if (dst != src)
+        std::memmove(dst, src, len * es);
+    };
+    break;
+  case Collective::reduce_scatter:
+  case Collective::barrier:
+    break;
+  }
 }
 
 } // namespace md::shm

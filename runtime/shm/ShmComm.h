@@ -31,7 +31,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/core/Comm.h"
+#include "runtime/core/CollectiveComm.h"
 
 namespace md::shm {
 
@@ -51,7 +51,7 @@ struct ShmCommOptions {
   std::chrono::milliseconds timeout{300'000};
 };
 
-class ShmComm final : public runtime::Comm {
+class ShmComm final : public runtime::CollectiveComm {
 public:
   /// Rank 0 creates the segment, the others attach to it (waiting up to the
   /// timeout for it to appear); then every rank waits until all have
@@ -79,20 +79,6 @@ public:
   int worldSize() const override { return options_.worldSize; }
   absl::StatusOr<runtime::Group> group(runtime::GroupKind kind) const override;
 
-  absl::Status allGather(const void *send, void *recv, int64_t sendCount,
-                         runtime::DType dtype,
-                         const runtime::Group &group) override;
-  absl::Status reduceScatter(const void *send, void *recv, int64_t recvCount,
-                             runtime::DType dtype, runtime::ReduceOp op,
-                             const runtime::Group &group) override;
-  absl::Status allReduce(const void *send, void *recv, int64_t count,
-                         runtime::DType dtype, runtime::ReduceOp op,
-                         const runtime::Group &group) override;
-  absl::Status broadcast(const void *send, void *recv, int64_t count,
-                         runtime::DType dtype, int root,
-                         const runtime::Group &group) override;
-  absl::Status barrier(const runtime::Group &group) override;
-
   /// How many collectives this rank has started on groups of `kind`; the
   /// "#N" of error messages is this count for the failing one.
   uint64_t sequence(runtime::GroupKind kind) const;
@@ -104,13 +90,15 @@ private:
   absl::Status createSegment();
   absl::Status attachSegment();
   absl::Status waitForAttach();
-  /// Checks a collective's arguments (checkCollectiveCall) and, if they
-  /// hold, points `op` at the group and the call.
-  absl::Status start(Op &op, const runtime::Group &group,
-                     const runtime::CollectiveDesc &call, const void *send,
-                     const void *recv) const;
+  /// Checks a collective's arguments (checkCollectiveCall), then runs it
+  /// in chunks through the members' slots.
+  absl::Status run(const runtime::CollectiveArgs &args,
+                   const runtime::Group &group) override;
+  /// How each chunk of `op` goes into this rank's slot and comes out of the
+  /// group's slots.
+  void stage(Op &op) const;
   /// The chunked protocol every collective shares.
-  absl::Status run(Op &op);
+  absl::Status runChunks(Op &op);
   /// Waits until every other member of op's group has posted (or, with
   /// `done`, finished reading) `phase`.
   absl::Status waitForGroup(const Op &op, bool done, uint64_t phase);

@@ -13,7 +13,11 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/core/BackendChecks.h"
 #include "runtime/core/OpChecks.h"
+#include "runtime/core/OptimizerScalars.h"
+#include "runtime/core/Strides.h"
+#include "runtime/cpu/Rows.h"
 #include "test/unit/BackendTestUtil.h"
 #include "test/unit/KernelReference.h"
 #include "test/unit/TestBackends.h"
@@ -754,6 +758,134 @@ TEST_P(KernelTest, ReshapeArangeFlattenView) {
   EXPECT_EQ(v.values(), (std::vector<double>{5, 6, 7}));
   vw.offset = 8;
   EXPECT_EQ(be().view(vw).code(), absl::StatusCode::kInvalidArgument);
+}
+
+//===----------------------------------------------------------------------===//
+// What the backends share: argument checks, strides, softmax rows
+//===----------------------------------------------------------------------===//
+
+TEST(BackendChecks, MessagesNameTheBackendAndTheBadArgument) {
+  auto message = [](const absl::Status &s) { return std::string(s.message()); };
+  EXPECT_TRUE(checkStreamId("b", Stream{1}, 2).ok());
+  EXPECT_EQ(message(checkStreamId("b", Stream{2}, 2)),
+            "b: stream 2 does not exist (2 streams)");
+  EXPECT_TRUE(checkEventId("b", Event{0}, 1).ok());
+  EXPECT_EQ(message(checkEventId("b", Event{-1}, 1)),
+            "b: event -1 was not created (1 events)");
+  EXPECT_EQ(*allocationBytes("b", 0), kAllocAlignment);
+  EXPECT_EQ(*allocationBytes("b", 1), kAllocAlignment);
+  EXPECT_EQ(*allocationBytes("b", kAllocAlignment), kAllocAlignment);
+  EXPECT_EQ(*allocationBytes("b", kAllocAlignment + 1), 2 * kAllocAlignment);
+  EXPECT_EQ(message(allocationBytes("b", -1).status()),
+            "b: cannot allocate -1 bytes");
+  int x = 0;
+  EXPECT_TRUE(checkCopy("b", nullptr, nullptr, 0).ok());
+  EXPECT_TRUE(checkCopy("b", &x, &x, 4).ok());
+  EXPECT_EQ(checkCopy("b", &x, nullptr, 4).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(checkCopy("b", &x, &x, -1).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(checkZero("b", nullptr, 0).ok());
+  EXPECT_EQ(checkZero("b", nullptr, 4).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(KernelTest, CopyAndZeroRefuseBadArgumentsAlike) {
+  std::vector<uint8_t> host(8);
+  EXPECT_EQ(be().copy(host.data(), nullptr, 8, kComputeStream).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(be().copy(host.data(), host.data(), -1, kComputeStream).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(be().copy(host.data(), host.data(), 8, Stream{5}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(be().zero(nullptr, 8, kComputeStream).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(be().zero(nullptr, 0, kComputeStream).ok());
+}
+
+TEST(Strides, RowMajorBroadcastAndReduced) {
+  EXPECT_EQ(rowMajorStrides(Shape{2, 3, 4}), (std::vector<int64_t>{12, 4, 1}));
+  EXPECT_TRUE(rowMajorStrides(Shape{}).empty());
+  // [3, 1] seen as [2, 3, 4]: no leading dim, the 1 broadcasts.
+  EXPECT_EQ(broadcastStrides(Shape{3, 1}, Shape{2, 3, 4}),
+            (std::vector<int64_t>{0, 1, 0}));
+  EXPECT_EQ(broadcastStrides(Shape{2, 3, 4}, Shape{2, 3, 4}),
+            rowMajorStrides(Shape{2, 3, 4}));
+  const std::vector<bool> middle = {false, true, false};
+  EXPECT_EQ(keptShape(Shape{2, 3, 4}, middle), (Shape{2, 1, 4}));
+  EXPECT_EQ(reducedCount(Shape{2, 3, 4}, middle), 3);
+  EXPECT_EQ(reducedCount(Shape{2, 3, 4}, {true, false, true}), 8);
+  EXPECT_EQ(reducedCount(Shape{}, {}), 1);
+}
+
+TEST(OptimizerScalars, DerivedInDoubleAndRoundedOnce) {
+  AdamWArgs adam;
+  adam.lr = 1e-3f;
+  adam.step = 2;
+  adam.beta1 = 0.9;
+  adam.beta2 = 0.999;
+  adam.eps = 1e-8;
+  adam.weightDecay = 0.1;
+  const double lr = adam.lr; // the f32 lr, widened
+  AdamWScalars a = adamwScalars(adam);
+  EXPECT_EQ(a.decay, float(1.0 - lr * 0.1));
+  EXPECT_EQ(a.beta1, 0.9f);
+  EXPECT_EQ(a.oneMinusBeta1, float(1.0 - 0.9));
+  EXPECT_EQ(a.oneMinusBeta2, float(1.0 - 0.999));
+  EXPECT_EQ(a.stepSize, float(lr / (1.0 - std::pow(0.9, 2.0))));
+  EXPECT_EQ(a.bc2Sqrt, float(std::sqrt(1.0 - std::pow(0.999, 2.0))));
+  EXPECT_EQ(a.eps, float(1e-8));
+  SgdArgs sgd;
+  sgd.lr = 0.5f;
+  sgd.step = 1;
+  sgd.momentum = 0.9;
+  sgd.dampening = 0.25;
+  sgd.nesterov = true;
+  SgdScalars first = sgdScalars(sgd);
+  EXPECT_EQ(first.lr, 0.5f);
+  EXPECT_EQ(first.oneMinusDampening, 0.75f);
+  EXPECT_TRUE(first.firstStep && first.useMomentum && first.nesterov);
+  EXPECT_FALSE(first.applyDecay);
+  sgd.step = 3;
+  sgd.momentum = 0.0;
+  sgd.weightDecay = 1e-4;
+  sgd.nesterov = false;
+  SgdScalars plain = sgdScalars(sgd);
+  EXPECT_FALSE(plain.firstStep || plain.useMomentum || plain.nesterov);
+  EXPECT_TRUE(plain.applyDecay);
+  EXPECT_EQ(plain.weightDecay, float(1e-4));
+}
+
+TEST(CpuRows, SoftmaxRowMatchesTheDefinitionAtAnyStride) {
+  // Two rows interleaved at stride 2; the second must stay untouched.
+  std::vector<float> x = {1.0f, 9.0f, -2.0f, 9.0f, 30.0f, 9.0f, 0.5f, 9.0f};
+  std::vector<float> y(x.size(), -1.0f);
+  cpu::softmaxRow(x.data(), y.data(), 4, 2);
+  double sum = 0;
+  for (int j = 0; j < 4; ++j)
+    sum += std::exp(double(x[2 * j]) - 30.0);
+  for (int j = 0; j < 4; ++j) {
+    EXPECT_NEAR(y[2 * j], std::exp(double(x[2 * j]) - 30.0) / sum, 1e-7);
+    EXPECT_EQ(y[2 * j + 1], -1.0f);
+  }
+  // In place gives the same bits.
+  std::vector<float> z = x;
+  cpu::softmaxRow(z.data(), z.data(), 4, 2);
+  for (int j = 0; j < 4; ++j)
+    EXPECT_EQ(z[2 * j], y[2 * j]);
+}
+
+TEST(CpuRows, SoftmaxGradRowIsYTimesDyMinusTheirDot) {
+  const std::vector<float> y = {0.1f, 0.2f, 0.7f};
+  const std::vector<float> dy = {1.0f, -2.0f, 0.5f};
+  std::vector<float> dx(3);
+  cpu::softmaxGradRow(dy.data(), y.data(), dx.data(), 3);
+  const double dot = 0.1 * 1.0 + 0.2 * -2.0 + 0.7 * 0.5;
+  for (int j = 0; j < 3; ++j)
+    EXPECT_NEAR(dx[j], y[j] * (dy[j] - dot), 1e-7);
+  std::vector<float> inPlace = dy;
+  cpu::softmaxGradRow(inPlace.data(), y.data(), inPlace.data(), 3);
+  EXPECT_EQ(inPlace, dx);
 }
 
 //===----------------------------------------------------------------------===//

@@ -27,6 +27,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_format.h"
+#include "runtime/core/CollectiveComm.h"
 #include "test/unit/CommTestUtil.h"
 
 namespace md::shm {
@@ -386,6 +387,123 @@ TEST(Mesh, ShardLayoutPadsToAMultipleOfTheParts) {
   EXPECT_EQ(tiny->validNumel(1), 1);
   EXPECT_EQ(tiny->validNumel(2), 0);
   EXPECT_EQ(tiny->validNumel(3), 0);
+}
+
+//===----------------------------------------------------------------------===//
+// What every comm shares (CollectiveComm.h)
+//===----------------------------------------------------------------------===//
+
+/// Keeps the last collective that reached run().
+class RecordingComm final : public CollectiveComm {
+public:
+  const char *name() const override { return "recording"; }
+  int rank() const override { return 0; }
+  int worldSize() const override { return 1; }
+  absl::StatusOr<Group> group(GroupKind kind) const override {
+    return meshGroup({1, 1}, kind, 0);
+  }
+  CollectiveArgs last;
+  int calls = 0;
+
+private:
+  absl::Status run(const CollectiveArgs &args, const Group &) override {
+    last = args;
+    ++calls;
+    return absl::OkStatus();
+  }
+};
+
+bool sameArgs(const CollectiveArgs &a, const CollectiveArgs &b) {
+  return a.kind == b.kind && a.send == b.send && a.recv == b.recv &&
+         a.count == b.count && a.dtype == b.dtype && a.op == b.op &&
+         a.root == b.root;
+}
+
+TEST(CollectiveComm, EveryTypedCallReachesRunWithItsArguments) {
+  float buf[8] = {};
+  const std::vector<CollectiveArgs> calls = {
+      CollectiveArgs::allGather(buf, buf + 4, 3, DType::bf16),
+      CollectiveArgs::reduceScatter(buf, buf + 1, 2, DType::f16, ReduceOp::max),
+      CollectiveArgs::allReduce(buf, buf, 8, DType::f32, ReduceOp::avg),
+      CollectiveArgs::broadcast(nullptr, buf, 5, DType::i64, 0),
+      CollectiveArgs::barrier()};
+  RecordingComm comm;
+  Group g = *comm.group(GroupKind::world);
+  for (const CollectiveArgs &args : calls) {
+    // runCollective calls the typed method, which comes back to run().
+    comm.last = CollectiveArgs::allReduce(nullptr, nullptr, -1, DType::i32,
+                                          ReduceOp::prod);
+    ASSERT_TRUE(runCollective(comm, args, g).ok());
+    EXPECT_TRUE(sameArgs(comm.last, args)) << collectiveName(args.kind);
+  }
+  EXPECT_EQ(comm.calls, 5);
+  ASSERT_TRUE(
+      comm.allReduce(buf, buf + 2, 2, DType::f32, ReduceOp::min, g).ok());
+  EXPECT_TRUE(
+      sameArgs(comm.last, CollectiveArgs::allReduce(buf, buf + 2, 2, DType::f32,
+                                                    ReduceOp::min)));
+}
+
+TEST(CollectiveComm, ArgumentsDescribeTheCallAsTheFactoriesDo) {
+  int x = 0;
+  EXPECT_TRUE(CollectiveArgs::allGather(&x, &x, 3, DType::bf16).desc() ==
+              CollectiveDesc::allGather(DType::bf16, 3));
+  EXPECT_TRUE(
+      CollectiveArgs::reduceScatter(&x, &x, 4, DType::f32, ReduceOp::max)
+          .desc() ==
+      CollectiveDesc::reduceScatter(DType::f32, 4, ReduceOp::max));
+  EXPECT_TRUE(
+      CollectiveArgs::allReduce(&x, &x, 5, DType::i64, ReduceOp::avg).desc() ==
+      CollectiveDesc::allReduce(DType::i64, 5, ReduceOp::avg));
+  EXPECT_TRUE(CollectiveArgs::broadcast(&x, &x, 6, DType::f16, 2).desc() ==
+              CollectiveDesc::broadcast(DType::f16, 6, 2));
+  EXPECT_TRUE(CollectiveArgs::barrier().desc() == CollectiveDesc::barrier());
+  EXPECT_EQ(CollectiveArgs::broadcast(&x, &x, 6, DType::f16, 2).desc().args(),
+            "f16 x 6, root 2");
+}
+
+TEST(CollectiveComm, BufferElementsPerKind) {
+  int x = 0;
+  auto ag = CollectiveArgs::allGather(&x, &x, 5, DType::f32);
+  auto rs = CollectiveArgs::reduceScatter(&x, &x, 5, DType::f32, ReduceOp::sum);
+  auto ar = CollectiveArgs::allReduce(&x, &x, 5, DType::f32, ReduceOp::sum);
+  EXPECT_EQ(sendElements(ag, 4), 5);
+  EXPECT_EQ(recvElements(ag, 4), 20);
+  EXPECT_EQ(sendElements(rs, 4), 20);
+  EXPECT_EQ(recvElements(rs, 4), 5);
+  EXPECT_EQ(sendElements(ar, 4), 5);
+  EXPECT_EQ(recvElements(ar, 4), 5);
+  EXPECT_EQ(sendElements(CollectiveArgs::barrier(), 4), 0);
+  EXPECT_EQ(recvElements(CollectiveArgs::barrier(), 4), 0);
+}
+
+TEST(CollectiveComm, CommOptionsAreCheckedAlikeForEveryComm) {
+  using std::chrono::milliseconds;
+  absl::StatusOr<Mesh> mesh = commMesh("x", 3, 4, 0, milliseconds(1));
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  EXPECT_EQ(mesh->worldSize, 4);
+  EXPECT_EQ(mesh->shardSize, 4);
+  EXPECT_EQ(commMesh("x", 3, 4, 2, milliseconds(1))->shardSize, 2);
+  struct Bad {
+    int rank, world, shard;
+    milliseconds timeout;
+    std::string message;
+  };
+  for (const Bad &b : std::vector<Bad>{
+           {4, 4, 0, milliseconds(1),
+            "x: rank 4 is out of range for world "
+            "size 4"},
+           {-1, 4, 0, milliseconds(1), "x: rank -1 is out of range"},
+           {0, 4, 3, milliseconds(1),
+            "x: shard group size 3 does not divide "
+            "world size 4"},
+           {0, 0, 0, milliseconds(1), "x: world size must be >= 1"},
+           {0, 4, 0, milliseconds(0), "x: the timeout must be positive"}}) {
+    absl::StatusOr<Mesh> m = commMesh("x", b.rank, b.world, b.shard, b.timeout);
+    ASSERT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(m.status().message().find(b.message), std::string::npos)
+        << m.status();
+  }
 }
 
 } // namespace

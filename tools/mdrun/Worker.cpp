@@ -292,6 +292,19 @@ std::chrono::milliseconds timeoutOf(const TrainOptions &options) {
       static_cast<int64_t>(std::llround(options.timeoutSeconds * 1000)));
 }
 
+/// Where this rank meets the others (rank 0's MASTER_ADDR:MASTER_PORT) and
+/// who it is, for the rendezvous that hands out the NCCL id and for the tcp
+/// comm, whose options extend the rendezvous'.
+void setMeeting(net::RendezvousOptions &o, const TrainOptions &options,
+                const WorkerEnv &env, const std::string &fingerprint) {
+  o.masterAddr = env.masterAddr;
+  o.masterPort = env.masterPort;
+  o.rank = env.rank;
+  o.worldSize = env.worldSize;
+  o.fingerprint = fingerprint;
+  o.timeout = timeoutOf(options);
+}
+
 absl::StatusOr<std::unique_ptr<shm::ShmComm>>
 makeShmComm(const TrainOptions &options, const WorkerEnv &env,
             const plan::LoadedPlan &loaded) {
@@ -343,12 +356,7 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
         MD_ASSIGN_OR_RETURN(id, nccl::NewUniqueId());
       }
       net::RendezvousOptions ro;
-      ro.masterAddr = env.masterAddr;
-      ro.masterPort = env.masterPort;
-      ro.rank = env.rank;
-      ro.worldSize = env.worldSize;
-      ro.fingerprint = fingerprint;
-      ro.timeout = timeoutOf(options);
+      setMeeting(ro, options, env, fingerprint);
       MD_ASSIGN_OR_RETURN(
           std::vector<std::string> payloads,
           net::Rendezvous(ro, env.rank == 0
@@ -388,13 +396,8 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
       MD_ASSIGN_OR_RETURN(comm, makeShmComm(options, env, loaded));
     } else if (env.comm == CommKind::Tcp) {
       net::TcpCommOptions to;
-      to.masterAddr = env.masterAddr;
-      to.masterPort = env.masterPort;
-      to.rank = env.rank;
-      to.worldSize = env.worldSize;
+      setMeeting(to, options, env, fingerprint);
       to.shardSize = shardSize;
-      to.fingerprint = fingerprint;
-      to.timeout = timeoutOf(options);
       MD_ASSIGN_OR_RETURN(comm, net::TcpComm::create(to));
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
