@@ -27,7 +27,7 @@
 #include "runtime/core/Safetensors.h"
 #include "runtime/core/Status.h"
 #include "runtime/core/StreamOrder.h"
-#include "runtime/cpu/Bf16.h"
+#include "runtime/core/NumberFormat.h"
 #include "runtime/data/Dataset.h"
 #include "runtime/data/Sampler.h"
 #include "runtime/plan/Schema.h"
@@ -95,12 +95,12 @@ void encodeScalar(fb::DType t, const Scalar &v, uint8_t *out) {
     break;
   }
   case fb::DType::BF16: {
-    uint16_t x = cpu::f32ToBf16(static_cast<float>(v.asDouble()));
+    uint16_t x = f32ToBf16(static_cast<float>(v.asDouble()));
     std::memcpy(out, &x, 2);
     break;
   }
   case fb::DType::F16: {
-    uint16_t x = cpu::f32ToF16(static_cast<float>(v.asDouble()));
+    uint16_t x = f32ToF16(static_cast<float>(v.asDouble()));
     std::memcpy(out, &x, 2);
     break;
   }
@@ -138,12 +138,12 @@ Scalar decodeScalar(fb::DType t, const uint8_t *in) {
   case fb::DType::BF16: {
     uint16_t x;
     std::memcpy(&x, in, 2);
-    return Scalar::Float(cpu::bf16ToF32(x));
+    return Scalar::Float(bf16ToF32(x));
   }
   case fb::DType::F16: {
     uint16_t x;
     std::memcpy(&x, in, 2);
-    return Scalar::Float(cpu::f16ToF32(x));
+    return Scalar::Float(f16ToF32(x));
   }
   case fb::DType::I32: {
     int32_t x;
