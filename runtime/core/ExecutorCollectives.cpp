@@ -26,6 +26,19 @@ using namespace plan_access;
 // Dispatch
 //===----------------------------------------------------------------------===//
 
+/// An all-gather (part to whole) or a reduce-scatter (whole to part): its
+/// buffers, element type, group and sizes.
+struct Executor::Impl::GatherScatter {
+  bool gather = false;
+  int32_t part = 0, whole = 0;
+  DType t = DType::f32;
+  const Group *group = nullptr;
+  int64_t gs = 0;     // ranks in the group
+  int64_t es = 0;     // bytes per element
+  int64_t partN = 0;  // elements of the part (a rank's shard)
+  int64_t wholeN = 0; // elements of the whole
+};
+
 absl::Status Executor::Impl::executeCollective(const fb::Instruction &inst) {
   const Group &g = group(inst.ints()->Get(0));
   auto dtypeOf = [&](int32_t x) -> absl::StatusOr<DType> {
@@ -42,10 +55,19 @@ absl::Status Executor::Impl::executeCollective(const fb::Instruction &inst) {
     bool gather = inst.opcode() == fb::Opcode::AllGather;
     int32_t part = gather ? inst.inputs()->Get(0) : inst.outputs()->Get(0);
     int32_t whole = gather ? inst.outputs()->Get(0) : inst.inputs()->Get(0);
-    MD_ASSIGN_OR_RETURN(DType t, dtypeOf(whole));
+    GatherScatter c;
+    c.gather = gather;
+    c.part = part;
+    c.whole = whole;
+    MD_ASSIGN_OR_RETURN(c.t, dtypeOf(whole));
+    c.group = &g;
+    c.gs = g.size();
+    c.es = esize(whole);
+    c.partN = layout_.buffers[part].elements;
+    c.wholeN = layout_.buffers[whole].elements;
     if (buf(part).size_kind() == fb::SizeKind::Shard)
-      return flatCollective(inst, gather, part, whole, t);
-    return tensorCollective(inst, gather, part, whole, t);
+      return flatCollective(inst, c);
+    return tensorCollective(inst, c);
   }
   case fb::Opcode::AllReduce: {
     int32_t x = inst.inputs()->Get(0), y = inst.outputs()->Get(0);
@@ -67,92 +89,84 @@ absl::Status Executor::Impl::executeCollective(const fb::Instruction &inst) {
 }
 
 absl::Status Executor::Impl::flatCollective(const fb::Instruction &inst,
-                                            bool gather, int32_t part,
-                                            int32_t whole, DType t) {
-  const Group &gr = group(inst.ints()->Get(0));
-  const int64_t gs = gr.size();
-  const int64_t es = esize(whole);
-  const int64_t partN = layout_.buffers[part].elements;
-  const int64_t wholeN = layout_.buffers[whole].elements;
+                                            const GatherScatter &c) {
   // The flat form: pad the whole to |G| * ceil(N / |G|) elements.
-  int64_t padded = partN * gs;
-  const BufferLayout &wl = layout_.buffers[whole];
+  int64_t padded = c.partN * c.gs;
+  const BufferLayout &wl = layout_.buffers[c.whole];
   bool inPlace =
-      wl.placement == Placement::Transient && wl.capacity >= padded * es;
-  char *full = ptrs_[whole];
+      wl.placement == Placement::Transient && wl.capacity >= padded * c.es;
+  char *full = ptrs_[c.whole];
   if (!inPlace) {
-    if (scratch_.bytes() < padded * es)
+    if (scratch_.bytes() < padded * c.es)
       return absl::InternalError("collective scratch buffer too small");
     full = static_cast<char *>(scratch_.data());
   }
-  if (gather) {
-    MD_RETURN_IF_ERROR(comm_.allGather(ptrs_[part], full, partN, t, gr));
+  if (c.gather) {
+    MD_RETURN_IF_ERROR(
+        comm_.allGather(ptrs_[c.part], full, c.partN, c.t, *c.group));
     if (!inPlace)
       MD_RETURN_IF_ERROR(
-          backend_.copy(ptrs_[whole], full, wholeN * es, kCommStream));
+          backend_.copy(ptrs_[c.whole], full, c.wholeN * c.es, kCommStream));
     return absl::OkStatus();
   }
   if (!inPlace)
     MD_RETURN_IF_ERROR(
-        backend_.copy(full, ptrs_[whole], wholeN * es, kCommStream));
-  if (padded > wholeN)
-    MD_RETURN_IF_ERROR(
-        backend_.zero(full + wholeN * es, (padded - wholeN) * es, kCommStream));
+        backend_.copy(full, ptrs_[c.whole], c.wholeN * c.es, kCommStream));
+  if (padded > c.wholeN)
+    MD_RETURN_IF_ERROR(backend_.zero(full + c.wholeN * c.es,
+                                     (padded - c.wholeN) * c.es, kCommStream));
   // A host comm reads `full` now; a stream-ordered one after the copy
   // and the zeroing on the same stream.
   if (!comm_.streamOrdered())
     MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
   auto op = static_cast<ReduceOp>(inst.ints()->Get(1));
-  return comm_.reduceScatter(full, ptrs_[part], partN, t, op, gr);
+  return comm_.reduceScatter(full, ptrs_[c.part], c.partN, c.t, op, *c.group);
 }
 
 absl::Status Executor::Impl::tensorCollective(const fb::Instruction &inst,
-                                              bool gather, int32_t part,
-                                              int32_t whole, DType t) {
-  const Group &gr = group(inst.ints()->Get(0));
-  const int64_t gs = gr.size();
-  const int64_t es = esize(whole);
-  const int64_t partN = layout_.buffers[part].elements;
-  const int64_t wholeN = layout_.buffers[whole].elements;
+                                              const GatherScatter &c) {
   // The tensor form along `axis`.
-  int64_t axis = inst.ints()->Get(gather ? 2 : 3);
-  const Shape &p = ref(part).shape;
+  int64_t axis = inst.ints()->Get(c.gather ? 2 : 3);
+  const Shape &p = ref(c.part).shape;
   if (axis == 0) {
-    if (gather)
-      return comm_.allGather(ptrs_[part], ptrs_[whole], partN, t, gr);
+    if (c.gather)
+      return comm_.allGather(ptrs_[c.part], ptrs_[c.whole], c.partN, c.t,
+                             *c.group);
     auto op = static_cast<ReduceOp>(inst.ints()->Get(1));
-    return comm_.reduceScatter(ptrs_[whole], ptrs_[part], partN, t, op, gr);
+    return comm_.reduceScatter(ptrs_[c.whole], ptrs_[c.part], c.partN, c.t, op,
+                               *c.group);
   }
-  if (scratch_.bytes() < wholeN * es)
+  if (scratch_.bytes() < c.wholeN * c.es)
     return absl::InternalError("collective scratch buffer too small");
   // stacked: [G, p...]; split: p with dim `axis` split into [G, p[axis]].
-  Shape stacked{gs}, split;
+  Shape stacked{c.gs}, split;
   stacked.insert(stacked.end(), p.begin(), p.end());
   for (int64_t d = 0; d < static_cast<int64_t>(p.size()); ++d) {
     if (d == axis)
-      split.push_back(gs);
+      split.push_back(c.gs);
     split.push_back(p[d]);
   }
   TransposeArgs tr;
   tr.stream = kCommStream;
-  if (gather) {
-    MD_RETURN_IF_ERROR(
-        comm_.allGather(ptrs_[part], scratch_.data(), partN, t, gr));
-    tr.x = TensorRef(scratch_.data(), t, stacked);
-    tr.out = TensorRef(ptrs_[whole], t, split);
+  if (c.gather) {
+    MD_RETURN_IF_ERROR(comm_.allGather(ptrs_[c.part], scratch_.data(), c.partN,
+                                       c.t, *c.group));
+    tr.x = TensorRef(scratch_.data(), c.t, stacked);
+    tr.out = TensorRef(ptrs_[c.whole], c.t, split);
     for (int64_t d = 0; d < static_cast<int64_t>(split.size()); ++d)
       tr.perm.push_back(d < axis ? d + 1 : d == axis ? 0 : d);
     return backend_.transpose(tr);
   }
-  tr.x = TensorRef(ptrs_[whole], t, split);
-  tr.out = TensorRef(scratch_.data(), t, stacked);
+  tr.x = TensorRef(ptrs_[c.whole], c.t, split);
+  tr.out = TensorRef(scratch_.data(), c.t, stacked);
   for (int64_t d = 0; d < static_cast<int64_t>(stacked.size()); ++d)
     tr.perm.push_back(d == 0 ? axis : d <= axis ? d - 1 : d);
   MD_RETURN_IF_ERROR(backend_.transpose(tr));
   if (!comm_.streamOrdered())
     MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
   auto op = static_cast<ReduceOp>(inst.ints()->Get(1));
-  return comm_.reduceScatter(scratch_.data(), ptrs_[part], partN, t, op, gr);
+  return comm_.reduceScatter(scratch_.data(), ptrs_[c.part], c.partN, c.t, op,
+                             *c.group);
 }
 
 //===----------------------------------------------------------------------===//

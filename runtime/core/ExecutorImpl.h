@@ -78,12 +78,13 @@ private:
 
   // --- collectives (ExecutorCollectives.cpp) -------------------------------
   absl::Status executeCollective(const fb::Instruction &inst);
+  struct GatherScatter;
   /// All-gather or reduce-scatter between a shard and its flat whole.
-  absl::Status flatCollective(const fb::Instruction &inst, bool gather,
-                              int32_t part, int32_t whole, DType t);
+  absl::Status flatCollective(const fb::Instruction &inst,
+                              const GatherScatter &c);
   /// All-gather or reduce-scatter of tensors along an axis.
-  absl::Status tensorCollective(const fb::Instruction &inst, bool gather,
-                                int32_t part, int32_t whole, DType t);
+  absl::Status tensorCollective(const fb::Instruction &inst,
+                                const GatherScatter &c);
   /// The bucket of a collective the comm may launch in a group with its
   /// neighbours of the same bucket, or -1.
   int64_t groupableBucket(const fb::Instruction &inst) const;
