@@ -1,8 +1,9 @@
 //===- ExecutorPartsTest.cpp - the executor's parts on their own ----------===//
 //
-// What the executor's parts do without a plan to run: the semantics of the
-// scalar instructions, the host's copies of scalars (hits, overlaps,
-// verification against the device), and the names and publication of
+// What the executor's parts do outside a run: the semantics of the scalar
+// instructions, the host's copies of scalars (hits, overlaps, verification
+// against the device), the data feeds of a plan (training batches,
+// evaluations and the feed in use), and the names and publication of
 // checkpoint files. ExecutorTest runs them inside whole plans.
 //
 //===----------------------------------------------------------------------===//
@@ -17,13 +18,21 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "runtime/core/Checkpoint.h"
+#include "runtime/core/DataFeeds.h"
 #include "runtime/core/HostScalars.h"
+#include "runtime/core/PlanAccess.h"
 #include "runtime/core/Safetensors.h"
+#include "runtime/core/Status.h"
+#include "runtime/cpu/CpuBackend.h"
+#include "runtime/plan/Loader.h"
+#include "test/plan/TrainingPlans.h"
 
 namespace md::runtime {
 namespace {
@@ -258,6 +267,165 @@ TEST(HostScalarCopies, ADeviceErrorIsReturned) {
   });
   ASSERT_FALSE(v.ok());
   EXPECT_EQ(v.status().message(), "buffer 3 ('x') is not allocated");
+}
+
+//===----------------------------------------------------------------------===//
+// Data feeds
+//===----------------------------------------------------------------------===//
+
+/// A training plan with an evaluation, loaded, and the instructions the
+/// feeds are opened for.
+struct FeedPlan {
+  std::vector<uint8_t> bytes;
+  std::optional<plan::LoadedPlan> loaded;
+  const fb::Instruction *trainBatch = nullptr;
+  const fb::Instruction *evaluate = nullptr;
+  const fb::Instruction *evalBatch = nullptr;
+
+  FeedPlan() {
+    plan::examples::TrainingPlanOptions o;
+    o.preset = plan::examples::Preset::Ddp;
+    o.pinnedWorldSize = 1;
+    o.evalEvery = 1;
+    bytes = plan::examples::TrainingPlan(o).finish();
+    absl::StatusOr<plan::LoadedPlan> l = plan::LoadPlan(bytes);
+    EXPECT_TRUE(l.ok()) << l.status();
+    if (!l.ok())
+      return;
+    loaded.emplace(std::move(*l));
+    const fb::Plan &p = loaded->plan();
+    for (const fb::Block *block : *p.blocks())
+      for (const fb::Instruction *inst : *block->instructions()) {
+        if (inst->opcode() == fb::Opcode::Evaluate)
+          evaluate = inst;
+        if (inst->opcode() == fb::Opcode::Batch &&
+            block->kind() == fb::BlockKind::Step && trainBatch == nullptr)
+          trainBatch = inst;
+        if (inst->opcode() == fb::Opcode::Batch &&
+            block->kind() == fb::BlockKind::EvalBody)
+          evalBatch = inst;
+      }
+  }
+  const fb::Plan &plan() const { return loaded->plan(); }
+};
+
+/// Host memory for the outputs of a batch instruction (the CPU backend's
+/// device memory is the host's).
+struct BatchMemory {
+  std::vector<Buffer> buffers;
+  std::vector<TensorRef> outs;
+
+  BatchMemory(const fb::Plan &plan, const fb::Instruction &batch,
+              Backend &backend) {
+    for (int32_t x : *batch.outputs()) {
+      const fb::Buffer &b = *plan.buffers()->Get(x);
+      Shape shape(b.shape()->begin(), b.shape()->end());
+      runtime::DType t =
+          plan_access::kernelDType(b.dtype()).value_or(runtime::DType::f32);
+      TensorRef ref(nullptr, t, shape);
+      absl::StatusOr<Buffer> mem = backend.allocate(ref.bytes());
+      EXPECT_TRUE(mem.ok()) << mem.status();
+      ref.data = mem->data();
+      buffers.push_back(std::move(*mem));
+      outs.push_back(ref);
+    }
+  }
+  std::vector<uint8_t> bytes() const {
+    std::vector<uint8_t> all;
+    for (const TensorRef &t : outs)
+      all.insert(all.end(), static_cast<const uint8_t *>(t.data),
+                 static_cast<const uint8_t *>(t.data) + t.bytes());
+    return all;
+  }
+};
+
+TEST(DataFeedsTest, TrainingBatchesFollowTheSamplerAcrossAnEvaluation) {
+  FeedPlan fp;
+  ASSERT_TRUE(fp.loaded && fp.trainBatch && fp.evaluate && fp.evalBatch);
+  cpu::CpuBackend backend(1);
+  DataFeeds with(fp.plan(), 1, 0, 7), without(fp.plan(), 1, 0, 7);
+  ASSERT_TRUE(with.openTraining().ok());
+  ASSERT_TRUE(without.openTraining().ok());
+  RunInfo info;
+  with.describe(info);
+  EXPECT_NE(info.data, "none");
+  // Synthetic data are endless: no epochs, every rank its own samples.
+  EXPECT_EQ(info.sampler, "endless; rank r reads samples r, r + 1, ...");
+
+  BatchMemory a(fp.plan(), *fp.trainBatch, backend);
+  BatchMemory b(fp.plan(), *fp.trainBatch, backend);
+  BatchMemory e(fp.plan(), *fp.evalBatch, backend);
+  ASSERT_TRUE(with.read(a.outs, backend).ok());
+  ASSERT_TRUE(without.read(b.outs, backend).ok());
+  EXPECT_EQ(a.bytes(), b.bytes());
+
+  // Three evaluation batches, read from the held-out feed.
+  int runs = 0;
+  std::vector<uint8_t> firstEval;
+  int32_t dataset = static_cast<int32_t>(fp.evaluate->ints()->Get(0));
+  absl::StatusOr<double> mean =
+      with.evaluate(dataset, fp.evalBatch, 3, [&]() -> absl::StatusOr<double> {
+        MD_RETURN_IF_ERROR(with.read(e.outs, backend));
+        if (runs == 0)
+          firstEval = e.bytes();
+        return ++runs; // losses 1, 2, 3
+      });
+  ASSERT_TRUE(mean.ok()) << mean.status();
+  EXPECT_EQ(runs, 3);
+  EXPECT_EQ(*mean, 2.0);
+  ASSERT_EQ(firstEval.size(), a.bytes().size());
+  EXPECT_NE(firstEval, a.bytes()) << "held-out data are other samples";
+
+  // One that fails half way still hands the batches back to training.
+  absl::StatusOr<double> failed =
+      with.evaluate(dataset, fp.evalBatch, 3, [&]() -> absl::StatusOr<double> {
+        MD_RETURN_IF_ERROR(with.read(e.outs, backend));
+        return absl::DataLossError("the body failed");
+      });
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kDataLoss);
+
+  // Training goes on where it stopped, as if nothing had been evaluated.
+  ASSERT_TRUE(with.read(a.outs, backend).ok());
+  ASSERT_TRUE(without.read(b.outs, backend).ok());
+  EXPECT_EQ(a.bytes(), b.bytes());
+  EXPECT_EQ(with.epoch(), without.epoch());
+}
+
+TEST(DataFeedsTest, EvaluationLengths) {
+  FeedPlan fp;
+  ASSERT_TRUE(fp.loaded && fp.evaluate && fp.evalBatch);
+  cpu::CpuBackend backend(1);
+  DataFeeds feeds(fp.plan(), 1, 0, 7);
+  ASSERT_TRUE(feeds.openTraining().ok());
+  int32_t dataset = static_cast<int32_t>(fp.evaluate->ints()->Get(0));
+  int runs = 0;
+  auto body = [&]() -> absl::StatusOr<double> {
+    ++runs;
+    return 0.5;
+  };
+  // "All" of synthetic data is kSyntheticEvalSamples, in batches of the
+  // plan's (per rank, one rank).
+  int64_t batch = fp.plan()
+                      .buffers()
+                      ->Get(fp.evalBatch->outputs()->Get(0))
+                      ->shape()
+                      ->Get(0);
+  absl::StatusOr<double> all = feeds.evaluate(dataset, fp.evalBatch, 0, body);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(runs, kSyntheticEvalSamples / batch);
+  EXPECT_EQ(*all, 0.5);
+  // A body without a batch runs once.
+  runs = 0;
+  absl::StatusOr<double> once = feeds.evaluate(dataset, nullptr, 5, body);
+  ASSERT_TRUE(once.ok());
+  EXPECT_EQ(runs, 1);
+  // A batch instruction outside an evaluation reads the training data;
+  // without any, it is an error.
+  DataFeeds none(fp.plan(), 1, 0, 7);
+  BatchMemory m(fp.plan(), *fp.evalBatch, backend);
+  absl::Status s = none.read(m.outs, backend);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "a batch instruction without data");
 }
 
 //===----------------------------------------------------------------------===//
