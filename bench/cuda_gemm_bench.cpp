@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/cpu/Bf16.h"
+#include "runtime/core/NumberFormat.h"
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/cuda/Device.h"
 
@@ -210,7 +210,7 @@ int main(int argc, char **argv) {
       if (dtype == DType::bf16) {
         h16.resize(h32.size());
         for (size_t j = 0; j < h32.size(); ++j)
-          h16[j] = md::cpu::f32ToBf16(h32[j]);
+          h16[j] = md::runtime::f32ToBf16(h32[j]);
         src = h16.data();
       }
       absl::Status st =

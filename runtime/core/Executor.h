@@ -107,6 +107,11 @@ struct ExecutorOptions {
   int64_t logEvery = 0;
   /// Rank 0's observer; ignored on other ranks.
   RunObserver *observer = nullptr;
+  /// Checks every read of a scalar the host keeps a copy of against the
+  /// device's bytes (an Internal error when they differ), at the cost of a
+  /// wait for the device each time. mdrun sets it from the environment
+  /// variable MD_VERIFY_HOST_SCALARS=1 (docs/runtime.md).
+  bool verifyHostScalars = false;
 };
 
 /// A parameter as a full f32 tensor.

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "runtime/cpu/Bf16.h"
+#include "runtime/core/NumberFormat.h"
 
 namespace md::runtime {
 namespace {
@@ -91,10 +91,10 @@ void ReduceInOrder(DType dtype, ReduceOp op,
                         [](float v) { return v; });
     break;
   case DType::bf16:
-    reduceFloats<uint16_t>(srcs, out, len, op, cpu::bf16ToF32, cpu::f32ToBf16);
+    reduceFloats<uint16_t>(srcs, out, len, op, bf16ToF32, f32ToBf16);
     break;
   case DType::f16:
-    reduceFloats<uint16_t>(srcs, out, len, op, cpu::f16ToF32, cpu::f32ToF16);
+    reduceFloats<uint16_t>(srcs, out, len, op, f16ToF32, f32ToF16);
     break;
   case DType::i32:
     reduceInts<int32_t>(srcs, out, len, op);

@@ -1,7 +1,7 @@
 //===- CpuBackend.h - the reference backend: f32 loops and OpenBLAS -*- C++ -*-===//
 //
 // Runs every kernel of the md dialect on the host, in f32 arithmetic, with
-// bf16 and f16 tensors stored by rounding to nearest even (Bf16.h). GEMMs go
+// bf16 and f16 tensors rounded to nearest even (core/NumberFormat.h). GEMMs go
 // to OpenBLAS's cblas_sgemm; everything else is a plain loop on the calling
 // thread. It is the backend of machines without a GPU and the reference the
 // CUDA backend is tested against, so it favours exactness and determinism

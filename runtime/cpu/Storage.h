@@ -16,7 +16,7 @@
 
 #include "runtime/core/Strides.h"
 #include "runtime/core/Tensor.h"
-#include "runtime/cpu/Bf16.h"
+#include "runtime/core/NumberFormat.h"
 
 namespace md::cpu {
 
@@ -27,13 +27,13 @@ inline void toF32(runtime::DType dtype, const void *src, float *dst,
   case runtime::DType::bf16: {
     const uint16_t *s = static_cast<const uint16_t *>(src);
     for (int64_t i = 0; i < n; ++i)
-      dst[i] = bf16ToF32(s[i]);
+      dst[i] = runtime::bf16ToF32(s[i]);
     break;
   }
   case runtime::DType::f16: {
     const uint16_t *s = static_cast<const uint16_t *>(src);
     for (int64_t i = 0; i < n; ++i)
-      dst[i] = f16ToF32(s[i]);
+      dst[i] = runtime::f16ToF32(s[i]);
     break;
   }
   default: {
@@ -53,13 +53,13 @@ inline void fromF32(runtime::DType dtype, const float *src, void *dst,
   case runtime::DType::bf16: {
     uint16_t *d = static_cast<uint16_t *>(dst);
     for (int64_t i = 0; i < n; ++i)
-      d[i] = f32ToBf16(src[i]);
+      d[i] = runtime::f32ToBf16(src[i]);
     break;
   }
   case runtime::DType::f16: {
     uint16_t *d = static_cast<uint16_t *>(dst);
     for (int64_t i = 0; i < n; ++i)
-      d[i] = f32ToF16(src[i]);
+      d[i] = runtime::f32ToF16(src[i]);
     break;
   }
   default: {

@@ -2,7 +2,7 @@
 //
 // Element types are a runtime argument: ld() widens bf16/f16/f32 to f32 and
 // st() rounds to nearest even with the very functions the CPU backend uses
-// (runtime/cpu/Bf16.h), so the two backends store identical bits for the
+// (runtime/core/NumberFormat.h), so the two backends store identical bits for the
 // same f32 value. Block reductions sum in a fixed tree order, so results
 // do not change from run to run.
 //
@@ -14,7 +14,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "runtime/cpu/Bf16.h"
+#include "runtime/core/NumberFormat.h"
 #include "runtime/cuda/Kernels.h"
 
 namespace md::cuda::kernels {
@@ -28,9 +28,9 @@ inline constexpr int kThreads = 256;
 __device__ inline float ld(const void *p, int t, int64_t i) {
   switch (t) {
   case kBf16:
-    return md::cpu::bf16ToF32(static_cast<const uint16_t *>(p)[i]);
+    return md::runtime::bf16ToF32(static_cast<const uint16_t *>(p)[i]);
   case kF16:
-    return md::cpu::f16ToF32(static_cast<const uint16_t *>(p)[i]);
+    return md::runtime::f16ToF32(static_cast<const uint16_t *>(p)[i]);
   default:
     return static_cast<const float *>(p)[i];
   }
@@ -39,10 +39,10 @@ __device__ inline float ld(const void *p, int t, int64_t i) {
 __device__ inline void st(void *p, int t, int64_t i, float v) {
   switch (t) {
   case kBf16:
-    static_cast<uint16_t *>(p)[i] = md::cpu::f32ToBf16(v);
+    static_cast<uint16_t *>(p)[i] = md::runtime::f32ToBf16(v);
     break;
   case kF16:
-    static_cast<uint16_t *>(p)[i] = md::cpu::f32ToF16(v);
+    static_cast<uint16_t *>(p)[i] = md::runtime::f32ToF16(v);
     break;
   default:
     static_cast<float *>(p)[i] = v;

@@ -25,7 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/core/Backend.h"
-#include "runtime/cpu/Bf16.h"
+#include "runtime/core/NumberFormat.h"
 
 namespace md::test {
 
@@ -80,9 +80,9 @@ inline double roundTo(DType t, double x) {
   float f = float(x);
   switch (t) {
   case DType::bf16:
-    return cpu::bf16ToF32(cpu::f32ToBf16(f));
+    return runtime::bf16ToF32(runtime::f32ToBf16(f));
   case DType::f16:
-    return cpu::f16ToF32(cpu::f32ToF16(f));
+    return runtime::f16ToF32(runtime::f32ToF16(f));
   default:
     return f;
   }
@@ -118,7 +118,7 @@ public:
       if (dtype == DType::f32)
         std::memcpy(host.data() + 4 * i, &f, 4);
       else {
-        uint16_t h = dtype == DType::bf16 ? cpu::f32ToBf16(f) : cpu::f32ToF16(f);
+        uint16_t h = dtype == DType::bf16 ? runtime::f32ToBf16(f) : runtime::f32ToF16(f);
         std::memcpy(host.data() + 2 * i, &h, 2);
       }
     }
@@ -169,7 +169,7 @@ public:
       } else {
         uint16_t h;
         std::memcpy(&h, host.data() + 2 * i, 2);
-        v[i] = ref_.dtype == DType::bf16 ? cpu::bf16ToF32(h) : cpu::f16ToF32(h);
+        v[i] = ref_.dtype == DType::bf16 ? runtime::bf16ToF32(h) : runtime::f16ToF32(h);
       }
     }
     return v;

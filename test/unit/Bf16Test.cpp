@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/cpu/Bf16.h"
+#include "runtime/core/NumberFormat.h"
 
 #include <cmath>
 #include <cstring>
@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-namespace md::cpu {
+namespace md::runtime {
 namespace {
 
 float fromBits(uint32_t u) { return bitsFloat(u); }
@@ -239,4 +239,4 @@ TEST(F16, AgreesWithTheCompilersFloat16) {
 #endif
 
 } // namespace
-} // namespace md::cpu
+} // namespace md::runtime

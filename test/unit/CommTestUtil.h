@@ -38,7 +38,7 @@
 #include "runtime/core/Backend.h"
 #include "runtime/core/Comm.h"
 #include "runtime/core/Status.h"
-#include "runtime/cpu/Bf16.h"
+#include "runtime/core/NumberFormat.h"
 
 namespace md::commtest {
 
@@ -178,12 +178,12 @@ inline std::vector<uint8_t> makeInput(const Case &c, int index, int rank, int n)
       break;
     }
     case DType::bf16: {
-      uint16_t v = cpu::f32ToBf16(float(f));
+      uint16_t v = runtime::f32ToBf16(float(f));
       std::memcpy(dst, &v, 2);
       break;
     }
     case DType::f16: {
-      uint16_t v = cpu::f32ToF16(float(f));
+      uint16_t v = runtime::f32ToF16(float(f));
       std::memcpy(dst, &v, 2);
       break;
     }
@@ -217,7 +217,7 @@ inline void referenceReduce(DType dtype, ReduceOp op,
     }
     uint16_t h;
     std::memcpy(&h, p + 2 * i, 2);
-    return dtype == DType::bf16 ? cpu::bf16ToF32(h) : cpu::f16ToF32(h);
+    return dtype == DType::bf16 ? runtime::bf16ToF32(h) : runtime::f16ToF32(h);
   };
   if (dtype == DType::i32 || dtype == DType::i64) {
     auto load = [&](const uint8_t *p) -> int64_t {
@@ -283,7 +283,7 @@ inline void referenceReduce(DType dtype, ReduceOp op,
   if (dtype == DType::f32) {
     std::memcpy(out, &acc, 4);
   } else {
-    uint16_t h = dtype == DType::bf16 ? cpu::f32ToBf16(acc) : cpu::f32ToF16(acc);
+    uint16_t h = dtype == DType::bf16 ? runtime::f32ToBf16(acc) : runtime::f32ToF16(acc);
     std::memcpy(out, &h, 2);
   }
 }

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -214,6 +215,9 @@ private:
     eo.steps = run.steps;
     eo.logEvery = run.logEvery;
     eo.observer = &collector;
+    // As mdrun does: MD_VERIFY_HOST_SCALARS=1 checks every host copy.
+    const char *verify = std::getenv("MD_VERIFY_HOST_SCALARS");
+    eo.verifyHostScalars = verify != nullptr && std::string(verify) == "1";
     absl::StatusOr<std::unique_ptr<Executor>> exec =
         Executor::Create(*loaded, world, backend, **comm, eo);
     if (!exec.ok())
@@ -1103,10 +1107,6 @@ struct WaitCount {
 };
 WaitCount countWaits(bool verify, int steps, Preset preset = Preset::Single,
                      bool streamOrdered = false) {
-  if (verify)
-    ::setenv("MD_VERIFY_HOST_SCALARS", "1", 1);
-  else
-    ::unsetenv("MD_VERIFY_HOST_SCALARS");
   TrainingPlanOptions o;
   o.preset = preset;
   o.pinnedWorldSize = 1;
@@ -1120,10 +1120,12 @@ WaitCount countWaits(bool verify, int steps, Preset preset = Preset::Single,
   absl::StatusOr<std::unique_ptr<shm::ShmComm>> comm = shm::ShmComm::create(co);
   EXPECT_TRUE(comm.ok()) << comm.status();
   CountingCpu backend;
+  ExecutorOptions eo;
+  eo.verifyHostScalars = verify;
   StreamOrderedComm ordered(**comm);
   Comm &used = streamOrdered ? static_cast<Comm &>(ordered) : **comm;
   absl::StatusOr<std::unique_ptr<Executor>> exec =
-      Executor::Create(*loaded, 1, backend, used, ExecutorOptions{});
+      Executor::Create(*loaded, 1, backend, used, eo);
   EXPECT_TRUE(exec.ok()) << exec.status();
   WaitCount c;
   if (!exec.ok())
@@ -1141,7 +1143,6 @@ WaitCount countWaits(bool verify, int steps, Preset preset = Preset::Single,
       if (m.ok())
         c.master = *m;
     }
-  ::unsetenv("MD_VERIFY_HOST_SCALARS");
   return c;
 }
 

@@ -415,6 +415,9 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
   eo.seed = options.seed;
   eo.logEvery = options.logEvery;
   eo.observer = &reporter;
+  // A debugging aid for the executor's host scalars (docs/runtime.md).
+  const char *verify = std::getenv("MD_VERIFY_HOST_SCALARS");
+  eo.verifyHostScalars = verify != nullptr && std::string(verify) == "1";
   MD_ASSIGN_OR_RETURN(
       std::unique_ptr<runtime::Executor> exec,
       runtime::Executor::Create(loaded, env.worldSize, *backend, *comm, eo));

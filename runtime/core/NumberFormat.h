@@ -1,16 +1,18 @@
-//===- Bf16.h - bf16 and f16 storage on a machine that computes in f32 -*- C++ -*-===//
+//===- NumberFormat.h - bf16 and f16 to and from f32 -*- C++ -*-===//
 //
-// The CPU backend stores bf16 and f16 tensors as their IEEE bit patterns and
-// computes in f32: loads widen exactly, stores round to nearest, ties to
-// even (what PyTorch's Tensor.to(dtype) and CUDA's __float2bfloat16_rn do).
-// NaNs stay NaNs (quiet, sign and leading payload bits kept) instead of
-// turning into infinities, which is what plain truncation can do. Header
-// only: the host comms' reductions (runtime/core/Reduce.cpp) use it too.
+// md stores bf16 and f16 tensors as their IEEE bit patterns and computes in
+// f32: loads widen exactly, stores round to nearest, ties to even (what
+// PyTorch's Tensor.to(dtype) and CUDA's __float2bfloat16_rn do). NaNs stay
+// NaNs (quiet, sign and leading payload bits kept) instead of turning into
+// infinities, which is what plain truncation can do. Header only, and below
+// every backend: the executor's host scalars, the host comms' reductions
+// (Reduce.cpp), the CPU kernels and the CUDA kernels (compiled for the
+// device too) all round the same way, so the backends store identical bits.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MD_RUNTIME_CPU_BF16_H
-#define MD_RUNTIME_CPU_BF16_H
+#ifndef MD_RUNTIME_CORE_NUMBERFORMAT_H
+#define MD_RUNTIME_CORE_NUMBERFORMAT_H
 
 #include <cstdint>
 #include <cstring>
@@ -21,7 +23,7 @@
 #define MD_HOST_DEVICE
 #endif
 
-namespace md::cpu {
+namespace md::runtime {
 
 MD_HOST_DEVICE inline uint32_t floatBits(float f) {
 #ifdef __CUDA_ARCH__
@@ -44,11 +46,13 @@ MD_HOST_DEVICE inline float bitsFloat(uint32_t u) {
 }
 
 /// bf16 is the top half of an f32: widening is a shift.
-MD_HOST_DEVICE inline float bf16ToF32(uint16_t h) { return bitsFloat(uint32_t(h) << 16); }
+MD_HOST_DEVICE inline float bf16ToF32(uint16_t h) {
+  return bitsFloat(uint32_t(h) << 16);
+}
 
 MD_HOST_DEVICE inline uint16_t f32ToBf16(float f) {
   uint32_t u = floatBits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) // NaN: set the quiet bit so dropping
+  if ((u & 0x7fffffffu) > 0x7f800000u)    // NaN: set the quiet bit so dropping
     return uint16_t((u >> 16) | 0x0040u); // the low payload keeps it a NaN
   // Round to nearest even on the 16 bits dropped: add just under half an
   // ulp, plus one when the kept part is odd, and truncate. A carry out of
@@ -104,6 +108,6 @@ MD_HOST_DEVICE inline uint16_t f32ToF16(float f) {
   return uint16_t(sign | h);
 }
 
-} // namespace md::cpu
+} // namespace md::runtime
 
-#endif // MD_RUNTIME_CPU_BF16_H
+#endif // MD_RUNTIME_CORE_NUMBERFORMAT_H

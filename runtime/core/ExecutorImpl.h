@@ -1,0 +1,170 @@
+//===- ExecutorImpl.h - the executor's state, shared by its parts -*- C++
+//-*-===//
+//
+// Private to the executor. Executor::Impl holds a rank's whole run: the
+// arenas and a pointer and a TensorRef per plan buffer, the step counters,
+// the host's scalar copies (HostScalars) and the data feeds (DataFeeds).
+// Its member functions are defined by concern:
+//   Executor.cpp             setup, memory, blocks and the step, batches
+//                            and evaluations, the instruction switch
+//   ExecutorCollectives.cpp  collectives, their grouping and their waits
+//   ExecutorScalars.cpp      host scalars and the scalar instructions
+//   ExecutorCheckpoints.cpp  gathering parameters and `save`
+// The loader has verified every index, arity and operand type, so nothing
+// here re-checks them; kernels still check shapes (OpChecks) and return
+// errors.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MD_RUNTIME_CORE_EXECUTORIMPL_H
+#define MD_RUNTIME_CORE_EXECUTORIMPL_H
+
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/core/DataFeeds.h"
+#include "runtime/core/Executor.h"
+#include "runtime/core/HostScalars.h"
+#include "runtime/core/PlanAccess.h"
+#include "runtime/plan/Schema.h"
+#include "runtime/plan/World.h"
+
+namespace md::runtime {
+
+class Executor::Impl {
+public:
+  using Clock = std::chrono::steady_clock;
+
+  Impl(const plan::LoadedPlan &plan, Backend &backend, Comm &comm,
+       const ExecutorOptions &options);
+
+  absl::Status init(int64_t worldSize);
+  absl::Status step();
+  absl::Status run();
+  absl::StatusOr<std::vector<NamedTensor>> gatherParameters();
+  absl::Status saveFull(const std::string &path);
+  absl::StatusOr<std::vector<uint8_t>> readBuffer(int32_t buffer);
+
+  RunInfo info_;
+  ArenaLayout layout_;
+  int64_t step_ = 0, steps_ = 0;
+  bool stop_ = false;
+  double lastLoss_ = std::nan("");
+
+private:
+  // --- setup (Executor.cpp) ------------------------------------------------
+  absl::Status checkComm();
+  absl::Status allocate();
+  absl::Status initState();
+  void fillInfo();
+  /// Values of elements [begin, begin + n) of unit `unit`'s flat buffer.
+  std::vector<float> flatInit(int32_t unit, int64_t begin, int64_t n) const;
+  double initValue(uint32_t param, int64_t element) const;
+
+  // --- running (Executor.cpp) ----------------------------------------------
+  absl::Status runBlock(int32_t block);
+  absl::Status execute(const fb::Instruction &inst);
+  absl::Status readBatch(const fb::Instruction &inst);
+  absl::Status evaluate(const fb::Instruction &inst);
+  absl::Status report();
+  std::string where(int32_t block, uint32_t index) const;
+  /// "step 3" or "hooks after step 2": where an error in `block` happened.
+  std::string blockPrefix(const fb::Block &block) const;
+
+  // --- collectives (ExecutorCollectives.cpp) -------------------------------
+  absl::Status executeCollective(const fb::Instruction &inst);
+  struct GatherScatter;
+  /// All-gather or reduce-scatter between a shard and its flat whole.
+  absl::Status flatCollective(const fb::Instruction &inst,
+                              const GatherScatter &c);
+  /// All-gather or reduce-scatter of tensors along an axis.
+  absl::Status tensorCollective(const fb::Instruction &inst,
+                                const GatherScatter &c);
+  /// The bucket of a collective the comm may launch in a group with its
+  /// neighbours of the same bucket, or -1.
+  int64_t groupableBucket(const fb::Instruction &inst) const;
+  /// The end of the group of collectives starting at instruction `i`
+  /// (i itself when there is none to form).
+  uint32_t groupEnd(const fb::Block &block, uint32_t i) const;
+  absl::Status runGroup(const fb::Block &block, uint32_t begin, uint32_t end);
+
+  // --- host scalars (ExecutorScalars.cpp) ----------------------------------
+  absl::Status executeScalar(const fb::Instruction &inst);
+  absl::StatusOr<Scalar> readScalar(int32_t x, int64_t element = 0);
+  absl::Status writeScalar(int32_t x, const Scalar &v);
+  /// Every element of buffer x as a double (for `log` and `print`).
+  absl::StatusOr<std::vector<double>> readValues(int32_t x);
+  /// Keeps a host copy of the one-element buffer x, whose bytes the host
+  /// has just written (`encoded`), for readScalar.
+  void rememberScalar(int32_t x, const uint8_t *encoded);
+  /// Drops the host copies that `inst` is about to overwrite.
+  void forgetScalarsWrittenBy(const fb::Instruction &inst);
+
+  // --- checkpoints (ExecutorCheckpoints.cpp) -------------------------------
+  absl::Status save(const fb::Instruction &inst);
+  absl::Status saveSharded(const std::string &dir);
+  /// The f32 master weights of every unit, whole, by unit (none for a unit
+  /// without masters). A collective.
+  absl::StatusOr<std::vector<std::optional<std::vector<float>>>> gatherUnits();
+
+  // --- memory (Executor.cpp) -----------------------------------------------
+  const fb::Buffer &buf(int32_t x) const { return *plan_.buffers()->Get(x); }
+  int64_t esize(int32_t x) const { return plan::DTypeSize(buf(x).dtype()); }
+  int64_t bytes(int32_t x) const {
+    return layout_.buffers[x].elements * esize(x);
+  }
+  const TensorRef &ref(int32_t x) const { return refs_[x]; }
+  absl::Status toHost(void *dst, int32_t x, int64_t offset, int64_t n);
+  absl::Status fromHost(int32_t x, const void *src, int64_t offset, int64_t n);
+  absl::Status copyBuffer(int32_t dst, int32_t src, Stream stream);
+  /// Copies or casts `n` f32 host values into buffer x (any float dtype).
+  absl::Status storeFloats(int32_t x, const float *values, int64_t n);
+  const Group &group(int64_t kind) const { return groups_[kind]; }
+
+  plan::LoadedPlan loaded_;
+  const fb::Plan &plan_;
+  Backend &backend_;
+  Comm &comm_;
+  ExecutorOptions options_;
+  plan::WorldBinding world_;
+  LrSchedule schedule_;
+  uint64_t seed_ = 0, samplerSeed_ = 0;
+  Group groups_[3];
+
+  Buffer persistent_, transient_, scratch_, control_;
+  std::vector<char *> ptrs_;
+  std::vector<TensorRef> refs_;
+  /// Scalars the host wrote (the learning rate, the step, constants, scalar
+  /// arithmetic) with their values, so that reading one back needs no wait
+  /// for the device. An entry goes as soon as an instruction writes any of
+  /// its bytes (views and reused arena bytes included). With
+  /// ExecutorOptions::verifyHostScalars every hit is checked against the
+  /// device.
+  HostScalars hostScalars_;
+  std::vector<Event> events_;
+
+  std::unique_ptr<DataFeeds> feeds_; // once the world size is bound
+
+  // Per step.
+  int64_t micro_ = 0; // micro-steps done in this step
+  double lossSum_ = 0;
+  int64_t lossCount_ = 0;
+  std::optional<double> gradNorm_;
+  int64_t epoch_ = 0; // of the last training batch
+
+  // Progress reports.
+  Clock::time_point start_;
+  Clock::time_point lastReport_;
+  int64_t lastReportStep_ = 0;
+  std::map<const fb::Instruction *, Clock::time_point> everyFired_;
+  std::string stopReason_;
+};
+
+} // namespace md::runtime
+
+#endif // MD_RUNTIME_CORE_EXECUTORIMPL_H
