@@ -48,6 +48,27 @@ constexpr bool rowsAreEveryOpcodeInOrder() {
 static_assert(rowsAreEveryOpcodeInOrder(),
               "Opcodes.def must have one row per opcode of plan.fbs, in order");
 
+// OpcodeInfo keeps the kinds of the slots before a repeated one.
+#define MD_I(field, name, Kind) +1
+#define MD_I_NOARG(field, name, Kind) +1
+#define MD_I_OPT(field, name, Kind) +1
+#define MD_I_LIST(field, name, Kind, min)
+#define MD_F(field, name, Kind) +1
+#define MD_F_LIST(field, name, min)
+#define MD_OP(Name, Value, Str, Flags, Ins, Outs, Ints, Floats, Strings,       \
+              Blocks)                                                          \
+  static_assert(0 MD_EXPAND Ints <= OpcodeInfo::kLeadingSlots &&               \
+                    0 MD_EXPAND Floats <= OpcodeInfo::kLeadingSlots,           \
+                "Opcodes.def: " #Name " has more slots than "                  \
+                "OpcodeInfo::kLeadingSlots");
+#include "runtime/plan/Opcodes.def"
+#undef MD_I
+#undef MD_I_NOARG
+#undef MD_I_OPT
+#undef MD_I_LIST
+#undef MD_F
+#undef MD_F_LIST
+
 //===----------------------------------------------------------------------===//
 // Rows to signatures
 //===----------------------------------------------------------------------===//
@@ -96,15 +117,12 @@ OpcodeInfo makeInfo(Opcode opcode, const char *name, uint32_t flags,
   size_t k = 0;
   for (const Slot<IntAttr> &slot : ints) {
     if (slot.max == Arity::kMany) {
-      for (; k < OpcodeInfo::kLeadingSlots; ++k) {
+      for (; k < OpcodeInfo::kLeadingSlots; ++k)
         info.leadingInts[k] = slot.kind;
-        info.intNames[k] = slot.name;
-      }
       info.restInts = slot.kind;
       break;
     }
-    info.leadingInts[k] = slot.kind;
-    info.intNames[k++] = slot.name;
+    info.leadingInts[k++] = slot.kind;
   }
   k = 0;
   for (const Slot<FloatAttr> &slot : floats) {

@@ -88,8 +88,6 @@ struct OpcodeInfo {
   std::array<FloatAttr, kLeadingSlots> floatKinds{
       FloatAttr::Any, FloatAttr::Any, FloatAttr::Any, FloatAttr::Any};
   std::array<const char *, kLeadingSlots> floatNames{"", "", "", ""};
-  /// plan.fbs names of ints[0..3] ("" past the last slot).
-  std::array<const char *, kLeadingSlots> intNames{"", "", "", ""};
   uint32_t flags = 0;
   /// Whether the executor runs it as one Backend kernel (an MD_KERNEL row).
   bool kernel = false;

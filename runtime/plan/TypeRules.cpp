@@ -696,10 +696,6 @@ absl::Status Rule::operands() {
   }
   case Op::SgdUpdate: {
     bool momentum = ins() == 5;
-    if (momentum != (outs() == 2))
-      return failAttr("%d inputs but %d outputs: the momentum buffer is an "
-                      "input exactly when it is an output",
-                      ins(), outs());
     MD_RETURN_IF_ERROR(floating(I(0)));
     MD_RETURN_IF_ERROR(floating(I(1)));
     MD_RETURN_IF_ERROR(layoutOf(I(1), I(0)));
@@ -719,9 +715,6 @@ absl::Status Rule::operands() {
       MD_RETURN_IF_ERROR(floating(I(k)));
     return scalar(O(0), {F32});
   case Op::Clip:
-    if (outs() + 1 != ins())
-      return failAttr("%d inputs but %d outputs: one output per gradient",
-                      ins(), outs());
     for (uint32_t k = 0; k + 1 < ins(); ++k) {
       MD_RETURN_IF_ERROR(floating(I(k)));
       MD_RETURN_IF_ERROR(typeOf(O(k), I(k)));
