@@ -48,6 +48,34 @@ constexpr bool rowsAreEveryOpcodeInOrder() {
 static_assert(rowsAreEveryOpcodeInOrder(),
               "Opcodes.def must have one row per opcode of plan.fbs, in order");
 
+// Each operand list and the ints have at most one optional or repeated
+// item, which is what places the others (KernelDispatch.cpp reads them so).
+#define MD_T(field)
+#define MD_T_OPT(field) +1
+#define MD_T_LIST(field, min) +1
+#define MD_HOST_F(field)
+#define MD_HOST_I(field)
+#define MD_I(field, name, Kind)
+#define MD_I_NOARG(field, name, Kind)
+#define MD_I_OPT(field, name, Kind) +1
+#define MD_I_LIST(field, name, Kind, min) +1
+#define MD_OP(Name, Value, Str, Flags, Ins, Outs, Ints, Floats, Strings,       \
+              Blocks)                                                          \
+  static_assert(0 MD_EXPAND Ins <= 1 && 0 MD_EXPAND Outs <= 1 &&               \
+                    0 MD_EXPAND Ints <= 1,                                     \
+                "Opcodes.def: " #Name " has two optional or repeated items "   \
+                "in one list");
+#include "runtime/plan/Opcodes.def"
+#undef MD_T
+#undef MD_T_OPT
+#undef MD_T_LIST
+#undef MD_HOST_F
+#undef MD_HOST_I
+#undef MD_I
+#undef MD_I_NOARG
+#undef MD_I_OPT
+#undef MD_I_LIST
+
 // OpcodeInfo keeps the kinds of the slots before a repeated one.
 #define MD_I(field, name, Kind) +1
 #define MD_I_NOARG(field, name, Kind) +1
