@@ -89,30 +89,20 @@ private:
   constexpr uint32_t kFixedIn##Name = 0 MD_EXPAND Ins;                         \
   constexpr uint32_t kFixedOut##Name = 0 MD_EXPAND Outs;
 #include "runtime/plan/Opcodes.def"
-#undef MD_T
-#undef MD_T_OPT
-#undef MD_T_LIST
-#undef MD_HOST_F
-#undef MD_HOST_I
 
 // Pass 2: run<Name>, the decoder and call.
 #define MD_T(field) args.field = cur.one();
 #define MD_T_OPT(field) args.field = cur.optional();
 #define MD_T_LIST(field, min) args.field = cur.list();
-#define MD_HOST_F(field)                                                       \
+#define MD_HOST(field, read)                                                   \
   {                                                                            \
-    absl::StatusOr<double> value = ctx.readFloat(cur.index());                 \
+    auto value = ctx.read(cur.index());                                        \
     if (!value.ok())                                                           \
       return value.status();                                                   \
     args.field = static_cast<decltype(args.field)>(*value);                    \
   }
-#define MD_HOST_I(field)                                                       \
-  {                                                                            \
-    absl::StatusOr<int64_t> value = ctx.readInt(cur.index());                  \
-    if (!value.ok())                                                           \
-      return value.status();                                                   \
-    args.field = static_cast<decltype(args.field)>(*value);                    \
-  }
+#define MD_HOST_F(field) MD_HOST(field, readFloat)
+#define MD_HOST_I(field) MD_HOST(field, readInt)
 #define MD_I(field, name, Kind)                                                \
   args.field = static_cast<decltype(args.field)>(ints.next());
 #define MD_I_NOARG(field, name, Kind) ints.next();
@@ -137,24 +127,14 @@ private:
       [[maybe_unused]] Operands cur(ctx, inst.outputs(), kFixedOut##Name);     \
       MD_EXPAND Outs                                                           \
     }                                                                          \
+    args.stream = Stream{static_cast<int>(inst.stream())};                     \
     [[maybe_unused]] Slots<int64_t> ints(inst.ints());                         \
     [[maybe_unused]] Slots<double> floats(inst.floats());                      \
-    MD_EXPAND Ints MD_EXPAND Floats args.stream =                              \
-        Stream{static_cast<int>(inst.stream())};                               \
+    { MD_EXPAND Ints MD_EXPAND Floats }                                        \
     return ctx.backend.Entry(args);                                            \
   }
 #include "runtime/plan/Opcodes.def"
-#undef MD_T
-#undef MD_T_OPT
-#undef MD_T_LIST
-#undef MD_HOST_F
-#undef MD_HOST_I
-#undef MD_I
-#undef MD_I_NOARG
-#undef MD_I_OPT
-#undef MD_I_LIST
-#undef MD_F
-#undef MD_F_LIST
+#undef MD_HOST
 
 } // namespace
 

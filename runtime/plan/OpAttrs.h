@@ -86,12 +86,6 @@ namespace attrs {
     MD_EXPAND Ints MD_EXPAND Floats                                            \
   };
 #include "runtime/plan/Opcodes.def"
-#undef MD_I
-#undef MD_I_NOARG
-#undef MD_I_OPT
-#undef MD_I_LIST
-#undef MD_F
-#undef MD_F_LIST
 
 } // namespace attrs
 
@@ -146,15 +140,10 @@ void put(std::vector<T> &list, const std::vector<T> &slots) {
     [[maybe_unused]] const char *op = attrs::Name::kName;                      \
     inst.ints.clear();                                                         \
     inst.floats.clear();                                                       \
-    MD_EXPAND Ints MD_EXPAND Floats return absl::OkStatus();                   \
+    { MD_EXPAND Ints MD_EXPAND Floats }                                        \
+    return absl::OkStatus();                                                   \
   }
 #include "runtime/plan/Opcodes.def"
-#undef MD_I
-#undef MD_I_NOARG
-#undef MD_I_OPT
-#undef MD_I_LIST
-#undef MD_F
-#undef MD_F_LIST
 #undef MD_EXPAND
 
 } // namespace md::plan

@@ -66,15 +66,6 @@ static_assert(rowsAreEveryOpcodeInOrder(),
                 "Opcodes.def: " #Name " has two optional or repeated items "   \
                 "in one list");
 #include "runtime/plan/Opcodes.def"
-#undef MD_T
-#undef MD_T_OPT
-#undef MD_T_LIST
-#undef MD_HOST_F
-#undef MD_HOST_I
-#undef MD_I
-#undef MD_I_NOARG
-#undef MD_I_OPT
-#undef MD_I_LIST
 
 // OpcodeInfo keeps the kinds of the slots before a repeated one.
 #define MD_I(field, name, Kind) +1
@@ -90,12 +81,6 @@ static_assert(rowsAreEveryOpcodeInOrder(),
                 "Opcodes.def: " #Name " has more slots than "                  \
                 "OpcodeInfo::kLeadingSlots");
 #include "runtime/plan/Opcodes.def"
-#undef MD_I
-#undef MD_I_NOARG
-#undef MD_I_OPT
-#undef MD_I_LIST
-#undef MD_F
-#undef MD_F_LIST
 
 //===----------------------------------------------------------------------===//
 // Rows to signatures
@@ -190,17 +175,6 @@ std::vector<OpcodeInfo> buildTable() {
   MD_ROW(Name, Str, Flags, true, Ins, Outs, Ints, Floats, (0, 0), (0, 0))
 #include "runtime/plan/Opcodes.def"
 #undef MD_ROW
-#undef MD_T
-#undef MD_T_OPT
-#undef MD_T_LIST
-#undef MD_HOST_F
-#undef MD_HOST_I
-#undef MD_I
-#undef MD_I_NOARG
-#undef MD_I_OPT
-#undef MD_I_LIST
-#undef MD_F
-#undef MD_F_LIST
   };
   // Index the rows by opcode value; Invalid stays a hole.
   std::vector<OpcodeInfo> table(static_cast<size_t>(Opcode::MAX) + 1);

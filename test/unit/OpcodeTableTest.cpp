@@ -96,15 +96,10 @@ template <IntAttr K> typename plan::IntSlot<K>::type sample() {
               Blocks)                                                          \
   plan::attrs::Name sample##Name() {                                           \
     plan::attrs::Name a;                                                       \
-    MD_EXPAND Ints MD_EXPAND Floats return a;                                  \
+    { MD_EXPAND Ints MD_EXPAND Floats }                                        \
+    return a;                                                                  \
   }
 #include "runtime/plan/Opcodes.def"
-#undef MD_I
-#undef MD_I_NOARG
-#undef MD_I_OPT
-#undef MD_I_LIST
-#undef MD_F
-#undef MD_F_LIST
 
 /// Encodes the sample attributes of `opcode` into an instruction of it.
 absl::Status encodeSample(fb::Opcode opcode, fb::InstructionT &inst) {
