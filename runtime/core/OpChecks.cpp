@@ -213,7 +213,6 @@ Shape reducedShape(const Shape &full, const ReducedDims &reduced,
   return s;
 }
 
-
 /// layer_norm and rms_norm: x [..., D] float; gamma (and layer_norm's beta)
 /// [D] with x's type; out like x.
 absl::StatusOr<RowDims> lastDimNorm(const char *op, const TensorRef &x,
@@ -231,13 +230,11 @@ absl::StatusOr<RowDims> lastDimNorm(const char *op, const TensorRef &x,
 }
 
 /// Their gradients: dy and dx like x; dgamma (and dbeta) [D] with x's type.
-absl::StatusOr<RowDims> lastDimNormGrad(const char *op, const TensorRef &dy,
-                                        const TensorRef &x,
-                                        const TensorRef &gamma,
-                                        const TensorRef &dx,
-                                        const TensorRef &dgamma,
-                                        const std::optional<TensorRef> &dbeta,
-                                        double eps) {
+absl::StatusOr<RowDims>
+lastDimNormGrad(const char *op, const TensorRef &dy, const TensorRef &x,
+                const TensorRef &gamma, const TensorRef &dx,
+                const TensorRef &dgamma, const std::optional<TensorRef> &dbeta,
+                double eps) {
   MD_RETURN_IF_ERROR(expectFloat(op, "x", x));
   MD_RETURN_IF_ERROR(expectMinRank(op, "x", x, 1));
   MD_RETURN_IF_ERROR(expectLike(op, "dy", dy, x, "x"));
