@@ -1023,25 +1023,42 @@ LogicalResult Emitter::emitComputeOp(Operation &op, Context ctx) {
     a.dims.assign(r.getDims().begin(), r.getDims().end());
     return emit(a);
   };
-  // Ops whose only attributes are an eps.
+  // An op and its gradient share their attributes: one setter each.
   auto withEps = [&](auto a, auto n) {
     a.eps = eps(n);
     return emit(a);
   };
+  auto withTransposes = [&](auto a, auto m) {
+    a.transposeA = m.getTransposeA();
+    a.transposeB = m.getTransposeB();
+    return emit(a);
+  };
+  auto withApproximate = [&](auto a, auto g) {
+    a.approximate = g.getApproximate();
+    return emit(a);
+  };
+  auto withAxis = [&](auto a, auto s) {
+    a.axis = i64(s.getAxis());
+    return emit(a);
+  };
+  auto withHeads = [&](auto a, auto c) {
+    a.numHeads = i64(c.getNumHeads());
+    return emit(a);
+  };
+  auto withIgnoreIndex = [&](auto a, auto c) {
+    a.ignoreIndex = ignore(c.getIgnoreIndex());
+    return emit(a);
+  };
+  // Every collective names its group and bucket.
+  auto onGroup = [&](auto a, auto c) {
+    a.group = group(c);
+    a.bucket = bucketOf(c.getBucket());
+    return a;
+  };
 
   return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
-      .Case([&](MatmulOp m) {
-        A::Matmul a;
-        a.transposeA = m.getTransposeA();
-        a.transposeB = m.getTransposeB();
-        return emit(a);
-      })
-      .Case([&](MatmulGradOp m) {
-        A::MatmulGrad a;
-        a.transposeA = m.getTransposeA();
-        a.transposeB = m.getTransposeB();
-        return emit(a);
-      })
+      .Case([&](MatmulOp m) { return withTransposes(A::Matmul(), m); })
+      .Case([&](MatmulGradOp m) { return withTransposes(A::MatmulGrad(), m); })
       .Case([&](AddOp) { return emit(A::Add()); })
       .Case([&](SubOp) { return emit(A::Sub()); })
       .Case([&](MulOp) { return emit(A::Mul()); })
@@ -1050,16 +1067,8 @@ LogicalResult Emitter::emitComputeOp(Operation &op, Context ctx) {
         a.factor = s.getFactor().convertToDouble();
         return emit(a);
       })
-      .Case([&](GeluOp g) {
-        A::Gelu a;
-        a.approximate = g.getApproximate();
-        return emit(a);
-      })
-      .Case([&](GeluGradOp g) {
-        A::GeluGrad a;
-        a.approximate = g.getApproximate();
-        return emit(a);
-      })
+      .Case([&](GeluOp g) { return withApproximate(A::Gelu(), g); })
+      .Case([&](GeluGradOp g) { return withApproximate(A::GeluGrad(), g); })
       .Case([&](ReluOp) { return emit(A::Relu()); })
       .Case([&](ReluGradOp) { return emit(A::ReluGrad()); })
       .Case([&](SqrtOp) { return emit(A::Sqrt()); })
@@ -1070,25 +1079,13 @@ LogicalResult Emitter::emitComputeOp(Operation &op, Context ctx) {
       .Case([&](RmsNormGradOp n) { return withEps(A::RmsNormGrad(), n); })
       .Case([&](BatchNormOp n) { return withEps(A::BatchNorm(), n); })
       .Case([&](BatchNormGradOp) { return emit(A::BatchNormGrad()); })
-      .Case([&](SoftmaxOp s) {
-        A::Softmax a;
-        a.axis = i64(s.getAxis());
-        return emit(a);
-      })
-      .Case([&](SoftmaxGradOp s) {
-        A::SoftmaxGrad a;
-        a.axis = i64(s.getAxis());
-        return emit(a);
-      })
+      .Case([&](SoftmaxOp s) { return withAxis(A::Softmax(), s); })
+      .Case([&](SoftmaxGradOp s) { return withAxis(A::SoftmaxGrad(), s); })
       .Case([&](CausalAttentionOp c) {
-        A::CausalAttention a;
-        a.numHeads = i64(c.getNumHeads());
-        return emit(a);
+        return withHeads(A::CausalAttention(), c);
       })
       .Case([&](CausalAttentionGradOp c) {
-        A::CausalAttentionGrad a;
-        a.numHeads = i64(c.getNumHeads());
-        return emit(a);
+        return withHeads(A::CausalAttentionGrad(), c);
       })
       .Case([&](EmbeddingOp) { return emit(A::Embedding()); })
       .Case([&](EmbeddingGradOp e) {
@@ -1097,14 +1094,10 @@ LogicalResult Emitter::emitComputeOp(Operation &op, Context ctx) {
         return emit(a);
       })
       .Case([&](CrossEntropyOp c) {
-        A::CrossEntropy a;
-        a.ignoreIndex = ignore(c.getIgnoreIndex());
-        return emit(a);
+        return withIgnoreIndex(A::CrossEntropy(), c);
       })
       .Case([&](CrossEntropyGradOp c) {
-        A::CrossEntropyGrad a;
-        a.ignoreIndex = ignore(c.getIgnoreIndex());
-        return emit(a);
+        return withIgnoreIndex(A::CrossEntropyGrad(), c);
       })
       .Case([&](MeanOp r) { return reduce(A::Mean(), r); })
       .Case([&](MeanGradOp r) { return reduce(A::MeanGrad(), r); })
@@ -1168,40 +1161,27 @@ LogicalResult Emitter::emitComputeOp(Operation &op, Context ctx) {
         return emit(a);
       })
       .Case([&](AllGatherOp c) {
-        A::AllGather a;
-        a.group = group(c);
-        a.bucket = bucketOf(c.getBucket());
+        A::AllGather a = onGroup(A::AllGather(), c);
         a.axis = i64(c.getAxis());
         return emit(a);
       })
       .Case([&](ReduceScatterOp c) {
-        A::ReduceScatter a;
-        a.group = group(c);
+        A::ReduceScatter a = onGroup(A::ReduceScatter(), c);
         a.reduction = reduction(c);
-        a.bucket = bucketOf(c.getBucket());
         a.axis = i64(c.getAxis());
         return emit(a);
       })
       .Case([&](AllReduceOp c) {
-        A::AllReduce a;
-        a.group = group(c);
+        A::AllReduce a = onGroup(A::AllReduce(), c);
         a.reduction = reduction(c);
-        a.bucket = bucketOf(c.getBucket());
         return emit(a);
       })
       .Case([&](BroadcastOp c) {
-        A::Broadcast a;
-        a.group = group(c);
-        a.bucket = bucketOf(c.getBucket());
+        A::Broadcast a = onGroup(A::Broadcast(), c);
         a.root = i64(c.getRoot());
         return emit(a);
       })
-      .Case([&](BarrierOp c) {
-        A::Barrier a;
-        a.group = group(c);
-        a.bucket = bucketOf(c.getBucket());
-        return emit(a);
-      })
+      .Case([&](BarrierOp c) { return emit(onGroup(A::Barrier(), c)); })
       .Default([&](Operation *) {
         return op.emitError("'") << op.getName()
                                  << "' cannot be emitted into a plan";
