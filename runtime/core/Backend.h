@@ -385,43 +385,11 @@ public:
   virtual absl::Status synchronize(Stream stream) = 0;
 
   // --- Kernels (docs/dialect.md) --------------------------------------------
-  virtual absl::Status matmul(const MatmulArgs &args) = 0;
-  virtual absl::Status matmulGrad(const MatmulGradArgs &args) = 0;
-  virtual absl::Status binary(const BinaryArgs &args) = 0;
-  virtual absl::Status scale(const ScaleArgs &args) = 0;
-  virtual absl::Status gelu(const GeluArgs &args) = 0;
-  virtual absl::Status geluGrad(const GeluGradArgs &args) = 0;
-  virtual absl::Status relu(const ReluArgs &args) = 0;
-  virtual absl::Status reluGrad(const ReluGradArgs &args) = 0;
-  virtual absl::Status layerNorm(const LayerNormArgs &args) = 0;
-  virtual absl::Status layerNormGrad(const LayerNormGradArgs &args) = 0;
-  virtual absl::Status rmsNorm(const RmsNormArgs &args) = 0;
-  virtual absl::Status rmsNormGrad(const RmsNormGradArgs &args) = 0;
-  virtual absl::Status batchNorm(const BatchNormArgs &args) = 0;
-  virtual absl::Status batchNormGrad(const BatchNormGradArgs &args) = 0;
-  virtual absl::Status softmax(const SoftmaxArgs &args) = 0;
-  virtual absl::Status softmaxGrad(const SoftmaxGradArgs &args) = 0;
-  virtual absl::Status causalAttention(const CausalAttentionArgs &args) = 0;
-  virtual absl::Status
-  causalAttentionGrad(const CausalAttentionGradArgs &args) = 0;
-  virtual absl::Status embedding(const EmbeddingArgs &args) = 0;
-  virtual absl::Status embeddingGrad(const EmbeddingGradArgs &args) = 0;
-  virtual absl::Status crossEntropy(const CrossEntropyArgs &args) = 0;
-  virtual absl::Status crossEntropyGrad(const CrossEntropyGradArgs &args) = 0;
-  virtual absl::Status reshape(const ReshapeArgs &args) = 0;
-  virtual absl::Status transpose(const TransposeArgs &args) = 0;
-  virtual absl::Status arange(const ArangeArgs &args) = 0;
-  virtual absl::Status reduce(const ReduceArgs &args) = 0;
-  virtual absl::Status reduceGrad(const ReduceGradArgs &args) = 0;
-  virtual absl::Status sumTo(const SumToArgs &args) = 0;
-  virtual absl::Status accumulate(const AccumulateArgs &args) = 0;
-  virtual absl::Status cast(const CastArgs &args) = 0;
-  virtual absl::Status flatten(const FlattenArgs &args) = 0;
-  virtual absl::Status view(const ViewArgs &args) = 0;
-  virtual absl::Status adamwUpdate(const AdamWArgs &args) = 0;
-  virtual absl::Status sgdUpdate(const SgdArgs &args) = 0;
-  virtual absl::Status globalNorm(const GlobalNormArgs &args) = 0;
-  virtual absl::Status clip(const ClipArgs &args) = 0;
+  // One pure virtual per row of BackendOps.def:
+  //   virtual absl::Status matmul(const MatmulArgs &args) = 0; ...
+#define MD_BACKEND_OP(entry, Args)                                             \
+  virtual absl::Status entry(const Args &args) = 0;
+#include "runtime/core/BackendOps.def"
 };
 
 } // namespace md::runtime

@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "runtime/core/ExecutorImpl.h"
+#include "runtime/core/KernelDispatch.h"
 #include "runtime/core/Random.h"
 #include "runtime/core/Status.h"
 #include "runtime/core/StreamOrder.h"
@@ -521,368 +522,35 @@ absl::Status Executor::Impl::execute(const fb::Instruction &inst) {
   auto out = [&](uint32_t k) -> const TensorRef & { return ref(O(k)); };
   auto intAttr = [&](uint32_t k) { return inst.ints()->Get(k); };
   auto floatAttr = [&](uint32_t k) { return inst.floats()->Get(k); };
-  // Mean, Sum and their gradients: ints [keepdim, dim, ...].
-  auto readReduceDims = [&](bool &keepdim, std::vector<int64_t> &dims) {
-    keepdim = intAttr(0) != 0;
-    for (uint32_t k = 1; k < count(inst.ints()); ++k)
-      dims.push_back(intAttr(k));
-  };
   const uint32_t ins = count(inst.inputs()), outs = count(inst.outputs());
   const Stream stream{static_cast<int>(inst.stream())};
 
+  // clang-format cannot see the case labels the table expands to below.
+  // clang-format off
   switch (inst.opcode()) {
-  // --- compute ---------------------------------------------------------------
-  case Op::Matmul: {
-    MatmulArgs a;
-    a.a = in(0);
-    a.b = in(1);
-    if (ins == 3)
-      a.bias = in(2);
-    a.out = out(0);
-    a.transposeA = intAttr(0) != 0;
-    a.transposeB = intAttr(1) != 0;
-    a.stream = stream;
-    return backend_.matmul(a);
-  }
-  case Op::MatmulGrad: {
-    MatmulGradArgs a;
-    a.dy = in(0);
-    a.a = in(1);
-    a.b = in(2);
-    a.da = out(0);
-    a.db = out(1);
-    if (outs == 3)
-      a.dbias = out(2);
-    a.transposeA = intAttr(0) != 0;
-    a.transposeB = intAttr(1) != 0;
-    a.stream = stream;
-    return backend_.matmulGrad(a);
-  }
-  case Op::Add:
-  case Op::Sub:
-  case Op::Mul: {
-    BinaryArgs a;
-    a.op = inst.opcode() == Op::Add   ? BinaryOp::add
-           : inst.opcode() == Op::Sub ? BinaryOp::sub
-                                      : BinaryOp::mul;
-    a.lhs = in(0);
-    a.rhs = in(1);
-    a.out = out(0);
-    a.stream = stream;
-    return backend_.binary(a);
-  }
-  case Op::Scale: {
-    ScaleArgs a;
-    a.x = in(0);
-    a.out = out(0);
-    a.factor = floatAttr(0);
-    a.stream = stream;
-    return backend_.scale(a);
-  }
-  case Op::Gelu: {
-    GeluArgs a;
-    a.x = in(0);
-    a.out = out(0);
-    a.approximate = intAttr(0) != 0;
-    a.stream = stream;
-    return backend_.gelu(a);
-  }
-  case Op::GeluGrad: {
-    GeluGradArgs a;
-    a.dy = in(0);
-    a.x = in(1);
-    a.dx = out(0);
-    a.approximate = intAttr(0) != 0;
-    a.stream = stream;
-    return backend_.geluGrad(a);
-  }
-  case Op::Relu: {
-    ReluArgs a;
-    a.x = in(0);
-    a.out = out(0);
-    a.stream = stream;
-    return backend_.relu(a);
-  }
-  case Op::ReluGrad: {
-    ReluGradArgs a;
-    a.dy = in(0);
-    a.x = in(1);
-    a.dx = out(0);
-    a.stream = stream;
-    return backend_.reluGrad(a);
-  }
-  case Op::LayerNorm: {
-    LayerNormArgs a;
-    a.x = in(0);
-    a.gamma = in(1);
-    if (ins == 3)
-      a.beta = in(2);
-    a.out = out(0);
-    a.eps = floatAttr(0);
-    a.stream = stream;
-    return backend_.layerNorm(a);
-  }
-  case Op::LayerNormGrad: {
-    LayerNormGradArgs a;
-    a.dy = in(0);
-    a.x = in(1);
-    a.gamma = in(2);
-    a.dx = out(0);
-    a.dgamma = out(1);
-    if (outs == 3)
-      a.dbeta = out(2);
-    a.eps = floatAttr(0);
-    a.stream = stream;
-    return backend_.layerNormGrad(a);
-  }
-  case Op::RmsNorm: {
-    RmsNormArgs a;
-    a.x = in(0);
-    a.gamma = in(1);
-    a.out = out(0);
-    a.eps = floatAttr(0);
-    a.stream = stream;
-    return backend_.rmsNorm(a);
-  }
-  case Op::RmsNormGrad: {
-    RmsNormGradArgs a;
-    a.dy = in(0);
-    a.x = in(1);
-    a.gamma = in(2);
-    a.dx = out(0);
-    a.dgamma = out(1);
-    a.eps = floatAttr(0);
-    a.stream = stream;
-    return backend_.rmsNormGrad(a);
-  }
-  case Op::BatchNorm: {
-    BatchNormArgs a;
-    a.x = in(0);
-    a.gamma = in(1);
-    a.beta = in(2);
-    a.out = out(0);
-    a.mean = out(1);
-    a.invstd = out(2);
-    a.eps = floatAttr(0);
-    a.stream = stream;
-    return backend_.batchNorm(a);
-  }
-  case Op::BatchNormGrad: {
-    BatchNormGradArgs a;
-    a.dy = in(0);
-    a.x = in(1);
-    a.gamma = in(2);
-    a.mean = in(3);
-    a.invstd = in(4);
-    a.dx = out(0);
-    a.dgamma = out(1);
-    a.dbeta = out(2);
-    a.stream = stream;
-    return backend_.batchNormGrad(a);
-  }
-  case Op::Softmax: {
-    SoftmaxArgs a;
-    a.x = in(0);
-    a.out = out(0);
-    a.axis = intAttr(0);
-    a.stream = stream;
-    return backend_.softmax(a);
-  }
-  case Op::SoftmaxGrad: {
-    SoftmaxGradArgs a;
-    a.dy = in(0);
-    a.y = in(1);
-    a.dx = out(0);
-    a.axis = intAttr(0);
-    a.stream = stream;
-    return backend_.softmaxGrad(a);
-  }
-  case Op::CausalAttention: {
-    CausalAttentionArgs a;
-    a.q = in(0);
-    a.k = in(1);
-    a.v = in(2);
-    a.out = out(0);
-    a.numHeads = intAttr(0);
-    a.stream = stream;
-    return backend_.causalAttention(a);
-  }
-  case Op::CausalAttentionGrad: {
-    CausalAttentionGradArgs a;
-    a.dout = in(0);
-    a.q = in(1);
-    a.k = in(2);
-    a.v = in(3);
-    a.dq = out(0);
-    a.dk = out(1);
-    a.dv = out(2);
-    a.numHeads = intAttr(0);
-    a.stream = stream;
-    return backend_.causalAttentionGrad(a);
-  }
-  case Op::Embedding: {
-    EmbeddingArgs a;
-    a.table = in(0);
-    a.ids = in(1);
-    a.out = out(0);
-    a.stream = stream;
-    return backend_.embedding(a);
-  }
-  case Op::EmbeddingGrad: {
-    EmbeddingGradArgs a;
-    a.dy = in(0);
-    a.ids = in(1);
-    a.out = out(0);
-    a.stream = stream;
-    return backend_.embeddingGrad(a);
-  }
-  case Op::CrossEntropy: {
-    CrossEntropyArgs a;
-    a.logits = in(0);
-    a.targets = in(1);
-    a.out = out(0);
-    if (count(inst.ints()) > 0)
-      a.ignoreIndex = intAttr(0);
-    a.stream = stream;
-    return backend_.crossEntropy(a);
-  }
-  case Op::CrossEntropyGrad: {
-    CrossEntropyGradArgs a;
-    a.dloss = in(0);
-    a.logits = in(1);
-    a.targets = in(2);
-    a.dlogits = out(0);
-    if (count(inst.ints()) > 0)
-      a.ignoreIndex = intAttr(0);
-    a.stream = stream;
-    return backend_.crossEntropyGrad(a);
-  }
-  case Op::Mean:
-  case Op::Sum: {
-    ReduceArgs a;
-    a.kind = inst.opcode() == Op::Mean ? ReduceKind::mean : ReduceKind::sum;
-    a.x = in(0);
-    a.out = out(0);
-    readReduceDims(a.keepdim, a.dims);
-    a.stream = stream;
-    return backend_.reduce(a);
-  }
-  case Op::MeanGrad:
-  case Op::SumGrad: {
-    ReduceGradArgs a;
-    a.kind = inst.opcode() == Op::MeanGrad ? ReduceKind::mean : ReduceKind::sum;
-    a.dy = in(0);
-    a.dx = out(0);
-    readReduceDims(a.keepdim, a.dims);
-    a.stream = stream;
-    return backend_.reduceGrad(a);
-  }
-  case Op::SumTo: {
-    SumToArgs a;
-    a.g = in(0);
-    a.out = out(0);
-    a.stream = stream;
-    return backend_.sumTo(a);
-  }
-  case Op::Reshape: {
-    ReshapeArgs a;
-    a.x = in(0);
-    a.out = out(0);
-    a.stream = stream;
-    return backend_.reshape(a);
-  }
-  case Op::Transpose: {
-    TransposeArgs a;
-    a.x = in(0);
-    a.out = out(0);
-    for (uint32_t k = 0; k < count(inst.ints()); ++k)
-      a.perm.push_back(intAttr(k));
-    a.stream = stream;
-    return backend_.transpose(a);
-  }
-  case Op::Arange: {
-    ArangeArgs a;
-    a.out = out(0);
-    a.start = intAttr(0);
-    a.end = intAttr(1);
-    a.stream = stream;
-    return backend_.arange(a);
-  }
-  case Op::Accumulate: {
-    AccumulateArgs a;
-    a.acc = in(0);
-    a.g = in(1);
-    a.out = out(0);
-    a.stream = stream;
-    return backend_.accumulate(a);
-  }
-
-  // --- optimizer
-  // ---------------------------------------------------------------
-  case Op::AdamWUpdate: {
-    MD_ASSIGN_OR_RETURN(Scalar lr, readScalar(I(4)));
-    MD_ASSIGN_OR_RETURN(Scalar st, readScalar(I(5)));
-    AdamWArgs a;
-    a.param = in(0);
-    a.grad = in(1);
-    a.m = in(2);
-    a.v = in(3);
-    a.newParam = out(0);
-    a.newM = out(1);
-    a.newV = out(2);
-    a.lr = static_cast<float>(lr.asDouble());
-    a.step = st.i;
-    a.beta1 = floatAttr(0);
-    a.beta2 = floatAttr(1);
-    a.eps = floatAttr(2);
-    a.weightDecay = floatAttr(3);
-    a.stream = stream;
-    return backend_.adamwUpdate(a);
-  }
-  case Op::SgdUpdate: {
-    bool momentum = ins == 5;
-    uint32_t lrAt = momentum ? 3 : 2;
-    MD_ASSIGN_OR_RETURN(Scalar lr, readScalar(I(lrAt)));
-    MD_ASSIGN_OR_RETURN(Scalar st, readScalar(I(lrAt + 1)));
-    SgdArgs a;
-    a.param = in(0);
-    a.grad = in(1);
-    a.newParam = out(0);
-    if (momentum) {
-      a.momentumBuffer = in(2);
-      a.newMomentumBuffer = out(1);
+  // --- compute: every kernel row of runtime/plan/Opcodes.def -----------------
+#define MD_KERNEL(Name, ...) case Op::Name:
+#include "runtime/plan/Opcodes.def"
+  {
+    // The executor's own part of two kernels: a cast to the same type is a
+    // copy, and the clip norm is the step's gradient norm for the report.
+    if (inst.opcode() == Op::Cast && buf(I(0)).dtype() == buf(O(0)).dtype())
+      return copyBuffer(O(0), I(0), stream);
+    if (inst.opcode() == Op::Clip) {
+      MD_ASSIGN_OR_RETURN(Scalar norm, readScalar(I(ins - 1)));
+      gradNorm_ = norm.asDouble();
     }
-    a.lr = static_cast<float>(lr.asDouble());
-    a.step = st.i;
-    a.momentum = floatAttr(0);
-    a.dampening = floatAttr(1);
-    a.weightDecay = floatAttr(2);
-    a.nesterov = intAttr(0) != 0;
-    a.stream = stream;
-    return backend_.sgdUpdate(a);
+    auto readFloat = [&](int32_t x) -> absl::StatusOr<double> {
+      MD_ASSIGN_OR_RETURN(Scalar v, readScalar(x));
+      return v.asDouble();
+    };
+    auto readInt = [&](int32_t x) -> absl::StatusOr<int64_t> {
+      MD_ASSIGN_OR_RETURN(Scalar v, readScalar(x));
+      return v.isFloat ? static_cast<int64_t>(v.f) : v.i;
+    };
+    return DispatchKernel({backend_, refs_, readFloat, readInt}, inst);
   }
-  case Op::GlobalNorm: {
-    GlobalNormArgs a;
-    for (uint32_t k = 0; k < ins; ++k)
-      a.inputs.push_back(in(k));
-    a.out = out(0);
-    a.squared = intAttr(0) != 0;
-    a.stream = stream;
-    return backend_.globalNorm(a);
-  }
-  case Op::Clip: {
-    ClipArgs a;
-    for (uint32_t k = 0; k + 1 < ins; ++k) {
-      a.grads.push_back(in(k));
-      a.outs.push_back(out(k));
-    }
-    a.norm = in(ins - 1);
-    a.maxNorm = floatAttr(0);
-    a.stream = stream;
-    MD_ASSIGN_OR_RETURN(Scalar norm, readScalar(I(ins - 1)));
-    gradNorm_ = norm.asDouble();
-    return backend_.clip(a);
-  }
+  // clang-format on
   case Op::Sqrt:
   case Op::Rsqrt: {
     // Elementwise on the host, in f32, rounded to the element type: the
@@ -906,23 +574,6 @@ absl::Status Executor::Impl::execute(const fb::Instruction &inst) {
   }
 
   // --- buffers ---------------------------------------------------------------
-  case Op::Cast: {
-    if (buf(I(0)).dtype() == buf(O(0)).dtype())
-      return copyBuffer(O(0), I(0), stream);
-    CastArgs a;
-    a.x = in(0);
-    a.out = out(0);
-    a.stream = stream;
-    return backend_.cast(a);
-  }
-  case Op::Flatten: {
-    FlattenArgs a;
-    for (uint32_t k = 0; k < ins; ++k)
-      a.inputs.push_back(in(k));
-    a.out = out(0);
-    a.stream = stream;
-    return backend_.flatten(a);
-  }
   case Op::View:
     return absl::OkStatus(); // the output aliases its source (ArenaLayout)
   case Op::ShardSlice: {

@@ -213,6 +213,67 @@ Shape reducedShape(const Shape &full, const ReducedDims &reduced,
   return s;
 }
 
+/// layer_norm and rms_norm: x [..., D] float; gamma (and layer_norm's beta)
+/// [D] with x's type; out like x.
+absl::StatusOr<RowDims> lastDimNorm(const char *op, const TensorRef &x,
+                                    const TensorRef &gamma,
+                                    const std::optional<TensorRef> &beta,
+                                    const TensorRef &out, double eps) {
+  MD_RETURN_IF_ERROR(expectFloat(op, "x", x));
+  MD_RETURN_IF_ERROR(expectMinRank(op, "x", x, 1));
+  MD_RETURN_IF_ERROR(expectLastDimVector(op, "gamma", gamma, x));
+  if (beta)
+    MD_RETURN_IF_ERROR(expectLastDimVector(op, "beta", *beta, x));
+  MD_RETURN_IF_ERROR(expectLike(op, "out", out, x, "x"));
+  MD_RETURN_IF_ERROR(expectEps(op, eps));
+  return lastDimRows(x);
+}
+
+/// Their gradients: dy and dx like x; dgamma (and dbeta) [D] with x's type.
+absl::StatusOr<RowDims>
+lastDimNormGrad(const char *op, const TensorRef &dy, const TensorRef &x,
+                const TensorRef &gamma, const TensorRef &dx,
+                const TensorRef &dgamma, const std::optional<TensorRef> &dbeta,
+                double eps) {
+  MD_RETURN_IF_ERROR(expectFloat(op, "x", x));
+  MD_RETURN_IF_ERROR(expectMinRank(op, "x", x, 1));
+  MD_RETURN_IF_ERROR(expectLike(op, "dy", dy, x, "x"));
+  MD_RETURN_IF_ERROR(expectLastDimVector(op, "gamma", gamma, x));
+  MD_RETURN_IF_ERROR(expectLike(op, "dx", dx, x, "x"));
+  MD_RETURN_IF_ERROR(expectLastDimVector(op, "dgamma", dgamma, x));
+  if (dbeta)
+    MD_RETURN_IF_ERROR(expectLastDimVector(op, "dbeta", *dbeta, x));
+  MD_RETURN_IF_ERROR(expectEps(op, eps));
+  return lastDimRows(x);
+}
+
+/// cross_entropy and its gradient: float logits [..., C] and index targets
+/// [...].
+absl::StatusOr<CrossEntropyDims>
+crossEntropyOperands(const char *op, const TensorRef &logits,
+                     const TensorRef &targets) {
+  MD_RETURN_IF_ERROR(expectFloat(op, "logits", logits));
+  MD_RETURN_IF_ERROR(expectMinRank(op, "logits", logits, 1));
+  MD_RETURN_IF_ERROR(expectIndex(op, "targets", targets));
+  absl::Span<const int64_t> lead(logits.shape.data(), logits.shape.size() - 1);
+  MD_RETURN_IF_ERROR(expectType(op, "targets", targets, targets.dtype, lead));
+  CrossEntropyDims d;
+  d.positions = product(lead);
+  d.classes = logits.shape.back();
+  return d;
+}
+
+/// An optimizer update's float param and grad of the same shape.
+absl::Status paramAndGrad(const char *op, const TensorRef &param,
+                          const TensorRef &grad) {
+  MD_RETURN_IF_ERROR(expectFloat(op, "param", param));
+  MD_RETURN_IF_ERROR(expectFloat(op, "grad", grad));
+  if (grad.shape != param.shape)
+    return invalid(op, "grad %s must have the shape of param %s", grad.str(),
+                   param.str());
+  return absl::OkStatus();
+}
+
 } // namespace
 
 absl::StatusOr<Shape> broadcastShapes(absl::Span<const int64_t> a,
@@ -292,51 +353,23 @@ absl::Status checkReluGrad(const ReluGradArgs &args) {
 }
 
 absl::StatusOr<RowDims> checkLayerNorm(const LayerNormArgs &args) {
-  const char *op = "layer_norm";
-  MD_RETURN_IF_ERROR(expectFloat(op, "x", args.x));
-  MD_RETURN_IF_ERROR(expectMinRank(op, "x", args.x, 1));
-  MD_RETURN_IF_ERROR(expectLastDimVector(op, "gamma", args.gamma, args.x));
-  if (args.beta)
-    MD_RETURN_IF_ERROR(expectLastDimVector(op, "beta", *args.beta, args.x));
-  MD_RETURN_IF_ERROR(expectLike(op, "out", args.out, args.x, "x"));
-  MD_RETURN_IF_ERROR(expectEps(op, args.eps));
-  return lastDimRows(args.x);
+  return lastDimNorm("layer_norm", args.x, args.gamma, args.beta, args.out,
+                     args.eps);
 }
 
 absl::StatusOr<RowDims> checkLayerNormGrad(const LayerNormGradArgs &args) {
-  const char *op = "layer_norm_grad";
-  MD_RETURN_IF_ERROR(expectFloat(op, "x", args.x));
-  MD_RETURN_IF_ERROR(expectMinRank(op, "x", args.x, 1));
-  MD_RETURN_IF_ERROR(expectLike(op, "dy", args.dy, args.x, "x"));
-  MD_RETURN_IF_ERROR(expectLastDimVector(op, "gamma", args.gamma, args.x));
-  MD_RETURN_IF_ERROR(expectLike(op, "dx", args.dx, args.x, "x"));
-  MD_RETURN_IF_ERROR(expectLastDimVector(op, "dgamma", args.dgamma, args.x));
-  if (args.dbeta)
-    MD_RETURN_IF_ERROR(expectLastDimVector(op, "dbeta", *args.dbeta, args.x));
-  MD_RETURN_IF_ERROR(expectEps(op, args.eps));
-  return lastDimRows(args.x);
+  return lastDimNormGrad("layer_norm_grad", args.dy, args.x, args.gamma,
+                         args.dx, args.dgamma, args.dbeta, args.eps);
 }
 
 absl::StatusOr<RowDims> checkRmsNorm(const RmsNormArgs &args) {
-  const char *op = "rms_norm";
-  MD_RETURN_IF_ERROR(expectFloat(op, "x", args.x));
-  MD_RETURN_IF_ERROR(expectMinRank(op, "x", args.x, 1));
-  MD_RETURN_IF_ERROR(expectLastDimVector(op, "gamma", args.gamma, args.x));
-  MD_RETURN_IF_ERROR(expectLike(op, "out", args.out, args.x, "x"));
-  MD_RETURN_IF_ERROR(expectEps(op, args.eps));
-  return lastDimRows(args.x);
+  return lastDimNorm("rms_norm", args.x, args.gamma, std::nullopt, args.out,
+                     args.eps);
 }
 
 absl::StatusOr<RowDims> checkRmsNormGrad(const RmsNormGradArgs &args) {
-  const char *op = "rms_norm_grad";
-  MD_RETURN_IF_ERROR(expectFloat(op, "x", args.x));
-  MD_RETURN_IF_ERROR(expectMinRank(op, "x", args.x, 1));
-  MD_RETURN_IF_ERROR(expectLike(op, "dy", args.dy, args.x, "x"));
-  MD_RETURN_IF_ERROR(expectLastDimVector(op, "gamma", args.gamma, args.x));
-  MD_RETURN_IF_ERROR(expectLike(op, "dx", args.dx, args.x, "x"));
-  MD_RETURN_IF_ERROR(expectLastDimVector(op, "dgamma", args.dgamma, args.x));
-  MD_RETURN_IF_ERROR(expectEps(op, args.eps));
-  return lastDimRows(args.x);
+  return lastDimNormGrad("rms_norm_grad", args.dy, args.x, args.gamma, args.dx,
+                         args.dgamma, std::nullopt, args.eps);
 }
 
 absl::StatusOr<RowDims> checkBatchNorm(const BatchNormArgs &args) {
@@ -464,17 +497,9 @@ absl::StatusOr<EmbeddingDims> checkEmbeddingGrad(const EmbeddingGradArgs &args) 
 
 absl::StatusOr<CrossEntropyDims> checkCrossEntropy(const CrossEntropyArgs &args) {
   const char *op = "cross_entropy";
-  MD_RETURN_IF_ERROR(expectFloat(op, "logits", args.logits));
-  MD_RETURN_IF_ERROR(expectMinRank(op, "logits", args.logits, 1));
-  MD_RETURN_IF_ERROR(expectIndex(op, "targets", args.targets));
-  absl::Span<const int64_t> lead(args.logits.shape.data(),
-                                 args.logits.shape.size() - 1);
-  MD_RETURN_IF_ERROR(
-      expectType(op, "targets", args.targets, args.targets.dtype, lead));
+  MD_ASSIGN_OR_RETURN(CrossEntropyDims d,
+                      crossEntropyOperands(op, args.logits, args.targets));
   MD_RETURN_IF_ERROR(expectType(op, "out", args.out, DType::f32, {}));
-  CrossEntropyDims d;
-  d.positions = product(lead);
-  d.classes = args.logits.shape.back();
   return d;
 }
 
@@ -482,18 +507,10 @@ absl::StatusOr<CrossEntropyDims>
 checkCrossEntropyGrad(const CrossEntropyGradArgs &args) {
   const char *op = "cross_entropy_grad";
   MD_RETURN_IF_ERROR(expectType(op, "dloss", args.dloss, DType::f32, {}));
-  MD_RETURN_IF_ERROR(expectFloat(op, "logits", args.logits));
-  MD_RETURN_IF_ERROR(expectMinRank(op, "logits", args.logits, 1));
-  MD_RETURN_IF_ERROR(expectIndex(op, "targets", args.targets));
-  absl::Span<const int64_t> lead(args.logits.shape.data(),
-                                 args.logits.shape.size() - 1);
-  MD_RETURN_IF_ERROR(
-      expectType(op, "targets", args.targets, args.targets.dtype, lead));
+  MD_ASSIGN_OR_RETURN(CrossEntropyDims d,
+                      crossEntropyOperands(op, args.logits, args.targets));
   MD_RETURN_IF_ERROR(
       expectLike(op, "dlogits", args.dlogits, args.logits, "logits"));
-  CrossEntropyDims d;
-  d.positions = product(lead);
-  d.classes = args.logits.shape.back();
   return d;
 }
 
@@ -645,11 +662,7 @@ absl::Status checkView(const ViewArgs &args) {
 
 absl::Status checkAdamW(const AdamWArgs &args) {
   const char *op = "adamw_update";
-  MD_RETURN_IF_ERROR(expectFloat(op, "param", args.param));
-  MD_RETURN_IF_ERROR(expectFloat(op, "grad", args.grad));
-  if (args.grad.shape != args.param.shape)
-    return invalid(op, "grad %s must have the shape of param %s",
-                   args.grad.str(), args.param.str());
+  MD_RETURN_IF_ERROR(paramAndGrad(op, args.param, args.grad));
   MD_RETURN_IF_ERROR(expectType(op, "m", args.m, DType::f32, args.param.shape));
   MD_RETURN_IF_ERROR(expectType(op, "v", args.v, DType::f32, args.param.shape));
   MD_RETURN_IF_ERROR(
@@ -670,11 +683,7 @@ absl::Status checkAdamW(const AdamWArgs &args) {
 
 absl::Status checkSgd(const SgdArgs &args) {
   const char *op = "sgd_update";
-  MD_RETURN_IF_ERROR(expectFloat(op, "param", args.param));
-  MD_RETURN_IF_ERROR(expectFloat(op, "grad", args.grad));
-  if (args.grad.shape != args.param.shape)
-    return invalid(op, "grad %s must have the shape of param %s",
-                   args.grad.str(), args.param.str());
+  MD_RETURN_IF_ERROR(paramAndGrad(op, args.param, args.grad));
   MD_RETURN_IF_ERROR(
       expectLike(op, "new_param", args.newParam, args.param, "param"));
   if (!(args.momentum >= 0))

@@ -73,45 +73,10 @@ public:
   /// backend; whoever sets it clears it before `poll` becomes invalid.
   void setSyncPoll(std::function<absl::Status()> poll);
 
-  absl::Status matmul(const runtime::MatmulArgs &args) override;
-  absl::Status matmulGrad(const runtime::MatmulGradArgs &args) override;
-  absl::Status binary(const runtime::BinaryArgs &args) override;
-  absl::Status scale(const runtime::ScaleArgs &args) override;
-  absl::Status gelu(const runtime::GeluArgs &args) override;
-  absl::Status geluGrad(const runtime::GeluGradArgs &args) override;
-  absl::Status relu(const runtime::ReluArgs &args) override;
-  absl::Status reluGrad(const runtime::ReluGradArgs &args) override;
-  absl::Status layerNorm(const runtime::LayerNormArgs &args) override;
-  absl::Status layerNormGrad(const runtime::LayerNormGradArgs &args) override;
-  absl::Status rmsNorm(const runtime::RmsNormArgs &args) override;
-  absl::Status rmsNormGrad(const runtime::RmsNormGradArgs &args) override;
-  absl::Status batchNorm(const runtime::BatchNormArgs &args) override;
-  absl::Status batchNormGrad(const runtime::BatchNormGradArgs &args) override;
-  absl::Status softmax(const runtime::SoftmaxArgs &args) override;
-  absl::Status softmaxGrad(const runtime::SoftmaxGradArgs &args) override;
-  absl::Status
-  causalAttention(const runtime::CausalAttentionArgs &args) override;
-  absl::Status
-  causalAttentionGrad(const runtime::CausalAttentionGradArgs &args) override;
-  absl::Status embedding(const runtime::EmbeddingArgs &args) override;
-  absl::Status embeddingGrad(const runtime::EmbeddingGradArgs &args) override;
-  absl::Status crossEntropy(const runtime::CrossEntropyArgs &args) override;
-  absl::Status
-  crossEntropyGrad(const runtime::CrossEntropyGradArgs &args) override;
-  absl::Status reshape(const runtime::ReshapeArgs &args) override;
-  absl::Status transpose(const runtime::TransposeArgs &args) override;
-  absl::Status arange(const runtime::ArangeArgs &args) override;
-  absl::Status reduce(const runtime::ReduceArgs &args) override;
-  absl::Status reduceGrad(const runtime::ReduceGradArgs &args) override;
-  absl::Status sumTo(const runtime::SumToArgs &args) override;
-  absl::Status accumulate(const runtime::AccumulateArgs &args) override;
-  absl::Status cast(const runtime::CastArgs &args) override;
-  absl::Status flatten(const runtime::FlattenArgs &args) override;
-  absl::Status view(const runtime::ViewArgs &args) override;
-  absl::Status adamwUpdate(const runtime::AdamWArgs &args) override;
-  absl::Status sgdUpdate(const runtime::SgdArgs &args) override;
-  absl::Status globalNorm(const runtime::GlobalNormArgs &args) override;
-  absl::Status clip(const runtime::ClipArgs &args) override;
+  // The kernels, one override per row of BackendOps.def.
+#define MD_BACKEND_OP(entry, Args)                                             \
+  absl::Status entry(const runtime::Args &args) override;
+#include "runtime/core/BackendOps.def"
 
   /// One GEMM, row-major: C = alpha op(A) op(B) + beta C (+ bias[n] per
   /// row when bias), `batch` times with the given element strides (a

@@ -1,14 +1,17 @@
 //===- Schema.cpp - opcode signatures, dtype sizes and names ------------===//
 //
-// The table behind GetOpcodeInfo. Each row restates the layout plan.fbs
-// documents next to the opcode; PlanLoaderTest checks that every opcode of
-// the schema has exactly one row.
+// The table behind GetOpcodeInfo, built from the rows of Opcodes.def: the
+// arity of each operand list and attribute list follows from its items and
+// slots, the attribute kinds from the slots' kinds. The static_asserts below
+// make a row whose value differs from plan.fbs, or a missing row, a build
+// error.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/plan/Schema.h"
 
 #include <initializer_list>
+#include <iterator>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -17,188 +20,163 @@ namespace md::plan {
 namespace {
 
 using fb::Opcode;
-using K = IntAttr;
 
-constexpr Arity N(int32_t n) { return {n, n}; }
-constexpr Arity R(int32_t lo, int32_t hi) { return {lo, hi}; }
-constexpr Arity AtLeast(int32_t lo) { return {lo, Arity::kMany}; }
+#define MD_EXPAND(...) __VA_ARGS__
 
-/// Builds one row.
-class Sig {
-public:
-  Sig(Opcode opcode, const char *name, Arity inputs, Arity outputs) {
-    info_.opcode = opcode;
-    info_.name = name;
-    info_.inputs = inputs;
-    info_.outputs = outputs;
-  }
-  Sig &ints(Arity arity, std::initializer_list<IntAttr> leading = {},
-            IntAttr rest = IntAttr::Any) {
-    info_.ints = arity;
-    size_t i = 0;
-    for (IntAttr kind : leading)
-      info_.leadingInts[i++] = kind;
-    info_.restInts = rest;
-    return *this;
-  }
-  Sig &floats(Arity arity) {
-    info_.floats = arity;
-    return *this;
-  }
-  Sig &strings(Arity arity) {
-    info_.strings = arity;
-    return *this;
-  }
-  Sig &blocks(Arity arity) {
-    info_.blocks = arity;
-    return *this;
-  }
-  Sig &flags(uint32_t flags) {
-    info_.flags = flags;
-    return *this;
-  }
-  operator OpcodeInfo() const { return info_; }
+//===----------------------------------------------------------------------===//
+// Every row's value is its fb::Opcode, and the rows are 1..MAX in order.
+//===----------------------------------------------------------------------===//
 
-private:
-  OpcodeInfo info_;
+#define MD_OP(Name, Value, ...)                                                \
+  static_assert(static_cast<int>(Opcode::Name) == (Value),                     \
+                "Opcodes.def: " #Name " is not " #Value " in plan.fbs");
+#include "runtime/plan/Opcodes.def"
+
+constexpr int kRowValues[] = {
+#define MD_OP(Name, Value, ...) Value,
+#include "runtime/plan/Opcodes.def"
 };
 
+constexpr bool rowsAreEveryOpcodeInOrder() {
+  if (std::size(kRowValues) != static_cast<size_t>(Opcode::MAX))
+    return false;
+  for (size_t i = 0; i < std::size(kRowValues); ++i)
+    if (kRowValues[i] != static_cast<int>(i) + 1)
+      return false;
+  return true;
+}
+static_assert(rowsAreEveryOpcodeInOrder(),
+              "Opcodes.def must have one row per opcode of plan.fbs, in order");
+
+// Each operand list and the ints have at most one optional or repeated
+// item, which is what places the others (KernelDispatch.cpp reads them so).
+#define MD_T(field)
+#define MD_T_OPT(field) +1
+#define MD_T_LIST(field, min) +1
+#define MD_HOST_F(field)
+#define MD_HOST_I(field)
+#define MD_I(field, name, Kind)
+#define MD_I_NOARG(field, name, Kind)
+#define MD_I_OPT(field, name, Kind) +1
+#define MD_I_LIST(field, name, Kind, min) +1
+#define MD_OP(Name, Value, Str, Flags, Ins, Outs, Ints, Floats, Strings,       \
+              Blocks)                                                          \
+  static_assert(0 MD_EXPAND Ins <= 1 && 0 MD_EXPAND Outs <= 1 &&               \
+                    0 MD_EXPAND Ints <= 1,                                     \
+                "Opcodes.def: " #Name " has two optional or repeated items "   \
+                "in one list");
+#include "runtime/plan/Opcodes.def"
+
+// OpcodeInfo keeps the kinds of the slots before a repeated one.
+#define MD_I(field, name, Kind) +1
+#define MD_I_NOARG(field, name, Kind) +1
+#define MD_I_OPT(field, name, Kind) +1
+#define MD_I_LIST(field, name, Kind, min)
+#define MD_F(field, name, Kind) +1
+#define MD_F_LIST(field, name, min)
+#define MD_OP(Name, Value, Str, Flags, Ins, Outs, Ints, Floats, Strings,       \
+              Blocks)                                                          \
+  static_assert(0 MD_EXPAND Ints <= OpcodeInfo::kLeadingSlots &&               \
+                    0 MD_EXPAND Floats <= OpcodeInfo::kLeadingSlots,           \
+                "Opcodes.def: " #Name " has more slots than "                  \
+                "OpcodeInfo::kLeadingSlots");
+#include "runtime/plan/Opcodes.def"
+
+//===----------------------------------------------------------------------===//
+// Rows to signatures
+//===----------------------------------------------------------------------===//
+
+/// One operand item or attribute slot: how many list entries it takes.
+template <typename Kind> struct Slot {
+  int32_t min = 1, max = 1;
+  Kind kind{};
+  const char *name = "";
+};
+using Item = Slot<int>;
+
+int32_t saturatingAdd(int32_t a, int32_t b) {
+  return a > Arity::kMany - b ? Arity::kMany : a + b;
+}
+
+template <typename Kind>
+Arity arityOf(std::initializer_list<Slot<Kind>> slots) {
+  Arity arity;
+  for (const Slot<Kind> &slot : slots) {
+    arity.min += slot.min;
+    arity.max = saturatingAdd(arity.max, slot.max);
+  }
+  return arity;
+}
+
+OpcodeInfo makeInfo(Opcode opcode, const char *name, uint32_t flags,
+                    bool kernel, std::initializer_list<Item> inputs,
+                    std::initializer_list<Item> outputs,
+                    std::initializer_list<Slot<IntAttr>> ints,
+                    std::initializer_list<Slot<FloatAttr>> floats,
+                    Arity strings, Arity blocks) {
+  OpcodeInfo info;
+  info.opcode = opcode;
+  info.name = name;
+  info.flags = flags;
+  info.kernel = kernel;
+  info.inputs = arityOf(inputs);
+  info.outputs = arityOf(outputs);
+  info.ints = arityOf(ints);
+  info.floats = arityOf(floats);
+  info.strings = strings;
+  info.blocks = blocks;
+  // Fixed slots name their position; a repeated slot gives its kind to
+  // every later position.
+  size_t k = 0;
+  for (const Slot<IntAttr> &slot : ints) {
+    if (slot.max == Arity::kMany) {
+      for (; k < OpcodeInfo::kLeadingSlots; ++k)
+        info.leadingInts[k] = slot.kind;
+      info.restInts = slot.kind;
+      break;
+    }
+    info.leadingInts[k++] = slot.kind;
+  }
+  k = 0;
+  for (const Slot<FloatAttr> &slot : floats) {
+    if (slot.max == Arity::kMany || k == OpcodeInfo::kLeadingSlots)
+      break;
+    info.floatKinds[k] = slot.kind;
+    info.floatNames[k++] = slot.name;
+  }
+  return info;
+}
+
 std::vector<OpcodeInfo> buildTable() {
-  const Arity kDims = AtLeast(2); // keepdim, then at least one dim
   std::vector<OpcodeInfo> rows = {
-      // compute
-      Sig(Opcode::Matmul, "matmul", R(2, 3), N(1))
-          .ints(N(2), {K::Bool, K::Bool}),
-      Sig(Opcode::MatmulGrad, "matmul_grad", N(3), R(2, 3))
-          .ints(N(2), {K::Bool, K::Bool}),
-      Sig(Opcode::Add, "add", N(2), N(1)),
-      Sig(Opcode::Sub, "sub", N(2), N(1)),
-      Sig(Opcode::Mul, "mul", N(2), N(1)),
-      Sig(Opcode::Scale, "scale", N(1), N(1)).floats(N(1)),
-      Sig(Opcode::Gelu, "gelu", N(1), N(1)).ints(N(1), {K::Bool}),
-      Sig(Opcode::GeluGrad, "gelu_grad", N(2), N(1)).ints(N(1), {K::Bool}),
-      Sig(Opcode::Relu, "relu", N(1), N(1)),
-      Sig(Opcode::ReluGrad, "relu_grad", N(2), N(1)),
-      Sig(Opcode::LayerNorm, "layer_norm", R(2, 3), N(1)).floats(N(1)),
-      Sig(Opcode::LayerNormGrad, "layer_norm_grad", N(3), R(2, 3)).floats(N(1)),
-      Sig(Opcode::RmsNorm, "rms_norm", N(2), N(1)).floats(N(1)),
-      Sig(Opcode::RmsNormGrad, "rms_norm_grad", N(3), N(2)).floats(N(1)),
-      Sig(Opcode::BatchNorm, "batch_norm", N(3), N(3)).floats(N(1)),
-      Sig(Opcode::BatchNormGrad, "batch_norm_grad", N(5), N(3)),
-      Sig(Opcode::Softmax, "softmax", N(1), N(1)).ints(N(1)),
-      Sig(Opcode::SoftmaxGrad, "softmax_grad", N(2), N(1)).ints(N(1)),
-      Sig(Opcode::CausalAttention, "causal_attention", N(3), N(1))
-          .ints(N(1), {K::Positive}),
-      Sig(Opcode::CausalAttentionGrad, "causal_attention_grad", N(4), N(3))
-          .ints(N(1), {K::Positive}),
-      Sig(Opcode::Embedding, "embedding", N(2), N(1)),
-      Sig(Opcode::EmbeddingGrad, "embedding_grad", N(2), N(1))
-          .ints(N(1), {K::Positive}),
-      Sig(Opcode::CrossEntropy, "cross_entropy", N(2), N(1)).ints(R(0, 1)),
-      Sig(Opcode::CrossEntropyGrad, "cross_entropy_grad", N(3), N(1))
-          .ints(R(0, 1)),
-      Sig(Opcode::Mean, "mean", N(1), N(1)).ints(kDims, {K::Bool}),
-      Sig(Opcode::MeanGrad, "mean_grad", N(1), N(1)).ints(kDims, {K::Bool}),
-      Sig(Opcode::Sum, "sum", N(1), N(1)).ints(kDims, {K::Bool}),
-      Sig(Opcode::SumGrad, "sum_grad", N(1), N(1)).ints(kDims, {K::Bool}),
-      Sig(Opcode::SumTo, "sum_to", N(1), N(1)),
-      Sig(Opcode::Reshape, "reshape", N(1), N(1)),
-      Sig(Opcode::Transpose, "transpose", N(1), N(1))
-          .ints(
-              AtLeast(1),
-              {K::NonNegative, K::NonNegative, K::NonNegative, K::NonNegative},
-              K::NonNegative),
-      Sig(Opcode::Arange, "arange", N(0), N(1)).ints(N(2)),
-      Sig(Opcode::Accumulate, "accumulate", N(2), N(1)),
-      // optimizer
-      Sig(Opcode::AdamWUpdate, "adamw_update", N(6), N(3)).floats(N(4)),
-      Sig(Opcode::SgdUpdate, "sgd_update", R(4, 5), R(1, 2))
-          .floats(N(3))
-          .ints(N(1), {K::Bool}),
-      Sig(Opcode::GlobalNorm, "global_norm", AtLeast(1), N(1))
-          .ints(N(1), {K::Bool}),
-      Sig(Opcode::Clip, "clip", AtLeast(2), AtLeast(1)).floats(N(1)),
-      Sig(Opcode::Sqrt, "sqrt", N(1), N(1)),
-      // buffers
-      Sig(Opcode::Cast, "cast", N(1), N(1)),
-      Sig(Opcode::Flatten, "flatten", AtLeast(1), N(1)),
-      Sig(Opcode::View, "view", N(1), N(1)).ints(N(1), {K::NonNegative}),
-      Sig(Opcode::ShardSlice, "shard_slice", N(1), N(1)).ints(N(1), {K::Group}),
-      // collectives
-      Sig(Opcode::AllGather, "all_gather", N(1), N(1))
-          .ints(N(3), {K::Group, K::Bucket, K::NonNegative})
-          .flags(kCollective),
-      Sig(Opcode::ReduceScatter, "reduce_scatter", N(1), N(1))
-          .ints(N(4), {K::Group, K::Reduction, K::Bucket, K::NonNegative})
-          .flags(kCollective),
-      Sig(Opcode::AllReduce, "all_reduce", N(1), N(1))
-          .ints(N(3), {K::Group, K::Reduction, K::Bucket})
-          .flags(kCollective),
-      Sig(Opcode::Broadcast, "broadcast", N(1), N(1))
-          .ints(N(3), {K::Group, K::Bucket, K::NonNegative})
-          .flags(kCollective),
-      Sig(Opcode::Barrier, "barrier", N(0), N(0))
-          .ints(N(2), {K::Group, K::Bucket})
-          .flags(kCollective),
-      // state and the step
-      Sig(Opcode::StateLoad, "state_load", N(1), N(1))
-          .flags(kVaryingResult), // shards differ
-      Sig(Opcode::StateStore, "state_store", N(1), N(1)),
-      Sig(Opcode::Batch, "batch", N(0), AtLeast(1))
-          .ints(N(1), {K::Dataset})
-          .flags(kVaryingResult),
-      Sig(Opcode::AccumScale, "accum_scale", N(0), N(1)).flags(kUniformResult),
-      Sig(Opcode::RecordLoss, "record_loss", N(1), N(0)),
-      Sig(Opcode::GradAccumulate, "grad_accumulate", N(1), N(1)),
-      Sig(Opcode::GradTotal, "grad_total", N(2), N(1)),
-      // values of the run
-      Sig(Opcode::Step, "step", N(0), N(1)).flags(kUniformResult),
-      Sig(Opcode::Epoch, "epoch", N(0), N(1)).flags(kUniformResult),
-      Sig(Opcode::WorldSize, "world_size", N(0), N(1)).flags(kUniformResult),
-      Sig(Opcode::Lr, "lr", N(1), N(1)),
-      Sig(Opcode::Loss, "loss", N(0), N(1)).flags(kVaryingResult),
-      Sig(Opcode::WallTime, "wall_time", N(0), N(1)).flags(kVaryingResult),
-      Sig(Opcode::FileExists, "file_exists", N(0), N(1))
-          .strings(N(1))
-          .flags(kVaryingResult),
-      // host scalars
-      Sig(Opcode::Constant, "constant", N(0), N(1))
-          .ints(R(0, Arity::kMany))
-          .floats(R(0, Arity::kMany))
-          .flags(kUniformResult),
-      Sig(Opcode::ScalarArith, "scalar_arith", R(1, 2), N(1))
-          .ints(N(1), {K::ArithKind}),
-      Sig(Opcode::ScalarCompare, "scalar_compare", N(2), N(1))
-          .ints(N(1), {K::CompareKind}),
-      Sig(Opcode::ScalarConvert, "scalar_convert", N(1), N(1)),
-      // io
-      Sig(Opcode::Log, "log", AtLeast(0), N(0)).strings(AtLeast(1)).flags(kIo),
-      Sig(Opcode::Print, "print", AtLeast(0), N(0)).strings(N(1)).flags(kIo),
-      Sig(Opcode::Evaluate, "evaluate", N(0), N(1))
-          .ints(N(2), {K::Dataset, K::NonNegative})
-          .blocks(N(1))
-          .flags(kIo | kCollective | kControl | kUniformResult | kHooksOnly),
-      Sig(Opcode::Save, "save", N(0), N(0))
-          .ints(N(1), {K::CheckpointFormat})
-          .strings(R(0, 1))
-          .flags(kIo | kCollective | kHooksOnly),
-      Sig(Opcode::Exit, "exit", N(0), N(0))
-          .strings(R(0, 1))
-          .flags(kIo | kHooksOnly),
-      // control
-      Sig(Opcode::If, "if", N(1), AtLeast(0)).blocks(R(1, 2)).flags(kControl),
-      Sig(Opcode::Every, "every", N(0), N(0))
-          .ints(N(2), {K::Positive, K::PeriodUnit})
-          .blocks(N(1))
-          .flags(kControl),
-      Sig(Opcode::For, "for", N(2), N(1)).blocks(N(1)).flags(kControl),
-      Sig(Opcode::MicroSteps, "micro_steps", N(0), N(0))
-          .blocks(N(1))
-          .flags(kControl),
-      Sig(Opcode::Yield, "yield", AtLeast(0), N(0)),
-      Sig(Opcode::Rsqrt, "rsqrt", N(1), N(1)).floats(N(1)),
+#define MD_T(field) Item{1, 1},
+#define MD_T_OPT(field) Item{0, 1},
+#define MD_T_LIST(field, min) Item{min, Arity::kMany},
+#define MD_HOST_F(field) Item{1, 1},
+#define MD_HOST_I(field) Item{1, 1},
+#define MD_I(field, name, Kind) Slot<IntAttr>{1, 1, IntAttr::Kind, name},
+#define MD_I_NOARG(field, name, Kind) Slot<IntAttr>{1, 1, IntAttr::Kind, name},
+#define MD_I_OPT(field, name, Kind) Slot<IntAttr>{0, 1, IntAttr::Kind, name},
+#define MD_I_LIST(field, name, Kind, min)                                      \
+  Slot<IntAttr>{min, Arity::kMany, IntAttr::Kind, name},
+#define MD_F(field, name, Kind) Slot<FloatAttr>{1, 1, FloatAttr::Kind, name},
+#define MD_F_LIST(field, name, min)                                            \
+  Slot<FloatAttr>{min, Arity::kMany, FloatAttr::Any, name},
+#define MD_ROW(Name, Str, Flags, Kernel, Ins, Outs, Ints, Floats, Strings,     \
+               Blocks)                                                         \
+  makeInfo(Opcode::Name, Str, Flags, Kernel, {MD_EXPAND Ins},                  \
+           {MD_EXPAND Outs}, {MD_EXPAND Ints}, {MD_EXPAND Floats},             \
+           Arity{MD_EXPAND Strings}, Arity{MD_EXPAND Blocks}),
+#define MD_OP(Name, Value, Str, Flags, Ins, Outs, Ints, Floats, Strings,       \
+              Blocks)                                                          \
+  MD_ROW(Name, Str, Flags, false, Ins, Outs, Ints, Floats, Strings, Blocks)
+#define MD_KERNEL(Name, Value, Str, Flags, Entry, Args, Preset, Ins, Outs,     \
+                  Ints, Floats)                                                \
+  MD_ROW(Name, Str, Flags, true, Ins, Outs, Ints, Floats, (0, 0), (0, 0))
+#include "runtime/plan/Opcodes.def"
+#undef MD_ROW
   };
-  // Index the rows by opcode value; a hole stays Invalid.
+  // Index the rows by opcode value; Invalid stays a hole.
   std::vector<OpcodeInfo> table(static_cast<size_t>(Opcode::MAX) + 1);
   for (const OpcodeInfo &row : rows)
     table[static_cast<size_t>(row.opcode)] = row;

@@ -3,10 +3,11 @@
 // The schema version this runtime reads and writes, element sizes, names for
 // messages, and one table that says, for every opcode of plan.fbs, how many
 // inputs, outputs, attributes and nested blocks an instruction has, what its
-// leading integer attributes mean (so enum values and flags are range-checked),
-// and whether it communicates or is io. The loader verifies against it, `mdrun
-// --inspect` summarises with it, and the executor dispatches on it; the
-// layouts are the ones plan.fbs documents next to each opcode.
+// attribute slots mean (so enum values, flags and float parameters are
+// range-checked), and whether it communicates or is io. The table is built
+// from runtime/plan/Opcodes.def, the one description of the instruction set;
+// the loader verifies against it, `mdrun --inspect` summarises with it, and
+// the executor dispatches on it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,6 +51,15 @@ enum class IntAttr : uint8_t {
   Dataset,          // an index into Plan.datasets
 };
 
+/// What a float attribute holds, for its range check (NaN fails every
+/// check but Any).
+enum class FloatAttr : uint8_t {
+  Any,          // any value
+  Positive,     // > 0
+  NonNegative,  // >= 0
+  UnitInterval, // in [0, 1)
+};
+
 /// Properties of an opcode.
 enum OpcodeFlag : uint32_t {
   kCollective = 1u << 0, // every rank of a group runs it in the same order
@@ -62,20 +72,32 @@ enum OpcodeFlag : uint32_t {
   kHooksOnly = 1u << 5, // only in the hooks block's tree
 };
 
-/// The signature of one opcode.
+/// The signature of one opcode (one row of Opcodes.def).
 struct OpcodeInfo {
+  /// Slots before the first repeated one; no opcode has more.
+  static constexpr size_t kLeadingSlots = 4;
+
   fb::Opcode opcode = fb::Opcode::Invalid;
   const char *name = "";
   Arity inputs, outputs, ints, floats, strings, blocks;
   /// Kinds of ints[0..3]; later ints have `restInts`' kind.
-  std::array<IntAttr, 4> leadingInts{IntAttr::Any, IntAttr::Any, IntAttr::Any,
-                                     IntAttr::Any};
+  std::array<IntAttr, kLeadingSlots> leadingInts{IntAttr::Any, IntAttr::Any,
+                                                 IntAttr::Any, IntAttr::Any};
   IntAttr restInts = IntAttr::Any;
+  /// Kinds and plan.fbs names of floats[0..3]; later floats have no rule.
+  std::array<FloatAttr, kLeadingSlots> floatKinds{
+      FloatAttr::Any, FloatAttr::Any, FloatAttr::Any, FloatAttr::Any};
+  std::array<const char *, kLeadingSlots> floatNames{"", "", "", ""};
   uint32_t flags = 0;
+  /// Whether the executor runs it as one Backend kernel (an MD_KERNEL row).
+  bool kernel = false;
 
   bool is(OpcodeFlag flag) const { return (flags & flag) != 0; }
   IntAttr intKind(size_t i) const {
     return i < leadingInts.size() ? leadingInts[i] : restInts;
+  }
+  FloatAttr floatKind(size_t i) const {
+    return i < floatKinds.size() ? floatKinds[i] : FloatAttr::Any;
   }
   /// The position of the bucket id in ints (collectives), or -1.
   int bucketIndex() const {

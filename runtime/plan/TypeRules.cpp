@@ -191,6 +191,21 @@ private:
       return fail(r, "but must have shape %s", describeShape(shape));
     return absl::OkStatus();
   }
+  /// floats[k] against its slot's kind in Opcodes.def.
+  absl::Status floatSlot(uint32_t k) const {
+    const char *what = info_.floatNames[k];
+    switch (info_.floatKind(k)) {
+    case FloatAttr::Any:
+      return absl::OkStatus();
+    case FloatAttr::Positive:
+      return positiveFloat(k, what);
+    case FloatAttr::NonNegative:
+      return nonNegativeFloat(k, what);
+    case FloatAttr::UnitInterval:
+      return unitInterval(k, what);
+    }
+    return absl::OkStatus();
+  }
   absl::Status positiveFloat(uint32_t k, const char *what) const {
     if (!(floatAttr(k) > 0))
       return failAttr("floats[%d] (%s) %g is not positive", k, what,
@@ -219,6 +234,10 @@ private:
   }
 
   // --- rules -----------------------------------------------------------------
+  /// The operands' types and what relates an attribute to them.
+  absl::Status operands();
+  /// Every float slot against its kind, then what relates slots.
+  absl::Status slots();
   absl::Status state();
   absl::Status matmulShape(Ref a, Ref b, Shape *result) const;
   absl::Status reduction(const Shape &x, Shape *reduced) const;
@@ -320,8 +339,7 @@ absl::Status Rule::norm() {
     MD_RETURN_IF_ERROR(shapeIs(I(k), {x.back()}));
     MD_RETURN_IF_ERROR(dtypeOf(I(k), I(0)));
   }
-  MD_RETURN_IF_ERROR(typeOf(O(0), I(0)));
-  return positiveFloat(0, "eps");
+  return typeOf(O(0), I(0));
 }
 
 /// layer_norm_grad and rms_norm_grad: dy, x [..., D], gamma [D] ->
@@ -336,7 +354,7 @@ absl::Status Rule::normGrad(uint32_t gradients) {
   MD_RETURN_IF_ERROR(typeOf(O(0), I(1)));
   for (uint32_t k = 1; k < gradients; ++k)
     MD_RETURN_IF_ERROR(typeOf(O(k), I(2)));
-  return positiveFloat(0, "eps");
+  return absl::OkStatus();
 }
 
 absl::Status Rule::collective() {
@@ -407,6 +425,28 @@ absl::Status Rule::constant() {
 
 absl::Status Rule::check() {
   MD_RETURN_IF_ERROR(state());
+  MD_RETURN_IF_ERROR(operands());
+  return slots();
+}
+
+absl::Status Rule::slots() {
+  for (uint32_t k = 0;
+       k < count(inst_.floats()) && k < static_cast<uint32_t>(info_.floats.min);
+       ++k)
+    MD_RETURN_IF_ERROR(floatSlot(k));
+  if (inst_.opcode() == fb::Opcode::SgdUpdate) {
+    bool momentum = ins() == 5;
+    if (momentum != (floatAttr(0) > 0))
+      return failAttr(
+          "a momentum buffer is an operand exactly when momentum %g > 0",
+          floatAttr(0));
+    if (intAttr(0) != 0 && (floatAttr(0) <= 0 || floatAttr(1) != 0))
+      return failAttr("nesterov needs momentum > 0 and dampening = 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Rule::operands() {
   using Op = fb::Opcode;
   const auto I64 = fb::DType::I64;
   const auto F32 = fb::DType::F32;
@@ -456,8 +496,7 @@ absl::Status Rule::check() {
     return typeOf(O(0), I(0));
   case Op::Rsqrt:
     MD_RETURN_IF_ERROR(floating(I(0)));
-    MD_RETURN_IF_ERROR(typeOf(O(0), I(0)));
-    return nonNegativeFloat(0, "eps");
+    return typeOf(O(0), I(0));
   case Op::Softmax: {
     MD_RETURN_IF_ERROR(rankAtLeast(I(0), 1));
     MD_RETURN_IF_ERROR(fullFloat(I(0)));
@@ -499,7 +538,7 @@ absl::Status Rule::check() {
       if (out(k).dtype() != F32)
         return fail(O(k), "but batch statistics are f32");
     }
-    return positiveFloat(0, "eps");
+    return absl::OkStatus();
   }
   case Op::BatchNormGrad: {
     MD_RETURN_IF_ERROR(rankAtLeast(I(1), 1));
@@ -653,11 +692,7 @@ absl::Status Rule::check() {
     MD_RETURN_IF_ERROR(scalar(I(5), {I64}));
     MD_RETURN_IF_ERROR(typeOf(O(0), I(0)));
     MD_RETURN_IF_ERROR(typeOf(O(1), I(2)));
-    MD_RETURN_IF_ERROR(typeOf(O(2), I(3)));
-    MD_RETURN_IF_ERROR(unitInterval(0, "beta1"));
-    MD_RETURN_IF_ERROR(unitInterval(1, "beta2"));
-    MD_RETURN_IF_ERROR(positiveFloat(2, "eps"));
-    return nonNegativeFloat(3, "weight_decay");
+    return typeOf(O(2), I(3));
   }
   case Op::SgdUpdate: {
     bool momentum = ins() == 5;
@@ -673,16 +708,7 @@ absl::Status Rule::check() {
     }
     MD_RETURN_IF_ERROR(scalar(I(lr), {F32}));
     MD_RETURN_IF_ERROR(scalar(I(lr + 1), {I64}));
-    MD_RETURN_IF_ERROR(typeOf(O(0), I(0)));
-    MD_RETURN_IF_ERROR(nonNegativeFloat(0, "momentum"));
-    MD_RETURN_IF_ERROR(nonNegativeFloat(2, "weight_decay"));
-    if (momentum != (floatAttr(0) > 0))
-      return failAttr(
-          "a momentum buffer is an operand exactly when momentum %g > 0",
-          floatAttr(0));
-    if (intAttr(0) != 0 && (floatAttr(0) <= 0 || floatAttr(1) != 0))
-      return failAttr("nesterov needs momentum > 0 and dampening = 0");
-    return absl::OkStatus();
+    return typeOf(O(0), I(0));
   }
   case Op::GlobalNorm:
     for (uint32_t k = 0; k < ins(); ++k)
@@ -693,8 +719,7 @@ absl::Status Rule::check() {
       MD_RETURN_IF_ERROR(floating(I(k)));
       MD_RETURN_IF_ERROR(typeOf(O(k), I(k)));
     }
-    MD_RETURN_IF_ERROR(scalar(I(ins() - 1), {F32}));
-    return positiveFloat(0, "max_norm");
+    return scalar(I(ins() - 1), {F32});
   case Op::Cast:
     MD_RETURN_IF_ERROR(floating(I(0)));
     MD_RETURN_IF_ERROR(floating(O(0)));

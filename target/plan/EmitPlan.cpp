@@ -13,6 +13,7 @@
 #include "passes/analysis/StepProgram.h"
 #include "runtime/plan/Aliasing.h"
 #include "runtime/plan/Loader.h"
+#include "runtime/plan/OpAttrs.h"
 #include "runtime/plan/PlanBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -972,205 +973,196 @@ LogicalResult Emitter::emitComputeOp(Operation &op, Context ctx) {
     outputs.push_back(*x);
   }
 
-  using Op = fb::Opcode;
-  auto emit = [&](Op opcode) -> fb::InstructionT & {
-    return add(ctx, &op, opcode, inputs, outputs);
+  // Each case fills the attribute struct of its opcode by slot name
+  // (runtime/plan/OpAttrs.h, from Opcodes.def); the struct's type gives the
+  // opcode, and Encode writes the slots where plan.fbs puts them.
+  auto emit = [&](const auto &attrs) -> LogicalResult {
+    using Attrs = std::decay_t<decltype(attrs)>;
+    fb::InstructionT &inst = add(ctx, &op, Attrs::kOpcode, inputs, outputs);
+    if (absl::Status s = plan::Encode(attrs, inst); !s.ok())
+      return op.emitError(std::string(s.message()));
+    return success();
   };
-  auto flag = [](bool b) -> int64_t { return b ? 1 : 0; };
-  auto reduceDims = [&](ArrayRef<int64_t> dims, bool keepdim) {
-    std::vector<int64_t> ints = {flag(keepdim)};
-    ints.insert(ints.end(), dims.begin(), dims.end());
-    return ints;
-  };
+  namespace A = plan::attrs;
+  auto i64 = [](auto v) { return static_cast<int64_t>(v); };
+  auto eps = [](auto n) { return n.getEps().convertToDouble(); };
   auto bucketOf = [](std::optional<uint64_t> bucket) -> int64_t {
     return bucket ? static_cast<int64_t>(*bucket) : -1;
   };
-  auto ignore = [](std::optional<uint64_t> index) -> std::vector<int64_t> {
+  auto group = [](auto c) { return static_cast<fb::Group>(c.getGroup()); };
+  auto reduction = [](auto c) {
+    return static_cast<fb::Reduction>(c.getReductionKind());
+  };
+  auto ignore = [](std::optional<uint64_t> index) -> std::optional<int64_t> {
     if (!index)
-      return {};
-    return {static_cast<int64_t>(*index)};
+      return std::nullopt;
+    return static_cast<int64_t>(*index);
+  };
+  // Mean, Sum and their gradients share keepdim and dims.
+  auto reduce = [&](auto a, auto r) {
+    a.keepdim = r.getKeepdim();
+    a.dims.assign(r.getDims().begin(), r.getDims().end());
+    return emit(a);
+  };
+  // An op and its gradient share their attributes: one setter each.
+  auto withEps = [&](auto a, auto n) {
+    a.eps = eps(n);
+    return emit(a);
+  };
+  auto withTransposes = [&](auto a, auto m) {
+    a.transposeA = m.getTransposeA();
+    a.transposeB = m.getTransposeB();
+    return emit(a);
+  };
+  auto withApproximate = [&](auto a, auto g) {
+    a.approximate = g.getApproximate();
+    return emit(a);
+  };
+  auto withAxis = [&](auto a, auto s) {
+    a.axis = i64(s.getAxis());
+    return emit(a);
+  };
+  auto withHeads = [&](auto a, auto c) {
+    a.numHeads = i64(c.getNumHeads());
+    return emit(a);
+  };
+  auto withIgnoreIndex = [&](auto a, auto c) {
+    a.ignoreIndex = ignore(c.getIgnoreIndex());
+    return emit(a);
+  };
+  // Every collective names its group and bucket.
+  auto onGroup = [&](auto a, auto c) {
+    a.group = group(c);
+    a.bucket = bucketOf(c.getBucket());
+    return a;
   };
 
   return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
-      .Case([&](MatmulOp m) {
-        emit(Op::Matmul).ints = {flag(m.getTransposeA()),
-                                 flag(m.getTransposeB())};
-        return success();
-      })
-      .Case([&](MatmulGradOp m) {
-        emit(Op::MatmulGrad).ints = {flag(m.getTransposeA()),
-                                     flag(m.getTransposeB())};
-        return success();
-      })
-      .Case([&](AddOp) { return emit(Op::Add), success(); })
-      .Case([&](SubOp) { return emit(Op::Sub), success(); })
-      .Case([&](MulOp) { return emit(Op::Mul), success(); })
+      .Case([&](MatmulOp m) { return withTransposes(A::Matmul(), m); })
+      .Case([&](MatmulGradOp m) { return withTransposes(A::MatmulGrad(), m); })
+      .Case([&](AddOp) { return emit(A::Add()); })
+      .Case([&](SubOp) { return emit(A::Sub()); })
+      .Case([&](MulOp) { return emit(A::Mul()); })
       .Case([&](ScaleOp s) {
-        emit(Op::Scale).floats = {s.getFactor().convertToDouble()};
-        return success();
+        A::Scale a;
+        a.factor = s.getFactor().convertToDouble();
+        return emit(a);
       })
-      .Case([&](GeluOp g) {
-        emit(Op::Gelu).ints = {flag(g.getApproximate())};
-        return success();
+      .Case([&](GeluOp g) { return withApproximate(A::Gelu(), g); })
+      .Case([&](GeluGradOp g) { return withApproximate(A::GeluGrad(), g); })
+      .Case([&](ReluOp) { return emit(A::Relu()); })
+      .Case([&](ReluGradOp) { return emit(A::ReluGrad()); })
+      .Case([&](SqrtOp) { return emit(A::Sqrt()); })
+      .Case([&](RsqrtOp r) { return withEps(A::Rsqrt(), r); })
+      .Case([&](LayerNormOp n) { return withEps(A::LayerNorm(), n); })
+      .Case([&](LayerNormGradOp n) { return withEps(A::LayerNormGrad(), n); })
+      .Case([&](RmsNormOp n) { return withEps(A::RmsNorm(), n); })
+      .Case([&](RmsNormGradOp n) { return withEps(A::RmsNormGrad(), n); })
+      .Case([&](BatchNormOp n) { return withEps(A::BatchNorm(), n); })
+      .Case([&](BatchNormGradOp) { return emit(A::BatchNormGrad()); })
+      .Case([&](SoftmaxOp s) { return withAxis(A::Softmax(), s); })
+      .Case([&](SoftmaxGradOp s) { return withAxis(A::SoftmaxGrad(), s); })
+      .Case([&](CausalAttentionOp c) {
+        return withHeads(A::CausalAttention(), c);
       })
-      .Case([&](GeluGradOp g) {
-        emit(Op::GeluGrad).ints = {flag(g.getApproximate())};
-        return success();
+      .Case([&](CausalAttentionGradOp c) {
+        return withHeads(A::CausalAttentionGrad(), c);
       })
-      .Case([&](ReluOp) { return emit(Op::Relu), success(); })
-      .Case([&](ReluGradOp) { return emit(Op::ReluGrad), success(); })
-      .Case([&](SqrtOp) { return emit(Op::Sqrt), success(); })
-      .Case([&](RsqrtOp r) {
-        emit(Op::Rsqrt).floats = {r.getEps().convertToDouble()};
-        return success();
-      })
-      .Case([&](LayerNormOp n) {
-        emit(Op::LayerNorm).floats = {n.getEps().convertToDouble()};
-        return success();
-      })
-      .Case([&](LayerNormGradOp n) {
-        emit(Op::LayerNormGrad).floats = {n.getEps().convertToDouble()};
-        return success();
-      })
-      .Case([&](RmsNormOp n) {
-        emit(Op::RmsNorm).floats = {n.getEps().convertToDouble()};
-        return success();
-      })
-      .Case([&](RmsNormGradOp n) {
-        emit(Op::RmsNormGrad).floats = {n.getEps().convertToDouble()};
-        return success();
-      })
-      .Case([&](BatchNormOp n) {
-        emit(Op::BatchNorm).floats = {n.getEps().convertToDouble()};
-        return success();
-      })
-      .Case([&](BatchNormGradOp) { return emit(Op::BatchNormGrad), success(); })
-      .Case([&](SoftmaxOp s) {
-        emit(Op::Softmax).ints = {s.getAxis()};
-        return success();
-      })
-      .Case([&](SoftmaxGradOp s) {
-        emit(Op::SoftmaxGrad).ints = {s.getAxis()};
-        return success();
-      })
-      .Case([&](CausalAttentionOp a) {
-        emit(Op::CausalAttention).ints = {
-            static_cast<int64_t>(a.getNumHeads())};
-        return success();
-      })
-      .Case([&](CausalAttentionGradOp a) {
-        emit(Op::CausalAttentionGrad).ints = {
-            static_cast<int64_t>(a.getNumHeads())};
-        return success();
-      })
-      .Case([&](EmbeddingOp) { return emit(Op::Embedding), success(); })
+      .Case([&](EmbeddingOp) { return emit(A::Embedding()); })
       .Case([&](EmbeddingGradOp e) {
-        emit(Op::EmbeddingGrad).ints = {
-            static_cast<int64_t>(e.getNumEmbeddings())};
-        return success();
+        A::EmbeddingGrad a;
+        a.numEmbeddings = i64(e.getNumEmbeddings());
+        return emit(a);
       })
       .Case([&](CrossEntropyOp c) {
-        emit(Op::CrossEntropy).ints = ignore(c.getIgnoreIndex());
-        return success();
+        return withIgnoreIndex(A::CrossEntropy(), c);
       })
       .Case([&](CrossEntropyGradOp c) {
-        emit(Op::CrossEntropyGrad).ints = ignore(c.getIgnoreIndex());
-        return success();
+        return withIgnoreIndex(A::CrossEntropyGrad(), c);
       })
-      .Case([&](MeanOp r) {
-        emit(Op::Mean).ints = reduceDims(r.getDims(), r.getKeepdim());
-        return success();
-      })
-      .Case([&](MeanGradOp r) {
-        emit(Op::MeanGrad).ints = reduceDims(r.getDims(), r.getKeepdim());
-        return success();
-      })
-      .Case([&](SumOp r) {
-        emit(Op::Sum).ints = reduceDims(r.getDims(), r.getKeepdim());
-        return success();
-      })
-      .Case([&](SumGradOp r) {
-        emit(Op::SumGrad).ints = reduceDims(r.getDims(), r.getKeepdim());
-        return success();
-      })
-      .Case([&](SumToOp) { return emit(Op::SumTo), success(); })
+      .Case([&](MeanOp r) { return reduce(A::Mean(), r); })
+      .Case([&](MeanGradOp r) { return reduce(A::MeanGrad(), r); })
+      .Case([&](SumOp r) { return reduce(A::Sum(), r); })
+      .Case([&](SumGradOp r) { return reduce(A::SumGrad(), r); })
+      .Case([&](SumToOp) { return emit(A::SumTo()); })
       .Case([&](ReshapeOp) {
-        emit(Op::View).ints = {0};
-        return success();
+        // A reshape aliases its operand: a view of all of it.
+        A::View a;
+        a.offset = int64_t{0};
+        return emit(a);
       })
       .Case([&](TransposeOp t) {
-        ArrayRef<int64_t> perm = t.getPerm();
-        emit(Op::Transpose).ints = std::vector<int64_t>(perm.begin(), perm.end());
-        return success();
+        A::Transpose a;
+        a.perm.assign(t.getPerm().begin(), t.getPerm().end());
+        return emit(a);
       })
-      .Case([&](ArangeOp a) {
-        emit(Op::Arange).ints = {static_cast<int64_t>(a.getStart()),
-                                 static_cast<int64_t>(a.getEnd())};
-        return success();
+      .Case([&](ArangeOp r) {
+        A::Arange a;
+        a.start = i64(r.getStart());
+        a.end = i64(r.getEnd());
+        return emit(a);
       })
-      .Case([&](AccumulateOp) { return emit(Op::Accumulate), success(); })
-      .Case([&](AdamWUpdateOp a) {
-        emit(Op::AdamWUpdate).floats = {
-            a.getBeta1().convertToDouble(), a.getBeta2().convertToDouble(),
-            a.getEps().convertToDouble(), a.getWeightDecay().convertToDouble()};
-        return success();
+      .Case([&](AccumulateOp) { return emit(A::Accumulate()); })
+      .Case([&](AdamWUpdateOp u) {
+        A::AdamWUpdate a;
+        a.beta1 = u.getBeta1().convertToDouble();
+        a.beta2 = u.getBeta2().convertToDouble();
+        a.eps = eps(u);
+        a.weightDecay = u.getWeightDecay().convertToDouble();
+        return emit(a);
       })
-      .Case([&](SGDUpdateOp s) {
-        fb::InstructionT &inst = emit(Op::SgdUpdate);
-        inst.floats = {s.getMomentum().convertToDouble(),
-                       s.getDampening().convertToDouble(),
-                       s.getWeightDecay().convertToDouble()};
-        inst.ints = {flag(s.getNesterov())};
-        return success();
+      .Case([&](SGDUpdateOp u) {
+        A::SgdUpdate a;
+        a.nesterov = u.getNesterov();
+        a.momentum = u.getMomentum().convertToDouble();
+        a.dampening = u.getDampening().convertToDouble();
+        a.weightDecay = u.getWeightDecay().convertToDouble();
+        return emit(a);
       })
       .Case([&](GlobalNormOp g) {
-        emit(Op::GlobalNorm).ints = {flag(g.getSquared())};
-        return success();
+        A::GlobalNorm a;
+        a.squared = g.getSquared();
+        return emit(a);
       })
       .Case([&](ClipOp c) {
-        emit(Op::Clip).floats = {c.getMaxNorm().convertToDouble()};
-        return success();
+        A::Clip a;
+        a.maxNorm = c.getMaxNorm().convertToDouble();
+        return emit(a);
       })
-      .Case([&](CastOp) { return emit(Op::Cast), success(); })
-      .Case([&](FlattenOp) { return emit(Op::Flatten), success(); })
+      .Case([&](CastOp) { return emit(A::Cast()); })
+      .Case([&](FlattenOp) { return emit(A::Flatten()); })
       .Case([&](ViewOp v) {
-        emit(Op::View).ints = {static_cast<int64_t>(v.getOffset())};
-        return success();
+        A::View a;
+        a.offset = i64(v.getOffset());
+        return emit(a);
       })
       .Case([&](ShardSliceOp s) {
-        emit(Op::ShardSlice).ints = {static_cast<int64_t>(s.getGroup())};
-        return success();
+        A::ShardSlice a;
+        a.group = group(s);
+        return emit(a);
       })
       .Case([&](AllGatherOp c) {
-        emit(Op::AllGather).ints = {static_cast<int64_t>(c.getGroup()),
-                                    bucketOf(c.getBucket()),
-                                    static_cast<int64_t>(c.getAxis())};
-        return success();
+        A::AllGather a = onGroup(A::AllGather(), c);
+        a.axis = i64(c.getAxis());
+        return emit(a);
       })
       .Case([&](ReduceScatterOp c) {
-        emit(Op::ReduceScatter).ints = {
-            static_cast<int64_t>(c.getGroup()),
-            static_cast<int64_t>(c.getReductionKind()), bucketOf(c.getBucket()),
-            static_cast<int64_t>(c.getAxis())};
-        return success();
+        A::ReduceScatter a = onGroup(A::ReduceScatter(), c);
+        a.reduction = reduction(c);
+        a.axis = i64(c.getAxis());
+        return emit(a);
       })
       .Case([&](AllReduceOp c) {
-        emit(Op::AllReduce).ints = {static_cast<int64_t>(c.getGroup()),
-                                    static_cast<int64_t>(c.getReductionKind()),
-                                    bucketOf(c.getBucket())};
-        return success();
+        A::AllReduce a = onGroup(A::AllReduce(), c);
+        a.reduction = reduction(c);
+        return emit(a);
       })
       .Case([&](BroadcastOp c) {
-        emit(Op::Broadcast).ints = {static_cast<int64_t>(c.getGroup()),
-                                    bucketOf(c.getBucket()),
-                                    static_cast<int64_t>(c.getRoot())};
-        return success();
+        A::Broadcast a = onGroup(A::Broadcast(), c);
+        a.root = i64(c.getRoot());
+        return emit(a);
       })
-      .Case([&](BarrierOp c) {
-        emit(Op::Barrier).ints = {static_cast<int64_t>(c.getGroup()),
-                                  bucketOf(c.getBucket())};
-        return success();
-      })
+      .Case([&](BarrierOp c) { return emit(onGroup(A::Barrier(), c)); })
       .Default([&](Operation *) {
         return op.emitError("'") << op.getName()
                                  << "' cannot be emitted into a plan";
