@@ -2,6 +2,7 @@
 
 #include "passes/ExplainReport.h"
 #include "passes/analysis/StepProgram.h"
+#include "runtime/plan/MemoryFormat.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
@@ -147,12 +148,11 @@ void md::printExplainText(const ExplainReport &report, raw_ostream &os) {
      << ", effective batch " << report.effectiveBatch << "\n";
 
   const MemoryReport &memory = report.memory;
-  os << "\nmemory per rank at the peak (bytes):\n";
+  // The same bytes as mdrun --inspect's memory section (MemoryFormat.h).
+  os << "\n" << plan::FormatMemoryText(memory, report.worldSize);
   auto line = [&](StringRef name, int64_t value) {
     os << llvm::formatv("  {0,-16}{1,16}\n", name, value);
   };
-  for (const plan::MemoryRow &row : plan::MemoryRows(memory))
-    line(row.name, row.bytes);
   os << "\nmodel states per rank after the backward (bytes; ZeRO's count):\n";
   line("params", memory.modelStateParams);
   line("grads", memory.modelStateGrads);
@@ -217,10 +217,11 @@ void md::printExplainJson(const ExplainReport &report, raw_ostream &os) {
       json.attribute("effective", report.effectiveBatch);
     });
     const MemoryReport &memory = report.memory;
-    json.attributeObject("memory", [&] {
-      for (const plan::MemoryRow &row : plan::MemoryRows(memory))
-        json.attribute(row.name, row.bytes);
-    });
+    // The same bytes as mdrun --inspect's memory_per_rank (MemoryFormat.h),
+    // at the depth of a top-level member.
+    json.attributeBegin("memory");
+    json.rawValue(plan::FormatMemoryJson(memory, /*indent=*/2));
+    json.attributeEnd();
     json.attributeObject("model_states", [&] {
       json.attribute("params", memory.modelStateParams);
       json.attribute("grads", memory.modelStateGrads);

@@ -439,10 +439,10 @@ def Explain : Pass<"md-explain", "::md::ModelOp"> {
     model @tiny, plan (none), world size 2
     batch: global 8, micro 2 per rank, 2 accumulation steps, effective batch 8
 
-    memory per rank at the peak (bytes):
-      params                       144
+    memory per rank at W = 2, at the peak
+      params               144 B  (144 bytes)
       ...
-      peak                         584
+      peak                 584 B  (584 bytes)
     ```
   }];
   let options = [

@@ -42,7 +42,13 @@ expect 0 'accumulation steps 2 at W = 2' --inspect "$good"
 expect 0 'reduce_scatter +1 +848 B +424 B' --inspect "$good"
 expect 0 'every 50 steps: evaluate "data/val.npy"' --inspect "$good"
 expect 0 'accumulation steps 1 at W = 4' --inspect "$good" --world-size 4
+# The memory section (the same bytes as mdc --explain's: MemoryFormat.h),
+# and where transient memory peaks, with the program.
+expect 0 'memory per rank at W = 2, at the peak' --inspect "$good"
+expect 0 'peak +[0-9.]+ K?i?B +\([0-9]+ bytes\)' --inspect "$good"
+expect 0 'transient peak at blocks\[[0-9]+\]\.instructions\[[0-9]+\]' --inspect "$good"
 expect 0 '"memory_per_rank": \{' --inspect "$good" --format=json
+expect 0 '"transient_peak_at": \{' --inspect "$good" --format=json
 expect 0 '"accumulation_steps": 4' --inspect "$good" --format json --world-size 1
 expect 0 'world size +2 \(pinned by the plan\)' --inspect "$work/tiny-mlp-pinned-2.fb"
 expect 0 'model +minimal' --inspect "$work/minimal.fb"

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/plan/Memory.h"
+#include "runtime/plan/MemoryFormat.h"
 
 #include <cstdint>
 #include <limits>
@@ -140,6 +141,66 @@ TEST(MemoryModelTest, RowsComeInTheReportsOrder) {
   // The rows name the categories as the plan does.
   EXPECT_STREQ(MemoryCategoryName(MemoryCategory::GradAcc), "grad_acc");
   EXPECT_STREQ(MemoryCategoryName(MemoryCategory::CommBuffers), "comm_buffers");
+}
+
+TEST(MemoryModelTest, BytesTextUsesBinaryUnits) {
+  EXPECT_EQ(BytesText(0), "0 B");
+  EXPECT_EQ(BytesText(1023), "1023 B");
+  EXPECT_EQ(BytesText(1024), "1.0 KiB");
+  EXPECT_EQ(BytesText(1360), "1.3 KiB");
+  EXPECT_EQ(BytesText(int64_t(25) << 20), "25.0 MiB");
+  EXPECT_EQ(BytesText(int64_t(3) << 40), "3.0 TiB");
+  EXPECT_EQ(BytesText(kMax), "8.0 EiB");
+}
+
+MemoryTotals sampleTotals() {
+  MemoryTotals totals;
+  totals.params = 424;
+  totals.grads = 0;
+  totals.gradAcc = 848;
+  totals.optimizer = 848;
+  totals.activations = 1360;
+  totals.commBuffers = 848;
+  totals.peak = 4328;
+  return totals;
+}
+
+TEST(MemoryModelTest, TextSectionHasEveryRowInHumanAndExactBytes) {
+  EXPECT_EQ(FormatMemoryText(sampleTotals(), 2),
+            "memory per rank at W = 2, at the peak\n"
+            "  params               424 B  (424 bytes)\n"
+            "  grads                  0 B  (0 bytes)\n"
+            "  grad_acc             848 B  (848 bytes)\n"
+            "  optimizer            848 B  (848 bytes)\n"
+            "  activations        1.3 KiB  (1360 bytes)\n"
+            "  comm_buffers         848 B  (848 bytes)\n"
+            "  peak               4.2 KiB  (4328 bytes)\n");
+}
+
+TEST(MemoryModelTest, JsonSectionIsAnObjectAtTheGivenDepth) {
+  const std::string rows = "\"params\": 424,\n"
+                           "\"grads\": 0,\n"
+                           "\"grad_acc\": 848,\n"
+                           "\"optimizer\": 848,\n"
+                           "\"activations\": 1360,\n"
+                           "\"comm_buffers\": 848,\n"
+                           "\"peak\": 4328\n";
+  // Each row indented by `indent` + 2, the closing brace by `indent`.
+  auto indented = [&](int indent) {
+    std::string out = "{\n", pad(indent + 2, ' ');
+    size_t begin = 0;
+    for (size_t end; (end = rows.find('\n', begin)) != std::string::npos;
+         begin = end + 1)
+      out += pad + rows.substr(begin, end + 1 - begin);
+    return out + std::string(indent, ' ') + "}";
+  };
+  EXPECT_EQ(FormatMemoryJson(sampleTotals(), 2), indented(2));
+  EXPECT_EQ(FormatMemoryJson(sampleTotals(), 0), indented(0));
+  // Exact bytes, however large.
+  MemoryTotals big;
+  big.peak = kMax;
+  EXPECT_NE(FormatMemoryJson(big, 2).find("\"peak\": 9223372036854775807\n"),
+            std::string::npos);
 }
 
 /// An instruction: `stream`, the event it records, those it waits for.

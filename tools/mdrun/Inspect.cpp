@@ -22,6 +22,7 @@
 #include "runtime/core/StreamOrder.h"
 #include "runtime/plan/Loader.h"
 #include "runtime/plan/Memory.h"
+#include "runtime/plan/MemoryFormat.h"
 #include "runtime/plan/Schema.h"
 #include "runtime/plan/Summary.h"
 
@@ -30,13 +31,18 @@ namespace {
 
 using fb::Plan;
 
-/// A JSON-like value: null, bool, integer, float, string, list or object
-/// (keys in insertion order).
+/// JSON text written by another formatter, copied as it is.
+struct RawJson {
+  std::string text;
+};
+
+/// A JSON-like value: null, bool, integer, float, string, list, object
+/// (keys in insertion order) or raw JSON text.
 struct Value {
   struct Object;
   using List = std::vector<Value>;
   std::variant<std::monostate, bool, int64_t, double, std::string, List,
-               std::shared_ptr<Object>>
+               std::shared_ptr<Object>, RawJson>
       v;
   Value() = default;
   Value(bool b) : v(b) {}
@@ -49,6 +55,7 @@ struct Value {
   Value(absl::string_view s) : v(std::string(s)) {}
   Value(List l) : v(std::move(l)) {}
   Value(std::shared_ptr<Object> o) : v(std::move(o)) {}
+  Value(RawJson raw) : v(std::move(raw)) {}
 };
 struct Value::Object {
   std::vector<std::pair<std::string, Value>> fields;
@@ -122,6 +129,8 @@ void writeJson(const Value &value, int indent, std::string &out) {
     out += number(*d);
   } else if (auto *s = std::get_if<std::string>(&value.v)) {
     out += jsonString(*s);
+  } else if (auto *raw = std::get_if<RawJson>(&value.v)) {
+    out += raw->text;
   } else if (auto *l = std::get_if<Value::List>(&value.v)) {
     if (l->empty()) {
       out += "[]";
@@ -148,19 +157,6 @@ void writeJson(const Value &value, int indent, std::string &out) {
     }
     out += closePad + "}";
   }
-}
-
-std::string bytesText(int64_t bytes) {
-  if (bytes < 1024)
-    return absl::StrCat(bytes, " B");
-  const char *units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  double v = static_cast<double>(bytes);
-  int u = -1;
-  while (v >= 1024 && u < 5) {
-    v /= 1024;
-    ++u;
-  }
-  return absl::StrFormat("%.1f %s", v, units[u]);
 }
 
 /// A FLOP count with an SI prefix: "57.5 kFLOP", "1.23 GFLOP".
@@ -198,30 +194,22 @@ Value list(const std::vector<std::string> &items) {
 
 std::string lower(const char *name) { return absl::AsciiStrToLower(name); }
 
-/// Every fact of the report, as the JSON form's object.
-std::shared_ptr<Object> buildReport(const std::string &path,
-                                    const plan::LoadedPlan &loaded,
-                                    const plan::PlanSummary &summary,
-                                    const std::string &streamOrder) {
-  const Plan &p = loaded.plan();
-  const fb::Header &h = *p.header();
-  const fb::PlanOptions &o = *h.options();
-  const fb::Recipe &r = *p.recipe();
-  auto report = object();
-  report->add("file", path)
-      .add("file_bytes", static_cast<int64_t>(loaded.bytes().size()))
-      .add("identifier", fb::PlanIdentifier())
-      .add("schema_version", p.schema_version())
-      .add("model", str(h.model()));
+/// An object per item of `items`, made by `toObject`.
+template <typename T, typename F>
+Value listOf(const std::vector<T> &items, F toObject) {
+  Value::List l;
+  for (const T &item : items)
+    l.emplace_back(toObject(item));
+  return l;
+}
 
-  auto planObj = object();
-  planObj->add("name", str(h.plan_name()))
-      .add("preset", str(h.preset()))
-      .add("shard", lower(fb::EnumNameShardKind(o.shard())))
-      .add("shard_group_size", h.shard_group_size())
-      .add("wrap", lower(fb::EnumNameWrapKind(o.wrap())))
-      .add("wrap_blocks", list(strings(o.wrap_blocks())))
-      .add("wrap_min_params", o.wrap_min_params());
+//===----------------------------------------------------------------------===//
+// The JSON form: one object per section, in the order of the text form
+//===----------------------------------------------------------------------===//
+
+/// How the plan was compiled: its options, precisions and prefetching.
+std::shared_ptr<Object> planJson(const fb::Header &h) {
+  const fb::PlanOptions &o = *h.options();
   auto precision = object();
   precision->add("param", plan::DTypeName(o.param_dtype()))
       .add("reduce", plan::DTypeName(o.reduce_dtype()))
@@ -231,89 +219,60 @@ std::shared_ptr<Object> buildReport(const std::string &path,
   prefetch->add("forward", o.prefetch_forward())
       .add("backward",
            lower(fb::EnumNamePrefetchBackward(o.prefetch_backward())));
-  planObj->add("precision", precision)
+  auto planObj = object();
+  planObj->add("name", str(h.plan_name()))
+      .add("preset", str(h.preset()))
+      .add("shard", lower(fb::EnumNameShardKind(o.shard())))
+      .add("shard_group_size", h.shard_group_size())
+      .add("wrap", lower(fb::EnumNameWrapKind(o.wrap())))
+      .add("wrap_blocks", list(strings(o.wrap_blocks())))
+      .add("wrap_min_params", o.wrap_min_params())
+      .add("precision", precision)
       .add("bucket_cap", o.bucket_cap())
       .add("prefetch", prefetch)
       .add("reshard_after_forward", o.reshard_after_forward())
       .add("checkpoint_activations", list(strings(o.checkpoint_activations())))
       .add("pinned_world_size", h.world_size());
-  report->add("plan", planObj);
+  return planObj;
+}
 
-  auto source = object();
-  source->add("file", str(h.source_file()))
-      .add("hash", absl::StrFormat("0x%016x", h.source_hash()))
-      .add("compiler", str(h.compiler_version()));
-  report->add("source", source);
-
-  const plan::WorldBinding &w = summary.world;
-  auto world = object();
-  world->add("world_size", w.worldSize)
-      .add("shard_group", w.shardGroupSize)
-      .add("replicate_group", w.replicateGroupSize)
-      .add("accumulation_steps", w.accumulationSteps);
-  report->add("world", world);
-
-  auto params = object();
-  params->add("count", summary.paramCount)
-      .add("elements", summary.paramElements)
-      .add("trainable_elements", summary.trainableElements)
-      .add("bytes", summary.paramBytes);
-  report->add("params", params);
-
-  Value::List units;
-  for (const plan::UnitSummary &u : summary.units) {
-    auto unit = object();
-    unit->add("id", u.id)
-        .add("name", u.name)
-        .add("numel", u.numel)
-        .add("params", u.params);
-    units.emplace_back(unit);
-  }
-  report->add("units", units);
-
+/// The step program's size, where its transient memory peaks, and whether
+/// its streams are ordered.
+std::shared_ptr<Object> programJson(const Plan &p,
+                                    const plan::PlanSummary &summary,
+                                    const std::string &streamOrder) {
+  const plan::MemoryReport &m = summary.memory;
+  auto peakAt = object();
+  peakAt->add("block", m.peakBlock).add("instruction", m.peakInstruction);
   auto program = object();
   program->add("blocks", p.blocks()->size())
       .add("step_instructions", summary.stepInstructions)
       .add("hook_instructions", summary.hookInstructions)
       .add("persistent_buffers", summary.persistentBuffers)
       .add("transient_buffers", summary.transientBuffers)
+      .add("buffer_categories", m.compilerCategories ? "compiler" : "by role")
+      .add("transient_peak_at", peakAt)
       .add("events", p.events() ? p.events()->size() : 0u)
       .add("stream_order", streamOrder);
-  report->add("program", program);
+  return program;
+}
 
-  Value::List buckets;
-  for (const plan::BucketSummary &b : summary.buckets) {
-    auto bucket = object();
-    bucket->add("id", b.id)
-        .add("collectives", b.collectives)
-        .add("bytes", b.bytes)
-        .add("kinds", list(b.kinds));
-    buckets.emplace_back(bucket);
-  }
-  report->add("buckets", buckets);
-
-  const plan::MemoryReport &m = summary.memory;
-  auto memory = object();
-  for (const plan::MemoryRow &row : plan::MemoryRows(m))
-    memory->add(row.name, row.bytes);
-  memory->add("categories", m.compilerCategories ? "compiler" : "by role");
-  auto peakAt = object();
-  peakAt->add("block", m.peakBlock).add("instruction", m.peakInstruction);
-  memory->add("peak_at", peakAt);
-  report->add("memory_per_rank", memory);
-
-  auto collectives = object();
+/// The collectives and the GEMM-class FLOPs of one optimizer step.
+std::shared_ptr<Object> collectivesJson(const plan::PlanSummary &summary) {
   auto tally = [](const plan::CollectiveTally &t) {
     auto o = object();
     o->add("count", t.count).add("bytes", t.bytes).add("bus_bytes", t.busBytes);
     return o;
   };
+  auto collectives = object();
   for (const plan::CollectiveTally &t : summary.perStep)
     collectives->add(t.kind, tally(t));
   collectives->add("total", tally(summary.perStepTotal))
       .add("conditional", summary.conditionalCollectives);
-  report->add("collectives_per_step", collectives);
+  return collectives;
+}
 
+std::shared_ptr<Object> flopsJson(const plan::PlanSummary &summary) {
   auto flops = object();
   for (const plan::FlopTally &t : summary.flops) {
     auto o = object();
@@ -323,12 +282,12 @@ std::shared_ptr<Object> buildReport(const std::string &path,
   flops->add("per_rank", summary.flopsPerRank)
       .add("all_ranks", summary.flopsAllRanks)
       .add("conditional", summary.conditionalFlopInstructions);
-  report->add("flops_per_step", flops);
+  return flops;
+}
 
-  auto recipe = object();
-  recipe->add("global_batch", r.global_batch())
-      .add("micro_batch", r.micro_batch())
-      .add("accumulation_steps", w.accumulationSteps);
+/// The training recipe: batches, optimizer, schedule.
+std::shared_ptr<Object> recipeJson(const fb::Recipe &r,
+                                   const plan::WorldBinding &w) {
   const fb::Optimizer &opt = *r.optimizer();
   auto optimizer = object();
   optimizer->add("kind", lower(fb::EnumNameOptimizerKind(opt.kind())))
@@ -348,53 +307,125 @@ std::shared_ptr<Object> buildReport(const std::string &path,
       .add("warmup", sched.warmup())
       .add("steps", sched.steps())
       .add("min_lr", sched.min_lr());
-  recipe->add("optimizer", optimizer)
+  auto recipe = object();
+  recipe->add("global_batch", r.global_batch())
+      .add("micro_batch", r.micro_batch())
+      .add("accumulation_steps", w.accumulationSteps)
+      .add("optimizer", optimizer)
       .add("schedule", schedule)
       .add("clip_grad_norm", r.clip_grad_norm())
       .add("seed", r.seed())
       .add("sync_batch_norm", r.sync_batch_norm());
-  report->add("recipe", recipe);
+  return recipe;
+}
 
+/// The training data and how it is sampled.
+std::shared_ptr<Object> dataJson(const Plan &p, const fb::Recipe &r) {
   const fb::DataSpec &d = *p.datasets()->Get(r.train_data());
-  auto data = object();
-  data->add("kind", lower(fb::EnumNameDataKind(d.kind())))
-      .add("path", str(d.path()))
-      .add("seed", d.seed());
   auto sampler = object();
   sampler->add("seed", r.sampler()->seed())
       .add("reshuffle_each_epoch", r.sampler()->reshuffle_each_epoch())
       .add("tail", lower(fb::EnumNameTailPolicy(r.sampler()->tail())));
-  data->add("sampler", sampler);
-  report->add("data", data);
+  auto data = object();
+  data->add("kind", lower(fb::EnumNameDataKind(d.kind())))
+      .add("path", str(d.path()))
+      .add("seed", d.seed())
+      .add("sampler", sampler);
+  return data;
+}
 
-  Value::List hooks;
-  for (const plan::HookSummary &hk : summary.hooks) {
+/// Every fact of the report, as the JSON form's object.
+std::shared_ptr<Object> buildReport(const std::string &path,
+                                    const plan::LoadedPlan &loaded,
+                                    const plan::PlanSummary &summary,
+                                    const std::string &streamOrder) {
+  const Plan &p = loaded.plan();
+  const fb::Header &h = *p.header();
+  const plan::WorldBinding &w = summary.world;
+  auto source = object();
+  source->add("file", str(h.source_file()))
+      .add("hash", absl::StrFormat("0x%016x", h.source_hash()))
+      .add("compiler", str(h.compiler_version()));
+  auto world = object();
+  world->add("world_size", w.worldSize)
+      .add("shard_group", w.shardGroupSize)
+      .add("replicate_group", w.replicateGroupSize)
+      .add("accumulation_steps", w.accumulationSteps);
+  auto params = object();
+  params->add("count", summary.paramCount)
+      .add("elements", summary.paramElements)
+      .add("trainable_elements", summary.trainableElements)
+      .add("bytes", summary.paramBytes);
+  Value units = listOf(summary.units, [](const plan::UnitSummary &u) {
+    auto unit = object();
+    unit->add("id", u.id)
+        .add("name", u.name)
+        .add("numel", u.numel)
+        .add("params", u.params);
+    return unit;
+  });
+  Value buckets = listOf(summary.buckets, [](const plan::BucketSummary &b) {
+    auto bucket = object();
+    bucket->add("id", b.id)
+        .add("collectives", b.collectives)
+        .add("bytes", b.bytes)
+        .add("kinds", list(b.kinds));
+    return bucket;
+  });
+  Value hooks = listOf(summary.hooks, [](const plan::HookSummary &hk) {
     auto hook = object();
     hook->add("every", hk.period)
         .add("unit", hk.unit)
         .add("actions", list(hk.actions))
         .add("communicates", hk.communicates);
-    hooks.emplace_back(hook);
-  }
-  report->add("hooks", hooks);
+    return hook;
+  });
+
+  auto report = object();
+  report->add("file", path)
+      .add("file_bytes", static_cast<int64_t>(loaded.bytes().size()))
+      .add("identifier", fb::PlanIdentifier())
+      .add("schema_version", p.schema_version())
+      .add("model", str(h.model()))
+      .add("plan", planJson(h))
+      .add("source", source)
+      .add("world", world)
+      .add("params", params)
+      .add("units", units)
+      .add("program", programJson(p, summary, streamOrder))
+      .add("buckets", buckets)
+      // The same bytes as mdc --explain's "memory" (MemoryFormat.h).
+      .add("memory_per_rank",
+           RawJson{plan::FormatMemoryJson(summary.memory, /*indent=*/2)})
+      .add("collectives_per_step", collectivesJson(summary))
+      .add("flops_per_step", flopsJson(summary))
+      .add("recipe", recipeJson(*p.recipe(), w))
+      .add("data", dataJson(p, *p.recipe()))
+      .add("hooks", hooks);
   return report;
 }
 
-/// The text form: the same facts, laid out for reading.
-std::string formatText(const std::string &path, const plan::LoadedPlan &loaded,
-                       const plan::PlanSummary &s,
-                       const std::string &streamOrder) {
+//===----------------------------------------------------------------------===//
+// The text form: the same facts, laid out for reading
+//===----------------------------------------------------------------------===//
+
+/// The text being written, a line at a time.
+struct Text {
+  std::string out;
+  template <typename... Parts> void line(const Parts &...parts) {
+    absl::StrAppend(&out, parts..., "\n");
+  }
+};
+
+/// The file, the model, how the plan was compiled and the world it binds.
+void writeHeader(Text &t, const std::string &path,
+                 const plan::LoadedPlan &loaded, const plan::WorldBinding &w) {
   const Plan &p = loaded.plan();
   const fb::Header &h = *p.header();
   const fb::PlanOptions &o = *h.options();
-  const fb::Recipe &r = *p.recipe();
-  const plan::WorldBinding &w = s.world;
-  std::string out;
-  auto line = [&](auto &&...parts) { absl::StrAppend(&out, parts..., "\n"); };
-
-  line("plan file     ", printable(path), " (", loaded.bytes().size(),
-       " bytes, ", fb::PlanIdentifier(), " schema ", p.schema_version(), ")");
-  line("model         ", printable(str(h.model())));
+  t.line("plan file     ", printable(path), " (", loaded.bytes().size(),
+         " bytes, ", fb::PlanIdentifier(), " schema ", p.schema_version(), ")");
+  t.line("model         ", printable(str(h.model())));
   std::string wrap = lower(fb::EnumNameWrapKind(o.wrap()));
   if (o.wrap() == fb::WrapKind::Blocks)
     absl::StrAppend(&wrap, "(",
@@ -405,94 +436,107 @@ std::string formatText(const std::string &path, const plan::LoadedPlan &loaded,
   std::string shard = lower(fb::EnumNameShardKind(o.shard()));
   if (o.shard() == fb::ShardKind::Hybrid)
     absl::StrAppend(&shard, "(shard_group = ", h.shard_group_size(), ")");
-  line("plan          ", printable(str(h.plan_name())), " (preset ",
-       printable(str(h.preset())), "): shard ", shard, ", wrap ", wrap);
-  line("              precision {param = ", plan::DTypeName(o.param_dtype()),
-       ", reduce = ", plan::DTypeName(o.reduce_dtype()),
-       ", buffer = ", plan::DTypeName(o.buffer_dtype()),
-       ", master = ", plan::DTypeName(o.master_dtype()), "}, bucket_cap ",
-       bytesText(o.bucket_cap()));
+  t.line("plan          ", printable(str(h.plan_name())), " (preset ",
+         printable(str(h.preset())), "): shard ", shard, ", wrap ", wrap);
+  t.line("              precision {param = ", plan::DTypeName(o.param_dtype()),
+         ", reduce = ", plan::DTypeName(o.reduce_dtype()),
+         ", buffer = ", plan::DTypeName(o.buffer_dtype()),
+         ", master = ", plan::DTypeName(o.master_dtype()), "}, bucket_cap ",
+         plan::BytesText(o.bucket_cap()));
   std::string checkpoint =
       absl::StrJoin(strings(o.checkpoint_activations()), ", ");
-  line("              prefetch {forward = ",
-       o.prefetch_forward() ? "true" : "false", ", backward = ",
-       lower(fb::EnumNamePrefetchBackward(o.prefetch_backward())),
-       "}, reshard_after_forward ",
-       o.reshard_after_forward() ? "true" : "false",
-       ", checkpoint_activations ",
-       checkpoint.empty() ? "none" : printable(checkpoint));
-  line("source        ", printable(str(h.source_file())), " (hash ",
-       absl::StrFormat("0x%016x", h.source_hash()), "), compiled by ",
-       printable(str(h.compiler_version())));
-  line("world size    ", w.worldSize,
-       h.world_size() ? " (pinned by the plan)"
-                      : " (any; pass --world-size to choose)",
-       ": groups world ", w.worldSize, ", shard ", w.shardGroupSize,
-       ", replicate ", w.replicateGroupSize);
-  line("");
-  line("params        ", s.paramCount, " tensors, ", s.paramElements,
-       " elements (", s.trainableElements, " trainable), ",
-       bytesText(s.paramBytes));
-  line("units         ", s.units.size());
+  t.line("              prefetch {forward = ",
+         o.prefetch_forward() ? "true" : "false", ", backward = ",
+         lower(fb::EnumNamePrefetchBackward(o.prefetch_backward())),
+         "}, reshard_after_forward ",
+         o.reshard_after_forward() ? "true" : "false",
+         ", checkpoint_activations ",
+         checkpoint.empty() ? "none" : printable(checkpoint));
+  t.line("source        ", printable(str(h.source_file())), " (hash ",
+         absl::StrFormat("0x%016x", h.source_hash()), "), compiled by ",
+         printable(str(h.compiler_version())));
+  t.line("world size    ", w.worldSize,
+         h.world_size() ? " (pinned by the plan)"
+                        : " (any; pass --world-size to choose)",
+         ": groups world ", w.worldSize, ", shard ", w.shardGroupSize,
+         ", replicate ", w.replicateGroupSize);
+}
+
+/// The parameters, units, program (with where transient memory peaks), the
+/// stream-order check and the buckets.
+void writeProgram(Text &t, const Plan &p, const plan::PlanSummary &s,
+                  const std::string &streamOrder) {
+  t.line("params        ", s.paramCount, " tensors, ", s.paramElements,
+         " elements (", s.trainableElements, " trainable), ",
+         plan::BytesText(s.paramBytes));
+  t.line("units         ", s.units.size());
   for (const plan::UnitSummary &u : s.units)
-    line(absl::StrFormat("  %-4d %-24s %12d elements, %d params", u.id,
-                         u.name.empty() ? "(root)" : printable(u.name), u.numel,
-                         u.params));
-  line("program       ", p.blocks()->size(), " blocks; step ",
-       s.stepInstructions, " instructions, hooks ", s.hookInstructions,
-       "; buffers ", s.persistentBuffers, " persistent, ", s.transientBuffers,
-       " transient; ", p.events() ? p.events()->size() : 0, " events");
-  line("stream order  ", streamOrder);
-  line("buckets       ", s.buckets.size());
+    t.line(absl::StrFormat("  %-4d %-24s %12d elements, %d params", u.id,
+                           u.name.empty() ? "(root)" : printable(u.name),
+                           u.numel, u.params));
+  t.line("program       ", p.blocks()->size(), " blocks; step ",
+         s.stepInstructions, " instructions, hooks ", s.hookInstructions,
+         "; buffers ", s.persistentBuffers, " persistent, ", s.transientBuffers,
+         " transient; ", p.events() ? p.events()->size() : 0, " events");
+  if (s.memory.peakBlock >= 0)
+    t.line("              transient peak at blocks[", s.memory.peakBlock,
+           "].instructions[", s.memory.peakInstruction, "]");
+  t.line("stream order  ", streamOrder);
+  t.line("buckets       ", s.buckets.size());
   for (const plan::BucketSummary &b : s.buckets)
-    line(absl::StrFormat("  %-4s %3d collectives %12s  %s",
-                         b.id < 0 ? "none" : absl::StrCat(b.id), b.collectives,
-                         bytesText(b.bytes), absl::StrJoin(b.kinds, ", ")));
-  line("");
-  line("memory per rank at W = ", w.worldSize);
-  const plan::MemoryReport &m = s.memory;
-  auto mem = [&](const char *name, int64_t bytes) {
-    line(absl::StrFormat("  %-13s %12s  (%d bytes)", name, bytesText(bytes),
-                         bytes));
+    t.line(absl::StrFormat("  %-4s %3d collectives %12s  %s",
+                           b.id < 0 ? "none" : absl::StrCat(b.id),
+                           b.collectives, plan::BytesText(b.bytes),
+                           absl::StrJoin(b.kinds, ", ")));
+}
+
+/// The collectives of one optimizer step by kind.
+void writeCollectives(Text &t, const plan::PlanSummary &s) {
+  const plan::WorldBinding &w = s.world;
+  t.line("collectives per step at W = ", w.worldSize, " (accumulation steps ",
+         w.accumulationSteps, ")");
+  t.line(absl::StrFormat("  %-15s %6s %14s %14s", "kind", "count", "bytes",
+                         "bus bytes"));
+  auto row = [&](const std::string &kind, const plan::CollectiveTally &tally) {
+    t.line(absl::StrFormat("  %-15s %6d %14s %14s", kind, tally.count,
+                           plan::BytesText(tally.bytes),
+                           plan::BytesText(tally.busBytes)));
   };
-  for (const plan::MemoryRow &row : plan::MemoryRows(m))
-    mem(row.name, row.bytes);
-  if (m.peakBlock >= 0)
-    line("  (transient peak at blocks[", m.peakBlock, "].instructions[",
-         m.peakInstruction, "])");
-  line("");
-  line("collectives per step at W = ", w.worldSize, " (accumulation steps ",
-       w.accumulationSteps, ")");
-  line(absl::StrFormat("  %-15s %6s %14s %14s", "kind", "count", "bytes",
-                       "bus bytes"));
-  for (const plan::CollectiveTally &t : s.perStep)
-    line(absl::StrFormat("  %-15s %6d %14s %14s", t.kind, t.count,
-                         bytesText(t.bytes), bytesText(t.busBytes)));
-  line(absl::StrFormat("  %-15s %6d %14s %14s", "total", s.perStepTotal.count,
-                       bytesText(s.perStepTotal.bytes),
-                       bytesText(s.perStepTotal.busBytes)));
+  for (const plan::CollectiveTally &tally : s.perStep)
+    row(tally.kind, tally);
+  row("total", s.perStepTotal);
   if (s.conditionalCollectives > 0)
-    line("  and ", s.conditionalCollectives,
-         " inside an if or for of the step (not counted)");
-  line("");
-  line("flops per step at W = ", w.worldSize,
-       " (GEMM-class ops, accumulation steps ", w.accumulationSteps, ")");
-  line(absl::StrFormat("  %-22s %6s %20s", "op", "count", "flops"));
+    t.line("  and ", s.conditionalCollectives,
+           " inside an if or for of the step (not counted)");
+}
+
+/// The GEMM-class FLOPs of one optimizer step by opcode.
+void writeFlops(Text &t, const plan::PlanSummary &s) {
+  const plan::WorldBinding &w = s.world;
+  t.line("flops per step at W = ", w.worldSize,
+         " (GEMM-class ops, accumulation steps ", w.accumulationSteps, ")");
+  t.line(absl::StrFormat("  %-22s %6s %20s", "op", "count", "flops"));
   int64_t flopInstructions = 0;
-  for (const plan::FlopTally &t : s.flops) {
-    line(absl::StrFormat("  %-22s %6d %20d", t.kind, t.count, t.flops));
-    flopInstructions += t.count;
+  for (const plan::FlopTally &tally : s.flops) {
+    t.line(absl::StrFormat("  %-22s %6d %20d", tally.kind, tally.count,
+                           tally.flops));
+    flopInstructions += tally.count;
   }
-  line(absl::StrFormat("  %-22s %6d %20d  %s", "per rank", flopInstructions,
-                       s.flopsPerRank, flopsText(s.flopsPerRank)));
-  line(absl::StrFormat(
+  t.line(absl::StrFormat("  %-22s %6d %20d  %s", "per rank", flopInstructions,
+                         s.flopsPerRank, flopsText(s.flopsPerRank)));
+  t.line(absl::StrFormat(
       "  %-29s %20d  %s",
       absl::StrCat("all ", w.worldSize, w.worldSize == 1 ? " rank" : " ranks"),
       s.flopsAllRanks, flopsText(s.flopsAllRanks)));
   if (s.conditionalFlopInstructions > 0)
-    line("  and ", s.conditionalFlopInstructions,
-         " inside an if or for of the step (not counted)");
-  line("");
+    t.line("  and ", s.conditionalFlopInstructions,
+           " inside an if or for of the step (not counted)");
+}
+
+/// The recipe, the data and the hooks.
+void writeRecipe(Text &t, const Plan &p, const plan::PlanSummary &s) {
+  const fb::Recipe &r = *p.recipe();
+  const plan::WorldBinding &w = s.world;
   const fb::Optimizer &opt = *r.optimizer();
   std::string optimizer =
       opt.kind() == fb::OptimizerKind::AdamW
@@ -506,36 +550,56 @@ std::string formatText(const std::string &path, const plan::LoadedPlan &loaded,
                             opt.weight_decay(),
                             opt.nesterov() ? ", nesterov" : "");
   const fb::Schedule &sched = *r.schedule();
-  line("recipe        global_batch ", r.global_batch(), ", micro_batch ",
-       r.micro_batch(), ", accumulation steps ", w.accumulationSteps,
-       " at W = ", w.worldSize);
-  line("              optimizer ", optimizer);
-  line("              schedule ", lower(fb::EnumNameScheduleKind(sched.kind())),
-       "(warmup = ", sched.warmup(), ", steps = ", sched.steps(),
-       ", min_lr = ", absl::StrFormat("%g", sched.min_lr()), ")");
-  line("              clip_grad_norm ",
-       r.clip_grad_norm() > 0 ? absl::StrFormat("%g", r.clip_grad_norm())
-                              : std::string("none"),
-       ", seed ", r.seed(), r.sync_batch_norm() ? ", sync_batch_norm" : "");
+  t.line("recipe        global_batch ", r.global_batch(), ", micro_batch ",
+         r.micro_batch(), ", accumulation steps ", w.accumulationSteps,
+         " at W = ", w.worldSize);
+  t.line("              optimizer ", optimizer);
+  t.line("              schedule ",
+         lower(fb::EnumNameScheduleKind(sched.kind())),
+         "(warmup = ", sched.warmup(), ", steps = ", sched.steps(),
+         ", min_lr = ", absl::StrFormat("%g", sched.min_lr()), ")");
+  t.line("              clip_grad_norm ",
+         r.clip_grad_norm() > 0 ? absl::StrFormat("%g", r.clip_grad_norm())
+                                : std::string("none"),
+         ", seed ", r.seed(), r.sync_batch_norm() ? ", sync_batch_norm" : "");
   const fb::DataSpec &d = *p.datasets()->Get(r.train_data());
-  line("data          ", lower(fb::EnumNameDataKind(d.kind())),
-       d.kind() == fb::DataKind::Synthetic
-           ? absl::StrCat(" (seed ", d.seed(), ")")
-           : absl::StrCat(" \"", printable(str(d.path())), "\""),
-       "; sampler seed ", r.sampler()->seed(),
-       r.sampler()->reshuffle_each_epoch() ? ", reshuffled each epoch"
-                                           : ", same order each epoch",
-       ", tail ", lower(fb::EnumNameTailPolicy(r.sampler()->tail())));
-  line("hooks         ",
-       s.hooks.empty() ? std::string("none") : absl::StrCat(s.hooks.size()));
+  t.line("data          ", lower(fb::EnumNameDataKind(d.kind())),
+         d.kind() == fb::DataKind::Synthetic
+             ? absl::StrCat(" (seed ", d.seed(), ")")
+             : absl::StrCat(" \"", printable(str(d.path())), "\""),
+         "; sampler seed ", r.sampler()->seed(),
+         r.sampler()->reshuffle_each_epoch() ? ", reshuffled each epoch"
+                                             : ", same order each epoch",
+         ", tail ", lower(fb::EnumNameTailPolicy(r.sampler()->tail())));
+  t.line("hooks         ",
+         s.hooks.empty() ? std::string("none") : absl::StrCat(s.hooks.size()));
   for (const plan::HookSummary &hk : s.hooks) {
     std::string when = hk.period == 0
                            ? "after every step"
                            : absl::StrCat("every ", hk.period, " ", hk.unit);
-    line("  ", when, ": ", printable(absl::StrJoin(hk.actions, "; ")),
-         hk.communicates ? "  [communicates]" : "");
+    t.line("  ", when, ": ", printable(absl::StrJoin(hk.actions, "; ")),
+           hk.communicates ? "  [communicates]" : "");
   }
-  return out;
+}
+
+/// The text form: the sections, a blank line between them.
+std::string formatText(const std::string &path, const plan::LoadedPlan &loaded,
+                       const plan::PlanSummary &s,
+                       const std::string &streamOrder) {
+  Text t;
+  writeHeader(t, path, loaded, s.world);
+  t.line("");
+  writeProgram(t, loaded.plan(), s, streamOrder);
+  t.line("");
+  // The same bytes as mdc --explain's memory section (MemoryFormat.h).
+  t.out += plan::FormatMemoryText(s.memory, s.world.worldSize);
+  t.line("");
+  writeCollectives(t, s);
+  t.line("");
+  writeFlops(t, s);
+  t.line("");
+  writeRecipe(t, loaded.plan(), s);
+  return t.out;
 }
 
 } // namespace
@@ -580,14 +644,13 @@ absl::Status Inspect(const InspectOptions &options, std::string &out) {
   absl::StatusOr<runtime::ArenaLayout> layout =
       binding.ok() ? runtime::LayOutArenas(*loaded, *binding)
                    : absl::StatusOr<runtime::ArenaLayout>(binding.status());
-  absl::Status order = layout.ok()
-                           ? runtime::CheckStreamOrder(*loaded, *layout)
-                           : layout.status();
+  absl::Status order = layout.ok() ? runtime::CheckStreamOrder(*loaded, *layout)
+                                   : layout.status();
   if (!order.ok())
-    streamOrder = absl::StrCat(order.code() == absl::StatusCode::kFailedPrecondition
-                                   ? "UNORDERED: "
-                                   : "not checked: ",
-                               order.message());
+    streamOrder = absl::StrCat(
+        order.code() == absl::StatusCode::kFailedPrecondition ? "UNORDERED: "
+                                                              : "not checked: ",
+        order.message());
   if (options.format == InspectFormat::Json) {
     out.clear();
     writeJson(buildReport(options.planPath, *loaded, *summary, streamOrder), 0,

@@ -16,14 +16,14 @@
 
 // CHECK:      model @mlp, plan fsdp-full, world size 2
 // CHECK-NEXT: batch: global 8, micro 2 per rank, 2 accumulation steps, effective batch 8
-// CHECK:      memory per rank at the peak (bytes):
-// CHECK-NEXT:   params
-// CHECK-NEXT:   grads
-// CHECK-NEXT:   grad_acc                     204
-// CHECK-NEXT:   optimizer
-// CHECK-NEXT:   activations
-// CHECK-NEXT:   comm_buffers                   0
-// CHECK-NEXT:   peak
+// CHECK:      memory per rank at W = 2, at the peak
+// CHECK-NEXT:   params {{.*}} bytes)
+// CHECK-NEXT:   grads {{.*}} bytes)
+// CHECK-NEXT:   grad_acc             204 B  (204 bytes)
+// CHECK-NEXT:   optimizer {{.*}} bytes)
+// CHECK-NEXT:   activations {{.*}} bytes)
+// CHECK-NEXT:   comm_buffers           0 B  (0 bytes)
+// CHECK-NEXT:   peak {{.*}} bytes)
 // CHECK:      communication per step per rank (bytes sent):
 // CHECK-NEXT:   all_gather                   140
 // CHECK-NEXT:   reduce_scatter               104
