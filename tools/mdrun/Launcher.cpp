@@ -106,21 +106,19 @@ bool failed(const Child &c) {
   return !WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0;
 }
 
-} // namespace
+/// The ranks this node starts: the world size the plan runs at, and this
+/// node's share of it.
+struct NodeRanks {
+  int64_t world = 0;
+  int perNode = 0;
+  int firstRank = 0;
+};
 
-int InterruptedExitCode() {
-  return 128 + (gInterrupt != 0 ? gInterrupt : SIGINT);
-}
-
-absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
-  MD_ASSIGN_OR_RETURN(Placement place,
-                      ResolvePlacement(options, ProcessEnvironment()));
-  if (place.role == Placement::Role::Rank)
-    return RunRank(options, place);
+/// Checks the plan once here, so that a bad file or a world size it cannot
+/// run at is one message rather than one per rank.
+absl::StatusOr<NodeRanks> checkPlan(const TrainOptions &options,
+                                    const Placement &place) {
   const int nnodes = place.nnodes;
-
-  // Check the plan once here, so that a bad file or a world size it cannot
-  // run at is one message rather than one per rank.
   plan::LoadOptions lo;
   lo.worldSize = static_cast<int64_t>(place.ranksPerNode) * nnodes;
   MD_ASSIGN_OR_RETURN(plan::LoadedPlan loaded,
@@ -134,129 +132,166 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
     MD_RETURN_IF_ERROR(plan::BindWorldSize(loaded, world).status());
   MD_RETURN_IF_ERROR(
       runtime::StepsToRun(loaded.plan(), options.steps).status());
-  const int perNode = static_cast<int>(world / nnodes);
-  const int firstRank = place.nodeRank * perNode;
+  NodeRanks ranks;
+  ranks.world = world;
+  ranks.perNode = static_cast<int>(world / nnodes);
+  ranks.firstRank = place.nodeRank * ranks.perNode;
+  return ranks;
+}
 
+/// What every rank of this node is started with: mdrun's own executable
+/// with the launcher's arguments and --worker, and the environment that
+/// tells it where it sits in the job.
+struct RankSpawn {
+  const Placement *place = nullptr;
+  NodeRanks ranks;
+  Execution ex;
+  int threads = 0;
+  int port = 0;
+  std::string jobId;
+  pid_t launcher = 0;
+  std::string exe;
+  std::vector<std::string> args;
+};
+
+/// Chooses the backend, threads and rendezvous port, and says so on
+/// stderr where the user did not choose them.
+absl::StatusOr<RankSpawn> prepareSpawn(const TrainOptions &options,
+                                       const Placement &place,
+                                       const NodeRanks &ranks, int argc,
+                                       char **argv) {
+  RankSpawn spawn;
+  spawn.place = &place;
+  spawn.ranks = ranks;
   GpuProbe probe;
   if (options.backend != BackendChoice::Cpu)
     probe = ProbeGpus();
-  MD_ASSIGN_OR_RETURN(Execution ex,
-                      ChooseExecution(options, perNode, nnodes, probe));
-  if (!ex.warning.empty())
-    absl::FPrintF(stderr, "mdrun: warning: %s\n", ex.warning);
+  MD_ASSIGN_OR_RETURN(
+      spawn.ex, ChooseExecution(options, ranks.perNode, place.nnodes, probe));
+  if (!spawn.ex.warning.empty())
+    absl::FPrintF(stderr, "mdrun: warning: %s\n", spawn.ex.warning);
 
-  int threads = options.threads > 0
-                    ? static_cast<int>(options.threads)
-                    : cpu::CpuBackend::threadsPerRank(perNode);
-  int port = place.masterPort;
-  if (port == 0) {
-    MD_ASSIGN_OR_RETURN(port, pickFreePort());
-    absl::FPrintF(stderr, "mdrun: rendezvous port %d\n", port);
+  spawn.threads = options.threads > 0
+                      ? static_cast<int>(options.threads)
+                      : cpu::CpuBackend::threadsPerRank(ranks.perNode);
+  spawn.port = place.masterPort;
+  if (spawn.port == 0) {
+    MD_ASSIGN_OR_RETURN(spawn.port, pickFreePort());
+    absl::FPrintF(stderr, "mdrun: rendezvous port %d\n", spawn.port);
   }
-  if (nnodes > 1)
+  if (place.nnodes > 1)
     absl::FPrintF(stderr,
                   "mdrun: node %d of %d (%s): ranks %d to %d of %d, "
                   "rendezvous at %s:%d\n",
-                  place.nodeRank, nnodes, place.source, firstRank,
-                  firstRank + perNode - 1, world, place.masterAddr, port);
+                  place.nodeRank, place.nnodes, place.source, ranks.firstRank,
+                  ranks.firstRank + ranks.perNode - 1, ranks.world,
+                  place.masterAddr, spawn.port);
   char exe[4096];
   ssize_t len = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (len <= 0)
     return absl::InternalError(absl::StrCat(
         "cannot find mdrun's own executable: ", std::strerror(errno)));
   exe[len] = '\0';
-  const pid_t self = ::getpid();
-  const std::string jobId = absl::StrFormat(
-      "mdrun-%d-%x", self,
+  spawn.exe = exe;
+  spawn.launcher = ::getpid();
+  spawn.jobId = absl::StrFormat(
+      "mdrun-%d-%x", spawn.launcher,
       static_cast<unsigned>(Clock::now().time_since_epoch().count()));
-
-  std::vector<std::string> args;
-  args.push_back(exe);
+  spawn.args.push_back(spawn.exe);
   for (int i = 1; i < argc; ++i)
-    args.push_back(argv[i]);
-  args.push_back("--worker");
-  std::vector<char *> cargs;
-  for (std::string &a : args)
-    cargs.push_back(a.data());
-  cargs.push_back(nullptr);
+    spawn.args.push_back(argv[i]);
+  spawn.args.push_back("--worker");
+  return spawn;
+}
 
-  struct sigaction sa {};
-  sa.sa_handler = onInterrupt;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
+/// In the forked child of local rank `r`: sets the rank's environment and
+/// runs mdrun --worker; reports a failed exec through `errorFd`. Never
+/// returns.
+[[noreturn]] void execRank(const RankSpawn &spawn, int r, int errorFd,
+                           char *const *argv) {
+  // The rank dies with the launcher, however the launcher ends.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != spawn.launcher)
+    _exit(1);
+  ::fcntl(errorFd, F_SETFD, 0);
+  auto set = [](const char *k, const std::string &v) {
+    ::setenv(k, v.c_str(), 1);
+  };
+  const Placement &place = *spawn.place;
+  const Execution &ex = spawn.ex;
+  set("RANK", absl::StrCat(spawn.ranks.firstRank + r));
+  set("LOCAL_RANK", absl::StrCat(r));
+  set("WORLD_SIZE", absl::StrCat(spawn.ranks.world));
+  set("LOCAL_WORLD_SIZE", absl::StrCat(spawn.ranks.perNode));
+  set("GROUP_RANK", absl::StrCat(place.nodeRank));
+  set("MASTER_ADDR", place.masterAddr);
+  set("MASTER_PORT", absl::StrCat(spawn.port));
+  set("MD_BACKEND", ex.backend == BackendChoice::Cuda ? "cuda" : "cpu");
+  set("MD_COMM", commKindName(ex.comm));
+  set("MD_DEVICE", absl::StrCat(ex.deviceOf(r)));
+  set("MD_JOB_ID", spawn.jobId);
+  set("MD_ERROR_FD", absl::StrCat(errorFd));
+  set("MD_THREADS", absl::StrCat(spawn.threads));
+  set("OPENBLAS_NUM_THREADS", absl::StrCat(spawn.threads));
+  ::execv(spawn.exe.c_str(), argv);
+  std::string msg =
+      absl::StrCat("cannot run ", spawn.exe, ": ", std::strerror(errno));
+  (void)!::write(errorFd, msg.data(), msg.size());
+  _exit(127);
+}
 
-  std::vector<Child> children(static_cast<size_t>(perNode));
+/// Forks local rank `r`; `child` holds its pid and the read end of its
+/// error pipe.
+absl::Status startRank(const RankSpawn &spawn, int r, char *const *argv,
+                       Child &child) {
+  int rank = spawn.ranks.firstRank + r;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    return absl::InternalError(absl::StrCat("cannot start rank ", rank,
+                                            ": pipe: ", std::strerror(errno)));
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int err = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return absl::InternalError(absl::StrCat("cannot start rank ", rank,
+                                            ": fork: ", std::strerror(err)));
+  }
+  if (pid == 0)
+    execRank(spawn, r, fds[1], argv);
+  ::close(fds[1]);
+  ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  child.pid = pid;
+  child.errorFd = fds[0];
+  child.running = true;
+  return absl::OkStatus();
+}
+
+/// Waits for every started rank to exit, collecting what each writes to its
+/// error pipe. The first rank to fail, or an interrupt, stops the others:
+/// SIGTERM, then SIGKILL after kGracePeriod. `stopping` starts that at once
+/// (not every rank could be started). Returns the local index of the first
+/// rank that failed, or -1.
+int superviseRanks(std::vector<Child> &children, bool stopping) {
   auto killAll = [&](int sig) {
     for (Child &c : children)
       if (c.running)
         ::kill(c.pid, sig);
   };
-  absl::Status startError;
-  for (int r = 0; r < perNode; ++r) {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) {
-      startError = absl::InternalError(absl::StrCat(
-          "cannot start rank ", firstRank + r, ": pipe: ",
-          std::strerror(errno)));
-      break;
-    }
-    std::fflush(nullptr);
-    pid_t pid = ::fork();
-    if (pid < 0) {
-      startError = absl::InternalError(absl::StrCat(
-          "cannot start rank ", firstRank + r, ": fork: ",
-          std::strerror(errno)));
-      ::close(fds[0]);
-      ::close(fds[1]);
-      break;
-    }
-    if (pid == 0) {
-      // The rank dies with the launcher, however the launcher ends.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != self)
-        _exit(1);
-      ::fcntl(fds[1], F_SETFD, 0);
-      auto set = [](const char *k, const std::string &v) {
-        ::setenv(k, v.c_str(), 1);
-      };
-      set("RANK", absl::StrCat(firstRank + r));
-      set("LOCAL_RANK", absl::StrCat(r));
-      set("WORLD_SIZE", absl::StrCat(world));
-      set("LOCAL_WORLD_SIZE", absl::StrCat(perNode));
-      set("GROUP_RANK", absl::StrCat(place.nodeRank));
-      set("MASTER_ADDR", place.masterAddr);
-      set("MASTER_PORT", absl::StrCat(port));
-      set("MD_BACKEND", ex.backend == BackendChoice::Cuda ? "cuda" : "cpu");
-      set("MD_COMM", commKindName(ex.comm));
-      set("MD_DEVICE", absl::StrCat(ex.deviceOf(r)));
-      set("MD_JOB_ID", jobId);
-      set("MD_ERROR_FD", absl::StrCat(fds[1]));
-      set("MD_THREADS", absl::StrCat(threads));
-      set("OPENBLAS_NUM_THREADS", absl::StrCat(threads));
-      ::execv(exe, cargs.data());
-      std::string msg =
-          absl::StrCat("cannot run ", exe, ": ", std::strerror(errno));
-      (void)!::write(fds[1], msg.data(), msg.size());
-      _exit(127);
-    }
-    ::close(fds[1]);
-    ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
-    children[r].pid = pid;
-    children[r].errorFd = fds[0];
-    children[r].running = true;
-  }
-
   int firstFailure = -1;
-  bool stopping = !startError.ok();
   bool killed = false;
   Clock::time_point stopDeadline = Clock::now() + kGracePeriod;
+  auto stop = [&] {
+    stopping = true;
+    stopDeadline = Clock::now() + kGracePeriod;
+    killAll(SIGTERM);
+  };
   if (stopping)
     killAll(SIGTERM);
   for (;;) {
     int running = 0;
-    for (int r = 0; r < perNode; ++r) {
+    for (size_t r = 0; r < children.size(); ++r) {
       Child &c = children[r];
       if (!c.running)
         continue;
@@ -268,10 +303,8 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
         c.status = status;
         drain(c);
         if (failed(c) && !stopping) {
-          firstFailure = r;
-          stopping = true;
-          stopDeadline = Clock::now() + kGracePeriod;
-          killAll(SIGTERM);
+          firstFailure = static_cast<int>(r);
+          stop();
         }
         continue;
       }
@@ -279,23 +312,56 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
     }
     if (running == 0)
       break;
-    if (gInterrupt != 0 && !stopping) {
-      stopping = true;
-      stopDeadline = Clock::now() + kGracePeriod;
-      killAll(SIGTERM);
-    }
+    if (gInterrupt != 0 && !stopping)
+      stop();
     if (stopping && !killed && Clock::now() > stopDeadline) {
       killAll(SIGKILL);
       killed = true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  return firstFailure;
+}
+
+} // namespace
+
+int InterruptedExitCode() {
+  return 128 + (gInterrupt != 0 ? gInterrupt : SIGINT);
+}
+
+absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
+  MD_ASSIGN_OR_RETURN(Placement place,
+                      ResolvePlacement(options, ProcessEnvironment()));
+  if (place.role == Placement::Role::Rank)
+    return RunRank(options, place);
+  MD_ASSIGN_OR_RETURN(NodeRanks ranks, checkPlan(options, place));
+  MD_ASSIGN_OR_RETURN(RankSpawn spawn,
+                      prepareSpawn(options, place, ranks, argc, argv));
+  // Built before forking: the child only sets its environment and execs.
+  std::vector<char *> cargs;
+  for (std::string &a : spawn.args)
+    cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+
+  struct sigaction sa {};
+  sa.sa_handler = onInterrupt;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  const int perNode = ranks.perNode;
+  std::vector<Child> children(static_cast<size_t>(perNode));
+  absl::Status startError;
+  for (int r = 0; r < perNode && startError.ok(); ++r)
+    startError = startRank(spawn, r, cargs.data(), children[r]);
+  int firstFailure = superviseRanks(children, !startError.ok());
   for (Child &c : children)
     if (c.errorFd >= 0)
       ::close(c.errorFd);
   // Normally rank 0 unlinks the segment once every rank has attached; a rank
   // 0 that died earlier leaves it behind.
-  (void)shm::ShmComm::removeSegment(jobId);
+  (void)shm::ShmComm::removeSegment(spawn.jobId);
 
   if (!startError.ok())
     return startError;
@@ -308,7 +374,7 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
                         perNode, perNode == 1 ? "" : "s"));
   if (firstFailure >= 0)
     return absl::AbortedError(
-        describeExit(firstRank + firstFailure, children[firstFailure]));
+        describeExit(ranks.firstRank + firstFailure, children[firstFailure]));
   return absl::OkStatus();
 }
 
