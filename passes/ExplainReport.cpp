@@ -9,6 +9,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
+#include <array>
 #include <map>
 
 using namespace mlir;
@@ -134,6 +135,28 @@ FailureOr<ExplainReport> md::computeExplainReport(ModelOp model,
 // Rendering
 //===----------------------------------------------------------------------===//
 
+/// A named count both renderings print: the text's label, the JSON's key.
+struct Row {
+  StringRef name;
+  int64_t value;
+};
+
+/// ZeRO's model states, with their total.
+static std::array<Row, 4> modelStateRows(const MemoryReport &memory) {
+  return {{{"params", memory.modelStateParams},
+           {"grads", memory.modelStateGrads},
+           {"optimizer", memory.modelStateOptimizer},
+           {"total", memory.modelStates()}}};
+}
+
+/// Bytes one rank sends per step, by kind of collective.
+static std::array<Row, 4> communicationRows(const ExplainReport &report) {
+  return {{{"all_gather", report.allGatherBytes},
+           {"reduce_scatter", report.reduceScatterBytes},
+           {"all_reduce", report.allReduceBytes},
+           {"broadcast", report.broadcastBytes}}};
+}
+
 static std::string formatUs(double us) {
   return llvm::formatv("{0:F2}", us).str();
 }
@@ -150,20 +173,14 @@ void md::printExplainText(const ExplainReport &report, raw_ostream &os) {
   const MemoryReport &memory = report.memory;
   // The same bytes as mdrun --inspect's memory section (MemoryFormat.h).
   os << "\n" << plan::FormatMemoryText(memory, report.worldSize);
-  auto line = [&](StringRef name, int64_t value) {
-    os << llvm::formatv("  {0,-16}{1,16}\n", name, value);
+  auto lines = [&](ArrayRef<Row> rows) {
+    for (const Row &row : rows)
+      os << llvm::formatv("  {0,-16}{1,16}\n", row.name, row.value);
   };
   os << "\nmodel states per rank after the backward (bytes; ZeRO's count):\n";
-  line("params", memory.modelStateParams);
-  line("grads", memory.modelStateGrads);
-  line("optimizer", memory.modelStateOptimizer);
-  line("total", memory.modelStates());
-
+  lines(modelStateRows(memory));
   os << "\ncommunication per step per rank (bytes sent):\n";
-  line("all_gather", report.allGatherBytes);
-  line("reduce_scatter", report.reduceScatterBytes);
-  line("all_reduce", report.allReduceBytes);
-  line("broadcast", report.broadcastBytes);
+  lines(communicationRows(report));
 
   os << "\nbuckets:";
   if (report.buckets.empty())
@@ -222,18 +239,14 @@ void md::printExplainJson(const ExplainReport &report, raw_ostream &os) {
     json.attributeBegin("memory");
     json.rawValue(plan::FormatMemoryJson(memory, /*indent=*/2));
     json.attributeEnd();
-    json.attributeObject("model_states", [&] {
-      json.attribute("params", memory.modelStateParams);
-      json.attribute("grads", memory.modelStateGrads);
-      json.attribute("optimizer", memory.modelStateOptimizer);
-      json.attribute("total", memory.modelStates());
-    });
-    json.attributeObject("communication", [&] {
-      json.attribute("all_gather", report.allGatherBytes);
-      json.attribute("reduce_scatter", report.reduceScatterBytes);
-      json.attribute("all_reduce", report.allReduceBytes);
-      json.attribute("broadcast", report.broadcastBytes);
-    });
+    auto rows = [&](StringRef key, ArrayRef<Row> rows) {
+      json.attributeObject(key, [&] {
+        for (const Row &row : rows)
+          json.attribute(row.name, row.value);
+      });
+    };
+    rows("model_states", modelStateRows(memory));
+    rows("communication", communicationRows(report));
     json.attributeArray("buckets", [&] {
       for (const ExplainReport::Bucket &bucket : report.buckets)
         json.object([&] {
