@@ -231,11 +231,11 @@ static SmallVector<int64_t> matmulShape(RankedTensorType a, RankedTensorType b,
 
 /// Checks the operands of a matmul (shared by md.matmul and md.matmul_grad)
 /// and returns the shape of the product.
-static FailureOr<SmallVector<int64_t>>
-verifyMatmulOperands(Operation *op, Type aType, Type bType, bool transposeA,
-                     bool transposeB) {
-  auto a = cast<RankedTensorType>(aType);
-  auto b = cast<RankedTensorType>(bType);
+template <typename OpT>
+static FailureOr<SmallVector<int64_t>> verifyMatmulOperands(OpT op) {
+  auto a = cast<RankedTensorType>(op.getA().getType());
+  auto b = cast<RankedTensorType>(op.getB().getType());
+  bool transposeA = op.getTransposeA(), transposeB = op.getTransposeB();
   if (failed(verifyMinRank(op, "lhs", a, 2)))
     return failure();
   if (b.getRank() != 2 && b.getRank() != a.getRank()) {
@@ -270,9 +270,7 @@ void MatmulOp::build(OpBuilder &builder, OperationState &state, Value a,
 }
 
 LogicalResult MatmulOp::verify() {
-  FailureOr<SmallVector<int64_t>> shape =
-      verifyMatmulOperands(*this, getA().getType(), getB().getType(),
-                           getTransposeA(), getTransposeB());
+  FailureOr<SmallVector<int64_t>> shape = verifyMatmulOperands(*this);
   if (failed(shape))
     return failure();
   Type elementType = getA().getType().getElementType();
@@ -286,9 +284,7 @@ LogicalResult MatmulOp::verify() {
 }
 
 LogicalResult MatmulGradOp::verify() {
-  FailureOr<SmallVector<int64_t>> shape =
-      verifyMatmulOperands(*this, getA().getType(), getB().getType(),
-                           getTransposeA(), getTransposeB());
+  FailureOr<SmallVector<int64_t>> shape = verifyMatmulOperands(*this);
   if (failed(shape))
     return failure();
   Type elementType = getA().getType().getElementType();
