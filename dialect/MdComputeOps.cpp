@@ -365,11 +365,17 @@ LogicalResult AccumulateOp::verify() {
 // Normalisations and softmax
 //===----------------------------------------------------------------------===//
 
+/// The eps, x and gamma every layer and RMS norm and its gradient take.
+template <typename OpT> static LogicalResult verifyNormOperands(OpT op) {
+  if (failed(verifyEps(op, op.getEps())) ||
+      failed(verifyMinRank(op, "x", op.getX().getType(), 1)))
+    return failure();
+  return verifyLastDimVector(op, "gamma", op.getGamma().getType(),
+                             op.getX().getType());
+}
+
 LogicalResult LayerNormOp::verify() {
-  if (failed(verifyEps(*this, getEps())) ||
-      failed(verifyMinRank(*this, "x", getX().getType(), 1)) ||
-      failed(verifyLastDimVector(*this, "gamma", getGamma().getType(),
-                                 getX().getType())))
+  if (failed(verifyNormOperands(*this)))
     return failure();
   if (getBeta())
     return verifyLastDimVector(*this, "beta", getBeta().getType(),
@@ -378,10 +384,7 @@ LogicalResult LayerNormOp::verify() {
 }
 
 LogicalResult LayerNormGradOp::verify() {
-  if (failed(verifyEps(*this, getEps())) ||
-      failed(verifyMinRank(*this, "x", getX().getType(), 1)) ||
-      failed(verifyLastDimVector(*this, "gamma", getGamma().getType(),
-                                 getX().getType())) ||
+  if (failed(verifyNormOperands(*this)) ||
       failed(verifyOptionalResult(*this, "has_beta", getHasBeta(), "dbeta",
                                   getDbeta())))
     return failure();
@@ -392,21 +395,9 @@ LogicalResult LayerNormGradOp::verify() {
   return success();
 }
 
-LogicalResult RmsNormOp::verify() {
-  if (failed(verifyEps(*this, getEps())) ||
-      failed(verifyMinRank(*this, "x", getX().getType(), 1)))
-    return failure();
-  return verifyLastDimVector(*this, "gamma", getGamma().getType(),
-                             getX().getType());
-}
+LogicalResult RmsNormOp::verify() { return verifyNormOperands(*this); }
 
-LogicalResult RmsNormGradOp::verify() {
-  if (failed(verifyEps(*this, getEps())) ||
-      failed(verifyMinRank(*this, "x", getX().getType(), 1)))
-    return failure();
-  return verifyLastDimVector(*this, "gamma", getGamma().getType(),
-                             getX().getType());
-}
+LogicalResult RmsNormGradOp::verify() { return verifyNormOperands(*this); }
 
 /// x [N, ..., C], gamma [C] (x's element type), mean/invstd f32 [C].
 static LogicalResult verifyBatchNormOperands(Operation *op, Type x, Type gamma,
