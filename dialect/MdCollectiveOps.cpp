@@ -1,4 +1,5 @@
-//===- MdCollectiveOps.cpp - md collective ops -------------------------------------===//
+//===- MdCollectiveOps.cpp - md collective ops
+//-------------------------------------===//
 //
 // Verifiers, the CollectiveOpInterface (bytes on the wire with nccl-tests'
 // ring conventions) and the canonicalizations of md's collectives.
@@ -43,8 +44,8 @@ static LogicalResult verifyCollective(Operation *op) {
 /// Whether `shard` is the padded shard `tensor<?xT>` of the flat buffer
 /// `full` (`tensor<NxT>`).
 static bool isFlatShardPair(RankedTensorType shard, RankedTensorType full) {
-  return shard.getRank() == 1 && shard.isDynamicDim(0) &&
-         full.getRank() == 1 && full.hasStaticShape();
+  return shard.getRank() == 1 && shard.isDynamicDim(0) && full.getRank() == 1 &&
+         full.hasStaticShape();
 }
 
 /// The bytes of one rank's shard in an all-gather or reduce-scatter over
@@ -114,8 +115,8 @@ static LogicalResult verifyShardedPair(Operation *op, bool scatter,
     // reduce_scatter: say first that the full buffer does not split evenly.
     if (scatter && fullStatic && fullDim % *n != 0)
       return op->emitOpError()
-             << opName << " of " << fullDim << " elements along axis "
-             << axis << " is not divisible by group size " << *n;
+             << opName << " of " << fullDim << " elements along axis " << axis
+             << " is not divisible by group size " << *n;
     if (fullStatic && fullDim == *n * shardDim)
       return success();
     if (scatter && fullStatic)
@@ -138,6 +139,35 @@ static LogicalResult verifyShardedPair(Operation *op, bool scatter,
            << shardName << " dim " << shardDim
            << " (the group size times it), got " << fullDim;
   return success();
+}
+
+/// The verifier all-gather (`scatter` false) and reduce-scatter (`scatter`
+/// true) share: a collective whose input and result are a sharded pair.
+template <typename OpT>
+static LogicalResult verifyShardedCollective(OpT op, bool scatter) {
+  if (failed(verifyCollective(op)))
+    return failure();
+  auto input = cast<RankedTensorType>(op.getInput().getType());
+  auto result = cast<RankedTensorType>(op.getResult().getType());
+  return verifyShardedPair(op, scatter, input, result,
+                           static_cast<int64_t>(op.getAxis()), op.getGroup());
+}
+
+/// The full buffer of an all-gather or reduce-scatter over `groupSize` ranks:
+/// n shards.
+static int64_t getShardedFullBytes(Type shardType, Type fullType,
+                                   int64_t groupSize) {
+  return std::max<int64_t>(groupSize, 0) *
+         getShardBytes(shardType, fullType, groupSize);
+}
+
+/// The bytes one rank of a ring all-gather or reduce-scatter sends: (n - 1)/n
+/// of the n x shard bytes gathered or reduced.
+static int64_t getShardedBytesSent(Type shardType, Type fullType,
+                                   int64_t groupSize) {
+  if (groupSize <= 1)
+    return 0;
+  return (groupSize - 1) * getShardBytes(shardType, fullType, groupSize);
 }
 
 //===----------------------------------------------------------------------===//
@@ -180,8 +210,7 @@ struct EraseSingleRankBarrier : OpRewritePattern<BarrierOp> {
 };
 
 /// An all-reduce or broadcast of a tensor with no elements moves nothing.
-template <typename OpT>
-struct ForwardEmptyCollective : OpRewritePattern<OpT> {
+template <typename OpT> struct ForwardEmptyCollective : OpRewritePattern<OpT> {
   using OpRewritePattern<OpT>::OpRewritePattern;
   LogicalResult matchAndRewrite(OpT op,
                                 PatternRewriter &rewriter) const override {
@@ -199,12 +228,7 @@ struct ForwardEmptyCollective : OpRewritePattern<OpT> {
 //===----------------------------------------------------------------------===//
 
 LogicalResult AllGatherOp::verify() {
-  if (failed(verifyCollective(*this)))
-    return failure();
-  auto input = cast<RankedTensorType>(getInput().getType());
-  auto result = cast<RankedTensorType>(getResult().getType());
-  return verifyShardedPair(*this, /*scatter=*/false, input, result,
-                           static_cast<int64_t>(getAxis()), getGroup());
+  return verifyShardedCollective(*this, /*scatter=*/false);
 }
 
 std::optional<ReductionKind> AllGatherOp::getReduction() {
@@ -212,16 +236,13 @@ std::optional<ReductionKind> AllGatherOp::getReduction() {
 }
 
 int64_t AllGatherOp::getFullBytes(int64_t groupSize) {
-  return std::max<int64_t>(groupSize, 0) *
-         getShardBytes(getInput().getType(), getResult().getType(), groupSize);
+  return getShardedFullBytes(getInput().getType(), getResult().getType(),
+                             groupSize);
 }
 
 int64_t AllGatherOp::getBytesSent(int64_t groupSize) {
-  if (groupSize <= 1)
-    return 0;
-  // (n - 1)/n of the n x shard bytes gathered.
-  return (groupSize - 1) *
-         getShardBytes(getInput().getType(), getResult().getType(), groupSize);
+  return getShardedBytesSent(getInput().getType(), getResult().getType(),
+                             groupSize);
 }
 
 void AllGatherOp::getCanonicalizationPatterns(RewritePatternSet &results,
@@ -234,12 +255,7 @@ void AllGatherOp::getCanonicalizationPatterns(RewritePatternSet &results,
 //===----------------------------------------------------------------------===//
 
 LogicalResult ReduceScatterOp::verify() {
-  if (failed(verifyCollective(*this)))
-    return failure();
-  auto input = cast<RankedTensorType>(getInput().getType());
-  auto result = cast<RankedTensorType>(getResult().getType());
-  return verifyShardedPair(*this, /*scatter=*/true, input, result,
-                           static_cast<int64_t>(getAxis()), getGroup());
+  return verifyShardedCollective(*this, /*scatter=*/true);
 }
 
 std::optional<ReductionKind> ReduceScatterOp::getReduction() {
@@ -247,16 +263,13 @@ std::optional<ReductionKind> ReduceScatterOp::getReduction() {
 }
 
 int64_t ReduceScatterOp::getFullBytes(int64_t groupSize) {
-  return std::max<int64_t>(groupSize, 0) *
-         getShardBytes(getResult().getType(), getInput().getType(), groupSize);
+  return getShardedFullBytes(getResult().getType(), getInput().getType(),
+                             groupSize);
 }
 
 int64_t ReduceScatterOp::getBytesSent(int64_t groupSize) {
-  if (groupSize <= 1)
-    return 0;
-  // (n - 1)/n of the n x shard bytes reduced.
-  return (groupSize - 1) *
-         getShardBytes(getResult().getType(), getInput().getType(), groupSize);
+  return getShardedBytesSent(getResult().getType(), getInput().getType(),
+                             groupSize);
 }
 
 void ReduceScatterOp::getCanonicalizationPatterns(RewritePatternSet &results,
@@ -282,8 +295,7 @@ int64_t AllReduceOp::getBytesSent(int64_t groupSize) {
   if (groupSize <= 1)
     return 0;
   // 2(n - 1)/n of the buffer; multiply before dividing.
-  return 2 * (groupSize - 1) * getTensorBytes(getInput().getType()) /
-         groupSize;
+  return 2 * (groupSize - 1) * getTensorBytes(getInput().getType()) / groupSize;
 }
 
 void AllReduceOp::getCanonicalizationPatterns(RewritePatternSet &results,

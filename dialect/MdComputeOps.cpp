@@ -1,4 +1,5 @@
-//===- MdComputeOps.cpp - md compute ops -------------------------------------===//
+//===- MdComputeOps.cpp - md compute ops
+//-------------------------------------===//
 //
 // Verifiers, builders and folders of the compute ops. Shapes are checked
 // where they are static; a dynamic dim (`?`) is compatible with anything.
@@ -70,9 +71,9 @@ static LogicalResult expectType(Operation *op, StringRef name, Type actual,
   if (tensor.getElementType() == elementType &&
       shapesCompatible(tensor.getShape(), shape))
     return success();
-  return op->emitOpError()
-         << name << " must be " << str(RankedTensorType::get(shape, elementType))
-         << " (" << why.str() << "), got " << str(actual);
+  return op->emitOpError() << name << " must be "
+                           << str(RankedTensorType::get(shape, elementType))
+                           << " (" << why.str() << "), got " << str(actual);
 }
 
 static LogicalResult verifyMinRank(Operation *op, StringRef name, Type type,
@@ -108,8 +109,8 @@ static FailureOr<int64_t> normalizeAxis(Operation *op, StringRef name,
   return axis < 0 ? axis + rank : axis;
 }
 
-std::optional<SmallVector<int64_t>>
-md::broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+std::optional<SmallVector<int64_t>> md::broadcastShapes(ArrayRef<int64_t> a,
+                                                        ArrayRef<int64_t> b) {
   size_t rank = std::max(a.size(), b.size());
   SmallVector<int64_t> shape(rank);
   for (size_t i = 0; i < rank; ++i) {
@@ -178,11 +179,11 @@ static LogicalResult verifyOptionalResult(Operation *op, StringRef flag,
                                           bool set, StringRef result,
                                           Value value) {
   if (set && !value)
-    return op->emitOpError() << flag << " is set but there is no " << result
-                             << " result";
+    return op->emitOpError()
+           << flag << " is set but there is no " << result << " result";
   if (!set && value)
-    return op->emitOpError() << "has a " << result << " result but " << flag
-                             << " is not set";
+    return op->emitOpError()
+           << "has a " << result << " result but " << flag << " is not set";
   return success();
 }
 
@@ -230,11 +231,11 @@ static SmallVector<int64_t> matmulShape(RankedTensorType a, RankedTensorType b,
 
 /// Checks the operands of a matmul (shared by md.matmul and md.matmul_grad)
 /// and returns the shape of the product.
-static FailureOr<SmallVector<int64_t>>
-verifyMatmulOperands(Operation *op, Type aType, Type bType, bool transposeA,
-                     bool transposeB) {
-  auto a = cast<RankedTensorType>(aType);
-  auto b = cast<RankedTensorType>(bType);
+template <typename OpT>
+static FailureOr<SmallVector<int64_t>> verifyMatmulOperands(OpT op) {
+  auto a = cast<RankedTensorType>(op.getA().getType());
+  auto b = cast<RankedTensorType>(op.getB().getType());
+  bool transposeA = op.getTransposeA(), transposeB = op.getTransposeB();
   if (failed(verifyMinRank(op, "lhs", a, 2)))
     return failure();
   if (b.getRank() != 2 && b.getRank() != a.getRank()) {
@@ -242,8 +243,8 @@ verifyMatmulOperands(Operation *op, Type aType, Type bType, bool transposeA,
                       << a.getRank() << "), got " << str(b);
     return failure();
   }
-  if (b.getRank() > 2 && !shapesCompatible(a.getShape().drop_back(2),
-                                           b.getShape().drop_back(2))) {
+  if (b.getRank() > 2 &&
+      !shapesCompatible(a.getShape().drop_back(2), b.getShape().drop_back(2))) {
     op->emitOpError() << "batch dimensions differ: lhs " << str(a) << ", rhs "
                       << str(b);
     return failure();
@@ -269,9 +270,7 @@ void MatmulOp::build(OpBuilder &builder, OperationState &state, Value a,
 }
 
 LogicalResult MatmulOp::verify() {
-  FailureOr<SmallVector<int64_t>> shape = verifyMatmulOperands(
-      *this, getA().getType(), getB().getType(), getTransposeA(),
-      getTransposeB());
+  FailureOr<SmallVector<int64_t>> shape = verifyMatmulOperands(*this);
   if (failed(shape))
     return failure();
   Type elementType = getA().getType().getElementType();
@@ -285,9 +284,7 @@ LogicalResult MatmulOp::verify() {
 }
 
 LogicalResult MatmulGradOp::verify() {
-  FailureOr<SmallVector<int64_t>> shape = verifyMatmulOperands(
-      *this, getA().getType(), getB().getType(), getTransposeA(),
-      getTransposeB());
+  FailureOr<SmallVector<int64_t>> shape = verifyMatmulOperands(*this);
   if (failed(shape))
     return failure();
   Type elementType = getA().getType().getElementType();
@@ -313,13 +310,11 @@ static LogicalResult verifyBroadcastBinary(Operation *op, Value lhs, Value rhs,
   std::optional<SmallVector<int64_t>> shape =
       broadcastShapes(lhsType.getShape(), rhsType.getShape());
   if (!shape)
-    return op->emitOpError()
-           << "incompatible shapes for broadcasting: lhs " << str(lhsType)
-           << ", rhs " << str(rhsType);
-  return expectType(op, "result", result.getType(), *shape,
-                    lhsType.getElementType(),
-                    "the broadcast of lhs " + str(lhsType) + " and rhs " +
-                        str(rhsType));
+    return op->emitOpError() << "incompatible shapes for broadcasting: lhs "
+                             << str(lhsType) << ", rhs " << str(rhsType);
+  return expectType(
+      op, "result", result.getType(), *shape, lhsType.getElementType(),
+      "the broadcast of lhs " + str(lhsType) + " and rhs " + str(rhsType));
 }
 
 /// The broadcast result type for the builders; assumes compatible shapes.
@@ -370,11 +365,17 @@ LogicalResult AccumulateOp::verify() {
 // Normalisations and softmax
 //===----------------------------------------------------------------------===//
 
+/// The eps, x and gamma every layer and RMS norm and its gradient take.
+template <typename OpT> static LogicalResult verifyNormOperands(OpT op) {
+  if (failed(verifyEps(op, op.getEps())) ||
+      failed(verifyMinRank(op, "x", op.getX().getType(), 1)))
+    return failure();
+  return verifyLastDimVector(op, "gamma", op.getGamma().getType(),
+                             op.getX().getType());
+}
+
 LogicalResult LayerNormOp::verify() {
-  if (failed(verifyEps(*this, getEps())) ||
-      failed(verifyMinRank(*this, "x", getX().getType(), 1)) ||
-      failed(verifyLastDimVector(*this, "gamma", getGamma().getType(),
-                                 getX().getType())))
+  if (failed(verifyNormOperands(*this)))
     return failure();
   if (getBeta())
     return verifyLastDimVector(*this, "beta", getBeta().getType(),
@@ -383,10 +384,7 @@ LogicalResult LayerNormOp::verify() {
 }
 
 LogicalResult LayerNormGradOp::verify() {
-  if (failed(verifyEps(*this, getEps())) ||
-      failed(verifyMinRank(*this, "x", getX().getType(), 1)) ||
-      failed(verifyLastDimVector(*this, "gamma", getGamma().getType(),
-                                 getX().getType())) ||
+  if (failed(verifyNormOperands(*this)) ||
       failed(verifyOptionalResult(*this, "has_beta", getHasBeta(), "dbeta",
                                   getDbeta())))
     return failure();
@@ -397,21 +395,9 @@ LogicalResult LayerNormGradOp::verify() {
   return success();
 }
 
-LogicalResult RmsNormOp::verify() {
-  if (failed(verifyEps(*this, getEps())) ||
-      failed(verifyMinRank(*this, "x", getX().getType(), 1)))
-    return failure();
-  return verifyLastDimVector(*this, "gamma", getGamma().getType(),
-                             getX().getType());
-}
+LogicalResult RmsNormOp::verify() { return verifyNormOperands(*this); }
 
-LogicalResult RmsNormGradOp::verify() {
-  if (failed(verifyEps(*this, getEps())) ||
-      failed(verifyMinRank(*this, "x", getX().getType(), 1)))
-    return failure();
-  return verifyLastDimVector(*this, "gamma", getGamma().getType(),
-                             getX().getType());
-}
+LogicalResult RmsNormGradOp::verify() { return verifyNormOperands(*this); }
 
 /// x [N, ..., C], gamma [C] (x's element type), mean/invstd f32 [C].
 static LogicalResult verifyBatchNormOperands(Operation *op, Type x, Type gamma,
@@ -475,8 +461,8 @@ LogicalResult EmbeddingGradOp::verify() {
   int64_t v = static_cast<int64_t>(getNumEmbeddings());
   return expectType(*this, "result", getType(), {v, dy.getShape().back()},
                     dy.getElementType(),
-                    "num_embeddings = " + Twine(v) + " rows of the last dim of dy " +
-                        str(dy));
+                    "num_embeddings = " + Twine(v) +
+                        " rows of the last dim of dy " + str(dy));
 }
 
 LogicalResult CrossEntropyOp::verify() {
@@ -575,32 +561,35 @@ LogicalResult ArangeOp::verify() {
 // Reductions and gradient plumbing
 //===----------------------------------------------------------------------===//
 
+/// Checks that `value` (called `name`, with element type `elementType`) has
+/// the shape of `source` (called `sourceName`) reduced over `dims`.
+static LogicalResult verifyReduced(Operation *op, StringRef name, Value value,
+                                   Type elementType, StringRef sourceName,
+                                   Value source, ArrayRef<int64_t> dims,
+                                   bool keepdim) {
+  FailureOr<SmallVector<int64_t>> shape =
+      reducedShape(op, source.getType(), dims, keepdim);
+  if (failed(shape))
+    return failure();
+  return expectType(op, name, value.getType(), *shape, elementType,
+                    sourceName + " " + str(source.getType()) +
+                        " reduced over dims " + str(dims) +
+                        (keepdim ? " with keepdim" : ""));
+}
+
 static LogicalResult verifyReduction(Operation *op, Value x,
                                      ArrayRef<int64_t> dims, bool keepdim,
                                      Value result) {
-  FailureOr<SmallVector<int64_t>> shape =
-      reducedShape(op, x.getType(), dims, keepdim);
-  if (failed(shape))
-    return failure();
-  return expectType(op, "result", result.getType(), *shape,
-                    tensorType(x).getElementType(),
-                    "x " + str(x.getType()) + " reduced over dims " +
-                        str(dims) + (keepdim ? " with keepdim" : ""));
+  return verifyReduced(op, "result", result, tensorType(x).getElementType(),
+                       "x", x, dims, keepdim);
 }
 
 /// The gradient of a reduction: dy must be the result type reduced.
 static LogicalResult verifyReductionGrad(Operation *op, Value dy,
                                          ArrayRef<int64_t> dims, bool keepdim,
                                          Value result) {
-  FailureOr<SmallVector<int64_t>> shape =
-      reducedShape(op, result.getType(), dims, keepdim);
-  if (failed(shape))
-    return failure();
-  return expectType(op, "dy", dy.getType(), *shape,
-                    tensorType(dy).getElementType(),
-                    "the result " + str(result.getType()) +
-                        " reduced over dims " + str(dims) +
-                        (keepdim ? " with keepdim" : ""));
+  return verifyReduced(op, "dy", dy, tensorType(dy).getElementType(),
+                       "the result", result, dims, keepdim);
 }
 
 LogicalResult SumOp::verify() {

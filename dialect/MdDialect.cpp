@@ -14,31 +14,27 @@ using namespace md;
 
 void MdDialect::initialize() {
   registerAttributes();
+  // One list of every op: each GET_OP_LIST include expands to its ops,
+  // comma-separated, and undefines the macro again.
   addOperations<
 #define GET_OP_LIST
 #include "dialect/MdStructureOps.cpp.inc"
-      >();
-  addOperations<
+      ,
 #define GET_OP_LIST
 #include "dialect/MdControlOps.cpp.inc"
-      >();
-  addOperations<
+      ,
 #define GET_OP_LIST
 #include "dialect/MdComputeOps.cpp.inc"
-      >();
-  addOperations<
+      ,
 #define GET_OP_LIST
 #include "dialect/MdOptimizerOps.cpp.inc"
-      >();
-  addOperations<
+      ,
 #define GET_OP_LIST
 #include "dialect/MdBufferOps.cpp.inc"
-      >();
-  addOperations<
+      ,
 #define GET_OP_LIST
 #include "dialect/MdCollectiveOps.cpp.inc"
-      >();
-  addOperations<
+      ,
 #define GET_OP_LIST
 #include "dialect/MdStepOps.cpp.inc"
       >();
@@ -103,8 +99,8 @@ static Operation *findCollectiveImpl(Operation *op,
   if (isa<EvaluateOp>(op))
     return op; // the metric is all-reduced
   if (auto call = dyn_cast<CallOp>(op)) {
-    auto callee = SymbolTable::lookupNearestSymbolFrom<FuncOp>(
-        op, call.getCalleeAttr());
+    auto callee =
+        SymbolTable::lookupNearestSymbolFrom<FuncOp>(op, call.getCalleeAttr());
     if (callee && seen.insert(callee).second)
       if (Operation *found = findCollectiveImpl(callee, seen))
         return found;

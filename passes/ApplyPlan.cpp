@@ -1,4 +1,5 @@
-//===- ApplyPlan.cpp - md-apply-plan ---------------------------------------===//
+//===- ApplyPlan.cpp - md-apply-plan
+//---------------------------------------===//
 //
 // Builds the per-step program of `md.train` from the gradient function that
 // md-autodiff made and the plan on `md.model`. docs/passes.md ("After
@@ -50,6 +51,16 @@ struct Unit {
   StateOp master, params_, expAvg, expAvgSq, momentum, gradAcc;
 };
 
+/// What one micro-step is built from: the mapping from the gradient
+/// function's body into the step, and the parameter buffers and views read
+/// so far.
+struct MicroStep {
+  Block *body = nullptr;
+  IRMapping map;
+  DenseMap<std::pair<Unit *, int>, Value> flats;
+  DenseMap<std::pair<Operation *, Value>, Value> views;
+};
+
 class ApplyPlanPass : public md::impl::ApplyPlanBase<ApplyPlanPass> {
 public:
   void runOnOperation() override;
@@ -63,6 +74,37 @@ private:
   LogicalResult buildMicroStep(OpBuilder &b, bool last,
                                SmallVectorImpl<Value> &unitGrads);
   void buildUpdate(OpBuilder &b, ArrayRef<Value> unitGrads);
+
+  /// The steps of one micro-step.
+  /// The flat buffer `unit`'s parameters are read from in `phase`, made at
+  /// its first use in the micro-step.
+  Value paramFlat(OpBuilder &b, MicroStep &step, Unit &unit, Phase phase,
+                  Location loc);
+  /// The view of `param` in its unit's flat buffer for `phase`.
+  Value paramValue(OpBuilder &b, MicroStep &step, ParamOp param, Phase phase,
+                   Location loc);
+  /// Clones `op` with parameter reads resolved for `phase` and operands
+  /// taken from `overrides` first, then from the micro-step's mapping.
+  Operation *cloneWith(OpBuilder &b, MicroStep &step, Operation &op,
+                       Phase phase, IRMapping *overrides);
+  /// Clones the gradient function's body, recomputing the forward of each
+  /// checkpointed unit right before the unit's first backward op.
+  void cloneBody(OpBuilder &b, MicroStep &step);
+  /// Records the loss and maps each trainable parameter to its gradient.
+  LogicalResult collectGradients(OpBuilder &b, MicroStep &step,
+                                 DenseMap<Operation *, Value> &gradOf);
+  /// Flattens each unit's gradient right after its last contribution and
+  /// accumulates it (not `last`) or reduces it over the ranks (`last`).
+  LogicalResult reduceGradients(OpBuilder &b, bool last,
+                                const DenseMap<Operation *, Value> &gradOf,
+                                SmallVectorImpl<Value> &unitGrads);
+  /// The collectives that reduce `unit`'s accumulated gradient `total` as
+  /// the plan's layout asks.
+  Value reduceUnitGradient(OpBuilder &b, Location loc, Unit &unit, Value total);
+
+  IntegerAttr i64(int64_t v) {
+    return IntegerAttr::get(IntegerType::get(&getContext(), 64), v);
+  }
 
   RankedTensorType shardType() {
     return RankedTensorType::get({ShapedType::kDynamic}, f32);
@@ -125,8 +167,7 @@ LogicalResult ApplyPlanPass::collectUnits() {
   };
   for (auto &[id, unit] : byId) {
     for (ParamOp param : unit.params) {
-      param.setOffsetAttr(
-          IntegerAttr::get(IntegerType::get(&getContext(), 64), unit.numel));
+      param.setOffsetAttr(i64(unit.numel));
       unit.numel += param.getTensorType().getNumElements();
       unit.checkpoint |= id != 0 && isCheckpointed(param.getSymName());
     }
@@ -140,9 +181,6 @@ LogicalResult ApplyPlanPass::collectUnits() {
 
 void ApplyPlanPass::createStates(OpBuilder &b) {
   MLIRContext *context = &getContext();
-  auto i64 = [&](int64_t v) {
-    return IntegerAttr::get(IntegerType::get(context, 64), v);
-  };
   // States go right after the parameters, so that the model reads in order:
   // parameters, states, functions, recipe.
   Operation *lastParam = nullptr;
@@ -194,73 +232,82 @@ static int64_t unitOf(Operation *op) {
   return 0;
 }
 
-LogicalResult ApplyPlanPass::buildMicroStep(OpBuilder &b, bool last,
-                                            SmallVectorImpl<Value> &unitGrads) {
-  MLIRContext *context = &getContext();
-  Location stepLoc = train.getLoc();
-  Block &body = gradFunc.getBody().front();
-  auto i64 = [&](int64_t v) {
-    return IntegerAttr::get(IntegerType::get(context, 64), v);
-  };
-
-  // The micro-batch and the backward seed.
-  ArrayRef<Type> argTypes = gradFunc.getArgumentTypes();
-  auto batch = BatchOp::create(b, stepLoc, argTypes.drop_back());
-  IRMapping map;
-  for (auto [arg, value] : llvm::zip(body.getArguments().drop_back(),
-                                     batch.getResults()))
-    map.map(arg, value);
-  Value seed = AccumScaleOp::create(b, stepLoc, body.getArguments().back().getType());
-  map.map(body.getArguments().back(), seed);
-
-  // The flat buffer a unit's parameters are read from in a phase, made at
-  // its first use; and the views of it.
-  DenseMap<std::pair<Unit *, int>, Value> flats;
-  DenseMap<std::pair<Operation *, Value>, Value> views;
-  auto flatFor = [&](Unit &unit, Phase phase, Location loc) -> Value {
-    // Only fsdp-full gathers per phase; with reshard_after_forward = false
-    // the backward reuses the forward's gather.
-    int key = layout == Layout::Full && plan.getReshardAfterForward() &&
-                      phase == Phase::Backward
-                  ? 1
-                  : 0;
-    Value &flat = flats[{&unit, key}];
-    if (flat)
-      return flat;
-    switch (layout) {
-    case Layout::Full: {
-      Value shard = StateLoadOp::create(b, loc, shardType(),
-                                        unit.master.getSymName());
-      auto gather = AllGatherOp::create(b, loc, flatType(unit), shardGroup,
-                                        nullptr, shard);
-      gather->setAttr("md.unit", i64(unit.id));
-      gather->setAttr("md.phase", StringAttr::get(context, key ? "backward"
-                                                               : "forward"));
-      flat = gather;
-      break;
-    }
-    case Layout::Zero1:
-    case Layout::GradOp:
-      flat = StateLoadOp::create(b, loc, flatType(unit),
-                                 unit.params_.getSymName());
-      break;
-    case Layout::Replicated:
-      flat = StateLoadOp::create(b, loc, flatType(unit),
-                                 unit.master.getSymName());
-      break;
-    }
+Value ApplyPlanPass::paramFlat(OpBuilder &b, MicroStep &step, Unit &unit,
+                               Phase phase, Location loc) {
+  // Only fsdp-full gathers per phase; with reshard_after_forward = false
+  // the backward reuses the forward's gather.
+  int key = layout == Layout::Full && plan.getReshardAfterForward() &&
+                    phase == Phase::Backward
+                ? 1
+                : 0;
+  Value &flat = step.flats[{&unit, key}];
+  if (flat)
     return flat;
-  };
-  auto paramValue = [&](ParamOp param, Phase phase, Location loc) -> Value {
-    Unit &unit = *unitOfParam.lookup(param);
-    Value flat = flatFor(unit, phase, loc);
-    Value &view = views[{param.getOperation(), flat}];
-    if (!view)
-      view = ViewOp::create(b, loc, param.getTensorType(), flat,
-                            static_cast<uint64_t>(*param.getOffset()));
-    return view;
-  };
+  switch (layout) {
+  case Layout::Full: {
+    Value shard =
+        StateLoadOp::create(b, loc, shardType(), unit.master.getSymName());
+    auto gather =
+        AllGatherOp::create(b, loc, flatType(unit), shardGroup, nullptr, shard);
+    gather->setAttr("md.unit", i64(unit.id));
+    gather->setAttr("md.phase", StringAttr::get(&getContext(),
+                                                key ? "backward" : "forward"));
+    flat = gather;
+    break;
+  }
+  case Layout::Zero1:
+  case Layout::GradOp:
+    flat =
+        StateLoadOp::create(b, loc, flatType(unit), unit.params_.getSymName());
+    break;
+  case Layout::Replicated:
+    flat =
+        StateLoadOp::create(b, loc, flatType(unit), unit.master.getSymName());
+    break;
+  }
+  return flat;
+}
 
+Value ApplyPlanPass::paramValue(OpBuilder &b, MicroStep &step, ParamOp param,
+                                Phase phase, Location loc) {
+  Unit &unit = *unitOfParam.lookup(param);
+  Value flat = paramFlat(b, step, unit, phase, loc);
+  Value &view = step.views[{param.getOperation(), flat}];
+  if (!view)
+    view = ViewOp::create(b, loc, param.getTensorType(), flat,
+                          static_cast<uint64_t>(*param.getOffset()));
+  return view;
+}
+
+Operation *ApplyPlanPass::cloneWith(OpBuilder &b, MicroStep &step,
+                                    Operation &op, Phase phase,
+                                    IRMapping *overrides) {
+  IRMapping &map = step.map;
+  SmallVector<std::pair<Value, Value>> saved;
+  auto remap = [&](Value from, Value to) {
+    saved.push_back({from, map.lookupOrNull(from)});
+    map.map(from, to);
+  };
+  for (Value operand : op.getOperands()) {
+    if (auto ref = operand.getDefiningOp<ParamRefOp>()) {
+      auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(
+          model, ref.getParamAttr());
+      remap(operand, paramValue(b, step, param, phase, op.getLoc()));
+    } else if (overrides && overrides->contains(operand)) {
+      remap(operand, overrides->lookup(operand));
+    }
+  }
+  Operation *clone = b.clone(op, map);
+  for (auto [from, old] : llvm::reverse(saved)) {
+    if (old)
+      map.map(from, old);
+    else
+      map.erase(from);
+  }
+  return clone;
+}
+
+void ApplyPlanPass::cloneBody(OpBuilder &b, MicroStep &step) {
   // The forward ops of each checkpointed unit, recomputed right before the
   // unit's first backward op; `recomputed[u]` maps the saved forward values
   // to their recomputed twins.
@@ -268,41 +315,13 @@ LogicalResult ApplyPlanPass::buildMicroStep(OpBuilder &b, bool last,
   for (Unit &unit : units)
     if (unit.checkpoint)
       forwardOpsOf[unit.id];
-  for (Operation &op : body.without_terminator())
+  for (Operation &op : step.body->without_terminator())
     if (!isBackward(&op) && !isa<ParamRefOp>(op) &&
         forwardOpsOf.count(unitOf(&op)))
       forwardOpsOf[unitOf(&op)].push_back(&op);
   DenseMap<int64_t, IRMapping> recomputed;
 
-  // Clones `op` with parameter reads resolved for `phase` and operands
-  // taken from `overrides` first, then from `map`.
-  auto cloneWith = [&](Operation &op, Phase phase,
-                       IRMapping *overrides) -> Operation * {
-    SmallVector<std::pair<Value, Value>> saved;
-    auto remap = [&](Value from, Value to) {
-      saved.push_back({from, map.lookupOrNull(from)});
-      map.map(from, to);
-    };
-    for (Value operand : op.getOperands()) {
-      if (auto ref = operand.getDefiningOp<ParamRefOp>()) {
-        auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(
-            model, ref.getParamAttr());
-        remap(operand, paramValue(param, phase, op.getLoc()));
-      } else if (overrides && overrides->contains(operand)) {
-        remap(operand, overrides->lookup(operand));
-      }
-    }
-    Operation *clone = b.clone(op, map);
-    for (auto [from, old] : llvm::reverse(saved)) {
-      if (old)
-        map.map(from, old);
-      else
-        map.erase(from);
-    }
-    return clone;
-  };
-
-  for (Operation &op : body.without_terminator()) {
+  for (Operation &op : step.body->without_terminator()) {
     if (isa<ParamRefOp>(op))
       continue;
     Phase phase = isBackward(&op) ? Phase::Backward : Phase::Forward;
@@ -314,8 +333,9 @@ LogicalResult ApplyPlanPass::buildMicroStep(OpBuilder &b, bool last,
         // parameters of the backward phase.
         IRMapping &recompute = recomputed[unitId];
         for (Operation *fwd : forwardOpsOf[unitId]) {
-          Operation *clone = cloneWith(*fwd, Phase::Backward, &recompute);
-          clone->setAttr("md.recompute", UnitAttr::get(context));
+          Operation *clone =
+              cloneWith(b, step, *fwd, Phase::Backward, &recompute);
+          clone->setAttr("md.recompute", UnitAttr::get(&getContext()));
           for (auto [from, to] :
                llvm::zip(fwd->getResults(), clone->getResults()))
             recompute.map(from, to);
@@ -323,20 +343,23 @@ LogicalResult ApplyPlanPass::buildMicroStep(OpBuilder &b, bool last,
       }
       overrides = &recomputed[unitId];
     }
-    cloneWith(op, phase, overrides);
+    cloneWith(b, step, op, phase, overrides);
   }
+}
 
+LogicalResult
+ApplyPlanPass::collectGradients(OpBuilder &b, MicroStep &step,
+                                DenseMap<Operation *, Value> &gradOf) {
   // Results: the loss, the forward's other results, then one gradient per
   // trainable parameter (`md.grad_of`).
-  auto ret = cast<ReturnOp>(body.getTerminator());
-  Value loss = map.lookup(ret.getOperand(0));
+  auto ret = cast<ReturnOp>(step.body->getTerminator());
+  Value loss = step.map.lookup(ret.getOperand(0));
   {
     OpBuilder::InsertionGuard guard(b);
     if (Operation *def = loss.getDefiningOp())
       b.setInsertionPointAfter(def);
-    RecordLossOp::create(b, stepLoc, loss);
+    RecordLossOp::create(b, train.getLoc(), loss);
   }
-  DenseMap<Operation *, Value> gradOf;
   for (unsigned i = 0, e = gradFunc.getNumResults(); i < e; ++i) {
     auto of = gradFunc.getResultAttrOfType<FlatSymbolRefAttr>(i, "md.grad_of");
     if (!of)
@@ -346,9 +369,44 @@ LogicalResult ApplyPlanPass::buildMicroStep(OpBuilder &b, bool last,
       return gradFunc.emitOpError("result ")
              << i << " is the gradient of '" << of.getValue()
              << "', which is not a parameter";
-    gradOf[param] = map.lookup(ret.getOperand(i));
+    gradOf[param] = step.map.lookup(ret.getOperand(i));
   }
+  return success();
+}
 
+Value ApplyPlanPass::reduceUnitGradient(OpBuilder &b, Location loc, Unit &unit,
+                                        Value total) {
+  if (singleRank())
+    return total;
+  auto tag = [&](Operation *op) {
+    op->setAttr("md.unit", i64(unit.id));
+    op->setAttr("md.backward", UnitAttr::get(&getContext()));
+    return op->getResult(0);
+  };
+  switch (layout) {
+  case Layout::Full:
+  case Layout::GradOp: {
+    Value reduced = tag(ReduceScatterOp::create(
+        b, loc, shardType(), shardGroup, nullptr, total, ReductionKind::avg));
+    if (hybrid)
+      reduced = tag(AllReduceOp::create(b, loc, Group::replicate, nullptr,
+                                        reduced, ReductionKind::avg));
+    return reduced;
+  }
+  case Layout::Zero1:
+    // ZeRO-1 keeps the full reduced gradient until the step, where each
+    // rank updates its slice.
+  case Layout::Replicated:
+    return tag(AllReduceOp::create(b, loc, Group::world, nullptr, total,
+                                   ReductionKind::avg));
+  }
+  llvm_unreachable("unknown layout");
+}
+
+LogicalResult
+ApplyPlanPass::reduceGradients(OpBuilder &b, bool last,
+                               const DenseMap<Operation *, Value> &gradOf,
+                               SmallVectorImpl<Value> &unitGrads) {
   // Each unit's flat gradient, made and reduced right after its last
   // contribution, in the order those contributions complete (backward order).
   Block *block = b.getInsertionBlock();
@@ -375,51 +433,45 @@ LogicalResult ApplyPlanPass::buildMicroStep(OpBuilder &b, bool last,
       b.setInsertionPointAfter(lastDef);
     else
       b.setInsertionPoint(block, end);
-    Location loc = lastDef ? lastDef->getLoc() : stepLoc;
+    Location loc = lastDef ? lastDef->getLoc() : train.getLoc();
     SmallVector<Value> grads;
     for (ParamOp param : unit->params)
       grads.push_back(gradOf.lookup(param));
     Value flat = FlattenOp::create(b, loc, flatType(*unit), grads);
     flat.getDefiningOp()->setAttr("md.unit", i64(unit->id));
-    flat.getDefiningOp()->setAttr("md.backward", UnitAttr::get(context));
+    flat.getDefiningOp()->setAttr("md.backward", UnitAttr::get(&getContext()));
     if (!last) {
       GradAccumulateOp::create(b, loc, flat, unit->gradAcc.getSymName());
       continue;
     }
     Value total = GradTotalOp::create(b, loc, flatType(*unit), flat,
                                       unit->gradAcc.getSymName());
-    Value reduced = total;
-    auto tag = [&](Operation *op) {
-      op->setAttr("md.unit", i64(unit->id));
-      op->setAttr("md.backward", UnitAttr::get(context));
-      return op->getResult(0);
-    };
-    if (!singleRank()) {
-      switch (layout) {
-      case Layout::Full:
-      case Layout::GradOp:
-        reduced = tag(ReduceScatterOp::create(b, loc, shardType(), shardGroup,
-                                              nullptr, total,
-                                              ReductionKind::avg));
-        if (hybrid)
-          reduced = tag(AllReduceOp::create(b, loc, Group::replicate, nullptr,
-                                            reduced, ReductionKind::avg));
-        break;
-      case Layout::Zero1:
-        // ZeRO-1 keeps the full reduced gradient until the step, where each
-        // rank updates its slice.
-        reduced = tag(AllReduceOp::create(b, loc, Group::world, nullptr,
-                                          total, ReductionKind::avg));
-        break;
-      case Layout::Replicated:
-        reduced = tag(AllReduceOp::create(b, loc, Group::world, nullptr, total,
-                                          ReductionKind::avg));
-        break;
-      }
-    }
-    unitGrads[unit - units.data()] = reduced;
+    unitGrads[unit - units.data()] = reduceUnitGradient(b, loc, *unit, total);
   }
   return success();
+}
+
+LogicalResult ApplyPlanPass::buildMicroStep(OpBuilder &b, bool last,
+                                            SmallVectorImpl<Value> &unitGrads) {
+  Location stepLoc = train.getLoc();
+  MicroStep step;
+  step.body = &gradFunc.getBody().front();
+
+  // The micro-batch and the backward seed.
+  ArrayRef<Type> argTypes = gradFunc.getArgumentTypes();
+  auto batch = BatchOp::create(b, stepLoc, argTypes.drop_back());
+  for (auto [arg, value] :
+       llvm::zip(step.body->getArguments().drop_back(), batch.getResults()))
+    step.map.map(arg, value);
+  Value seed = AccumScaleOp::create(b, stepLoc,
+                                    step.body->getArguments().back().getType());
+  step.map.map(step.body->getArguments().back(), seed);
+
+  cloneBody(b, step);
+  DenseMap<Operation *, Value> gradOf;
+  if (failed(collectGradients(b, step, gradOf)))
+    return failure();
+  return reduceGradients(b, last, gradOf, unitGrads);
 }
 
 //===----------------------------------------------------------------------===//
@@ -442,11 +494,11 @@ void ApplyPlanPass::buildUpdate(OpBuilder &b, ArrayRef<Value> unitGrads) {
     // presets' norm.
     SmallVector<Value> local;
     for (Value grad : grads)
-      local.push_back(layout == Layout::Replicated && !singleRank()
-                          ? ShardSliceOp::create(b, loc, shardType(), grad,
-                                                 shardGroup)
-                                .getResult()
-                          : grad);
+      local.push_back(
+          layout == Layout::Replicated && !singleRank()
+              ? ShardSliceOp::create(b, loc, shardType(), grad, shardGroup)
+                    .getResult()
+              : grad);
     Value squared = GlobalNormOp::create(b, loc, scalarType, local,
                                          /*squared=*/true);
     if (!singleRank())
@@ -470,7 +522,8 @@ void ApplyPlanPass::buildUpdate(OpBuilder &b, ArrayRef<Value> unitGrads) {
         StateLoadOp::create(b, loc, masterType, unit.master.getSymName());
     Value updated;
     if (auto adamw = dyn_cast<AdamWAttr>(train.getOptimizer())) {
-      Value m = StateLoadOp::create(b, loc, masterType, unit.expAvg.getSymName());
+      Value m =
+          StateLoadOp::create(b, loc, masterType, unit.expAvg.getSymName());
       Value v =
           StateLoadOp::create(b, loc, masterType, unit.expAvgSq.getSymName());
       auto update = AdamWUpdateOp::create(
@@ -501,8 +554,7 @@ void ApplyPlanPass::buildUpdate(OpBuilder &b, ArrayRef<Value> unitGrads) {
     if (unit.params_) {
       auto gather = AllGatherOp::create(b, loc, flatType(unit), shardGroup,
                                         nullptr, updated);
-      gather->setAttr("md.unit",
-                      IntegerAttr::get(IntegerType::get(context, 64), unit.id));
+      gather->setAttr("md.unit", i64(unit.id));
       gather->setAttr("md.phase", StringAttr::get(context, "step"));
       StateStoreOp::create(b, loc, gather, unit.params_.getSymName());
     }

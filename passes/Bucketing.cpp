@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/analysis/CostModel.h"
 #include "passes/Passes.h"
+#include "passes/analysis/CostModel.h"
 #include "passes/analysis/StepProgram.h"
 #include "runtime/core/Mesh.h"
 
@@ -78,6 +78,42 @@ BucketClass classify(Operation *op) {
           packable};
 }
 
+/// The collectives of `block` that `select` picks, grouped by class, the
+/// classes in the order of their first member.
+SmallVector<std::pair<BucketClass, SmallVector<Operation *>>>
+groupByClass(Block &block, function_ref<bool(Operation &)> select) {
+  SmallVector<std::pair<BucketClass, SmallVector<Operation *>>> classes;
+  for (Operation &op : block) {
+    if (!select(op))
+      continue;
+    BucketClass cls = classify(&op);
+    auto *it =
+        llvm::find_if(classes, [&](auto &entry) { return entry.first == cls; });
+    if (it == classes.end()) {
+      classes.push_back({cls, {}});
+      it = std::prev(classes.end());
+    }
+    it->second.push_back(&op);
+  }
+  return classes;
+}
+
+/// An empty bucket of class `cls`.
+Bucket startBucket(const BucketClass &cls) {
+  Bucket bucket;
+  bucket.kind = cls.kind;
+  bucket.group = cls.group;
+  bucket.elementType = cls.elementType;
+  return bucket;
+}
+
+/// The positions in `deps` of `ops`.
+SmallVector<unsigned> positionsOf(const BlockDependences &deps,
+                                  ArrayRef<Operation *> ops) {
+  return llvm::map_to_vector(ops,
+                             [&](Operation *op) { return deps.indexOf(op); });
+}
+
 std::string formatNumber(double value) {
   std::string text;
   llvm::raw_string_ostream(text) << llvm::format("%g", value);
@@ -141,6 +177,13 @@ private:
   bool canHoist(const BlockDependences &deps, ArrayRef<unsigned> members,
                 SmallVectorImpl<unsigned> *producers);
   Operation *pack(ArrayRef<Operation *> members);
+  /// Marks the members of the buckets from `first` on bucketed and calls
+  /// `place` on each one of several members, with the block's dependences
+  /// read afresh (placing a bucket moves ops) and the members' positions.
+  void placeBuckets(
+      Block &block, size_t first, llvm::DenseSet<Operation *> &bucketed,
+      function_ref<void(Bucket &, const BlockDependences &, ArrayRef<unsigned>)>
+          place);
 };
 
 int64_t BucketingPass::capBytes(Operation *op) {
@@ -328,20 +371,8 @@ Operation *BucketingPass::pack(ArrayRef<Operation *> members) {
 
 void BucketingPass::bucketGradientReductions(
     Block &block, llvm::DenseSet<Operation *> &bucketed) {
-  // The classes, in the order of their first reduction.
-  SmallVector<std::pair<BucketClass, SmallVector<Operation *>>> classes;
-  for (Operation &op : block) {
-    if (!isGradientReduction(&op))
-      continue;
-    BucketClass cls = classify(&op);
-    auto *it =
-        llvm::find_if(classes, [&](auto &entry) { return entry.first == cls; });
-    if (it == classes.end()) {
-      classes.push_back({cls, {}});
-      it = std::prev(classes.end());
-    }
-    it->second.push_back(&op);
-  }
+  auto classes = groupByClass(
+      block, [](Operation &op) { return isGradientReduction(&op); });
 
   for (auto &[cls, ops] : classes) {
     // Earlier classes moved ops: read positions and times afresh.
@@ -399,10 +430,7 @@ void BucketingPass::bucketGradientReductions(
     int64_t computeEnd = *llvm::max_element(ready);
     int64_t commFree = 0;
     for (auto [i, j] : ranges) {
-      Bucket bucket;
-      bucket.kind = cls.kind;
-      bucket.group = cls.group;
-      bucket.elementType = cls.elementType;
+      Bucket bucket = startBucket(cls);
       int64_t latest = 0;
       for (size_t m = i; m < j; ++m) {
         bucket.members.push_back(ops[m]);
@@ -420,17 +448,9 @@ void BucketingPass::bucketGradientReductions(
 
     // Place each bucket: its members next to the last one, what uses the
     // earlier members after it. Positions shift as ops move; recompute them.
-    size_t first = buckets.size() - ranges.size();
-    for (size_t b = first; b < buckets.size(); ++b) {
-      Bucket &bucket = buckets[b];
-      for (Operation *member : bucket.members)
-        bucketed.insert(member);
-      if (bucket.members.size() == 1)
-        continue;
-      BlockDependences now(block);
-      SmallVector<unsigned> memberPos;
-      for (Operation *member : bucket.members)
-        memberPos.push_back(now.indexOf(member));
+    bool packable = cls.packable;
+    auto sink = [&](Bucket &bucket, const BlockDependences &now,
+                    ArrayRef<unsigned> memberPos) {
       SmallVector<unsigned> dependents;
       bool ok = canSink(now, memberPos, &dependents);
       assert(ok && "the dynamic program only forms buckets that can sink");
@@ -443,31 +463,22 @@ void BucketingPass::bucketGradientReductions(
       }
       for (Operation *member : ArrayRef(bucket.members).drop_back())
         member->moveBefore(last);
-      if (cls.packable) {
+      if (packable) {
         numPacked += bucket.members.size();
         Operation *packed = pack(bucket.members);
         bucketed.insert(packed);
         bucket.members = {packed};
       }
-    }
+    };
+    placeBuckets(block, buckets.size() - ranges.size(), bucketed, sink);
   }
 }
 
 void BucketingPass::bucketAllGathers(Block &block,
                                      llvm::DenseSet<Operation *> &bucketed) {
-  SmallVector<std::pair<BucketClass, SmallVector<Operation *>>> classes;
-  for (Operation &op : block) {
-    if (!isa<AllGatherOp>(op) || bucketed.contains(&op))
-      continue;
-    BucketClass cls = classify(&op);
-    auto *it =
-        llvm::find_if(classes, [&](auto &entry) { return entry.first == cls; });
-    if (it == classes.end()) {
-      classes.push_back({cls, {}});
-      it = std::prev(classes.end());
-    }
-    it->second.push_back(&op);
-  }
+  auto classes = groupByClass(block, [&](Operation &op) {
+    return isa<AllGatherOp>(op) && !bucketed.contains(&op);
+  });
   int64_t small = costModel.latencyBoundBytes();
   for (auto &[cls, ops] : classes) {
     BlockDependences deps(block);
@@ -484,9 +495,7 @@ void BucketingPass::bucketAllGathers(Block &block,
       int64_t bytes = capBytes(op);
       bool isSmall = bytes <= small;
       if (!groups.empty() && openSmall && isSmall && openBytes + bytes <= cap) {
-        SmallVector<unsigned> memberPos;
-        for (Operation *member : groups.back())
-          memberPos.push_back(deps.indexOf(member));
+        SmallVector<unsigned> memberPos = positionsOf(deps, groups.back());
         memberPos.push_back(deps.indexOf(op));
         if (canHoist(deps, memberPos, nullptr)) {
           groups.back().push_back(op);
@@ -512,10 +521,7 @@ void BucketingPass::bucketAllGathers(Block &block,
     int64_t commFree = 0;
     std::optional<int64_t> previousNeed;
     for (SmallVector<Operation *> &group : groups) {
-      Bucket bucket;
-      bucket.kind = cls.kind;
-      bucket.group = cls.group;
-      bucket.elementType = cls.elementType;
+      Bucket bucket = startBucket(cls);
       int64_t issue = 0;
       unsigned firstUse = deps.size();
       for (Operation *member : group) {
@@ -540,17 +546,10 @@ void BucketingPass::bucketAllGathers(Block &block,
       buckets.push_back(std::move(bucket));
     }
 
-    size_t firstBucket = buckets.size() - groups.size();
-    for (size_t b = firstBucket; b < buckets.size(); ++b) {
-      Bucket &bucket = buckets[b];
-      for (Operation *member : bucket.members)
-        bucketed.insert(member);
-      if (bucket.members.size() == 1)
-        continue;
-      BlockDependences now(block);
-      SmallVector<unsigned> memberPos;
-      for (Operation *member : bucket.members)
-        memberPos.push_back(now.indexOf(member));
+    // Place each bucket: what the later members need, then the members,
+    // right before the first one.
+    auto hoist = [&](Bucket &bucket, const BlockDependences &now,
+                     ArrayRef<unsigned> memberPos) {
       SmallVector<unsigned> producers;
       bool ok = canHoist(now, memberPos, &producers);
       assert(ok && "buckets of all-gathers are formed only when they hoist");
@@ -563,7 +562,23 @@ void BucketingPass::bucketAllGathers(Block &block,
         member->moveAfter(after);
         after = member;
       }
-    }
+    };
+    placeBuckets(block, buckets.size() - groups.size(), bucketed, hoist);
+  }
+}
+
+void BucketingPass::placeBuckets(
+    Block &block, size_t first, llvm::DenseSet<Operation *> &bucketed,
+    function_ref<void(Bucket &, const BlockDependences &, ArrayRef<unsigned>)>
+        place) {
+  for (size_t b = first; b < buckets.size(); ++b) {
+    Bucket &bucket = buckets[b];
+    for (Operation *member : bucket.members)
+      bucketed.insert(member);
+    if (bucket.members.size() == 1)
+      continue;
+    BlockDependences now(block);
+    place(bucket, now, positionsOf(now, bucket.members));
   }
 }
 

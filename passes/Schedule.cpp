@@ -63,6 +63,11 @@ private:
   BackwardPrefetch prefetchBackward = BackwardPrefetch::none;
 
   LogicalResult scheduleBlock(Block &block);
+  /// Moves the all-gathers the plan prefetches earlier by lowering their
+  /// keys (and their predecessors'), under the cap on gathered units live
+  /// at once; returns how many moved.
+  int64_t prefetchGathers(const BlockDependences &deps, Block &block,
+                          MutableArrayRef<Node> nodes);
   void assignStreamsAndEvents(Region &step);
 };
 
@@ -94,20 +99,12 @@ std::pair<unsigned, unsigned> gatheredUses(const BlockDependences &deps,
   return {first, last};
 }
 
-LogicalResult SchedulePass::scheduleBlock(Block &block) {
-  BlockDependences deps(block);
-  unsigned n = deps.size();
-  Operation *terminator =
-      !block.empty() && block.back().hasTrait<OpTrait::IsTerminator>()
-          ? &block.back()
-          : nullptr;
-  unsigned count = terminator ? n - 1 : n;
-  if (count == 0)
-    return success();
-
-  // Nodes: one per op, one per bucket of collectives.
-  SmallVector<Node> nodes;
-  SmallVector<unsigned> nodeOf(n);
+/// The scheduling nodes of the first `count` ops of `deps`: one per op, one
+/// per bucket of collectives, with their dependences. Fails when a bucket's
+/// member uses another member's result.
+LogicalResult buildNodes(const BlockDependences &deps, unsigned count,
+                         SmallVectorImpl<Node> &nodes) {
+  SmallVector<unsigned> nodeOf(deps.size());
   llvm::MapVector<int64_t, unsigned> bucketNode;
   for (unsigned i = 0; i < count; ++i) {
     Operation *op = deps.getOps()[i];
@@ -146,7 +143,13 @@ LogicalResult SchedulePass::scheduleBlock(Block &block) {
   for (auto [id, node] : llvm::enumerate(nodes))
     for (unsigned p : node.preds)
       nodes[p].succs.push_back(id);
+  return success();
+}
 
+int64_t SchedulePass::prefetchGathers(const BlockDependences &deps,
+                                      Block &block,
+                                      MutableArrayRef<Node> nodes) {
+  unsigned n = deps.size();
   // Prefetch: move a gather (and what it needs) to just before (or after)
   // an anchor by lowering its key and its predecessors' keys.
   int64_t prefetched = 0;
@@ -210,9 +213,15 @@ LogicalResult SchedulePass::scheduleBlock(Block &block) {
     prefetch("forward", /*post=*/false);
   if (prefetchBackward != BackwardPrefetch::none)
     prefetch("backward", prefetchBackward == BackwardPrefetch::post);
+  return prefetched;
+}
 
-  // List schedule: of the nodes whose predecessors have run, the one with
-  // the smallest key, then the earliest in program order.
+/// A list schedule of `nodes`: of the nodes whose predecessors have run, the
+/// one with the smallest key, then the earliest in program order. Fails when
+/// the nodes do not all run (a bucket closes a cycle).
+LogicalResult listSchedule(const BlockDependences &deps, Block &block,
+                           ArrayRef<Node> nodes, unsigned count,
+                           SmallVectorImpl<Operation *> &order) {
   auto later = [&](unsigned a, unsigned b) {
     return std::make_pair(nodes[a].key, nodes[a].members.front()) >
            std::make_pair(nodes[b].key, nodes[b].members.front());
@@ -225,7 +234,6 @@ LogicalResult SchedulePass::scheduleBlock(Block &block) {
     if (pending[id] == 0)
       ready.push(id);
   }
-  SmallVector<Operation *> order;
   SmallVector<bool> done(nodes.size(), false);
   while (!ready.empty()) {
     unsigned id = ready.top();
@@ -237,24 +245,44 @@ LogicalResult SchedulePass::scheduleBlock(Block &block) {
       if (--pending[s] == 0)
         ready.push(s);
   }
-  if (order.size() != count) {
-    // Only buckets can close a cycle: report the first one left.
-    for (auto [id, node] : llvm::enumerate(nodes)) {
-      if (done[id] || node.members.size() < 2)
-        continue;
-      Operation *head = deps.getOps()[node.members.front()];
-      InFlightDiagnostic diag =
-          head->emitError("md-schedule: the collectives of bucket ")
-          << *cast<CollectiveOpInterface>(head).getBucketId()
-          << " cannot be issued together: the ops between them make them "
-             "depend on each other or on another bucket";
-      for (unsigned m : ArrayRef(node.members).drop_front())
-        diag.attachNote(deps.getOps()[m]->getLoc()) << "member of the bucket";
-      return diag;
-    }
-    return block.getParentOp()->emitError(
-        "md-schedule: the step program has a dependence cycle");
+  if (order.size() == count)
+    return success();
+  // Only buckets can close a cycle: report the first one left.
+  for (auto [id, node] : llvm::enumerate(nodes)) {
+    if (done[id] || node.members.size() < 2)
+      continue;
+    Operation *head = deps.getOps()[node.members.front()];
+    InFlightDiagnostic diag =
+        head->emitError("md-schedule: the collectives of bucket ")
+        << *cast<CollectiveOpInterface>(head).getBucketId()
+        << " cannot be issued together: the ops between them make them "
+           "depend on each other or on another bucket";
+    for (unsigned m : ArrayRef(node.members).drop_front())
+      diag.attachNote(deps.getOps()[m]->getLoc()) << "member of the bucket";
+    return diag;
   }
+  return block.getParentOp()->emitError(
+      "md-schedule: the step program has a dependence cycle");
+}
+
+LogicalResult SchedulePass::scheduleBlock(Block &block) {
+  BlockDependences deps(block);
+  unsigned n = deps.size();
+  Operation *terminator =
+      !block.empty() && block.back().hasTrait<OpTrait::IsTerminator>()
+          ? &block.back()
+          : nullptr;
+  unsigned count = terminator ? n - 1 : n;
+  if (count == 0)
+    return success();
+
+  SmallVector<Node> nodes;
+  if (failed(buildNodes(deps, count, nodes)))
+    return failure();
+  int64_t prefetched = prefetchGathers(deps, block, nodes);
+  SmallVector<Operation *> order;
+  if (failed(listSchedule(deps, block, nodes, count, order)))
+    return failure();
 
   for (Operation *op : order) {
     if (terminator)

@@ -7,6 +7,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
 
 using namespace mlir;
 using namespace md;
@@ -165,20 +166,63 @@ FailureOr<int64_t> md::getAccumulationSteps(ModelOp model, int64_t worldSize) {
   return global / perStep;
 }
 
-FailureOr<MemoryReport> md::computeMemory(ModelOp model, int64_t worldSize) {
-  MemoryReport report;
-  report.worldSize = worldSize;
-  if (worldSize < 1)
-    return model.emitError("world size must be >= 1, got ") << worldSize;
-  FailureOr<int64_t> steps = getAccumulationSteps(model, worldSize);
-  if (failed(steps))
-    return failure();
-  // With one micro-step the accumulator is never allocated and the
-  // md.micro_steps body never runs.
-  bool accumulates = *steps > 1;
+namespace {
 
-  // Persistent state.
+/// computeMemory's steps over one model at one world size: the buffers (the
+/// md.states, then every tensor value of the step), their live intervals, the
+/// peak and the model states. Each step fills more of `report`.
+class MemoryBuilder {
+public:
+  MemoryBuilder(ModelOp model, int64_t worldSize, bool accumulates,
+                MemoryReport &report)
+      : model(model), worldSize(worldSize), accumulates(accumulates),
+        report(report) {}
+
+  /// One persistent buffer per md.state, live at every position.
+  LogicalResult addStateBuffers();
+  /// Numbers the step's positions and gives every tensor value of the step
+  /// a buffer or an alias of one, with the category it counts under.
+  LogicalResult addStepBuffers();
+  /// Extends each transient buffer to its last use, and a collective's
+  /// operands and results to the window the comm stream runs it in.
+  void computeLiveness();
+  /// The peak position, the category totals there and the buffers live there.
+  LogicalResult computePeak();
+  /// ZeRO's model states (docs/memory.md).
+  void countModelStates();
+
+private:
+  MemoryCategory categoryOf(Value value) const;
+  MemoryCategory classify(Operation *op, unsigned result) const;
+  /// Gives result `i` of `op` its buffer (or the one it aliases).
+  LogicalResult addResultBuffer(Operation *op, unsigned i);
+  /// The position at which the comm stream is done with each collective.
+  llvm::DenseMap<Operation *, int64_t> commStreamCompletion();
+  InFlightDiagnostic overflows() {
+    return model.emitError("memory per rank at world size ")
+           << worldSize << " overflows 64 bits";
+  }
+
+  ModelOp model;
+  int64_t worldSize;
+  /// With one micro-step the accumulator is never allocated and the
+  /// md.micro_steps body never runs.
+  bool accumulates;
+  MemoryReport &report;
+
   llvm::StringMap<size_t> stateBuffer;
+  Block *step = nullptr;
+  Linearization order;
+  /// Gradient flattens and the per-parameter gradients they pack.
+  llvm::DenseSet<Value> gradientPieces;
+  llvm::DenseSet<Operation *> gradientFlattens;
+  /// Every value of the step: an alias of a buffer or a buffer of its own.
+  llvm::DenseMap<Value, size_t> bufferOf;
+};
+
+} // namespace
+
+LogicalResult MemoryBuilder::addStateBuffers() {
   for (StateOp state : model.getOps<StateOp>()) {
     RankedTensorType type = state.getTensorType();
     int64_t numel = state.getFlatNumel();
@@ -203,119 +247,117 @@ FailureOr<MemoryReport> md::computeMemory(ModelOp model, int64_t worldSize) {
     report.buffers.push_back(buffer);
     report.persistent += buffer.bytes;
   }
+  return success();
+}
 
-  Block *step = getStepBlock(model);
-  Linearization order;
+MemoryCategory MemoryBuilder::categoryOf(Value value) const {
+  auto it = bufferOf.find(value);
+  return it == bufferOf.end() ? MemoryCategory::Activations
+                              : report.buffers[it->second].category;
+}
+
+MemoryCategory MemoryBuilder::classify(Operation *op, unsigned result) const {
+  Value value = op->getResult(result);
+  if (isa<FlattenOp>(op)) {
+    if (op->hasAttr("md.bucket_buffer"))
+      return MemoryCategory::CommBuffers;
+    if (gradientFlattens.contains(op))
+      return MemoryCategory::Grads;
+  }
+  if (isa<CollectiveOpInterface>(op)) {
+    MemoryCategory input = op->getNumOperands() != 0
+                               ? categoryOf(op->getOperand(0))
+                               : MemoryCategory::Activations;
+    if (isa<AllGatherOp>(op))
+      return MemoryCategory::Params;
+    if (isGradientReduction(op))
+      return MemoryCategory::Grads;
+    return inherit(input);
+  }
+  if (isa<GradTotalOp>(op) || gradientPieces.contains(value))
+    return MemoryCategory::Grads;
+  if (isa<AdamWUpdateOp, SGDUpdateOp>(op))
+    return result == 0 ? MemoryCategory::Params : MemoryCategory::Optimizer;
+  if (isa<CastOp, ShardSliceOp, ScaleOp>(op))
+    return inherit(categoryOf(op->getOperand(0)));
+  if (auto accumulate = dyn_cast<AccumulateOp>(op))
+    return inherit(categoryOf(accumulate.getAcc()));
+  if (auto clip = dyn_cast<ClipOp>(op))
+    return inherit(categoryOf(clip.getGrads()[result]));
+  return MemoryCategory::Activations;
+}
+
+LogicalResult MemoryBuilder::addResultBuffer(Operation *op, unsigned i) {
+  Value result = op->getResult(i);
+  // Optimizer updates are in place: the new parameter and moments are the
+  // buffers of the states they update.
+  if (Value updated = getUpdatedOperand(op, i)) {
+    auto it = bufferOf.find(updated);
+    if (it != bufferOf.end() && report.buffers[it->second].persistent) {
+      bufferOf[result] = it->second;
+      return success();
+    }
+  }
+  if (auto load = dyn_cast<StateLoadOp>(op)) {
+    auto it = stateBuffer.find(load.getState());
+    if (it != stateBuffer.end()) {
+      bufferOf[result] = it->second;
+      return success();
+    }
+  }
+  if (isa<ViewOp, ReshapeOp>(op) && bufferOf.count(op->getOperand(0))) {
+    bufferOf[result] = bufferOf.lookup(op->getOperand(0));
+    return success();
+  }
+  FailureOr<int64_t> bytes = getValueBytes(model, result, worldSize);
+  if (failed(bytes))
+    return op->emitError("cannot size result #")
+           << i << " of type " << result.getType()
+           << ": a dynamic size must be the shard of a flat buffer";
+  BufferInterval buffer;
+  buffer.op = op;
+  buffer.value = result;
+  buffer.bytes = *bytes;
+  buffer.category = classify(op, i);
+  buffer.start = buffer.end = order.start.lookup(op);
+  bufferOf[result] = report.buffers.size();
+  report.buffers.push_back(buffer);
+  return success();
+}
+
+LogicalResult MemoryBuilder::addStepBuffers() {
+  step = getStepBlock(model);
   order.microSteps = accumulates;
   if (step)
     order.number(*step);
   report.positions = order.opAt.size();
   for (BufferInterval &buffer : report.buffers)
     buffer.end = std::max<int64_t>(0, report.positions - 1);
+  if (!step)
+    return success();
 
-  // Gradient flattens and the per-parameter gradients they pack.
-  llvm::DenseSet<Value> gradientPieces;
-  llvm::DenseSet<Operation *> gradientFlattens;
-  if (step)
-    step->walk([&](FlattenOp flatten) {
-      if (flatten->hasAttr("md.bucket_buffer") ||
-          !reachesGradientSink(flatten.getResult()))
-        return;
-      gradientFlattens.insert(flatten);
-      for (Value input : flatten.getInputs())
-        gradientPieces.insert(input);
-    });
+  step->walk([&](FlattenOp flatten) {
+    if (flatten->hasAttr("md.bucket_buffer") ||
+        !reachesGradientSink(flatten.getResult()))
+      return;
+    gradientFlattens.insert(flatten);
+    for (Value input : flatten.getInputs())
+      gradientPieces.insert(input);
+  });
 
-  // Every value of the step: an alias of a buffer or a buffer of its own.
-  llvm::DenseMap<Value, size_t> bufferOf;
-  auto categoryOf = [&](Value value) {
-    auto it = bufferOf.find(value);
-    return it == bufferOf.end() ? MemoryCategory::Activations
-                                : report.buffers[it->second].category;
-  };
-  auto classify = [&](Operation *op, unsigned result) -> MemoryCategory {
-    Value value = op->getResult(result);
-    if (isa<FlattenOp>(op)) {
-      if (op->hasAttr("md.bucket_buffer"))
-        return MemoryCategory::CommBuffers;
-      if (gradientFlattens.contains(op))
-        return MemoryCategory::Grads;
-    }
-    if (isa<CollectiveOpInterface>(op)) {
-      MemoryCategory input = op->getNumOperands() != 0
-                                 ? categoryOf(op->getOperand(0))
-                                 : MemoryCategory::Activations;
-      if (isa<AllGatherOp>(op))
-        return MemoryCategory::Params;
-      if (isGradientReduction(op))
-        return MemoryCategory::Grads;
-      return inherit(input);
-    }
-    if (isa<GradTotalOp>(op) || gradientPieces.contains(value))
-      return MemoryCategory::Grads;
-    if (isa<AdamWUpdateOp, SGDUpdateOp>(op))
-      return result == 0 ? MemoryCategory::Params : MemoryCategory::Optimizer;
-    if (isa<CastOp, ShardSliceOp, ScaleOp>(op))
-      return inherit(categoryOf(op->getOperand(0)));
-    if (auto accumulate = dyn_cast<AccumulateOp>(op))
-      return inherit(categoryOf(accumulate.getAcc()));
-    if (auto clip = dyn_cast<ClipOp>(op))
-      return inherit(categoryOf(clip.getGrads()[result]));
-    return MemoryCategory::Activations;
-  };
-
-  if (step) {
-    LogicalResult status = success();
-    step->walk<WalkOrder::PreOrder>([&](Operation *op) {
-      if (failed(status))
+  WalkResult walk = step->walk<WalkOrder::PreOrder>([&](Operation *op) {
+    if (isa<MicroStepsOp>(op) && !accumulates)
+      return WalkResult::skip();
+    for (auto [i, result] : llvm::enumerate(op->getResults()))
+      if (isa<RankedTensorType>(result.getType()) &&
+          failed(addResultBuffer(op, i)))
         return WalkResult::interrupt();
-      if (isa<MicroStepsOp>(op) && !accumulates)
-        return WalkResult::skip();
-      for (auto [i, result] : llvm::enumerate(op->getResults())) {
-        if (!isa<RankedTensorType>(result.getType()))
-          continue;
-        // Optimizer updates are in place: the new parameter and moments
-        // are the buffers of the states they update.
-        if (Value updated = getUpdatedOperand(op, i)) {
-          auto it = bufferOf.find(updated);
-          if (it != bufferOf.end() && report.buffers[it->second].persistent) {
-            bufferOf[result] = it->second;
-            continue;
-          }
-        }
-        if (auto load = dyn_cast<StateLoadOp>(op)) {
-          auto it = stateBuffer.find(load.getState());
-          if (it != stateBuffer.end()) {
-            bufferOf[result] = it->second;
-            continue;
-          }
-        }
-        if (isa<ViewOp, ReshapeOp>(op) && bufferOf.count(op->getOperand(0))) {
-          bufferOf[result] = bufferOf.lookup(op->getOperand(0));
-          continue;
-        }
-        FailureOr<int64_t> bytes = getValueBytes(model, result, worldSize);
-        if (failed(bytes)) {
-          status = op->emitError("cannot size result #")
-                   << i << " of type " << result.getType()
-                   << ": a dynamic size must be the shard of a flat buffer";
-          return WalkResult::interrupt();
-        }
-        BufferInterval buffer;
-        buffer.op = op;
-        buffer.value = result;
-        buffer.bytes = *bytes;
-        buffer.category = classify(op, i);
-        buffer.start = buffer.end = order.start.lookup(op);
-        bufferOf[result] = report.buffers.size();
-        report.buffers.push_back(buffer);
-      }
-      return WalkResult::advance();
-    });
-    if (failed(status))
-      return failure();
-  }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
 
+llvm::DenseMap<Operation *, int64_t> MemoryBuilder::commStreamCompletion() {
   // A collective on the comm stream runs after it is issued, in the comm
   // stream's order, so it keeps its operands longer than its place in
   // program order: the rule of the plan's liveness too (plan::StreamWindows
@@ -358,7 +400,11 @@ FailureOr<MemoryReport> md::computeMemory(ModelOp model, int64_t worldSize) {
       }
     }
   }
+  return completion;
+}
 
+void MemoryBuilder::computeLiveness() {
+  llvm::DenseMap<Operation *, int64_t> completion = commStreamCompletion();
   // Liveness: to the last use of the buffer or of a value aliasing it.
   for (auto &[value, index] : bufferOf) {
     BufferInterval &buffer = report.buffers[index];
@@ -375,14 +421,12 @@ FailureOr<MemoryReport> md::computeMemory(ModelOp model, int64_t worldSize) {
       buffer.end = std::max(buffer.end, *point);
     }
   }
+}
 
-  // The peak: the shared model's sweep sums the transient buffers live at
-  // each position by category; the peak is the first position with the
-  // most bytes, and the persistent state adds to every position alike.
-  auto overflows = [&] {
-    return model.emitError("memory per rank at world size ")
-           << worldSize << " overflows 64 bits";
-  };
+LogicalResult MemoryBuilder::computePeak() {
+  // The shared model's sweep sums the transient buffers live at each
+  // position by category; the peak is the first position with the most
+  // bytes, and the persistent state adds to every position alike.
   std::vector<plan::LiveInterval> intervals;
   plan::CategoryBytes atPeak{};
   for (const BufferInterval &buffer : report.buffers) {
@@ -427,13 +471,16 @@ FailureOr<MemoryReport> md::computeMemory(ModelOp model, int64_t worldSize) {
   llvm::stable_sort(report.liveAtPeak, [&](size_t a, size_t b) {
     return report.buffers[a].bytes > report.buffers[b].bytes;
   });
+  return success();
+}
 
-  // ZeRO's model states: the persistent params and optimizer states, and
-  // the reduced gradients the optimizer phase consumes, each unit's once:
-  // the result of the last backward collective of its reduction chain (a
-  // packed bucket counts once; its views alias it), or its md.grad_total
-  // when one rank reduces nothing. Transient buffers in flight or live by
-  // accident of the schedule are not model states.
+void MemoryBuilder::countModelStates() {
+  // The persistent params and optimizer states, and the reduced gradients
+  // the optimizer phase consumes, each unit's once: the result of the last
+  // backward collective of its reduction chain (a packed bucket counts once;
+  // its views alias it), or its md.grad_total when one rank reduces nothing.
+  // Transient buffers in flight or live by accident of the schedule are not
+  // model states.
   auto isBackwardReduction = [](Operation *op) {
     return op && isa<CollectiveOpInterface>(op) && op->hasAttr("md.backward") &&
            !op->getParentOfType<MicroStepsOp>();
@@ -458,5 +505,22 @@ FailureOr<MemoryReport> md::computeMemory(ModelOp model, int64_t worldSize) {
     if (reduced)
       report.modelStateGrads += buffer.bytes;
   }
+}
+
+FailureOr<MemoryReport> md::computeMemory(ModelOp model, int64_t worldSize) {
+  MemoryReport report;
+  report.worldSize = worldSize;
+  if (worldSize < 1)
+    return model.emitError("world size must be >= 1, got ") << worldSize;
+  FailureOr<int64_t> steps = getAccumulationSteps(model, worldSize);
+  if (failed(steps))
+    return failure();
+  MemoryBuilder builder(model, worldSize, /*accumulates=*/*steps > 1, report);
+  if (failed(builder.addStateBuffers()) || failed(builder.addStepBuffers()))
+    return failure();
+  builder.computeLiveness();
+  if (failed(builder.computePeak()))
+    return failure();
+  builder.countModelStates();
   return report;
 }
