@@ -262,8 +262,7 @@ private:
   absl::Status embedding();
   absl::Status embeddingGrad();
   absl::Status crossEntropy();
-  absl::Status reduce();
-  absl::Status reduceGrad();
+  absl::Status reduce(Ref whole, Ref reduced);
   absl::Status sumTo();
   absl::Status reshape();
   absl::Status transpose();
@@ -540,10 +539,10 @@ absl::Status Rule::operands() {
     return crossEntropy();
   case Op::Mean:
   case Op::Sum:
-    return reduce();
+    return reduce(I(0), O(0));
   case Op::MeanGrad:
   case Op::SumGrad:
-    return reduceGrad();
+    return reduce(O(0), I(0));
   case Op::SumTo:
     return sumTo();
   case Op::Reshape:
@@ -795,22 +794,14 @@ absl::Status Rule::crossEntropy() {
   return scalar(O(0), {F32});
 }
 
-/// mean, sum.
-absl::Status Rule::reduce() {
-  MD_RETURN_IF_ERROR(fullFloat(I(0)));
+/// mean and sum reduce `whole` (their input) to `reduced` (their output);
+/// their gradients run the other way, so they pass the operands swapped.
+absl::Status Rule::reduce(Ref whole, Ref reduced) {
+  MD_RETURN_IF_ERROR(fullFloat(whole));
   Shape y;
-  MD_RETURN_IF_ERROR(reduction(shapeOf(in(0)), &y));
-  MD_RETURN_IF_ERROR(shapeIs(O(0), y));
-  return dtypeOf(O(0), I(0));
-}
-
-/// mean_grad, sum_grad.
-absl::Status Rule::reduceGrad() {
-  MD_RETURN_IF_ERROR(fullFloat(O(0)));
-  Shape dy;
-  MD_RETURN_IF_ERROR(reduction(shapeOf(out(0)), &dy));
-  MD_RETURN_IF_ERROR(shapeIs(I(0), dy));
-  return dtypeOf(I(0), O(0));
+  MD_RETURN_IF_ERROR(reduction(shapeOf(buf(whole)), &y));
+  MD_RETURN_IF_ERROR(shapeIs(reduced, y));
+  return dtypeOf(reduced, whole);
 }
 
 /// The output broadcasts to the gradient it sums.

@@ -43,14 +43,10 @@ LogicalResult Emitter::emitComputeOp(Operation &op, Context ctx) {
     return failure();
   Pending p{op, ctx, std::vector<int32_t>(in->begin(), in->end()),
             std::move(*out)};
-  bool handled = false;
   for (auto emit : {&Emitter::emitNnOp, &Emitter::emitUpdateOrBufferOp,
-                    &Emitter::emitCollectiveOp}) {
-    if (failed((this->*emit)(p, handled)))
-      return failure();
-    if (handled)
-      return success();
-  }
+                    &Emitter::emitCollectiveOp})
+    if (std::optional<LogicalResult> emitted = (this->*emit)(p))
+      return *emitted;
   return op.emitError("'") << op.getName() << "' cannot be emitted into a plan";
 }
 
@@ -90,7 +86,7 @@ FailureOr<std::vector<int32_t>> Emitter::computeOutputs(Operation &op) {
   return outputs;
 }
 
-LogicalResult Emitter::emitNnOp(const Pending &p, bool &handled) {
+std::optional<LogicalResult> Emitter::emitNnOp(const Pending &p) {
   auto emit = [&](const auto &a) { return emitAs(p, a); };
   // Mean, Sum and their gradients share keepdim and dims.
   auto reduce = [&](auto a, auto r) {
@@ -126,8 +122,7 @@ LogicalResult Emitter::emitNnOp(const Pending &p, bool &handled) {
     return emit(a);
   };
 
-  handled = true;
-  return llvm::TypeSwitch<Operation *, LogicalResult>(&p.op)
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(&p.op)
       .Case([&](MatmulOp m) { return withTransposes(A::Matmul(), m); })
       .Case([&](MatmulGradOp m) { return withTransposes(A::MatmulGrad(), m); })
       .Case([&](AddOp) { return emit(A::Add()); })
@@ -192,16 +187,12 @@ LogicalResult Emitter::emitNnOp(const Pending &p, bool &handled) {
         a.end = i64(r.getEnd());
         return emit(a);
       })
-      .Default([&](Operation *) {
-        handled = false;
-        return success();
-      });
+      .Default([](Operation *) { return std::nullopt; });
 }
 
-LogicalResult Emitter::emitUpdateOrBufferOp(const Pending &p, bool &handled) {
+std::optional<LogicalResult> Emitter::emitUpdateOrBufferOp(const Pending &p) {
   auto emit = [&](const auto &a) { return emitAs(p, a); };
-  handled = true;
-  return llvm::TypeSwitch<Operation *, LogicalResult>(&p.op)
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(&p.op)
       .Case([&](AccumulateOp) { return emit(A::Accumulate()); })
       .Case([&](AdamWUpdateOp u) {
         A::AdamWUpdate a;
@@ -241,13 +232,10 @@ LogicalResult Emitter::emitUpdateOrBufferOp(const Pending &p, bool &handled) {
         a.group = group(s);
         return emit(a);
       })
-      .Default([&](Operation *) {
-        handled = false;
-        return success();
-      });
+      .Default([](Operation *) { return std::nullopt; });
 }
 
-LogicalResult Emitter::emitCollectiveOp(const Pending &p, bool &handled) {
+std::optional<LogicalResult> Emitter::emitCollectiveOp(const Pending &p) {
   auto emit = [&](const auto &a) { return emitAs(p, a); };
   // Every collective names its group and bucket (-1: none).
   auto onGroup = [&](auto a, auto c) {
@@ -256,8 +244,7 @@ LogicalResult Emitter::emitCollectiveOp(const Pending &p, bool &handled) {
     a.bucket = bucket ? i64(*bucket) : int64_t{-1};
     return a;
   };
-  handled = true;
-  return llvm::TypeSwitch<Operation *, LogicalResult>(&p.op)
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(&p.op)
       .Case([&](AllGatherOp c) {
         A::AllGather a = onGroup(A::AllGather(), c);
         a.axis = i64(c.getAxis());
@@ -280,10 +267,7 @@ LogicalResult Emitter::emitCollectiveOp(const Pending &p, bool &handled) {
         return emit(a);
       })
       .Case([&](BarrierOp c) { return emit(onGroup(A::Barrier(), c)); })
-      .Default([&](Operation *) {
-        handled = false;
-        return success();
-      });
+      .Default([](Operation *) { return std::nullopt; });
 }
 
 } // namespace md::emitter

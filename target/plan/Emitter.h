@@ -24,6 +24,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -76,10 +77,11 @@ private:
   FailureOr<std::vector<int32_t>> computeOutputs(Operation &op);
   /// Kernels of the forward and backward (matmul to arange), whose ops and
   /// gradients share attribute setters.
-  LogicalResult emitNnOp(const Pending &p, bool &handled);
+  /// Each family answers nothing for an op not its own.
+  std::optional<LogicalResult> emitNnOp(const Pending &p);
   /// Optimizer updates, gradient clipping and the buffer ops.
-  LogicalResult emitUpdateOrBufferOp(const Pending &p, bool &handled);
-  LogicalResult emitCollectiveOp(const Pending &p, bool &handled);
+  std::optional<LogicalResult> emitUpdateOrBufferOp(const Pending &p);
+  std::optional<LogicalResult> emitCollectiveOp(const Pending &p);
   LogicalResult emitEvaluate(EvaluateOp op, Context ctx);
   LogicalResult emitForwardBody(Block &body, ArrayRef<int32_t> args,
                                 int32_t block, SmallVectorImpl<int32_t> &out,
