@@ -679,6 +679,25 @@ absl::Status Executor::Impl::executeStateOp(const fb::Instruction &inst) {
   auto in = [&](uint32_t k) -> const TensorRef & { return ref(I(k)); };
   auto out = [&](uint32_t k) -> const TensorRef & { return ref(O(k)); };
   const Stream stream{static_cast<int>(inst.stream())};
+  // grad_accumulate and grad_total write g, copied or cast to the output's
+  // dtype, or the sum of an accumulator and g.
+  auto copyOrCast = [&]() -> absl::Status {
+    if (buf(I(0)).dtype() == buf(O(0)).dtype())
+      return copyBuffer(O(0), I(0), stream);
+    CastArgs a;
+    a.x = in(0);
+    a.out = out(0);
+    a.stream = stream;
+    return backend_.cast(a);
+  };
+  auto accumulate = [&](const TensorRef &acc) -> absl::Status {
+    AccumulateArgs a;
+    a.acc = acc;
+    a.g = in(0);
+    a.out = out(0);
+    a.stream = stream;
+    return backend_.accumulate(a);
+  };
   switch (inst.opcode()) {
   case Op::StateLoad:
   case Op::StateStore:
@@ -700,42 +719,16 @@ absl::Status Executor::Impl::executeStateOp(const fb::Instruction &inst) {
     ++lossCount_;
     return absl::OkStatus();
   }
-  case Op::GradAccumulate: {
-    int32_t g = I(0), acc = O(0);
-    if (micro_ == 0) {
-      if (buf(g).dtype() == buf(acc).dtype())
-        return copyBuffer(acc, g, stream);
-      CastArgs a;
-      a.x = in(0);
-      a.out = out(0);
-      a.stream = stream;
-      return backend_.cast(a);
-    }
-    AccumulateArgs a;
-    a.acc = out(0);
-    a.g = in(0);
-    a.out = out(0);
-    a.stream = stream;
-    return backend_.accumulate(a);
-  }
-  case Op::GradTotal: {
-    int32_t g = I(0), total = O(0);
-    if (world_.accumulationSteps > 1) {
-      AccumulateArgs a;
-      a.acc = in(1);
-      a.g = in(0);
-      a.out = out(0);
-      a.stream = stream;
-      return backend_.accumulate(a);
-    }
-    if (buf(g).dtype() == buf(total).dtype())
-      return copyBuffer(total, g, stream);
-    CastArgs a;
-    a.x = in(0);
-    a.out = out(0);
-    a.stream = stream;
-    return backend_.cast(a);
-  }
+  case Op::GradAccumulate:
+    // The first micro-step starts the sum, the others add to it.
+    if (micro_ == 0)
+      return copyOrCast();
+    return accumulate(out(0));
+  case Op::GradTotal:
+    // With accumulation the total is acc + g; without, g itself.
+    if (world_.accumulationSteps > 1)
+      return accumulate(in(1));
+    return copyOrCast();
   default:
     return unimplemented(inst);
   }
