@@ -2,9 +2,11 @@
 //
 // The executor's core: setting up a rank (the comm's groups, the arenas,
 // the initial state), the memory helpers, running blocks and the step, and
-// Impl::execute, a switch over the opcode whose cases read the layouts
-// plan.fbs gives next to each opcode. Collectives, checkpoints, the host
-// scalars and the data feeds have files of their own (ExecutorImpl.h).
+// Impl::execute, a switch over the opcode that routes each family (kernels,
+// state and the step, values of the run, io, control) to a helper reading
+// the layouts plan.fbs gives next to each opcode. Collectives, checkpoints,
+// the host scalars and the data feeds have files of their own
+// (ExecutorImpl.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +42,12 @@ absl::Status annotate(const absl::Status &s, const std::string &where) {
   return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
 }
 
+/// What execute answers for an opcode no helper implements.
+absl::Status unimplemented(const fb::Instruction &inst) {
+  return absl::UnimplementedError(
+      absl::StrFormat("opcode %s is not implemented by the executor",
+                      plan::OpcodeName(inst.opcode())));
+}
 } // namespace
 
 Executor::Impl::Impl(const plan::LoadedPlan &plan, Backend &backend, Comm &comm,
@@ -516,82 +524,23 @@ absl::Status Executor::Impl::evaluate(const fb::Instruction &inst) {
 
 absl::Status Executor::Impl::execute(const fb::Instruction &inst) {
   using Op = fb::Opcode;
-  auto I = [&](uint32_t k) { return inst.inputs()->Get(k); };
-  auto O = [&](uint32_t k) { return inst.outputs()->Get(k); };
-  auto in = [&](uint32_t k) -> const TensorRef & { return ref(I(k)); };
-  auto out = [&](uint32_t k) -> const TensorRef & { return ref(O(k)); };
-  auto intAttr = [&](uint32_t k) { return inst.ints()->Get(k); };
-  auto floatAttr = [&](uint32_t k) { return inst.floats()->Get(k); };
-  const uint32_t ins = count(inst.inputs()), outs = count(inst.outputs());
-  const Stream stream{static_cast<int>(inst.stream())};
-
   // clang-format cannot see the case labels the table expands to below.
   // clang-format off
   switch (inst.opcode()) {
   // --- compute: every kernel row of runtime/plan/Opcodes.def -----------------
 #define MD_KERNEL(Name, ...) case Op::Name:
 #include "runtime/plan/Opcodes.def"
-  {
-    // The executor's own part of two kernels: a cast to the same type is a
-    // copy, and the clip norm is the step's gradient norm for the report.
-    if (inst.opcode() == Op::Cast && buf(I(0)).dtype() == buf(O(0)).dtype())
-      return copyBuffer(O(0), I(0), stream);
-    if (inst.opcode() == Op::Clip) {
-      MD_ASSIGN_OR_RETURN(Scalar norm, readScalar(I(ins - 1)));
-      gradNorm_ = norm.asDouble();
-    }
-    auto readFloat = [&](int32_t x) -> absl::StatusOr<double> {
-      MD_ASSIGN_OR_RETURN(Scalar v, readScalar(x));
-      return v.asDouble();
-    };
-    auto readInt = [&](int32_t x) -> absl::StatusOr<int64_t> {
-      MD_ASSIGN_OR_RETURN(Scalar v, readScalar(x));
-      return v.isFloat ? static_cast<int64_t>(v.f) : v.i;
-    };
-    return DispatchKernel({backend_, refs_, readFloat, readInt}, inst);
-  }
+    return executeKernel(inst);
   // clang-format on
   case Op::Sqrt:
-  case Op::Rsqrt: {
-    // Elementwise on the host, in f32, rounded to the element type: the
-    // clip norm's square root, SyncBatchNorm's 1 / sqrt(var + eps).
-    const bool rsqrt = inst.opcode() == Op::Rsqrt;
-    const float eps = rsqrt ? static_cast<float>(floatAttr(0)) : 0.0f;
-    int32_t x = I(0), y = O(0);
-    int64_t n = layout_.buffers[x].elements;
-    std::vector<uint8_t> raw(static_cast<size_t>(n * esize(x)));
-    MD_RETURN_IF_ERROR(toHost(raw.data(), x, 0, n * esize(x)));
-    for (int64_t i = 0; i < n; ++i) {
-      uint8_t *e = raw.data() + i * esize(x);
-      float v = static_cast<float>(decodeScalar(buf(x).dtype(), e).asDouble());
-      float r = rsqrt ? 1.0f / std::sqrt(v + eps) : std::sqrt(v);
-      encodeScalar(buf(y).dtype(), Scalar::Float(r), e);
-    }
-    MD_RETURN_IF_ERROR(fromHost(y, raw.data(), 0, n * esize(y)));
-    if (n == 1)
-      rememberScalar(y, raw.data());
-    return absl::OkStatus();
-  }
+  case Op::Rsqrt:
+    return executeHostElementwise(inst);
 
   // --- buffers ---------------------------------------------------------------
   case Op::View:
     return absl::OkStatus(); // the output aliases its source (ArenaLayout)
-  case Op::ShardSlice: {
-    int32_t full = I(0), shard = O(0);
-    const Group &g = group(intAttr(0));
-    int64_t s = layout_.buffers[shard].elements;
-    int64_t n = layout_.buffers[full].elements;
-    int64_t begin = g.index * s;
-    int64_t valid = std::clamp<int64_t>(n - begin, 0, s);
-    int64_t es = esize(full);
-    if (valid > 0)
-      MD_RETURN_IF_ERROR(backend_.copy(ptrs_[shard], ptrs_[full] + begin * es,
-                                       valid * es, stream));
-    if (valid < s)
-      MD_RETURN_IF_ERROR(
-          backend_.zero(ptrs_[shard] + valid * es, (s - valid) * es, stream));
-    return absl::OkStatus();
-  }
+  case Op::ShardSlice:
+    return shardSlice(inst);
 
   // --- collectives -----------------------------------------------------------
   case Op::AllGather:
@@ -606,6 +555,150 @@ absl::Status Executor::Impl::execute(const fb::Instruction &inst) {
     return executeCollective(inst);
 
   // --- state and the step ----------------------------------------------------
+  case Op::StateLoad:
+  case Op::StateStore:
+  case Op::Batch:
+  case Op::AccumScale:
+  case Op::RecordLoss:
+  case Op::GradAccumulate:
+  case Op::GradTotal:
+    return executeStateOp(inst);
+
+  // --- values of the run -----------------------------------------------------
+  case Op::Step:
+  case Op::Epoch:
+  case Op::WorldSize:
+  case Op::Lr:
+  case Op::Loss:
+  case Op::WallTime:
+  case Op::FileExists:
+    return executeRunValue(inst);
+
+  // --- host scalars ----------------------------------------------------------
+  case Op::Constant:
+  case Op::ScalarArith:
+  case Op::ScalarCompare:
+  case Op::ScalarConvert:
+    return executeScalar(inst);
+
+  // --- io --------------------------------------------------------------------
+  case Op::Log:
+  case Op::Print:
+    return executeOutput(inst);
+  case Op::Evaluate:
+    return evaluate(inst);
+  case Op::Save:
+    return save(inst);
+  case Op::Exit:
+    stop_ = true;
+    stopReason_ = count(inst.strings()) > 0 ? str(inst.strings()->Get(0)) : "";
+    return absl::OkStatus();
+
+  // --- control ---------------------------------------------------------------
+  case Op::If:
+  case Op::Every:
+  case Op::For:
+  case Op::MicroSteps:
+    return executeControl(inst);
+  case Op::Yield:
+    return absl::OkStatus(); // the If or Evaluate that ran the block reads it
+  case Op::Invalid:
+    break;
+  }
+  return unimplemented(inst);
+}
+
+absl::Status Executor::Impl::executeKernel(const fb::Instruction &inst) {
+  using Op = fb::Opcode;
+  auto I = [&](uint32_t k) { return inst.inputs()->Get(k); };
+  auto O = [&](uint32_t k) { return inst.outputs()->Get(k); };
+  const Stream stream{static_cast<int>(inst.stream())};
+  // The executor's own part of two kernels: a cast to the same type is a
+  // copy, and the clip norm is the step's gradient norm for the report.
+  if (inst.opcode() == Op::Cast && buf(I(0)).dtype() == buf(O(0)).dtype())
+    return copyBuffer(O(0), I(0), stream);
+  if (inst.opcode() == Op::Clip) {
+    MD_ASSIGN_OR_RETURN(Scalar norm, readScalar(I(count(inst.inputs()) - 1)));
+    gradNorm_ = norm.asDouble();
+  }
+  auto readFloat = [&](int32_t x) -> absl::StatusOr<double> {
+    MD_ASSIGN_OR_RETURN(Scalar v, readScalar(x));
+    return v.asDouble();
+  };
+  auto readInt = [&](int32_t x) -> absl::StatusOr<int64_t> {
+    MD_ASSIGN_OR_RETURN(Scalar v, readScalar(x));
+    return v.isFloat ? static_cast<int64_t>(v.f) : v.i;
+  };
+  return DispatchKernel({backend_, refs_, readFloat, readInt}, inst);
+}
+
+absl::Status
+Executor::Impl::executeHostElementwise(const fb::Instruction &inst) {
+  // Elementwise on the host, in f32, rounded to the element type: the
+  // clip norm's square root, SyncBatchNorm's 1 / sqrt(var + eps).
+  const bool rsqrt = inst.opcode() == fb::Opcode::Rsqrt;
+  const float eps = rsqrt ? static_cast<float>(inst.floats()->Get(0)) : 0.0f;
+  int32_t x = inst.inputs()->Get(0), y = inst.outputs()->Get(0);
+  int64_t n = layout_.buffers[x].elements;
+  std::vector<uint8_t> raw(static_cast<size_t>(n * esize(x)));
+  MD_RETURN_IF_ERROR(toHost(raw.data(), x, 0, n * esize(x)));
+  for (int64_t i = 0; i < n; ++i) {
+    uint8_t *e = raw.data() + i * esize(x);
+    float v = static_cast<float>(decodeScalar(buf(x).dtype(), e).asDouble());
+    float r = rsqrt ? 1.0f / std::sqrt(v + eps) : std::sqrt(v);
+    encodeScalar(buf(y).dtype(), Scalar::Float(r), e);
+  }
+  MD_RETURN_IF_ERROR(fromHost(y, raw.data(), 0, n * esize(y)));
+  if (n == 1)
+    rememberScalar(y, raw.data());
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::shardSlice(const fb::Instruction &inst) {
+  const Stream stream{static_cast<int>(inst.stream())};
+  int32_t full = inst.inputs()->Get(0), shard = inst.outputs()->Get(0);
+  const Group &g = group(inst.ints()->Get(0));
+  int64_t s = layout_.buffers[shard].elements;
+  int64_t n = layout_.buffers[full].elements;
+  int64_t begin = g.index * s;
+  int64_t valid = std::clamp<int64_t>(n - begin, 0, s);
+  int64_t es = esize(full);
+  if (valid > 0)
+    MD_RETURN_IF_ERROR(backend_.copy(ptrs_[shard], ptrs_[full] + begin * es,
+                                     valid * es, stream));
+  if (valid < s)
+    MD_RETURN_IF_ERROR(
+        backend_.zero(ptrs_[shard] + valid * es, (s - valid) * es, stream));
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::executeStateOp(const fb::Instruction &inst) {
+  using Op = fb::Opcode;
+  auto I = [&](uint32_t k) { return inst.inputs()->Get(k); };
+  auto O = [&](uint32_t k) { return inst.outputs()->Get(k); };
+  auto in = [&](uint32_t k) -> const TensorRef & { return ref(I(k)); };
+  auto out = [&](uint32_t k) -> const TensorRef & { return ref(O(k)); };
+  const Stream stream{static_cast<int>(inst.stream())};
+  // grad_accumulate and grad_total write g, copied or cast to the output's
+  // dtype, or the sum of an accumulator and g.
+  auto copyOrCast = [&]() -> absl::Status {
+    if (buf(I(0)).dtype() == buf(O(0)).dtype())
+      return copyBuffer(O(0), I(0), stream);
+    CastArgs a;
+    a.x = in(0);
+    a.out = out(0);
+    a.stream = stream;
+    return backend_.cast(a);
+  };
+  auto accumulate = [&](const TensorRef &acc) -> absl::Status {
+    AccumulateArgs a;
+    a.acc = acc;
+    a.g = in(0);
+    a.out = out(0);
+    a.stream = stream;
+    return backend_.accumulate(a);
+  };
+  switch (inst.opcode()) {
   case Op::StateLoad:
   case Op::StateStore:
     return copyBuffer(O(0), I(0), stream);
@@ -626,44 +719,26 @@ absl::Status Executor::Impl::execute(const fb::Instruction &inst) {
     ++lossCount_;
     return absl::OkStatus();
   }
-  case Op::GradAccumulate: {
-    int32_t g = I(0), acc = O(0);
-    if (micro_ == 0) {
-      if (buf(g).dtype() == buf(acc).dtype())
-        return copyBuffer(acc, g, stream);
-      CastArgs a;
-      a.x = in(0);
-      a.out = out(0);
-      a.stream = stream;
-      return backend_.cast(a);
-    }
-    AccumulateArgs a;
-    a.acc = out(0);
-    a.g = in(0);
-    a.out = out(0);
-    a.stream = stream;
-    return backend_.accumulate(a);
+  case Op::GradAccumulate:
+    // The first micro-step starts the sum, the others add to it.
+    if (micro_ == 0)
+      return copyOrCast();
+    return accumulate(out(0));
+  case Op::GradTotal:
+    // With accumulation the total is acc + g; without, g itself.
+    if (world_.accumulationSteps > 1)
+      return accumulate(in(1));
+    return copyOrCast();
+  default:
+    return unimplemented(inst);
   }
-  case Op::GradTotal: {
-    int32_t g = I(0), total = O(0);
-    if (world_.accumulationSteps > 1) {
-      AccumulateArgs a;
-      a.acc = in(1);
-      a.g = in(0);
-      a.out = out(0);
-      a.stream = stream;
-      return backend_.accumulate(a);
-    }
-    if (buf(g).dtype() == buf(total).dtype())
-      return copyBuffer(total, g, stream);
-    CastArgs a;
-    a.x = in(0);
-    a.out = out(0);
-    a.stream = stream;
-    return backend_.cast(a);
-  }
+}
 
-  // --- values of the run -----------------------------------------------------
+absl::Status Executor::Impl::executeRunValue(const fb::Instruction &inst) {
+  using Op = fb::Opcode;
+  auto I = [&](uint32_t k) { return inst.inputs()->Get(k); };
+  auto O = [&](uint32_t k) { return inst.outputs()->Get(k); };
+  switch (inst.opcode()) {
   case Op::Step:
     return writeScalar(O(0), Scalar::Int(step_));
   case Op::Epoch:
@@ -685,20 +760,18 @@ absl::Status Executor::Impl::execute(const fb::Instruction &inst) {
     return writeScalar(
         O(0),
         Scalar::Int(::access(str(inst.strings()->Get(0)).c_str(), F_OK) == 0));
+  default:
+    return unimplemented(inst);
+  }
+}
 
-  // --- host scalars
-  // ------------------------------------------------------------
-  case Op::Constant:
-  case Op::ScalarArith:
-  case Op::ScalarCompare:
-  case Op::ScalarConvert:
-    return executeScalar(inst);
-
-  // --- io
-  // ------------------------------------------------------------------------
-  case Op::Log: {
-    if (options_.rank != 0 || options_.observer == nullptr)
-      return absl::OkStatus();
+/// log and print: rank 0 hands the values to the observer.
+absl::Status Executor::Impl::executeOutput(const fb::Instruction &inst) {
+  if (options_.rank != 0 || options_.observer == nullptr)
+    return absl::OkStatus();
+  auto I = [&](uint32_t k) { return inst.inputs()->Get(k); };
+  const uint32_t ins = count(inst.inputs());
+  if (inst.opcode() == fb::Opcode::Log) {
     std::string tag = str(inst.strings()->Get(0));
     std::vector<std::pair<std::string, double>> values;
     for (uint32_t k = 0; k < ins; ++k) {
@@ -714,30 +787,24 @@ absl::Status Executor::Impl::execute(const fb::Instruction &inst) {
     options_.observer->onLog(step_, tag, values);
     return absl::OkStatus();
   }
-  case Op::Print: {
-    if (options_.rank != 0 || options_.observer == nullptr)
-      return absl::OkStatus();
-    std::string line =
-        count(inst.strings()) > 0 ? str(inst.strings()->Get(0)) : "";
-    for (uint32_t k = 0; k < ins; ++k) {
-      MD_ASSIGN_OR_RETURN(std::vector<double> v, readValues(I(k)));
-      for (double e : v)
-        absl::StrAppend(&line, " ", formatValue(e));
-    }
-    options_.observer->onPrint(step_, line);
-    return absl::OkStatus();
+  std::string line =
+      count(inst.strings()) > 0 ? str(inst.strings()->Get(0)) : "";
+  for (uint32_t k = 0; k < ins; ++k) {
+    MD_ASSIGN_OR_RETURN(std::vector<double> v, readValues(I(k)));
+    for (double e : v)
+      absl::StrAppend(&line, " ", formatValue(e));
   }
-  case Op::Evaluate:
-    return evaluate(inst);
-  case Op::Save:
-    return save(inst);
-  case Op::Exit:
-    stop_ = true;
-    stopReason_ = count(inst.strings()) > 0 ? str(inst.strings()->Get(0)) : "";
-    return absl::OkStatus();
+  options_.observer->onPrint(step_, line);
+  return absl::OkStatus();
+}
 
-  // --- control
-  // -------------------------------------------------------------------
+absl::Status Executor::Impl::executeControl(const fb::Instruction &inst) {
+  using Op = fb::Opcode;
+  auto I = [&](uint32_t k) { return inst.inputs()->Get(k); };
+  auto O = [&](uint32_t k) { return inst.outputs()->Get(k); };
+  const uint32_t outs = count(inst.outputs());
+  const Stream stream{static_cast<int>(inst.stream())};
+  switch (inst.opcode()) {
   case Op::If: {
     MD_ASSIGN_OR_RETURN(Scalar cond, readScalar(I(0)));
     int32_t branch = -1;
@@ -758,8 +825,8 @@ absl::Status Executor::Impl::execute(const fb::Instruction &inst) {
     return absl::OkStatus();
   }
   case Op::Every: {
-    int64_t period = intAttr(0);
-    auto unit = static_cast<fb::PeriodUnit>(intAttr(1));
+    int64_t period = inst.ints()->Get(0);
+    auto unit = static_cast<fb::PeriodUnit>(inst.ints()->Get(1));
     bool due = false;
     if (unit == fb::PeriodUnit::Steps) {
       due = step_ % period == 0;
@@ -801,14 +868,9 @@ absl::Status Executor::Impl::execute(const fb::Instruction &inst) {
     }
     return absl::OkStatus();
   }
-  case Op::Yield:
-    return absl::OkStatus(); // the If or Evaluate that ran the block reads it
-  case Op::Invalid:
-    break;
+  default:
+    return unimplemented(inst);
   }
-  return absl::UnimplementedError(
-      absl::StrFormat("opcode %s is not implemented by the executor",
-                      plan::OpcodeName(inst.opcode())));
 }
 
 //===----------------------------------------------------------------------===//

@@ -69,6 +69,14 @@ private:
   // --- running (Executor.cpp) ----------------------------------------------
   absl::Status runBlock(int32_t block);
   absl::Status execute(const fb::Instruction &inst);
+  // The families execute routes an instruction to.
+  absl::Status executeKernel(const fb::Instruction &inst);
+  absl::Status executeHostElementwise(const fb::Instruction &inst);
+  absl::Status shardSlice(const fb::Instruction &inst);
+  absl::Status executeStateOp(const fb::Instruction &inst);
+  absl::Status executeRunValue(const fb::Instruction &inst);
+  absl::Status executeOutput(const fb::Instruction &inst);
+  absl::Status executeControl(const fb::Instruction &inst);
   absl::Status readBatch(const fb::Instruction &inst);
   absl::Status evaluate(const fb::Instruction &inst);
   absl::Status report();

@@ -22,6 +22,9 @@ namespace md::plan::detail {
 namespace {
 
 using Shape = std::vector<int64_t>;
+using Op = fb::Opcode;
+constexpr fb::DType I64 = fb::DType::I64;
+constexpr fb::DType F32 = fb::DType::F32;
 
 Shape shapeOf(const fb::Buffer &b) {
   Shape shape;
@@ -245,6 +248,49 @@ private:
   absl::Status normGrad(uint32_t gradients);
   absl::Status collective();
   absl::Status constant();
+  // One rule per opcode, or per opcodes that share one, by family; operands()
+  // routes each opcode to its rule.
+  // compute
+  absl::Status matmul();
+  absl::Status matmulGrad();
+  absl::Status binary();
+  absl::Status softmax();
+  absl::Status unaryGrad();
+  absl::Status batchNorm();
+  absl::Status batchNormGrad();
+  absl::Status attention();
+  absl::Status embedding();
+  absl::Status embeddingGrad();
+  absl::Status crossEntropy();
+  absl::Status reduce(Ref whole, Ref reduced);
+  absl::Status sumTo();
+  absl::Status reshape();
+  absl::Status transpose();
+  absl::Status arange();
+  absl::Status accumulate();
+  // optimizer
+  absl::Status adamw();
+  absl::Status sgd();
+  absl::Status globalNorm();
+  absl::Status clip();
+  // buffers
+  absl::Status cast();
+  absl::Status flatten();
+  absl::Status view();
+  absl::Status shardSlice();
+  // state and the step
+  absl::Status batch();
+  absl::Status gradAccumulate();
+  absl::Status gradTotal();
+  // values of the run
+  absl::Status fileExists();
+  // host scalars
+  absl::Status scalarArith();
+  absl::Status scalarCompare();
+  // io and control
+  absl::Status evaluate();
+  absl::Status ifOp();
+  absl::Status forOp();
 
   const fb::Plan &plan_;
   const fb::Instruction &inst_;
@@ -447,348 +493,108 @@ absl::Status Rule::slots() {
 }
 
 absl::Status Rule::operands() {
-  using Op = fb::Opcode;
-  const auto I64 = fb::DType::I64;
-  const auto F32 = fb::DType::F32;
   switch (inst_.opcode()) {
-  case Op::Matmul: {
-    Shape y;
-    MD_RETURN_IF_ERROR(matmulShape(I(0), I(1), &y));
-    if (ins() == 3) {
-      MD_RETURN_IF_ERROR(shapeIs(I(2), {y.back()}));
-      MD_RETURN_IF_ERROR(dtypeOf(I(2), I(0)));
-    }
-    MD_RETURN_IF_ERROR(shapeIs(O(0), y));
-    return dtypeOf(O(0), I(0));
-  }
-  case Op::MatmulGrad: {
-    // dy, a, b: dy has the shape of matmul(a, b).
-    Shape y;
-    MD_RETURN_IF_ERROR(matmulShape(I(1), I(2), &y));
-    MD_RETURN_IF_ERROR(shapeIs(I(0), y));
-    MD_RETURN_IF_ERROR(dtypeOf(I(0), I(1)));
-    MD_RETURN_IF_ERROR(typeOf(O(0), I(1)));
-    MD_RETURN_IF_ERROR(typeOf(O(1), I(2)));
-    if (outs() == 3) {
-      MD_RETURN_IF_ERROR(shapeIs(O(2), {y.back()}));
-      MD_RETURN_IF_ERROR(dtypeOf(O(2), I(2)));
-    }
-    return absl::OkStatus();
-  }
+  // --- compute
+  case Op::Matmul:
+    return matmul();
+  case Op::MatmulGrad:
+    return matmulGrad();
   case Op::Add:
   case Op::Sub:
-  case Op::Mul: {
-    MD_RETURN_IF_ERROR(fullFloat(I(0)));
-    MD_RETURN_IF_ERROR(fullFloat(I(1)));
-    MD_RETURN_IF_ERROR(dtypeOf(I(1), I(0)));
-    Shape y;
-    if (!broadcast(shapeOf(in(0)), shapeOf(in(1)), &y))
-      return fail(I(1), "which does not broadcast with inputs[0] (%s)",
-                  describe(in(0)));
-    MD_RETURN_IF_ERROR(shapeIs(O(0), y));
-    return dtypeOf(O(0), I(0));
-  }
+  case Op::Mul:
+    return binary();
   case Op::Scale:
   case Op::Gelu:
   case Op::Relu:
   case Op::Sqrt:
-    MD_RETURN_IF_ERROR(floating(I(0)));
-    return typeOf(O(0), I(0));
   case Op::Rsqrt:
     MD_RETURN_IF_ERROR(floating(I(0)));
     return typeOf(O(0), I(0));
-  case Op::Softmax: {
-    MD_RETURN_IF_ERROR(rankAtLeast(I(0), 1));
-    MD_RETURN_IF_ERROR(fullFloat(I(0)));
-    int64_t axis = 0;
-    MD_RETURN_IF_ERROR(dimAttr(0, count(in(0).shape()), &axis));
-    return typeOf(O(0), I(0));
-  }
+  case Op::Softmax:
+    return softmax();
   case Op::GeluGrad:
   case Op::ReluGrad:
-  case Op::SoftmaxGrad: {
-    MD_RETURN_IF_ERROR(floating(I(1)));
-    MD_RETURN_IF_ERROR(typeOf(I(0), I(1)));
-    if (inst_.opcode() == Op::SoftmaxGrad) {
-      MD_RETURN_IF_ERROR(rankAtLeast(I(1), 1));
-      int64_t axis = 0;
-      MD_RETURN_IF_ERROR(dimAttr(0, count(in(1).shape()), &axis));
-    }
-    return typeOf(O(0), I(1));
-  }
+  case Op::SoftmaxGrad:
+    return unaryGrad();
   case Op::LayerNorm:
-    return norm();
   case Op::RmsNorm:
     return norm();
   case Op::LayerNormGrad:
     return normGrad(outs());
   case Op::RmsNormGrad:
     return normGrad(2);
-  case Op::BatchNorm: {
-    MD_RETURN_IF_ERROR(rankAtLeast(I(0), 1));
-    MD_RETURN_IF_ERROR(fullFloat(I(0)));
-    int64_t c = shapeOf(in(0)).back();
-    for (uint32_t k = 1; k < 3; ++k) {
-      MD_RETURN_IF_ERROR(shapeIs(I(k), {c}));
-      MD_RETURN_IF_ERROR(dtypeOf(I(k), I(0)));
-    }
-    MD_RETURN_IF_ERROR(typeOf(O(0), I(0)));
-    for (uint32_t k = 1; k < 3; ++k) {
-      MD_RETURN_IF_ERROR(shapeIs(O(k), {c}));
-      if (out(k).dtype() != F32)
-        return fail(O(k), "but batch statistics are f32");
-    }
-    return absl::OkStatus();
-  }
-  case Op::BatchNormGrad: {
-    MD_RETURN_IF_ERROR(rankAtLeast(I(1), 1));
-    MD_RETURN_IF_ERROR(fullFloat(I(1)));
-    MD_RETURN_IF_ERROR(typeOf(I(0), I(1)));
-    int64_t c = shapeOf(in(1)).back();
-    MD_RETURN_IF_ERROR(shapeIs(I(2), {c}));
-    MD_RETURN_IF_ERROR(dtypeOf(I(2), I(1)));
-    for (uint32_t k = 3; k < 5; ++k) {
-      MD_RETURN_IF_ERROR(shapeIs(I(k), {c}));
-      if (in(k).dtype() != F32)
-        return fail(I(k), "but batch statistics are f32");
-    }
-    MD_RETURN_IF_ERROR(typeOf(O(0), I(1)));
-    MD_RETURN_IF_ERROR(typeOf(O(1), I(2)));
-    return typeOf(O(2), I(2));
-  }
+  case Op::BatchNorm:
+    return batchNorm();
+  case Op::BatchNormGrad:
+    return batchNormGrad();
   case Op::CausalAttention:
-  case Op::CausalAttentionGrad: {
-    bool grad = inst_.opcode() == Op::CausalAttentionGrad;
-    Ref q = I(grad ? 1 : 0);
-    MD_RETURN_IF_ERROR(rankIs(q, 3));
-    MD_RETURN_IF_ERROR(fullFloat(q));
-    for (uint32_t k = 0; k < ins(); ++k)
-      MD_RETURN_IF_ERROR(typeOf(I(k), q));
-    int64_t channels = shapeOf(buf(q))[2];
-    if (channels % intAttr(0) != 0)
-      return failAttr("ints[0]: %d heads do not divide %d channels", intAttr(0),
-                      channels);
-    for (uint32_t k = 0; k < outs(); ++k)
-      MD_RETURN_IF_ERROR(typeOf(O(k), q));
-    return absl::OkStatus();
-  }
-  case Op::Embedding: {
-    MD_RETURN_IF_ERROR(rankIs(I(0), 2));
-    MD_RETURN_IF_ERROR(fullFloat(I(0)));
-    MD_RETURN_IF_ERROR(fullInt(I(1)));
-    Shape y = shapeOf(in(1));
-    if (y.size() >= static_cast<size_t>(kMaxRank))
-      return fail(I(1),
-                  "but has no room for the embedding dim (at most %d dims)",
-                  kMaxRank);
-    y.push_back(shapeOf(in(0))[1]);
-    MD_RETURN_IF_ERROR(shapeIs(O(0), y));
-    return dtypeOf(O(0), I(0));
-  }
-  case Op::EmbeddingGrad: {
-    MD_RETURN_IF_ERROR(rankAtLeast(I(0), 1));
-    MD_RETURN_IF_ERROR(fullFloat(I(0)));
-    MD_RETURN_IF_ERROR(fullInt(I(1)));
-    Shape dy = shapeOf(in(0)), ids = shapeOf(in(1));
-    if (!std::equal(ids.begin(), ids.end(), dy.begin(), dy.end() - 1) ||
-        ids.size() + 1 != dy.size())
-      return fail(I(0), "but must be the ids' shape %s plus the embedding dim",
-                  describeShape(ids));
-    MD_RETURN_IF_ERROR(shapeIs(O(0), {intAttr(0), dy.back()}));
-    return dtypeOf(O(0), I(0));
-  }
+  case Op::CausalAttentionGrad:
+    return attention();
+  case Op::Embedding:
+    return embedding();
+  case Op::EmbeddingGrad:
+    return embeddingGrad();
   case Op::CrossEntropy:
-  case Op::CrossEntropyGrad: {
-    bool grad = inst_.opcode() == Op::CrossEntropyGrad;
-    uint32_t base = grad ? 1 : 0;
-    if (grad)
-      MD_RETURN_IF_ERROR(scalar(I(0), {F32}));
-    MD_RETURN_IF_ERROR(rankAtLeast(I(base), 1));
-    MD_RETURN_IF_ERROR(fullFloat(I(base)));
-    MD_RETURN_IF_ERROR(fullInt(I(base + 1)));
-    Shape logits = shapeOf(in(base));
-    MD_RETURN_IF_ERROR(
-        shapeIs(I(base + 1), Shape(logits.begin(), logits.end() - 1)));
-    if (grad)
-      return typeOf(O(0), I(1));
-    return scalar(O(0), {F32});
-  }
+  case Op::CrossEntropyGrad:
+    return crossEntropy();
   case Op::Mean:
-  case Op::Sum: {
-    MD_RETURN_IF_ERROR(fullFloat(I(0)));
-    Shape y;
-    MD_RETURN_IF_ERROR(reduction(shapeOf(in(0)), &y));
-    MD_RETURN_IF_ERROR(shapeIs(O(0), y));
-    return dtypeOf(O(0), I(0));
-  }
+  case Op::Sum:
+    return reduce(I(0), O(0));
   case Op::MeanGrad:
-  case Op::SumGrad: {
-    MD_RETURN_IF_ERROR(fullFloat(O(0)));
-    Shape dy;
-    MD_RETURN_IF_ERROR(reduction(shapeOf(out(0)), &dy));
-    MD_RETURN_IF_ERROR(shapeIs(I(0), dy));
-    return dtypeOf(I(0), O(0));
-  }
-  case Op::SumTo: {
-    MD_RETURN_IF_ERROR(fullFloat(I(0)));
-    MD_RETURN_IF_ERROR(fullFloat(O(0)));
-    MD_RETURN_IF_ERROR(dtypeOf(O(0), I(0)));
-    Shape g = shapeOf(in(0)), b;
-    if (!broadcast(shapeOf(out(0)), g, &b) || b != g)
-      return fail(O(0), "which does not broadcast to inputs[0]'s %s",
-                  describe(in(0)));
-    return absl::OkStatus();
-  }
+  case Op::SumGrad:
+    return reduce(O(0), I(0));
+  case Op::SumTo:
+    return sumTo();
   case Op::Reshape:
-    MD_RETURN_IF_ERROR(full(I(0)));
-    MD_RETURN_IF_ERROR(full(O(0)));
-    MD_RETURN_IF_ERROR(dtypeOf(O(0), I(0)));
-    if (out(0).numel() != in(0).numel())
-      return fail(O(0), "but a reshape keeps the %d elements of inputs[0]",
-                  in(0).numel());
-    return absl::OkStatus();
-  case Op::Transpose: {
-    MD_RETURN_IF_ERROR(full(I(0)));
-    Shape x = shapeOf(in(0)), y;
-    if (count(inst_.ints()) != x.size())
-      return failAttr("ints: a permutation of %d dims has %d entries", x.size(),
-                      count(inst_.ints()));
-    std::vector<bool> seen(x.size(), false);
-    for (uint32_t k = 0; k < x.size(); ++k) {
-      int64_t d = intAttr(k);
-      if (d >= static_cast<int64_t>(x.size()) || seen[d])
-        return failAttr("ints[%d]: %d repeats a dim or is not below rank %d", k,
-                        d, x.size());
-      seen[d] = true;
-      y.push_back(x[d]);
-    }
-    MD_RETURN_IF_ERROR(shapeIs(O(0), y));
-    return dtypeOf(O(0), I(0));
-  }
-  case Op::Arange: {
-    int64_t length = 0;
-    if (intAttr(0) >= intAttr(1) ||
-        __builtin_sub_overflow(intAttr(1), intAttr(0), &length))
-      return failAttr("ints: start %d is not below end %d", intAttr(0),
-                      intAttr(1));
-    MD_RETURN_IF_ERROR(fullInt(O(0)));
-    return shapeIs(O(0), {length});
-  }
+    return reshape();
+  case Op::Transpose:
+    return transpose();
+  case Op::Arange:
+    return arange();
   case Op::Accumulate:
-    MD_RETURN_IF_ERROR(floating(I(0)));
-    MD_RETURN_IF_ERROR(floating(I(1)));
-    MD_RETURN_IF_ERROR(layoutOf(I(1), I(0)));
-    return typeOf(O(0), I(0));
-  case Op::AdamWUpdate: {
-    MD_RETURN_IF_ERROR(floating(I(0)));
-    MD_RETURN_IF_ERROR(floating(I(1)));
-    MD_RETURN_IF_ERROR(layoutOf(I(1), I(0)));
-    for (uint32_t k = 2; k < 4; ++k) {
-      MD_RETURN_IF_ERROR(layoutOf(I(k), I(0)));
-      if (in(k).dtype() != F32)
-        return fail(I(k), "but optimizer moments are f32");
-    }
-    MD_RETURN_IF_ERROR(scalar(I(4), {F32}));
-    MD_RETURN_IF_ERROR(scalar(I(5), {I64}));
-    MD_RETURN_IF_ERROR(typeOf(O(0), I(0)));
-    MD_RETURN_IF_ERROR(typeOf(O(1), I(2)));
-    return typeOf(O(2), I(3));
-  }
-  case Op::SgdUpdate: {
-    bool momentum = ins() == 5;
-    MD_RETURN_IF_ERROR(floating(I(0)));
-    MD_RETURN_IF_ERROR(floating(I(1)));
-    MD_RETURN_IF_ERROR(layoutOf(I(1), I(0)));
-    uint32_t lr = momentum ? 3 : 2;
-    if (momentum) {
-      MD_RETURN_IF_ERROR(layoutOf(I(2), I(0)));
-      if (in(2).dtype() != F32)
-        return fail(I(2), "but the momentum buffer is f32");
-      MD_RETURN_IF_ERROR(typeOf(O(1), I(2)));
-    }
-    MD_RETURN_IF_ERROR(scalar(I(lr), {F32}));
-    MD_RETURN_IF_ERROR(scalar(I(lr + 1), {I64}));
-    return typeOf(O(0), I(0));
-  }
+    return accumulate();
+  // --- optimizer
+  case Op::AdamWUpdate:
+    return adamw();
+  case Op::SgdUpdate:
+    return sgd();
   case Op::GlobalNorm:
-    for (uint32_t k = 0; k < ins(); ++k)
-      MD_RETURN_IF_ERROR(floating(I(k)));
-    return scalar(O(0), {F32});
+    return globalNorm();
   case Op::Clip:
-    for (uint32_t k = 0; k + 1 < ins(); ++k) {
-      MD_RETURN_IF_ERROR(floating(I(k)));
-      MD_RETURN_IF_ERROR(typeOf(O(k), I(k)));
-    }
-    return scalar(I(ins() - 1), {F32});
+    return clip();
+  // --- buffers
   case Op::Cast:
-    MD_RETURN_IF_ERROR(floating(I(0)));
-    MD_RETURN_IF_ERROR(floating(O(0)));
-    return layoutOf(O(0), I(0));
-  case Op::Flatten: {
-    MD_RETURN_IF_ERROR(rankIs(O(0), 1));
-    int64_t total = 0;
-    for (uint32_t k = 0; k < ins(); ++k) {
-      MD_RETURN_IF_ERROR(full(I(k)));
-      MD_RETURN_IF_ERROR(dtypeOf(I(k), O(0)));
-      if (__builtin_add_overflow(total, in(k).numel(), &total))
-        return fail(I(k), "and the inputs' element count overflows");
-    }
-    if (total > out(0).numel())
-      return fail(O(0), "too small for the %d elements of the inputs", total);
-    return absl::OkStatus();
-  }
-  case Op::View: {
-    MD_RETURN_IF_ERROR(full(I(0)));
-    MD_RETURN_IF_ERROR(full(O(0)));
-    MD_RETURN_IF_ERROR(dtypeOf(O(0), I(0)));
-    int64_t end = 0;
-    if (__builtin_add_overflow(intAttr(0), out(0).numel(), &end) ||
-        end > in(0).numel())
-      return fail(O(0),
-                  "which at offset %d runs past the %d elements of inputs[0]",
-                  intAttr(0), in(0).numel());
-    return absl::OkStatus();
-  }
-  case Op::ShardSlice: {
-    MD_RETURN_IF_ERROR(rankIs(I(0), 1));
-    MD_RETURN_IF_ERROR(dtypeOf(O(0), I(0)));
-    auto group = static_cast<fb::Group>(intAttr(0));
-    if (out(0).size_kind() != fb::SizeKind::Shard ||
-        out(0).numel() != in(0).numel() || out(0).group() != group)
-      return fail(O(0), "but must be shard(%d, %s)", in(0).numel(),
-                  GroupName(group));
-    return absl::OkStatus();
-  }
+    return cast();
+  case Op::Flatten:
+    return flatten();
+  case Op::View:
+    return view();
+  case Op::ShardSlice:
+    return shardSlice();
+  // --- collectives
   case Op::AllGather:
   case Op::ReduceScatter:
   case Op::AllReduce:
   case Op::Broadcast:
   case Op::Barrier:
     return collective();
+  // --- state and the step
   case Op::StateLoad:
     return typeOf(O(0), I(0));
   case Op::StateStore:
     return typeOf(I(0), O(0));
   case Op::Batch:
-    for (uint32_t k = 0; k < outs(); ++k)
-      MD_RETURN_IF_ERROR(full(O(k)));
-    return absl::OkStatus();
+    return batch();
   case Op::AccumScale:
   case Op::Loss:
     return scalar(O(0), {F32});
   case Op::RecordLoss:
     return scalar(I(0), {F32});
   case Op::GradAccumulate:
-    if (out(0).role() != fb::StateRole::GradAcc)
-      return fail(O(0), "but grad_accumulate writes a grad_acc state");
-    MD_RETURN_IF_ERROR(floating(I(0)));
-    return layoutOf(I(0), O(0));
+    return gradAccumulate();
   case Op::GradTotal:
-    if (in(1).role() != fb::StateRole::GradAcc)
-      return fail(I(1), "but grad_total reads a grad_acc state");
-    MD_RETURN_IF_ERROR(floating(I(0)));
-    MD_RETURN_IF_ERROR(layoutOf(I(0), I(1)));
-    return typeOf(O(0), I(1));
+    return gradTotal();
+  // --- values of the run
   case Op::Step:
   case Op::Epoch:
   case Op::WorldSize:
@@ -799,66 +605,24 @@ absl::Status Rule::operands() {
   case Op::WallTime:
     return scalar(O(0), {fb::DType::F64});
   case Op::FileExists:
-    if (str(inst_.strings()->Get(0)).empty())
-      return failAttr("strings[0]: the path is empty");
-    return scalar(O(0), {fb::DType::Bool});
+    return fileExists();
+  // --- host scalars
   case Op::Constant:
     return constant();
-  case Op::ScalarArith: {
-    for (uint32_t k = 0; k < ins(); ++k) {
-      MD_RETURN_IF_ERROR(scalar(I(k)));
-      MD_RETURN_IF_ERROR(dtypeOf(I(k), O(0)));
-    }
-    MD_RETURN_IF_ERROR(scalar(O(0)));
-    auto kind = static_cast<fb::ArithKind>(intAttr(0));
-    bool logical = kind == fb::ArithKind::And || kind == fb::ArithKind::Or ||
-                   kind == fb::ArithKind::Xor || kind == fb::ArithKind::Not;
-    if (logical && !isInteger(out(0).dtype()))
-      return fail(O(0), "but %s needs integers or bools",
-                  fb::EnumNameArithKind(kind));
-    return absl::OkStatus();
-  }
+  case Op::ScalarArith:
+    return scalarArith();
   case Op::ScalarCompare:
-    MD_RETURN_IF_ERROR(scalar(I(0)));
-    MD_RETURN_IF_ERROR(scalar(I(1)));
-    MD_RETURN_IF_ERROR(dtypeOf(I(1), I(0)));
-    return scalar(O(0), {fb::DType::Bool});
+    return scalarCompare();
   case Op::ScalarConvert:
     MD_RETURN_IF_ERROR(scalar(I(0)));
     return scalar(O(0));
-  case Op::Evaluate: {
-    MD_RETURN_IF_ERROR(scalar(O(0), {F32}));
-    const fb::Block *body = plan_.blocks()->Get(inst_.blocks()->Get(0));
-    const fb::Instruction *yield =
-        body->instructions()->Get(count(body->instructions()) - 1);
-    const fb::Buffer &loss = *plan_.buffers()->Get(yield->inputs()->Get(0));
-    if (loss.size_kind() != fb::SizeKind::Full || loss.numel() != 1 ||
-        loss.dtype() != F32)
-      return failAttr(
-          "blocks[0]: the evaluation body yields %s, not an f32 loss",
-          describe(loss));
-    return absl::OkStatus();
-  }
-  case Op::If: {
-    MD_RETURN_IF_ERROR(scalar(I(0), {fb::DType::Bool}));
-    for (uint32_t k = 0; k < count(inst_.blocks()) && outs() > 0; ++k) {
-      const fb::Block *branch = plan_.blocks()->Get(inst_.blocks()->Get(k));
-      const fb::Instruction *yield =
-          branch->instructions()->Get(count(branch->instructions()) - 1);
-      for (uint32_t r = 0; r < outs(); ++r) {
-        const fb::Buffer &value =
-            *plan_.buffers()->Get(yield->inputs()->Get(r));
-        if (!sameLayout(value, out(r)) || value.dtype() != out(r).dtype())
-          return fail(O(r), "but blocks[%d] yields %s for it", k,
-                      describe(value));
-      }
-    }
-    return absl::OkStatus();
-  }
+  // --- io and control
+  case Op::Evaluate:
+    return evaluate();
+  case Op::If:
+    return ifOp();
   case Op::For:
-    MD_RETURN_IF_ERROR(scalar(I(0), {I64}));
-    MD_RETURN_IF_ERROR(scalar(I(1), {I64}));
-    return scalar(O(0), {I64});
+    return forOp();
   case Op::Print:
   case Op::Log:
   case Op::Save:
@@ -871,6 +635,420 @@ absl::Status Rule::operands() {
     break;
   }
   return failAttr("no type rule for this opcode");
+}
+
+// --- compute rules ----------------------------------------------------------
+
+/// out = a @ b (+ bias): b's last dim, matmul's result.
+absl::Status Rule::matmul() {
+  Shape y;
+  MD_RETURN_IF_ERROR(matmulShape(I(0), I(1), &y));
+  if (ins() == 3) {
+    MD_RETURN_IF_ERROR(shapeIs(I(2), {y.back()}));
+    MD_RETURN_IF_ERROR(dtypeOf(I(2), I(0)));
+  }
+  MD_RETURN_IF_ERROR(shapeIs(O(0), y));
+  return dtypeOf(O(0), I(0));
+}
+
+/// dy, a, b: dy has the shape of matmul(a, b).
+absl::Status Rule::matmulGrad() {
+  // dy, a, b: dy has the shape of matmul(a, b).
+  Shape y;
+  MD_RETURN_IF_ERROR(matmulShape(I(1), I(2), &y));
+  MD_RETURN_IF_ERROR(shapeIs(I(0), y));
+  MD_RETURN_IF_ERROR(dtypeOf(I(0), I(1)));
+  MD_RETURN_IF_ERROR(typeOf(O(0), I(1)));
+  MD_RETURN_IF_ERROR(typeOf(O(1), I(2)));
+  if (outs() == 3) {
+    MD_RETURN_IF_ERROR(shapeIs(O(2), {y.back()}));
+    MD_RETURN_IF_ERROR(dtypeOf(O(2), I(2)));
+  }
+  return absl::OkStatus();
+}
+
+/// add, sub, mul: float operands that broadcast to the output.
+absl::Status Rule::binary() {
+  MD_RETURN_IF_ERROR(fullFloat(I(0)));
+  MD_RETURN_IF_ERROR(fullFloat(I(1)));
+  MD_RETURN_IF_ERROR(dtypeOf(I(1), I(0)));
+  Shape y;
+  if (!broadcast(shapeOf(in(0)), shapeOf(in(1)), &y))
+    return fail(I(1), "which does not broadcast with inputs[0] (%s)",
+                describe(in(0)));
+  MD_RETURN_IF_ERROR(shapeIs(O(0), y));
+  return dtypeOf(O(0), I(0));
+}
+
+absl::Status Rule::softmax() {
+  MD_RETURN_IF_ERROR(rankAtLeast(I(0), 1));
+  MD_RETURN_IF_ERROR(fullFloat(I(0)));
+  int64_t axis = 0;
+  MD_RETURN_IF_ERROR(dimAttr(0, count(in(0).shape()), &axis));
+  return typeOf(O(0), I(0));
+}
+
+/// gelu_grad, relu_grad, softmax_grad: dy like x.
+absl::Status Rule::unaryGrad() {
+  MD_RETURN_IF_ERROR(floating(I(1)));
+  MD_RETURN_IF_ERROR(typeOf(I(0), I(1)));
+  if (inst_.opcode() == Op::SoftmaxGrad) {
+    MD_RETURN_IF_ERROR(rankAtLeast(I(1), 1));
+    int64_t axis = 0;
+    MD_RETURN_IF_ERROR(dimAttr(0, count(in(1).shape()), &axis));
+  }
+  return typeOf(O(0), I(1));
+}
+
+absl::Status Rule::batchNorm() {
+  MD_RETURN_IF_ERROR(rankAtLeast(I(0), 1));
+  MD_RETURN_IF_ERROR(fullFloat(I(0)));
+  int64_t c = shapeOf(in(0)).back();
+  for (uint32_t k = 1; k < 3; ++k) {
+    MD_RETURN_IF_ERROR(shapeIs(I(k), {c}));
+    MD_RETURN_IF_ERROR(dtypeOf(I(k), I(0)));
+  }
+  MD_RETURN_IF_ERROR(typeOf(O(0), I(0)));
+  for (uint32_t k = 1; k < 3; ++k) {
+    MD_RETURN_IF_ERROR(shapeIs(O(k), {c}));
+    if (out(k).dtype() != F32)
+      return fail(O(k), "but batch statistics are f32");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Rule::batchNormGrad() {
+  MD_RETURN_IF_ERROR(rankAtLeast(I(1), 1));
+  MD_RETURN_IF_ERROR(fullFloat(I(1)));
+  MD_RETURN_IF_ERROR(typeOf(I(0), I(1)));
+  int64_t c = shapeOf(in(1)).back();
+  MD_RETURN_IF_ERROR(shapeIs(I(2), {c}));
+  MD_RETURN_IF_ERROR(dtypeOf(I(2), I(1)));
+  for (uint32_t k = 3; k < 5; ++k) {
+    MD_RETURN_IF_ERROR(shapeIs(I(k), {c}));
+    if (in(k).dtype() != F32)
+      return fail(I(k), "but batch statistics are f32");
+  }
+  MD_RETURN_IF_ERROR(typeOf(O(0), I(1)));
+  MD_RETURN_IF_ERROR(typeOf(O(1), I(2)));
+  return typeOf(O(2), I(2));
+}
+
+/// causal_attention and its gradient: q, k, v of [b, t, c].
+absl::Status Rule::attention() {
+  bool grad = inst_.opcode() == Op::CausalAttentionGrad;
+  Ref q = I(grad ? 1 : 0);
+  MD_RETURN_IF_ERROR(rankIs(q, 3));
+  MD_RETURN_IF_ERROR(fullFloat(q));
+  for (uint32_t k = 0; k < ins(); ++k)
+    MD_RETURN_IF_ERROR(typeOf(I(k), q));
+  int64_t channels = shapeOf(buf(q))[2];
+  if (channels % intAttr(0) != 0)
+    return failAttr("ints[0]: %d heads do not divide %d channels", intAttr(0),
+                    channels);
+  for (uint32_t k = 0; k < outs(); ++k)
+    MD_RETURN_IF_ERROR(typeOf(O(k), q));
+  return absl::OkStatus();
+}
+
+absl::Status Rule::embedding() {
+  MD_RETURN_IF_ERROR(rankIs(I(0), 2));
+  MD_RETURN_IF_ERROR(fullFloat(I(0)));
+  MD_RETURN_IF_ERROR(fullInt(I(1)));
+  Shape y = shapeOf(in(1));
+  if (y.size() >= static_cast<size_t>(kMaxRank))
+    return fail(I(1), "but has no room for the embedding dim (at most %d dims)",
+                kMaxRank);
+  y.push_back(shapeOf(in(0))[1]);
+  MD_RETURN_IF_ERROR(shapeIs(O(0), y));
+  return dtypeOf(O(0), I(0));
+}
+
+absl::Status Rule::embeddingGrad() {
+  MD_RETURN_IF_ERROR(rankAtLeast(I(0), 1));
+  MD_RETURN_IF_ERROR(fullFloat(I(0)));
+  MD_RETURN_IF_ERROR(fullInt(I(1)));
+  Shape dy = shapeOf(in(0)), ids = shapeOf(in(1));
+  if (!std::equal(ids.begin(), ids.end(), dy.begin(), dy.end() - 1) ||
+      ids.size() + 1 != dy.size())
+    return fail(I(0), "but must be the ids' shape %s plus the embedding dim",
+                describeShape(ids));
+  MD_RETURN_IF_ERROR(shapeIs(O(0), {intAttr(0), dy.back()}));
+  return dtypeOf(O(0), I(0));
+}
+
+/// cross_entropy and its gradient.
+absl::Status Rule::crossEntropy() {
+  bool grad = inst_.opcode() == Op::CrossEntropyGrad;
+  uint32_t base = grad ? 1 : 0;
+  if (grad)
+    MD_RETURN_IF_ERROR(scalar(I(0), {F32}));
+  MD_RETURN_IF_ERROR(rankAtLeast(I(base), 1));
+  MD_RETURN_IF_ERROR(fullFloat(I(base)));
+  MD_RETURN_IF_ERROR(fullInt(I(base + 1)));
+  Shape logits = shapeOf(in(base));
+  MD_RETURN_IF_ERROR(
+      shapeIs(I(base + 1), Shape(logits.begin(), logits.end() - 1)));
+  if (grad)
+    return typeOf(O(0), I(1));
+  return scalar(O(0), {F32});
+}
+
+/// mean and sum reduce `whole` (their input) to `reduced` (their output);
+/// their gradients run the other way, so they pass the operands swapped.
+absl::Status Rule::reduce(Ref whole, Ref reduced) {
+  MD_RETURN_IF_ERROR(fullFloat(whole));
+  Shape y;
+  MD_RETURN_IF_ERROR(reduction(shapeOf(buf(whole)), &y));
+  MD_RETURN_IF_ERROR(shapeIs(reduced, y));
+  return dtypeOf(reduced, whole);
+}
+
+/// The output broadcasts to the gradient it sums.
+absl::Status Rule::sumTo() {
+  MD_RETURN_IF_ERROR(fullFloat(I(0)));
+  MD_RETURN_IF_ERROR(fullFloat(O(0)));
+  MD_RETURN_IF_ERROR(dtypeOf(O(0), I(0)));
+  Shape g = shapeOf(in(0)), b;
+  if (!broadcast(shapeOf(out(0)), g, &b) || b != g)
+    return fail(O(0), "which does not broadcast to inputs[0]'s %s",
+                describe(in(0)));
+  return absl::OkStatus();
+}
+
+absl::Status Rule::reshape() {
+  MD_RETURN_IF_ERROR(full(I(0)));
+  MD_RETURN_IF_ERROR(full(O(0)));
+  MD_RETURN_IF_ERROR(dtypeOf(O(0), I(0)));
+  if (out(0).numel() != in(0).numel())
+    return fail(O(0), "but a reshape keeps the %d elements of inputs[0]",
+                in(0).numel());
+  return absl::OkStatus();
+}
+
+absl::Status Rule::transpose() {
+  MD_RETURN_IF_ERROR(full(I(0)));
+  Shape x = shapeOf(in(0)), y;
+  if (count(inst_.ints()) != x.size())
+    return failAttr("ints: a permutation of %d dims has %d entries", x.size(),
+                    count(inst_.ints()));
+  std::vector<bool> seen(x.size(), false);
+  for (uint32_t k = 0; k < x.size(); ++k) {
+    int64_t d = intAttr(k);
+    if (d >= static_cast<int64_t>(x.size()) || seen[d])
+      return failAttr("ints[%d]: %d repeats a dim or is not below rank %d", k,
+                      d, x.size());
+    seen[d] = true;
+    y.push_back(x[d]);
+  }
+  MD_RETURN_IF_ERROR(shapeIs(O(0), y));
+  return dtypeOf(O(0), I(0));
+}
+
+absl::Status Rule::arange() {
+  int64_t length = 0;
+  if (intAttr(0) >= intAttr(1) ||
+      __builtin_sub_overflow(intAttr(1), intAttr(0), &length))
+    return failAttr("ints: start %d is not below end %d", intAttr(0),
+                    intAttr(1));
+  MD_RETURN_IF_ERROR(fullInt(O(0)));
+  return shapeIs(O(0), {length});
+}
+
+absl::Status Rule::accumulate() {
+  MD_RETURN_IF_ERROR(floating(I(0)));
+  MD_RETURN_IF_ERROR(floating(I(1)));
+  MD_RETURN_IF_ERROR(layoutOf(I(1), I(0)));
+  return typeOf(O(0), I(0));
+}
+
+// --- optimizer rules --------------------------------------------------------
+
+absl::Status Rule::adamw() {
+  MD_RETURN_IF_ERROR(floating(I(0)));
+  MD_RETURN_IF_ERROR(floating(I(1)));
+  MD_RETURN_IF_ERROR(layoutOf(I(1), I(0)));
+  for (uint32_t k = 2; k < 4; ++k) {
+    MD_RETURN_IF_ERROR(layoutOf(I(k), I(0)));
+    if (in(k).dtype() != F32)
+      return fail(I(k), "but optimizer moments are f32");
+  }
+  MD_RETURN_IF_ERROR(scalar(I(4), {F32}));
+  MD_RETURN_IF_ERROR(scalar(I(5), {I64}));
+  MD_RETURN_IF_ERROR(typeOf(O(0), I(0)));
+  MD_RETURN_IF_ERROR(typeOf(O(1), I(2)));
+  return typeOf(O(2), I(3));
+}
+
+absl::Status Rule::sgd() {
+  bool momentum = ins() == 5;
+  MD_RETURN_IF_ERROR(floating(I(0)));
+  MD_RETURN_IF_ERROR(floating(I(1)));
+  MD_RETURN_IF_ERROR(layoutOf(I(1), I(0)));
+  uint32_t lr = momentum ? 3 : 2;
+  if (momentum) {
+    MD_RETURN_IF_ERROR(layoutOf(I(2), I(0)));
+    if (in(2).dtype() != F32)
+      return fail(I(2), "but the momentum buffer is f32");
+    MD_RETURN_IF_ERROR(typeOf(O(1), I(2)));
+  }
+  MD_RETURN_IF_ERROR(scalar(I(lr), {F32}));
+  MD_RETURN_IF_ERROR(scalar(I(lr + 1), {I64}));
+  return typeOf(O(0), I(0));
+}
+
+absl::Status Rule::globalNorm() {
+  for (uint32_t k = 0; k < ins(); ++k)
+    MD_RETURN_IF_ERROR(floating(I(k)));
+  return scalar(O(0), {F32});
+}
+
+absl::Status Rule::clip() {
+  for (uint32_t k = 0; k + 1 < ins(); ++k) {
+    MD_RETURN_IF_ERROR(floating(I(k)));
+    MD_RETURN_IF_ERROR(typeOf(O(k), I(k)));
+  }
+  return scalar(I(ins() - 1), {F32});
+}
+
+// --- buffer rules -----------------------------------------------------------
+
+absl::Status Rule::cast() {
+  MD_RETURN_IF_ERROR(floating(I(0)));
+  MD_RETURN_IF_ERROR(floating(O(0)));
+  return layoutOf(O(0), I(0));
+}
+
+absl::Status Rule::flatten() {
+  MD_RETURN_IF_ERROR(rankIs(O(0), 1));
+  int64_t total = 0;
+  for (uint32_t k = 0; k < ins(); ++k) {
+    MD_RETURN_IF_ERROR(full(I(k)));
+    MD_RETURN_IF_ERROR(dtypeOf(I(k), O(0)));
+    if (__builtin_add_overflow(total, in(k).numel(), &total))
+      return fail(I(k), "and the inputs' element count overflows");
+  }
+  if (total > out(0).numel())
+    return fail(O(0), "too small for the %d elements of the inputs", total);
+  return absl::OkStatus();
+}
+
+absl::Status Rule::view() {
+  MD_RETURN_IF_ERROR(full(I(0)));
+  MD_RETURN_IF_ERROR(full(O(0)));
+  MD_RETURN_IF_ERROR(dtypeOf(O(0), I(0)));
+  int64_t end = 0;
+  if (__builtin_add_overflow(intAttr(0), out(0).numel(), &end) ||
+      end > in(0).numel())
+    return fail(O(0),
+                "which at offset %d runs past the %d elements of inputs[0]",
+                intAttr(0), in(0).numel());
+  return absl::OkStatus();
+}
+
+absl::Status Rule::shardSlice() {
+  MD_RETURN_IF_ERROR(rankIs(I(0), 1));
+  MD_RETURN_IF_ERROR(dtypeOf(O(0), I(0)));
+  auto group = static_cast<fb::Group>(intAttr(0));
+  if (out(0).size_kind() != fb::SizeKind::Shard ||
+      out(0).numel() != in(0).numel() || out(0).group() != group)
+    return fail(O(0), "but must be shard(%d, %s)", in(0).numel(),
+                GroupName(group));
+  return absl::OkStatus();
+}
+
+// --- state and step rules ---------------------------------------------------
+
+absl::Status Rule::batch() {
+  for (uint32_t k = 0; k < outs(); ++k)
+    MD_RETURN_IF_ERROR(full(O(k)));
+  return absl::OkStatus();
+}
+
+absl::Status Rule::gradAccumulate() {
+  if (out(0).role() != fb::StateRole::GradAcc)
+    return fail(O(0), "but grad_accumulate writes a grad_acc state");
+  MD_RETURN_IF_ERROR(floating(I(0)));
+  return layoutOf(I(0), O(0));
+}
+
+absl::Status Rule::gradTotal() {
+  if (in(1).role() != fb::StateRole::GradAcc)
+    return fail(I(1), "but grad_total reads a grad_acc state");
+  MD_RETURN_IF_ERROR(floating(I(0)));
+  MD_RETURN_IF_ERROR(layoutOf(I(0), I(1)));
+  return typeOf(O(0), I(1));
+}
+
+// --- values of the run rules ------------------------------------------------
+
+absl::Status Rule::fileExists() {
+  if (str(inst_.strings()->Get(0)).empty())
+    return failAttr("strings[0]: the path is empty");
+  return scalar(O(0), {fb::DType::Bool});
+}
+
+// --- host scalars rules -----------------------------------------------------
+
+absl::Status Rule::scalarArith() {
+  for (uint32_t k = 0; k < ins(); ++k) {
+    MD_RETURN_IF_ERROR(scalar(I(k)));
+    MD_RETURN_IF_ERROR(dtypeOf(I(k), O(0)));
+  }
+  MD_RETURN_IF_ERROR(scalar(O(0)));
+  auto kind = static_cast<fb::ArithKind>(intAttr(0));
+  bool logical = kind == fb::ArithKind::And || kind == fb::ArithKind::Or ||
+                 kind == fb::ArithKind::Xor || kind == fb::ArithKind::Not;
+  if (logical && !isInteger(out(0).dtype()))
+    return fail(O(0), "but %s needs integers or bools",
+                fb::EnumNameArithKind(kind));
+  return absl::OkStatus();
+}
+
+absl::Status Rule::scalarCompare() {
+  MD_RETURN_IF_ERROR(scalar(I(0)));
+  MD_RETURN_IF_ERROR(scalar(I(1)));
+  MD_RETURN_IF_ERROR(dtypeOf(I(1), I(0)));
+  return scalar(O(0), {fb::DType::Bool});
+}
+
+// --- io and control rules ---------------------------------------------------
+
+/// The evaluation body yields an f32 loss.
+absl::Status Rule::evaluate() {
+  MD_RETURN_IF_ERROR(scalar(O(0), {F32}));
+  const fb::Block *body = plan_.blocks()->Get(inst_.blocks()->Get(0));
+  const fb::Instruction *yield =
+      body->instructions()->Get(count(body->instructions()) - 1);
+  const fb::Buffer &loss = *plan_.buffers()->Get(yield->inputs()->Get(0));
+  if (loss.size_kind() != fb::SizeKind::Full || loss.numel() != 1 ||
+      loss.dtype() != F32)
+    return failAttr("blocks[0]: the evaluation body yields %s, not an f32 loss",
+                    describe(loss));
+  return absl::OkStatus();
+}
+
+/// Each branch yields what the if returns.
+absl::Status Rule::ifOp() {
+  MD_RETURN_IF_ERROR(scalar(I(0), {fb::DType::Bool}));
+  for (uint32_t k = 0; k < count(inst_.blocks()) && outs() > 0; ++k) {
+    const fb::Block *branch = plan_.blocks()->Get(inst_.blocks()->Get(k));
+    const fb::Instruction *yield =
+        branch->instructions()->Get(count(branch->instructions()) - 1);
+    for (uint32_t r = 0; r < outs(); ++r) {
+      const fb::Buffer &value = *plan_.buffers()->Get(yield->inputs()->Get(r));
+      if (!sameLayout(value, out(r)) || value.dtype() != out(r).dtype())
+        return fail(O(r), "but blocks[%d] yields %s for it", k,
+                    describe(value));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Rule::forOp() {
+  MD_RETURN_IF_ERROR(scalar(I(0), {I64}));
+  MD_RETURN_IF_ERROR(scalar(I(1), {I64}));
+  return scalar(O(0), {I64});
 }
 
 } // namespace

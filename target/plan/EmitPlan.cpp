@@ -3,39 +3,29 @@
 // See EmitPlan.h. The emitter walks the step and hooks regions of md.train
 // in order and appends one instruction per op to the block it is in;
 // liveness is left to PlanBuilder::inferLiveness, which applies the rule
-// md's memory analysis uses (docs/memory.md, "Liveness").
+// md's memory analysis uses (docs/memory.md, "Liveness"). This file holds
+// the run, the plan's tables (header, parameters and state, the data
+// recipe), its buffers, events and locations, and the walk over regions;
+// the ops themselves are emitted by the files Emitter.h names.
 //
 //===----------------------------------------------------------------------===//
 
 #include "target/plan/EmitPlan.h"
+#include "target/plan/Emitter.h"
 
 #include "passes/analysis/MemoryAnalysis.h"
 #include "passes/analysis/StepProgram.h"
 #include "runtime/plan/Aliasing.h"
 #include "runtime/plan/Loader.h"
-#include "runtime/plan/OpAttrs.h"
-#include "runtime/plan/PlanBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Location.h"
-#include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/StringMap.h"
-#include "llvm/ADT/TypeSwitch.h"
-
-#include <map>
-#include <tuple>
 
 using namespace mlir;
-using namespace md;
-namespace fb = md::fb;
-using md::plan::PlanBuilder;
 
-namespace {
+namespace md::emitter {
 
-/// The plan's element type of an MLIR type, or Invalid.
 fb::DType getDType(Type type) {
   if (auto tensor = dyn_cast<RankedTensorType>(type))
     type = tensor.getElementType();
@@ -55,6 +45,8 @@ fb::DType getDType(Type type) {
     return fb::DType::I64;
   return fb::DType::Invalid;
 }
+
+namespace {
 
 fb::StateRole getPlanRole(StateRole role) {
   switch (role) {
@@ -94,13 +86,13 @@ std::string commonPrefix(llvm::StringRef a, llvm::StringRef b) {
   a.split(x, '.');
   b.split(y, '.');
   std::string prefix;
-  for (size_t i = 0; i + 1 < x.size() && i + 1 < y.size() && x[i] == y[i];
-       ++i)
+  for (size_t i = 0; i + 1 < x.size() && i + 1 < y.size() && x[i] == y[i]; ++i)
     prefix += (prefix.empty() ? "" : ".") + x[i].str();
   return prefix;
 }
 
-/// Whether `cond` is `md.rank == 0` (either way round).
+} // namespace
+
 bool isRankZeroTest(Value cond) {
   auto cmp = cond.getDefiningOp<arith::CmpIOp>();
   if (!cmp || cmp.getPredicate() != arith::CmpIPredicate::eq)
@@ -117,83 +109,6 @@ bool isRankZeroTest(Value cond) {
   return (isRank(cmp.getLhs()) && isZero(cmp.getRhs())) ||
          (isRank(cmp.getRhs()) && isZero(cmp.getLhs()));
 }
-
-class Emitter {
-public:
-  Emitter(ModelOp model, const EmitPlanOptions &options)
-      : model_(model), options_(options) {}
-
-  FailureOr<std::vector<uint8_t>> run();
-
-private:
-  /// Where the instructions of a region go.
-  struct Context {
-    int32_t block = -1;
-    /// io runs on rank 0 alone (`if rank == 0 { ... }`, every rank0_only).
-    bool rank0Only = false;
-  };
-
-  LogicalResult emitHeader();
-  LogicalResult emitParamsAndState();
-  LogicalResult emitRecipe();
-  LogicalResult emitRegion(Region &region, Context ctx);
-  LogicalResult emitOp(Operation &op, Context ctx);
-  LogicalResult emitControl(Operation &op, Context ctx, bool &handled);
-  LogicalResult emitStepOp(Operation &op, Context ctx, bool &handled);
-  LogicalResult emitHostOp(Operation &op, Context ctx, bool &handled);
-  LogicalResult emitComputeOp(Operation &op, Context ctx);
-  LogicalResult emitEvaluate(EvaluateOp op, Context ctx);
-  LogicalResult emitForwardBody(Block &body, ArrayRef<int32_t> args,
-                                int32_t block, SmallVectorImpl<int32_t> &out,
-                                Operation *at);
-
-  /// A new transient buffer for `value`.
-  FailureOr<int32_t> newBuffer(Value value, llvm::StringRef name,
-                               Operation *at);
-  /// The buffers of `op`'s results, new.
-  FailureOr<SmallVector<int32_t>> results(Operation &op);
-  /// The buffer of `value` where `user` (in `block`) reads it.
-  FailureOr<int32_t> use(Value value, int32_t block, Operation *user);
-  FailureOr<SmallVector<int32_t>> uses(ValueRange values, int32_t block,
-                                       Operation *user);
-  /// Appends an instruction for `op` with its stream, events and location.
-  fb::InstructionT &add(Context ctx, Operation *op, fb::Opcode opcode,
-                        std::vector<int32_t> inputs,
-                        std::vector<int32_t> outputs);
-  int32_t event(int64_t id);
-  int32_t location(Location loc);
-  int32_t dataset(DataAttr data);
-  FailureOr<int32_t> state(llvm::StringRef symbol, Operation *user);
-
-  ModelOp model_;
-  TrainOp train_;
-  const EmitPlanOptions &options_;
-  PlanBuilder b_;
-
-  llvm::DenseMap<Value, int32_t> buffers_;
-  /// Constants are materialised in each block that reads them.
-  llvm::DenseMap<std::pair<Value, int32_t>, int32_t> constants_;
-  llvm::StringMap<int32_t> states_;
-  llvm::DenseMap<int64_t, int32_t> events_;
-  std::map<std::tuple<std::string, unsigned, unsigned>, int32_t> locations_;
-  llvm::DenseMap<Attribute, int32_t> datasets_;
-  /// The state a buffer was loaded from (md.state_load), for in-place
-  /// updates.
-  llvm::DenseMap<int32_t, int32_t> loadedFrom_;
-  /// md's memory categories of the step's values (computed at W = 1, where
-  /// the micro-step body runs whenever it can run at all).
-  llvm::DenseMap<Value, MemoryCategory> categories_;
-  /// Per unit: its flat parameter state for evaluation, and its params.
-  struct UnitInfo {
-    int32_t master = -1;
-    bool sharded = false;
-    Group group = Group::world;
-    int64_t numel = 0;
-    Type elementType;
-  };
-  std::vector<UnitInfo> units_;
-  llvm::StringMap<ParamOp> params_;
-};
 
 FailureOr<std::vector<uint8_t>> Emitter::run() {
   for (auto train : model_.getBody().getOps<TrainOp>())
@@ -222,8 +137,7 @@ FailureOr<std::vector<uint8_t>> Emitter::run() {
                        "global_batch / micro_batch = ")
         << global << " / " << micro
         << (group > 1 ? " and be a multiple of the shard group of " : "")
-        << (group > 1 ? std::to_string(group) : std::string())
-        << " ranks";
+        << (group > 1 ? std::to_string(group) : std::string()) << " ranks";
 
   int32_t step = b_.addBlock(fb::BlockKind::Step);
   b_.setStepBlock(step);
@@ -320,8 +234,8 @@ LogicalResult Emitter::emitParamsAndState() {
                 "parameters yet";
     UnitInfo &info = units_[unitSlot(*unit)];
     auto type = cast<RankedTensorType>(param.getType());
-    info.numel = std::max<int64_t>(
-        info.numel, param.getOffset().value_or(0) + type.getNumElements());
+    info.numel = std::max<int64_t>(info.numel, param.getOffset().value_or(0) +
+                                                   type.getNumElements());
     info.elementType = type.getElementType();
     std::string name = param.getSymName().str();
     if (!named[*unit]) {
@@ -349,12 +263,12 @@ LogicalResult Emitter::emitParamsAndState() {
     fb::DType dtype = getDType(type);
     if (dtype == fb::DType::Invalid)
       return param.emitError("unsupported parameter type ") << type;
-    b_.addParam(param.getSymName().str(),
-                std::vector<int64_t>(type.getShape().begin(),
-                                     type.getShape().end()),
-                dtype, static_cast<int32_t>(*param.getUnit()),
-                param.getOffset().value_or(0),
-                static_cast<fb::InitKind>(init.getKind()), std::move(args));
+    b_.addParam(
+        param.getSymName().str(),
+        std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
+        dtype, static_cast<int32_t>(*param.getUnit()),
+        param.getOffset().value_or(0),
+        static_cast<fb::InitKind>(init.getKind()), std::move(args));
   }
 
   for (StateOp state : model_.getBody().getOps<StateOp>()) {
@@ -369,7 +283,8 @@ LogicalResult Emitter::emitParamsAndState() {
                                 std::vector<int64_t>(type.getShape().begin(),
                                                      type.getShape().end()));
     fb::StateRole role = getPlanRole(state.getRole());
-    int32_t unit = state.getUnit() ? static_cast<int32_t>(*state.getUnit()) : -1;
+    int32_t unit =
+        state.getUnit() ? static_cast<int32_t>(*state.getUnit()) : -1;
     buffer = PlanBuilder::state(std::move(buffer), role, unit,
                                 role == fb::StateRole::GradAcc);
     switch (state.getRole()) {
@@ -518,13 +433,16 @@ FailureOr<int32_t> Emitter::use(Value value, int32_t block, Operation *user) {
     fb::InstructionT &inst = b_.add(block, fb::Opcode::Constant, {}, {x});
     inst.loc = location(constant.getLoc());
     Attribute attr = constant.getValue();
+    plan::attrs::Constant a;
     if (auto i = dyn_cast<IntegerAttr>(attr))
-      inst.ints = {i.getValue().getSExtValue()};
+      a.intValues = {i.getValue().getSExtValue()};
     else if (auto f = dyn_cast<FloatAttr>(attr))
-      inst.floats = {f.getValueAsDouble()};
+      a.floatValues = {f.getValueAsDouble()};
     else
       return user->emitError("cannot emit the constant ")
              << attr << ": only scalars";
+    if (failed(encode(user, a, inst)))
+      return failure();
     constants_[key] = x;
     return x;
   }
@@ -624,8 +542,8 @@ LogicalResult Emitter::emitOp(Operation &op, Context ctx) {
                 "(collectives, evaluations, saves and exits are uniform)";
   }
   bool handled = false;
-  for (auto emit : {&Emitter::emitControl, &Emitter::emitStepOp,
-                    &Emitter::emitHostOp}) {
+  for (auto emit :
+       {&Emitter::emitControl, &Emitter::emitStepOp, &Emitter::emitHostOp}) {
     if (failed((this->*emit)(op, ctx, handled)))
       return failure();
     if (handled)
@@ -634,693 +552,9 @@ LogicalResult Emitter::emitOp(Operation &op, Context ctx) {
   return emitComputeOp(op, ctx);
 }
 
-LogicalResult Emitter::emitControl(Operation &op, Context ctx, bool &handled) {
-  handled = true;
-  if (auto micro = dyn_cast<MicroStepsOp>(op)) {
-    int32_t body = b_.addBlock(fb::BlockKind::MicroSteps);
-    add(ctx, &op, fb::Opcode::MicroSteps, {}, {}).blocks = {body};
-    return emitRegion(micro.getBody(), {body, ctx.rank0Only});
-  }
-  if (auto every = dyn_cast<EveryOp>(op)) {
-    int32_t body = b_.addBlock(fb::BlockKind::Every);
-    fb::InstructionT &inst = add(ctx, &op, fb::Opcode::Every, {}, {});
-    inst.ints = {every.getPeriod(), static_cast<int64_t>(every.getUnit())};
-    inst.blocks = {body};
-    return emitRegion(every.getBody(),
-                      {body, ctx.rank0Only || every.getRank0Only()});
-  }
-  if (auto ifOp = dyn_cast<IfOp>(op)) {
-    if (isRankZeroTest(ifOp.getCondition())) {
-      if (ifOp.getNumResults() != 0 || !ifOp.getElseRegion().empty())
-        return op.emitError("`if rank == 0` may only gate io, with no "
-                            "else and no results: a plan has no "
-                            "rank-dependent control flow");
-      for (Operation &nested : ifOp.getThenRegion().front())
-        if (!isa<YieldOp>(nested) &&
-            failed(emitOp(nested, {ctx.block, /*rank0Only=*/true})))
-          return failure();
-      return success();
-    }
-    FailureOr<int32_t> cond = use(ifOp.getCondition(), ctx.block, &op);
-    if (failed(cond))
-      return failure();
-    FailureOr<SmallVector<int32_t>> out = results(op);
-    if (failed(out))
-      return failure();
-    fb::InstructionT &inst = add(ctx, &op, fb::Opcode::If, {*cond},
-                                 std::vector<int32_t>(out->begin(), out->end()));
-    std::vector<int32_t> blocks;
-    for (auto [region, kind] :
-         {std::pair<Region *, fb::BlockKind>{&ifOp.getThenRegion(),
-                                             fb::BlockKind::Then},
-          {&ifOp.getElseRegion(), fb::BlockKind::Else}}) {
-      if (region->empty())
-        continue;
-      int32_t block = b_.addBlock(kind);
-      blocks.push_back(block);
-      for (Operation &nested : region->front()) {
-        if (auto yield = dyn_cast<YieldOp>(nested)) {
-          if (yield.getNumOperands() == 0)
-            continue;
-          FailureOr<SmallVector<int32_t>> values =
-              uses(yield.getOperands(), block, &nested);
-          if (failed(values))
-            return failure();
-          add({block, ctx.rank0Only}, &nested, fb::Opcode::Yield,
-              std::vector<int32_t>(values->begin(), values->end()), {});
-          continue;
-        }
-        if (failed(emitOp(nested, {block, ctx.rank0Only})))
-          return failure();
-      }
-    }
-    inst.blocks = blocks; // PlanBuilder keeps `inst` where it is
-    return success();
-  }
-  if (auto forOp = dyn_cast<ForOp>(op)) {
-    FailureOr<SmallVector<int32_t>> bounds =
-        uses(forOp->getOperands(), ctx.block, &op);
-    if (failed(bounds))
-      return failure();
-    Block &bodyBlock = forOp.getBody().front();
-    if (bodyBlock.getNumArguments() != 1)
-      return op.emitError("internal error: md.for without an induction "
-                          "variable");
-    FailureOr<int32_t> iv =
-        newBuffer(bodyBlock.getArgument(0), "for.iv", &op);
-    if (failed(iv))
-      return failure();
-    int32_t body = b_.addBlock(fb::BlockKind::ForBody);
-    add(ctx, &op, fb::Opcode::For,
-        std::vector<int32_t>(bounds->begin(), bounds->end()), {*iv})
-        .blocks = {body};
-    for (Operation &nested : bodyBlock)
-      if (!isa<YieldOp>(nested) &&
-          failed(emitOp(nested, {body, ctx.rank0Only})))
-        return failure();
-    return success();
-  }
-  if (auto evaluate = dyn_cast<EvaluateOp>(op))
-    return emitEvaluate(evaluate, ctx);
-  if (isa<YieldOp>(op))
-    return success(); // the end of a region emitted above
-  handled = false;
-  return success();
-}
-
-LogicalResult Emitter::emitStepOp(Operation &op, Context ctx, bool &handled) {
-  handled = true;
-  int32_t block = ctx.block;
-  if (auto load = dyn_cast<StateLoadOp>(op)) {
-    FailureOr<int32_t> s = state(load.getState(), &op);
-    FailureOr<SmallVector<int32_t>> out = results(op);
-    if (failed(s) || failed(out))
-      return failure();
-    add(ctx, &op, fb::Opcode::StateLoad, {*s}, {(*out)[0]});
-    loadedFrom_[(*out)[0]] = *s;
-    return success();
-  }
-  if (auto store = dyn_cast<StateStoreOp>(op)) {
-    FailureOr<int32_t> s = state(store.getState(), &op);
-    FailureOr<int32_t> value = use(store.getValue(), block, &op);
-    if (failed(s) || failed(value))
-      return failure();
-    add(ctx, &op, fb::Opcode::StateStore, {*value}, {*s});
-    return success();
-  }
-  if (auto batch = dyn_cast<BatchOp>(op)) {
-    FailureOr<SmallVector<int32_t>> out = results(op);
-    if (failed(out))
-      return failure();
-    add(ctx, &op, fb::Opcode::Batch, {},
-        std::vector<int32_t>(out->begin(), out->end()))
-        .ints = {dataset(train_.getData())};
-    return success();
-  }
-  if (auto acc = dyn_cast<GradAccumulateOp>(op)) {
-    FailureOr<int32_t> s = state(acc.getAcc(), &op);
-    FailureOr<int32_t> g = use(acc.getGrad(), block, &op);
-    if (failed(s) || failed(g))
-      return failure();
-    add(ctx, &op, fb::Opcode::GradAccumulate, {*g}, {*s});
-    return success();
-  }
-  if (auto total = dyn_cast<GradTotalOp>(op)) {
-    FailureOr<int32_t> s = state(total.getAcc(), &op);
-    FailureOr<int32_t> g = use(total.getGrad(), block, &op);
-    FailureOr<SmallVector<int32_t>> out = results(op);
-    if (failed(s) || failed(g) || failed(out))
-      return failure();
-    add(ctx, &op, fb::Opcode::GradTotal, {*g, *s}, {(*out)[0]});
-    return success();
-  }
-  handled = false;
-  return success();
-}
-
-LogicalResult Emitter::emitHostOp(Operation &op, Context ctx, bool &handled) {
-  handled = true;
-  int32_t block = ctx.block;
-  auto simple = [&](fb::Opcode opcode) -> FailureOr<fb::InstructionT *> {
-    FailureOr<SmallVector<int32_t>> in = uses(op.getOperands(), block, &op);
-    if (failed(in))
-      return failure();
-    FailureOr<SmallVector<int32_t>> out = results(op);
-    if (failed(out))
-      return failure();
-    return &add(ctx, &op, opcode, std::vector<int32_t>(in->begin(), in->end()),
-                std::vector<int32_t>(out->begin(), out->end()));
-  };
-  auto io = [&](fb::Opcode opcode, llvm::StringRef text,
-                bool rank0) -> LogicalResult {
-    FailureOr<fb::InstructionT *> inst = simple(opcode);
-    if (failed(inst))
-      return failure();
-    (*inst)->strings = {text.str()};
-    (*inst)->rank0_only = ctx.rank0Only || rank0;
-    return success();
-  };
-  return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
-      .Case([&](StepOp) { return LogicalResult(simple(fb::Opcode::Step)); })
-      .Case([&](EpochOp) { return LogicalResult(simple(fb::Opcode::Epoch)); })
-      .Case([&](WorldSizeOp) {
-        return LogicalResult(simple(fb::Opcode::WorldSize));
-      })
-      .Case([&](LrOp) { return LogicalResult(simple(fb::Opcode::Lr)); })
-      .Case([&](LossOp) { return LogicalResult(simple(fb::Opcode::Loss)); })
-      .Case([&](WallTimeOp) {
-        return LogicalResult(simple(fb::Opcode::WallTime));
-      })
-      .Case([&](FileExistsOp exists) -> LogicalResult {
-        FailureOr<fb::InstructionT *> inst = simple(fb::Opcode::FileExists);
-        if (failed(inst))
-          return failure();
-        (*inst)->strings = {exists.getPath().str()};
-        return success();
-      })
-      .Case([&](AccumScaleOp) {
-        return LogicalResult(simple(fb::Opcode::AccumScale));
-      })
-      .Case([&](RecordLossOp) {
-        return LogicalResult(simple(fb::Opcode::RecordLoss));
-      })
-      .Case([&](LogOp log) {
-        return io(fb::Opcode::Log, log.getTag(), log.getRank0Only());
-      })
-      .Case([&](PrintOp print) {
-        return io(fb::Opcode::Print, print.getMessage(), print.getRank0Only());
-      })
-      .Case([&](SaveOp save) -> LogicalResult {
-        FailureOr<fb::InstructionT *> inst = simple(fb::Opcode::Save);
-        if (failed(inst))
-          return failure();
-        (*inst)->ints = {static_cast<int64_t>(save.getFormat())};
-        if (save.getPath())
-          (*inst)->strings = {save.getPath()->str()};
-        return success();
-      })
-      .Case([&](ExitOp exit) -> LogicalResult {
-        FailureOr<fb::InstructionT *> inst = simple(fb::Opcode::Exit);
-        if (failed(inst))
-          return failure();
-        if (exit.getReason())
-          (*inst)->strings = {exit.getReason()->str()};
-        return success();
-      })
-      .Case([&](tensor::ExtractOp extract) -> LogicalResult {
-        // The one element of a 0-d tensor is the same scalar buffer.
-        if (extract.getTensor().getType().getRank() != 0)
-          return op.emitError("only a 0-d tensor's element can be extracted "
-                              "in a plan");
-        FailureOr<int32_t> x = use(extract.getTensor(), block, &op);
-        if (failed(x))
-          return failure();
-        buffers_[extract.getResult()] = *x;
-        return success();
-      })
-      .Case<arith::CmpIOp, arith::CmpFOp>([&](Operation *cmp) -> LogicalResult {
-        std::optional<fb::CompareKind> kind;
-        if (auto i = dyn_cast<arith::CmpIOp>(cmp)) {
-          switch (i.getPredicate()) {
-          case arith::CmpIPredicate::eq: kind = fb::CompareKind::Eq; break;
-          case arith::CmpIPredicate::ne: kind = fb::CompareKind::Ne; break;
-          case arith::CmpIPredicate::slt: kind = fb::CompareKind::Lt; break;
-          case arith::CmpIPredicate::sle: kind = fb::CompareKind::Le; break;
-          case arith::CmpIPredicate::sgt: kind = fb::CompareKind::Gt; break;
-          case arith::CmpIPredicate::sge: kind = fb::CompareKind::Ge; break;
-          default: break;
-          }
-        } else {
-          switch (cast<arith::CmpFOp>(cmp).getPredicate()) {
-          case arith::CmpFPredicate::OEQ: kind = fb::CompareKind::Eq; break;
-          case arith::CmpFPredicate::UNE: kind = fb::CompareKind::Ne; break;
-          case arith::CmpFPredicate::OLT: kind = fb::CompareKind::Lt; break;
-          case arith::CmpFPredicate::OLE: kind = fb::CompareKind::Le; break;
-          case arith::CmpFPredicate::OGT: kind = fb::CompareKind::Gt; break;
-          case arith::CmpFPredicate::OGE: kind = fb::CompareKind::Ge; break;
-          default: break;
-          }
-        }
-        if (!kind)
-          return op.emitError("unsupported comparison predicate in a plan");
-        FailureOr<fb::InstructionT *> inst = simple(fb::Opcode::ScalarCompare);
-        if (failed(inst))
-          return failure();
-        (*inst)->ints = {static_cast<int64_t>(*kind)};
-        return success();
-      })
-      .Case<arith::AddIOp, arith::AddFOp, arith::SubIOp, arith::SubFOp,
-            arith::MulIOp, arith::MulFOp, arith::DivSIOp, arith::DivFOp,
-            arith::RemSIOp, arith::RemFOp, arith::NegFOp, arith::AndIOp,
-            arith::OrIOp, arith::XOrIOp, arith::MinSIOp, arith::MaxSIOp,
-            arith::MinimumFOp, arith::MaximumFOp>(
-          [&](Operation *arith) -> LogicalResult {
-            fb::ArithKind kind =
-                llvm::TypeSwitch<Operation *, fb::ArithKind>(arith)
-                    .Case<arith::AddIOp, arith::AddFOp>(
-                        [](auto) { return fb::ArithKind::Add; })
-                    .Case<arith::SubIOp, arith::SubFOp>(
-                        [](auto) { return fb::ArithKind::Sub; })
-                    .Case<arith::MulIOp, arith::MulFOp>(
-                        [](auto) { return fb::ArithKind::Mul; })
-                    .Case<arith::DivSIOp, arith::DivFOp>(
-                        [](auto) { return fb::ArithKind::Div; })
-                    .Case<arith::RemSIOp, arith::RemFOp>(
-                        [](auto) { return fb::ArithKind::Rem; })
-                    .Case([](arith::NegFOp) { return fb::ArithKind::Neg; })
-                    .Case([](arith::AndIOp) { return fb::ArithKind::And; })
-                    .Case([](arith::OrIOp) { return fb::ArithKind::Or; })
-                    .Case([](arith::XOrIOp) { return fb::ArithKind::Xor; })
-                    .Case<arith::MinSIOp, arith::MinimumFOp>(
-                        [](auto) { return fb::ArithKind::Min; })
-                    .Default([](Operation *) { return fb::ArithKind::Max; });
-            FailureOr<fb::InstructionT *> inst = simple(fb::Opcode::ScalarArith);
-            if (failed(inst))
-              return failure();
-            (*inst)->ints = {static_cast<int64_t>(kind)};
-            return success();
-          })
-      .Case<arith::ExtFOp, arith::TruncFOp, arith::SIToFPOp, arith::FPToSIOp,
-            arith::ExtSIOp, arith::ExtUIOp, arith::TruncIOp,
-            arith::IndexCastOp>([&](Operation *) {
-        return LogicalResult(simple(fb::Opcode::ScalarConvert));
-      })
-      .Default([&](Operation *) {
-        handled = false;
-        return success();
-      });
-}
-
-LogicalResult Emitter::emitComputeOp(Operation &op, Context ctx) {
-  int32_t block = ctx.block;
-  if (op.getDialect() != model_->getDialect())
-    return op.emitError("'") << op.getName() << "' cannot be emitted into a plan";
-  FailureOr<SmallVector<int32_t>> in = uses(op.getOperands(), block, &op);
-  if (failed(in))
-    return failure();
-  std::vector<int32_t> inputs(in->begin(), in->end());
-
-  // Optimizer updates run in place on the states they update (docs/memory.md):
-  // a result whose operand was loaded from a state is that operand's buffer.
-  auto inPlace = [&](Value result, Value operand) -> bool {
-    auto it = buffers_.find(operand);
-    if (!operand || it == buffers_.end() || !loadedFrom_.count(it->second))
-      return false;
-    buffers_[result] = it->second;
-    return true;
-  };
-  std::vector<int32_t> outputs;
-  auto adamw = dyn_cast<AdamWUpdateOp>(op);
-  auto sgd = dyn_cast<SGDUpdateOp>(op);
-  for (auto [i, result] : llvm::enumerate(op.getResults())) {
-    Value updated;
-    if (adamw)
-      updated = std::array<Value, 3>{adamw.getParam(), adamw.getM(),
-                                     adamw.getV()}[i];
-    else if (sgd)
-      updated = i == 0 ? sgd.getParam() : sgd.getMomentumBuffer();
-    if (updated && inPlace(result, updated)) {
-      outputs.push_back(buffers_[result]);
-      continue;
-    }
-    // A view or reshape aliases its operand: both become a plan View.
-    std::string name = op.getName().stripDialect().str();
-    if (op.getNumResults() > 1)
-      name += "#" + std::to_string(i);
-    FailureOr<int32_t> x = newBuffer(result, name, &op);
-    if (failed(x))
-      return failure();
-    outputs.push_back(*x);
-  }
-
-  // Each case fills the attribute struct of its opcode by slot name
-  // (runtime/plan/OpAttrs.h, from Opcodes.def); the struct's type gives the
-  // opcode, and Encode writes the slots where plan.fbs puts them.
-  auto emit = [&](const auto &attrs) -> LogicalResult {
-    using Attrs = std::decay_t<decltype(attrs)>;
-    fb::InstructionT &inst = add(ctx, &op, Attrs::kOpcode, inputs, outputs);
-    if (absl::Status s = plan::Encode(attrs, inst); !s.ok())
-      return op.emitError(std::string(s.message()));
-    return success();
-  };
-  namespace A = plan::attrs;
-  auto i64 = [](auto v) { return static_cast<int64_t>(v); };
-  auto eps = [](auto n) { return n.getEps().convertToDouble(); };
-  auto bucketOf = [](std::optional<uint64_t> bucket) -> int64_t {
-    return bucket ? static_cast<int64_t>(*bucket) : -1;
-  };
-  auto group = [](auto c) { return static_cast<fb::Group>(c.getGroup()); };
-  auto reduction = [](auto c) {
-    return static_cast<fb::Reduction>(c.getReductionKind());
-  };
-  auto ignore = [](std::optional<uint64_t> index) -> std::optional<int64_t> {
-    if (!index)
-      return std::nullopt;
-    return static_cast<int64_t>(*index);
-  };
-  // Mean, Sum and their gradients share keepdim and dims.
-  auto reduce = [&](auto a, auto r) {
-    a.keepdim = r.getKeepdim();
-    a.dims.assign(r.getDims().begin(), r.getDims().end());
-    return emit(a);
-  };
-  // An op and its gradient share their attributes: one setter each.
-  auto withEps = [&](auto a, auto n) {
-    a.eps = eps(n);
-    return emit(a);
-  };
-  auto withTransposes = [&](auto a, auto m) {
-    a.transposeA = m.getTransposeA();
-    a.transposeB = m.getTransposeB();
-    return emit(a);
-  };
-  auto withApproximate = [&](auto a, auto g) {
-    a.approximate = g.getApproximate();
-    return emit(a);
-  };
-  auto withAxis = [&](auto a, auto s) {
-    a.axis = i64(s.getAxis());
-    return emit(a);
-  };
-  auto withHeads = [&](auto a, auto c) {
-    a.numHeads = i64(c.getNumHeads());
-    return emit(a);
-  };
-  auto withIgnoreIndex = [&](auto a, auto c) {
-    a.ignoreIndex = ignore(c.getIgnoreIndex());
-    return emit(a);
-  };
-  // Every collective names its group and bucket.
-  auto onGroup = [&](auto a, auto c) {
-    a.group = group(c);
-    a.bucket = bucketOf(c.getBucket());
-    return a;
-  };
-
-  return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
-      .Case([&](MatmulOp m) { return withTransposes(A::Matmul(), m); })
-      .Case([&](MatmulGradOp m) { return withTransposes(A::MatmulGrad(), m); })
-      .Case([&](AddOp) { return emit(A::Add()); })
-      .Case([&](SubOp) { return emit(A::Sub()); })
-      .Case([&](MulOp) { return emit(A::Mul()); })
-      .Case([&](ScaleOp s) {
-        A::Scale a;
-        a.factor = s.getFactor().convertToDouble();
-        return emit(a);
-      })
-      .Case([&](GeluOp g) { return withApproximate(A::Gelu(), g); })
-      .Case([&](GeluGradOp g) { return withApproximate(A::GeluGrad(), g); })
-      .Case([&](ReluOp) { return emit(A::Relu()); })
-      .Case([&](ReluGradOp) { return emit(A::ReluGrad()); })
-      .Case([&](SqrtOp) { return emit(A::Sqrt()); })
-      .Case([&](RsqrtOp r) { return withEps(A::Rsqrt(), r); })
-      .Case([&](LayerNormOp n) { return withEps(A::LayerNorm(), n); })
-      .Case([&](LayerNormGradOp n) { return withEps(A::LayerNormGrad(), n); })
-      .Case([&](RmsNormOp n) { return withEps(A::RmsNorm(), n); })
-      .Case([&](RmsNormGradOp n) { return withEps(A::RmsNormGrad(), n); })
-      .Case([&](BatchNormOp n) { return withEps(A::BatchNorm(), n); })
-      .Case([&](BatchNormGradOp) { return emit(A::BatchNormGrad()); })
-      .Case([&](SoftmaxOp s) { return withAxis(A::Softmax(), s); })
-      .Case([&](SoftmaxGradOp s) { return withAxis(A::SoftmaxGrad(), s); })
-      .Case([&](CausalAttentionOp c) {
-        return withHeads(A::CausalAttention(), c);
-      })
-      .Case([&](CausalAttentionGradOp c) {
-        return withHeads(A::CausalAttentionGrad(), c);
-      })
-      .Case([&](EmbeddingOp) { return emit(A::Embedding()); })
-      .Case([&](EmbeddingGradOp e) {
-        A::EmbeddingGrad a;
-        a.numEmbeddings = i64(e.getNumEmbeddings());
-        return emit(a);
-      })
-      .Case([&](CrossEntropyOp c) {
-        return withIgnoreIndex(A::CrossEntropy(), c);
-      })
-      .Case([&](CrossEntropyGradOp c) {
-        return withIgnoreIndex(A::CrossEntropyGrad(), c);
-      })
-      .Case([&](MeanOp r) { return reduce(A::Mean(), r); })
-      .Case([&](MeanGradOp r) { return reduce(A::MeanGrad(), r); })
-      .Case([&](SumOp r) { return reduce(A::Sum(), r); })
-      .Case([&](SumGradOp r) { return reduce(A::SumGrad(), r); })
-      .Case([&](SumToOp) { return emit(A::SumTo()); })
-      .Case([&](ReshapeOp) {
-        // A reshape aliases its operand: a view of all of it.
-        A::View a;
-        a.offset = int64_t{0};
-        return emit(a);
-      })
-      .Case([&](TransposeOp t) {
-        A::Transpose a;
-        a.perm.assign(t.getPerm().begin(), t.getPerm().end());
-        return emit(a);
-      })
-      .Case([&](ArangeOp r) {
-        A::Arange a;
-        a.start = i64(r.getStart());
-        a.end = i64(r.getEnd());
-        return emit(a);
-      })
-      .Case([&](AccumulateOp) { return emit(A::Accumulate()); })
-      .Case([&](AdamWUpdateOp u) {
-        A::AdamWUpdate a;
-        a.beta1 = u.getBeta1().convertToDouble();
-        a.beta2 = u.getBeta2().convertToDouble();
-        a.eps = eps(u);
-        a.weightDecay = u.getWeightDecay().convertToDouble();
-        return emit(a);
-      })
-      .Case([&](SGDUpdateOp u) {
-        A::SgdUpdate a;
-        a.nesterov = u.getNesterov();
-        a.momentum = u.getMomentum().convertToDouble();
-        a.dampening = u.getDampening().convertToDouble();
-        a.weightDecay = u.getWeightDecay().convertToDouble();
-        return emit(a);
-      })
-      .Case([&](GlobalNormOp g) {
-        A::GlobalNorm a;
-        a.squared = g.getSquared();
-        return emit(a);
-      })
-      .Case([&](ClipOp c) {
-        A::Clip a;
-        a.maxNorm = c.getMaxNorm().convertToDouble();
-        return emit(a);
-      })
-      .Case([&](CastOp) { return emit(A::Cast()); })
-      .Case([&](FlattenOp) { return emit(A::Flatten()); })
-      .Case([&](ViewOp v) {
-        A::View a;
-        a.offset = i64(v.getOffset());
-        return emit(a);
-      })
-      .Case([&](ShardSliceOp s) {
-        A::ShardSlice a;
-        a.group = group(s);
-        return emit(a);
-      })
-      .Case([&](AllGatherOp c) {
-        A::AllGather a = onGroup(A::AllGather(), c);
-        a.axis = i64(c.getAxis());
-        return emit(a);
-      })
-      .Case([&](ReduceScatterOp c) {
-        A::ReduceScatter a = onGroup(A::ReduceScatter(), c);
-        a.reduction = reduction(c);
-        a.axis = i64(c.getAxis());
-        return emit(a);
-      })
-      .Case([&](AllReduceOp c) {
-        A::AllReduce a = onGroup(A::AllReduce(), c);
-        a.reduction = reduction(c);
-        return emit(a);
-      })
-      .Case([&](BroadcastOp c) {
-        A::Broadcast a = onGroup(A::Broadcast(), c);
-        a.root = i64(c.getRoot());
-        return emit(a);
-      })
-      .Case([&](BarrierOp c) { return emit(onGroup(A::Barrier(), c)); })
-      .Default([&](Operation *) {
-        return op.emitError("'") << op.getName()
-                                 << "' cannot be emitted into a plan";
-      });
-}
-
-//===----------------------------------------------------------------------===//
-// Evaluation
-//===----------------------------------------------------------------------===//
-
-/// md.evaluate runs the model's forward on held-out data. The step program
-/// has no copy of it (md-apply-plan builds the training step only), so the
-/// emitter writes its body here: this rank's batch; per unit, its master
-/// weights (all-gathered over their group when sharded, cast to the
-/// parameters' dtype when it differs), read through views; the forward's
-/// ops in the parameters' own dtype; the loss yielded. Every rank runs the
-/// same gathers in the same order, and the Evaluate instruction averages
-/// the loss over the world.
-LogicalResult Emitter::emitEvaluate(EvaluateOp op, Context ctx) {
-  auto forward = dyn_cast_or_null<ForwardOp>(
-      SymbolTable::lookupSymbolIn(model_, op.getForwardAttr()));
-  if (!forward)
-    return op.emitError("no md.forward @") << op.getForward();
-  int32_t body = b_.addBlock(fb::BlockKind::EvalBody);
-  Block &entry = forward.getBody().front();
-  std::vector<int32_t> args;
-  int32_t data = dataset(op.getData());
-  for (BlockArgument arg : entry.getArguments()) {
-    FailureOr<int32_t> x = newBuffer(arg, "eval.batch", op);
-    if (failed(x))
-      return failure();
-    args.push_back(*x);
-  }
-  fb::InstructionT &batch = b_.add(body, fb::Opcode::Batch, {}, args);
-  batch.ints = {data};
-  batch.loc = location(op.getLoc());
-  SmallVector<int32_t> out;
-  if (failed(emitForwardBody(entry, args, body, out, op)))
-    return failure();
-  if (out.empty())
-    return op.emitError("the forward returns no loss to evaluate");
-  b_.add(body, fb::Opcode::Yield, {out.front()}, {});
-  FailureOr<SmallVector<int32_t>> result = results(*op);
-  if (failed(result))
-    return failure();
-  fb::InstructionT &inst =
-      add(ctx, op, fb::Opcode::Evaluate, {}, {(*result)[0]});
-  inst.ints = {data, static_cast<int64_t>(op.getBatches().value_or(0))};
-  inst.blocks = {body};
-  return success();
-}
-
-LogicalResult Emitter::emitForwardBody(Block &body, ArrayRef<int32_t> args,
-                                       int32_t block,
-                                       SmallVectorImpl<int32_t> &out,
-                                       Operation *at) {
-  for (auto [arg, x] : llvm::zip(body.getArguments(), args))
-    buffers_[arg] = x;
-  // The gathered flat buffer of each unit, made on first use.
-  llvm::DenseMap<int64_t, int32_t> flat;
-  auto unitFlat = [&](int64_t unit, Operation *user) -> FailureOr<int32_t> {
-    auto it = flat.find(unit);
-    if (it != flat.end())
-      return it->second;
-    const UnitInfo &info = units_[unit];
-    if (info.master < 0)
-      return user->emitError("unit ") << unit << " has no master weights";
-    const fb::BufferT &master = *b_.plan().buffers[info.master];
-    auto transient = [&](fb::BufferT buffer) {
-      buffer.category = fb::MemoryCategory::Params;
-      return b_.addBuffer(std::move(buffer));
-    };
-    int32_t x;
-    fb::InstructionT *inst;
-    if (info.sharded) {
-      int32_t shard = transient(PlanBuilder::shard(
-          "eval.master.shard", master.dtype, master.numel, master.group));
-      b_.add(block, fb::Opcode::StateLoad, {info.master}, {shard});
-      loadedFrom_[shard] = info.master;
-      x = transient(
-          PlanBuilder::full("eval.params", master.dtype, {master.numel}));
-      inst = &b_.add(block, fb::Opcode::AllGather, {shard}, {x});
-      inst->ints = {static_cast<int64_t>(info.group), -1, 0};
-    } else {
-      x = transient(PlanBuilder::full("eval.params", master.dtype,
-                                      master.shape));
-      b_.add(block, fb::Opcode::StateLoad, {info.master}, {x});
-      loadedFrom_[x] = info.master;
-    }
-    flat[unit] = x;
-    return x;
-  };
-
-  for (Operation &op : body) {
-    if (auto ret = dyn_cast<ReturnOp>(op)) {
-      FailureOr<SmallVector<int32_t>> values =
-          uses(ret.getOperands(), block, &op);
-      if (failed(values))
-        return failure();
-      out.assign(values->begin(), values->end());
-      return success();
-    }
-    if (auto ref = dyn_cast<ParamRefOp>(op)) {
-      ParamOp param = params_.lookup(ref.getParam());
-      if (!param)
-        return op.emitError("no md.param @") << ref.getParam();
-      FailureOr<int32_t> source = unitFlat(*param.getUnit(), &op);
-      if (failed(source))
-        return failure();
-      auto type = cast<RankedTensorType>(ref.getType());
-      fb::DType dtype = getDType(type);
-      int32_t from = *source;
-      if (b_.plan().buffers[from]->dtype != dtype) {
-        // Master weights in another dtype: cast the whole unit once.
-        fb::BufferT cast = PlanBuilder::full(
-            "eval.params.cast", dtype, {b_.plan().buffers[from]->numel});
-        cast.category = fb::MemoryCategory::Params;
-        int32_t c = b_.addBuffer(std::move(cast));
-        b_.add(block, fb::Opcode::Cast, {from}, {c});
-        flat[*param.getUnit()] = c;
-        from = c;
-      }
-      fb::BufferT view = PlanBuilder::full(
-          param.getSymName().str(), dtype,
-          std::vector<int64_t>(type.getShape().begin(), type.getShape().end()));
-      view.category = fb::MemoryCategory::Params;
-      int32_t v = b_.addBuffer(std::move(view));
-      b_.add(block, fb::Opcode::View, {from}, {v}).ints = {
-          param.getOffset().value_or(0)};
-      buffers_[ref.getResult()] = v;
-      continue;
-    }
-    if (auto call = dyn_cast<CallOp>(op)) {
-      auto callee = dyn_cast_or_null<FuncOp>(
-          SymbolTable::lookupSymbolIn(model_, call.getCalleeAttr()));
-      if (!callee)
-        return op.emitError("no md.func @") << call.getCallee();
-      FailureOr<SmallVector<int32_t>> operands =
-          uses(call.getOperands(), block, &op);
-      if (failed(operands))
-        return failure();
-      SmallVector<int32_t> results;
-      if (failed(emitForwardBody(callee.getBody().front(), *operands, block,
-                                 results, &op)))
-        return failure();
-      for (auto [result, x] : llvm::zip(call.getResults(), results))
-        buffers_[result] = x;
-      continue;
-    }
-    if (failed(emitOp(op, {block, false})))
-      return failure();
-  }
-  return at->emitError("internal error: a forward body without md.return");
-}
-
-} // namespace
+} // namespace md::emitter
 
 FailureOr<std::vector<uint8_t>> md::emitPlan(ModelOp model,
                                              const EmitPlanOptions &options) {
-  return Emitter(model, options).run();
+  return emitter::Emitter(model, options).run();
 }
