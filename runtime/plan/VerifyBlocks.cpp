@@ -1,5 +1,4 @@
-//===- VerifyBlocks.cpp - verify the block tree and buffers
-//-----------------===//
+//===- VerifyBlocks.cpp - verify the block tree and buffers ---------------===//
 //
 // Stage (b) of loading a plan: the block tree (every block reached once
 // from the step block, its depth capped, hooks and bodies where they may

@@ -1,5 +1,4 @@
-//===- VerifyInstructions.cpp - verify each instruction
-//---------------------===//
+//===- VerifyInstructions.cpp - verify each instruction -------------------===//
 //
 // Stage (b) of loading a plan: each instruction on its own (opcode, arity,
 // buffer indices, attribute kinds and values, operand types from the type

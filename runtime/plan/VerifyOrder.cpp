@@ -1,5 +1,4 @@
-//===- VerifyOrder.cpp - verify program order and uniformity
-//----------------===//
+//===- VerifyOrder.cpp - verify program order and uniformity --------------===//
 //
 // Stage (b) of loading a plan, its last checks, over the block tree in
 // program order: events recorded before they are waited on, buffers used

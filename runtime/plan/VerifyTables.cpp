@@ -1,5 +1,4 @@
-//===- VerifyTables.cpp - verify the plan's tables
-//--------------------------===//
+//===- VerifyTables.cpp - verify the plan's tables ------------------------===//
 //
 // Stage (b) of loading a plan, its first checks: the header against the
 // schema and the options it pins, the datasets and the recipe that reads
