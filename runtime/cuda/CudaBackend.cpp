@@ -4,8 +4,8 @@
 // handle and workspace), device memory, copies, events and stream waits.
 // Every op follows one pattern: the shared check (OpChecks.h), then sizes
 // for the launchers in Kernels.h, which only queue work on the op's stream;
-// the ops are defined by family in CudaGemm.cpp, CudaPointwiseOps.cpp and
-// CudaTensorOps.cpp (CudaBackendImpl.h). Every CUDA and cuBLASLt return code
+// the ops are defined in CudaGemm.cpp (cuBLASLt) and CudaOps.cpp (md's own
+// kernels), which share CudaBackendImpl.h. Every CUDA and cuBLASLt return code
 // becomes an absl::Status naming the call.
 //
 //===----------------------------------------------------------------------===//

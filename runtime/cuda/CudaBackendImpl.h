@@ -5,9 +5,7 @@
 // helpers its op files share: CUDA and cuBLASLt return codes as Status,
 // dtype codes for the launchers of Kernels.h, strided-shape packing and
 // stream-ordered scratch memory. CudaBackend.cpp holds memory, streams and
-// events; CudaGemm.cpp the cuBLASLt GEMMs; CudaPointwiseOps.cpp the
-// elementwise, norm, softmax and attention ops; CudaTensorOps.cpp the index,
-// layout, reduction and optimizer ops.
+// events; CudaGemm.cpp the cuBLASLt GEMMs; CudaOps.cpp every other op.
 //
 //===----------------------------------------------------------------------===//
 
