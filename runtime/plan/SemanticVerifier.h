@@ -83,6 +83,15 @@ inline absl::Status checkFinite(double value, absl::string_view path) {
   return absl::OkStatus();
 }
 
+/// A finite value that is not negative (a norm bound, a rate, a decay).
+inline absl::Status checkFiniteNonNegative(double value,
+                                           absl::string_view path) {
+  MD_RETURN_IF_ERROR(checkFinite(value, path));
+  if (value < 0)
+    return invalidf("%s: %g is negative", path, value);
+  return absl::OkStatus();
+}
+
 /// The semantic verifier (stage b).
 class SemanticVerifier {
 public:

@@ -107,11 +107,8 @@ absl::Status SemanticVerifier::checkDatasetsAndRecipe() {
       static_cast<uint32_t>(recipe->train_data()) >= numDatasets_)
     return invalidf("recipe.train_data: dataset %d out of range (%d datasets)",
                     recipe->train_data(), numDatasets_);
-  MD_RETURN_IF_ERROR(
-      checkFinite(recipe->clip_grad_norm(), "recipe.clip_grad_norm"));
-  if (recipe->clip_grad_norm() < 0)
-    return invalidf("recipe.clip_grad_norm: %g is negative",
-                    recipe->clip_grad_norm());
+  MD_RETURN_IF_ERROR(checkFiniteNonNegative(recipe->clip_grad_norm(),
+                                            "recipe.clip_grad_norm"));
 
   const fb::Optimizer *opt = recipe->optimizer();
   if (!opt)
@@ -132,9 +129,8 @@ absl::Status SemanticVerifier::checkDatasetsAndRecipe() {
         checkFinite(value, absl::StrCat("recipe.optimizer.", name)));
   if (opt->lr() <= 0)
     return invalidf("recipe.optimizer.lr: %g is not positive", opt->lr());
-  if (opt->weight_decay() < 0)
-    return invalidf("recipe.optimizer.weight_decay: %g is negative",
-                    opt->weight_decay());
+  MD_RETURN_IF_ERROR(checkFiniteNonNegative(opt->weight_decay(),
+                                            "recipe.optimizer.weight_decay"));
   if (opt->kind() == fb::OptimizerKind::AdamW) {
     if (opt->beta1() < 0 || opt->beta1() >= 1)
       return invalidf("recipe.optimizer.beta1: %g is not in [0, 1)",
@@ -145,9 +141,8 @@ absl::Status SemanticVerifier::checkDatasetsAndRecipe() {
     if (opt->eps() <= 0)
       return invalidf("recipe.optimizer.eps: %g is not positive", opt->eps());
   } else {
-    if (opt->momentum() < 0)
-      return invalidf("recipe.optimizer.momentum: %g is negative",
-                      opt->momentum());
+    MD_RETURN_IF_ERROR(
+        checkFiniteNonNegative(opt->momentum(), "recipe.optimizer.momentum"));
     if (opt->nesterov() && (opt->momentum() <= 0 || opt->dampening() != 0))
       return invalid(
           "recipe.optimizer.nesterov: needs momentum > 0 and dampening = 0");
@@ -166,10 +161,8 @@ absl::Status SemanticVerifier::checkDatasetsAndRecipe() {
     return invalidf(
         "recipe.schedule.steps: %d is fewer than the %d warmup steps",
         schedule->steps(), schedule->warmup());
-  MD_RETURN_IF_ERROR(checkFinite(schedule->min_lr(), "recipe.schedule.min_lr"));
-  if (schedule->min_lr() < 0)
-    return invalidf("recipe.schedule.min_lr: %g is negative",
-                    schedule->min_lr());
+  MD_RETURN_IF_ERROR(
+      checkFiniteNonNegative(schedule->min_lr(), "recipe.schedule.min_lr"));
 
   const fb::Sampler *sampler = recipe->sampler();
   if (!sampler)
