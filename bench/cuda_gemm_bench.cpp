@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/GemmShape.h"
 #include "runtime/core/NumberFormat.h"
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/cuda/Device.h"
@@ -40,48 +41,16 @@ namespace {
 
 using md::runtime::DType;
 
-struct Shape {
-  int64_t m = 0, n = 0, k = 0;
-  bool ta = false, tb = false;
-  std::string ops = "nn";
-};
+using md::bench::GemmShape;
 
 [[noreturn]] void usage(const char *message) {
   if (message)
     std::fprintf(stderr, "md-gemm-bench-cuda: %s\n", message);
-  std::fprintf(stderr,
-               "usage: md-gemm-bench-cuda [--device D] [--reps R] [--min-ms "
-               "MS] [--dtype bf16|f32] [--peak-tflops X] MxNxK[:nn|nt|tn|tt]...\n");
+  std::fprintf(
+      stderr,
+      "usage: md-gemm-bench-cuda [--device D] [--reps R] [--min-ms "
+      "MS] [--dtype bf16|f32] [--peak-tflops X] MxNxK[:nn|nt|tn|tt]...\n");
   std::exit(2);
-}
-
-bool parseShape(const char *text, Shape &s) {
-  long long m = 0, n = 0, k = 0;
-  char ops[3] = {'n', 'n', 0};
-  int used = 0;
-  if (std::sscanf(text, "%lldx%lldx%lld%n", &m, &n, &k, &used) != 3)
-    return false;
-  if (text[used] == ':') {
-    if (std::strlen(text + used + 1) != 2)
-      return false;
-    ops[0] = text[used + 1];
-    ops[1] = text[used + 2];
-  } else if (text[used] != '\0') {
-    return false;
-  }
-  for (char c : {ops[0], ops[1]})
-    if (c != 'n' && c != 't')
-      return false;
-  if (m < 1 || n < 1 || k < 1 || m > (1 << 20) || n > (1 << 20) ||
-      k > (1 << 20))
-    return false;
-  s.m = m;
-  s.n = n;
-  s.k = k;
-  s.ta = ops[0] == 't';
-  s.tb = ops[1] == 't';
-  s.ops = ops;
-  return true;
 }
 
 /// Dense peak TFLOP/s of the tensor cores for `dtype` inputs with f32
@@ -106,13 +75,16 @@ double knownPeak(const std::string &name, DType dtype) {
   return 0;
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
+struct Options {
   int device = 0, reps = 5;
   double minMs = 50, peak = 0;
   DType dtype = DType::bf16;
-  std::vector<Shape> shapes;
+  std::vector<GemmShape> shapes;
+};
+
+/// The command line; exits through usage() on a bad one or --help.
+Options parseOptions(int argc, char **argv) {
+  Options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> const char * {
@@ -121,162 +93,206 @@ int main(int argc, char **argv) {
       return argv[++i];
     };
     if (a == "--device") {
-      device = std::atoi(value());
+      o.device = std::atoi(value());
     } else if (a == "--reps") {
-      reps = std::atoi(value());
-      if (reps < 1)
+      o.reps = std::atoi(value());
+      if (o.reps < 1)
         usage("--reps must be positive");
     } else if (a == "--min-ms") {
-      minMs = std::atof(value());
-      if (!(minMs > 0))
+      o.minMs = std::atof(value());
+      if (!(o.minMs > 0))
         usage("--min-ms must be positive");
     } else if (a == "--peak-tflops") {
-      peak = std::atof(value());
-      if (!(peak > 0))
+      o.peak = std::atof(value());
+      if (!(o.peak > 0))
         usage("--peak-tflops must be positive");
     } else if (a == "--dtype") {
       std::string d = value();
       if (d == "bf16")
-        dtype = DType::bf16;
+        o.dtype = DType::bf16;
       else if (d == "f32")
-        dtype = DType::f32;
+        o.dtype = DType::f32;
       else
         usage("--dtype is bf16 or f32");
     } else if (a == "-h" || a == "--help") {
       usage(nullptr);
     } else {
-      Shape s;
-      if (!parseShape(argv[i], s))
+      GemmShape s;
+      if (!md::bench::ParseGemmShape(argv[i], s))
         usage(("bad shape '" + a + "'").c_str());
-      shapes.push_back(s);
+      o.shapes.push_back(s);
     }
   }
-  if (shapes.empty())
+  if (o.shapes.empty())
     usage("no shapes");
+  return o;
+}
 
-  absl::StatusOr<std::vector<md::cuda::DeviceInfo>> devices =
-      md::cuda::queryDevices();
-  if (!devices.ok() || device < 0 ||
-      device >= static_cast<int>(devices->size())) {
-    std::fprintf(stderr, "md-gemm-bench-cuda: no usable device %d: %s\n",
-                 device,
-                 devices.ok() ? "out of range"
-                              : std::string(devices.status().message()).c_str());
-    return 77;
-  }
-  const md::cuda::DeviceInfo &info = (*devices)[device];
-  absl::StatusOr<std::unique_ptr<md::cuda::CudaBackend>> made =
-      md::cuda::CudaBackend::create(device);
-  if (!made.ok()) {
-    std::fprintf(stderr, "md-gemm-bench-cuda: %s\n",
-                 std::string(made.status().message()).c_str());
-    return 77;
-  }
-  md::cuda::CudaBackend &backend = **made;
-  if (peak == 0)
-    peak = knownPeak(info.name, dtype);
-  std::printf("# device %d: %s, sm_%d%d, %d SMs, %.1f GiB\n", device,
+const char *dtypeText(DType dtype) {
+  return dtype == DType::bf16 ? "bf16" : "f32";
+}
+
+/// The '#' lines: the device, its peak (given, known or unknown) and what
+/// is timed.
+void printHeader(const Options &o, const md::cuda::DeviceInfo &info,
+                 double peak) {
+  std::printf("# device %d: %s, sm_%d%d, %d SMs, %.1f GiB\n", o.device,
               info.name.c_str(), info.computeMajor, info.computeMinor,
               info.multiprocessors,
               static_cast<double>(info.totalMemoryBytes) / (1 << 30));
   if (peak > 0)
     std::printf("# peak %.1f TFLOP/s dense %s (f32 accumulation)\n", peak,
-                dtype == DType::bf16 ? "bf16" : "tf32");
+                o.dtype == DType::bf16 ? "bf16" : "tf32");
   else
     std::printf("# peak unknown for this device (give --peak-tflops)\n");
   std::printf("# %s inputs and output, f32 accumulation, best of %d "
               "repetitions of >= %.0f ms\n",
-              dtype == DType::bf16 ? "bf16" : "f32", reps, minMs);
+              dtypeText(o.dtype), o.reps, o.minMs);
+}
 
-  const int64_t es = dtype == DType::bf16 ? 2 : 4;
-  std::mt19937 rng(42);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  cudaStream_t stream = static_cast<cudaStream_t>(
-      backend.nativeStream(md::runtime::kComputeStream));
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  for (const Shape &s : shapes) {
-    int64_t na = s.m * s.k, nb = s.k * s.n, nc = s.m * s.n;
-    auto fill = [&](int64_t n) -> absl::StatusOr<md::runtime::Buffer> {
-      absl::StatusOr<md::runtime::Buffer> b = backend.allocate(n * es);
-      if (!b.ok())
-        return b.status();
-      std::vector<uint16_t> h16;
-      std::vector<float> h32(static_cast<size_t>(n));
-      for (float &v : h32)
-        v = normal(rng);
-      const void *src = h32.data();
-      if (dtype == DType::bf16) {
-        h16.resize(h32.size());
-        for (size_t j = 0; j < h32.size(); ++j)
-          h16[j] = md::runtime::f32ToBf16(h32[j]);
-        src = h16.data();
-      }
-      absl::Status st =
-          backend.copy(b->data(), src, n * es, md::runtime::kComputeStream);
-      if (st.ok())
-        st = backend.synchronize(md::runtime::kComputeStream);
-      if (!st.ok())
-        return st;
-      return b;
-    };
-    absl::StatusOr<md::runtime::Buffer> a = fill(na), b = fill(nb), c = fill(nc);
-    if (!a.ok() || !b.ok() || !c.ok()) {
-      std::fprintf(stderr, "md-gemm-bench-cuda: %lldx%lldx%lld: %s\n",
-                   static_cast<long long>(s.m), static_cast<long long>(s.n),
-                   static_cast<long long>(s.k),
-                   std::string((!a.ok() ? a : !b.ok() ? b : c).status().message())
-                       .c_str());
-      return 1;
-    }
-    md::cuda::CudaBackend::Gemm g;
-    g.transA = s.ta;
-    g.transB = s.tb;
-    g.m = s.m;
-    g.n = s.n;
-    g.k = s.k;
-    g.a = a->data();
-    g.b = b->data();
-    g.c = c->data();
-    g.lda = s.ta ? s.m : s.k;
-    g.ldb = s.tb ? s.k : s.n;
-    g.ldc = s.n;
-    g.in = g.out = static_cast<int>(dtype);
-    auto run = [&](int64_t calls) -> double {
-      cudaEventRecord(start, stream);
-      for (int64_t j = 0; j < calls; ++j) {
-        absl::Status st = backend.gemm(g, md::runtime::kComputeStream);
-        if (!st.ok()) {
-          std::fprintf(stderr, "md-gemm-bench-cuda: %s\n",
-                       std::string(st.message()).c_str());
-          std::exit(1);
-        }
-      }
-      cudaEventRecord(stop, stream);
-      cudaEventSynchronize(stop);
-      float ms = 0;
-      cudaEventElapsedTime(&ms, start, stop);
-      return ms;
-    };
-    run(3); // warm-up and the heuristic's cache
-    int64_t calls = 1;
-    for (double ms = run(calls); ms < minMs && calls < (1 << 20);
-         ms = run(calls))
-      calls *= 2;
-    double best = 1e30;
-    for (int r = 0; r < reps; ++r)
-      best = std::min(best, run(calls) / static_cast<double>(calls));
-    double tflops = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) *
-                    static_cast<double>(s.k) / (best * 1e-3) / 1e12;
-    std::printf("gemm %lld %lld %lld %s %s %lld %.2f %.1f\n",
-                static_cast<long long>(s.m), static_cast<long long>(s.n),
-                static_cast<long long>(s.k), s.ops.c_str(),
-                dtype == DType::bf16 ? "bf16" : "f32",
-                static_cast<long long>(calls), best * 1e3, tflops);
-    std::fflush(stdout);
+/// Times CudaBackend::gemm on one stream with CUDA events.
+class GemmTimer {
+public:
+  GemmTimer(md::cuda::CudaBackend &backend, DType dtype)
+      : backend_(backend), dtype_(dtype),
+        stream_(static_cast<cudaStream_t>(
+            backend.nativeStream(md::runtime::kComputeStream))) {
+    cudaEventCreate(&start_);
+    cudaEventCreate(&stop_);
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  ~GemmTimer() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+
+  /// A device buffer of `n` normally distributed elements.
+  absl::StatusOr<md::runtime::Buffer> randomBuffer(int64_t n) {
+    const int64_t es = dtype_ == DType::bf16 ? 2 : 4;
+    absl::StatusOr<md::runtime::Buffer> b = backend_.allocate(n * es);
+    if (!b.ok())
+      return b.status();
+    std::vector<uint16_t> h16;
+    std::vector<float> h32(static_cast<size_t>(n));
+    for (float &v : h32)
+      v = normal_(rng_);
+    const void *src = h32.data();
+    if (dtype_ == DType::bf16) {
+      h16.resize(h32.size());
+      for (size_t j = 0; j < h32.size(); ++j)
+        h16[j] = md::runtime::f32ToBf16(h32[j]);
+      src = h16.data();
+    }
+    absl::Status st =
+        backend_.copy(b->data(), src, n * es, md::runtime::kComputeStream);
+    if (st.ok())
+      st = backend_.synchronize(md::runtime::kComputeStream);
+    if (!st.ok())
+      return st;
+    return b;
+  }
+
+  /// Milliseconds for `calls` back-to-back GEMMs; exits on a failed call.
+  double run(const md::cuda::CudaBackend::Gemm &g, int64_t calls) {
+    cudaEventRecord(start_, stream_);
+    for (int64_t j = 0; j < calls; ++j) {
+      absl::Status st = backend_.gemm(g, md::runtime::kComputeStream);
+      if (!st.ok()) {
+        std::fprintf(stderr, "md-gemm-bench-cuda: %s\n",
+                     std::string(st.message()).c_str());
+        std::exit(1);
+      }
+    }
+    cudaEventRecord(stop_, stream_);
+    cudaEventSynchronize(stop_);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start_, stop_);
+    return ms;
+  }
+
+private:
+  md::cuda::CudaBackend &backend_;
+  DType dtype_;
+  cudaStream_t stream_;
+  cudaEvent_t start_, stop_;
+  std::mt19937 rng_{42};
+  std::normal_distribution<float> normal_{0.0f, 1.0f};
+};
+
+/// Benchmarks shape `s` and prints its line; false (having said why) when
+/// its buffers cannot be made.
+bool benchShape(const Options &o, GemmTimer &timer, const GemmShape &s) {
+  absl::StatusOr<md::runtime::Buffer> a = timer.randomBuffer(s.m * s.k),
+                                      b = timer.randomBuffer(s.k * s.n),
+                                      c = timer.randomBuffer(s.m * s.n);
+  if (!a.ok() || !b.ok() || !c.ok()) {
+    std::fprintf(stderr, "md-gemm-bench-cuda: %lldx%lldx%lld: %s\n",
+                 static_cast<long long>(s.m), static_cast<long long>(s.n),
+                 static_cast<long long>(s.k),
+                 std::string((!a.ok()   ? a
+                              : !b.ok() ? b
+                                        : c)
+                                 .status()
+                                 .message())
+                     .c_str());
+    return false;
+  }
+  md::cuda::CudaBackend::Gemm g;
+  g.transA = s.ta;
+  g.transB = s.tb;
+  g.m = s.m;
+  g.n = s.n;
+  g.k = s.k;
+  g.a = a->data();
+  g.b = b->data();
+  g.c = c->data();
+  g.lda = s.ta ? s.m : s.k;
+  g.ldb = s.tb ? s.k : s.n;
+  g.ldc = s.n;
+  g.in = g.out = static_cast<int>(o.dtype);
+  timer.run(g, 3); // warm-up and the heuristic's cache
+  int64_t calls = 1;
+  for (double ms = timer.run(g, calls); ms < o.minMs && calls < (1 << 20);
+       ms = timer.run(g, calls))
+    calls *= 2;
+  double best = 1e30;
+  for (int r = 0; r < o.reps; ++r)
+    best = std::min(best, timer.run(g, calls) / static_cast<double>(calls));
+  double tflops = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) *
+                  static_cast<double>(s.k) / (best * 1e-3) / 1e12;
+  std::printf("gemm %lld %lld %lld %s %s %lld %.2f %.1f\n",
+              static_cast<long long>(s.m), static_cast<long long>(s.n),
+              static_cast<long long>(s.k), s.ops().c_str(), dtypeText(o.dtype),
+              static_cast<long long>(calls), best * 1e3, tflops);
+  std::fflush(stdout);
+  return true;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  const Options o = parseOptions(argc, argv);
+  absl::StatusOr<std::vector<md::cuda::DeviceInfo>> devices =
+      md::cuda::queryDevices();
+  if (!devices.ok() || o.device < 0 ||
+      o.device >= static_cast<int>(devices->size())) {
+    std::fprintf(
+        stderr, "md-gemm-bench-cuda: no usable device %d: %s\n", o.device,
+        devices.ok() ? "out of range"
+                     : std::string(devices.status().message()).c_str());
+    return 77;
+  }
+  const md::cuda::DeviceInfo &info = (*devices)[o.device];
+  absl::StatusOr<std::unique_ptr<md::cuda::CudaBackend>> made =
+      md::cuda::CudaBackend::create(o.device);
+  if (!made.ok()) {
+    std::fprintf(stderr, "md-gemm-bench-cuda: %s\n",
+                 std::string(made.status().message()).c_str());
+    return 77;
+  }
+  printHeader(o, info, o.peak > 0 ? o.peak : knownPeak(info.name, o.dtype));
+  GemmTimer timer(**made, o.dtype);
+  for (const GemmShape &s : o.shapes)
+    if (!benchShape(o, timer, s))
+      return 1;
   return 0;
 }

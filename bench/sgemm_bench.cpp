@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -39,12 +40,11 @@
 #include <string>
 #include <vector>
 
+#include "bench/GemmShape.h"
+
 namespace {
 
-struct Shape {
-  int m = 0, n = 0, k = 0;
-  bool ta = false, tb = false;
-};
+using md::bench::GemmShape;
 
 struct Config {
   int procs = 1, threads = 1;
@@ -63,43 +63,25 @@ struct Result {
   std::exit(2);
 }
 
-bool parseShape(const char *text, Shape &s) {
-  char ops[3] = "nn";
-  int used = 0;
-  if (std::sscanf(text, "%dx%dx%d%n", &s.m, &s.n, &s.k, &used) != 3)
-    return false;
-  if (text[used] == ':') {
-    if (std::strlen(text + used + 1) != 2)
-      return false;
-    std::memcpy(ops, text + used + 1, 2);
-  } else if (text[used] != '\0') {
-    return false;
-  }
-  for (char c : {ops[0], ops[1]})
-    if (c != 'n' && c != 't')
-      return false;
-  s.ta = ops[0] == 't';
-  s.tb = ops[1] == 't';
-  return s.m > 0 && s.n > 0 && s.k > 0;
-}
-
 double now() {
   return std::chrono::duration<double>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
-void sgemm(const Shape &s, const float *a, const float *b, float *c) {
+void sgemm(const GemmShape &s, const float *a, const float *b, float *c) {
   // Row-major: op(A) is m x k, op(B) k x n; A stored k x m when transposed.
-  int lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+  // The shapes were parsed with every dim at most INT_MAX.
+  int m = int(s.m), n = int(s.n), k = int(s.k);
+  int lda = s.ta ? m : k, ldb = s.tb ? k : n;
   cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans,
-              s.tb ? CblasTrans : CblasNoTrans, s.m, s.n, s.k, 1.0f, a, lda, b,
-              ldb, 0.0f, c, s.n);
+              s.tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb,
+              0.0f, c, n);
 }
 
 /// One process of a configuration: returns its best time per call. `ready`
 /// is written once warmed up; `go` is read before calibrating.
-Result measure(const Shape &s, int threads, int reps, double minSeconds,
+Result measure(const GemmShape &s, int threads, int reps, double minSeconds,
                int ready, int go) {
   openblas_set_num_threads(threads);
   std::vector<float> a(size_t(s.m) * s.k), b(size_t(s.k) * s.n),
@@ -133,7 +115,7 @@ Result measure(const Shape &s, int threads, int reps, double minSeconds,
 }
 
 /// Runs `config` in forked children; false if one fails.
-bool run(const Shape &s, const Config &config, int reps, double minSeconds,
+bool run(const GemmShape &s, const Config &config, int reps, double minSeconds,
          std::vector<Result> &results) {
   int ready[2], go[2], out[2];
   if (pipe(ready) != 0 || pipe(go) != 0 || pipe(out) != 0)
@@ -183,7 +165,7 @@ bool run(const Shape &s, const Config &config, int reps, double minSeconds,
 
 int main(int argc, char **argv) {
   std::vector<Config> configs;
-  std::vector<Shape> shapes;
+  std::vector<GemmShape> shapes;
   std::vector<std::string> names;
   int reps = 5;
   double minMs = 50;
@@ -214,8 +196,8 @@ int main(int argc, char **argv) {
     } else if (!arg.empty() && arg[0] == '-') {
       usage(("unknown option " + arg).c_str());
     } else {
-      Shape s;
-      if (!parseShape(arg.c_str(), s))
+      GemmShape s;
+      if (!md::bench::ParseGemmShape(arg.c_str(), s, INT_MAX))
         usage(("bad shape " + arg).c_str());
       shapes.push_back(s);
     }
@@ -230,12 +212,14 @@ int main(int argc, char **argv) {
               sysconf(_SC_NPROCESSORS_ONLN), reps, minMs);
   std::printf("# sgemm M N K OPS PROCS THREADS CALLS BEST_MS GFLOPS\n");
   std::fflush(stdout); // before forking
-  for (const Shape &s : shapes)
+  for (const GemmShape &s : shapes)
     for (const Config &c : configs) {
       std::vector<Result> results;
       if (!run(s, c, reps, minMs / 1e3, results)) {
-        std::fprintf(stderr, "md-sgemm-bench: %dx%dx%d under %dx%d failed\n",
-                     s.m, s.n, s.k, c.procs, c.threads);
+        std::fprintf(stderr,
+                     "md-sgemm-bench: %lldx%lldx%lld under %dx%d failed\n",
+                     static_cast<long long>(s.m), static_cast<long long>(s.n),
+                     static_cast<long long>(s.k), c.procs, c.threads);
         return 1;
       }
       double flops = 2.0 * s.m * s.n * s.k, gflops = 0, worst = 0;
@@ -245,9 +229,11 @@ int main(int argc, char **argv) {
         worst = std::max(worst, r.bestSeconds);
         calls = std::max(calls, r.calls);
       }
-      std::printf("sgemm %d %d %d %c%c %d %d %lld %.4f %.2f\n", s.m, s.n, s.k,
-                  s.ta ? 't' : 'n', s.tb ? 't' : 'n', c.procs, c.threads,
-                  static_cast<long long>(calls), worst * 1e3, gflops);
+      std::printf("sgemm %lld %lld %lld %s %d %d %lld %.4f %.2f\n",
+                  static_cast<long long>(s.m), static_cast<long long>(s.n),
+                  static_cast<long long>(s.k), s.ops().c_str(), c.procs,
+                  c.threads, static_cast<long long>(calls), worst * 1e3,
+                  gflops);
       std::fflush(stdout);
     }
   return 0;

@@ -3,42 +3,48 @@
 #include "runtime/core/ArenaLayout.h"
 
 #include <algorithm>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "runtime/core/Backend.h"
 #include "runtime/core/Mesh.h"
+#include "runtime/core/Status.h"
 #include "runtime/plan/Aliasing.h"
 #include "runtime/plan/Schema.h"
 
 namespace md::runtime {
+
+int64_t AlignUp(int64_t n) {
+  return (n + kAllocAlignment - 1) / kAllocAlignment * kAllocAlignment;
+}
+
 namespace {
 
 template <typename T> uint32_t count(const flatbuffers::Vector<T> *v) {
   return v ? v->size() : 0;
 }
 
+/// A view (or a state load aliasing its state) reads its bytes from
+/// `source` at `byteOffset`; -1 when the buffer has storage of its own.
 struct AliasSource {
   int32_t source = -1;
   int64_t byteOffset = 0;
 };
 
-} // namespace
+/// A shard-sized operand of a gather or scatter whose whole buffer needs
+/// padding to a multiple of the group size.
+struct PaddedOperand {
+  int32_t buffer;
+  int64_t bytes;
+};
 
-int64_t AlignUp(int64_t n) {
-  return (n + kAllocAlignment - 1) / kAllocAlignment * kAllocAlignment;
-}
-
-absl::StatusOr<ArenaLayout> LayOutArenas(const plan::LoadedPlan &loaded,
-                                         const plan::WorldBinding &world) {
-  const fb::Plan &plan = loaded.plan();
-  const uint32_t numBuffers = count(plan.buffers());
-  const uint32_t numBlocks = count(plan.blocks());
-  ArenaLayout layout;
-  layout.buffers.resize(numBuffers);
-
-  const plan::ProgramOrder program = plan::ProgramOrder::Of(plan);
-
-  for (uint32_t x = 0; x < numBuffers; ++x) {
+/// Element counts, capacities and liveness intervals (-1 when the buffer's
+/// block never runs).
+void sizeBuffers(const fb::Plan &plan, const plan::WorldBinding &world,
+                 const plan::ProgramOrder &program, ArenaLayout &layout) {
+  for (uint32_t x = 0; x < count(plan.buffers()); ++x) {
     const fb::Buffer *buffer = plan.buffers()->Get(x);
     BufferLayout &l = layout.buffers[x];
     l.elements = world.elements(*buffer);
@@ -46,77 +52,89 @@ absl::StatusOr<ArenaLayout> LayOutArenas(const plan::LoadedPlan &loaded,
     if (!program.interval(*buffer, l.start, l.end))
       l.start = l.end = -1;
   }
+}
 
-  // Views, and the state loads that alias their state (Aliasing.h).
-  std::vector<AliasSource> views(numBuffers);
-  struct PaddedOperand {
-    int32_t buffer;
-    int64_t bytes;
-  };
-  std::vector<PaddedOperand> padded;
-  for (uint32_t b = 0; b < numBlocks; ++b) {
+/// The gather or scatter `inst` (blocks[b].instructions[i]): records its
+/// whole buffer in `padded` when sharding pads it past its capacity, or
+/// grows the scratch space a gather or scatter along a non-leading axis
+/// needs.
+absl::Status notePadding(const fb::Plan &plan, const plan::WorldBinding &world,
+                         const fb::Instruction &inst, uint32_t b, uint32_t i,
+                         ArenaLayout &layout,
+                         std::vector<PaddedOperand> &padded) {
+  bool gather = inst.opcode() == fb::Opcode::AllGather;
+  int32_t part = gather ? inst.inputs()->Get(0) : inst.outputs()->Get(0);
+  int32_t whole = gather ? inst.outputs()->Get(0) : inst.inputs()->Get(0);
+  const fb::Buffer *w = plan.buffers()->Get(whole);
+  int64_t g = world.groupSize(static_cast<fb::Group>(inst.ints()->Get(0)));
+  int64_t esize = plan::DTypeSize(w->dtype());
+  if (plan.buffers()->Get(part)->size_kind() == fb::SizeKind::Shard) {
+    std::optional<int64_t> paddedNumel = mesh::paddedNumel(w->numel(), g);
+    int64_t bytes = 0;
+    if (!paddedNumel || __builtin_mul_overflow(*paddedNumel, esize, &bytes))
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "blocks[%d].instructions[%d]: buffers[%d] padded to %d shards "
+          "overflows 64 bits",
+          b, i, whole, g));
+    if (bytes > layout.buffers[whole].capacity)
+      padded.push_back({whole, bytes});
+  } else {
+    int64_t axis = inst.ints()->Get(gather ? 2 : 3);
+    if (axis != 0)
+      layout.scratchBytes = std::max(layout.scratchBytes, w->numel() * esize);
+  }
+  return absl::OkStatus();
+}
+
+/// Walks the instructions of the blocks that run: the views into `views`,
+/// the padded gather and scatter operands into `padded`; then the state
+/// loads that alias their state (Aliasing.h) into `views`.
+absl::Status collectAliasesAndPadding(const fb::Plan &plan,
+                                      const plan::WorldBinding &world,
+                                      const plan::ProgramOrder &program,
+                                      ArenaLayout &layout,
+                                      std::vector<AliasSource> &views,
+                                      std::vector<PaddedOperand> &padded) {
+  for (uint32_t b = 0; b < count(plan.blocks()); ++b) {
     const fb::Block *block = plan.blocks()->Get(b);
+    if (program.enter[b].empty())
+      continue; // unreachable block: never runs
     for (uint32_t i = 0; i < count(block->instructions()); ++i) {
       const fb::Instruction *inst = block->instructions()->Get(i);
-      if (program.enter[b].empty())
-        continue; // unreachable block: never runs
       switch (inst->opcode()) {
       case fb::Opcode::View: {
         int32_t out = inst->outputs()->Get(0);
-        int32_t src = inst->inputs()->Get(0);
-        views[out].source = src;
+        views[out].source = inst->inputs()->Get(0);
         views[out].byteOffset =
             inst->ints()->Get(0) *
             plan::DTypeSize(plan.buffers()->Get(out)->dtype());
         break;
       }
       case fb::Opcode::AllGather:
-      case fb::Opcode::ReduceScatter: {
-        bool gather = inst->opcode() == fb::Opcode::AllGather;
-        int32_t part =
-            gather ? inst->inputs()->Get(0) : inst->outputs()->Get(0);
-        int32_t whole =
-            gather ? inst->outputs()->Get(0) : inst->inputs()->Get(0);
-        const fb::Buffer *w = plan.buffers()->Get(whole);
-        int64_t g =
-            world.groupSize(static_cast<fb::Group>(inst->ints()->Get(0)));
-        int64_t esize = plan::DTypeSize(w->dtype());
-        if (plan.buffers()->Get(part)->size_kind() == fb::SizeKind::Shard) {
-          std::optional<int64_t> paddedNumel = mesh::paddedNumel(w->numel(), g);
-          int64_t bytes = 0;
-          if (!paddedNumel ||
-              __builtin_mul_overflow(*paddedNumel, esize, &bytes))
-            return absl::InvalidArgumentError(absl::StrFormat(
-                "blocks[%d].instructions[%d]: buffers[%d] padded to %d shards "
-                "overflows 64 bits",
-                b, i, whole, g));
-          if (bytes > layout.buffers[whole].capacity)
-            padded.push_back({whole, bytes});
-        } else {
-          int64_t axis = inst->ints()->Get(gather ? 2 : 3);
-          if (axis != 0)
-            layout.scratchBytes =
-                std::max(layout.scratchBytes, w->numel() * esize);
-        }
+      case fb::Opcode::ReduceScatter:
+        MD_RETURN_IF_ERROR(
+            notePadding(plan, world, *inst, b, i, layout, padded));
         break;
-      }
       default:
         break;
       }
     }
   }
-
   const std::vector<int32_t> loads = plan::AliasedStateLoads(plan, program);
-  for (uint32_t x = 0; x < numBuffers; ++x) {
+  for (uint32_t x = 0; x < count(plan.buffers()); ++x) {
     if (loads[x] < 0)
       continue;
     views[x].source = loads[x];
     views[x].byteOffset = 0;
   }
+  return absl::OkStatus();
+}
 
-  // Persistent buffers back to back.
+/// Persistent buffers (state that lives across steps) back to back.
+void placePersistent(const fb::Plan &plan, const plan::WorldBinding &world,
+                     ArenaLayout &layout) {
   int64_t persistent = 0;
-  for (uint32_t x = 0; x < numBuffers; ++x) {
+  for (uint32_t x = 0; x < count(plan.buffers()); ++x) {
     const fb::Buffer *buffer = plan.buffers()->Get(x);
     if (buffer->role() == fb::StateRole::None)
       continue;
@@ -128,10 +146,14 @@ absl::StatusOr<ArenaLayout> LayOutArenas(const plan::LoadedPlan &loaded,
     persistent += AlignUp(l.capacity);
   }
   layout.persistentBytes = persistent;
+}
 
-  // Resolve aliases to their root (a view of a view of a load ...). The
-  // loader guarantees that view chains end; a depth bound keeps a bad
-  // chain from looping anyway.
+/// Resolves aliases to their root (a view of a view of a load ...). The
+/// loader guarantees that view chains end; a depth bound keeps a bad chain
+/// from looping anyway.
+absl::Status resolveAliases(const std::vector<AliasSource> &views,
+                            ArenaLayout &layout) {
+  const uint32_t numBuffers = static_cast<uint32_t>(views.size());
   for (uint32_t x = 0; x < numBuffers; ++x) {
     if (views[x].source < 0)
       continue;
@@ -150,7 +172,13 @@ absl::StatusOr<ArenaLayout> LayOutArenas(const plan::LoadedPlan &loaded,
     l.aliasOf = root;
     l.offset = offset;
   }
+  return absl::OkStatus();
+}
 
+/// A padded operand grows its own buffer, or, when that buffer is an alias
+/// or persistent (its size fixed), needs scratch space of the padded size.
+void applyPadding(const std::vector<PaddedOperand> &padded,
+                  ArenaLayout &layout) {
   for (const PaddedOperand &p : padded) {
     BufferLayout &l = layout.buffers[p.buffer];
     if (l.placement == Placement::Alias || l.placement == Placement::Persistent)
@@ -158,10 +186,12 @@ absl::StatusOr<ArenaLayout> LayOutArenas(const plan::LoadedPlan &loaded,
     else
       l.capacity = std::max(l.capacity, p.bytes);
   }
+}
 
-  // Transient buffers: greedy first fit over their intervals.
+/// Transient buffers: greedy first fit over their intervals, largest first.
+void placeTransients(const fb::Plan &plan, ArenaLayout &layout) {
   std::vector<uint32_t> order;
-  for (uint32_t x = 0; x < numBuffers; ++x) {
+  for (uint32_t x = 0; x < count(plan.buffers()); ++x) {
     const fb::Buffer *buffer = plan.buffers()->Get(x);
     BufferLayout &l = layout.buffers[x];
     if (buffer->role() != fb::StateRole::None ||
@@ -205,6 +235,27 @@ absl::StatusOr<ArenaLayout> LayOutArenas(const plan::LoadedPlan &loaded,
     placed.push_back(x);
   }
   layout.transientBytes = top;
+}
+
+} // namespace
+
+absl::StatusOr<ArenaLayout> LayOutArenas(const plan::LoadedPlan &loaded,
+                                         const plan::WorldBinding &world) {
+  const fb::Plan &plan = loaded.plan();
+  const uint32_t numBuffers = count(plan.buffers());
+  ArenaLayout layout;
+  layout.buffers.resize(numBuffers);
+  const plan::ProgramOrder program = plan::ProgramOrder::Of(plan);
+  sizeBuffers(plan, world, program, layout);
+
+  std::vector<AliasSource> views(numBuffers);
+  std::vector<PaddedOperand> padded;
+  MD_RETURN_IF_ERROR(
+      collectAliasesAndPadding(plan, world, program, layout, views, padded));
+  placePersistent(plan, world, layout);
+  MD_RETURN_IF_ERROR(resolveAliases(views, layout));
+  applyPadding(padded, layout);
+  placeTransients(plan, layout);
   return layout;
 }
 

@@ -1,8 +1,8 @@
 //===- Kernels.h - launchers of the CUDA backend's own kernels -*- C++ -*-===//
 //
 // The .cu files (Elementwise.cu, Norms.cu, Attention.cu) implement these;
-// CudaBackend.cpp checks the arguments (OpChecks.h), computes the sizes
-// and calls them. Each launcher queues its kernels on `stream` and returns
+// CudaOps.cpp checks the arguments (OpChecks.h), computes the sizes and
+// calls them. Each launcher queues its kernels on `stream` and returns
 // the launch error (cudaGetLastError), never synchronising. Element types
 // are runtime::DType values passed as int: the kernels load every float
 // type to f32 and round once on store (KernelUtil.cuh), so a kernel is

@@ -168,32 +168,28 @@ std::string formatSeconds(std::chrono::milliseconds d) {
 // Socket
 //===----------------------------------------------------------------------===//
 
-Socket::Socket(Socket &&other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), peer_(std::move(other.peer_)) {}
-
-Socket &Socket::operator=(Socket &&other) noexcept {
+UniqueFd &UniqueFd::operator=(UniqueFd &&other) noexcept {
   if (this != &other) {
-    close();
+    reset();
     fd_ = std::exchange(other.fd_, -1);
-    peer_ = std::move(other.peer_);
   }
   return *this;
 }
 
-void Socket::close() {
+void UniqueFd::reset() {
   if (fd_ >= 0)
     ::close(fd_);
   fd_ = -1;
 }
 
 void Socket::shutdownWrite() {
-  if (fd_ >= 0)
-    ::shutdown(fd_, SHUT_WR);
+  if (fd_.get() >= 0)
+    ::shutdown(fd_.get(), SHUT_WR);
 }
 
 absl::StatusOr<size_t> Socket::sendSome(const void *data, size_t n) {
   for (;;) {
-    ssize_t k = ::send(fd_, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t k = ::send(fd_.get(), data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (k >= 0)
       return size_t(k);
     if (errno == EINTR)
@@ -208,7 +204,7 @@ absl::StatusOr<size_t> Socket::recvSome(void *data, size_t n) {
   if (n == 0)
     return size_t(0);
   for (;;) {
-    ssize_t k = ::recv(fd_, data, n, MSG_DONTWAIT);
+    ssize_t k = ::recv(fd_.get(), data, n, MSG_DONTWAIT);
     if (k > 0)
       return size_t(k);
     if (k == 0)
@@ -225,46 +221,28 @@ absl::StatusOr<size_t> Socket::recvSome(void *data, size_t n) {
 absl::Status Socket::sendAll(const void *data, size_t n, Deadline deadline) {
   return moveAll(
       static_cast<const char *>(data), n,
-      [this](const char *p, size_t k) { return sendSome(p, k); }, fd_, POLLOUT,
-      deadline, "send to", peer_);
+      [this](const char *p, size_t k) { return sendSome(p, k); }, fd_.get(),
+      POLLOUT, deadline, "send to", peer_);
 }
 
 absl::Status Socket::recvAll(void *data, size_t n, Deadline deadline) {
   return moveAll(
       static_cast<char *>(data), n,
-      [this](char *p, size_t k) { return recvSome(p, k); }, fd_, POLLIN,
+      [this](char *p, size_t k) { return recvSome(p, k); }, fd_.get(), POLLIN,
       deadline, "receive from", peer_);
 }
 
 absl::StatusOr<std::string> Socket::localHost() const {
-  return endHost(fd_, getsockname, "getsockname");
+  return endHost(fd_.get(), getsockname, "getsockname");
 }
 
 absl::StatusOr<std::string> Socket::remoteHost() const {
-  return endHost(fd_, getpeername, "getpeername");
+  return endHost(fd_.get(), getpeername, "getpeername");
 }
 
 //===----------------------------------------------------------------------===//
 // Listener
 //===----------------------------------------------------------------------===//
-
-Listener::Listener(Listener &&other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), port_(other.port_) {}
-
-Listener &Listener::operator=(Listener &&other) noexcept {
-  if (this != &other) {
-    close();
-    fd_ = std::exchange(other.fd_, -1);
-    port_ = other.port_;
-  }
-  return *this;
-}
-
-void Listener::close() {
-  if (fd_ >= 0)
-    ::close(fd_);
-  fd_ = -1;
-}
 
 absl::StatusOr<Listener> Listener::listen(int port) {
   if (port < 0 || port > 65535)
@@ -319,7 +297,7 @@ absl::StatusOr<Listener> Listener::listen(int port) {
   if (getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) == 0)
     numericHost(reinterpret_cast<sockaddr *>(&addr), len, &bound);
   Listener l;
-  l.fd_ = fd;
+  l.fd_ = UniqueFd(fd);
   l.port_ = bound;
   return l;
 }
@@ -328,7 +306,7 @@ absl::StatusOr<Socket> Listener::acceptNow() {
   for (;;) {
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
-    int fd = accept4(fd_, reinterpret_cast<sockaddr *>(&addr), &len,
+    int fd = accept4(fd_.get(), reinterpret_cast<sockaddr *>(&addr), &len,
                      SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd >= 0) {
       setNoDelay(fd);

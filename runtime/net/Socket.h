@@ -43,23 +43,38 @@ std::string formatSeconds(std::chrono::milliseconds d);
 /// Milliseconds for poll() until `deadline`, rounded up; 0 once it passed.
 int pollTimeoutMs(Deadline deadline);
 
+/// Owns a file descriptor: move-only, closed on destruction or reset().
+/// Socket and Listener hold theirs in one.
+class UniqueFd {
+public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() { reset(); }
+  UniqueFd(UniqueFd &&other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  UniqueFd &operator=(UniqueFd &&other) noexcept;
+  UniqueFd(const UniqueFd &) = delete;
+  UniqueFd &operator=(const UniqueFd &) = delete;
+
+  int get() const { return fd_; }
+  /// Closes the descriptor, if any.
+  void reset();
+
+private:
+  int fd_ = -1;
+};
+
 /// A connected TCP socket. Move-only; the destructor closes it.
 class Socket {
 public:
   Socket() = default;
   /// Takes ownership of `fd`; `peer` names the other end in messages.
   Socket(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
-  ~Socket() { close(); }
-  Socket(Socket &&other) noexcept;
-  Socket &operator=(Socket &&other) noexcept;
-  Socket(const Socket &) = delete;
-  Socket &operator=(const Socket &) = delete;
 
-  bool valid() const { return fd_ >= 0; }
-  int fd() const { return fd_; }
+  bool valid() const { return fd_.get() >= 0; }
+  int fd() const { return fd_.get(); }
   const std::string &peer() const { return peer_; }
   void setPeer(std::string peer) { peer_ = std::move(peer); }
-  void close();
+  void close() { fd_.reset(); }
   /// Ends this side's sending: the peer reads what was sent, then end of
   /// file. Receiving still works.
   void shutdownWrite();
@@ -79,7 +94,7 @@ public:
   absl::StatusOr<std::string> remoteHost() const;
 
 private:
-  int fd_ = -1;
+  UniqueFd fd_;
   std::string peer_;
 };
 
@@ -92,23 +107,18 @@ public:
   static absl::StatusOr<Listener> listen(int port);
 
   Listener() = default;
-  ~Listener() { close(); }
-  Listener(Listener &&other) noexcept;
-  Listener &operator=(Listener &&other) noexcept;
-  Listener(const Listener &) = delete;
-  Listener &operator=(const Listener &) = delete;
 
-  bool valid() const { return fd_ >= 0; }
-  int fd() const { return fd_; }
+  bool valid() const { return fd_.get() >= 0; }
+  int fd() const { return fd_.get(); }
   int port() const { return port_; }
-  void close();
+  void close() { fd_.reset(); }
 
   /// One pending connection, without waiting; an invalid Socket when there
   /// is none.
   absl::StatusOr<Socket> acceptNow();
 
 private:
-  int fd_ = -1;
+  UniqueFd fd_;
   int port_ = 0;
 };
 

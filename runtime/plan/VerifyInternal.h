@@ -2,8 +2,8 @@
 //
 // Private to runtime/plan: small accessors that treat absent FlatBuffers
 // fields as empty, enum range checks, and the per-opcode operand type rules
-// (TypeRules.cpp) that the semantic verifier in Loader.cpp calls once an
-// instruction's indices, arity and attribute kinds are known to be valid.
+// (TypeRules.cpp) that the semantic verifier (SemanticVerifier.h) calls once
+// an instruction's indices, arity and attribute kinds are known to be valid.
 //
 //===----------------------------------------------------------------------===//
 

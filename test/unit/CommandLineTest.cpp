@@ -7,12 +7,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
 #include "tools/cli/CommandLine.h"
+#include "tools/cli/Format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -163,6 +165,17 @@ TEST(CommandLine, UsageListsSectionsAndWrapsHelp) {
             "  tool x\n");
   for (absl::string_view line : absl::StrSplit(usage, '\n'))
     EXPECT_LE(line.size(), 79u) << line;
+}
+
+TEST(Format, WithCommasGroupsThreeDigitsFromTheRight) {
+  EXPECT_EQ(WithCommas(0), "0");
+  EXPECT_EQ(WithCommas(999), "999");
+  EXPECT_EQ(WithCommas(1000), "1,000");
+  EXPECT_EQ(WithCommas(124439808), "124,439,808");
+  EXPECT_EQ(WithCommas(-123), "-123");
+  EXPECT_EQ(WithCommas(-1234567), "-1,234,567");
+  EXPECT_EQ(WithCommas(INT64_MAX), "9,223,372,036,854,775,807");
+  EXPECT_EQ(WithCommas(INT64_MIN), "-9,223,372,036,854,775,808");
 }
 
 } // namespace

@@ -13,6 +13,7 @@
 #include "runtime/core/Safetensors.h"
 #include "runtime/data/Markov.h"
 #include "tools/cli/CommandLine.h"
+#include "tools/cli/Format.h"
 
 // md-data's options; the help strings are the usage's lines. --vocab and
 // --tokens are required: absl::nullopt is "not given".
@@ -33,16 +34,6 @@ ABSL_FLAG(std::string, output, "",
 namespace md::mddata {
 
 namespace {
-
-std::string withCommas(int64_t n) {
-  std::string digits = absl::StrCat(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0)
-      out += ',';
-    out += digits[i];
-  }
-  return out;
-}
 
 /// Counts up to here keep `width * tokens` and the like far from overflow.
 constexpr int64_t kMaxCount = INT64_MAX / 2;
@@ -182,8 +173,9 @@ std::string Describe(const MarkovTokensOptions &options,
   std::string line = absl::StrFormat(
       "md-data: wrote %s: %s uint%d tokens (%s bytes), a walk (seed %d) on "
       "the Markov chain over %d tokens (chain seed %d)",
-      options.output, withCommas(options.tokens), 8 * TokenBytes(options.vocab),
-      withCommas(result.bytes), options.seed, options.vocab, options.chainSeed);
+      options.output, cli::WithCommas(options.tokens),
+      8 * TokenBytes(options.vocab), cli::WithCommas(result.bytes),
+      options.seed, options.vocab, options.chainSeed);
   if (result.entropyRate)
     absl::StrAppendFormat(&line,
                           "; entropy rate %.4f nats/token (the loss floor)",

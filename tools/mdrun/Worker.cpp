@@ -16,10 +16,11 @@
 #include "runtime/core/Safetensors.h"
 #include "runtime/core/Status.h"
 #include "runtime/cpu/CpuBackend.h"
-#include "runtime/plan/Loader.h"
 #include "runtime/net/Rendezvous.h"
 #include "runtime/net/TcpComm.h"
+#include "runtime/plan/Loader.h"
 #include "runtime/shm/ShmComm.h"
+#include "tools/cli/Format.h"
 #if MD_ENABLE_CUDA
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/cuda/Device.h"
@@ -55,16 +56,6 @@ std::string humanBytes(int64_t b) {
   }
   return u == 0 ? absl::StrFormat("%d B", b)
                 : absl::StrFormat("%.1f %s", v, units[u]);
-}
-
-std::string withCommas(int64_t n) {
-  std::string s = absl::StrCat(n), out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i > 0 && (s.size() - i) % 3 == 0)
-      out += ',';
-    out += s[i];
-  }
-  return out;
 }
 
 std::string jsonNumber(double v) {
@@ -195,17 +186,17 @@ void printBanner(const runtime::RunInfo &i, const std::string &planPath,
           ? absl::StrFormat(", clip_grad_norm %g", i.clipGradNorm).c_str()
           : "");
   absl::PrintF("mdrun: params %s elements (%d tensors, %s trainable)\n",
-               withCommas(i.paramElements).c_str(), i.paramCount,
-               withCommas(i.trainableElements).c_str());
+               cli::WithCommas(i.paramElements).c_str(), i.paramCount,
+               cli::WithCommas(i.trainableElements).c_str());
   const plan::MemoryReport &m = i.memory;
   absl::PrintF(
       "mdrun: memory per rank: params %s, grads %s, grad_acc %s, optimizer %s, "
       "activations %s, comm buffers %s, peak %s (arenas: persistent %s, "
       "transient %s)\n",
       humanBytes(m.params).c_str(), humanBytes(m.grads).c_str(),
-      humanBytes(m.gradAcc).c_str(), humanBytes(m.optimizer).c_str(), humanBytes(m.activations).c_str(),
-      humanBytes(m.commBuffers).c_str(), humanBytes(m.peak).c_str(),
-      humanBytes(i.persistentArenaBytes).c_str(),
+      humanBytes(m.gradAcc).c_str(), humanBytes(m.optimizer).c_str(),
+      humanBytes(m.activations).c_str(), humanBytes(m.commBuffers).c_str(),
+      humanBytes(m.peak).c_str(), humanBytes(i.persistentArenaBytes).c_str(),
       humanBytes(i.transientArenaBytes).c_str());
   absl::PrintF("mdrun: data %s; sampler %s\n", i.data.c_str(),
                i.sampler.c_str());
@@ -255,8 +246,8 @@ absl::StatusOr<WorkerEnv> WorkerEnvFromEnvironment() {
   if (const char *c = std::getenv("MD_COMM"); c != nullptr) {
     MD_ASSIGN_OR_RETURN(env.comm, parseCommKind(c));
   } else {
-    env.comm = env.localWorldSize == env.worldSize ? CommKind::Shm
-                                                   : CommKind::Tcp;
+    env.comm =
+        env.localWorldSize == env.worldSize ? CommKind::Shm : CommKind::Tcp;
   }
   env.device = env.localRank;
   if (std::getenv("MD_DEVICE") != nullptr) {
@@ -400,9 +391,9 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
       to.shardSize = shardSize;
       MD_ASSIGN_OR_RETURN(comm, net::TcpComm::create(to));
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the CPU backend takes the shm or tcp comm, not ",
-          commKindName(env.comm)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the CPU backend takes the shm or tcp comm, not ",
+                       commKindName(env.comm)));
     }
   }
 
@@ -446,9 +437,8 @@ absl::Status RunRank(const TrainOptions &options, const Placement &place) {
   GpuProbe probe;
   if (options.backend != BackendChoice::Cpu)
     probe = ProbeGpus();
-  MD_ASSIGN_OR_RETURN(
-      Execution ex,
-      ChooseExecution(options, place.ranksPerNode, place.nnodes, probe));
+  MD_ASSIGN_OR_RETURN(Execution ex, ChooseExecution(options, place.ranksPerNode,
+                                                    place.nnodes, probe));
   if (!ex.warning.empty() && place.rank == 0)
     absl::FPrintF(stderr, "mdrun: warning: %s\n", ex.warning);
   env.backend = ex.backend;
@@ -463,8 +453,8 @@ absl::Status RunRank(const TrainOptions &options, const Placement &place) {
                   place.masterAddr, place.masterPort);
   absl::Status s = RunWorker(options, env);
   if (!s.ok())
-    return absl::Status(s.code(),
-                        absl::StrFormat("rank %d: %s", place.rank, s.message()));
+    return absl::Status(
+        s.code(), absl::StrFormat("rank %d: %s", place.rank, s.message()));
   return s;
 }
 

@@ -1,0 +1,62 @@
+//===- GemmShape.h - the SHAPE argument of md's GEMM benches ----*- C++ -*-===//
+//
+// md-sgemm-bench and md-gemm-bench-cuda both take GEMM shapes on their
+// command lines as `MxNxK` with an optional `:nn`, `:nt`, `:tn` or `:tt`
+// for op(A) and op(B); this parses that form once for both.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MD_BENCH_GEMMSHAPE_H
+#define MD_BENCH_GEMMSHAPE_H
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace md::bench {
+
+/// Row-major C = op(A) op(B): op(A) is m x k, op(B) is k x n.
+struct GemmShape {
+  int64_t m = 0, n = 0, k = 0;
+  bool ta = false, tb = false;
+
+  /// op(A) and op(B) as the argument spells them: "nn", "nt", "tn" or "tt".
+  std::string ops() const {
+    return std::string{ta ? 't' : 'n', tb ? 't' : 'n'};
+  }
+};
+
+/// Parses `MxNxK[:ops]` with every dimension in [1, maxDim]; false when
+/// `text` is not of that form.
+inline bool ParseGemmShape(const char *text, GemmShape &s,
+                           int64_t maxDim = int64_t{1} << 20) {
+  long long m = 0, n = 0, k = 0;
+  char ops[3] = "nn";
+  int used = 0;
+  if (std::sscanf(text, "%lldx%lldx%lld%n", &m, &n, &k, &used) != 3)
+    return false;
+  if (text[used] == ':') {
+    if (std::strlen(text + used + 1) != 2)
+      return false;
+    std::memcpy(ops, text + used + 1, 2);
+  } else if (text[used] != '\0') {
+    return false;
+  }
+  for (char c : {ops[0], ops[1]})
+    if (c != 'n' && c != 't')
+      return false;
+  for (long long d : {m, n, k})
+    if (d < 1 || d > maxDim)
+      return false;
+  s.m = m;
+  s.n = n;
+  s.k = k;
+  s.ta = ops[0] == 't';
+  s.tb = ops[1] == 't';
+  return true;
+}
+
+} // namespace md::bench
+
+#endif // MD_BENCH_GEMMSHAPE_H
