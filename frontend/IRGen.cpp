@@ -85,6 +85,13 @@ std::string describe(const Val &v) {
   return "a value";
 }
 
+Val literalValue(const Expr &e) {
+  if (const auto *n = llvm::dyn_cast<NumberExpr>(&e))
+    return Val::number(n->isInteger ? Num::integer(n->intValue)
+                                    : Num::real(n->floatValue));
+  return Val::boolVal(llvm::cast<BoolExpr>(e).value);
+}
+
 std::string joinNames(const std::vector<std::string> &names) {
   std::string s;
   for (size_t k = 0; k < names.size(); ++k)

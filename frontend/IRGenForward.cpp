@@ -192,13 +192,9 @@ void ModelGen::genModelForward(Instance &root, const BlockDecl &model) {
 
 Val ModelGen::eval(FnState &fn, const Expr &e) {
   switch (e.kind) {
-  case Expr::Kind::Number: {
-    const auto &n = llvm::cast<NumberExpr>(e);
-    return Val::number(n.isInteger ? Num::integer(n.intValue)
-                                   : Num::real(n.floatValue));
-  }
+  case Expr::Kind::Number:
   case Expr::Kind::Bool:
-    return Val::boolVal(llvm::cast<BoolExpr>(e).value);
+    return literalValue(e);
   case Expr::Kind::Name:
     return evalName(fn, llvm::cast<NameExpr>(e).name, e.loc);
   case Expr::Kind::Member:

@@ -16,13 +16,9 @@ namespace md::frontend::irgen {
 
 Val ModelGen::evalConst(const Expr &e, const Env &env, bool allowBatch) {
   switch (e.kind) {
-  case Expr::Kind::Number: {
-    const auto &n = llvm::cast<NumberExpr>(e);
-    return Val::number(n.isInteger ? Num::integer(n.intValue)
-                                   : Num::real(n.floatValue));
-  }
+  case Expr::Kind::Number:
   case Expr::Kind::Bool:
-    return Val::boolVal(llvm::cast<BoolExpr>(e).value);
+    return literalValue(e);
   case Expr::Kind::Name: {
     const auto &n = llvm::cast<NameExpr>(e);
     auto it = env.find(n.name);
@@ -219,16 +215,24 @@ static std::string childPath(const std::string &prefix,
   return prefix.empty() ? name : prefix + "." + name;
 }
 
+std::unique_ptr<Instance> ModelGen::newInstance(Instance::Kind kind,
+                                                const std::string &name,
+                                                const std::string &path,
+                                                SMLoc l) {
+  auto inst = std::make_unique<Instance>();
+  inst->kind = kind;
+  inst->name = name;
+  inst->path = path;
+  inst->loc = l;
+  return inst;
+}
+
 std::unique_ptr<Instance> ModelGen::makeRaw(const std::string &name,
                                             const std::string &path,
                                             RankedTensorType type,
                                             md::InitAttr init, int64_t unit,
                                             SMLoc l) {
-  auto inst = std::make_unique<Instance>();
-  inst->kind = Instance::Kind::Raw;
-  inst->name = name;
-  inst->path = path;
-  inst->loc = l;
+  auto inst = newInstance(Instance::Kind::Raw, name, path, l);
   inst->type = type;
   inst->init = init;
   inst->unit = unit;
@@ -240,12 +244,8 @@ ModelGen::makeLayer(LayerKind kind, int64_t a, int64_t bDim, bool bias,
                     double eps, const std::string &signature,
                     const std::string &name, const std::string &path,
                     int64_t unit, SMLoc l) {
-  auto inst = std::make_unique<Instance>();
-  inst->kind = Instance::Kind::Layer;
+  auto inst = newInstance(Instance::Kind::Layer, name, path, l);
   inst->layer = kind;
-  inst->name = name;
-  inst->path = path;
-  inst->loc = l;
   inst->dimA = a;
   inst->dimB = bDim;
   inst->bias = bias;
@@ -299,12 +299,7 @@ ModelGen::buildParam(const ParamDecl &p, const Env &env,
                      std::vector<const BlockDecl *> &stack) {
   std::string path = childPath(prefix, p.name);
   auto invalid = [&] {
-    auto inst = std::make_unique<Instance>();
-    inst->kind = Instance::Kind::Invalid;
-    inst->name = p.name;
-    inst->path = path;
-    inst->loc = p.loc;
-    return inst;
+    return newInstance(Instance::Kind::Invalid, p.name, path, p.loc);
   };
   if (!p.repeat) {
     auto inst = buildOne(p, env, p.name, path, unit, stack);
@@ -314,11 +309,7 @@ ModelGen::buildParam(const ParamDecl &p, const Env &env,
                                    p.repeat->loc, "the repeat count");
   if (!n)
     return invalid();
-  auto rep = std::make_unique<Instance>();
-  rep->kind = Instance::Kind::Repeated;
-  rep->name = p.name;
-  rep->path = path;
-  rep->loc = p.loc;
+  auto rep = newInstance(Instance::Kind::Repeated, p.name, path, p.loc);
   for (int64_t k = 0; k < *n; ++k) {
     // Each repeated instance is a unit of its own unless the param already
     // sits in one (a repeated block nested in a repeated block).
@@ -352,112 +343,122 @@ ModelGen::buildOne(const ParamDecl &p, const Env &env, const std::string &name,
 
   const auto &layers = builtinLayers();
   auto layer = layers.find(p.layer);
-  if (layer != layers.end()) {
-    auto bound = bindArgs(p.args, layer->second.formals, p.layer, p.layerLoc);
-    if (!bound)
-      return nullptr;
-    const auto &formals = layer->second.formals;
-    std::vector<Val> vals(formals.size());
-    bool ok = true;
-    for (size_t k = 0; k < formals.size(); ++k)
-      if ((*bound)[k]) {
-        vals[k] = evalConst(*(*bound)[k], env, false);
-        ok &= !vals[k].isError();
-      }
-    if (!ok)
-      return nullptr;
-    auto dim = [&](size_t k) {
-      return dimOf(vals[k], (*bound)[k]->loc,
-                   "argument '" + formals[k].name + "' of '" + p.layer + "'");
-    };
-    auto eps = [&](size_t k, double dflt) -> std::optional<double> {
-      if (!(*bound)[k])
-        return dflt;
-      if (!vals[k].isNumber() || !(vals[k].num.value() > 0)) {
-        error((*bound)[k]->loc, "argument 'eps' of '" + p.layer +
-                                    "' must be a positive number, got " +
-                                    (vals[k].isNumber() ? formatNum(vals[k].num)
-                                                        : describe(vals[k])));
-        return std::nullopt;
-      }
-      return vals[k].num.value();
-    };
-    LayerKind kind = layer->second.kind;
-    int64_t a = 0, bDim = 0;
-    bool bias = true;
-    double epsValue = 0;
-    std::string sig;
-    switch (kind) {
-    case LayerKind::Linear: {
-      auto in = dim(0), out = dim(1);
-      if ((*bound)[2]) {
-        if (vals[2].kind != Val::Kind::Bool) {
-          error((*bound)[2]->loc,
-                "argument 'bias' of 'Linear' must be true or false, got " +
-                    describe(vals[2]));
-          ok = false;
-        } else {
-          bias = vals[2].boolean;
-        }
-      }
-      if (!in || !out || !ok)
-        return nullptr;
-      a = *in;
-      bDim = *out;
-      sig = "Linear(" + std::to_string(a) + ", " + std::to_string(bDim) +
-            (bias ? "" : ", bias = false") + ")";
-      break;
-    }
-    case LayerKind::Embedding:
-    case LayerKind::Attention: {
-      auto x = dim(0), y = dim(1);
-      if (!x || !y)
-        return nullptr;
-      a = *x;
-      bDim = *y;
-      if (kind == LayerKind::Attention && a % bDim != 0) {
-        error(p.layerLoc, "Attention: d = " + Twine(a) +
-                              " is not divisible by heads = " + Twine(bDim));
-        return nullptr;
-      }
-      sig =
-          p.layer + "(" + std::to_string(a) + ", " + std::to_string(bDim) + ")";
-      break;
-    }
-    case LayerKind::LayerNorm:
-    case LayerKind::RMSNorm:
-    case LayerKind::BatchNorm: {
-      auto d = dim(0);
-      auto e = eps(1, kind == LayerKind::RMSNorm ? 1e-6 : 1e-5);
-      if (!d || !e)
-        return nullptr;
-      a = *d;
-      epsValue = *e;
-      sig = p.layer + "(" + std::to_string(a) + ")";
-      break;
-    }
-    case LayerKind::Mlp: {
-      auto d = dim(0);
-      if (!d)
-        return nullptr;
-      a = *d;
-      if ((*bound)[1]) {
-        auto h = dim(1);
-        if (!h)
-          return nullptr;
-        bDim = *h;
-      } else if (__builtin_mul_overflow(a, int64_t(4), &bDim)) {
-        error(p.layerLoc, "integer overflow in 4 * " + Twine(a));
-        return nullptr;
-      }
-      sig = "Mlp(" + std::to_string(a) + ", " + std::to_string(bDim) + ")";
-      break;
-    }
-    }
-    return makeLayer(kind, a, bDim, bias, epsValue, sig, name, path, unit,
-                     p.loc);
-  }
+  if (layer != layers.end())
+    return buildLayer(p, layer->second, env, name, path, unit);
+  return buildUserBlock(p, env, name, path, unit, stack);
+}
 
+std::unique_ptr<Instance>
+ModelGen::buildLayer(const ParamDecl &p, const LayerInfo &layer, const Env &env,
+                     const std::string &name, const std::string &path,
+                     int64_t unit) {
+  auto bound = bindArgs(p.args, layer.formals, p.layer, p.layerLoc);
+  if (!bound)
+    return nullptr;
+  const auto &formals = layer.formals;
+  std::vector<Val> vals(formals.size());
+  bool ok = true;
+  for (size_t k = 0; k < formals.size(); ++k)
+    if ((*bound)[k]) {
+      vals[k] = evalConst(*(*bound)[k], env, false);
+      ok &= !vals[k].isError();
+    }
+  if (!ok)
+    return nullptr;
+  auto dim = [&](size_t k) {
+    return dimOf(vals[k], (*bound)[k]->loc,
+                 "argument '" + formals[k].name + "' of '" + p.layer + "'");
+  };
+  auto eps = [&](size_t k, double dflt) -> std::optional<double> {
+    if (!(*bound)[k])
+      return dflt;
+    if (!vals[k].isNumber() || !(vals[k].num.value() > 0)) {
+      error((*bound)[k]->loc, "argument 'eps' of '" + p.layer +
+                                  "' must be a positive number, got " +
+                                  (vals[k].isNumber() ? formatNum(vals[k].num)
+                                                      : describe(vals[k])));
+      return std::nullopt;
+    }
+    return vals[k].num.value();
+  };
+  LayerKind kind = layer.kind;
+  int64_t a = 0, bDim = 0;
+  bool bias = true;
+  double epsValue = 0;
+  std::string sig;
+  switch (kind) {
+  case LayerKind::Linear: {
+    auto in = dim(0), out = dim(1);
+    if ((*bound)[2]) {
+      if (vals[2].kind != Val::Kind::Bool) {
+        error((*bound)[2]->loc,
+              "argument 'bias' of 'Linear' must be true or false, got " +
+                  describe(vals[2]));
+        ok = false;
+      } else {
+        bias = vals[2].boolean;
+      }
+    }
+    if (!in || !out || !ok)
+      return nullptr;
+    a = *in;
+    bDim = *out;
+    sig = "Linear(" + std::to_string(a) + ", " + std::to_string(bDim) +
+          (bias ? "" : ", bias = false") + ")";
+    break;
+  }
+  case LayerKind::Embedding:
+  case LayerKind::Attention: {
+    auto x = dim(0), y = dim(1);
+    if (!x || !y)
+      return nullptr;
+    a = *x;
+    bDim = *y;
+    if (kind == LayerKind::Attention && a % bDim != 0) {
+      error(p.layerLoc, "Attention: d = " + Twine(a) +
+                            " is not divisible by heads = " + Twine(bDim));
+      return nullptr;
+    }
+    sig = p.layer + "(" + std::to_string(a) + ", " + std::to_string(bDim) + ")";
+    break;
+  }
+  case LayerKind::LayerNorm:
+  case LayerKind::RMSNorm:
+  case LayerKind::BatchNorm: {
+    auto d = dim(0);
+    auto e = eps(1, kind == LayerKind::RMSNorm ? 1e-6 : 1e-5);
+    if (!d || !e)
+      return nullptr;
+    a = *d;
+    epsValue = *e;
+    sig = p.layer + "(" + std::to_string(a) + ")";
+    break;
+  }
+  case LayerKind::Mlp: {
+    auto d = dim(0);
+    if (!d)
+      return nullptr;
+    a = *d;
+    if ((*bound)[1]) {
+      auto h = dim(1);
+      if (!h)
+        return nullptr;
+      bDim = *h;
+    } else if (__builtin_mul_overflow(a, int64_t(4), &bDim)) {
+      error(p.layerLoc, "integer overflow in 4 * " + Twine(a));
+      return nullptr;
+    }
+    sig = "Mlp(" + std::to_string(a) + ", " + std::to_string(bDim) + ")";
+    break;
+  }
+  }
+  return makeLayer(kind, a, bDim, bias, epsValue, sig, name, path, unit, p.loc);
+}
+
+std::unique_ptr<Instance>
+ModelGen::buildUserBlock(const ParamDecl &p, const Env &env,
+                         const std::string &name, const std::string &path,
+                         int64_t unit, std::vector<const BlockDecl *> &stack) {
   const BlockDecl *target = decls.lookup(p.layer);
   if (!target || target->isModel)
     return nullptr; // reported by checkDeclarations
@@ -494,12 +495,8 @@ ModelGen::buildBlock(const BlockDecl &decl, std::unique_ptr<Env> env,
                      const std::string &name, const std::string &path,
                      int64_t unit, SMLoc l,
                      std::vector<const BlockDecl *> &stack) {
-  auto inst = std::make_unique<Instance>();
-  inst->kind = Instance::Kind::Block;
+  auto inst = newInstance(Instance::Kind::Block, name, path, l);
   inst->block = &decl;
-  inst->name = name;
-  inst->path = path;
-  inst->loc = l;
   inst->unit = unit;
   std::string key, sig;
   for (const HyperParam &hp : decl.hyperParams) {

@@ -184,6 +184,10 @@ struct Val {
   }
 };
 
+/// The value of a number or bool literal, which compile-time evaluation and
+/// the forward read alike.
+Val literalValue(const Expr &e);
+
 /// How a value is named in a diagnostic: "the number 3", "tensor<4xf32>".
 std::string describe(const Val &v);
 
@@ -262,10 +266,26 @@ private:
                                      const std::string &name,
                                      const std::string &path, int64_t unit,
                                      std::vector<const BlockDecl *> &stack);
+  /// A built-in layer param: its arguments checked, its shape settled.
+  std::unique_ptr<Instance> buildLayer(const ParamDecl &p,
+                                       const LayerInfo &layer, const Env &env,
+                                       const std::string &name,
+                                       const std::string &path, int64_t unit);
+  /// A user-block param: its hyper-parameters bound, then buildBlock.
+  std::unique_ptr<Instance>
+  buildUserBlock(const ParamDecl &p, const Env &env, const std::string &name,
+                 const std::string &path, int64_t unit,
+                 std::vector<const BlockDecl *> &stack);
   std::unique_ptr<Instance>
   buildBlock(const BlockDecl &decl, std::unique_ptr<Env> env,
              const std::string &name, const std::string &path, int64_t unit,
              SMLoc loc, std::vector<const BlockDecl *> &stack);
+  /// An instance of `kind` with its name, path and location; the rest is
+  /// the caller's to fill.
+  static std::unique_ptr<Instance> newInstance(Instance::Kind kind,
+                                               const std::string &name,
+                                               const std::string &path,
+                                               SMLoc loc);
   std::unique_ptr<Instance> makeRaw(const std::string &name,
                                     const std::string &path,
                                     RankedTensorType type, md::InitAttr init,
