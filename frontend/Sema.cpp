@@ -21,8 +21,7 @@ std::string formatNum(const Num &n) {
   std::string s;
   llvm::raw_string_ostream os(s);
   os << llvm::format("%g", n.f);
-  if (std::isfinite(n.f) &&
-      s.find_first_of(".e") == std::string::npos)
+  if (std::isfinite(n.f) && s.find_first_of(".e") == std::string::npos)
     s += ".0";
   return s;
 }
@@ -88,20 +87,17 @@ NumResult applyNumBinary(BinaryOp op, const Num &a, const Num &b) {
     int64_t out = 0;
     switch (op) {
     case BinaryOp::Add:
-      if (__builtin_add_overflow(a.i, b.i, &out))
-        result.error = "integer overflow in " + std::to_string(a.i) + " + " +
-                       std::to_string(b.i);
-      break;
     case BinaryOp::Sub:
-      if (__builtin_sub_overflow(a.i, b.i, &out))
-        result.error = "integer overflow in " + std::to_string(a.i) + " - " +
-                       std::to_string(b.i);
+    case BinaryOp::Mul: {
+      bool overflow =
+          op == BinaryOp::Add   ? __builtin_add_overflow(a.i, b.i, &out)
+          : op == BinaryOp::Sub ? __builtin_sub_overflow(a.i, b.i, &out)
+                                : __builtin_mul_overflow(a.i, b.i, &out);
+      if (overflow)
+        result.error = "integer overflow in " + std::to_string(a.i) + " " +
+                       binaryOpSpelling(op) + " " + std::to_string(b.i);
       break;
-    case BinaryOp::Mul:
-      if (__builtin_mul_overflow(a.i, b.i, &out))
-        result.error = "integer overflow in " + std::to_string(a.i) + " * " +
-                       std::to_string(b.i);
-      break;
+    }
     case BinaryOp::Div:
       if (b.i == 0)
         result.error = "division by zero";
@@ -142,8 +138,8 @@ NumResult applyNumBinary(BinaryOp op, const Num &a, const Num &b) {
     out = x / y;
     break;
   default:
-    result.error = std::string("'") + binaryOpSpelling(op) +
-                   "' is not defined on numbers";
+    result.error =
+        std::string("'") + binaryOpSpelling(op) + "' is not defined on numbers";
     return result;
   }
   result.value = Num::real(out);
