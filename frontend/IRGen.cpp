@@ -92,13 +92,6 @@ Val literalValue(const Expr &e) {
   return Val::boolVal(llvm::cast<BoolExpr>(e).value);
 }
 
-std::string joinNames(const std::vector<std::string> &names) {
-  std::string s;
-  for (size_t k = 0; k < names.size(); ++k)
-    s += (k ? ", " : "") + names[k];
-  return s;
-}
-
 std::string formalsPhrase(llvm::ArrayRef<Formal> formals) {
   size_t required = 0;
   for (const Formal &f : formals)

@@ -17,6 +17,7 @@
 #define MD_FRONTEND_MODELGEN_H
 
 #include "frontend/AST.h"
+#include "frontend/ExprText.h"
 #include "frontend/IRGen.h"
 #include "frontend/IRGenContext.h"
 #include "frontend/Sema.h"
@@ -194,8 +195,6 @@ std::string describe(const Val &v);
 inline bool isFloatType(Type t) { return t.isF32() || t.isBF16() || t.isF16(); }
 inline bool isIndexType(Type t) { return t.isInteger(32) || t.isInteger(64); }
 
-/// "a, b, c".
-std::string joinNames(const std::vector<std::string> &names);
 /// "2 arguments", "at most 3 arguments", "no arguments".
 std::string formalsPhrase(llvm::ArrayRef<Formal> formals);
 /// A user block's formal arguments are its hyper-parameters.
