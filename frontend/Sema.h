@@ -1,8 +1,9 @@
 //===- Sema.h - values, numbers and shapes of the model generator -*- C++ -*-===//
 //
-// Helpers shared by the parts of IRGen.cpp: compile-time numbers (hyper-
-// parameters, dims), the formatting of tensor types as the language writes
-// them (`f32[8, 768]`), and numpy broadcasting of shapes.
+// Helpers shared by the IR generators (ModelGen.h, RecipeEmitter.h, Plans.cpp):
+// compile-time numbers (hyper-parameters, dims), the formatting of tensor
+// types as the language writes them (`f32[8, 768]`), and numpy broadcasting
+// of shapes.
 //
 //===----------------------------------------------------------------------===//
 
