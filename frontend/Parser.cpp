@@ -142,20 +142,17 @@ bool Parser::parseHyperParams(BlockDecl &decl) {
 
 bool Parser::parseParam(BlockDecl &decl) {
   consume(); // 'param'
-  if (!tok.is(TokenKind::Identifier)) {
-    error(missingLoc(),
-          "expected a parameter name after 'param', found " + describe(tok));
+  if (!expect(TokenKind::Identifier,
+              "expected a parameter name after 'param', found " +
+                  describe(tok)))
     return false;
-  }
   ParamDecl param;
   param.name = tok.spelling.str();
   param.loc = tok.getLoc();
   consume();
-  if (!tok.is(TokenKind::Colon)) {
-    error(missingLoc(),
-          "expected ':' after parameter name '" + param.name + "'");
+  if (!expect(TokenKind::Colon,
+              "expected ':' after parameter name '" + param.name + "'"))
     return false;
-  }
   consume();
 
   if (tok.is(TokenKind::Identifier) && peek().is(TokenKind::LBracket)) {
@@ -174,12 +171,10 @@ bool Parser::parseParam(BlockDecl &decl) {
     param.layer = tok.spelling.str();
     param.layerLoc = tok.getLoc();
     consume();
-    if (!tok.is(TokenKind::LParen)) {
-      error(missingLoc(), "expected '(' after layer '" + param.layer +
-                              "' (write '" + param.layer +
-                              "()' when it takes no arguments)");
+    if (!expect(TokenKind::LParen, "expected '(' after layer '" + param.layer +
+                                       "' (write '" + param.layer +
+                                       "()' when it takes no arguments)"))
       return false;
-    }
     if (!parseCallArgs(param.args))
       return false;
     if (tok.is(TokenKind::LBracket)) {
@@ -207,23 +202,21 @@ bool Parser::parseParam(BlockDecl &decl) {
 }
 
 bool Parser::parseTensorType(TypeExpr &type) {
-  if (!tok.is(TokenKind::Identifier)) {
-    error(missingLoc(), "expected an element type (f32, bf16, f16, i32 or "
-                        "i64), found " +
-                            describe(tok));
+  if (!expect(TokenKind::Identifier,
+              "expected an element type (f32, bf16, f16, i32 or "
+              "i64), found " +
+                  describe(tok)))
     return false;
-  }
   type.loc = tok.getLoc();
   type.dtype = tok.spelling.str();
   if (!isDType(type.dtype))
     error(tok.getLoc(), "unknown element type '" + type.dtype +
                             "'; expected f32, bf16, f16, i32 or i64");
   consume();
-  if (!tok.is(TokenKind::LBracket)) {
-    error(missingLoc(), "expected '[' after element type '" + type.dtype +
-                            "' (a tensor type reads like 'f32[a, b]')");
+  if (!expect(TokenKind::LBracket,
+              "expected '[' after element type '" + type.dtype +
+                  "' (a tensor type reads like 'f32[a, b]')"))
     return false;
-  }
   SMLoc lbracket = tok.getLoc();
   consume();
   BracketGuard guard(parenDepth);
@@ -253,16 +246,12 @@ bool Parser::parseForward(BlockDecl &decl) {
   ForwardDecl forward;
   forward.loc = tok.getLoc();
   consume(); // 'forward'
-  if (!tok.is(TokenKind::LParen)) {
-    error(missingLoc(), "expected '(' after 'forward'");
+  if (!expect(TokenKind::LParen, "expected '(' after 'forward'"))
     return false;
-  }
   if (!parseForwardArgs(forward))
     skipPast(TokenKind::RParen);
-  if (!tok.is(TokenKind::LBrace)) {
-    error(missingLoc(), "expected '{' after 'forward(...)'");
+  if (!expect(TokenKind::LBrace, "expected '{' after 'forward(...)'"))
     return false;
-  }
   SMLoc lbrace = tok.getLoc();
   parseBody(forward.body, lbrace, "the forward body");
   if (decl.forward) {
@@ -326,10 +315,9 @@ void Parser::parseTrain(Module &module) {
 }
 
 bool Parser::parsePlanName(std::string &name, SMLoc &loc, StringRef what) {
-  if (!tok.is(TokenKind::Identifier)) {
-    error(missingLoc(), "expected " + what + ", found " + describe(tok));
+  if (!expect(TokenKind::Identifier,
+              "expected " + what + ", found " + describe(tok)))
     return false;
-  }
   loc = tok.getLoc();
   name = tok.spelling.str();
   consume();
@@ -386,11 +374,9 @@ void Parser::parsePlan(Module &module) {
     option.key = tok.spelling.str();
     option.keyLoc = tok.getLoc();
     consume();
-    if (!tok.is(TokenKind::Equal)) {
-      error(missingLoc(),
-            "expected '=' after plan option '" + option.key + "'");
+    if (!expect(TokenKind::Equal,
+                "expected '=' after plan option '" + option.key + "'"))
       return false;
-    }
     consume();
     if (!parseValueOnSameLine())
       return false;

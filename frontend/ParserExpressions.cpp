@@ -131,11 +131,9 @@ ExprPtr Parser::parsePostfix() {
         return nullptr;
       }
       consume();
-      if (!tok.is(TokenKind::Identifier)) {
-        error(missingLoc(),
-              "expected a member name after '.', found " + describe(tok));
+      if (!expect(TokenKind::Identifier,
+                  "expected a member name after '.', found " + describe(tok)))
         return nullptr;
-      }
       SMLoc loc = expr->loc;
       expr = std::make_unique<MemberExpr>(loc, std::move(expr),
                                           tok.spelling.str(), tok.getLoc());
@@ -312,11 +310,9 @@ ExprPtr Parser::parseRecord() {
         field.key = tok.spelling.str();
         field.keyLoc = tok.getLoc();
         consume();
-        if (!tok.is(TokenKind::Equal)) {
-          error(missingLoc(),
-                "expected '=' after field '" + field.key + "' in the record");
+        if (!expect(TokenKind::Equal, "expected '=' after field '" + field.key +
+                                          "' in the record"))
           return false;
-        }
         consume();
         field.value = parseExpr();
         if (!field.value)

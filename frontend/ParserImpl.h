@@ -143,6 +143,15 @@ private:
   // Diagnostics and recovery
   //===--------------------------------------------------------------------===//
 
+  /// Whether the current token is a `kind`; if not, reports `message` where
+  /// the token is missing. Consumes nothing either way.
+  bool expect(TokenKind kind, const Twine &message) {
+    if (tok.is(kind))
+      return true;
+    error(missingLoc(), message);
+    return false;
+  }
+
   /// A syntax error at `loc` that follows a lexical error on the same line
   /// of the same statement is most likely its echo (`a = 1 $ 2`).
   bool isEchoOfLexicalError(SMLoc loc) const {

@@ -91,22 +91,19 @@ StmtPtr Parser::parseLet() {
   std::vector<LetStmt::Target> targets;
   SMLoc loc = tok.getLoc();
   for (;;) {
-    if (!tok.is(TokenKind::Identifier)) {
-      error(missingLoc(),
-            "expected a name to assign to, found " + describe(tok));
+    if (!expect(TokenKind::Identifier,
+                "expected a name to assign to, found " + describe(tok)))
       return nullptr;
-    }
     targets.push_back({tok.spelling.str(), tok.getLoc()});
     consume();
     if (!tok.is(TokenKind::Comma))
       break;
     consume();
   }
-  if (!tok.is(TokenKind::Equal)) {
-    error(missingLoc(), "expected '=' after the names of a destructuring "
-                        "assignment");
+  if (!expect(TokenKind::Equal,
+              "expected '=' after the names of a destructuring "
+              "assignment"))
     return nullptr;
-  }
   consume();
   if (!parseValueOnSameLine())
     return nullptr;
@@ -149,10 +146,8 @@ StmtPtr Parser::parseIf() {
   ExprPtr condition = parseExpr();
   if (!condition)
     return nullptr;
-  if (!tok.is(TokenKind::LBrace)) {
-    error(missingLoc(), "expected '{' after the condition of 'if'");
+  if (!expect(TokenKind::LBrace, "expected '{' after the condition of 'if'"))
     return nullptr;
-  }
   Body thenBody, elseBody;
   if (!parseBody(thenBody, tok.getLoc(), "the body of 'if'")) {
     skipIfChain();
@@ -183,35 +178,28 @@ StmtPtr Parser::parseIf() {
 StmtPtr Parser::parseFor() {
   SMLoc loc = tok.getLoc();
   consume(); // 'for'
-  if (!tok.is(TokenKind::Identifier)) {
-    error(missingLoc(),
-          "expected a loop variable after 'for', found " + describe(tok));
+  if (!expect(TokenKind::Identifier,
+              "expected a loop variable after 'for', found " + describe(tok)))
     return nullptr;
-  }
   std::string var = tok.spelling.str();
   SMLoc varLoc = tok.getLoc();
   consume();
-  if (!tok.is(TokenKind::KwIn)) {
-    error(missingLoc(), "expected 'in' after the loop variable '" + var + "'");
+  if (!expect(TokenKind::KwIn,
+              "expected 'in' after the loop variable '" + var + "'"))
     return nullptr;
-  }
   consume();
   ExprPtr lo = parseExpr();
   if (!lo)
     return nullptr;
-  if (!tok.is(TokenKind::DotDot)) {
-    error(missingLoc(), "expected '..' in the range of 'for' (as in "
-                        "'for i in 0..n')");
+  if (!expect(TokenKind::DotDot, "expected '..' in the range of 'for' (as in "
+                                 "'for i in 0..n')"))
     return nullptr;
-  }
   consume();
   ExprPtr hi = parseExpr();
   if (!hi)
     return nullptr;
-  if (!tok.is(TokenKind::LBrace)) {
-    error(missingLoc(), "expected '{' after the range of 'for'");
+  if (!expect(TokenKind::LBrace, "expected '{' after the range of 'for'"))
     return nullptr;
-  }
   Body body;
   if (!parseBody(body, tok.getLoc(), "the body of 'for'"))
     return nullptr;
@@ -225,22 +213,19 @@ StmtPtr Parser::parseEvery() {
   ExprPtr period = parseExpr();
   if (!period)
     return nullptr;
-  if (!tok.is(TokenKind::Identifier)) {
-    error(missingLoc(), "expected a unit (steps, seconds or minutes) after "
-                        "the period of 'every', found " +
-                            describe(tok));
+  if (!expect(TokenKind::Identifier,
+              "expected a unit (steps, seconds or minutes) after "
+              "the period of 'every', found " +
+                  describe(tok)))
     return nullptr;
-  }
   std::string unit = tok.spelling.str();
   SMLoc unitLoc = tok.getLoc();
   if (!isEveryUnit(unit))
     error(unitLoc, "unknown unit '" + unit +
                        "' in 'every'; expected steps, seconds or minutes");
   consume();
-  if (!tok.is(TokenKind::LBrace)) {
-    error(missingLoc(), "expected '{' after 'every ... " + unit + "'");
+  if (!expect(TokenKind::LBrace, "expected '{' after 'every ... " + unit + "'"))
     return nullptr;
-  }
   Body body;
   if (!parseBody(body, tok.getLoc(), "the body of 'every'"))
     return nullptr;
@@ -258,10 +243,8 @@ StmtPtr Parser::parseSave() {
     return nullptr;
   }
   consume();
-  if (!tok.is(TokenKind::LParen)) {
-    error(missingLoc(), "expected '(' after 'save checkpoint'");
+  if (!expect(TokenKind::LParen, "expected '(' after 'save checkpoint'"))
     return nullptr;
-  }
   std::vector<Argument> args;
   if (!parseCallArgs(args))
     return nullptr;
