@@ -144,32 +144,24 @@ public:
     PlanValues plan = getPreset(preset, model, context);
     plan.name = decl.name;
 
-    SmallVector<const Setting *> seen;
-    for (const Setting &option : decl.options) {
-      if (!llvm::is_contained(kPlanOptions, option.key)) {
-        diags.error(option.keyLoc,
-                    "unknown plan option '" + option.key +
-                        "'; expected one of: " + joinNames(kPlanOptions));
-        continue;
-      }
-      if (checkDuplicate(seen, option, "plan option"))
-        continue;
-      const Expr &value = *option.value;
-      if (option.key == "shard")
-        applyShard(value, plan);
-      else if (option.key == "wrap")
-        applyWrap(value, plan);
-      else if (option.key == "precision")
-        applyPrecision(value, plan);
-      else if (option.key == "bucket_cap")
-        applyBucketCap(value, plan);
-      else if (option.key == "prefetch")
-        applyPrefetch(value, plan);
-      else if (option.key == "reshard_after_forward")
-        applyBool(option, plan.reshardAfterForward);
-      else
-        applyCheckpointActivations(value, plan);
-    }
+    forEachKnown(decl.options, "plan option", kPlanOptions,
+                 [&](const Setting &option) {
+                   const Expr &value = *option.value;
+                   if (option.key == "shard")
+                     applyShard(value, plan);
+                   else if (option.key == "wrap")
+                     applyWrap(value, plan);
+                   else if (option.key == "precision")
+                     applyPrecision(value, plan);
+                   else if (option.key == "bucket_cap")
+                     applyBucketCap(value, plan);
+                   else if (option.key == "prefetch")
+                     applyPrefetch(value, plan);
+                   else if (option.key == "reshard_after_forward")
+                     applyBool(option, plan.reshardAfterForward);
+                   else
+                     applyCheckpointActivations(value, plan);
+                 });
     if (diags.getNumErrors() != errors)
       return failure();
     return plan;
@@ -362,17 +354,26 @@ private:
                   "'" + option + "' must be a record such as " + example);
       return;
     }
+    forEachKnown(record->fields, (option + " field").str(), fields, fn);
+  }
+
+  /// Runs `fn` on each of `settings` whose key is one of `keys` and not set
+  /// before; reports the others as unknown or repeated `what`s ("plan
+  /// option", "precision field").
+  template <typename Fn>
+  void forEachKnown(ArrayRef<Setting> settings, StringRef what,
+                    ArrayRef<StringRef> keys, Fn fn) {
     SmallVector<const Setting *> seen;
-    for (const Setting &field : record->fields) {
-      if (!llvm::is_contained(fields, field.key)) {
-        diags.error(field.keyLoc,
-                    "unknown " + option + " field '" + field.key +
-                        "'; expected one of: " + joinNames(fields));
+    for (const Setting &setting : settings) {
+      if (!llvm::is_contained(keys, setting.key)) {
+        diags.error(setting.keyLoc,
+                    "unknown " + what + " '" + setting.key +
+                        "'; expected one of: " + joinNames(keys));
         continue;
       }
-      if (checkDuplicate(seen, field, (option + " field").str()))
+      if (checkDuplicate(seen, setting, what))
         continue;
-      fn(field);
+      fn(setting);
     }
   }
 
