@@ -35,20 +35,9 @@ LogicalResult RecipeEmitter::emit(const TrainDecl &train) {
 
   // Settings: each known, each once.
   llvm::StringMap<const Setting *> settings;
-  for (const Setting &setting : train.settings) {
-    if (!llvm::is_contained(kSettings, setting.key)) {
-      diags.error(setting.keyLoc,
-                  "unknown train setting '" + setting.key +
-                      "'; expected one of: " + joinNames(kSettings));
-      continue;
-    }
-    auto [it, inserted] = settings.try_emplace(setting.key, &setting);
-    if (!inserted) {
-      diags.error(setting.keyLoc,
-                  "train setting '" + setting.key + "' is set twice");
-      diags.note(it->second->keyLoc, "previous definition is here");
-    }
-  }
+  forEachKnownSetting(
+      diags, train.settings, "train setting", kSettings,
+      [&](const Setting &setting) { settings[setting.key] = &setting; });
   for (StringRef key : kRequiredSettings)
     if (!settings.count(key)) {
       diags.error(train.loc,

@@ -11,6 +11,7 @@
 #include "frontend/ExprText.h"
 #include "frontend/IRGen.h"
 #include "frontend/IRGenContext.h"
+#include "frontend/Sema.h"
 
 #include "dialect/MdOps.h"
 
@@ -144,44 +145,30 @@ public:
     PlanValues plan = getPreset(preset, model, context);
     plan.name = decl.name;
 
-    forEachKnown(decl.options, "plan option", kPlanOptions,
-                 [&](const Setting &option) {
-                   const Expr &value = *option.value;
-                   if (option.key == "shard")
-                     applyShard(value, plan);
-                   else if (option.key == "wrap")
-                     applyWrap(value, plan);
-                   else if (option.key == "precision")
-                     applyPrecision(value, plan);
-                   else if (option.key == "bucket_cap")
-                     applyBucketCap(value, plan);
-                   else if (option.key == "prefetch")
-                     applyPrefetch(value, plan);
-                   else if (option.key == "reshard_after_forward")
-                     applyBool(option, plan.reshardAfterForward);
-                   else
-                     applyCheckpointActivations(value, plan);
-                 });
+    forEachKnownSetting(diags, decl.options, "plan option", kPlanOptions,
+                        [&](const Setting &option) {
+                          const Expr &value = *option.value;
+                          if (option.key == "shard")
+                            applyShard(value, plan);
+                          else if (option.key == "wrap")
+                            applyWrap(value, plan);
+                          else if (option.key == "precision")
+                            applyPrecision(value, plan);
+                          else if (option.key == "bucket_cap")
+                            applyBucketCap(value, plan);
+                          else if (option.key == "prefetch")
+                            applyPrefetch(value, plan);
+                          else if (option.key == "reshard_after_forward")
+                            applyBool(option, plan.reshardAfterForward);
+                          else
+                            applyCheckpointActivations(value, plan);
+                        });
     if (diags.getNumErrors() != errors)
       return failure();
     return plan;
   }
 
 private:
-  /// Reports a second setting of the same key; true when it is one.
-  bool checkDuplicate(SmallVectorImpl<const Setting *> &seen,
-                      const Setting &setting, StringRef what) {
-    for (const Setting *previous : seen) {
-      if (previous->key != setting.key)
-        continue;
-      diags.error(setting.keyLoc, what + " '" + setting.key + "' is set twice");
-      diags.note(previous->keyLoc, "previous definition is here");
-      return true;
-    }
-    seen.push_back(&setting);
-    return false;
-  }
-
   static const NameExpr *asName(const Expr &expr) {
     return dyn_cast<NameExpr>(&expr);
   }
@@ -354,27 +341,8 @@ private:
                   "'" + option + "' must be a record such as " + example);
       return;
     }
-    forEachKnown(record->fields, (option + " field").str(), fields, fn);
-  }
-
-  /// Runs `fn` on each of `settings` whose key is one of `keys` and not set
-  /// before; reports the others as unknown or repeated `what`s ("plan
-  /// option", "precision field").
-  template <typename Fn>
-  void forEachKnown(ArrayRef<Setting> settings, StringRef what,
-                    ArrayRef<StringRef> keys, Fn fn) {
-    SmallVector<const Setting *> seen;
-    for (const Setting &setting : settings) {
-      if (!llvm::is_contained(keys, setting.key)) {
-        diags.error(setting.keyLoc,
-                    "unknown " + what + " '" + setting.key +
-                        "'; expected one of: " + joinNames(keys));
-        continue;
-      }
-      if (checkDuplicate(seen, setting, what))
-        continue;
-      fn(setting);
-    }
+    forEachKnownSetting(diags, record->fields, (option + " field").str(),
+                        fields, fn);
   }
 
   /// `precision = { param = bf16, reduce = f32, buffer = f32, master = f32 }`;

@@ -1,6 +1,7 @@
 //===- Sema.cpp - values, numbers and shapes of the model generator -------===//
 
 #include "frontend/Sema.h"
+#include "frontend/ExprText.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/MLIRContext.h"
@@ -191,6 +192,29 @@ std::string formatType(RankedTensorType type) {
 
 bool dimsCompatible(int64_t a, int64_t b) {
   return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+void forEachKnownSetting(Diagnostics &diags, llvm::ArrayRef<Setting> settings,
+                         llvm::StringRef what,
+                         llvm::ArrayRef<llvm::StringRef> keys,
+                         llvm::function_ref<void(const Setting &)> fn) {
+  llvm::SmallVector<const Setting *> seen;
+  for (const Setting &setting : settings) {
+    if (!llvm::is_contained(keys, setting.key)) {
+      diags.error(setting.keyLoc, "unknown " + what + " '" + setting.key +
+                                      "'; expected one of: " + joinNames(keys));
+      continue;
+    }
+    const Setting *const *previous = llvm::find_if(
+        seen, [&](const Setting *s) { return s->key == setting.key; });
+    if (previous != seen.end()) {
+      diags.error(setting.keyLoc, what + " '" + setting.key + "' is set twice");
+      diags.note((*previous)->keyLoc, "previous definition is here");
+      continue;
+    }
+    seen.push_back(&setting);
+    fn(setting);
+  }
 }
 
 } // namespace md::frontend
