@@ -270,6 +270,35 @@ std::optional<Typed> RecipeEmitter::emitUnary(const UnaryExpr &unary) {
   return Typed{arith::NegFOp::create(builder, loc, value), Kind::Float};
 }
 
+namespace {
+
+/// The predicates of a comparison operator on i64 and on f64. Ordered float
+/// comparisons are false on NaN; `!=` is true on NaN, so that `loss != loss`
+/// detects it.
+struct Comparison {
+  arith::CmpIPredicate ints;
+  arith::CmpFPredicate floats;
+};
+
+Comparison getComparison(BinaryOp op) {
+  switch (op) {
+  case BinaryOp::Eq:
+    return {arith::CmpIPredicate::eq, arith::CmpFPredicate::OEQ};
+  case BinaryOp::Ne:
+    return {arith::CmpIPredicate::ne, arith::CmpFPredicate::UNE};
+  case BinaryOp::Lt:
+    return {arith::CmpIPredicate::slt, arith::CmpFPredicate::OLT};
+  case BinaryOp::Le:
+    return {arith::CmpIPredicate::sle, arith::CmpFPredicate::OLE};
+  case BinaryOp::Gt:
+    return {arith::CmpIPredicate::sgt, arith::CmpFPredicate::OGT};
+  default:
+    return {arith::CmpIPredicate::sge, arith::CmpFPredicate::OGE};
+  }
+}
+
+} // namespace
+
 std::optional<Typed> RecipeEmitter::emitBinary(const BinaryExpr &binary) {
   std::optional<Typed> lhs = emitExpr(*binary.lhs);
   std::optional<Typed> rhs = emitExpr(*binary.rhs);
@@ -338,67 +367,16 @@ std::optional<Typed> RecipeEmitter::emitBinary(const BinaryExpr &binary) {
 
   // Comparisons.
   bool equality = binary.op == BinaryOp::Eq || binary.op == BinaryOp::Ne;
-  if (lhsBool || rhsBool) {
-    if (!(lhsBool && rhsBool) || !equality)
-      return mismatch(equality ? "two bools or two numbers" : "numbers");
-    auto predicate = binary.op == BinaryOp::Eq ? arith::CmpIPredicate::eq
-                                               : arith::CmpIPredicate::ne;
+  if ((lhsBool || rhsBool) && (!(lhsBool && rhsBool) || !equality))
+    return mismatch(equality ? "two bools or two numbers" : "numbers");
+  Comparison cmp = getComparison(binary.op);
+  if (lhsBool || bothInt)
     return Typed{
-        arith::CmpIOp::create(builder, loc, predicate, lhs->value, rhs->value),
+        arith::CmpIOp::create(builder, loc, cmp.ints, lhs->value, rhs->value),
         Kind::Bool};
-  }
-  if (bothInt) {
-    arith::CmpIPredicate predicate;
-    switch (binary.op) {
-    case BinaryOp::Eq:
-      predicate = arith::CmpIPredicate::eq;
-      break;
-    case BinaryOp::Ne:
-      predicate = arith::CmpIPredicate::ne;
-      break;
-    case BinaryOp::Lt:
-      predicate = arith::CmpIPredicate::slt;
-      break;
-    case BinaryOp::Le:
-      predicate = arith::CmpIPredicate::sle;
-      break;
-    case BinaryOp::Gt:
-      predicate = arith::CmpIPredicate::sgt;
-      break;
-    default:
-      predicate = arith::CmpIPredicate::sge;
-      break;
-    }
-    return Typed{
-        arith::CmpIOp::create(builder, loc, predicate, lhs->value, rhs->value),
-        Kind::Bool};
-  }
-  // Ordered comparisons are false on NaN; `!=` is true on NaN, so that
-  // `loss != loss` detects it.
-  arith::CmpFPredicate predicate;
-  switch (binary.op) {
-  case BinaryOp::Eq:
-    predicate = arith::CmpFPredicate::OEQ;
-    break;
-  case BinaryOp::Ne:
-    predicate = arith::CmpFPredicate::UNE;
-    break;
-  case BinaryOp::Lt:
-    predicate = arith::CmpFPredicate::OLT;
-    break;
-  case BinaryOp::Le:
-    predicate = arith::CmpFPredicate::OLE;
-    break;
-  case BinaryOp::Gt:
-    predicate = arith::CmpFPredicate::OGT;
-    break;
-  default:
-    predicate = arith::CmpFPredicate::OGE;
-    break;
-  }
   Value a = toF64(*lhs, ctx.getLoc(binary.lhs->loc)),
         b = toF64(*rhs, ctx.getLoc(binary.rhs->loc));
-  return Typed{arith::CmpFOp::create(builder, loc, predicate, a, b),
+  return Typed{arith::CmpFOp::create(builder, loc, cmp.floats, a, b),
                Kind::Bool};
 }
 
