@@ -1,5 +1,4 @@
 //===- ParserImpl.h - the .mdl parser's class -------------------*- C++ -*-===//
-//-*-===//
 //
 // Private to frontend/. The recursive-descent parser is one class whose
 // token handling, error recovery and shared list/body helpers live here;
