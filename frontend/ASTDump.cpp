@@ -297,15 +297,22 @@ private:
     }
   }
 
+  /// One `<label> key = value` line per setting of a train or option of a
+  /// plan.
+  void dumpSettings(const std::vector<Setting> &settings, const char *label,
+                    unsigned level) {
+    for (const Setting &setting : settings) {
+      indent(level) << label << ' ' << setting.key << " = ";
+      printExpr(os, setting.value.get());
+      os << '\n';
+    }
+  }
+
   void dumpTrain(const TrainDecl &train, unsigned level) {
     indent(level) << "TrainDecl";
     printLine(train.loc);
     os << '\n';
-    for (const Setting &setting : train.settings) {
-      indent(level + 1) << "Setting " << setting.key << " = ";
-      printExpr(os, setting.value.get());
-      os << '\n';
-    }
+    dumpSettings(train.settings, "Setting", level + 1);
     dumpBody(train.body, level + 1);
   }
 
@@ -315,11 +322,7 @@ private:
       os << " extends " << plan.extends;
     printLine(plan.loc);
     os << '\n';
-    for (const Setting &option : plan.options) {
-      indent(level + 1) << "Option " << option.key << " = ";
-      printExpr(os, option.value.get());
-      os << '\n';
-    }
+    dumpSettings(plan.options, "Option", level + 1);
   }
 
   void dumpBody(const Body &body, unsigned level) {

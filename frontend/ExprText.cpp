@@ -13,6 +13,10 @@ std::string md::frontend::joinNames(llvm::ArrayRef<llvm::StringRef> names) {
   return llvm::join(names, ", ");
 }
 
+std::string md::frontend::joinNames(llvm::ArrayRef<std::string> names) {
+  return llvm::join(names, ", ");
+}
+
 std::string md::frontend::describeExpr(const Expr &expr) {
   switch (expr.kind) {
   case Expr::Kind::Number: {

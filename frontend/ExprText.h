@@ -24,6 +24,7 @@ std::string describeExpr(const Expr &expr);
 
 /// `a, b, c`: the names a diagnostic offers.
 std::string joinNames(llvm::ArrayRef<llvm::StringRef> names);
+std::string joinNames(llvm::ArrayRef<std::string> names);
 
 } // namespace md::frontend
 

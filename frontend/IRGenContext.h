@@ -1,9 +1,9 @@
 //===- IRGenContext.h - state shared by the IR generators -------*- C++ -*-===//
 //
-// IRGen.cpp emits the model (params, blocks, forward); IRGenRecipe.cpp emits
-// the recipe (md.train and its hooks); Plans.cpp resolves plans and presets
-// into the `#md.plan` attribute. They share this context and these entry
-// points.
+// IRGen.cpp and its phases (ModelGen.h) emit the model (params, blocks,
+// forward); IRGenRecipe.cpp and its parts (RecipeEmitter.h) emit the recipe
+// (md.train and its hooks); Plans.cpp resolves plans and presets into the
+// `#md.plan` attribute. They share this context and these entry points.
 //
 //===----------------------------------------------------------------------===//
 

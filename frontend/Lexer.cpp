@@ -152,6 +152,10 @@ Token Lexer::lex() {
       return tok;
     };
     auto peekIs = [&](char next) { return cur + 1 != end && cur[1] == next; };
+    // '=', '<' and '>' alone or followed by '=' ("==", "<=", ">=").
+    auto punctOrWithEqual = [&](TokenKind alone, TokenKind withEqual) {
+      return peekIs('=') ? punct(withEqual, 2) : punct(alone, 1);
+    };
 
     if (isIdentStart(c)) {
       lexIdentifier(tok);
@@ -200,17 +204,11 @@ Token Lexer::lex() {
       }
       return punct(TokenKind::Dot, 1);
     case '=':
-      if (peekIs('='))
-        return punct(TokenKind::EqualEqual, 2);
-      return punct(TokenKind::Equal, 1);
+      return punctOrWithEqual(TokenKind::Equal, TokenKind::EqualEqual);
     case '<':
-      if (peekIs('='))
-        return punct(TokenKind::LessEqual, 2);
-      return punct(TokenKind::Less, 1);
+      return punctOrWithEqual(TokenKind::Less, TokenKind::LessEqual);
     case '>':
-      if (peekIs('='))
-        return punct(TokenKind::GreaterEqual, 2);
-      return punct(TokenKind::Greater, 1);
+      return punctOrWithEqual(TokenKind::Greater, TokenKind::GreaterEqual);
     case '!':
       if (peekIs('='))
         return punct(TokenKind::NotEqual, 2);

@@ -11,6 +11,7 @@
 #include "frontend/ExprText.h"
 #include "frontend/IRGen.h"
 #include "frontend/IRGenContext.h"
+#include "frontend/Sema.h"
 
 #include "dialect/MdOps.h"
 
@@ -70,8 +71,8 @@ struct PlanValues {
     return PlanAttr::get(context, name, preset, shard, shardGroupSize, wrap,
                          strings(wrapBlocks), wrapMinParams, paramDtype,
                          reduceDtype, bufferDtype, masterDtype, bucketCap,
-                         prefetchForward, prefetchBackward,
-                         reshardAfterForward, strings(checkpointActivations));
+                         prefetchForward, prefetchBackward, reshardAfterForward,
+                         strings(checkpointActivations));
   }
 };
 
@@ -127,8 +128,8 @@ const BlockDecl *getPlanModel(const Module &module, IRGenContext &ctx) {
 /// every invalid option through `diags`.
 class PlanBuilder {
 public:
-  PlanBuilder(const BlockDecl *model, int64_t worldSize,
-              MLIRContext *context, Diagnostics &diags)
+  PlanBuilder(const BlockDecl *model, int64_t worldSize, MLIRContext *context,
+              Diagnostics &diags)
       : model(model), worldSize(worldSize), context(context), diags(diags) {}
 
   FailureOr<PlanValues> build(const PlanDecl &decl) {
@@ -144,53 +145,30 @@ public:
     PlanValues plan = getPreset(preset, model, context);
     plan.name = decl.name;
 
-    SmallVector<const Setting *> seen;
-    for (const Setting &option : decl.options) {
-      if (!llvm::is_contained(kPlanOptions, option.key)) {
-        diags.error(option.keyLoc, "unknown plan option '" + option.key +
-                                       "'; expected one of: " +
-                                       joinNames(kPlanOptions));
-        continue;
-      }
-      if (checkDuplicate(seen, option, "plan option"))
-        continue;
-      const Expr &value = *option.value;
-      if (option.key == "shard")
-        applyShard(value, plan);
-      else if (option.key == "wrap")
-        applyWrap(value, plan);
-      else if (option.key == "precision")
-        applyPrecision(value, plan);
-      else if (option.key == "bucket_cap")
-        applyBucketCap(value, plan);
-      else if (option.key == "prefetch")
-        applyPrefetch(value, plan);
-      else if (option.key == "reshard_after_forward")
-        applyBool(option, plan.reshardAfterForward);
-      else
-        applyCheckpointActivations(value, plan);
-    }
+    forEachKnownSetting(diags, decl.options, "plan option", kPlanOptions,
+                        [&](const Setting &option) {
+                          const Expr &value = *option.value;
+                          if (option.key == "shard")
+                            applyShard(value, plan);
+                          else if (option.key == "wrap")
+                            applyWrap(value, plan);
+                          else if (option.key == "precision")
+                            applyPrecision(value, plan);
+                          else if (option.key == "bucket_cap")
+                            applyBucketCap(value, plan);
+                          else if (option.key == "prefetch")
+                            applyPrefetch(value, plan);
+                          else if (option.key == "reshard_after_forward")
+                            applyBool(option, plan.reshardAfterForward);
+                          else
+                            applyCheckpointActivations(value, plan);
+                        });
     if (diags.getNumErrors() != errors)
       return failure();
     return plan;
   }
 
 private:
-  /// Reports a second setting of the same key; true when it is one.
-  bool checkDuplicate(SmallVectorImpl<const Setting *> &seen,
-                      const Setting &setting, StringRef what) {
-    for (const Setting *previous : seen) {
-      if (previous->key != setting.key)
-        continue;
-      diags.error(setting.keyLoc,
-                  what + " '" + setting.key + "' is set twice");
-      diags.note(previous->keyLoc, "previous definition is here");
-      return true;
-    }
-    seen.push_back(&setting);
-    return false;
-  }
-
   static const NameExpr *asName(const Expr &expr) {
     return dyn_cast<NameExpr>(&expr);
   }
@@ -223,7 +201,7 @@ private:
     }
     if (call->args.size() != 1 ||
         (!call->args[0].name.empty() && call->args[0].name != "shard_group")) {
-      SMLoc loc = call->args.empty() ? call->loc
+      SMLoc loc = call->args.empty()           ? call->loc
                   : call->args[0].name.empty() ? call->args[0].value->loc
                                                : call->args[0].nameLoc;
       diags.error(loc, "'hybrid' takes one argument, shard_group = N");
@@ -237,8 +215,7 @@ private:
       return;
     }
     if (worldSize && worldSize % number->intValue != 0) {
-      diags.error(group.loc, "shard group of " +
-                                 llvm::Twine(number->intValue) +
+      diags.error(group.loc, "shard group of " + llvm::Twine(number->intValue) +
                                  " ranks does not divide the world size " +
                                  llvm::Twine(worldSize));
       return;
@@ -252,8 +229,8 @@ private:
   bool parseBlocks(const CallExpr &call, StringRef what,
                    SmallVectorImpl<std::string> &names) {
     if (call.args.empty()) {
-      diags.error(call.loc, "'blocks()' in '" + what +
-                                "' names no repeated parameter");
+      diags.error(call.loc,
+                  "'blocks()' in '" + what + "' names no repeated parameter");
       return false;
     }
     SmallVector<StringRef> repeated = getRepeatedParams(model);
@@ -280,8 +257,7 @@ private:
           diags.note(model->loc, "model '" + model->name +
                                      "' declares no repeated parameter");
         else
-          diags.note(model->loc, "the repeated parameters of '" +
-                                     model->name +
+          diags.note(model->loc, "the repeated parameters of '" + model->name +
                                      "' are: " + joinNames(repeated));
         ok = false;
         continue;
@@ -353,54 +329,57 @@ private:
       plan.checkpointActivations = std::move(names);
   }
 
+  /// Runs `fn` on each field of the record `value` of option `option`, each
+  /// a known one of `fields` and given once; reports the others and a value
+  /// that is no record (`example` shows one).
+  template <typename Fn>
+  void forEachField(const Expr &value, StringRef option, StringRef example,
+                    ArrayRef<StringRef> fields, Fn fn) {
+    const auto *record = dyn_cast<RecordExpr>(&value);
+    if (!record) {
+      diags.error(value.loc,
+                  "'" + option + "' must be a record such as " + example);
+      return;
+    }
+    forEachKnownSetting(diags, record->fields, (option + " field").str(),
+                        fields, fn);
+  }
+
   /// `precision = { param = bf16, reduce = f32, buffer = f32, master = f32 }`;
   /// fields left out keep the preset's dtype.
   void applyPrecision(const Expr &value, PlanValues &plan) {
-    const auto *record = dyn_cast<RecordExpr>(&value);
-    if (!record) {
-      diags.error(value.loc, "'precision' must be a record such as { param "
-                             "= bf16, reduce = f32, buffer = f32, master = "
-                             "f32 }");
-      return;
-    }
     static const StringRef fields[] = {"param", "reduce", "buffer", "master"};
-    SmallVector<const Setting *> seen;
-    for (const Setting &field : record->fields) {
-      if (!llvm::is_contained(fields, field.key)) {
-        diags.error(field.keyLoc, "unknown precision field '" + field.key +
-                                      "'; expected one of: " +
-                                      joinNames(fields));
-        continue;
-      }
-      if (checkDuplicate(seen, field, "precision field"))
-        continue;
-      const NameExpr *name = asName(*field.value);
-      Type type;
-      if (name)
-        type = llvm::StringSwitch<Type>(name->name)
-                   .Case("bf16", BFloat16Type::get(context))
-                   .Case("f16", Float16Type::get(context))
-                   .Case("f32", Float32Type::get(context))
-                   .Default(Type());
-      if (!type) {
-        diags.error(field.value->loc, "'" + field.key +
-                                          "' must be bf16, f16 or f32, got " +
-                                          describe(*field.value));
-        continue;
-      }
-      if (field.key == "master" && !type.isF32()) {
-        diags.error(field.value->loc,
-                    "'master' must be f32: md keeps master weights and "
-                    "optimizer state in f32 in this version, got " +
-                        name->name);
-        continue;
-      }
-      Type &slot = field.key == "param"    ? plan.paramDtype
-                   : field.key == "reduce" ? plan.reduceDtype
-                   : field.key == "buffer" ? plan.bufferDtype
-                                           : plan.masterDtype;
-      slot = type;
-    }
+    forEachField(
+        value, "precision",
+        "{ param = bf16, reduce = f32, buffer = f32, master = f32 }", fields,
+        [&](const Setting &field) {
+          const NameExpr *name = asName(*field.value);
+          Type type;
+          if (name)
+            type = llvm::StringSwitch<Type>(name->name)
+                       .Case("bf16", BFloat16Type::get(context))
+                       .Case("f16", Float16Type::get(context))
+                       .Case("f32", Float32Type::get(context))
+                       .Default(Type());
+          if (!type) {
+            diags.error(field.value->loc,
+                        "'" + field.key + "' must be bf16, f16 or f32, got " +
+                            describe(*field.value));
+            return;
+          }
+          if (field.key == "master" && !type.isF32()) {
+            diags.error(field.value->loc,
+                        "'master' must be f32: md keeps master weights and "
+                        "optimizer state in f32 in this version, got " +
+                            name->name);
+            return;
+          }
+          Type &slot = field.key == "param"    ? plan.paramDtype
+                       : field.key == "reduce" ? plan.reduceDtype
+                       : field.key == "buffer" ? plan.bufferDtype
+                                               : plan.masterDtype;
+          slot = type;
+        });
   }
 
   /// `bucket_cap = 25 MiB`.
@@ -421,39 +400,25 @@ private:
 
   /// `prefetch = { forward = true, backward = pre | post | none }`.
   void applyPrefetch(const Expr &value, PlanValues &plan) {
-    const auto *record = dyn_cast<RecordExpr>(&value);
-    if (!record) {
-      diags.error(value.loc, "'prefetch' must be a record such as { forward "
-                             "= true, backward = pre }");
-      return;
-    }
     static const StringRef fields[] = {"forward", "backward"};
-    SmallVector<const Setting *> seen;
-    for (const Setting &field : record->fields) {
-      if (!llvm::is_contained(fields, field.key)) {
-        diags.error(field.keyLoc, "unknown prefetch field '" + field.key +
-                                      "'; expected one of: " +
-                                      joinNames(fields));
-        continue;
-      }
-      if (checkDuplicate(seen, field, "prefetch field"))
-        continue;
-      if (field.key == "forward") {
-        applyBool(field, plan.prefetchForward);
-        continue;
-      }
-      const NameExpr *name = asName(*field.value);
-      std::optional<PrefetchBackward> kind;
-      if (name)
-        kind = symbolizePrefetchBackward(name->name);
-      if (!kind) {
-        diags.error(field.value->loc,
-                    "'backward' must be pre, post or none, got " +
-                        describe(*field.value));
-        continue;
-      }
-      plan.prefetchBackward = *kind;
-    }
+    forEachField(value, "prefetch", "{ forward = true, backward = pre }",
+                 fields, [&](const Setting &field) {
+                   if (field.key == "forward") {
+                     applyBool(field, plan.prefetchForward);
+                     return;
+                   }
+                   const NameExpr *name = asName(*field.value);
+                   std::optional<PrefetchBackward> kind;
+                   if (name)
+                     kind = symbolizePrefetchBackward(name->name);
+                   if (!kind) {
+                     diags.error(field.value->loc,
+                                 "'backward' must be pre, post or none, got " +
+                                     describe(*field.value));
+                     return;
+                   }
+                   plan.prefetchBackward = *kind;
+                 });
   }
 
   void applyBool(const Setting &setting, bool &slot) {
@@ -546,8 +511,9 @@ FailureOr<Attribute> md::frontend::resolvePlan(const Module &module,
   if (plan.isSingleRank()) {
     if (worldSize > 1) {
       ctx.diags.error(decl ? decl->loc : SMLoc(),
-                      "plan '" + name + "' runs on one rank, but the world "
-                                        "size is pinned to " +
+                      "plan '" + name +
+                          "' runs on one rank, but the world "
+                          "size is pinned to " +
                           llvm::Twine(worldSize));
       return failure();
     }

@@ -1,6 +1,7 @@
 //===- Sema.cpp - values, numbers and shapes of the model generator -------===//
 
 #include "frontend/Sema.h"
+#include "frontend/ExprText.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/MLIRContext.h"
@@ -21,8 +22,7 @@ std::string formatNum(const Num &n) {
   std::string s;
   llvm::raw_string_ostream os(s);
   os << llvm::format("%g", n.f);
-  if (std::isfinite(n.f) &&
-      s.find_first_of(".e") == std::string::npos)
+  if (std::isfinite(n.f) && s.find_first_of(".e") == std::string::npos)
     s += ".0";
   return s;
 }
@@ -88,20 +88,17 @@ NumResult applyNumBinary(BinaryOp op, const Num &a, const Num &b) {
     int64_t out = 0;
     switch (op) {
     case BinaryOp::Add:
-      if (__builtin_add_overflow(a.i, b.i, &out))
-        result.error = "integer overflow in " + std::to_string(a.i) + " + " +
-                       std::to_string(b.i);
-      break;
     case BinaryOp::Sub:
-      if (__builtin_sub_overflow(a.i, b.i, &out))
-        result.error = "integer overflow in " + std::to_string(a.i) + " - " +
-                       std::to_string(b.i);
+    case BinaryOp::Mul: {
+      bool overflow =
+          op == BinaryOp::Add   ? __builtin_add_overflow(a.i, b.i, &out)
+          : op == BinaryOp::Sub ? __builtin_sub_overflow(a.i, b.i, &out)
+                                : __builtin_mul_overflow(a.i, b.i, &out);
+      if (overflow)
+        result.error = "integer overflow in " + std::to_string(a.i) + " " +
+                       binaryOpSpelling(op) + " " + std::to_string(b.i);
       break;
-    case BinaryOp::Mul:
-      if (__builtin_mul_overflow(a.i, b.i, &out))
-        result.error = "integer overflow in " + std::to_string(a.i) + " * " +
-                       std::to_string(b.i);
-      break;
+    }
     case BinaryOp::Div:
       if (b.i == 0)
         result.error = "division by zero";
@@ -142,8 +139,8 @@ NumResult applyNumBinary(BinaryOp op, const Num &a, const Num &b) {
     out = x / y;
     break;
   default:
-    result.error = std::string("'") + binaryOpSpelling(op) +
-                   "' is not defined on numbers";
+    result.error =
+        std::string("'") + binaryOpSpelling(op) + "' is not defined on numbers";
     return result;
   }
   result.value = Num::real(out);
@@ -195,6 +192,29 @@ std::string formatType(RankedTensorType type) {
 
 bool dimsCompatible(int64_t a, int64_t b) {
   return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+void forEachKnownSetting(Diagnostics &diags, llvm::ArrayRef<Setting> settings,
+                         llvm::StringRef what,
+                         llvm::ArrayRef<llvm::StringRef> keys,
+                         llvm::function_ref<void(const Setting &)> fn) {
+  llvm::SmallVector<const Setting *> seen;
+  for (const Setting &setting : settings) {
+    if (!llvm::is_contained(keys, setting.key)) {
+      diags.error(setting.keyLoc, "unknown " + what + " '" + setting.key +
+                                      "'; expected one of: " + joinNames(keys));
+      continue;
+    }
+    const Setting *const *previous = llvm::find_if(
+        seen, [&](const Setting *s) { return s->key == setting.key; });
+    if (previous != seen.end()) {
+      diags.error(setting.keyLoc, what + " '" + setting.key + "' is set twice");
+      diags.note((*previous)->keyLoc, "previous definition is here");
+      continue;
+    }
+    seen.push_back(&setting);
+    fn(setting);
+  }
 }
 
 } // namespace md::frontend

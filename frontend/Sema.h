@@ -1,8 +1,10 @@
-//===- Sema.h - values, numbers and shapes of the model generator -*- C++ -*-===//
+//===- Sema.h - values, numbers and shapes of the model generator -*- C++
+//-*-===//
 //
-// Helpers shared by the parts of IRGen.cpp: compile-time numbers (hyper-
-// parameters, dims), the formatting of tensor types as the language writes
-// them (`f32[8, 768]`), and numpy broadcasting of shapes.
+// Helpers shared by the IR generators (ModelGen.h, RecipeEmitter.h, Plans.cpp):
+// compile-time numbers (hyper-parameters, dims), the formatting of tensor
+// types as the language writes them (`f32[8, 768]`), and numpy broadcasting
+// of shapes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,10 +16,12 @@
 #include <string>
 
 #include "frontend/AST.h"
+#include "frontend/Diagnostics.h"
 
 #include "dialect/MdOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
 namespace md::frontend {
@@ -85,6 +89,15 @@ using ::md::broadcastShapes;
 
 /// Dims are compatible when equal or when either is dynamic.
 bool dimsCompatible(int64_t a, int64_t b);
+
+/// Runs `fn` on each of `settings` (a train's settings, a plan's options, a
+/// record's fields) whose key is one of `keys` and not set before; reports
+/// the others as an unknown or repeated `what` ("train setting", "plan
+/// option", "precision field").
+void forEachKnownSetting(Diagnostics &diags, llvm::ArrayRef<Setting> settings,
+                         llvm::StringRef what,
+                         llvm::ArrayRef<llvm::StringRef> keys,
+                         llvm::function_ref<void(const Setting &)> fn);
 
 } // namespace md::frontend
 

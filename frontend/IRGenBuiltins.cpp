@@ -1,0 +1,545 @@
+//===- IRGenBuiltins.cpp - built-in layers and functions ------------------===//
+//
+// The built-in layers (Linear, LayerNorm, Attention, ...), the tensor
+// operators and the built-in functions (gelu, softmax, reshape, sum, ...),
+// inlined as md ops with their shapes inferred and checked.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/ModelGen.h"
+
+namespace md::frontend::irgen {
+
+//===----------------------------------------------------------------------===//
+// Built-in layers
+//===----------------------------------------------------------------------===//
+
+bool ModelGen::expectTensor(const Val &v, SMLoc l, const Twine &what) {
+  if (v.isError())
+    return false;
+  if (v.isTensor())
+    return true;
+  error(l, what + " must be a tensor, got " + describe(v));
+  return false;
+}
+
+bool ModelGen::expectFloat(const Val &v, SMLoc l, const Twine &what) {
+  if (!expectTensor(v, l, what))
+    return false;
+  if (isFloatType(v.type().getElementType()))
+    return true;
+  error(l, what + " must be a float tensor (f32, bf16 or f16), got " +
+               describe(v));
+  return false;
+}
+
+Val ModelGen::linear(FnState &fn, Instance *lin, const Val &x,
+                     const std::string &calleeName, SMLoc l) {
+  Val w = leafValue(fn, lin->child("weight"), l);
+  Val bias = lin->bias ? leafValue(fn, lin->child("bias"), l) : Val();
+  if (w.isError() || (lin->bias && bias.isError()))
+    return Val::error();
+  RankedTensorType xt = x.type();
+  llvm::ArrayRef<int64_t> shape = xt.getShape();
+  if (xt.getRank() < 1 || !dimsCompatible(shape.back(), lin->dimA)) {
+    error(l, "'" + calleeName + "' (" + lin->signature +
+                 ") expects an input of shape f32[..., " + Twine(lin->dimA) +
+                 "], got " + formatType(xt));
+    return Val::error();
+  }
+  mlir::Value in = x.value;
+  if (xt.getRank() == 1)
+    in = md::ReshapeOp::create(
+        b, loc(l), tensorType({1, lin->dimA}, xt.getElementType()), in);
+  auto inType = llvm::cast<RankedTensorType>(in.getType());
+  llvm::SmallVector<int64_t> out(inType.getShape());
+  out.back() = lin->dimB;
+  auto resultType = tensorType(out, xt.getElementType());
+  mlir::Value y = md::MatmulOp::create(b, loc(l), resultType, in, w.value,
+                                       lin->bias ? bias.value : mlir::Value(),
+                                       /*transpose_a=*/false,
+                                       /*transpose_b=*/true);
+  if (xt.getRank() == 1)
+    y = md::ReshapeOp::create(b, loc(l),
+                              tensorType({lin->dimB}, xt.getElementType()), y);
+  return Val::tensor(y);
+}
+
+Val ModelGen::applyLayer(FnState &fn, Instance *inst, const Val &x,
+                         const std::string &calleeName, SMLoc l) {
+  std::string who = "'" + calleeName + "' (" + inst->signature + ")";
+  if (inst->layer == LayerKind::Embedding) {
+    if (!expectTensor(x, l, "the input of " + who))
+      return Val::error();
+    if (!isIndexType(x.type().getElementType())) {
+      error(l, "embedding ids must be i32 or i64, got " + describe(x));
+      return Val::error();
+    }
+    Val table = leafValue(fn, inst->child("weight"), l);
+    if (table.isError())
+      return table;
+    llvm::SmallVector<int64_t> shape(x.type().getShape());
+    shape.push_back(inst->dimB);
+    return Val::tensor(md::EmbeddingOp::create(
+        b, loc(l), tensorType(shape, b.getF32Type()), table.value, x.value));
+  }
+  if (!expectFloat(x, l, "the input of " + who))
+    return Val::error();
+  RankedTensorType xt = x.type();
+  if (!xt.getElementType().isF32()) {
+    error(l, who + " has f32 parameters; its input must be f32, got " +
+                 formatType(xt));
+    return Val::error();
+  }
+  auto lastDim = [&](int64_t d, int64_t minRank) {
+    if (xt.getRank() >= minRank && dimsCompatible(xt.getShape().back(), d))
+      return true;
+    std::string dims = "f32[";
+    for (int64_t k = 1; k < minRank; ++k)
+      dims += "?, ";
+    error(l, who + " expects an input of shape " +
+                 (minRank > 1 ? dims + "..., " : std::string("f32[..., ")) +
+                 std::to_string(d) + "], got " + formatType(xt));
+    return false;
+  };
+  switch (inst->layer) {
+  case LayerKind::Linear:
+    return linear(fn, inst, x, calleeName, l);
+  case LayerKind::LayerNorm: {
+    if (!lastDim(inst->dimA, 1))
+      return Val::error();
+    Val g = leafValue(fn, inst->child("weight"), l);
+    Val bt = leafValue(fn, inst->child("bias"), l);
+    if (g.isError() || bt.isError())
+      return Val::error();
+    return Val::tensor(md::LayerNormOp::create(b, loc(l), xt, x.value, g.value,
+                                               bt.value,
+                                               b.getF64FloatAttr(inst->eps)));
+  }
+  case LayerKind::RMSNorm: {
+    if (!lastDim(inst->dimA, 1))
+      return Val::error();
+    Val g = leafValue(fn, inst->child("weight"), l);
+    if (g.isError())
+      return g;
+    return Val::tensor(md::RmsNormOp::create(b, loc(l), xt, x.value, g.value,
+                                             b.getF64FloatAttr(inst->eps)));
+  }
+  case LayerKind::BatchNorm: {
+    if (!lastDim(inst->dimA, 2))
+      return Val::error();
+    Val g = leafValue(fn, inst->child("weight"), l);
+    Val bt = leafValue(fn, inst->child("bias"), l);
+    if (g.isError() || bt.isError())
+      return Val::error();
+    auto stats = tensorType({inst->dimA}, b.getF32Type());
+    auto op =
+        md::BatchNormOp::create(b, loc(l), xt, stats, stats, x.value, g.value,
+                                bt.value, b.getF64FloatAttr(inst->eps));
+    return Val::tensor(op.getY());
+  }
+  case LayerKind::Attention: {
+    if (xt.getRank() != 3 ||
+        !dimsCompatible(xt.getShape().back(), inst->dimA)) {
+      error(l, who + " expects an input of shape f32[B, T, " +
+                   Twine(inst->dimA) + "], got " + formatType(xt));
+      return Val::error();
+    }
+    Val q = linear(fn, inst->child("q"), x, calleeName + ".q", l);
+    Val k = linear(fn, inst->child("k"), x, calleeName + ".k", l);
+    Val v = linear(fn, inst->child("v"), x, calleeName + ".v", l);
+    if (q.isError() || k.isError() || v.isError())
+      return Val::error();
+    mlir::Value att = md::CausalAttentionOp::create(
+        b, loc(l), q.type(), q.value, k.value, v.value,
+        static_cast<uint64_t>(inst->dimB));
+    return linear(fn, inst->child("proj"), Val::tensor(att),
+                  calleeName + ".proj", l);
+  }
+  case LayerKind::Mlp: {
+    if (!lastDim(inst->dimA, 1))
+      return Val::error();
+    Val h = linear(fn, inst->child("fc"), x, calleeName + ".fc", l);
+    if (h.isError())
+      return h;
+    mlir::Value g = md::GeluOp::create(b, loc(l), h.type(), h.value,
+                                       /*approximate=*/true);
+    return linear(fn, inst->child("proj"), Val::tensor(g), calleeName + ".proj",
+                  l);
+  }
+  case LayerKind::Embedding:
+    break;
+  }
+  return Val::error();
+}
+
+//===----------------------------------------------------------------------===//
+// Operators and built-in functions
+//===----------------------------------------------------------------------===//
+
+Val ModelGen::scale(const Val &x, double factor, SMLoc l) {
+  return Val::tensor(md::ScaleOp::create(b, loc(l), x.type(), x.value,
+                                         b.getF64FloatAttr(factor)));
+}
+
+Val ModelGen::matmul(const Val &a, const Val &bv, SMLoc l) {
+  if (!expectFloat(a, l, "the left operand of '@'") ||
+      !expectFloat(bv, l, "the right operand of '@'"))
+    return Val::error();
+  RankedTensorType at = a.type(), bt = bv.type();
+  std::string both = formatType(at) + " @ " + formatType(bt);
+  if (at.getElementType() != bt.getElementType()) {
+    error(l, "element types differ in '@': " + both);
+    return Val::error();
+  }
+  if (at.getRank() < 2 || bt.getRank() < 2) {
+    error(l, "matmul needs operands of rank >= 2: " + both);
+    return Val::error();
+  }
+  if (bt.getRank() != 2 && bt.getRank() != at.getRank()) {
+    error(l, "matmul needs a right operand of rank 2 or of the rank of the "
+             "left one: " +
+                 both);
+    return Val::error();
+  }
+  llvm::ArrayRef<int64_t> as = at.getShape(), bs = bt.getShape();
+  if (bt.getRank() > 2)
+    for (int64_t k = 0; k + 2 < at.getRank(); ++k)
+      if (!dimsCompatible(as[k], bs[k])) {
+        error(l, "matmul batch dimensions differ: " + both);
+        return Val::error();
+      }
+  int64_t ka = as.back(), kb = bs[bs.size() - 2];
+  if (!dimsCompatible(ka, kb)) {
+    error(l, "matmul contracting dimensions differ: " + both + " (" +
+                 Twine(ka) + " vs " + Twine(kb) + ")");
+    return Val::error();
+  }
+  llvm::SmallVector<int64_t> shape(as.drop_back());
+  shape.push_back(bs.back());
+  return Val::tensor(
+      md::MatmulOp::create(b, loc(l), tensorType(shape, at.getElementType()),
+                           a.value, bv.value, mlir::Value(), false, false));
+}
+
+Val ModelGen::elementwise(BinaryOp op, const Val &l, const Val &r, SMLoc at) {
+  std::string spelling = std::string("'") + binaryOpSpelling(op) + "'";
+  if (!expectFloat(l, at, "the left operand of " + spelling) ||
+      !expectFloat(r, at, "the right operand of " + spelling))
+    return Val::error();
+  RankedTensorType lt = l.type(), rt = r.type();
+  if (lt.getElementType() != rt.getElementType()) {
+    error(at, "element types differ in " + spelling + ": " + formatType(lt) +
+                  " and " + formatType(rt));
+    return Val::error();
+  }
+  auto shape = broadcastShapes(lt.getShape(), rt.getShape());
+  if (!shape) {
+    error(at, "shape mismatch in " + spelling + ": " + formatType(lt) +
+                  " and " + formatType(rt) + " do not broadcast");
+    return Val::error();
+  }
+  auto type = tensorType(*shape, lt.getElementType());
+  mlir::Location where = loc(at);
+  switch (op) {
+  case BinaryOp::Add:
+    return Val::tensor(md::AddOp::create(b, where, type, l.value, r.value));
+  case BinaryOp::Sub:
+    return Val::tensor(md::SubOp::create(b, where, type, l.value, r.value));
+  default:
+    return Val::tensor(md::MulOp::create(b, where, type, l.value, r.value));
+  }
+}
+
+std::optional<int64_t> ModelGen::constInt(FnState &fn, const Expr &e,
+                                          const Twine &what) {
+  Val v = eval(fn, e);
+  if (v.isError())
+    return std::nullopt;
+  if (!v.isNumber() || !v.num.isInt || v.num.dynamic) {
+    error(e.loc, what + " must be an integer known at compile time, got " +
+                     (v.isNumber() ? formatNum(v.num) : describe(v)));
+    return std::nullopt;
+  }
+  return v.num.i;
+}
+
+std::optional<bool> ModelGen::constBool(FnState &fn, const Expr &e,
+                                        const Twine &what) {
+  Val v = eval(fn, e);
+  if (v.isError())
+    return std::nullopt;
+  if (v.kind != Val::Kind::Bool) {
+    error(e.loc, what + " must be true or false, got " + describe(v));
+    return std::nullopt;
+  }
+  return v.boolean;
+}
+
+Val ModelGen::reshape(FnState &fn, const Val &x, const Expr &shapeExpr,
+                      SMLoc l) {
+  auto *list = llvm::dyn_cast<ListExpr>(&shapeExpr);
+  if (!list) {
+    error(shapeExpr.loc, "the shape of reshape must be a list of dims, e.g. "
+                         "reshape(x, [B, T * C])");
+    return Val::error();
+  }
+  llvm::SmallVector<int64_t> shape;
+  int inferred = -1;
+  bool ok = true;
+  for (auto [k, el] : llvm::enumerate(list->elements)) {
+    Val v = eval(fn, *el);
+    if (v.isError()) {
+      ok = false;
+      continue;
+    }
+    if (v.isNumber() && v.num.isInt && !v.num.dynamic && v.num.i == -1 &&
+        inferred < 0) {
+      inferred = static_cast<int>(k);
+      shape.push_back(ShapedType::kDynamic);
+      continue;
+    }
+    std::optional<int64_t> d = dimOf(v, el->loc, "a dimension of reshape");
+    if (!d) {
+      ok = false;
+      continue;
+    }
+    shape.push_back(*d);
+  }
+  if (!ok || !expectTensor(x, l, "the input of reshape"))
+    return Val::error();
+  RankedTensorType xt = x.type();
+  auto staticProduct = [](llvm::ArrayRef<int64_t> s, int &numDynamic) {
+    int64_t p = 1;
+    numDynamic = 0;
+    for (int64_t d : s) {
+      if (ShapedType::isDynamic(d))
+        ++numDynamic;
+      else
+        p *= d;
+    }
+    return p;
+  };
+  int inDyn = 0, outDyn = 0;
+  int64_t inCount = staticProduct(xt.getShape(), inDyn);
+  if (inferred >= 0) {
+    shape[inferred] = 1;
+    int tmp = 0;
+    int64_t rest = staticProduct(shape, tmp);
+    if (inDyn == 0 && tmp == 0 && rest > 0 && inCount % rest == 0) {
+      shape[inferred] = inCount / rest;
+    } else if (inDyn == 0 && tmp == 0) {
+      std::string target;
+      for (auto [k, dim] : llvm::enumerate(shape))
+        target += (k ? ", " : "") + (static_cast<int>(k) == inferred
+                                         ? std::string("-1")
+                                         : std::to_string(dim));
+      error(l, "cannot reshape " + formatType(xt) + " to [" + target +
+                   "]: its " + Twine(inCount) +
+                   " elements are not a multiple of " + Twine(rest));
+      return Val::error();
+    } else {
+      shape[inferred] = ShapedType::kDynamic;
+    }
+  }
+  int64_t outCount = staticProduct(shape, outDyn);
+  auto result = tensorType(shape, xt.getElementType());
+  // A dynamic dim (B without a train) may stand for B times anything: only
+  // fully static shapes are compared.
+  if (inDyn == 0 && outDyn == 0 && inCount != outCount) {
+    error(l, "reshape from " + formatType(xt) + " to " + formatType(result) +
+                 " changes the number of elements (" + Twine(inCount) + " vs " +
+                 Twine(outCount) + ")");
+    return Val::error();
+  }
+  return Val::tensor(md::ReshapeOp::create(b, loc(l), result, x.value));
+}
+
+Val ModelGen::reduce(FnState &fn, const CallExpr &call, const Val &x,
+                     const Expr *dimsExpr, const Expr *keepdimExpr,
+                     bool isMean) {
+  const char *name = isMean ? "mean" : "sum";
+  bool keepdim = false;
+  if (keepdimExpr) {
+    auto k = constBool(fn, *keepdimExpr, "keepdim");
+    if (!k)
+      return Val::error();
+    keepdim = *k;
+  }
+  if (!expectFloat(x, call.loc, Twine("the input of ") + name))
+    return Val::error();
+  RankedTensorType xt = x.type();
+  int64_t rank = xt.getRank();
+  llvm::SmallVector<int64_t> dims;
+  if (dimsExpr) {
+    auto *list = llvm::dyn_cast<ListExpr>(dimsExpr);
+    if (!list) {
+      error(dimsExpr->loc,
+            Twine("the dims of ") + name + " must be a list, e.g. dims = [-1]");
+      return Val::error();
+    }
+    llvm::SmallVector<bool> seen(rank, false);
+    for (const ExprPtr &el : list->elements) {
+      auto d = constInt(fn, *el, "a dim");
+      if (!d)
+        return Val::error();
+      if (*d < -rank || *d >= rank) {
+        error(el->loc,
+              "dim " + Twine(*d) + " is out of range for " + formatType(xt));
+        return Val::error();
+      }
+      int64_t n = *d < 0 ? *d + rank : *d;
+      if (seen[n]) {
+        error(el->loc, "dim " + Twine(*d) + " is listed twice");
+        return Val::error();
+      }
+      seen[n] = true;
+      dims.push_back(n);
+    }
+    if (dims.empty()) {
+      error(dimsExpr->loc, Twine("the dims of ") + name + " must not be empty");
+      return Val::error();
+    }
+  } else {
+    for (int64_t k = 0; k < rank; ++k)
+      dims.push_back(k);
+  }
+  if (dims.empty())
+    return x; // a scalar reduced over no dims
+  llvm::SmallVector<int64_t> shape;
+  for (int64_t k = 0; k < rank; ++k) {
+    if (!llvm::is_contained(dims, k))
+      shape.push_back(xt.getShape()[k]);
+    else if (keepdim)
+      shape.push_back(1);
+  }
+  auto type = tensorType(shape, xt.getElementType());
+  if (isMean)
+    return Val::tensor(
+        md::MeanOp::create(b, loc(call.loc), type, x.value, dims, keepdim));
+  return Val::tensor(
+      md::SumOp::create(b, loc(call.loc), type, x.value, dims, keepdim));
+}
+
+Val ModelGen::callBuiltin(FnState &fn, const CallExpr &call,
+                          const std::vector<Formal> &formals) {
+  const std::string &name = call.callee;
+  auto bound = bindArgs(call.args, formals, name, call.loc);
+  if (!bound)
+    return Val::error();
+  const std::vector<const Expr *> &args = *bound;
+  SMLoc l = call.loc;
+
+  if (name == "arange") {
+    auto n = constInt(fn, *args[0], "the argument of arange");
+    if (!n)
+      return Val::error();
+    if (*n <= 0) {
+      error(args[0]->loc, "arange needs a positive length, got " + Twine(*n));
+      return Val::error();
+    }
+    return Val::tensor(
+        md::ArangeOp::create(b, loc(l), tensorType({*n}, b.getI64Type()),
+                             b.getI64IntegerAttr(0), b.getI64IntegerAttr(*n)));
+  }
+
+  Val x = eval(fn, *args[0]);
+  if (x.isError())
+    return x;
+  std::string what = "the input of " + name;
+
+  if (name == "gelu" || name == "relu") {
+    bool approximate = false;
+    if (name == "gelu" && args[1]) {
+      auto a = constBool(fn, *args[1], "approximate");
+      if (!a)
+        return Val::error();
+      approximate = *a;
+    }
+    if (!expectFloat(x, l, what))
+      return Val::error();
+    if (name == "relu")
+      return Val::tensor(md::ReluOp::create(b, loc(l), x.type(), x.value));
+    return Val::tensor(
+        md::GeluOp::create(b, loc(l), x.type(), x.value, approximate));
+  }
+  if (name == "softmax") {
+    int64_t axis = -1;
+    if (args[1]) {
+      auto a = constInt(fn, *args[1], "axis");
+      if (!a)
+        return Val::error();
+      axis = *a;
+    }
+    if (!expectFloat(x, l, what))
+      return Val::error();
+    int64_t rank = x.type().getRank();
+    if (axis < -rank || axis >= rank) {
+      error(args[1] ? args[1]->loc : l, "axis " + Twine(axis) +
+                                            " is out of range for " +
+                                            formatType(x.type()));
+      return Val::error();
+    }
+    return Val::tensor(md::SoftmaxOp::create(b, loc(l), x.type(), x.value,
+                                             b.getI64IntegerAttr(axis)));
+  }
+  if (name == "transpose") {
+    if (!expectTensor(x, l, what))
+      return Val::error();
+    RankedTensorType xt = x.type();
+    if (xt.getRank() < 2) {
+      error(l, "transpose swaps the last two dims and needs rank >= 2, got " +
+                   formatType(xt));
+      return Val::error();
+    }
+    llvm::SmallVector<int64_t> perm, shape(xt.getShape());
+    for (int64_t k = 0; k < xt.getRank(); ++k)
+      perm.push_back(k);
+    std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+    std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
+    return Val::tensor(md::TransposeOp::create(
+        b, loc(l), tensorType(shape, xt.getElementType()), x.value, perm));
+  }
+  if (name == "reshape")
+    return reshape(fn, x, *args[1], l);
+  if (name == "sum" || name == "mean")
+    return reduce(fn, call, x, args[1], args[2], name == "mean");
+  if (name == "cross_entropy") {
+    Val t = eval(fn, *args[1]);
+    std::optional<int64_t> ignore;
+    if (args[2]) {
+      ignore = constInt(fn, *args[2], "ignore_index");
+      if (!ignore)
+        return Val::error();
+    }
+    if (t.isError())
+      return t;
+    if (!expectFloat(x, l, "the logits of cross_entropy") ||
+        !expectTensor(t, l, "the targets of cross_entropy"))
+      return Val::error();
+    RankedTensorType xt = x.type(), tt = t.type();
+    if (!isIndexType(tt.getElementType())) {
+      error(args[1]->loc,
+            "cross_entropy targets must be i32 or i64, got " + formatType(tt));
+      return Val::error();
+    }
+    llvm::ArrayRef<int64_t> lead = xt.getShape().drop_back();
+    bool match = xt.getRank() >= 1 && tt.getRank() == xt.getRank() - 1 &&
+                 llvm::all_of(llvm::zip(lead, tt.getShape()), [](auto p) {
+                   return dimsCompatible(std::get<0>(p), std::get<1>(p));
+                 });
+    if (!match) {
+      error(l, "cross_entropy targets " + formatType(tt) +
+                   " do not match the leading dims of the logits " +
+                   formatType(xt));
+      return Val::error();
+    }
+    return Val::tensor(md::CrossEntropyOp::create(
+        b, loc(l), tensorType({}, b.getF32Type()), x.value, t.value,
+        ignore ? b.getI64IntegerAttr(*ignore) : mlir::IntegerAttr()));
+  }
+  error(l, "'" + name + "' is not implemented");
+  return Val::error();
+}
+
+} // namespace md::frontend::irgen
