@@ -19,6 +19,7 @@
 #include "runtime/net/Rendezvous.h"
 #include "runtime/net/TcpComm.h"
 #include "runtime/plan/Loader.h"
+#include "runtime/plan/MemoryFormat.h"
 #include "runtime/shm/ShmComm.h"
 #include "tools/cli/Format.h"
 #if MD_ENABLE_CUDA
@@ -44,18 +45,6 @@ absl::StatusOr<int> envInt(const char *name, int min) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the environment variable ", name, "=", v, " is not valid"));
   return n;
-}
-
-std::string humanBytes(int64_t b) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  return u == 0 ? absl::StrFormat("%d B", b)
-                : absl::StrFormat("%.1f %s", v, units[u]);
 }
 
 std::string jsonNumber(double v) {
@@ -193,11 +182,12 @@ void printBanner(const runtime::RunInfo &i, const std::string &planPath,
       "mdrun: memory per rank: params %s, grads %s, grad_acc %s, optimizer %s, "
       "activations %s, comm buffers %s, peak %s (arenas: persistent %s, "
       "transient %s)\n",
-      humanBytes(m.params).c_str(), humanBytes(m.grads).c_str(),
-      humanBytes(m.gradAcc).c_str(), humanBytes(m.optimizer).c_str(),
-      humanBytes(m.activations).c_str(), humanBytes(m.commBuffers).c_str(),
-      humanBytes(m.peak).c_str(), humanBytes(i.persistentArenaBytes).c_str(),
-      humanBytes(i.transientArenaBytes).c_str());
+      plan::BytesText(m.params).c_str(), plan::BytesText(m.grads).c_str(),
+      plan::BytesText(m.gradAcc).c_str(), plan::BytesText(m.optimizer).c_str(),
+      plan::BytesText(m.activations).c_str(),
+      plan::BytesText(m.commBuffers).c_str(), plan::BytesText(m.peak).c_str(),
+      plan::BytesText(i.persistentArenaBytes).c_str(),
+      plan::BytesText(i.transientArenaBytes).c_str());
   absl::PrintF("mdrun: data %s; sampler %s\n", i.data.c_str(),
                i.sampler.c_str());
   absl::PrintF("mdrun: training %d steps, seed %d\n", i.steps, i.seed);
