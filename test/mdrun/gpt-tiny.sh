@@ -5,7 +5,8 @@
 # model reads tokens("data/train.bin") relative to the working directory,
 # so everything runs in WORK_DIR. The loss must fall well below where it
 # started (at the README's 250 steps it goes from 6.25 to about 1.9; after
-# the 100 steps here it is about 4.7, 0.75 of the first).
+# the 100 steps here it is about 4.7, 0.75 of the first). Before training,
+# GPT-2 124M on 32 ranks is refused for want of host memory.
 #
 #   test/mdrun/gpt-tiny.sh MDC MDRUN MD_DATA MODELS_DIR WORK_DIR
 set -uo pipefail
@@ -36,6 +37,24 @@ grep -Eq '^md-data: wrote data/train.bin: 200,000 uint16 tokens \(400,000 bytes\
 tiny=(-D layers=2 -D d=64 -D heads=4 -D seq=64 -D vocab=512)
 timeout 60 "$mdc" "$models/gpt.mdl" "${tiny[@]}" --plan fsdp-full -o gpt-tiny-fsdp.fb ||
   { echo "FAIL: mdc"; exit 1; }
+
+# A job that cannot fit in this node's memory is refused before any rank
+# starts, with the numbers: GPT-2 124M under ddp needs about 9 GiB per rank
+# at its peak, so 32 ranks need about 290 GiB (skipped on a node that has
+# that much available).
+available_kib=$(sed -nE 's/^MemAvailable: +([0-9]+) kB$/\1/p' /proc/meminfo)
+if [[ -n $available_kib && $available_kib -lt $((250 * 1024 * 1024)) ]]; then
+  timeout 60 "$mdc" "$models/gpt.mdl" --plan ddp -o gpt2-124m-ddp.fb ||
+    { echo "FAIL: mdc (GPT-2 124M)"; exit 1; }
+  timeout 30 "$mdrun" --ranks 32 --backend cpu gpt2-124m-ddp.fb >mem.out 2>mem.err
+  rc=$?
+  [[ $rc -eq 1 ]] || fail "an oversized job: exit $rc, expected 1"
+  grep -Eq '^mdrun: error: the plan needs 32 ranks x [0-9.]+ GiB = [0-9.]+ GiB of host memory at its peak, but this node has [0-9.]+ [KMG]iB available \(MemAvailable\); per rank: params .*activations .*; the largest buffers: .*\(.*gpt\.mdl:[0-9]+:[0-9]+\)' mem.err ||
+    fail "the memory refusal: $(cat mem.err)"
+  [[ -s mem.out ]] && fail "an oversized job printed a banner: $(cat mem.out)"
+else
+  echo "note: skipped the memory refusal (MemAvailable ${available_kib:-unknown} kB)"
+fi
 
 # Training.
 timeout 240 "$mdrun" --gpus 2 gpt-tiny-fsdp.fb --steps $steps \

@@ -2,8 +2,8 @@
 //
 // mdrun's command line (Options.h), ResolvePlacement on hand-made
 // environments (as srun, mpirun or a user would set them), the Slurm list
-// parsers, and ChooseExecution on made-up GPU probes: the decisions mdrun
-// takes before it starts a rank.
+// parsers, ChooseExecution on made-up GPU probes, and the host-memory check
+// (HostMemory.h): the decisions mdrun takes before it starts a rank.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 
 #include "tools/mdrun/Cluster.h"
+#include "tools/mdrun/HostMemory.h"
 #include "tools/mdrun/Options.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -66,6 +67,7 @@ TEST(MdrunCommandLine, Training) {
                                           "--ranks=2",
                                           "--backend=cpu",
                                           "--no-fallback",
+                                          "--skip-memory-check",
                                           "--steps",
                                           "0",
                                           "--seed",
@@ -95,6 +97,7 @@ TEST(MdrunCommandLine, Training) {
   EXPECT_EQ(t.ranks, 2);
   EXPECT_EQ(t.backend, BackendChoice::Cpu);
   EXPECT_TRUE(t.noFallback);
+  EXPECT_TRUE(t.skipMemoryCheck);
   EXPECT_EQ(t.steps, 0);
   EXPECT_EQ(t.seed, 7);
   EXPECT_EQ(t.logEvery, 5);
@@ -115,6 +118,7 @@ TEST(MdrunCommandLine, Training) {
   EXPECT_EQ(cl->train.ranks, d.ranks);
   EXPECT_EQ(cl->train.backend, d.backend);
   EXPECT_EQ(cl->train.noFallback, d.noFallback);
+  EXPECT_FALSE(cl->train.skipMemoryCheck);
   EXPECT_EQ(cl->train.steps, d.steps);
   EXPECT_FALSE(cl->train.seed.has_value());
   EXPECT_EQ(cl->train.logEvery, d.logEvery);
@@ -471,6 +475,89 @@ TEST(Execution, CommKindNames) {
        {CommKind::Shm, CommKind::Tcp, CommKind::Nccl, CommKind::ShmStaged})
     EXPECT_EQ(*parseCommKind(commKindName(k)), k);
   EXPECT_FALSE(parseCommKind("mpi").ok());
+}
+
+//===----------------------------------------------------------------------===//
+// The host-memory check before launch.
+//===----------------------------------------------------------------------===//
+
+std::string writeFile(const std::string &name, const std::string &text) {
+  std::string path = ::testing::TempDir() + "/" + name;
+  FILE *f = std::fopen(path.c_str(), "w");
+  EXPECT_NE(f, nullptr);
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  return path;
+}
+
+TEST(HostMemory, ReadsMemAvailable) {
+  std::string path = writeFile("meminfo-ok", "MemTotal:       24576000 kB\n"
+                                             "MemFree:        20000000 kB\n"
+                                             "MemAvailable:   23000000 kB\n"
+                                             "Buffers:          100000 kB\n");
+  absl::StatusOr<int64_t> bytes = ReadMemAvailable(path);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(*bytes, int64_t{23000000} * 1024);
+}
+
+TEST(HostMemory, MemAvailableMissingOrMalformedIsAnError) {
+  absl::StatusOr<int64_t> none =
+      ReadMemAvailable(writeFile("meminfo-none", "MemTotal: 1 kB\n"));
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(none.status().message()),
+              HasSubstr("has no MemAvailable line"));
+  absl::StatusOr<int64_t> bad =
+      ReadMemAvailable(writeFile("meminfo-bad", "MemAvailable: lots\n"));
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(
+      std::string(bad.status().message()),
+      HasSubstr("cannot read the MemAvailable line 'MemAvailable: lots'"));
+  absl::StatusOr<int64_t> huge = ReadMemAvailable(
+      writeFile("meminfo-huge", "MemAvailable: 9223372036854775807 kB\n"));
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<int64_t> absent = ReadMemAvailable("/nonexistent/meminfo");
+  EXPECT_EQ(absent.status().code(), absl::StatusCode::kNotFound);
+}
+
+NodeMemoryNeed needOf(int64_t activations, int64_t ranks) {
+  NodeMemoryNeed need;
+  need.perRank.params = 1024;
+  need.perRank.optimizer = 2048;
+  need.perRank.activations = activations;
+  need.perRank.peak = 1024 + 2048 + activations;
+  need.ranksOnNode = ranks;
+  need.largest = {{"matmul (gpt.mdl:40:16)", activations / 2},
+                  {"gelu (gpt.mdl:30:9)", activations / 4}};
+  return need;
+}
+
+TEST(HostMemory, AJobThatFitsPasses) {
+  NodeMemoryNeed need = needOf(int64_t{1} << 30, 2);
+  EXPECT_TRUE(CheckHostMemory(need, 2 * need.perRank.peak).ok());
+  EXPECT_FALSE(CheckHostMemory(need, 2 * need.perRank.peak - 1).ok());
+}
+
+TEST(HostMemory, AJobThatCannotFitIsRefusedWithTheNumbers) {
+  NodeMemoryNeed need = needOf(int64_t{3} << 30, 4); // 4 x 3.0 GiB
+  absl::Status s = CheckHostMemory(need, int64_t{8} << 30);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  std::string m(s.message());
+  EXPECT_THAT(m, HasSubstr("the plan needs 4 ranks x 3.0 GiB = 12.0 GiB of "
+                           "host memory at its peak, but this node has "
+                           "8.0 GiB available (MemAvailable)"));
+  EXPECT_THAT(m, HasSubstr("per rank: params 1.0 KiB, grads 0 B, grad_acc 0 B, "
+                           "optimizer 2.0 KiB, activations 3.0 GiB, "
+                           "comm_buffers 0 B;"));
+  EXPECT_THAT(m, HasSubstr("the largest buffers: 'matmul (gpt.mdl:40:16)' "
+                           "1.5 GiB, 'gelu (gpt.mdl:30:9)' 768.0 MiB."));
+  EXPECT_THAT(m, HasSubstr("--skip-memory-check starts it anyway"));
+}
+
+TEST(HostMemory, ANeedThatOverflowsIsRefused) {
+  NodeMemoryNeed need = needOf(int64_t{1} << 62, 4);
+  absl::Status s = CheckHostMemory(need, INT64_MAX);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("= more than 8 EiB of host"));
 }
 
 } // namespace

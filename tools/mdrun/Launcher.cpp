@@ -21,12 +21,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/core/ArenaLayout.h"
 #include "runtime/core/Executor.h"
 #include "runtime/core/Status.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/plan/Loader.h"
 #include "runtime/shm/ShmComm.h"
 #include "tools/mdrun/Cluster.h"
+#include "tools/mdrun/HostMemory.h"
 #include "tools/mdrun/Worker.h"
 
 namespace md::mdrun {
@@ -112,7 +114,56 @@ struct NodeRanks {
   int64_t world = 0;
   int perNode = 0;
   int firstRank = 0;
+  /// What this node's ranks need, as the plan predicts it.
+  NodeMemoryNeed memory;
 };
+
+/// Where the instruction that first writes transient buffer `b` comes from
+/// in the .mdl program; null when unknown.
+const fb::SourceLocation *writerLocation(const fb::Plan &plan,
+                                         const fb::Buffer &b) {
+  if (b.block() < 0 || b.first() < 0 || !plan.blocks() ||
+      static_cast<uint32_t>(b.block()) >= plan.blocks()->size())
+    return nullptr;
+  const auto *insts = plan.blocks()->Get(b.block())->instructions();
+  if (!insts || static_cast<uint32_t>(b.first()) >= insts->size())
+    return nullptr;
+  int32_t loc = insts->Get(b.first())->loc();
+  if (loc < 0 || !plan.locations() ||
+      static_cast<uint32_t>(loc) >= plan.locations()->size())
+    return nullptr;
+  return plan.locations()->Get(loc);
+}
+
+/// The `n` largest buffers of one rank at `world`, largest first, each
+/// named with the .mdl location of its writer where the plan has one.
+absl::StatusOr<std::vector<BufferBytes>>
+largestBuffers(const plan::LoadedPlan &loaded, const plan::WorldBinding &world,
+               size_t n) {
+  MD_ASSIGN_OR_RETURN(runtime::ArenaLayout layout,
+                      runtime::LayOutArenas(loaded, world));
+  std::vector<BufferBytes> all;
+  const auto *buffers = loaded.plan().buffers();
+  for (size_t x = 0; x < layout.buffers.size(); ++x) {
+    const runtime::BufferLayout &l = layout.buffers[x];
+    if (l.placement == runtime::Placement::None ||
+        l.placement == runtime::Placement::Alias || l.capacity <= 0)
+      continue;
+    const fb::Buffer &b = *buffers->Get(x);
+    std::string name = b.name() ? b.name()->str() : absl::StrCat("buffer ", x);
+    if (const fb::SourceLocation *loc = writerLocation(loaded.plan(), b))
+      absl::StrAppend(&name, " (", loc->file() ? loc->file()->str() : "", ":",
+                      loc->line(), ":", loc->col(), ")");
+    all.push_back({std::move(name), l.capacity});
+  }
+  size_t keep = std::min(n, all.size());
+  std::partial_sort(all.begin(), all.begin() + keep, all.end(),
+                    [](const BufferBytes &a, const BufferBytes &b) {
+                      return a.bytes > b.bytes;
+                    });
+  all.resize(keep);
+  return all;
+}
 
 /// Checks the plan once here, so that a bad file or a world size it cannot
 /// run at is one message rather than one per rank.
@@ -128,14 +179,19 @@ absl::StatusOr<NodeRanks> checkPlan(const TrainOptions &options,
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s is pinned to world size %d, which %d nodes cannot split evenly",
         options.planPath, world, nnodes));
-  if (!loaded.bound())
-    MD_RETURN_IF_ERROR(plan::BindWorldSize(loaded, world).status());
+  MD_ASSIGN_OR_RETURN(plan::WorldBinding binding,
+                      plan::BindWorldSize(loaded, world));
   MD_RETURN_IF_ERROR(
       runtime::StepsToRun(loaded.plan(), options.steps).status());
   NodeRanks ranks;
   ranks.world = world;
   ranks.perNode = static_cast<int>(world / nnodes);
   ranks.firstRank = place.nodeRank * ranks.perNode;
+  MD_ASSIGN_OR_RETURN(plan::MemoryReport memory,
+                      plan::PerRankMemory(loaded, world));
+  ranks.memory.perRank = memory;
+  ranks.memory.ranksOnNode = ranks.perNode;
+  MD_ASSIGN_OR_RETURN(ranks.memory.largest, largestBuffers(loaded, binding, 3));
   return ranks;
 }
 
@@ -337,6 +393,12 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
   MD_ASSIGN_OR_RETURN(NodeRanks ranks, checkPlan(options, place));
   MD_ASSIGN_OR_RETURN(RankSpawn spawn,
                       prepareSpawn(options, place, ranks, argc, argv));
+  // On GPUs the ranks' memory is the devices' (not checked here yet); on the
+  // CPU backend every rank of this node shares the host's.
+  if (spawn.ex.backend == BackendChoice::Cpu && !options.skipMemoryCheck) {
+    MD_ASSIGN_OR_RETURN(int64_t available, ReadMemAvailable());
+    MD_RETURN_IF_ERROR(CheckHostMemory(ranks.memory, available));
+  }
   // Built before forking: the child only sets its environment and execs.
   std::vector<char *> cargs;
   for (std::string &a : spawn.args)

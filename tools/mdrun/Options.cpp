@@ -95,6 +95,9 @@ ABSL_FLAG(md::mdrun::BackendChoice, backend, kTrainDefaults.backend,
           "auto (default: GPUs when usable, else the CPU), cpu, or cuda");
 ABSL_FLAG(bool, no_fallback, kTrainDefaults.noFallback,
           "no usable GPU is an error instead of a CPU fallback");
+ABSL_FLAG(bool, skip_memory_check, kTrainDefaults.skipMemoryCheck,
+          "start the ranks even when the plan's predicted peak memory times "
+          "the ranks on this node exceeds the memory available (CPU backend)");
 ABSL_FLAG(absl::optional<md::cli::Count>, steps, absl::nullopt,
           "train N steps (default: the schedule's steps)");
 ABSL_FLAG(absl::optional<md::cli::Count>, seed, absl::nullopt,
@@ -148,6 +151,8 @@ const std::vector<cli::Section> &sections() {
         FlagOption(FLAGS_ranks, {"--ranks"}, "N").withTag(kRanks),
         FlagOption(FLAGS_backend, {"--backend"}, "B").withTag(kTrain),
         FlagOption(FLAGS_no_fallback, {"--no-fallback"}, "").withTag(kTrain),
+        FlagOption(FLAGS_skip_memory_check, {"--skip-memory-check"}, "")
+            .withTag(kTrain),
         FlagOption(FLAGS_steps, {"--steps"}, "N").withTag(kTrain),
         FlagOption(FLAGS_seed, {"--seed"}, "N").withTag(kTrain),
         FlagOption(FLAGS_log_every, {"--log-every"}, "N").withTag(kTrain),
@@ -280,6 +285,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
   t.planPath = positional[0];
   t.backend = absl::GetFlag(FLAGS_backend);
   t.noFallback = absl::GetFlag(FLAGS_no_fallback);
+  t.skipMemoryCheck = absl::GetFlag(FLAGS_skip_memory_check);
   t.steps = valueOr(absl::GetFlag(FLAGS_steps), t.steps);
   if (absl::optional<cli::Count> seed = absl::GetFlag(FLAGS_seed))
     t.seed = seed->value;

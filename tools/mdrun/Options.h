@@ -31,6 +31,9 @@ struct TrainOptions {
   BackendChoice backend = BackendChoice::Auto;
   /// No GPU is an error instead of a fallback to the CPU backend.
   bool noFallback = false;
+  /// Start the ranks even when the plan's predicted peak, times the ranks
+  /// on this node, exceeds the memory available (CPU backend).
+  bool skipMemoryCheck = false;
   int64_t steps = -1; // -1: the plan's
   std::optional<int64_t> seed;
   std::string metricsPath;

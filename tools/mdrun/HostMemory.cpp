@@ -1,0 +1,77 @@
+//===- HostMemory.cpp - does a node's share of a job fit in its memory ---===//
+
+#include "tools/mdrun/HostMemory.h"
+
+#include <fstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "runtime/plan/MemoryFormat.h"
+
+namespace md::mdrun {
+
+absl::StatusOr<int64_t> ReadMemAvailable(const std::string &meminfoPath) {
+  std::ifstream in(meminfoPath);
+  if (!in)
+    return absl::NotFoundError(
+        absl::StrCat("cannot read ", meminfoPath, " for MemAvailable"));
+  std::string line;
+  while (std::getline(in, line)) {
+    absl::string_view rest = line;
+    if (!absl::ConsumePrefix(&rest, "MemAvailable:"))
+      continue;
+    // "MemAvailable:   24129408 kB"
+    std::vector<absl::string_view> words =
+        absl::StrSplit(rest, ' ', absl::SkipWhitespace());
+    int64_t kib = 0;
+    if (words.size() != 2 || words[1] != "kB" ||
+        !absl::SimpleAtoi(words[0], &kib) || kib < 0 || kib > INT64_MAX / 1024)
+      return absl::InvalidArgumentError(absl::StrCat(
+          meminfoPath, ": cannot read the MemAvailable line '", line, "'"));
+    return kib * 1024;
+  }
+  return absl::NotFoundError(
+      absl::StrCat(meminfoPath, " has no MemAvailable line"));
+}
+
+absl::Status CheckHostMemory(const NodeMemoryNeed &need,
+                             int64_t availableBytes) {
+  const int64_t peak = need.perRank.peak;
+  int64_t total = 0;
+  const bool overflow = __builtin_mul_overflow(peak, need.ranksOnNode, &total);
+  if (!overflow && total <= availableBytes)
+    return absl::OkStatus();
+  std::string message = absl::StrFormat(
+      "the plan needs %d rank%s x %s = %s of host memory at its peak, but "
+      "this node has %s available (MemAvailable)",
+      need.ranksOnNode, need.ranksOnNode == 1 ? "" : "s", plan::BytesText(peak),
+      overflow ? std::string("more than 8 EiB") : plan::BytesText(total),
+      plan::BytesText(availableBytes));
+  absl::StrAppend(&message, "; per rank:");
+  const char *sep = " ";
+  for (const plan::MemoryRow &row : plan::MemoryRows(need.perRank)) {
+    if (std::string(row.name) == "peak")
+      continue;
+    absl::StrAppend(&message, sep, row.name, " ", plan::BytesText(row.bytes));
+    sep = ", ";
+  }
+  if (!need.largest.empty()) {
+    absl::StrAppend(&message, "; the largest buffers:");
+    sep = " ";
+    for (const BufferBytes &b : need.largest) {
+      absl::StrAppend(&message, sep, "'", b.name, "' ",
+                      plan::BytesText(b.bytes));
+      sep = ", ";
+    }
+  }
+  absl::StrAppend(&message,
+                  ". Start fewer ranks on this node, lower micro_batch, "
+                  "shard more (fsdp-full) or checkpoint activations; "
+                  "--skip-memory-check starts it anyway");
+  return absl::FailedPreconditionError(message);
+}
+
+} // namespace md::mdrun
