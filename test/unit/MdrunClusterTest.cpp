@@ -560,5 +560,23 @@ TEST(HostMemory, ANeedThatOverflowsIsRefused) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("= more than 8 EiB of host"));
 }
 
+TEST(HostMemory, CheckNodeMemoryReadsTheFileAndSaysHowToSkip) {
+  NodeMemoryNeed need = needOf(int64_t{1} << 30, 2); // about 2 GiB
+  EXPECT_TRUE(CheckNodeMemory(
+                  need, writeFile("meminfo-big", "MemAvailable: 4194304 kB\n"))
+                  .ok());
+  absl::Status small = CheckNodeMemory(
+      need, writeFile("meminfo-small", "MemAvailable: 1048576 kB\n"));
+  EXPECT_EQ(small.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(small.message()),
+              HasSubstr("but this node has 1.0 GiB available"));
+  absl::Status unreadable = CheckNodeMemory(need, "/nonexistent/meminfo");
+  EXPECT_EQ(unreadable.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(unreadable.message(),
+            "cannot check that the ranks fit in memory: cannot read "
+            "/nonexistent/meminfo for MemAvailable (--skip-memory-check "
+            "starts them without the check)");
+}
+
 } // namespace
 } // namespace md::mdrun

@@ -74,4 +74,16 @@ absl::Status CheckHostMemory(const NodeMemoryNeed &need,
   return absl::FailedPreconditionError(message);
 }
 
+absl::Status CheckNodeMemory(const NodeMemoryNeed &need,
+                             const std::string &meminfoPath) {
+  absl::StatusOr<int64_t> available = ReadMemAvailable(meminfoPath);
+  if (!available.ok())
+    return absl::Status(
+        available.status().code(),
+        absl::StrCat("cannot check that the ranks fit in memory: ",
+                     available.status().message(),
+                     " (--skip-memory-check starts them without the check)"));
+  return CheckHostMemory(need, *available);
+}
+
 } // namespace md::mdrun

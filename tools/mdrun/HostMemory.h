@@ -47,6 +47,11 @@ ReadMemAvailable(const std::string &meminfoPath = "/proc/meminfo");
 absl::Status CheckHostMemory(const NodeMemoryNeed &need,
                              int64_t availableBytes);
 
+/// Reads MemAvailable from `meminfoPath` and checks `need` against it; a file
+/// that cannot be read is an error that says how to start without the check.
+absl::Status CheckNodeMemory(const NodeMemoryNeed &need,
+                             const std::string &meminfoPath = "/proc/meminfo");
+
 } // namespace md::mdrun
 
 #endif // MD_TOOLS_MDRUN_HOSTMEMORY_H

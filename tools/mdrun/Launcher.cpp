@@ -396,8 +396,7 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
   // On GPUs the ranks' memory is the devices' (not checked here yet); on the
   // CPU backend every rank of this node shares the host's.
   if (spawn.ex.backend == BackendChoice::Cpu && !options.skipMemoryCheck) {
-    MD_ASSIGN_OR_RETURN(int64_t available, ReadMemAvailable());
-    MD_RETURN_IF_ERROR(CheckHostMemory(ranks.memory, available));
+    MD_RETURN_IF_ERROR(CheckNodeMemory(ranks.memory));
   }
   // Built before forking: the child only sets its environment and execs.
   std::vector<char *> cargs;
