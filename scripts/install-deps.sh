@@ -16,6 +16,8 @@ packages=(
   # Plan files, status types and flags, unit tests, CPU GEMM.
   libflatbuffers-dev flatbuffers-compiler libabsl-dev libgtest-dev libgmock-dev
   libopenblas-dev
+  # Checkpoint checksums (XXH3) and the CPU collectives across nodes (Gloo).
+  libxxhash-dev libgloo-dev
   # The .mdl parser's libFuzzer target (test/fuzz): clang++ and libFuzzer.
   clang libclang-rt-14-dev
   # Build tools.
