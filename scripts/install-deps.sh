@@ -21,7 +21,7 @@ packages=(
   # The .mdl parser's libFuzzer target (test/fuzz): clang++ and libFuzzer.
   clang libclang-rt-14-dev
   # Build tools.
-  cmake ninja-build g++ git python3
+  cmake ninja-build g++ git python3 python3-venv
 )
 
 check_only=0

@@ -2,6 +2,10 @@
 # Sets up, builds and runs every md test: the README's test command.
 #   scripts/test.sh                 # deps (if missing), configure, build, ctest
 #   BUILD_DIR=out scripts/test.sh   # another build directory
+#   MD_TORCH=0 scripts/test.sh      # no PyTorch: its interop tests skip
+# PyTorch (a test- and benchmark-only dependency, ~5 GB with the CUDA
+# libraries its Linux wheel brings) goes into a venv outside the checkout,
+# $MD_TORCH_VENV (default ~/.cache/md/torch-venv), reused when it exists.
 # Extra arguments go to cmake's configure step (e.g. -DMD_ENABLE_CUDA=OFF).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +13,19 @@ build=${BUILD_DIR:-build}
 jobs=${MD_JOBS:-2}
 
 scripts/install-deps.sh
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
+
+torch_args=()
+if [[ ${MD_TORCH:-1} != 0 ]]; then
+  venv=${MD_TORCH_VENV:-$HOME/.cache/md/torch-venv}
+  if ! "$venv/bin/python" -c 'import torch, safetensors, numpy' 2>/dev/null; then
+    echo "test.sh: installing PyTorch, safetensors and numpy into $venv (once)"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet torch safetensors numpy
+  fi
+  torch_args=(-DMD_TORCH_PYTHON="$venv/bin/python")
+fi
+
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${torch_args[@]}" "$@"
 cmake --build "$build" -j "$jobs"
 
 status=0
