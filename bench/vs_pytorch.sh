@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# md against PyTorch on the same job, interleaved in one run.
+#
+#   bench/vs_pytorch.sh [--build DIR] [--python PY] [--reps R] [--steps N]
+#                       [--rows tiny|l4|all] [--keep DIR]
+#
+# Each row trains models/gpt.mdl's GPT on 2 ranks of the CPU, 1 thread each,
+# with the same model, token data, global and micro batch, optimizer, schedule
+# and gradient clipping on both sides:
+#   md:      mdc -o plan.fb, then mdrun --ranks 2 --backend cpu --threads 1
+#   PyTorch: bench/torch/gpt_bench.py (DDP, or FSDP2 fully_shard per block),
+#            gloo, torch.set_num_threads(1)
+# Rows (md plan vs PyTorch):
+#   ddp f32              vs DDP
+#   fsdp-full f32        vs FSDP2 f32
+#   fsdp-full bf16+ckpt  vs FSDP2 bf16 params (f32 reduce) + checkpointing
+# for the tiny GPT (L2 d64 T64 V512, global batch 256, micro 8) and
+# GPT L4 d256 T128 V4096 (global batch 32, micro 8: the same shapes per
+# micro-step, fewer per step, to keep a run short).
+#
+# Both sides run under setsid with their ranks in that one session, so the
+# scheduler's autogroups treat them alike. A side's step time is the median
+# of its steps 2..N (step 1 is start-up); each repetition runs md then
+# PyTorch. The ratio is md / PyTorch per repetition; the table gives its
+# median and its range over --reps (default 3) repetitions. PyTorch comes
+# from --python, else $MD_TORCH_PYTHON, else ~/.cache/md/torch-venv (what
+# scripts/test.sh installs); without one the benchmark says why and exits 0.
+# This is a benchmark, not a test: it fails only when a run fails.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+build=$repo/build
+python=${MD_TORCH_PYTHON:-$HOME/.cache/md/torch-venv/bin/python}
+reps=3
+steps=8
+rows=all
+keep=
+
+usage() {
+  sed -n '2,/^[^#]/{/^#/{s/^# \{0,1\}//;p}}' "$0"
+  exit "${1:-0}"
+}
+while [[ $# -gt 0 ]]; do
+  case $1 in
+  --build) build=${2:?--build needs a directory}; shift 2 ;;
+  --python) python=${2:?--python needs a path}; shift 2 ;;
+  --reps) reps=${2:?}; shift 2 ;;
+  --steps) steps=${2:?}; shift 2 ;;
+  --rows) rows=${2:?}; shift 2 ;;
+  --keep) keep=${2:?}; shift 2 ;;
+  -h | --help) usage 0 ;;
+  *) echo "vs_pytorch.sh: unknown argument '$1'" >&2; usage 2 ;;
+  esac
+done
+for n in "$reps" "$steps"; do
+  [[ $n =~ ^[0-9]+$ && $n -ge 1 ]] || { echo "vs_pytorch.sh: '$n' is not a positive integer" >&2; exit 2; }
+done
+[[ $steps -ge 3 ]] || { echo "vs_pytorch.sh: --steps must be at least 3 (step 1 is left out)" >&2; exit 2; }
+case $rows in tiny | l4 | all) ;; *) echo "vs_pytorch.sh: --rows is tiny, l4 or all" >&2; exit 2 ;; esac
+
+mdc=$build/bin/mdc
+mdrun=$build/bin/mdrun
+mddata=$build/bin/md-data
+for tool in "$mdc" "$mdrun" "$mddata"; do
+  [[ -x $tool ]] || { echo "vs_pytorch.sh: $tool not found: build first (README.md)" >&2; exit 1; }
+done
+if ! torch_version=$("$python" -c 'import torch, numpy; print(torch.__version__)' 2>/dev/null); then
+  echo "vs_pytorch.sh: skipped: no Python with torch and numpy at '$python'" \
+    "(scripts/test.sh installs one; or give --python)"
+  exit 0
+fi
+
+if [[ -n $keep ]]; then
+  if [[ -d $keep && -n $(ls -A "$keep") && ! -e $keep/.md-bench ]]; then
+    echo "vs_pytorch.sh: --keep $keep: not empty and not an earlier bench directory" >&2
+    exit 2
+  fi
+  work=$keep
+  mkdir -p "$work" && touch "$work/.md-bench"
+else
+  work=$(mktemp -d "${TMPDIR:-/tmp}/md-vs-pytorch.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+fi
+
+cpu=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
+echo "machine: ${cpu:-unknown CPU}; $(nproc) cores; PyTorch $torch_version; md $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+echo "2 ranks x 1 thread on each side; $steps steps per run (median of steps 2..$steps); $reps repetitions, md and PyTorch interleaved"
+echo
+
+# The model with its token file, global batch, and two plans besides the
+# presets: `bf16-ckpt` (models/gpt.mdl's own fsdp-full: bf16 params, f32
+# reduce and master, every block checkpointed). Its `fsdp-full` plan goes,
+# so --plan fsdp-full is the f32 preset.
+model() { # model VOCAB GLOBAL_BATCH OUT
+  local data=$work/tokens$1.bin
+  [[ -f $data ]] || "$mddata" markov --vocab "$1" --tokens 2000000 --seed 1 -o "$data" >/dev/null
+  sed -e "s|tokens(\"data/train.bin\")|tokens(\"$data\")|" \
+    -e "s|tokens(\"data/val.bin\")|tokens(\"$data\")|" \
+    -e "s|^\( *global_batch *=\) *[0-9]*|\1 $2|" \
+    -e '/^plan fsdp-full extends fsdp-full {/,/^}/d' "$repo/models/gpt.mdl" >"$3"
+  cat >>"$3" <<'EOF'
+
+plan bf16-ckpt extends fsdp-full {
+  precision              = { param = bf16, reduce = f32, buffer = f32, master = f32 }
+  checkpoint_activations = blocks(h)
+}
+EOF
+  grep -Eq "global_batch *= *$2( |$)" "$3" || { echo "vs_pytorch.sh: could not set global_batch in $3" >&2; exit 1; }
+}
+
+# md_run NAME PLAN: prints the median step time in seconds.
+md_run() {
+  local log=$work/$1.md.jsonl
+  rm -f "$log"
+  setsid -w "$mdrun" --ranks 2 --backend cpu --threads 1 --steps "$steps" --log-every 1 \
+    --metrics "$log" "$2" >"$work/$1.md.out" 2>"$work/$1.md.err" ||
+    { echo "vs_pytorch.sh: mdrun failed on $1:" >&2; cat "$work/$1.md.err" >&2; exit 1; }
+  awk '
+    /"log"/ { next }
+    { t = $0; sub(/.*"time": /, "", t); sub(/}.*/, "", t)
+      if (n++ > 0) d[n - 1] = t - prev; prev = t }
+    END {
+      m = 0
+      for (i = 2; i < n; ++i) v[++m] = d[i]
+      for (i = 2; i <= m; ++i) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; --j) v[j + 1] = v[j]; v[j + 1] = x }
+      printf "%.6f\n", m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
+    }' "$log"
+}
+
+# torch_run NAME ARGS...: prints the median step time in seconds.
+torch_run() {
+  local name=$1
+  shift
+  setsid -w "$python" "$repo/bench/torch/gpt_bench.py" --world-size 2 --threads 1 \
+    --steps "$steps" "$@" >"$work/$name.torch.json" 2>"$work/$name.torch.err" ||
+    { echo "vs_pytorch.sh: PyTorch failed on $name:" >&2; tail -20 "$work/$name.torch.err" >&2; exit 1; }
+  "$python" - "$work/$name.torch.json" <<'EOF'
+import json, statistics, sys
+r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+print("%.6f" % statistics.median(r["step_seconds"][1:]))
+EOF
+}
+
+results=$work/results.txt
+: >"$results"
+# row NAME MODEL DIMS-ARGS(mdc -D ...) TORCH-DIMS MDPLAN TORCH-ARGS
+row() {
+  local name=$1 source=$2 defs=$3 tdims=$4 plan=$5 targs=$6 data=$7 rep tag
+  tag=$(tr -c 'a-zA-Z0-9\n' '_' <<<"$name")
+  # shellcheck disable=SC2086
+  "$mdc" "$source" $defs --plan "$plan" -o "$work/$tag.fb"
+  for ((rep = 1; rep <= reps; ++rep)); do
+    local md torch
+    md=$(md_run "$tag" "$work/$tag.fb")
+    # shellcheck disable=SC2086
+    torch=$(torch_run "$tag" $tdims $targs --data "$data")
+    echo "$name $rep $md $torch" >>"$results"
+    printf '  %-34s rep %d: md %7.1f ms  PyTorch %7.1f ms\n' "$name" "$rep" \
+      "$(awk -v s="$md" 'BEGIN { print 1e3 * s }')" "$(awk -v s="$torch" 'BEGIN { print 1e3 * s }')"
+  done
+}
+
+if [[ $rows == tiny || $rows == all ]]; then
+  model 512 256 "$work/tiny.mdl"
+  d="-D layers=2 -D d=64 -D heads=4 -D seq=64 -D vocab=512"
+  t="--layers 2 --d 64 --heads 4 --seq 64 --vocab 512 --global-batch 256 --micro-batch 8"
+  echo "tiny GPT (L2 d64 T64 V512), global batch 256, micro 8:"
+  row "tiny ddp f32 / DDP" "$work/tiny.mdl" "$d" "$t" ddp "--mode ddp" "$work/tokens512.bin"
+  row "tiny fsdp-full f32 / FSDP2" "$work/tiny.mdl" "$d" "$t" fsdp-full "--mode fsdp" "$work/tokens512.bin"
+  row "tiny fsdp bf16+ckpt / FSDP2 same" "$work/tiny.mdl" "$d" "$t" bf16-ckpt \
+    "--mode fsdp --precision bf16 --checkpoint" "$work/tokens512.bin"
+fi
+if [[ $rows == l4 || $rows == all ]]; then
+  model 4096 32 "$work/l4.mdl"
+  d="-D layers=4 -D d=256 -D heads=4 -D seq=128 -D vocab=4096"
+  t="--layers 4 --d 256 --heads 4 --seq 128 --vocab 4096 --global-batch 32 --micro-batch 8"
+  echo "GPT L4 d256 T128 V4096, global batch 32, micro 8:"
+  row "l4 ddp f32 / DDP" "$work/l4.mdl" "$d" "$t" ddp "--mode ddp" "$work/tokens4096.bin"
+  row "l4 fsdp-full f32 / FSDP2" "$work/l4.mdl" "$d" "$t" fsdp-full "--mode fsdp" "$work/tokens4096.bin"
+  row "l4 fsdp bf16+ckpt / FSDP2 same" "$work/l4.mdl" "$d" "$t" bf16-ckpt \
+    "--mode fsdp --precision bf16 --checkpoint" "$work/tokens4096.bin"
+fi
+
+echo
+echo "| job | md ms | PyTorch ms | md / PyTorch (median) | range |"
+echo "| --- | --- | --- | --- | --- |"
+# Rows keep their order; names hold spaces, so the last three fields are
+# rep, md and torch.
+awk '
+  { name = $1; for (i = 2; i <= NF - 3; ++i) name = name " " $i
+    if (!(name in k)) order[++n] = name
+    k[name]++; md[name, k[name]] = $(NF - 1); pt[name, k[name]] = $NF; r[name, k[name]] = $(NF - 1) / $NF }
+  function median(a, name, m,   i, j, x, v) {
+    for (i = 1; i <= m; ++i) v[i] = a[name, i]
+    for (i = 2; i <= m; ++i) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; --j) v[j + 1] = v[j]; v[j + 1] = x }
+    return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
+  }
+  END {
+    for (i = 1; i <= n; ++i) {
+      name = order[i]; m = k[name]; lo = 1e9; hi = 0
+      for (j = 1; j <= m; ++j) { if (r[name, j] < lo) lo = r[name, j]; if (r[name, j] > hi) hi = r[name, j] }
+      printf "| %s | %.1f | %.1f | %.2f | %.2f-%.2f |\n", name, 1e3 * median(md, name, m),
+        1e3 * median(pt, name, m), median(r, name, m), lo, hi
+    }
+  }' "$results"
