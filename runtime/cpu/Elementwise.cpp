@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -13,6 +14,7 @@
 #include "runtime/core/Status.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/Storage.h"
+#include "runtime/cpu/VecMath.h"
 
 namespace md::cpu {
 
@@ -29,11 +31,6 @@ constexpr float kGeluCoeff = 0.044715f;
 
 float geluExact(float x) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); }
 
-float geluTanh(float x) {
-  float u = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
-  return 0.5f * x * (1.0f + std::tanh(u));
-}
-
 // d/dx [x Phi(x)] = Phi(x) + x phi(x).
 float geluExactGrad(float x) {
   float cdf = 0.5f * (1.0f + std::erf(x * kInvSqrt2));
@@ -41,13 +38,42 @@ float geluExactGrad(float x) {
   return cdf + x * pdf;
 }
 
+// The tanh GELU runs over chunks of a tensor: u = k (x + c x^3) for a
+// chunk, tanh of the chunk at once (VecTanh), then the rest. Small enough to
+// stay in L1; elementwise, so the chunking never changes a result.
+constexpr int64_t kChunk = 256;
+
+float geluU(float x) { return kSqrt2OverPi * (x + kGeluCoeff * x * x * x); }
+
+/// y = 0.5 x (1 + tanh(u)); y may be x.
+void geluTanhArray(const float *x, float *y, int64_t n) {
+  float t[kChunk];
+  for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    const int64_t m = std::min(kChunk, n - i0);
+    for (int64_t k = 0; k < m; ++k)
+      t[k] = geluU(x[i0 + k]);
+    VecTanh(t, t, m);
+    for (int64_t k = 0; k < m; ++k)
+      y[i0 + k] = 0.5f * x[i0 + k] * (1.0f + t[k]);
+  }
+}
+
 // d/dx [0.5 x (1 + tanh(u))] with u = k (x + c x^3):
-//   0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2).
-float geluTanhGrad(float x) {
-  float u = kSqrt2OverPi * (x + kGeluCoeff * x * x * x);
-  float t = std::tanh(u);
-  float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * x * x);
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+//   0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2); dx = dy times that.
+void geluTanhGradArray(const float *dy, const float *x, float *dx, int64_t n) {
+  float t[kChunk];
+  for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    const int64_t m = std::min(kChunk, n - i0);
+    for (int64_t k = 0; k < m; ++k)
+      t[k] = geluU(x[i0 + k]);
+    VecTanh(t, t, m);
+    for (int64_t k = 0; k < m; ++k) {
+      const float xk = x[i0 + k], tk = t[k];
+      const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * xk * xk);
+      dx[i0 + k] =
+          dy[i0 + k] * (0.5f * (1.0f + tk) + 0.5f * xk * (1.0f - tk * tk) * du);
+    }
+  }
 }
 
 /// out[i] = f(x[i]) over a whole tensor.
@@ -85,19 +111,19 @@ absl::Status CpuBackend::binary(const BinaryArgs &args) {
   float *o = out.data();
   switch (args.op) {
   case BinaryOp::add:
-    forEachBroadcast(args.out.shape, sl, sr, [&](int64_t i, int64_t a, int64_t b) {
-      o[i] = l[a] + r[b];
-    });
+    forEachBroadcast(
+        args.out.shape, sl, sr,
+        [&](int64_t i, int64_t a, int64_t b) { o[i] = l[a] + r[b]; });
     break;
   case BinaryOp::sub:
-    forEachBroadcast(args.out.shape, sl, sr, [&](int64_t i, int64_t a, int64_t b) {
-      o[i] = l[a] - r[b];
-    });
+    forEachBroadcast(
+        args.out.shape, sl, sr,
+        [&](int64_t i, int64_t a, int64_t b) { o[i] = l[a] - r[b]; });
     break;
   case BinaryOp::mul:
-    forEachBroadcast(args.out.shape, sl, sr, [&](int64_t i, int64_t a, int64_t b) {
-      o[i] = l[a] * r[b];
-    });
+    forEachBroadcast(
+        args.out.shape, sl, sr,
+        [&](int64_t i, int64_t a, int64_t b) { o[i] = l[a] * r[b]; });
     break;
   }
   out.store();
@@ -114,19 +140,25 @@ absl::Status CpuBackend::scale(const ScaleArgs &args) {
 
 absl::Status CpuBackend::gelu(const GeluArgs &args) {
   MD_RETURN_IF_ERROR(checkGelu(args));
-  if (args.approximate)
-    mapUnary(args.x, args.out, geluTanh);
-  else
+  if (args.approximate) {
+    F32In in(args.x);
+    F32Out out(args.out);
+    geluTanhArray(in.data(), out.data(), args.x.numel());
+    out.store();
+  } else {
     mapUnary(args.x, args.out, geluExact);
+  }
   return absl::OkStatus();
 }
 
 absl::Status CpuBackend::geluGrad(const GeluGradArgs &args) {
   MD_RETURN_IF_ERROR(checkGeluGrad(args));
-  if (args.approximate)
-    mapGrad(args.dy, args.x, args.dx,
-            [](float dy, float x) { return dy * geluTanhGrad(x); });
-  else
+  if (args.approximate) {
+    F32In g(args.dy), in(args.x);
+    F32Out dx(args.dx);
+    geluTanhGradArray(g.data(), in.data(), dx.data(), args.x.numel());
+    dx.store();
+  } else
     mapGrad(args.dy, args.x, args.dx,
             [](float dy, float x) { return dy * geluExactGrad(x); });
   return absl::OkStatus();

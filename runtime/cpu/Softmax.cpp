@@ -1,10 +1,11 @@
-//===- Softmax.cpp - softmax, cross-entropy, embedding and their gradients -===//
+//===- Softmax.cpp - softmax, cross-entropy, embedding and their gradients
+//-===//
 //
 // Softmax and log-sum-exp subtract the row maximum before exponentiating
-// (f32 expf of a value <= 0 never overflows) and sum the exponentials in
-// f64. Index operands (embedding ids, targets) are checked against their
-// range before anything is written; a bad id is an error naming its
-// position, never an out-of-bounds read.
+// (the f32 exp, VecExp, of a value <= 0 never overflows) and sum the
+// exponentials in f64. Index operands (embedding ids, targets) are checked
+// against their range before anything is written; a bad id is an error naming
+// its position, never an out-of-bounds read.
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,19 +62,15 @@ absl::StatusOr<int64_t> checkTargets(const char *op, const TensorRef &targets,
   return counted;
 }
 
-/// max and log(sum(exp(x - max))) of one row of logits.
-struct LogSumExp {
+/// max and sum(exp(x - max)) of one row of logits; with `e`, the
+/// exponentials too.
+struct SumExp {
   float max;
-  double logSum;
+  double sum;
 };
-LogSumExp logSumExp(const float *x, int64_t n) {
-  float m = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < n; ++j)
-    m = std::fmax(m, x[j]);
-  double sum = 0;
-  for (int64_t j = 0; j < n; ++j)
-    sum += std::exp(x[j] - m);
-  return {m, std::log(sum)};
+SumExp sumExp(const float *x, int64_t n, float *e = nullptr) {
+  const float m = rowMax(x, n);
+  return {m, expRow(x, e, n, m)};
 }
 
 } // namespace
@@ -112,9 +109,9 @@ absl::Status CpuBackend::softmaxGrad(const SoftmaxGradArgs &args) {
 // NaN when every position is ignored (0 / 0, as in PyTorch).
 absl::Status CpuBackend::crossEntropy(const CrossEntropyArgs &args) {
   MD_ASSIGN_OR_RETURN(CrossEntropyDims d, checkCrossEntropy(args));
-  MD_ASSIGN_OR_RETURN(int64_t counted,
-                      checkTargets("cross_entropy", args.targets, d.classes,
-                                   args.ignoreIndex));
+  MD_ASSIGN_OR_RETURN(
+      int64_t counted,
+      checkTargets("cross_entropy", args.targets, d.classes, args.ignoreIndex));
   F32In logits(args.logits);
   double total = 0;
   for (int64_t p = 0; p < d.positions; ++p) {
@@ -122,8 +119,8 @@ absl::Status CpuBackend::crossEntropy(const CrossEntropyArgs &args) {
     if (args.ignoreIndex && t == *args.ignoreIndex)
       continue;
     const float *row = logits.data() + p * d.classes;
-    LogSumExp lse = logSumExp(row, d.classes);
-    total += (double(lse.max) + lse.logSum) - double(row[t]);
+    SumExp se = sumExp(row, d.classes);
+    total += (double(se.max) + std::log(se.sum)) - double(row[t]);
   }
   *args.out.as<float>() = float(total / double(counted));
   return absl::OkStatus();
@@ -148,11 +145,11 @@ absl::Status CpuBackend::crossEntropyGrad(const CrossEntropyGradArgs &args) {
         drow[j] = 0.0f;
       continue;
     }
-    LogSumExp lse = logSumExp(row, d.classes);
-    for (int64_t j = 0; j < d.classes; ++j) {
-      double prob = std::exp(double(row[j] - lse.max) - lse.logSum);
-      drow[j] = float(coeff * (prob - (j == t ? 1.0 : 0.0)));
-    }
+    // The exponentials go into drow, then become the gradient in place.
+    SumExp se = sumExp(row, d.classes, drow);
+    const double inv = 1.0 / se.sum;
+    for (int64_t j = 0; j < d.classes; ++j)
+      drow[j] = float(coeff * (double(drow[j]) * inv - (j == t ? 1.0 : 0.0)));
   }
   dlogits.store();
   return absl::OkStatus();
