@@ -16,6 +16,8 @@ packages=(
   # Plan files, status types and flags, unit tests, CPU GEMM.
   libflatbuffers-dev flatbuffers-compiler libabsl-dev libgtest-dev libgmock-dev
   libopenblas-dev
+  # The CPU backend's GEMMs (oneDNN matmul; OpenBLAS is the fallback).
+  libdnnl-dev
   # Vectorised exp/tanh for the CPU backend's GELU, softmax and cross-entropy.
   libsleef-dev
   # Checkpoint checksums (XXH3) and the CPU collectives across nodes (Gloo).
