@@ -17,6 +17,8 @@
 
 #include "runtime/cpu/Gemm.h"
 
+#include "runtime/core/NumberFormat.h"
+
 #include <algorithm>
 #include <atomic>
 #include <string>
@@ -46,7 +48,7 @@ std::atomic<int> gThreads{0};
 
 /// What a cached primitive was built for.
 using GemmKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t,
-                           int64_t, int64_t, float, float>;
+                           int64_t, int64_t, float, float, bool>;
 
 /// One thread's oneDNN engine, stream and matmul primitives. Primitives may
 /// run on several threads at once, but the memory objects whose handles are
@@ -55,17 +57,18 @@ class DnnlGemm {
 public:
   DnnlGemm() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
 
+  /// a and b are f32, or bf16 with `bf16`.
   void run(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-           float alpha, const float *a, int64_t lda, const float *b,
-           int64_t ldb, float beta, float *c, int64_t ldc) {
+           float alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
+           float beta, float *c, int64_t ldc, bool bf16) {
     applyThreads();
-    GemmKey key{transA, transB, m, n, k, lda, ldb, ldc, alpha, beta};
+    GemmKey key{transA, transB, m, n, k, lda, ldb, ldc, alpha, beta, bf16};
     auto it = cache_.find(key);
     if (it == cache_.end())
       it = cache_.emplace(key, build(key)).first;
     Entry &e = *it->second;
-    e.a.set_data_handle(const_cast<float *>(a));
-    e.b.set_data_handle(const_cast<float *>(b));
+    e.a.set_data_handle(const_cast<void *>(a));
+    e.b.set_data_handle(const_cast<void *>(b));
     e.c.set_data_handle(c);
     std::unordered_map<int, dnnl::memory> args = {
         {DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c}};
@@ -94,13 +97,14 @@ private:
   }
 
   std::unique_ptr<Entry> build(const GemmKey &key) {
-    auto [transA, transB, m, n, k, lda, ldb, ldc, alpha, beta] = key;
+    auto [transA, transB, m, n, k, lda, ldb, ldc, alpha, beta, bf16] = key;
     using dt = dnnl::memory::data_type;
+    const dt in = bf16 ? dt::bf16 : dt::f32;
     // Row-major with leading dims; a transposed operand swaps its strides.
-    dnnl::memory::desc ad({m, k}, dt::f32,
+    dnnl::memory::desc ad({m, k}, in,
                           transA ? dnnl::memory::dims{1, lda}
                                  : dnnl::memory::dims{lda, 1});
-    dnnl::memory::desc bd({k, n}, dt::f32,
+    dnnl::memory::desc bd({k, n}, in,
                           transB ? dnnl::memory::dims{1, ldb}
                                  : dnnl::memory::dims{ldb, 1});
     dnnl::memory::desc cd({m, n}, dt::f32, dnnl::memory::dims{ldc, 1});
@@ -141,24 +145,38 @@ private:
 
 #endif
 
+/// An empty product: nothing for m = 0 or n = 0; beta * C for k = 0 (GEMM
+/// libraries disagree on k = 0 and refuse leading dims of 0). Returns
+/// whether the product was empty.
+bool emptyProduct(int64_t m, int64_t n, int64_t k, float beta, float *c,
+                  int64_t ldc) {
+  if (m == 0 || n == 0)
+    return true;
+  if (k != 0)
+    return false;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+  return true;
+}
+
+#if MD_CPU_GEMM_ONEDNN
+DnnlGemm &threadGemm() {
+  thread_local DnnlGemm gemm;
+  return gemm;
+}
+#endif
+
 } // namespace
 
 void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
            float alpha, const float *a, int64_t lda, const float *b,
            int64_t ldb, float beta, float *c, int64_t ldc) {
-  if (m == 0 || n == 0)
+  if (emptyProduct(m, n, k, beta, c, ldc))
     return;
-  // BLAS libraries disagree on k = 0 and refuse leading dims of 0; the
-  // answer is just beta * C.
-  if (k == 0) {
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j)
-        c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
-    return;
-  }
 #if MD_CPU_GEMM_ONEDNN
-  thread_local DnnlGemm gemm;
-  gemm.run(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  threadGemm().run(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                   /*bf16=*/false);
 #elif MD_CPU_GEMM_OPENBLAS
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
               transB ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), alpha,
@@ -177,6 +195,37 @@ void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
       c[i * ldc + j] =
           alpha * row[j] + (beta == 0.0f ? 0.0f : beta * c[i * ldc + j]);
   }
+#endif
+}
+
+bool haveGemmBf16() {
+#if MD_CPU_GEMM_ONEDNN
+  return true;
+#else
+  return false;
+#endif
+}
+
+void gemmBf16(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+              float alpha, const uint16_t *a, int64_t lda, const uint16_t *b,
+              int64_t ldb, float beta, float *c, int64_t ldc) {
+  if (emptyProduct(m, n, k, beta, c, ldc))
+    return;
+#if MD_CPU_GEMM_ONEDNN
+  threadGemm().run(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                   /*bf16=*/true);
+#else
+  // Callers ask haveGemmBf16() first; widen rather than fail if one did not.
+  auto widen = [](const uint16_t *p, int64_t rows, int64_t ld) {
+    std::vector<float> w(rows * ld);
+    for (int64_t i = 0; i < rows * ld; ++i)
+      w[i] = runtime::bf16ToF32(p[i]);
+    return w;
+  };
+  std::vector<float> wa = widen(a, transA ? k : m, lda);
+  std::vector<float> wb = widen(b, transB ? n : k, ldb);
+  sgemm(transA, transB, m, n, k, alpha, wa.data(), lda, wb.data(), ldb, beta, c,
+        ldc);
 #endif
 }
 

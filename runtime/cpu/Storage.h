@@ -1,4 +1,5 @@
-//===- Storage.h - f32 views of bf16/f16/f32 tensors for the CPU kernels -*- C++ -*-===//
+//===- Storage.h - f32 views of bf16/f16/f32 tensors for the CPU kernels -*- C++
+//-*-===//
 //
 // Every CPU kernel computes on float arrays. F32In gives a kernel its input
 // as floats (the tensor itself when it is f32, a widened copy otherwise);
@@ -12,11 +13,12 @@
 #define MD_RUNTIME_CPU_STORAGE_H
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "runtime/core/NumberFormat.h"
 #include "runtime/core/Strides.h"
 #include "runtime/core/Tensor.h"
-#include "runtime/core/NumberFormat.h"
 
 namespace md::cpu {
 
@@ -80,15 +82,18 @@ public:
       data_ = t.as<const float>();
       return;
     }
-    copy_.resize(t.numel());
-    toF32(t.dtype, t.data, copy_.data(), t.numel());
-    data_ = copy_.data();
+    // Uninitialised (new float[n], not a vector): every element is
+    // written by the conversion, and zeroing first cost a few percent of a
+    // bf16 step.
+    copy_.reset(new float[t.numel()]);
+    toF32(t.dtype, t.data, copy_.get(), t.numel());
+    data_ = copy_.get();
   }
   const float *data() const { return data_; }
   float operator[](int64_t i) const { return data_[i]; }
 
 private:
-  std::vector<float> copy_;
+  std::unique_ptr<float[]> copy_;
   const float *data_ = nullptr;
 };
 
@@ -101,19 +106,21 @@ public:
       data_ = t.as<float>();
       return;
     }
-    copy_.assign(t.numel(), 0.0f);
-    data_ = copy_.data();
+    // Uninitialised, as an f32 tensor written directly is: a kernel writes
+    // every element of its result.
+    copy_.reset(new float[t.numel()]);
+    data_ = copy_.get();
   }
   float *data() { return data_; }
   float &operator[](int64_t i) { return data_[i]; }
   void store() {
     if (t_.dtype != runtime::DType::f32)
-      fromF32(t_.dtype, copy_.data(), t_.data, t_.numel());
+      fromF32(t_.dtype, copy_.get(), t_.data, t_.numel());
   }
 
 private:
   const runtime::TensorRef &t_;
-  std::vector<float> copy_;
+  std::unique_ptr<float[]> copy_;
   float *data_ = nullptr;
 };
 
