@@ -1,7 +1,8 @@
 //===- Norms.cpp - layer norm, rms norm, batch norm and their gradients ---===//
 //
 // Statistics (means, variances, the sums of the gradients) are accumulated
-// in f64 and rounded to f32 once; the per-element arithmetic is f32. The
+// in f64 (a row's sums in four interleaved partial sums, Rows.h's laneSum)
+// and rounded to f32 once; the per-element arithmetic is f32. The
 // variance is computed in two passes (mean first, then the mean of squared
 // deviations), which stays accurate when |mean| >> std, where the one-pass
 // E[x^2] - E[x]^2 cancels. The gradients recompute the statistics exactly
@@ -17,6 +18,7 @@
 #include "runtime/core/OpChecks.h"
 #include "runtime/core/Status.h"
 #include "runtime/cpu/CpuBackend.h"
+#include "runtime/cpu/Rows.h"
 #include "runtime/cpu/Storage.h"
 
 namespace md::cpu {
@@ -31,24 +33,21 @@ struct RowStats {
 
 /// Mean and 1 / sqrt(biased var + eps) of one row of d elements.
 RowStats layerNormStats(const float *x, int64_t d, double eps) {
-  double sum = 0;
-  for (int64_t j = 0; j < d; ++j)
-    sum += x[j];
-  double mean = sum / double(d);
-  double sq = 0;
-  for (int64_t j = 0; j < d; ++j) {
-    double dev = x[j] - mean;
-    sq += dev * dev;
-  }
-  double var = sq / double(d);
+  const double mean =
+      laneSum(d, [&](int64_t j) { return double(x[j]); }) / double(d);
+  const double var = laneSum(d,
+                             [&](int64_t j) {
+                               double dev = x[j] - mean;
+                               return dev * dev;
+                             }) /
+                     double(d);
   return {float(mean), float(1.0 / std::sqrt(var + eps))};
 }
 
 /// 1 / sqrt(mean(x^2) + eps) of one row.
 float rmsNormScale(const float *x, int64_t d, double eps) {
-  double sq = 0;
-  for (int64_t j = 0; j < d; ++j)
-    sq += double(x[j]) * double(x[j]);
+  const double sq =
+      laneSum(d, [&](int64_t j) { return double(x[j]) * double(x[j]); });
   return float(1.0 / std::sqrt(sq / double(d) + eps));
 }
 
@@ -101,15 +100,15 @@ absl::Status CpuBackend::layerNormGrad(const LayerNormGradArgs &args) {
   for (int64_t r = 0; r < dims.rows; ++r) {
     const float *xr = x.data() + r * d, *dyr = dy.data() + r * d;
     RowStats s = layerNormStats(xr, d, args.eps);
-    double sumG = 0, sumGX = 0;
     for (int64_t j = 0; j < d; ++j) {
       xhat[j] = (xr[j] - s.mean) * s.rstd;
       g[j] = dyr[j] * gamma[j];
-      sumG += g[j];
-      sumGX += double(g[j]) * double(xhat[j]);
       dgamma[j] += double(dyr[j]) * double(xhat[j]);
       dbeta[j] += dyr[j];
     }
+    const double sumG = laneSum(d, [&](int64_t j) { return double(g[j]); });
+    const double sumGX =
+        laneSum(d, [&](int64_t j) { return double(g[j]) * double(xhat[j]); });
     float meanG = float(sumG / double(d)), meanGX = float(sumGX / double(d));
     float *dxr = dx.data() + r * d;
     for (int64_t j = 0; j < d; ++j)
@@ -141,12 +140,11 @@ absl::Status CpuBackend::rmsNormGrad(const RmsNormGradArgs &args) {
   for (int64_t r = 0; r < dims.rows; ++r) {
     const float *xr = x.data() + r * d, *dyr = dy.data() + r * d;
     float s = rmsNormScale(xr, d, args.eps);
-    double sumGX = 0;
-    for (int64_t j = 0; j < d; ++j) {
-      float g = dyr[j] * gamma[j];
-      sumGX += double(g) * double(xr[j]);
+    for (int64_t j = 0; j < d; ++j)
       dgamma[j] += double(dyr[j] * xr[j] * s);
-    }
+    const double sumGX = laneSum(d, [&](int64_t j) {
+      return double(dyr[j] * gamma[j]) * double(xr[j]);
+    });
     // r^3 * mean(g * x) in f64, rounded once.
     float c = float(double(s) * s * s * (sumGX / double(d)));
     float *dxr = dx.data() + r * d;
@@ -186,7 +184,8 @@ absl::Status CpuBackend::batchNorm(const BatchNormArgs &args) {
   F32Out out(args.out);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < c; ++j)
-      out[r * c + j] = (x[r * c + j] - mean[j]) * invstd[j] * gamma[j] + beta[j];
+      out[r * c + j] =
+          (x[r * c + j] - mean[j]) * invstd[j] * gamma[j] + beta[j];
   out.store();
   float *m = args.mean.as<float>(), *is = args.invstd.as<float>();
   for (int64_t j = 0; j < c; ++j) {
@@ -197,7 +196,8 @@ absl::Status CpuBackend::batchNorm(const BatchNormArgs &args) {
 }
 
 // With xhat = (x - mean) * invstd and n rows: dbeta = sum(dy),
-// dgamma = sum(dy * xhat), dx = gamma * invstd * (dy - dbeta/n - xhat * dgamma/n).
+// dgamma = sum(dy * xhat), dx = gamma * invstd * (dy - dbeta/n - xhat *
+// dgamma/n).
 absl::Status CpuBackend::batchNormGrad(const BatchNormGradArgs &args) {
   MD_ASSIGN_OR_RETURN(RowDims dims, checkBatchNormGrad(args));
   F32In dy(args.dy), x(args.x), gamma(args.gamma);
