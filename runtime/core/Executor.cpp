@@ -121,10 +121,26 @@ absl::Status Executor::Impl::init(int64_t worldSize) {
     MD_ASSIGN_OR_RETURN(Event ev, backend_.createEvent());
     events_.push_back(ev);
   }
+  // A checkpoint to resume from: its seeds draw the data and the frozen
+  // parameters, so its meta.json is read before the feeds open.
+  MD_ASSIGN_OR_RETURN(std::string resume, resolveResume());
+  std::optional<ShardedMeta> meta;
+  if (!resume.empty()) {
+    MD_ASSIGN_OR_RETURN(meta, ReadShardedMeta(resume));
+    if (options_.seed && *options_.seed != meta->seed)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--seed %d: the checkpoint %s was trained with seed %d, which a "
+          "resumed run keeps",
+          *options_.seed, resume, meta->seed));
+    seed_ = static_cast<uint64_t>(meta->seed);
+    samplerSeed_ = static_cast<uint64_t>(meta->samplerSeed);
+  }
   feeds_ = std::make_unique<DataFeeds>(plan_, world_.worldSize, options_.rank,
                                        samplerSeed_);
   MD_RETURN_IF_ERROR(feeds_->openTraining());
   MD_RETURN_IF_ERROR(initState());
+  if (meta)
+    MD_RETURN_IF_ERROR(loadSharded(resume, *meta));
   fillInfo();
   lastReport_ = Clock::now();
   return absl::OkStatus();

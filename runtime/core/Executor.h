@@ -62,6 +62,10 @@ struct RunInfo {
   /// Tokens per sample when the first batch input is a token sequence
   /// (throughput is then reported in tokens/s), else 0.
   int64_t tokensPerSample = 0;
+  /// The checkpoint the run resumed from ("" for a fresh start), what it
+  /// says of itself (step, world size, plan), and, for `--resume auto`
+  /// that found none, why the run starts fresh.
+  std::string resumedFrom, resumedWhat, resumeNote;
 };
 
 /// A progress report of a step (rank 0).
@@ -112,6 +116,10 @@ struct ExecutorOptions {
   /// wait for the device each time. mdrun sets it from the environment
   /// variable MD_VERIFY_HOST_SCALARS=1 (docs/runtime.md).
   bool verifyHostScalars = false;
+  /// A sharded checkpoint directory to resume from; "auto": the newest
+  /// complete one under the plan's sharded save directory (none: a fresh
+  /// start, RunInfo::resumeNote says so); "": a fresh start.
+  std::string resume;
 };
 
 /// A parameter as a full f32 tensor.

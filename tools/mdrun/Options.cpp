@@ -108,6 +108,10 @@ ABSL_FLAG(std::string, metrics, kTrainDefaults.metricsPath,
           "append one JSON line per progress report and log");
 ABSL_FLAG(std::string, save_final, kTrainDefaults.saveFinalPath,
           "write the trained weights (f32 safetensors) at the end");
+// Checkpoints (docs/runtime.md, "Resuming").
+ABSL_FLAG(std::string, resume, kTrainDefaults.resumePath,
+          "resume from sharded checkpoint DIR, or auto: the newest complete "
+          "one the plan saved (none: start fresh)");
 ABSL_FLAG(md::mdrun::Seconds, timeout,
           md::mdrun::Seconds{kTrainDefaults.timeoutSeconds},
           "how long a collective waits for a peer (default 300)");
@@ -161,6 +165,9 @@ const std::vector<cli::Section> &sections() {
             .withTag(kTrain),
         FlagOption(FLAGS_save_final, {"--save-final"}, "FILE")
             .needsNonEmpty("a file name")
+            .withTag(kTrain),
+        FlagOption(FLAGS_resume, {"--resume"}, "DIR|auto")
+            .needsNonEmpty("a checkpoint directory or auto")
             .withTag(kTrain),
         FlagOption(FLAGS_timeout, {"--timeout"}, "SECONDS").withTag(kTrain),
         FlagOption(FLAGS_threads, {"--threads"}, "N").withTag(kTrain),
@@ -291,6 +298,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
     t.seed = seed->value;
   t.metricsPath = absl::GetFlag(FLAGS_metrics);
   t.saveFinalPath = absl::GetFlag(FLAGS_save_final);
+  t.resumePath = absl::GetFlag(FLAGS_resume);
   t.logEvery = absl::GetFlag(FLAGS_log_every).value;
   t.timeoutSeconds = absl::GetFlag(FLAGS_timeout).value;
   t.masterPort = valueOr(absl::GetFlag(FLAGS_master_port), t.masterPort);

@@ -38,6 +38,8 @@ struct TrainOptions {
   std::optional<int64_t> seed;
   std::string metricsPath;
   std::string saveFinalPath;
+  /// --resume: a sharded checkpoint directory, "auto", or "" (none).
+  std::string resumePath;
   int64_t logEvery = 10;
   /// How long a collective may wait for a peer, in seconds.
   double timeoutSeconds = 300;

@@ -56,13 +56,14 @@ std::string jsonNumber(double v) {
 /// Rank 0's console and metrics file.
 class Reporter final : public runtime::RunObserver {
 public:
-  absl::Status openMetrics(const std::string &path) {
+  /// Opens the metrics file; a resumed run appends to it.
+  absl::Status openMetrics(const std::string &path, bool append) {
     if (path.empty())
       return absl::OkStatus();
     size_t slash = path.find_last_of('/');
     if (slash != std::string::npos && slash > 0)
       MD_RETURN_IF_ERROR(runtime::MakeDirectories(path.substr(0, slash)));
-    metrics_ = std::fopen(path.c_str(), "w");
+    metrics_ = std::fopen(path.c_str(), append ? "a" : "w");
     if (metrics_ == nullptr)
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": cannot write the metrics file"));
@@ -190,6 +191,11 @@ void printBanner(const runtime::RunInfo &i, const std::string &planPath,
       plan::BytesText(i.transientArenaBytes).c_str());
   absl::PrintF("mdrun: data %s; sampler %s\n", i.data.c_str(),
                i.sampler.c_str());
+  if (!i.resumedFrom.empty())
+    absl::PrintF("mdrun: resumed from %s (%s)\n", i.resumedFrom.c_str(),
+                 i.resumedWhat.c_str());
+  else if (!i.resumeNote.empty())
+    absl::PrintF("mdrun: %s\n", i.resumeNote.c_str());
   absl::PrintF("mdrun: training %d steps, seed %d\n", i.steps, i.seed);
   std::fflush(stdout);
 }
@@ -388,8 +394,6 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
   }
 
   Reporter reporter;
-  if (env.rank == 0)
-    MD_RETURN_IF_ERROR(reporter.openMetrics(options.metricsPath));
   runtime::ExecutorOptions eo;
   eo.rank = env.rank;
   eo.steps = options.steps;
@@ -399,11 +403,17 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
   // A debugging aid for the executor's host scalars (docs/runtime.md).
   const char *verify = std::getenv("MD_VERIFY_HOST_SCALARS");
   eo.verifyHostScalars = verify != nullptr && std::string(verify) == "1";
+  eo.resume = options.resumePath;
   MD_ASSIGN_OR_RETURN(
       std::unique_ptr<runtime::Executor> exec,
       runtime::Executor::Create(loaded, env.worldSize, *backend, *comm, eo));
-  if (env.rank == 0)
+  if (env.rank == 0) {
+    // Once the executor knows whether it resumed: a resumed run's metrics
+    // continue the file.
+    MD_RETURN_IF_ERROR(reporter.openMetrics(options.metricsPath,
+                                            !exec->info().resumedFrom.empty()));
     printBanner(exec->info(), options.planPath, where);
+  }
   MD_RETURN_IF_ERROR(exec->Run());
   if (!options.saveFinalPath.empty())
     MD_RETURN_IF_ERROR(exec->SaveFull(options.saveFinalPath));
