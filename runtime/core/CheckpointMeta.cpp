@@ -399,28 +399,52 @@ absl::StatusOr<CheckpointFile> HashFile(const std::string &path) {
   return f;
 }
 
-absl::Status VerifyCheckpointFile(const std::string &dir,
-                                  const CheckpointFile &f, bool checksum) {
+FileCheck CheckCheckpointFile(const std::string &dir, const CheckpointFile &f,
+                              bool checksum) {
   std::string path = absl::StrCat(dir, "/", f.name);
   struct stat st;
   if (::stat(path.c_str(), &st) != 0)
-    return absl::NotFoundError(absl::StrCat(
-        path, ": missing (meta.json lists it): ", std::strerror(errno)));
+    return {FileProblem::Missing, errno};
   if (static_cast<int64_t>(st.st_size) != f.bytes)
-    return absl::DataLossError(absl::StrFormat(
-        "%s: %d bytes, but meta.json lists %d (%s)", path,
-        static_cast<int64_t>(st.st_size), f.bytes,
-        st.st_size < f.bytes ? "truncated" : "not the file saved"));
+    return {FileProblem::Size, static_cast<int64_t>(st.st_size)};
   if (!checksum)
-    return absl::OkStatus();
+    return {};
   absl::StatusOr<CheckpointFile> h = HashFile(path);
   if (!h.ok())
-    return h.status();
+    return {FileProblem::Unreadable, errno};
   if (h->xxh3 != f.xxh3)
+    return {FileProblem::Checksum, static_cast<int64_t>(h->xxh3)};
+  return {};
+}
+
+absl::Status FileCheckStatus(const std::string &dir, const CheckpointFile &f,
+                             const FileCheck &check) {
+  std::string path = absl::StrCat(dir, "/", f.name);
+  switch (check.problem) {
+  case FileProblem::None:
+    return absl::OkStatus();
+  case FileProblem::Missing:
+    return absl::NotFoundError(
+        absl::StrCat(path, ": missing (meta.json lists it): ",
+                     std::strerror(static_cast<int>(check.found))));
+  case FileProblem::Size:
+    return absl::DataLossError(absl::StrFormat(
+        "%s: %d bytes, but meta.json lists %d (%s)", path, check.found, f.bytes,
+        check.found < f.bytes ? "truncated" : "not the file saved"));
+  case FileProblem::Checksum:
     return absl::DataLossError(absl::StrFormat(
         "%s: XXH3-64 checksum %016x, but meta.json lists %016x (corrupt)", path,
-        h->xxh3, f.xxh3));
-  return absl::OkStatus();
+        static_cast<uint64_t>(check.found), f.xxh3));
+  case FileProblem::Unreadable:
+    return absl::DataLossError(absl::StrCat(
+        path, ": cannot read: ", std::strerror(static_cast<int>(check.found))));
+  }
+  return absl::InternalError("unknown file problem");
+}
+
+absl::Status VerifyCheckpointFile(const std::string &dir,
+                                  const CheckpointFile &f, bool checksum) {
+  return FileCheckStatus(dir, f, CheckCheckpointFile(dir, f, checksum));
 }
 
 } // namespace md::runtime

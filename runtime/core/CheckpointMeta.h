@@ -59,9 +59,28 @@ absl::StatusOr<ShardedMeta> ReadShardedMeta(const std::string &dir);
 /// XXH3-64 of the file at `path`, and its size.
 absl::StatusOr<CheckpointFile> HashFile(const std::string &path);
 
+/// What is wrong with a checkpoint's file, found by one rank and told to
+/// the others as numbers (so that every rank reports it alike).
+enum class FileProblem : int64_t {
+  None = 0,
+  Missing = 1,    // `found`: errno of stat
+  Size = 2,       // `found`: its size
+  Checksum = 3,   // `found`: its XXH3-64
+  Unreadable = 4, // `found`: errno of reading it
+};
+struct FileCheck {
+  FileProblem problem = FileProblem::None;
+  int64_t found = 0;
+};
 /// Checks file `f` of checkpoint `dir`: present, of its size, and (with
-/// `checksum`) of its checksum. The error names the file and what is
-/// wrong with it.
+/// `checksum`) of its checksum.
+FileCheck CheckCheckpointFile(const std::string &dir, const CheckpointFile &f,
+                              bool checksum);
+/// The error `check` of file `f` in `dir` is, naming the file and what is
+/// wrong with it (OK for no problem).
+absl::Status FileCheckStatus(const std::string &dir, const CheckpointFile &f,
+                             const FileCheck &check);
+/// FileCheckStatus of CheckCheckpointFile.
 absl::Status VerifyCheckpointFile(const std::string &dir,
                                   const CheckpointFile &f, bool checksum);
 

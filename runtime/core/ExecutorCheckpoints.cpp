@@ -137,15 +137,6 @@ absl::Status Executor::Impl::allGatherInts(const int64_t *mine, int64_t n,
   return backend_.synchronize(kCommStream);
 }
 
-absl::Status Executor::Impl::maxOverRanks(int64_t *value) {
-  MD_ASSIGN_OR_RETURN(Buffer b, backend_.allocate(8));
-  MD_RETURN_IF_ERROR(backend_.copy(b.data(), value, 8, kCommStream));
-  MD_RETURN_IF_ERROR(comm_.allReduce(b.data(), b.data(), 1, DType::i64,
-                                     ReduceOp::max, group(0)));
-  MD_RETURN_IF_ERROR(backend_.copy(value, b.data(), 8, kCommStream));
-  return backend_.synchronize(kCommStream);
-}
-
 absl::Status Executor::Impl::saveSharded(const std::string &dir) {
   const int rank = options_.rank;
   // One id per save, rank 0's: every rank writes into its temporary
@@ -436,19 +427,29 @@ absl::Status Executor::Impl::loadSharded(const std::string &dir,
   const int64_t W = world_.worldSize;
 
   // 1. Every file's size on every rank, each file's checksum on one rank
-  //    (file f on rank f mod W): the files are read once in all.
-  absl::Status verified = absl::OkStatus();
-  for (size_t f = 0; f < meta.files.size() && verified.ok(); ++f)
-    verified = VerifyCheckpointFile(dir, meta.files[f],
-                                    static_cast<int64_t>(f) % W == rank);
-  int64_t bad = verified.ok() ? 0 : 1;
-  MD_RETURN_IF_ERROR(maxOverRanks(&bad));
-  if (!verified.ok())
-    return verified;
-  if (bad != 0)
-    return absl::DataLossError(absl::StrCat(
-        dir, ": failed verification on another rank (its message names the "
-             "file)"));
+  //    (file f on rank f mod W): the files are read once in all. The
+  //    lowest rank's finding is every rank's error, word for word.
+  int64_t finding[3] = {-1, 0, 0}; // file, FileProblem, what was found
+  for (size_t f = 0; f < meta.files.size(); ++f) {
+    FileCheck check = CheckCheckpointFile(dir, meta.files[f],
+                                          static_cast<int64_t>(f) % W == rank);
+    if (check.problem != FileProblem::None) {
+      finding[0] = static_cast<int64_t>(f);
+      finding[1] = static_cast<int64_t>(check.problem);
+      finding[2] = check.found;
+      break;
+    }
+  }
+  std::vector<int64_t> findings;
+  MD_RETURN_IF_ERROR(allGatherInts(finding, 3, &findings));
+  for (int64_t r = 0; r < W; ++r) {
+    int64_t f = findings[3 * r];
+    if (f < 0)
+      continue;
+    FileCheck check{static_cast<FileProblem>(findings[3 * r + 1]),
+                    findings[3 * r + 2]};
+    return FileCheckStatus(dir, meta.files[f], check);
+  }
 
   // 2. The same model and optimizer: every state tensor of this plan is in
   //    the checkpoint at its shape, and every saved state has a place here

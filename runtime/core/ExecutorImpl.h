@@ -132,7 +132,6 @@ private:
   absl::Status broadcastInts(int64_t *values, int64_t n);
   absl::Status allGatherInts(const int64_t *mine, int64_t n,
                              std::vector<int64_t> *all);
-  absl::Status maxOverRanks(int64_t *value);
 
   // --- memory (Executor.cpp) -----------------------------------------------
   const fb::Buffer &buf(int32_t x) const { return *plan_.buffers()->Get(x); }
