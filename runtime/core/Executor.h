@@ -93,8 +93,10 @@ public:
                      const std::vector<std::pair<std::string, double>> &) {}
   /// A plan `print`: the line to show.
   virtual void onPrint(int64_t /*step*/, const std::string & /*line*/) {}
-  /// A checkpoint written by rank 0 (or, sharded, by all ranks).
-  virtual void onSave(int64_t /*step*/, const std::string & /*path*/) {}
+  /// A checkpoint written by rank 0 (or, sharded, by all ranks), and the
+  /// seconds the save took (gathering, writing, syncing, publishing).
+  virtual void onSave(int64_t /*step*/, const std::string & /*path*/,
+                      double /*seconds*/) {}
   /// Training stopped early (`exit` in the hooks).
   virtual void onExit(int64_t /*step*/, const std::string & /*reason*/) {}
 };

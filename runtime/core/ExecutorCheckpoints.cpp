@@ -99,6 +99,7 @@ absl::StatusOr<std::vector<NamedTensor>> Executor::Impl::gatherParameters() {
 }
 
 absl::Status Executor::Impl::saveFull(const std::string &path) {
+  const Clock::time_point begin = Clock::now();
   MD_ASSIGN_OR_RETURN(std::vector<NamedTensor> params, gatherParameters());
   if (options_.rank != 0)
     return absl::OkStatus();
@@ -110,7 +111,9 @@ absl::Status Executor::Impl::saveFull(const std::string &path) {
       {"world_size", absl::StrCat(world_.worldSize)}};
   MD_RETURN_IF_ERROR(WriteFullCheckpoint(path, params, meta));
   if (options_.observer)
-    options_.observer->onSave(step_, path);
+    options_.observer->onSave(
+        step_, path,
+        std::chrono::duration<double>(Clock::now() - begin).count());
   return absl::OkStatus();
 }
 
@@ -138,6 +141,7 @@ absl::Status Executor::Impl::allGatherInts(const int64_t *mine, int64_t n,
 }
 
 absl::Status Executor::Impl::saveSharded(const std::string &dir) {
+  const Clock::time_point begin = Clock::now();
   const int rank = options_.rank;
   // One id per save, rank 0's: every rank writes into its temporary
   // directory, which no other save (of this run or a dead one) uses.
@@ -273,7 +277,9 @@ absl::Status Executor::Impl::saveSharded(const std::string &dir) {
         absl::StrCat("rank 0 could not publish the checkpoint ", dir,
                      " (its message says why)"));
   if (rank == 0 && options_.observer)
-    options_.observer->onSave(step_, dir);
+    options_.observer->onSave(
+        step_, dir,
+        std::chrono::duration<double>(Clock::now() - begin).count());
   return absl::OkStatus();
 }
 
@@ -423,6 +429,7 @@ absl::StatusOr<std::string> Executor::Impl::resolveResume() {
 
 absl::Status Executor::Impl::loadSharded(const std::string &dir,
                                          const ShardedMeta &meta) {
+  const Clock::time_point begin = Clock::now();
   const int rank = options_.rank;
   const int64_t W = world_.worldSize;
 
@@ -554,8 +561,9 @@ absl::Status Executor::Impl::loadSharded(const std::string &dir,
   feeds_->resume(pos, meta.worldSize * meta.microBatch);
   info_.resumedFrom = dir;
   info_.resumedWhat = absl::StrFormat(
-      "step %d, saved at %d rank%s under plan %s", meta.step, meta.worldSize,
-      meta.worldSize == 1 ? "" : "s", meta.plan);
+      "step %d, saved at %d rank%s under plan %s; loaded in %.2f s", meta.step,
+      meta.worldSize, meta.worldSize == 1 ? "" : "s", meta.plan,
+      std::chrono::duration<double>(Clock::now() - begin).count());
   return absl::OkStatus();
 }
 

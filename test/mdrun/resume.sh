@@ -21,6 +21,8 @@
 # 4. kill -9 of a random rank at a random time in a run that saves every 4
 #    steps, then --resume auto: the final weights are byte-identical to an
 #    uninterrupted run's (a few trials).
+# 5. Two launchers ("nodes") whose save directories differ: the save fails
+#    before publishing, naming the rank whose file rank 0 cannot see.
 #
 #   test/mdrun/resume.sh MDC MDRUN PYTHON3 WORK_DIR
 set -uo pipefail
@@ -100,7 +102,7 @@ for model in mlp gpt; do
       --metrics m.jsonl || continue
     train "$name/split" second 2 "$name.fb" --steps 12 --log-every 4 \
       --metrics m.jsonl --resume auto --save-final final.safetensors || continue
-    grep -qx 'mdrun: resumed from ckpt/step_00000008 (step 8, saved at 2 ranks under plan '"$plan"')' \
+    grep -Eqx 'mdrun: resumed from ckpt/step_00000008 \(step 8, saved at 2 ranks under plan '"$plan"'; loaded in [0-9.]+ s\)' \
       "$name/split/second.out" ||
       fail "$name: the banner does not name the checkpoint:"$'\n'"$(grep '^mdrun:' "$name/split/second.out")"
     cmp -s "$name/whole/final.safetensors" "$name/split/final.safetensors" ||
@@ -224,6 +226,40 @@ for trial in $(seq 1 $trials); do
   cmp -s killref/final.safetensors "$dir/final.safetensors" ||
     fail "trial $trial: the resumed run's weights differ from the uninterrupted run's:"$'\n'"$(compare --bitwise killref/final.safetensors "$dir/final.safetensors")"
 done
+
+# ---------------------------------------------------------------------------
+# 5. Two "nodes" that do not share the save directory (two launchers in
+#    different working directories): the save fails before publishing,
+#    naming the rank whose file rank 0 cannot see.
+# ---------------------------------------------------------------------------
+mkdir -p nodeA nodeB
+(cd nodeA && exec timeout 120 "$mdrun" --backend cpu --threads 1 --nnodes 2 \
+  --node-rank 0 --gpus 1 --master-addr 127.0.0.1 --master-port 0 --steps 8 \
+  --log-every 0 "$work/mlp-fsdp-full.fb" >node.out 2>node.err) &
+n0=$!
+port=
+for _ in $(seq 200); do
+  port=$(sed -nE 's/^mdrun: rendezvous port ([0-9]+)$/\1/p' nodeA/node.err)
+  [[ -n $port ]] && break
+  sleep 0.05
+done
+if [[ -z $port ]]; then
+  fail "node 0 printed no port: $(cat nodeA/node.err)"
+  kill "$n0" 2>/dev/null
+else
+  (cd nodeB && timeout 120 "$mdrun" --backend cpu --threads 1 --nnodes 2 \
+    --node-rank 1 --gpus 1 --master-addr 127.0.0.1 --master-port "$port" \
+    --steps 8 --log-every 0 "$work/mlp-fsdp-full.fb" >node.out 2>node.err)
+fi
+wait "$n0"
+rc0=$?
+if [[ $rc0 -eq 0 ]]; then
+  fail "a sharded save across disks that are not shared succeeded"
+else
+  grep -Eq 'ckpt/step_00000004: rank 0 cannot see the file of rank 1 under ckpt/step_00000004\.tmp-[0-9a-f]{16} \(a sharded checkpoint needs a file system every node shares' nodeA/node.err ||
+    fail "unshared disks: expected rank 0 to name rank 1's file:"$'\n'"$(cat nodeA/node.err)"
+fi
+[[ -e nodeA/ckpt/step_00000004 ]] && fail "unshared disks: a checkpoint was published"
 
 if [[ $failures -ne 0 ]]; then
   echo "$failures failure(s)"

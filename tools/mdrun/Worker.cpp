@@ -136,8 +136,8 @@ public:
     absl::PrintF("%s\n", line.c_str());
     std::fflush(stdout);
   }
-  void onSave(int64_t step, const std::string &path) override {
-    absl::PrintF("step %d: saved %s\n", step, path.c_str());
+  void onSave(int64_t step, const std::string &path, double seconds) override {
+    absl::PrintF("step %d: saved %s in %.2f s\n", step, path.c_str(), seconds);
     std::fflush(stdout);
   }
   void onExit(int64_t step, const std::string &reason) override {
