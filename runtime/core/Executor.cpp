@@ -141,6 +141,13 @@ absl::Status Executor::Impl::init(int64_t worldSize) {
   MD_RETURN_IF_ERROR(initState());
   if (meta)
     MD_RETURN_IF_ERROR(loadSharded(resume, *meta));
+  if (!options_.init.empty()) {
+    if (meta)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--init ", options_.init, " and --resume ", resume,
+          ": a resumed run takes its weights from the checkpoint"));
+    MD_RETURN_IF_ERROR(loadWeights(options_.init));
+  }
   fillInfo();
   lastReport_ = Clock::now();
   return absl::OkStatus();

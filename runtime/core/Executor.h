@@ -66,6 +66,9 @@ struct RunInfo {
   /// says of itself (step, world size, plan), and, for `--resume auto`
   /// that found none, why the run starts fresh.
   std::string resumedFrom, resumedWhat, resumeNote;
+  /// The weights file the run started from (ExecutorOptions::init), and
+  /// what it held.
+  std::string initFrom, initWhat;
 };
 
 /// A progress report of a step (rank 0).
@@ -122,6 +125,11 @@ struct ExecutorOptions {
   /// complete one under the plan's sharded save directory (none: a fresh
   /// start, RunInfo::resumeNote says so); "": a fresh start.
   std::string resume;
+  /// A safetensors file of parameters by name (PyTorch's
+  /// `save_file(model.state_dict())`, md's full checkpoints and
+  /// --save-final) to start from: weights only, a fresh optimizer at step 0.
+  /// "": the recipe's initialisation.
+  std::string init;
 };
 
 /// A parameter as a full f32 tensor.

@@ -29,6 +29,7 @@
 #include "runtime/core/CheckpointLayout.h"
 #include "runtime/core/CheckpointMeta.h"
 #include "runtime/core/ExecutorImpl.h"
+#include "runtime/core/NumberFormat.h"
 #include "runtime/core/Safetensors.h"
 #include "runtime/core/Status.h"
 
@@ -564,6 +565,105 @@ absl::Status Executor::Impl::loadSharded(const std::string &dir,
       "step %d, saved at %d rank%s under plan %s; loaded in %.2f s", meta.step,
       meta.worldSize, meta.worldSize == 1 ? "" : "s", meta.plan,
       std::chrono::duration<double>(Clock::now() - begin).count());
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::loadWeights(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return absl::NotFoundError(
+        absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  MD_ASSIGN_OR_RETURN(SafetensorsHeader header,
+                      ReadSafetensorsHeader(fd, path));
+
+  // The file and the model name the same trainable parameters at the same
+  // shapes (PyTorch's load_state_dict(strict = True)).
+  std::map<std::string, std::vector<int64_t>> wanted;
+  for (uint32_t p = 0; p < count(plan_.params()); ++p) {
+    const fb::Param *param = plan_.params()->Get(p);
+    std::vector<int64_t> shape;
+    for (uint32_t d = 0; d < count(param->shape()); ++d)
+      shape.push_back(param->shape()->Get(d));
+    if (!param->trainable() || param->offset() < 0) {
+      if (header.tensors.count(str(param->name())))
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: %s is frozen in this model, which initialises it from the "
+            "recipe",
+            path, str(param->name())));
+      continue;
+    }
+    wanted[str(param->name())] = shape;
+  }
+  for (const auto &[name, shape] : wanted) {
+    auto it = header.tensors.find(name);
+    if (it == header.tensors.end())
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s holds no %s %s, a parameter of model %s", path, name,
+          shapeText(shape), str(plan_.header()->model())));
+    if (it->second.shape != shape)
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: %s has shape %s in the file but %s in model %s",
+                          path, name, shapeText(it->second.shape),
+                          shapeText(shape), str(plan_.header()->model())));
+    const std::string &dt = it->second.dtype;
+    if (dt != "F32" && dt != "BF16" && dt != "F16")
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: %s is %s; md reads F32, BF16 or F16 weights", path, name, dt));
+  }
+  for (const auto &[name, entry] : header.tensors)
+    if (!wanted.count(name))
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s holds %s %s, which model %s has no parameter for", path, name,
+          shapeText(entry.shape), str(plan_.header()->model())));
+
+  // This rank's range of every master and working copy, by parameter.
+  for (uint32_t i = 0; i < count(plan_.buffers()); ++i) {
+    int32_t x = static_cast<int32_t>(i);
+    const fb::Buffer &b = buf(x);
+    if (layout_.buffers[x].placement != Placement::Persistent ||
+        (b.role() != fb::StateRole::Master &&
+         b.role() != fb::StateRole::Params) ||
+        b.unit() < 0)
+      continue;
+    HeldRange h = RankRange(b, world_, options_.rank);
+    std::vector<float> values(static_cast<size_t>(h.elements), 0.0f);
+    for (const StateRun &run : StateRuns(plan_, x)) {
+      int64_t lo = std::max(h.begin, run.flatStart);
+      int64_t hi = std::min(h.begin + h.valid, run.flatStart + run.count);
+      if (lo >= hi)
+        continue;
+      const SafetensorsEntry &e =
+          header.tensors.at(run.tensor.substr(run.tensor.find('/') + 1));
+      const int64_t width = e.dtype == "F32" ? 4 : 2;
+      std::vector<uint8_t> raw(static_cast<size_t>((hi - lo) * width));
+      int64_t first = run.tensorStart + lo - run.flatStart;
+      if (!ReadAllAt(fd, raw.data(), raw.size(), e.begin + first * width))
+        return absl::DataLossError(
+            absl::StrCat(path, ": cannot read ", run.tensor, ": ",
+                         errno ? std::strerror(errno) : "the file ends early"));
+      float *out = values.data() + (lo - h.begin);
+      for (int64_t k = 0; k < hi - lo; ++k) {
+        if (width == 4) {
+          std::memcpy(out + k, raw.data() + 4 * k, 4);
+        } else {
+          uint16_t v =
+              static_cast<uint16_t>(raw[2 * k] | (raw[2 * k + 1] << 8));
+          out[k] = e.dtype == "BF16" ? bf16ToF32(v) : f16ToF32(v);
+        }
+      }
+    }
+    MD_RETURN_IF_ERROR(storeFloats(x, values.data(), h.elements));
+    MD_RETURN_IF_ERROR(backend_.synchronize(kComputeStream));
+    hostScalars_.forget(ptrs_[x], ptrs_[x] + bytes(x));
+  }
+  info_.initFrom = path;
+  info_.initWhat =
+      absl::StrFormat("weights only: %d parameter%s", wanted.size(),
+                      wanted.size() == 1 ? "" : "s");
   return absl::OkStatus();
 }
 

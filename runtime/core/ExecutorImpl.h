@@ -128,6 +128,9 @@ private:
   /// this rank's state from it, reading only the ranges it holds. A
   /// collective (the ranks share the verification).
   absl::Status loadSharded(const std::string &dir, const ShardedMeta &meta);
+  /// ExecutorOptions::init: this rank's master weights and working
+  /// parameters from the safetensors file `path`, by parameter name.
+  absl::Status loadWeights(const std::string &path);
   /// i64 values through the comm over the world, on the host.
   absl::Status broadcastInts(int64_t *values, int64_t n);
   absl::Status allGatherInts(const int64_t *mine, int64_t n,

@@ -18,10 +18,14 @@
 #    another shape), a full checkpoint given to --resume; a dead save's
 #    temporary directory is never resumed from and is removed by the next
 #    save; --resume auto without a checkpoint starts fresh in one line.
-# 4. kill -9 of a random rank at a random time in a run that saves every 4
+# 4. --init: the weights saved at step 8 (W = 2, fsdp-full) start a ddp run
+#    at W = 1 bit for bit, which trains on; a file with a tensor the model
+#    lacks or of another shape is refused naming it, and so is --init with
+#    --resume.
+# 5. kill -9 of a random rank at a random time in a run that saves every 4
 #    steps, then --resume auto: the final weights are byte-identical to an
 #    uninterrupted run's (a few trials).
-# 5. Two launchers ("nodes") whose save directories differ: the save fails
+# 6. Two launchers ("nodes") whose save directories differ: the save fails
 #    before publishing, naming the rank whose file rank 0 cannot see.
 #
 #   test/mdrun/resume.sh MDC MDRUN PYTHON3 WORK_DIR
@@ -149,7 +153,7 @@ refused() {
   shift 2
   if run refusals "$name" "$@"; then
     fail "$name: mdrun $* succeeded"
-  elif ! grep -Eq "$pattern" "refusals/$name.err"; then
+  elif ! grep -Eq -- "$pattern" "refusals/$name.err"; then
     fail "$name: expected /$pattern/ in:"$'\n'"$(cat "refusals/$name.err")"
   fi
 }
@@ -195,7 +199,44 @@ train fresh fresh 2 mlp-fsdp-full.fb --steps 2 --log-every 0 --resume auto &&
     fail "--resume auto without a checkpoint:"$'\n'"$(grep '^mdrun:' fresh/fresh.out)"; }
 
 # ---------------------------------------------------------------------------
-# 4. kill -9 of a random rank, then --resume auto.
+# 4. --init: weights by name from a safetensors file, a fresh optimizer.
+# ---------------------------------------------------------------------------
+weights=$work/at8/at8.safetensors
+if [[ -s $weights ]]; then
+  compile mlp-ddp-1.fb mlp 1 ddp
+  train init init 1 mlp-ddp-1.fb --steps 0 --log-every 0 --init "$weights" \
+    --save-final init.safetensors &&
+    { grep -qx "mdrun: initialised from $weights (weights only: 4 parameters)" init/init.out ||
+      fail "--init: the banner does not say so:"$'\n'"$(grep '^mdrun:' init/init.out)"; }
+  compare --bitwise "$weights" init/init.safetensors >cmp.txt ||
+    fail "--init: the weights differ from the file's:"$'\n'"$(cat cmp.txt)"
+  train init trained 1 mlp-ddp-1.fb --steps 4 --log-every 4 --init "$weights" &&
+    { grep -Eq '^step 4/4  loss [0-9.]+ ' init/trained.out ||
+      fail "--init: training did not run:"$'\n'"$(tail -n 3 init/trained.out)"; }
+  # A file with a tensor the model lacks (PyTorch's strict loading).
+  "$python" - "$weights" extra.safetensors <<'PY'
+import json, struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+data = open(src, "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+body = data[8 + n:]
+end = max(v["data_offsets"][1] for k, v in header.items() if k != "__metadata__")
+header["extra.weight"] = {"dtype": "F32", "shape": [2], "data_offsets": [end, end + 8]}
+text = json.dumps(header).encode()
+text += b" " * (-len(text) % 8)
+open(dst, "wb").write(struct.pack("<Q", len(text)) + text + body + bytes(8))
+PY
+  refused init-extra "extra.safetensors holds extra.weight \[2\], which model mlp has no parameter for" \
+    1 mlp-ddp-1.fb --init "$work/extra.safetensors" --steps 0
+  refused init-shape "at8.safetensors: fc1.bias has shape \[64\] in the file but \[32\] in model mlp" \
+    2 mlp-hidden32.fb --init "$weights" --steps 0
+  refused init-and-resume "--init .* and --resume .*: a resumed run takes its weights from the checkpoint" \
+    2 mlp-fsdp-full.fb --init "$weights" --resume "$saved" --steps 12
+fi
+
+# ---------------------------------------------------------------------------
+# 5. kill -9 of a random rank, then --resume auto.
 # ---------------------------------------------------------------------------
 steps=400
 train killref ref 2 mlp-ddp.fb --steps $steps --log-every 0 --save-final final.safetensors
@@ -228,7 +269,7 @@ for trial in $(seq 1 $trials); do
 done
 
 # ---------------------------------------------------------------------------
-# 5. Two "nodes" that do not share the save directory (two launchers in
+# 6. Two "nodes" that do not share the save directory (two launchers in
 #    different working directories): the save fails before publishing,
 #    naming the rank whose file rank 0 cannot see.
 # ---------------------------------------------------------------------------

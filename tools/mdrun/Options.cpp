@@ -112,6 +112,9 @@ ABSL_FLAG(std::string, save_final, kTrainDefaults.saveFinalPath,
 ABSL_FLAG(std::string, resume, kTrainDefaults.resumePath,
           "resume from sharded checkpoint DIR, or auto: the newest complete "
           "one the plan saved (none: start fresh)");
+ABSL_FLAG(std::string, init, kTrainDefaults.initPath,
+          "start from the weights in FILE (safetensors, by parameter name; "
+          "a fresh optimizer)");
 ABSL_FLAG(md::mdrun::Seconds, timeout,
           md::mdrun::Seconds{kTrainDefaults.timeoutSeconds},
           "how long a collective waits for a peer (default 300)");
@@ -168,6 +171,9 @@ const std::vector<cli::Section> &sections() {
             .withTag(kTrain),
         FlagOption(FLAGS_resume, {"--resume"}, "DIR|auto")
             .needsNonEmpty("a checkpoint directory or auto")
+            .withTag(kTrain),
+        FlagOption(FLAGS_init, {"--init"}, "FILE")
+            .needsNonEmpty("a file name")
             .withTag(kTrain),
         FlagOption(FLAGS_timeout, {"--timeout"}, "SECONDS").withTag(kTrain),
         FlagOption(FLAGS_threads, {"--threads"}, "N").withTag(kTrain),
@@ -299,6 +305,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
   t.metricsPath = absl::GetFlag(FLAGS_metrics);
   t.saveFinalPath = absl::GetFlag(FLAGS_save_final);
   t.resumePath = absl::GetFlag(FLAGS_resume);
+  t.initPath = absl::GetFlag(FLAGS_init);
   t.logEvery = absl::GetFlag(FLAGS_log_every).value;
   t.timeoutSeconds = absl::GetFlag(FLAGS_timeout).value;
   t.masterPort = valueOr(absl::GetFlag(FLAGS_master_port), t.masterPort);

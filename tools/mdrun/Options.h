@@ -40,6 +40,8 @@ struct TrainOptions {
   std::string saveFinalPath;
   /// --resume: a sharded checkpoint directory, "auto", or "" (none).
   std::string resumePath;
+  /// --init: a safetensors file of weights to start from, or "".
+  std::string initPath;
   int64_t logEvery = 10;
   /// How long a collective may wait for a peer, in seconds.
   double timeoutSeconds = 300;

@@ -196,6 +196,9 @@ void printBanner(const runtime::RunInfo &i, const std::string &planPath,
                  i.resumedWhat.c_str());
   else if (!i.resumeNote.empty())
     absl::PrintF("mdrun: %s\n", i.resumeNote.c_str());
+  if (!i.initFrom.empty())
+    absl::PrintF("mdrun: initialised from %s (%s)\n", i.initFrom.c_str(),
+                 i.initWhat.c_str());
   absl::PrintF("mdrun: training %d steps, seed %d\n", i.steps, i.seed);
   std::fflush(stdout);
 }
@@ -404,6 +407,7 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
   const char *verify = std::getenv("MD_VERIFY_HOST_SCALARS");
   eo.verifyHostScalars = verify != nullptr && std::string(verify) == "1";
   eo.resume = options.resumePath;
+  eo.init = options.initPath;
   MD_ASSIGN_OR_RETURN(
       std::unique_ptr<runtime::Executor> exec,
       runtime::Executor::Create(loaded, env.worldSize, *backend, *comm, eo));
