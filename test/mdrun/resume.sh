@@ -12,7 +12,9 @@
 # 2. Resharding: the MLP's fsdp-full checkpoint of W = 2 loads at W = 1 and
 #    W = 4 (fsdp-full), under ddp at W = 2 and under fsdp-hybrid (shard
 #    groups of 2) at W = 4, with weights right after loading equal bit for
-#    bit to those saved; training then continues.
+#    bit to those saved; training then continues. Resumed under zero1 (at
+#    one precision the presets train alike), it ends with fsdp-full's
+#    weights.
 # 3. Refusals naming the file or tensor: a corrupt, a truncated and a
 #    missing rank file, a foreign meta.json, another model (a tensor of
 #    another shape), a full checkpoint given to --resume; a dead save's
@@ -140,6 +142,14 @@ if [[ -d $saved ]]; then
     grep -Eq '^step 12/12  loss [0-9.]+ ' "$name/continued.out" ||
       fail "$plan at W = $w: training did not continue:"$'\n'"$(tail -n 5 "$name/continued.out")"
   done
+  # Across presets at one precision (bf16 parameters, f32 masters), which
+  # train bit for bit alike: fsdp-full's step 8 resumed under zero1 ends
+  # where fsdp-full's 12 steps do.
+  compile mlp-zero1.fb mlp 2 zero1 &&
+    train across across 2 mlp-zero1.fb --steps 12 --log-every 0 \
+      --resume "$saved" --save-final final.safetensors &&
+    { compare --bitwise mlp-fsdp-full/whole/final.safetensors across/final.safetensors >cmp.txt ||
+      fail "fsdp-full resumed under zero1 differs from fsdp-full:"$'\n'"$(cat cmp.txt)"; }
 else
   fail "no checkpoint $saved to reshard"
 fi
