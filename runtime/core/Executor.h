@@ -139,6 +139,13 @@ struct NamedTensor {
   std::vector<float> values;
 };
 
+/// A held-out evaluation of the plan run on its own (mdrun --evaluate).
+struct Evaluation {
+  std::string where;   // the evaluate's .mdl position, "file:line:col"
+  std::string dataset; // "synthetic(seed = 1)", "tokens(data/val.bin)"
+  double loss = 0;     // the mean over the data set and the ranks
+};
+
 /// The steps a run trains for: `steps` when it is >= 0, else the
 /// schedule's `steps` (InvalidArgument for a constant schedule, which has
 /// no end).
@@ -178,6 +185,11 @@ public:
   /// GatherParameters, then rank 0 writes them to `path` as safetensors
   /// (by name, global shape, F32), atomically. A collective.
   absl::Status SaveFull(const std::string &path);
+
+  /// Runs every `evaluate` of the plan's hooks once on the current
+  /// weights, without training: each one's mean held-out loss, in program
+  /// order (InvalidArgument when the plan has none). A collective.
+  absl::StatusOr<std::vector<Evaluation>> Evaluate();
 
   /// The bytes of persistent buffer `buffer` on this rank (tests).
   absl::StatusOr<std::vector<uint8_t>> ReadBuffer(int32_t buffer);

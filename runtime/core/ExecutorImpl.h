@@ -51,6 +51,7 @@ public:
   absl::StatusOr<std::vector<NamedTensor>> gatherParameters();
   absl::Status saveFull(const std::string &path);
   absl::StatusOr<std::vector<uint8_t>> readBuffer(int32_t buffer);
+  absl::StatusOr<std::vector<Evaluation>> evaluateAll();
 
   RunInfo info_;
   ArenaLayout layout_;

@@ -23,7 +23,8 @@
 # 4. --init: the weights saved at step 8 (W = 2, fsdp-full) start a ddp run
 #    at W = 1 bit for bit, which trains on; a file with a tensor the model
 #    lacks or of another shape is refused naming it, and so is --init with
-#    --resume.
+#    --resume. --evaluate on one rank gives the held-out loss the W = 2 run
+#    logged (within 1e-5), and is refused for a plan without evaluate.
 # 5. kill -9 of a random rank at a random time in a run that saves every 4
 #    steps, then --resume auto: the final weights are byte-identical to an
 #    uninterrupted run's (a few trials).
@@ -243,6 +244,21 @@ PY
     2 mlp-hidden32.fb --init "$weights" --steps 0
   refused init-and-resume "--init .* and --resume .*: a resumed run takes its weights from the checkpoint" \
     2 mlp-fsdp-full.fb --init "$weights" --resume "$saved" --steps 12
+
+  # --evaluate on one rank: the held-out loss the training run logged.
+  train init val 2 mlp-fsdp-full.fb --steps 10 --log-every 0 \
+    --save-final w10.safetensors &&
+    train init eval 1 mlp-ddp-1.fb --evaluate --init "$work/init/w10.safetensors" && {
+    logged=$(sed -nE 's/^step 10: val ([0-9.e+-]+)$/\1/p' init/val.out)
+    got=$(sed -nE 's/^mdrun: evaluate at .*mlp.mdl:[0-9]+:[0-9]+ on synthetic\(seed = 1\): loss ([0-9.e+-]+)$/\1/p' init/eval.out)
+    awk -v a="$logged" -v b="$got" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-5 * a) }' ||
+      fail "--evaluate: loss '$got', but the run logged val '$logged' at step 10:"$'\n'"$(cat init/eval.out)"
+    grep -q '^step ' init/eval.out && fail "--evaluate trained:"$'\n'"$(cat init/eval.out)"
+  }
+  grep -v 'evaluate\|log("val"' mlp.mdl >mlp-noeval.mdl
+  compile mlp-noeval.fb mlp-noeval 1 ddp &&
+    refused eval-none "the plan's recipe has no evaluate\(\.\.\.\) to run" \
+      1 mlp-noeval.fb --evaluate --init "$weights"
 fi
 
 # ---------------------------------------------------------------------------
@@ -290,7 +306,7 @@ mkdir -p nodeA nodeB
 n0=$!
 port=
 for _ in $(seq 200); do
-  port=$(sed -nE 's/^mdrun: rendezvous port ([0-9]+)$/\1/p' nodeA/node.err)
+  port=$(sed -nE 's/^mdrun: rendezvous port ([0-9]+)$/\1/p' nodeA/node.err 2>/dev/null)
   [[ -n $port ]] && break
   sleep 0.05
 done

@@ -112,6 +112,9 @@ ABSL_FLAG(std::string, save_final, kTrainDefaults.saveFinalPath,
 ABSL_FLAG(std::string, resume, kTrainDefaults.resumePath,
           "resume from sharded checkpoint DIR, or auto: the newest complete "
           "one the plan saved (none: start fresh)");
+ABSL_FLAG(bool, evaluate, kTrainDefaults.evaluate,
+          "run the recipe's evaluate(...)s once on the weights (--init, "
+          "--resume) instead of training, and print their losses");
 ABSL_FLAG(std::string, init, kTrainDefaults.initPath,
           "start from the weights in FILE (safetensors, by parameter name; "
           "a fresh optimizer)");
@@ -175,6 +178,7 @@ const std::vector<cli::Section> &sections() {
         FlagOption(FLAGS_init, {"--init"}, "FILE")
             .needsNonEmpty("a file name")
             .withTag(kTrain),
+        FlagOption(FLAGS_evaluate, {"--evaluate"}, "").withTag(kTrain),
         FlagOption(FLAGS_timeout, {"--timeout"}, "SECONDS").withTag(kTrain),
         FlagOption(FLAGS_threads, {"--threads"}, "N").withTag(kTrain),
         FlagOption(FLAGS_worker, {"--worker"}, "").withTag(kWorker).hide(),
@@ -306,6 +310,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
   t.saveFinalPath = absl::GetFlag(FLAGS_save_final);
   t.resumePath = absl::GetFlag(FLAGS_resume);
   t.initPath = absl::GetFlag(FLAGS_init);
+  t.evaluate = absl::GetFlag(FLAGS_evaluate);
   t.logEvery = absl::GetFlag(FLAGS_log_every).value;
   t.timeoutSeconds = absl::GetFlag(FLAGS_timeout).value;
   t.masterPort = valueOr(absl::GetFlag(FLAGS_master_port), t.masterPort);

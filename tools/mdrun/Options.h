@@ -42,6 +42,8 @@ struct TrainOptions {
   std::string resumePath;
   /// --init: a safetensors file of weights to start from, or "".
   std::string initPath;
+  /// --evaluate: run the recipe's evaluations once instead of training.
+  bool evaluate = false;
   int64_t logEvery = 10;
   /// How long a collective may wait for a peer, in seconds.
   double timeoutSeconds = 300;

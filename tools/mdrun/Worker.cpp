@@ -154,7 +154,7 @@ private:
 };
 
 void printBanner(const runtime::RunInfo &i, const std::string &planPath,
-                 const std::string &where) {
+                 const std::string &where, bool evaluate) {
   std::string plan =
       i.planName == i.preset || i.preset.empty()
           ? i.planName
@@ -199,7 +199,10 @@ void printBanner(const runtime::RunInfo &i, const std::string &planPath,
   if (!i.initFrom.empty())
     absl::PrintF("mdrun: initialised from %s (%s)\n", i.initFrom.c_str(),
                  i.initWhat.c_str());
-  absl::PrintF("mdrun: training %d steps, seed %d\n", i.steps, i.seed);
+  if (evaluate)
+    absl::PrintF("mdrun: evaluating, no training, seed %d\n", i.seed);
+  else
+    absl::PrintF("mdrun: training %d steps, seed %d\n", i.steps, i.seed);
   std::fflush(stdout);
 }
 
@@ -416,7 +419,19 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
     // continue the file.
     MD_RETURN_IF_ERROR(reporter.openMetrics(options.metricsPath,
                                             !exec->info().resumedFrom.empty()));
-    printBanner(exec->info(), options.planPath, where);
+    printBanner(exec->info(), options.planPath, where, options.evaluate);
+  }
+  if (options.evaluate) {
+    MD_ASSIGN_OR_RETURN(std::vector<runtime::Evaluation> evals,
+                        exec->Evaluate());
+    if (env.rank == 0) {
+      for (const runtime::Evaluation &e : evals)
+        absl::PrintF("mdrun: evaluate%s on %s: loss %.6g\n",
+                     e.where.empty() ? "" : " at " + e.where, e.dataset,
+                     e.loss);
+      std::fflush(stdout);
+    }
+    return absl::OkStatus();
   }
   MD_RETURN_IF_ERROR(exec->Run());
   if (!options.saveFinalPath.empty())
