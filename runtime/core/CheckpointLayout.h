@@ -1,5 +1,4 @@
-//===- CheckpointLayout.h - where a plan's state lies in a checkpoint -*- C++
-//-*-===//
+//===- CheckpointLayout.h - a plan's state in a checkpoint -*- C++ -*-===//
 //
 // A sharded checkpoint stores the state a future step needs (master
 // weights, working parameters, optimizer moments, model buffers; never the
