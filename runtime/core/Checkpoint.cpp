@@ -1,17 +1,25 @@
 //===- Checkpoint.cpp - the files of md's checkpoints ---------------------===//
 //
 // Names, contents and the atomic publication of full and sharded
-// checkpoints (Checkpoint.h).
+// checkpoints, and finding the newest one (Checkpoint.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/core/Checkpoint.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <random>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/core/Safetensors.h"
 #include "runtime/core/Status.h"
@@ -68,36 +76,156 @@ WriteFullCheckpoint(const std::string &path,
   return WriteSafetensors(path, tensors, meta);
 }
 
-std::string ShardedCheckpointMeta(const ShardedCheckpointInfo &info) {
-  return absl::StrFormat(
-      "{\"format\": \"md-sharded\", \"version\": 1, \"model\": %s, \"plan\": "
-      "%s, "
-      "\"world_size\": %d, \"shard_group_size\": %d, \"step\": %d, "
-      "\"epoch\": %d, "
-      "\"seed\": %d}\n",
-      JsonQuote(info.model), JsonQuote(info.plan), info.worldSize,
-      info.shardGroupSize, info.step, info.epoch, info.seed);
+namespace {
+
+/// Whether `name` is one of a sharded checkpoint's own files.
+bool isCheckpointFile(const std::string &name) {
+  return name == "meta.json" || (absl::StartsWith(name, "rank_") &&
+                                 absl::EndsWith(name, ".safetensors"));
 }
+
+/// Removes the directory `dir` holding a checkpoint's files (and files
+/// that WriteFileAtomically left half written); FailedPrecondition when
+/// it holds anything else, which stays.
+absl::Status removeCheckpointDir(const std::string &dir) {
+  DIR *d = ::opendir(dir.c_str());
+  if (d == nullptr)
+    return absl::InternalError(
+        absl::StrCat(dir, ": cannot open: ", std::strerror(errno)));
+  std::vector<std::string> names;
+  while (struct dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name != "." && name != "..")
+      names.push_back(name);
+  }
+  ::closedir(d);
+  for (const std::string &name : names) {
+    bool ours = isCheckpointFile(name) ||
+                (name.find(".tmp.") != std::string::npos &&
+                 isCheckpointFile(name.substr(0, name.find(".tmp."))));
+    if (ours)
+      ::unlink((dir + "/" + name).c_str());
+  }
+  if (::rmdir(dir.c_str()) != 0)
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: exists and holds other files; not replacing it", dir));
+  return absl::OkStatus();
+}
+
+/// Whether `dir` holds files other than a checkpoint's.
+bool holdsOtherFiles(const std::string &dir) {
+  DIR *d = ::opendir(dir.c_str());
+  if (d == nullptr)
+    return false;
+  bool other = false;
+  while (struct dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name != "." && name != ".." && !isCheckpointFile(name))
+      other = true;
+  }
+  ::closedir(d);
+  return other;
+}
+
+std::string parentOf(const std::string &path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+} // namespace
 
 absl::Status PublishShardedCheckpoint(const std::string &tmp,
                                       const std::string &dir) {
-  // Replace an older checkpoint of the same step, then publish.
   if (::access(dir.c_str(), F_OK) == 0) {
-    for (int r = 0;; ++r) {
-      std::string f = ShardFileName(dir, r);
-      if (::unlink(f.c_str()) != 0)
-        break;
-    }
-    ::unlink((dir + "/meta.json").c_str());
-    if (::rmdir(dir.c_str()) != 0)
+    if (holdsOtherFiles(dir))
       return absl::FailedPreconditionError(absl::StrFormat(
           "%s: exists and holds other files; not replacing it", dir));
+    // Swap the new checkpoint in and the old one out in one step; the old
+    // one, now under the temporary name, goes afterwards.
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(),
+                    RENAME_EXCHANGE) == 0) {
+      MD_RETURN_IF_ERROR(SyncDirectory(parentOf(dir)));
+      return removeCheckpointDir(tmp);
+    }
+    if (errno != EINVAL && errno != ENOSYS)
+      return absl::InternalError(
+          absl::StrFormat("%s: cannot exchange it with %s: %s", dir, tmp,
+                          std::strerror(errno)));
+    // A file system without RENAME_EXCHANGE: move the old one aside first.
+    std::string old = tmp + ".old";
+    if (::rename(dir.c_str(), old.c_str()) != 0)
+      return absl::InternalError(absl::StrFormat("%s: cannot move it aside: %s",
+                                                 dir, std::strerror(errno)));
+    if (::rename(tmp.c_str(), dir.c_str()) != 0)
+      return absl::InternalError(absl::StrFormat(
+          "%s: cannot rename %s: %s", dir, tmp, std::strerror(errno)));
+    MD_RETURN_IF_ERROR(SyncDirectory(parentOf(dir)));
+    return removeCheckpointDir(old);
   }
   if (::rename(tmp.c_str(), dir.c_str()) != 0)
     return absl::InternalError(absl::StrFormat("%s: cannot rename %s: %s", dir,
                                                tmp, std::strerror(errno)));
-  size_t slash = dir.find_last_of('/');
-  return SyncDirectory(slash == std::string::npos ? "." : dir.substr(0, slash));
+  return SyncDirectory(parentOf(dir));
+}
+
+std::string NewSaveId() {
+  std::random_device rd;
+  uint64_t v = (uint64_t(rd()) << 32) ^ rd();
+  return absl::StrFormat("%016x", v);
+}
+
+std::string SaveTempDir(const std::string &dir, const std::string &id) {
+  return absl::StrCat(dir, ".tmp-", id);
+}
+
+absl::Status RemoveStaleTemporaries(const std::string &parent,
+                                    const std::string &keep) {
+  DIR *d = ::opendir(parent.c_str());
+  if (d == nullptr)
+    return absl::OkStatus(); // nothing saved there yet
+  std::vector<std::string> stale;
+  while (struct dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    size_t tmp = name.find(".tmp");
+    if (!absl::StartsWith(name, "step_") || tmp == std::string::npos)
+      continue;
+    std::string path = absl::StrCat(parent, "/", name);
+    if (path != keep)
+      stale.push_back(path);
+  }
+  ::closedir(d);
+  for (const std::string &path : stale) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      continue;
+    absl::Status s = removeCheckpointDir(path);
+    if (!s.ok())
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, ": a dead save's temporary directory holds other files; "
+                "remove it by hand"));
+  }
+  return absl::OkStatus();
+}
+
+int64_t LatestShardedCheckpointStep(const std::string &saveDir) {
+  std::string dir = saveDir.empty() ? std::string("checkpoints") : saveDir;
+  DIR *d = ::opendir(dir.c_str());
+  if (d == nullptr)
+    return -1;
+  int64_t best = -1;
+  while (struct dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    int64_t step = 0;
+    if (name.size() < 13 || !absl::StartsWith(name, "step_") ||
+        name.find_first_not_of("0123456789", 5) != std::string::npos ||
+        !absl::SimpleAtoi(name.substr(5), &step) || step <= best)
+      continue;
+    if (::access(absl::StrCat(dir, "/", name, "/meta.json").c_str(), F_OK) != 0)
+      continue;
+    best = step;
+  }
+  ::closedir(d);
+  return best;
 }
 
 } // namespace md::runtime

@@ -4,10 +4,11 @@
 //   - full: dir/step_NNNNNNNN.safetensors, every parameter by name at its
 //     global shape in F32, written by rank 0 (what PyTorch loads);
 //   - sharded: the directory dir/step_NNNNNNNN holding rank_RRRRR.safetensors
-//     per rank (its persistent buffers as it holds them) and meta.json,
-//     written under dir/step_NNNNNNNN.tmp and renamed into place.
-// This file names those files and writes their contents; the executor
-// decides what goes in them and keeps the ranks in step.
+//     per rank (its shard of every state) and meta.json (CheckpointMeta.h),
+//     written under dir/step_NNNNNNNN.tmp-<save id> and renamed into place.
+// This file names those files, writes their contents, publishes a sharded
+// checkpoint and finds the newest one; the executor decides what goes in
+// them and keeps the ranks in step.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,20 +43,30 @@ WriteFullCheckpoint(const std::string &path,
                     const std::vector<NamedTensor> &params,
                     const std::map<std::string, std::string> &meta);
 
-/// What meta.json of a sharded checkpoint says.
-struct ShardedCheckpointInfo {
-  std::string model, plan;
-  int64_t worldSize = 0, shardGroupSize = 0, step = 0, epoch = 0, seed = 0;
-};
-/// meta.json's text (one line of JSON).
-std::string ShardedCheckpointMeta(const ShardedCheckpointInfo &info);
-
 /// Publishes the finished sharded checkpoint `tmp` (its ranks' files and
-/// meta.json written) as `dir`, then syncs the parent directory. An older
-/// `dir` loses its ranks' files and meta.json and is replaced; when it
-/// holds other files too it stays (FailedPrecondition), and so does `tmp`.
+/// meta.json written and synced) as `dir`, then syncs the parent directory.
+/// An older `dir` is swapped out in one atomic rename (RENAME_EXCHANGE) and
+/// only then removed, so a crash leaves the old checkpoint or the new one
+/// published, never neither. When the older `dir` holds other files than a
+/// checkpoint's it stays (FailedPrecondition), and so does `tmp`.
 absl::Status PublishShardedCheckpoint(const std::string &tmp,
                                       const std::string &dir);
+
+/// A fresh id for a save: 16 hex digits from the system's random source.
+/// It names the save's temporary directory, so that a later run never
+/// publishes what a dead one left half written.
+std::string NewSaveId();
+/// The temporary directory of save `id` of the checkpoint `dir`.
+std::string SaveTempDir(const std::string &dir, const std::string &id);
+/// Removes the temporary directories (step_N.tmp, step_N.tmp-ID) that
+/// saves of dead runs left in `parent`, but `keep`.
+absl::Status RemoveStaleTemporaries(const std::string &parent,
+                                    const std::string &keep);
+
+/// The step of the newest published sharded checkpoint under `dir` (a
+/// step_NNNNNNNN directory holding meta.json), or -1 when there is none.
+/// `dir` is a save's directory ("" for "checkpoints").
+int64_t LatestShardedCheckpointStep(const std::string &dir);
 
 } // namespace md::runtime
 

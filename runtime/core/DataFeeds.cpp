@@ -310,6 +310,32 @@ absl::Status DataFeeds::read(absl::Span<const TensorRef> outs,
   return absl::OkStatus();
 }
 
+DataFeeds::Position DataFeeds::position() const {
+  Position p;
+  if (train_) {
+    p.epoch = train_->stream->epoch();
+    p.batchesInEpoch = train_->stream->batchesInEpoch();
+    p.batchesRead = train_->stream->batchesRead();
+  }
+  return p;
+}
+
+void DataFeeds::resume(const Position &pos, int64_t savedSamplesPerBatch) {
+  epoch_ = pos.epoch;
+  if (!train_)
+    return;
+  const int64_t perBatch = worldSize_ * train_->batch;
+  int64_t inEpoch = pos.batchesInEpoch, read = pos.batchesRead;
+  if (savedSamplesPerBatch != perBatch && perBatch > 0) {
+    inEpoch = pos.batchesInEpoch * savedSamplesPerBatch / perBatch;
+    read = pos.batchesRead * savedSamplesPerBatch / perBatch;
+    int64_t perEpoch = train_->stream->sampler().batchesPerEpoch();
+    if (perEpoch > 0)
+      inEpoch = std::min(inEpoch, perEpoch);
+  }
+  train_->stream->seek(pos.epoch, inEpoch, read);
+}
+
 absl::StatusOr<double>
 DataFeeds::evaluate(int32_t dataset, const fb::Instruction *batch,
                     int64_t batches,

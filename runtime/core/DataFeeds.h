@@ -56,6 +56,21 @@ public:
   /// The epoch of the last training batch read (0 before the first).
   int64_t epoch() const { return epoch_; }
 
+  /// Where the training data stands: the epoch of the last batch read, the
+  /// batches this rank has read of it, and in all. The sampler is a pure
+  /// function of it, so a checkpoint keeps it and a resumed run seeks to it.
+  struct Position {
+    int64_t epoch = 0, batchesInEpoch = 0, batchesRead = 0;
+  };
+  Position position() const;
+  /// Continues the training data at `pos`, saved by ranks that read
+  /// `savedSamplesPerBatch` samples per batch over all ranks (W x micro
+  /// batch). At another W the position in the epoch is converted through
+  /// the samples read of it, which is exact as both runs read whole global
+  /// batches; the epochs' lengths can still differ (the tail dropped or
+  /// padded depends on W x micro batch).
+  void resume(const Position &pos, int64_t savedSamplesPerBatch);
+
   /// Runs an evaluation over held-out data set `dataset`: `runBody` once
   /// per batch (`batches`, or one epoch when <= 0), each run reading its
   /// batch through read() and returning its loss. Returns the mean loss

@@ -121,10 +121,33 @@ absl::Status Executor::Impl::init(int64_t worldSize) {
     MD_ASSIGN_OR_RETURN(Event ev, backend_.createEvent());
     events_.push_back(ev);
   }
+  // A checkpoint to resume from: its seeds draw the data and the frozen
+  // parameters, so its meta.json is read before the feeds open.
+  MD_ASSIGN_OR_RETURN(std::string resume, resolveResume());
+  std::optional<ShardedMeta> meta;
+  if (!resume.empty()) {
+    MD_ASSIGN_OR_RETURN(meta, ReadShardedMeta(resume));
+    if (options_.seed && *options_.seed != meta->seed)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--seed %d: the checkpoint %s was trained with seed %d, which a "
+          "resumed run keeps",
+          *options_.seed, resume, meta->seed));
+    seed_ = static_cast<uint64_t>(meta->seed);
+    samplerSeed_ = static_cast<uint64_t>(meta->samplerSeed);
+  }
   feeds_ = std::make_unique<DataFeeds>(plan_, world_.worldSize, options_.rank,
                                        samplerSeed_);
   MD_RETURN_IF_ERROR(feeds_->openTraining());
   MD_RETURN_IF_ERROR(initState());
+  if (meta)
+    MD_RETURN_IF_ERROR(loadSharded(resume, *meta));
+  if (!options_.init.empty()) {
+    if (meta)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--init ", options_.init, " and --resume ", resume,
+          ": a resumed run takes its weights from the checkpoint"));
+    MD_RETURN_IF_ERROR(loadWeights(options_.init));
+  }
   fillInfo();
   lastReport_ = Clock::now();
   return absl::OkStatus();
@@ -516,6 +539,46 @@ absl::Status Executor::Impl::evaluate(const fb::Instruction &inst) {
   MD_RETURN_IF_ERROR(fromHost(out, &meanF, 0, 4));
   return comm_.allReduce(ptrs_[out], ptrs_[out], 1, DType::f32, ReduceOp::avg,
                          group(0));
+}
+
+absl::StatusOr<std::vector<Evaluation>> Executor::Impl::evaluateAll() {
+  std::vector<Evaluation> out;
+  for (uint32_t bl = 0; bl < count(plan_.blocks()); ++bl) {
+    const fb::Block *block = plan_.blocks()->Get(bl);
+    for (uint32_t i = 0; i < count(block->instructions()); ++i) {
+      const fb::Instruction *inst = block->instructions()->Get(i);
+      if (inst->opcode() != fb::Opcode::Evaluate)
+        continue;
+      forgetScalarsWrittenBy(*inst);
+      MD_RETURN_IF_ERROR(evaluate(*inst));
+      MD_ASSIGN_OR_RETURN(Scalar loss, readScalar(inst->outputs()->Get(0)));
+      Evaluation e;
+      e.loss = loss.asDouble();
+      if (inst->loc() >= 0) {
+        const fb::SourceLocation *loc = plan_.locations()->Get(inst->loc());
+        e.where =
+            absl::StrCat(str(loc->file()), ":", loc->line(), ":", loc->col());
+      }
+      const fb::DataSpec *d =
+          plan_.datasets()->Get(static_cast<uint32_t>(inst->ints()->Get(0)));
+      switch (d->kind()) {
+      case fb::DataKind::Synthetic:
+        e.dataset = absl::StrFormat("synthetic(seed = %d)", d->seed());
+        break;
+      case fb::DataKind::Npy:
+        e.dataset = absl::StrFormat("npy(%s)", str(d->path()));
+        break;
+      case fb::DataKind::Tokens:
+        e.dataset = absl::StrFormat("tokens(%s)", str(d->path()));
+        break;
+      }
+      out.push_back(std::move(e));
+    }
+  }
+  if (out.empty())
+    return absl::InvalidArgumentError(
+        "the plan's recipe has no evaluate(...) to run");
+  return out;
 }
 
 //===----------------------------------------------------------------------===//
@@ -913,6 +976,9 @@ absl::StatusOr<std::vector<NamedTensor>> Executor::GatherParameters() {
 }
 absl::Status Executor::SaveFull(const std::string &path) {
   return impl_->saveFull(path);
+}
+absl::StatusOr<std::vector<Evaluation>> Executor::Evaluate() {
+  return impl_->evaluateAll();
 }
 absl::StatusOr<std::vector<uint8_t>> Executor::ReadBuffer(int32_t buffer) {
   return impl_->readBuffer(buffer);

@@ -62,6 +62,13 @@ struct RunInfo {
   /// Tokens per sample when the first batch input is a token sequence
   /// (throughput is then reported in tokens/s), else 0.
   int64_t tokensPerSample = 0;
+  /// The checkpoint the run resumed from ("" for a fresh start), what it
+  /// says of itself (step, world size, plan), and, for `--resume auto`
+  /// that found none, why the run starts fresh.
+  std::string resumedFrom, resumedWhat, resumeNote;
+  /// The weights file the run started from (ExecutorOptions::init), and
+  /// what it held.
+  std::string initFrom, initWhat;
 };
 
 /// A progress report of a step (rank 0).
@@ -89,8 +96,10 @@ public:
                      const std::vector<std::pair<std::string, double>> &) {}
   /// A plan `print`: the line to show.
   virtual void onPrint(int64_t /*step*/, const std::string & /*line*/) {}
-  /// A checkpoint written by rank 0 (or, sharded, by all ranks).
-  virtual void onSave(int64_t /*step*/, const std::string & /*path*/) {}
+  /// A checkpoint written by rank 0 (or, sharded, by all ranks), and the
+  /// seconds the save took (gathering, writing, syncing, publishing).
+  virtual void onSave(int64_t /*step*/, const std::string & /*path*/,
+                      double /*seconds*/) {}
   /// Training stopped early (`exit` in the hooks).
   virtual void onExit(int64_t /*step*/, const std::string & /*reason*/) {}
 };
@@ -112,6 +121,15 @@ struct ExecutorOptions {
   /// wait for the device each time. mdrun sets it from the environment
   /// variable MD_VERIFY_HOST_SCALARS=1 (docs/runtime.md).
   bool verifyHostScalars = false;
+  /// A sharded checkpoint directory to resume from; "auto": the newest
+  /// complete one under the plan's sharded save directory (none: a fresh
+  /// start, RunInfo::resumeNote says so); "": a fresh start.
+  std::string resume;
+  /// A safetensors file of parameters by name (PyTorch's
+  /// `save_file(model.state_dict())`, md's full checkpoints and
+  /// --save-final) to start from: weights only, a fresh optimizer at step 0.
+  /// "": the recipe's initialisation.
+  std::string init;
 };
 
 /// A parameter as a full f32 tensor.
@@ -119,6 +137,13 @@ struct NamedTensor {
   std::string name;
   std::vector<int64_t> shape;
   std::vector<float> values;
+};
+
+/// A held-out evaluation of the plan run on its own (mdrun --evaluate).
+struct Evaluation {
+  std::string where;   // the evaluate's .mdl position, "file:line:col"
+  std::string dataset; // "synthetic(seed = 1)", "tokens(data/val.bin)"
+  double loss = 0;     // the mean over the data set and the ranks
 };
 
 /// The steps a run trains for: `steps` when it is >= 0, else the
@@ -160,6 +185,11 @@ public:
   /// GatherParameters, then rank 0 writes them to `path` as safetensors
   /// (by name, global shape, F32), atomically. A collective.
   absl::Status SaveFull(const std::string &path);
+
+  /// Runs every `evaluate` of the plan's hooks once on the current
+  /// weights, without training: each one's mean held-out loss, in program
+  /// order (InvalidArgument when the plan has none). A collective.
+  absl::StatusOr<std::vector<Evaluation>> Evaluate();
 
   /// The bytes of persistent buffer `buffer` on this rank (tests).
   absl::StatusOr<std::vector<uint8_t>> ReadBuffer(int32_t buffer);

@@ -1,17 +1,35 @@
 //===- ExecutorCheckpoints.cpp - the executor's checkpoints ---------------===//
 //
 // Gathering the parameters from the ranks' shards of the master weights,
-// and a plan's `save`: a full checkpoint (the gathered parameters, written
-// by rank 0) or a sharded one (every rank's persistent buffers as it holds
-// them). Both are collectives, so every rank calls them at the same point;
-// Checkpoint.h names and writes the files.
+// a plan's `save`: a full checkpoint (the gathered parameters, written by
+// rank 0) or a sharded one (every rank's shard of the state a future step
+// needs, meta.json listing the files and the tensors' layout), and loading
+// a sharded checkpoint to resume from, at this plan and world size whatever
+// they were at the save. All are collectives, so every rank calls them at
+// the same point; Checkpoint.h, CheckpointMeta.h and CheckpointLayout.h
+// name, describe and write the files.
 //
 //===----------------------------------------------------------------------===//
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "runtime/core/Checkpoint.h"
+#include "runtime/core/CheckpointLayout.h"
+#include "runtime/core/CheckpointMeta.h"
 #include "runtime/core/ExecutorImpl.h"
+#include "runtime/core/NumberFormat.h"
 #include "runtime/core/Safetensors.h"
 #include "runtime/core/Status.h"
 
@@ -82,6 +100,7 @@ absl::StatusOr<std::vector<NamedTensor>> Executor::Impl::gatherParameters() {
 }
 
 absl::Status Executor::Impl::saveFull(const std::string &path) {
+  const Clock::time_point begin = Clock::now();
   MD_ASSIGN_OR_RETURN(std::vector<NamedTensor> params, gatherParameters());
   if (options_.rank != 0)
     return absl::OkStatus();
@@ -93,56 +112,176 @@ absl::Status Executor::Impl::saveFull(const std::string &path) {
       {"world_size", absl::StrCat(world_.worldSize)}};
   MD_RETURN_IF_ERROR(WriteFullCheckpoint(path, params, meta));
   if (options_.observer)
-    options_.observer->onSave(step_, path);
+    options_.observer->onSave(
+        step_, path,
+        std::chrono::duration<double>(Clock::now() - begin).count());
   return absl::OkStatus();
 }
 
-absl::Status Executor::Impl::saveSharded(const std::string &dir) {
+absl::Status Executor::Impl::broadcastInts(int64_t *values, int64_t n) {
+  MD_ASSIGN_OR_RETURN(Buffer b, backend_.allocate(n * 8));
+  MD_RETURN_IF_ERROR(backend_.copy(b.data(), values, n * 8, kCommStream));
+  MD_RETURN_IF_ERROR(
+      comm_.broadcast(b.data(), b.data(), n, DType::i64, 0, group(0)));
+  MD_RETURN_IF_ERROR(backend_.copy(values, b.data(), n * 8, kCommStream));
+  return backend_.synchronize(kCommStream);
+}
+
+absl::Status Executor::Impl::allGatherInts(const int64_t *mine, int64_t n,
+                                           std::vector<int64_t> *all) {
   const Group &world = group(0);
-  std::string tmp = dir + ".tmp";
-  if (options_.rank == 0)
-    MD_RETURN_IF_ERROR(MakeDirectories(tmp));
-  MD_RETURN_IF_ERROR(comm_.barrier(world));
+  all->assign(static_cast<size_t>(n * world.size()), 0);
+  MD_ASSIGN_OR_RETURN(Buffer send, backend_.allocate(n * 8));
+  MD_ASSIGN_OR_RETURN(Buffer recv, backend_.allocate(n * 8 * world.size()));
+  MD_RETURN_IF_ERROR(backend_.copy(send.data(), mine, n * 8, kCommStream));
+  MD_RETURN_IF_ERROR(
+      comm_.allGather(send.data(), recv.data(), n, DType::i64, world));
+  MD_RETURN_IF_ERROR(backend_.copy(all->data(), recv.data(),
+                                   n * 8 * world.size(), kCommStream));
+  return backend_.synchronize(kCommStream);
+}
+
+absl::Status Executor::Impl::saveSharded(const std::string &dir) {
+  const Clock::time_point begin = Clock::now();
+  const int rank = options_.rank;
+  // One id per save, rank 0's: every rank writes into its temporary
+  // directory, which no other save (of this run or a dead one) uses.
+  int64_t id = 0;
+  if (rank == 0) {
+    uint64_t v = 0;
+    if (!absl::SimpleHexAtoi(NewSaveId(), &v))
+      return absl::InternalError("cannot make a save id");
+    id = static_cast<int64_t>(v);
+  }
+  MD_RETURN_IF_ERROR(broadcastInts(&id, 1));
+  const std::string tmp =
+      SaveTempDir(dir, absl::StrFormat("%016x", static_cast<uint64_t>(id)));
+  const size_t slash = dir.find_last_of('/');
+  const std::string parent =
+      slash == std::string::npos ? "." : dir.substr(0, slash);
+
+  // Rank 0 clears what dead saves left and makes the directory; a failure
+  // there stops every rank.
+  absl::Status prepared = absl::OkStatus();
+  if (rank == 0) {
+    prepared = MakeDirectories(parent);
+    if (prepared.ok())
+      prepared = RemoveStaleTemporaries(parent, tmp);
+    if (prepared.ok())
+      prepared = MakeDirectories(tmp);
+  }
+  int64_t ok = prepared.ok() ? 1 : 0;
+  MD_RETURN_IF_ERROR(broadcastInts(&ok, 1));
+  if (!prepared.ok())
+    return prepared;
+  if (ok == 0)
+    return absl::AbortedError(
+        absl::StrCat("rank 0 could not prepare the checkpoint ", dir,
+                     " (its message says why)"));
+
+  // This rank's file: the ranges of the state it writes (CheckpointLayout.h);
+  // every rank writes one, possibly empty, so that rank 0 can check that it
+  // sees all of them.
   std::vector<SafetensorsTensor> tensors;
   for (uint32_t i = 0; i < count(plan_.buffers()); ++i) {
     int32_t x = static_cast<int32_t>(i);
-    if (layout_.buffers[x].placement != Placement::Persistent)
+    if (layout_.buffers[x].placement != Placement::Persistent ||
+        !IsCheckpointState(buf(x)) || !RankRange(buf(x), world_, rank).writes)
       continue;
     SafetensorsTensor t;
-    t.name = str(buf(x).name());
-    if (t.name.empty())
-      t.name = absl::StrCat("buffer.", x);
+    t.name = StateFileName(plan_, x);
     t.dtype = SafetensorsDType(buf(x).dtype());
     t.shape = {layout_.buffers[x].elements};
     MD_ASSIGN_OR_RETURN(t.data, readBuffer(x));
     tensors.push_back(std::move(t));
   }
-  std::map<std::string, std::string> meta = {
-      {"rank", absl::StrCat(options_.rank)},
-      {"world_size", absl::StrCat(world_.worldSize)},
-      {"step", absl::StrCat(step_)},
-      {"epoch", absl::StrCat(epoch_)}};
-  MD_RETURN_IF_ERROR(
-      WriteSafetensors(ShardFileName(tmp, options_.rank), tensors, meta));
-  MD_RETURN_IF_ERROR(comm_.barrier(world));
-  if (options_.rank == 0) {
-    ShardedCheckpointInfo info;
-    info.model = str(plan_.header()->model());
-    info.plan = str(plan_.header()->plan_name());
-    info.worldSize = world_.worldSize;
-    info.shardGroupSize = world_.shardGroupSize;
-    info.step = step_;
-    info.epoch = epoch_;
-    info.seed = static_cast<int64_t>(seed_);
-    std::string json = ShardedCheckpointMeta(info);
-    MD_RETURN_IF_ERROR(WriteFileAtomically(tmp + "/meta.json", [&](int fd) {
-      return WriteAll(fd, json.data(), json.size());
-    }));
-    MD_RETURN_IF_ERROR(PublishShardedCheckpoint(tmp, dir));
-    if (options_.observer)
-      options_.observer->onSave(step_, dir);
+  const std::string file = ShardFileName(tmp, rank);
+  absl::Status written = WriteSafetensors(
+      file, tensors,
+      {{"format", "md-sharded-rank"},
+       {"id", absl::StrFormat("%016x", static_cast<uint64_t>(id))},
+       {"rank", absl::StrCat(rank)},
+       {"step", absl::StrCat(step_)}});
+  CheckpointFile mine;
+  if (written.ok()) {
+    absl::StatusOr<CheckpointFile> hashed = HashFile(file);
+    if (hashed.ok())
+      mine = *hashed;
+    else
+      written = hashed.status();
   }
-  return comm_.barrier(world);
+  int64_t record[3] = {written.ok() ? 1 : 0, mine.bytes,
+                       static_cast<int64_t>(mine.xxh3)};
+  std::vector<int64_t> all;
+  MD_RETURN_IF_ERROR(allGatherInts(record, 3, &all));
+  if (!written.ok())
+    return written;
+
+  // Rank 0 publishes once every rank's file is written, synced and
+  // visible to it at the size its rank wrote.
+  absl::Status published = absl::OkStatus();
+  if (rank == 0) {
+    std::vector<std::string> failed, unseen;
+    ShardedMeta meta;
+    for (int r = 0; r < world_.worldSize; ++r) {
+      CheckpointFile f;
+      f.name = ShardFileName("", r).substr(1);
+      f.bytes = all[3 * r + 1];
+      f.xxh3 = static_cast<uint64_t>(all[3 * r + 2]);
+      if (all[3 * r] == 0)
+        failed.push_back(absl::StrCat(r));
+      else if (!VerifyCheckpointFile(tmp, f, /*checksum=*/false).ok())
+        unseen.push_back(absl::StrCat(r));
+      meta.files.push_back(std::move(f));
+    }
+    if (!failed.empty()) {
+      published = absl::AbortedError(absl::StrFormat(
+          "%s: rank%s %s could not write %s file%s (their messages say why)",
+          dir, failed.size() > 1 ? "s" : "", absl::StrJoin(failed, ", "),
+          failed.size() > 1 ? "their" : "its", failed.size() > 1 ? "s" : ""));
+    } else if (!unseen.empty()) {
+      published = absl::FailedPreconditionError(absl::StrFormat(
+          "%s: rank 0 cannot see the file%s of rank%s %s under %s (a sharded "
+          "checkpoint needs a file system every node shares; save "
+          "checkpoint(full) otherwise); not publishing it",
+          dir, unseen.size() > 1 ? "s" : "", unseen.size() > 1 ? "s" : "",
+          absl::StrJoin(unseen, ", "), tmp));
+    } else {
+      meta.id = absl::StrFormat("%016x", static_cast<uint64_t>(id));
+      meta.model = str(plan_.header()->model());
+      meta.plan = str(plan_.header()->plan_name());
+      meta.worldSize = world_.worldSize;
+      meta.shardGroupSize = world_.shardGroupSize;
+      meta.step = step_;
+      DataFeeds::Position pos = feeds_->position();
+      meta.epoch = pos.epoch;
+      meta.batchesInEpoch = pos.batchesInEpoch;
+      meta.batchesRead = pos.batchesRead;
+      meta.microBatch = plan_.recipe()->micro_batch();
+      meta.seed = static_cast<int64_t>(seed_);
+      meta.samplerSeed = static_cast<int64_t>(samplerSeed_);
+      meta.tensors = ShardedLayout(plan_, world_);
+      std::string json = ShardedMetaJson(meta);
+      published = WriteFileAtomically(tmp + "/meta.json", [&](int fd) {
+        return WriteAll(fd, json.data(), json.size());
+      });
+      if (published.ok())
+        published = PublishShardedCheckpoint(tmp, dir);
+    }
+  }
+  ok = published.ok() ? 1 : 0;
+  MD_RETURN_IF_ERROR(broadcastInts(&ok, 1));
+  if (!published.ok())
+    return published;
+  if (ok == 0)
+    return absl::AbortedError(
+        absl::StrCat("rank 0 could not publish the checkpoint ", dir,
+                     " (its message says why)"));
+  if (rank == 0 && options_.observer)
+    options_.observer->onSave(
+        step_, dir,
+        std::chrono::duration<double>(Clock::now() - begin).count());
+  return absl::OkStatus();
 }
 
 absl::Status Executor::Impl::save(const fb::Instruction &inst) {
@@ -153,6 +292,379 @@ absl::Status Executor::Impl::save(const fb::Instruction &inst) {
   if (format == fb::CheckpointFormat::Full)
     return saveFull(path);
   return saveSharded(path);
+}
+
+//===----------------------------------------------------------------------===//
+// Loading
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The files of a checkpoint a rank reads from, opened once each, with
+/// their headers; reads element ranges of logical tensors through the
+/// pieces meta.json lists.
+class PieceReader {
+public:
+  PieceReader(const std::string &dir, const ShardedMeta &meta)
+      : dir_(dir), meta_(meta) {}
+  ~PieceReader() {
+    for (auto &[rank, f] : files_)
+      ::close(f.fd);
+  }
+  PieceReader(const PieceReader &) = delete;
+  PieceReader &operator=(const PieceReader &) = delete;
+
+  /// Elements [a, b) of tensor `t`, `width` bytes each, into `out`.
+  absl::Status read(const TensorLayout &t, int64_t a, int64_t b, int64_t width,
+                    uint8_t *out) {
+    for (const TensorPiece &p : t.pieces) {
+      int64_t lo = std::max(a, p.start), hi = std::min(b, p.start + p.count);
+      if (lo >= hi)
+        continue;
+      MD_ASSIGN_OR_RETURN(File * f, open(p.rank));
+      auto e = f->header.tensors.find(p.fileTensor);
+      if (e == f->header.tensors.end() || e->second.dtype != t.dtype ||
+          (p.offset + p.count) * width > e->second.end - e->second.begin)
+        return absl::DataLossError(absl::StrFormat(
+            "%s: holds no %s tensor '%s' of %d elements or more, which "
+            "meta.json places %s's elements [%d, %d) in",
+            f->path, t.dtype, p.fileTensor, p.offset + p.count, t.name, p.start,
+            p.start + p.count));
+      int64_t at = e->second.begin + (p.offset + lo - p.start) * width;
+      if (!ReadAllAt(f->fd, out + (lo - a) * width,
+                     static_cast<size_t>((hi - lo) * width), at))
+        return absl::DataLossError(
+            absl::StrCat(f->path, ": cannot read ", t.name, ": ",
+                         errno ? std::strerror(errno) : "the file ends early"));
+    }
+    return absl::OkStatus();
+  }
+
+private:
+  struct File {
+    std::string path;
+    int fd = -1;
+    SafetensorsHeader header;
+  };
+  absl::StatusOr<File *> open(int64_t rank) {
+    auto it = files_.find(rank);
+    if (it != files_.end())
+      return &it->second;
+    File f;
+    f.path = absl::StrCat(dir_, "/", meta_.files[rank].name);
+    f.fd = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (f.fd < 0)
+      return absl::NotFoundError(
+          absl::StrCat(f.path, ": cannot open: ", std::strerror(errno)));
+    absl::StatusOr<SafetensorsHeader> h = ReadSafetensorsHeader(f.fd, f.path);
+    if (!h.ok()) {
+      ::close(f.fd);
+      return h.status();
+    }
+    f.header = *std::move(h);
+    return &files_.emplace(rank, std::move(f)).first->second;
+  }
+
+  std::string dir_;
+  const ShardedMeta &meta_;
+  std::map<int64_t, File> files_;
+};
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+} // namespace
+
+absl::StatusOr<std::string> Executor::Impl::resolveResume() {
+  const std::string &resume = options_.resume;
+  if (resume.empty())
+    return std::string();
+  if (resume != "auto") {
+    struct stat st;
+    if (::stat(resume.c_str(), &st) != 0)
+      return absl::NotFoundError(
+          absl::StrCat(resume, ": no such checkpoint: ", std::strerror(errno)));
+    // A full checkpoint holds the parameters only: resuming from it would
+    // restart the optimizer's moments and the data, which is not a resume.
+    if (!S_ISDIR(st.st_mode))
+      return absl::InvalidArgumentError(absl::StrCat(
+          resume,
+          ": a full checkpoint (parameters only) cannot be resumed from: "
+          "--resume takes a sharded checkpoint directory, which also holds "
+          "the optimizer state and the data position (save "
+          "checkpoint(sharded, ...) in the recipe)"));
+    return resume;
+  }
+  // auto: the directory of the plan's first sharded save.
+  std::optional<std::string> saveDir;
+  for (uint32_t bl = 0; bl < count(plan_.blocks()) && !saveDir; ++bl) {
+    const fb::Block *block = plan_.blocks()->Get(bl);
+    for (uint32_t i = 0; i < count(block->instructions()) && !saveDir; ++i) {
+      const fb::Instruction *inst = block->instructions()->Get(i);
+      if (inst->opcode() == fb::Opcode::Save &&
+          static_cast<fb::CheckpointFormat>(inst->ints()->Get(0)) ==
+              fb::CheckpointFormat::Sharded)
+        saveDir = count(inst->strings()) > 0 ? str(inst->strings()->Get(0))
+                                             : std::string();
+    }
+  }
+  if (!saveDir) {
+    info_.resumeNote = "--resume auto: the plan saves no sharded checkpoint; "
+                       "starting fresh";
+    return std::string();
+  }
+  // Rank 0 looks, every rank loads what it found.
+  int64_t step =
+      options_.rank == 0 ? LatestShardedCheckpointStep(*saveDir) : -1;
+  MD_RETURN_IF_ERROR(broadcastInts(&step, 1));
+  if (step < 0) {
+    info_.resumeNote =
+        absl::StrCat("--resume auto: no checkpoint under ",
+                     saveDir->empty() ? std::string("checkpoints") : *saveDir,
+                     "; starting fresh");
+    return std::string();
+  }
+  return CheckpointPath(*saveDir, fb::CheckpointFormat::Sharded, step);
+}
+
+absl::Status Executor::Impl::loadSharded(const std::string &dir,
+                                         const ShardedMeta &meta) {
+  const Clock::time_point begin = Clock::now();
+  const int rank = options_.rank;
+  const int64_t W = world_.worldSize;
+
+  // 1. Every file's size on every rank, each file's checksum on one rank
+  //    (file f on rank f mod W): the files are read once in all. The
+  //    lowest rank's finding is every rank's error, word for word.
+  int64_t finding[3] = {-1, 0, 0}; // file, FileProblem, what was found
+  for (size_t f = 0; f < meta.files.size(); ++f) {
+    FileCheck check = CheckCheckpointFile(dir, meta.files[f],
+                                          static_cast<int64_t>(f) % W == rank);
+    if (check.problem != FileProblem::None) {
+      finding[0] = static_cast<int64_t>(f);
+      finding[1] = static_cast<int64_t>(check.problem);
+      finding[2] = check.found;
+      break;
+    }
+  }
+  std::vector<int64_t> findings;
+  MD_RETURN_IF_ERROR(allGatherInts(finding, 3, &findings));
+  for (int64_t r = 0; r < W; ++r) {
+    int64_t f = findings[3 * r];
+    if (f < 0)
+      continue;
+    FileCheck check{static_cast<FileProblem>(findings[3 * r + 1]),
+                    findings[3 * r + 2]};
+    return FileCheckStatus(dir, meta.files[f], check);
+  }
+
+  // 2. The same model and optimizer: every state tensor of this plan is in
+  //    the checkpoint at its shape, and every saved state has a place here
+  //    (the working copy of the parameters may change precision: it is
+  //    then cast from the master weights).
+  std::map<std::string, const TensorLayout *> saved;
+  for (const TensorLayout &t : meta.tensors)
+    saved[t.name] = &t;
+  const std::string from =
+      absl::StrFormat("%s (model %s, plan %s)", dir, meta.model, meta.plan);
+  std::set<std::string> wanted;
+  std::vector<bool> castFromMaster(count(plan_.buffers()), false);
+  for (uint32_t i = 0; i < count(plan_.buffers()); ++i) {
+    int32_t x = static_cast<int32_t>(i);
+    const fb::Buffer &b = buf(x);
+    for (const StateRun &run : StateRuns(plan_, x)) {
+      wanted.insert(run.tensor);
+      auto it = saved.find(run.tensor);
+      bool params = b.role() == fb::StateRole::Params;
+      if (params && (it == saved.end() ||
+                     it->second->dtype != SafetensorsDType(b.dtype()))) {
+        castFromMaster[x] = true;
+        std::string master = absl::StrCat(
+            "master/", run.tensor.substr(run.tensor.find('/') + 1));
+        wanted.insert(master);
+        it = saved.find(master);
+        if (it == saved.end())
+          return absl::InvalidArgumentError(
+              absl::StrFormat("%s holds neither %s nor %s: another model?",
+                              from, run.tensor, master));
+      } else if (it == saved.end()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s holds no %s, which this plan (%s) needs: another model or "
+            "optimizer?",
+            from, run.tensor, str(plan_.header()->plan_name())));
+      }
+      if (it->second->shape != run.shape)
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: %s has shape %s in the checkpoint but %s in this plan", from,
+            it->second->name, shapeText(it->second->shape),
+            shapeText(run.shape)));
+      if (!castFromMaster[x] &&
+          it->second->dtype != SafetensorsDType(b.dtype()))
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: %s is %s in the checkpoint but %s in this plan", from,
+            run.tensor, it->second->dtype, SafetensorsDType(b.dtype())));
+      if (castFromMaster[x] && it->second->dtype != "F32")
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s: %s is %s; md reads f32 master weights", from,
+                            it->second->name, it->second->dtype));
+    }
+  }
+  for (const TensorLayout &t : meta.tensors)
+    if (!wanted.count(t.name) && !absl::StartsWith(t.name, "params/"))
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s holds %s %s, which this plan (%s) has no state for: another "
+          "model or optimizer?",
+          from, t.name, shapeText(t.shape), str(plan_.header()->plan_name())));
+
+  // 3. This rank's ranges of every state, read from the pieces that hold
+  //    them.
+  PieceReader reader(dir, meta);
+  for (uint32_t i = 0; i < count(plan_.buffers()); ++i) {
+    int32_t x = static_cast<int32_t>(i);
+    const fb::Buffer &b = buf(x);
+    if (layout_.buffers[x].placement != Placement::Persistent ||
+        !IsCheckpointState(b))
+      continue;
+    HeldRange h = RankRange(b, world_, rank);
+    const int64_t width = castFromMaster[x] ? 4 : esize(x);
+    std::vector<uint8_t> host(static_cast<size_t>(h.elements * width), 0);
+    for (const StateRun &run : StateRuns(plan_, x)) {
+      int64_t lo = std::max(h.begin, run.flatStart);
+      int64_t hi = std::min(h.begin + h.valid, run.flatStart + run.count);
+      if (lo >= hi)
+        continue;
+      std::string name = run.tensor;
+      if (castFromMaster[x])
+        name = absl::StrCat("master/", name.substr(name.find('/') + 1));
+      MD_RETURN_IF_ERROR(
+          reader.read(*saved.at(name), run.tensorStart + lo - run.flatStart,
+                      run.tensorStart + hi - run.flatStart, width,
+                      host.data() + (lo - h.begin) * width));
+    }
+    if (castFromMaster[x]) {
+      MD_RETURN_IF_ERROR(storeFloats(
+          x, reinterpret_cast<const float *>(host.data()), h.elements));
+    } else {
+      MD_RETURN_IF_ERROR(fromHost(x, host.data(), 0, h.elements * width));
+    }
+    MD_RETURN_IF_ERROR(backend_.synchronize(kComputeStream));
+    hostScalars_.forget(ptrs_[x], ptrs_[x] + bytes(x));
+  }
+
+  step_ = meta.step;
+  epoch_ = meta.epoch;
+  lastReportStep_ = step_;
+  DataFeeds::Position pos;
+  pos.epoch = meta.epoch;
+  pos.batchesInEpoch = meta.batchesInEpoch;
+  pos.batchesRead = meta.batchesRead;
+  feeds_->resume(pos, meta.worldSize * meta.microBatch);
+  info_.resumedFrom = dir;
+  info_.resumedWhat = absl::StrFormat(
+      "step %d, saved at %d rank%s under plan %s; loaded in %.2f s", meta.step,
+      meta.worldSize, meta.worldSize == 1 ? "" : "s", meta.plan,
+      std::chrono::duration<double>(Clock::now() - begin).count());
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Impl::loadWeights(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return absl::NotFoundError(
+        absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  MD_ASSIGN_OR_RETURN(SafetensorsHeader header,
+                      ReadSafetensorsHeader(fd, path));
+
+  // The file and the model name the same trainable parameters at the same
+  // shapes (PyTorch's load_state_dict(strict = True)).
+  std::map<std::string, std::vector<int64_t>> wanted;
+  for (uint32_t p = 0; p < count(plan_.params()); ++p) {
+    const fb::Param *param = plan_.params()->Get(p);
+    std::vector<int64_t> shape;
+    for (uint32_t d = 0; d < count(param->shape()); ++d)
+      shape.push_back(param->shape()->Get(d));
+    if (!param->trainable() || param->offset() < 0) {
+      if (header.tensors.count(str(param->name())))
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: %s is frozen in this model, which initialises it from the "
+            "recipe",
+            path, str(param->name())));
+      continue;
+    }
+    wanted[str(param->name())] = shape;
+  }
+  for (const auto &[name, shape] : wanted) {
+    auto it = header.tensors.find(name);
+    if (it == header.tensors.end())
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s holds no %s %s, a parameter of model %s", path, name,
+          shapeText(shape), str(plan_.header()->model())));
+    if (it->second.shape != shape)
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: %s has shape %s in the file but %s in model %s",
+                          path, name, shapeText(it->second.shape),
+                          shapeText(shape), str(plan_.header()->model())));
+    const std::string &dt = it->second.dtype;
+    if (dt != "F32" && dt != "BF16" && dt != "F16")
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: %s is %s; md reads F32, BF16 or F16 weights", path, name, dt));
+  }
+  for (const auto &[name, entry] : header.tensors)
+    if (!wanted.count(name))
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s holds %s %s, which model %s has no parameter for", path, name,
+          shapeText(entry.shape), str(plan_.header()->model())));
+
+  // This rank's range of every master and working copy, by parameter.
+  for (uint32_t i = 0; i < count(plan_.buffers()); ++i) {
+    int32_t x = static_cast<int32_t>(i);
+    const fb::Buffer &b = buf(x);
+    if (layout_.buffers[x].placement != Placement::Persistent ||
+        (b.role() != fb::StateRole::Master &&
+         b.role() != fb::StateRole::Params) ||
+        b.unit() < 0)
+      continue;
+    HeldRange h = RankRange(b, world_, options_.rank);
+    std::vector<float> values(static_cast<size_t>(h.elements), 0.0f);
+    for (const StateRun &run : StateRuns(plan_, x)) {
+      int64_t lo = std::max(h.begin, run.flatStart);
+      int64_t hi = std::min(h.begin + h.valid, run.flatStart + run.count);
+      if (lo >= hi)
+        continue;
+      const SafetensorsEntry &e =
+          header.tensors.at(run.tensor.substr(run.tensor.find('/') + 1));
+      const int64_t width = e.dtype == "F32" ? 4 : 2;
+      std::vector<uint8_t> raw(static_cast<size_t>((hi - lo) * width));
+      int64_t first = run.tensorStart + lo - run.flatStart;
+      if (!ReadAllAt(fd, raw.data(), raw.size(), e.begin + first * width))
+        return absl::DataLossError(
+            absl::StrCat(path, ": cannot read ", run.tensor, ": ",
+                         errno ? std::strerror(errno) : "the file ends early"));
+      float *out = values.data() + (lo - h.begin);
+      for (int64_t k = 0; k < hi - lo; ++k) {
+        if (width == 4) {
+          std::memcpy(out + k, raw.data() + 4 * k, 4);
+        } else {
+          uint16_t v =
+              static_cast<uint16_t>(raw[2 * k] | (raw[2 * k + 1] << 8));
+          out[k] = e.dtype == "BF16" ? bf16ToF32(v) : f16ToF32(v);
+        }
+      }
+    }
+    MD_RETURN_IF_ERROR(storeFloats(x, values.data(), h.elements));
+    MD_RETURN_IF_ERROR(backend_.synchronize(kComputeStream));
+    hostScalars_.forget(ptrs_[x], ptrs_[x] + bytes(x));
+  }
+  info_.initFrom = path;
+  info_.initWhat =
+      absl::StrFormat("weights only: %d parameter%s", wanted.size(),
+                      wanted.size() == 1 ? "" : "s");
+  return absl::OkStatus();
 }
 
 } // namespace md::runtime

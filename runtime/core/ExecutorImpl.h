@@ -9,7 +9,8 @@
 //                            and evaluations, the instruction switch
 //   ExecutorCollectives.cpp  collectives, their grouping and their waits
 //   ExecutorScalars.cpp      host scalars and the scalar instructions
-//   ExecutorCheckpoints.cpp  gathering parameters and `save`
+//   ExecutorCheckpoints.cpp  gathering parameters, `save`, and loading a
+//                            checkpoint to resume from
 // The loader has verified every index, arity and operand type, so nothing
 // here re-checks them; kernels still check shapes (OpChecks) and return
 // errors.
@@ -27,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/CheckpointMeta.h"
 #include "runtime/core/DataFeeds.h"
 #include "runtime/core/Executor.h"
 #include "runtime/core/HostScalars.h"
@@ -49,6 +51,7 @@ public:
   absl::StatusOr<std::vector<NamedTensor>> gatherParameters();
   absl::Status saveFull(const std::string &path);
   absl::StatusOr<std::vector<uint8_t>> readBuffer(int32_t buffer);
+  absl::StatusOr<std::vector<Evaluation>> evaluateAll();
 
   RunInfo info_;
   ArenaLayout layout_;
@@ -119,6 +122,20 @@ private:
   /// The f32 master weights of every unit, whole, by unit (none for a unit
   /// without masters). A collective.
   absl::StatusOr<std::vector<std::optional<std::vector<float>>>> gatherUnits();
+  /// ExecutorOptions::resume: the checkpoint directory to load, "" for
+  /// none ("auto" is resolved on rank 0 and broadcast). A collective.
+  absl::StatusOr<std::string> resolveResume();
+  /// Verifies the checkpoint `dir` (meta.json read as `meta`) and fills
+  /// this rank's state from it, reading only the ranges it holds. A
+  /// collective (the ranks share the verification).
+  absl::Status loadSharded(const std::string &dir, const ShardedMeta &meta);
+  /// ExecutorOptions::init: this rank's master weights and working
+  /// parameters from the safetensors file `path`, by parameter name.
+  absl::Status loadWeights(const std::string &path);
+  /// i64 values through the comm over the world, on the host.
+  absl::Status broadcastInts(int64_t *values, int64_t n);
+  absl::Status allGatherInts(const int64_t *mine, int64_t n,
+                             std::vector<int64_t> *all);
 
   // --- memory (Executor.cpp) -----------------------------------------------
   const fb::Buffer &buf(int32_t x) const { return *plan_.buffers()->Get(x); }

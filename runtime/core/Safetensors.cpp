@@ -396,4 +396,109 @@ ReadSafetensors(const std::string &path,
   return out;
 }
 
+bool ReadAllAt(int fd, void *data, size_t bytes, int64_t offset) {
+  char *p = static_cast<char *>(data);
+  while (bytes > 0) {
+    ssize_t n = ::pread(fd, p, bytes, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return false;
+    }
+    if (n == 0) {
+      errno = 0;
+      return false;
+    }
+    p += n;
+    offset += n;
+    bytes -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+absl::StatusOr<SafetensorsHeader>
+ReadSafetensorsHeader(int fd, const std::string &path) {
+  auto bad = [&](const std::string &why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a safetensors file: ", why));
+  };
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    return ioError(path, "cannot stat");
+  SafetensorsHeader h;
+  h.fileBytes = static_cast<int64_t>(st.st_size);
+  uint8_t length[8];
+  if (h.fileBytes < 8 || !ReadAllAt(fd, length, 8, 0))
+    return bad("shorter than its header length");
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i)
+    n |= uint64_t(length[i]) << (8 * i);
+  if (n > static_cast<uint64_t>(h.fileBytes - 8))
+    return bad("truncated header");
+  std::string text(static_cast<size_t>(n), '\0');
+  if (!ReadAllAt(fd, text.data(), text.size(), 8))
+    return ioError(path, "cannot read the header");
+  const int64_t dataStart = 8 + static_cast<int64_t>(n);
+  JsonReader json(text);
+  if (!json.eat('{'))
+    return bad("header is not a JSON object");
+  if (json.eat('}'))
+    return h;
+  do {
+    std::string name;
+    if (!json.string(&name) || !json.eat(':') || !json.eat('{'))
+      return bad("bad header entry");
+    bool isMeta = name == "__metadata__";
+    SafetensorsEntry e;
+    std::vector<int64_t> offsets;
+    if (!json.peek('}')) {
+      do {
+        std::string key;
+        if (!json.string(&key) || !json.eat(':'))
+          return bad("bad header entry " + name);
+        if (isMeta) {
+          std::string value;
+          if (!json.string(&value))
+            return bad("bad metadata");
+          h.metadata[key] = value;
+        } else if (key == "dtype") {
+          if (!json.string(&e.dtype))
+            return bad("bad dtype of " + name);
+        } else if (key == "shape") {
+          if (!json.intArray(&e.shape))
+            return bad("bad shape of " + name);
+        } else if (key == "data_offsets") {
+          if (!json.intArray(&offsets))
+            return bad("bad data_offsets of " + name);
+        } else {
+          return bad("unknown key " + key + " of " + name);
+        }
+      } while (json.eat(','));
+    }
+    if (!json.eat('}'))
+      return bad("bad header entry " + name);
+    if (isMeta)
+      continue;
+    if (offsets.size() != 2 || offsets[0] < 0 || offsets[1] < offsets[0] ||
+        offsets[1] > h.fileBytes - dataStart)
+      return bad("data_offsets of " + name + " out of range");
+    int64_t elements = 1;
+    for (int64_t d : e.shape) {
+      if (d < 0 || __builtin_mul_overflow(elements, d, &elements))
+        return bad("bad shape of " + name);
+    }
+    int64_t width = dtypeBytes(e.dtype);
+    if (width == 0 || elements * width != offsets[1] - offsets[0])
+      return bad(absl::StrFormat("%s: %d bytes for shape [%s] of %s", name,
+                                 offsets[1] - offsets[0],
+                                 absl::StrJoin(e.shape, ", "), e.dtype));
+    e.begin = dataStart + offsets[0];
+    e.end = dataStart + offsets[1];
+    h.tensors[name] = std::move(e);
+  } while (json.eat(','));
+  if (!json.eat('}'))
+    return bad("header object not closed");
+  return h;
+}
+
 } // namespace md::runtime

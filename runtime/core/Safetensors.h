@@ -46,6 +46,27 @@ absl::StatusOr<std::vector<SafetensorsTensor>>
 ReadSafetensors(const std::string &path,
                 std::map<std::string, std::string> *metadata = nullptr);
 
+/// A safetensors file's header: where each tensor's bytes lie, without
+/// reading them (a checkpoint loader reads only the byte ranges it needs).
+struct SafetensorsEntry {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  int64_t begin = 0, end = 0; // byte offsets from the file's start
+};
+struct SafetensorsHeader {
+  std::map<std::string, SafetensorsEntry> tensors;
+  std::map<std::string, std::string> metadata;
+  int64_t fileBytes = 0;
+};
+/// Reads the header of the safetensors file `fd` (named `path` in
+/// messages) and checks every tensor's byte range against the file's size
+/// and its dtype and shape.
+absl::StatusOr<SafetensorsHeader>
+ReadSafetensorsHeader(int fd, const std::string &path);
+/// pread(2) of exactly `bytes` at `offset`; false with errno set (0 at the
+/// end of the file).
+bool ReadAllAt(int fd, void *data, size_t bytes, int64_t offset);
+
 /// Creates or replaces `path` with what `write` writes to the open file
 /// descriptor it gets: a temporary file next to it, fsync, rename, and an
 /// fsync of the directory. `write` returns false (with errno set) on a

@@ -93,6 +93,15 @@ public:
   int64_t epoch() const { return epoch_; }
   /// Batches read so far in all epochs.
   int64_t batchesRead() const { return read_; }
+  /// Batches read so far of the epoch of the last one.
+  int64_t batchesInEpoch() const { return inEpoch_; }
+  /// Continues after `inEpoch` batches of epoch `epoch`, `read` in all (a
+  /// resumed run: the sampler is a pure function of the position).
+  void seek(int64_t epoch, int64_t inEpoch, int64_t read) {
+    epoch_ = epoch;
+    inEpoch_ = inEpoch;
+    read_ = read;
+  }
   const DistributedSampler &sampler() const { return sampler_; }
 
 private:

@@ -84,7 +84,7 @@ if run 0 --ranks 2 --backend cpu --steps 5 --log-every 2 --seed 7 \
   has logs/metrics.jsonl '^\{"step": 2, "loss": [0-9.e+-]+, "lr": [0-9.e+-]+, "samples_per_s": [0-9.e+-]+, "grad_norm": [0-9.e+-]+, "epoch": 0, "time": [0-9.e+-]+\}$'
   has logs/metrics.jsonl '^\{"step": 5, '
   has out.txt 'training 5 steps, seed 7$'
-  has out.txt '^step 5: saved out/final.safetensors$'
+  has out.txt '^step 5: saved out/final.safetensors in [0-9.]+ s$'
   [[ -s out/final.safetensors ]] || fail "no out/final.safetensors"
   head -c 400 out/final.safetensors | grep -q '"fc1.weight":{"dtype":"F32","shape":\[64,32\]' ||
     fail "final.safetensors lacks fc1.weight f32[64, 32]"

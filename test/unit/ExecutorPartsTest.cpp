@@ -441,12 +441,6 @@ std::string tempDir() {
   return pattern;
 }
 
-bool exists(const std::string &path) {
-  return ::access(path.c_str(), F_OK) == 0;
-}
-
-void touch(const std::string &path) { std::ofstream(path) << "x"; }
-
 TEST(CheckpointFiles, Names) {
   EXPECT_EQ(CheckpointPath("out", fb::CheckpointFormat::Full, 42),
             "out/step_00000042.safetensors");
@@ -456,22 +450,6 @@ TEST(CheckpointFiles, Names) {
             "c/step_00000007/rank_00003.safetensors");
   EXPECT_STREQ(SafetensorsDType(DType::BF16), "BF16");
   EXPECT_STREQ(SafetensorsDType(DType::Bool), "BOOL");
-}
-
-TEST(CheckpointFiles, ShardedMetaIsOneLineOfJson) {
-  ShardedCheckpointInfo info;
-  info.model = "gpt \"small\"";
-  info.plan = "fsdp";
-  info.worldSize = 8;
-  info.shardGroupSize = 4;
-  info.step = 100;
-  info.epoch = 2;
-  info.seed = 1337;
-  EXPECT_EQ(ShardedCheckpointMeta(info),
-            "{\"format\": \"md-sharded\", \"version\": 1, \"model\": \"gpt "
-            "\\\"small\\\"\", \"plan\": \"fsdp\", \"world_size\": 8, "
-            "\"shard_group_size\": 4, \"step\": 100, \"epoch\": 2, \"seed\": "
-            "1337}\n");
 }
 
 TEST(CheckpointFiles, FullCheckpointReadsBackByName) {
@@ -492,37 +470,6 @@ TEST(CheckpointFiles, FullCheckpointReadsBackByName) {
     EXPECT_EQ(std::memcmp(t.data.data(), p.values.data(), t.data.size()), 0);
   }
   std::filesystem::remove_all(dir);
-}
-
-TEST(CheckpointFiles, PublishingReplacesAnOlderCheckpointOnly) {
-  std::string root = tempDir();
-  std::string dir = root + "/step_00000005";
-  auto prepare = [&](const std::string &tmp) {
-    ASSERT_EQ(::mkdir(tmp.c_str(), 0755), 0);
-    touch(ShardFileName(tmp, 0));
-    touch(ShardFileName(tmp, 1));
-    touch(tmp + "/meta.json");
-  };
-  prepare(dir + ".tmp");
-  ASSERT_TRUE(PublishShardedCheckpoint(dir + ".tmp", dir).ok());
-  EXPECT_TRUE(exists(ShardFileName(dir, 1)));
-  EXPECT_FALSE(exists(dir + ".tmp"));
-  // A second save of the same step replaces the first.
-  prepare(dir + ".tmp");
-  ASSERT_TRUE(PublishShardedCheckpoint(dir + ".tmp", dir).ok());
-  EXPECT_TRUE(exists(dir + "/meta.json"));
-  // A directory holding other files too is not replaced: the new
-  // checkpoint stays under its temporary name, the other files stay.
-  touch(dir + "/notes.txt");
-  prepare(dir + ".tmp");
-  absl::Status s = PublishShardedCheckpoint(dir + ".tmp", dir);
-  ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(s.message(),
-            dir + ": exists and holds other files; not replacing it");
-  EXPECT_TRUE(exists(dir + "/notes.txt"));
-  EXPECT_TRUE(exists(dir + ".tmp/meta.json"));
-  std::filesystem::remove_all(root);
 }
 
 } // namespace

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <thread>
@@ -109,6 +110,7 @@ struct RunOptions {
   int64_t logEvery = 1;
   bool gather = true;
   std::function<void(Executor &)> after; // runs in the child after training
+  std::string resume;                    // ExecutorOptions::resume
 };
 
 RunOptions forSteps(int64_t steps) {
@@ -215,6 +217,7 @@ private:
     eo.steps = run.steps;
     eo.logEvery = run.logEvery;
     eo.observer = &collector;
+    eo.resume = run.resume;
     // As mdrun does: MD_VERIFY_HOST_SCALARS=1 checks every host copy.
     const char *verify = std::getenv("MD_VERIFY_HOST_SCALARS");
     eo.verifyHostScalars = verify != nullptr && std::string(verify) == "1";
@@ -524,6 +527,79 @@ TEST(ExecutorTest, ReadsNpyArraysOverEpochs) {
   std::string failure = ranks.train(TrainingPlan(o), 1, forSteps(1));
   EXPECT_NE(failure.find("missing.0.npy: cannot open"), std::string::npos)
       << failure;
+}
+
+TEST(ExecutorTest, ResumesFromShardedCheckpointsOverEpochs) {
+  // 40 npy samples, 5 batches per rank per epoch at W = 2 (2 per step), so
+  // the step-3 checkpoint stands mid-epoch: resuming it gives the weights
+  // and losses of the uninterrupted run, bit for bit, with AdamW (fsdp-full,
+  // ddp with bf16 parameters), SGD with momentum (zero1) and at W = 4 in
+  // hybrid shard groups. A W = 2 checkpoint loads at W = 4 and W = 1 with
+  // the weights it saved.
+  std::string dir =
+      absl::StrFormat("%s/md-exec-resume-%d", ::testing::TempDir(), getpid());
+  ASSERT_TRUE(MakeDirectories(dir).ok());
+  std::vector<float> x(40 * 8);
+  std::vector<int32_t> y(40);
+  for (int i = 0; i < 40; ++i) {
+    for (int j = 0; j < 8; ++j)
+      x[i * 8 + j] = std::cos(1.3f * i + 0.7f * j);
+    y[i] = (x[i * 8] > 0 ? 1 : 0) + (x[i * 8 + 1] > 0 ? 2 : 0);
+  }
+  writeNpy(dir + "/train.0.npy", "<f4", "(40, 8)", x.data(), x.size() * 4);
+  writeNpy(dir + "/train.1.npy", "<i4", "(40,)", y.data(), y.size() * 4);
+  struct Case {
+    Preset preset;
+    fb::DType param;
+    bool adamw;
+    int world;
+  };
+  for (const Case &c : {Case{Preset::FsdpFull, fb::DType::F32, true, 2},
+                        Case{Preset::Ddp, fb::DType::BF16, true, 2},
+                        Case{Preset::Zero1, fb::DType::F32, false, 2},
+                        Case{Preset::Hybrid, fb::DType::F32, true, 4}}) {
+    SCOPED_TRACE(
+        absl::StrFormat("%s at W = %d", PresetName(c.preset), c.world));
+    TrainingPlanOptions o;
+    o.preset = c.preset;
+    o.paramDtype = c.param;
+    o.adamw = c.adamw;
+    o.data = fb::DataKind::Npy;
+    o.dataPath = dir + "/train.npy";
+    o.saveEvery = 3;
+    o.saveSharded = true;
+    o.saveDir = absl::StrFormat("%s/%s-%d", dir, PresetName(c.preset), c.world);
+    Ranks whole;
+    ASSERT_EQ(whole.train(TrainingPlan(o), c.world, forSteps(7)), "");
+    RunOptions run = forSteps(7);
+    run.resume = o.saveDir + "/step_00000003";
+    Ranks resumed;
+    ASSERT_EQ(resumed.train(TrainingPlan(o), c.world, run), "");
+    EXPECT_EQ(resumed.rank(0).numLosses, 4); // steps 4 to 7
+    EXPECT_EQ(resumed.weights(0), whole.weights(0));
+    std::vector<double> all = whole.losses(0);
+    ASSERT_EQ(all.size(), 7u);
+    std::vector<double> tail(all.begin() + 3, all.end());
+    EXPECT_EQ(resumed.losses(0), tail);
+  }
+  // Across W: the fsdp-full checkpoint of W = 2 at step 6 holds the
+  // weights of that run's step 6.
+  TrainingPlanOptions o;
+  o.preset = Preset::FsdpFull;
+  o.data = fb::DataKind::Npy;
+  o.dataPath = dir + "/train.npy";
+  Ranks at6;
+  ASSERT_EQ(at6.train(TrainingPlan(o), 2, forSteps(6)), "");
+  for (int world : {1, 4}) {
+    SCOPED_TRACE(absl::StrFormat("loaded at W = %d", world));
+    RunOptions run = forSteps(6);
+    run.resume = dir + "/fsdp-full-2/step_00000006";
+    Ranks loaded;
+    ASSERT_EQ(loaded.train(TrainingPlan(o), world, run), "");
+    EXPECT_EQ(loaded.rank(0).numLosses, 0);
+    EXPECT_EQ(loaded.weights(0), at6.weights(0));
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ExecutorTest, HooksLogEvaluateAndExit) {
@@ -1046,7 +1122,6 @@ TEST(SafetensorsTest, RoundTripsAndWritesAtomically) {
   EXPECT_FALSE(WriteSafetensors(path, {bad}).ok());
   EXPECT_TRUE(ReadSafetensors(path).ok()) << "a failed write replaced the file";
 }
-
 
 //===----------------------------------------------------------------------===//
 // Scalars the host wrote are read back without waiting for the device

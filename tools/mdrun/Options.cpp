@@ -108,6 +108,16 @@ ABSL_FLAG(std::string, metrics, kTrainDefaults.metricsPath,
           "append one JSON line per progress report and log");
 ABSL_FLAG(std::string, save_final, kTrainDefaults.saveFinalPath,
           "write the trained weights (f32 safetensors) at the end");
+// Checkpoints (docs/runtime.md, "Resuming").
+ABSL_FLAG(std::string, resume, kTrainDefaults.resumePath,
+          "resume from sharded checkpoint DIR, or auto: the newest complete "
+          "one the plan saved (none: start fresh)");
+ABSL_FLAG(bool, evaluate, kTrainDefaults.evaluate,
+          "run the recipe's evaluate(...)s once on the weights (--init, "
+          "--resume) instead of training, and print their losses");
+ABSL_FLAG(std::string, init, kTrainDefaults.initPath,
+          "start from the weights in FILE (safetensors, by parameter name; "
+          "a fresh optimizer)");
 ABSL_FLAG(md::mdrun::Seconds, timeout,
           md::mdrun::Seconds{kTrainDefaults.timeoutSeconds},
           "how long a collective waits for a peer (default 300)");
@@ -162,6 +172,13 @@ const std::vector<cli::Section> &sections() {
         FlagOption(FLAGS_save_final, {"--save-final"}, "FILE")
             .needsNonEmpty("a file name")
             .withTag(kTrain),
+        FlagOption(FLAGS_resume, {"--resume"}, "DIR|auto")
+            .needsNonEmpty("a checkpoint directory or auto")
+            .withTag(kTrain),
+        FlagOption(FLAGS_init, {"--init"}, "FILE")
+            .needsNonEmpty("a file name")
+            .withTag(kTrain),
+        FlagOption(FLAGS_evaluate, {"--evaluate"}, "").withTag(kTrain),
         FlagOption(FLAGS_timeout, {"--timeout"}, "SECONDS").withTag(kTrain),
         FlagOption(FLAGS_threads, {"--threads"}, "N").withTag(kTrain),
         FlagOption(FLAGS_worker, {"--worker"}, "").withTag(kWorker).hide(),
@@ -291,6 +308,9 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
     t.seed = seed->value;
   t.metricsPath = absl::GetFlag(FLAGS_metrics);
   t.saveFinalPath = absl::GetFlag(FLAGS_save_final);
+  t.resumePath = absl::GetFlag(FLAGS_resume);
+  t.initPath = absl::GetFlag(FLAGS_init);
+  t.evaluate = absl::GetFlag(FLAGS_evaluate);
   t.logEvery = absl::GetFlag(FLAGS_log_every).value;
   t.timeoutSeconds = absl::GetFlag(FLAGS_timeout).value;
   t.masterPort = valueOr(absl::GetFlag(FLAGS_master_port), t.masterPort);

@@ -38,6 +38,12 @@ struct TrainOptions {
   std::optional<int64_t> seed;
   std::string metricsPath;
   std::string saveFinalPath;
+  /// --resume: a sharded checkpoint directory, "auto", or "" (none).
+  std::string resumePath;
+  /// --init: a safetensors file of weights to start from, or "".
+  std::string initPath;
+  /// --evaluate: run the recipe's evaluations once instead of training.
+  bool evaluate = false;
   int64_t logEvery = 10;
   /// How long a collective may wait for a peer, in seconds.
   double timeoutSeconds = 300;

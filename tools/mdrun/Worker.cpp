@@ -56,13 +56,14 @@ std::string jsonNumber(double v) {
 /// Rank 0's console and metrics file.
 class Reporter final : public runtime::RunObserver {
 public:
-  absl::Status openMetrics(const std::string &path) {
+  /// Opens the metrics file; a resumed run appends to it.
+  absl::Status openMetrics(const std::string &path, bool append) {
     if (path.empty())
       return absl::OkStatus();
     size_t slash = path.find_last_of('/');
     if (slash != std::string::npos && slash > 0)
       MD_RETURN_IF_ERROR(runtime::MakeDirectories(path.substr(0, slash)));
-    metrics_ = std::fopen(path.c_str(), "w");
+    metrics_ = std::fopen(path.c_str(), append ? "a" : "w");
     if (metrics_ == nullptr)
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": cannot write the metrics file"));
@@ -135,8 +136,8 @@ public:
     absl::PrintF("%s\n", line.c_str());
     std::fflush(stdout);
   }
-  void onSave(int64_t step, const std::string &path) override {
-    absl::PrintF("step %d: saved %s\n", step, path.c_str());
+  void onSave(int64_t step, const std::string &path, double seconds) override {
+    absl::PrintF("step %d: saved %s in %.2f s\n", step, path.c_str(), seconds);
     std::fflush(stdout);
   }
   void onExit(int64_t step, const std::string &reason) override {
@@ -153,7 +154,7 @@ private:
 };
 
 void printBanner(const runtime::RunInfo &i, const std::string &planPath,
-                 const std::string &where) {
+                 const std::string &where, bool evaluate) {
   std::string plan =
       i.planName == i.preset || i.preset.empty()
           ? i.planName
@@ -190,7 +191,18 @@ void printBanner(const runtime::RunInfo &i, const std::string &planPath,
       plan::BytesText(i.transientArenaBytes).c_str());
   absl::PrintF("mdrun: data %s; sampler %s\n", i.data.c_str(),
                i.sampler.c_str());
-  absl::PrintF("mdrun: training %d steps, seed %d\n", i.steps, i.seed);
+  if (!i.resumedFrom.empty())
+    absl::PrintF("mdrun: resumed from %s (%s)\n", i.resumedFrom.c_str(),
+                 i.resumedWhat.c_str());
+  else if (!i.resumeNote.empty())
+    absl::PrintF("mdrun: %s\n", i.resumeNote.c_str());
+  if (!i.initFrom.empty())
+    absl::PrintF("mdrun: initialised from %s (%s)\n", i.initFrom.c_str(),
+                 i.initWhat.c_str());
+  if (evaluate)
+    absl::PrintF("mdrun: evaluating, no training, seed %d\n", i.seed);
+  else
+    absl::PrintF("mdrun: training %d steps, seed %d\n", i.steps, i.seed);
   std::fflush(stdout);
 }
 
@@ -388,8 +400,6 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
   }
 
   Reporter reporter;
-  if (env.rank == 0)
-    MD_RETURN_IF_ERROR(reporter.openMetrics(options.metricsPath));
   runtime::ExecutorOptions eo;
   eo.rank = env.rank;
   eo.steps = options.steps;
@@ -399,11 +409,30 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
   // A debugging aid for the executor's host scalars (docs/runtime.md).
   const char *verify = std::getenv("MD_VERIFY_HOST_SCALARS");
   eo.verifyHostScalars = verify != nullptr && std::string(verify) == "1";
+  eo.resume = options.resumePath;
+  eo.init = options.initPath;
   MD_ASSIGN_OR_RETURN(
       std::unique_ptr<runtime::Executor> exec,
       runtime::Executor::Create(loaded, env.worldSize, *backend, *comm, eo));
-  if (env.rank == 0)
-    printBanner(exec->info(), options.planPath, where);
+  if (env.rank == 0) {
+    // Once the executor knows whether it resumed: a resumed run's metrics
+    // continue the file.
+    MD_RETURN_IF_ERROR(reporter.openMetrics(options.metricsPath,
+                                            !exec->info().resumedFrom.empty()));
+    printBanner(exec->info(), options.planPath, where, options.evaluate);
+  }
+  if (options.evaluate) {
+    MD_ASSIGN_OR_RETURN(std::vector<runtime::Evaluation> evals,
+                        exec->Evaluate());
+    if (env.rank == 0) {
+      for (const runtime::Evaluation &e : evals)
+        absl::PrintF("mdrun: evaluate%s on %s: loss %.6g\n",
+                     e.where.empty() ? "" : " at " + e.where, e.dataset,
+                     e.loss);
+      std::fflush(stdout);
+    }
+    return absl::OkStatus();
+  }
   MD_RETURN_IF_ERROR(exec->Run());
   if (!options.saveFinalPath.empty())
     MD_RETURN_IF_ERROR(exec->SaveFull(options.saveFinalPath));

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# bench/checkpoint.sh — how long a sharded checkpoint takes to save and to
+# load, per rank, for the tiny GPT (test/mdrun/models/gpt.mdl, 137k
+# parameters) and GPT-2 small (models/gpt.mdl, 124M parameters at seq 64:
+# the sequence length changes only wpe, 49k of them, and keeps the step
+# cheap) under fsdp-full with bf16 parameters, on the CPU backend at
+# W = 1, 2 and 4.
+#
+#   bench/checkpoint.sh [--build DIR] [--work DIR] [--ranks "1 2 4"] [--models "tiny gpt2"]
+#
+# --build DIR: where mdc and mdrun were built (default build/); --work DIR:
+# where the plans and checkpoints go (default $TMPDIR/md-ckpt-bench, removed
+# first). Each run trains one step (global batch 4, micro batch 1) and saves
+# after it (mdrun's "step 1: saved ... in S s": gathering nothing, writing
+# this rank's shards, fsync, the checksum, rank 0's check and publication),
+# then a second run resumes from that checkpoint and trains no step (the
+# banner's "loaded in S s": verification of every file's size and, shared
+# out, checksum, then each rank's byte ranges). Both are collectives, so the
+# time is every rank's. Prints one line per model and W.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+build=$repo/build
+work=${TMPDIR:-/tmp}/md-ckpt-bench
+ranks="1 2 4"
+models="tiny gpt2"
+while [[ $# -gt 0 ]]; do
+  case $1 in
+  --build) build=${2:?}; shift 2 ;;
+  --work) work=${2:?}; shift 2 ;;
+  --ranks) ranks=${2:?}; shift 2 ;;
+  --models) models=${2:?}; shift 2 ;;
+  -h | --help) sed -n '2,/^[^#]/{/^#/{s/^# \{0,1\}//;p}}' "$0"; exit 0 ;;
+  *) echo "checkpoint.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+mdc=$build/bin/mdc
+mdrun=$build/bin/mdrun
+[[ -x $mdc && -x $mdrun ]] || { echo "checkpoint.sh: build mdc and mdrun first (README.md)" >&2; exit 1; }
+rm -rf "$work" && mkdir -p "$work"
+cd "$work"
+
+# rewrite FILE TRAIN_BLOCK: FILE with its train { ... } block replaced.
+rewrite() {
+  awk -v train="$2" '
+    /^train \{/ { skipping = 1; depth = 0 }
+    skipping {
+      n = gsub(/\{/, "{"); m = gsub(/\}/, "}"); depth += n - m
+      if (depth == 0) { skipping = 0; print train }
+      next
+    }
+    { print }' "$1"
+}
+bench_train='train {
+  data           = synthetic(seed = 0)
+  global_batch   = 4
+  micro_batch    = 1
+  optimizer      = adamw(lr = 3e-4, betas = (0.9, 0.95), weight_decay = 0.1)
+  schedule       = cosine(warmup = 10, steps = 1000, min_lr = 3e-5)
+  seed           = 1337
+  every 1 steps {
+    save checkpoint(sharded, "ckpt")
+  }
+}'
+precision='precision = { param = bf16, reduce = f32, buffer = f32, master = f32 }'
+{
+  rewrite "$repo/test/mdrun/models/gpt.mdl" "$bench_train"
+  printf '\nplan bench extends fsdp-full {\n  wrap = blocks(h)\n  %s\n}\n' "$precision"
+} >tiny.mdl
+"$mdc" tiny.mdl --plan bench -o tiny.fb
+rewrite "$repo/models/gpt.mdl" "$bench_train" >gpt2.mdl
+"$mdc" gpt2.mdl -D seq=64 --plan fsdp-full -o gpt2.fb
+
+printf '%-6s %3s  %14s  %8s  %8s\n' model W "MiB per rank" "save s" "load s"
+for model in $models; do
+  for w in $ranks; do
+    rm -rf ckpt
+    "$mdrun" --backend cpu --ranks "$w" --steps 1 --log-every 0 \
+      --skip-memory-check "$model.fb" >save.out 2>save.err ||
+      { echo "checkpoint.sh: $model at W = $w: $(cat save.err)" >&2; exit 1; }
+    save=$(sed -nE 's/^step 1: saved ckpt\/step_00000001 in ([0-9.]+) s$/\1/p' save.out)
+    mib=$(du -b ckpt/step_00000001/rank_00000.safetensors | awk '{ printf "%.1f", $1 / 1048576 }')
+    "$mdrun" --backend cpu --ranks "$w" --steps 1 --log-every 0 \
+      --skip-memory-check --resume ckpt/step_00000001 "$model.fb" >load.out 2>load.err ||
+      { echo "checkpoint.sh: $model at W = $w: $(cat load.err)" >&2; exit 1; }
+    load=$(sed -nE 's/^mdrun: resumed from .*; loaded in ([0-9.]+) s\)$/\1/p' load.out)
+    printf '%-6s %3d  %14s  %8s  %8s\n' "$model" "$w" "$mib" "$save" "$load"
+  done
+done
+rm -rf ckpt

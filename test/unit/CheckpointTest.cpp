@@ -1,0 +1,440 @@
+//===- CheckpointTest.cpp - sharded checkpoints' layout, meta and files ---===//
+//
+// The parts of md's sharded checkpoints that need no running job: the
+// logical tensors and pieces a plan's state maps to under every preset,
+// meta.json written and read back (and foreign or damaged ones refused,
+// naming the file and field), the files' checksums (corrupt, truncated and
+// missing files named), publication over an older checkpoint, and stale
+// temporary directories of dead saves, which are removed and never found
+// as checkpoints. test/mdrun/resume.sh runs saves and loads end to end.
+//
+//===----------------------------------------------------------------------===//
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_format.h"
+#include "runtime/core/Checkpoint.h"
+#include "runtime/core/CheckpointLayout.h"
+#include "runtime/core/CheckpointMeta.h"
+#include "runtime/core/Safetensors.h"
+#include "runtime/data/Sampler.h"
+#include "runtime/plan/Loader.h"
+#include "test/plan/TrainingPlans.h"
+
+namespace md::runtime {
+namespace {
+
+namespace ex = plan::examples;
+
+std::string tempDir() {
+  const char *base = std::getenv("TMPDIR");
+  std::string pattern =
+      std::string(base && *base ? base : "/tmp") + "/md-ckpt-XXXXXX";
+  EXPECT_NE(::mkdtemp(pattern.data()), nullptr);
+  return pattern;
+}
+
+bool exists(const std::string &path) {
+  return ::access(path.c_str(), F_OK) == 0;
+}
+
+void write(const std::string &path, const std::string &text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+std::string read(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+//===----------------------------------------------------------------------===//
+// Layout
+//===----------------------------------------------------------------------===//
+
+struct Bound {
+  std::vector<uint8_t> bytes;
+  std::optional<plan::LoadedPlan> loaded;
+  plan::WorldBinding world;
+};
+
+std::unique_ptr<Bound> bind(ex::Preset preset, int64_t worldSize,
+                            fb::DType paramDtype = fb::DType::F32) {
+  ex::TrainingPlanOptions o;
+  o.preset = preset;
+  o.paramDtype = paramDtype;
+  o.shardGroupSize = 2;
+  auto b = std::make_unique<Bound>();
+  b->bytes = ex::TrainingPlan(o).finish();
+  absl::StatusOr<plan::LoadedPlan> l = plan::LoadPlan(b->bytes);
+  EXPECT_TRUE(l.ok()) << l.status();
+  if (!l.ok())
+    return nullptr;
+  b->loaded.emplace(std::move(*l));
+  absl::StatusOr<plan::WorldBinding> w =
+      plan::BindWorldSize(*b->loaded, worldSize);
+  EXPECT_TRUE(w.ok()) << w.status();
+  if (!w.ok())
+    return nullptr;
+  b->world = *w;
+  return b;
+}
+
+TEST(CheckpointLayout, EveryPresetSavesTheSameTensorsEachOnce) {
+  std::map<std::string, std::vector<int64_t>> reference;
+  const ex::Preset presets[] = {ex::Preset::Ddp, ex::Preset::Zero1,
+                                ex::Preset::FsdpGradOp, ex::Preset::FsdpFull,
+                                ex::Preset::Hybrid};
+  for (ex::Preset preset : presets) {
+    SCOPED_TRACE(ex::PresetName(preset));
+    std::unique_ptr<Bound> b = bind(preset, 4);
+    ASSERT_NE(b, nullptr);
+    std::vector<TensorLayout> tensors =
+        ShardedLayout(b->loaded->plan(), b->world);
+    std::map<std::string, std::vector<int64_t>> shapes;
+    for (const TensorLayout &t : tensors) {
+      EXPECT_NE(t.name.rfind("grad_acc/", 0), 0u) << t.name;
+      // The pieces cover the tensor once, in order.
+      int64_t covered = 0;
+      for (const TensorPiece &p : t.pieces) {
+        EXPECT_EQ(p.start, covered) << t.name;
+        EXPECT_GT(p.count, 0) << t.name;
+        EXPECT_LT(p.rank, 4) << t.name;
+        covered += p.count;
+      }
+      EXPECT_EQ(covered, ShapeElements(t.shape)) << t.name;
+      if (t.name.rfind("params/", 0) != 0)
+        shapes[t.name] = t.shape;
+    }
+    EXPECT_TRUE(shapes.count("master/fc1.weight"));
+    EXPECT_TRUE(shapes.count("exp_avg_sq/fc2.bias"));
+    if (reference.empty())
+      reference = shapes;
+    EXPECT_EQ(shapes, reference);
+  }
+}
+
+TEST(CheckpointLayout, ShardsAreWrittenOnceByTheRanksThatHoldThem) {
+  // fsdp-full at W = 4: every rank writes its quarter of the master
+  // weights; ddp: rank 0 writes the replicated state; hybrid (shard groups
+  // of 2): ranks 0 and 1 write, ranks 2 and 3 hold copies.
+  auto writers = [](ex::Preset preset) {
+    std::unique_ptr<Bound> b = bind(preset, 4);
+    std::set<int64_t> ranks;
+    if (b == nullptr)
+      return ranks;
+    for (const TensorLayout &t : ShardedLayout(b->loaded->plan(), b->world))
+      if (t.name.rfind("master/", 0) == 0)
+        for (const TensorPiece &p : t.pieces)
+          ranks.insert(p.rank);
+    return ranks;
+  };
+  EXPECT_EQ(writers(ex::Preset::FsdpFull), (std::set<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(writers(ex::Preset::Ddp), (std::set<int64_t>{0}));
+  EXPECT_EQ(writers(ex::Preset::Hybrid), (std::set<int64_t>{0, 1}));
+
+  std::unique_ptr<Bound> b = bind(ex::Preset::FsdpFull, 4);
+  ASSERT_NE(b, nullptr);
+  const fb::Plan &plan = b->loaded->plan();
+  for (uint32_t x = 0; x < plan.buffers()->size(); ++x) {
+    const fb::Buffer &buf = *plan.buffers()->Get(x);
+    if (buf.role() == fb::StateRole::GradAcc) {
+      EXPECT_FALSE(IsCheckpointState(buf));
+    }
+    if (buf.role() != fb::StateRole::Master)
+      continue;
+    // Rank 3 holds the last quarter, padding after the unit's numel.
+    HeldRange h = RankRange(buf, b->world, 3);
+    EXPECT_TRUE(h.writes);
+    EXPECT_EQ(h.begin, 3 * h.elements);
+    EXPECT_EQ(h.valid, std::max<int64_t>(0, buf.numel() - h.begin));
+  }
+}
+
+TEST(CheckpointLayout, ASeekedSamplerContinuesWhereItStood) {
+  // The data position a checkpoint keeps is all the sampler needs: a
+  // stream sought to it reads what the uninterrupted one reads next, across
+  // an epoch's end.
+  data::SamplerOptions so;
+  so.datasetSize = 50;
+  so.worldSize = 2;
+  so.rank = 1;
+  so.batchSize = 4;
+  so.seed = 7;
+  absl::StatusOr<data::DistributedSampler> a =
+      data::DistributedSampler::Create(so);
+  absl::StatusOr<data::DistributedSampler> b =
+      data::DistributedSampler::Create(so);
+  ASSERT_TRUE(a.ok() && b.ok());
+  data::BatchStream whole(*a), resumed(*b);
+  for (int k = 0; k < 9; ++k)
+    whole.next();
+  resumed.seek(whole.epoch(), whole.batchesInEpoch(), whole.batchesRead());
+  for (int k = 0; k < 10; ++k) {
+    data::BatchStream::Next x = whole.next(), y = resumed.next();
+    EXPECT_EQ(x.epoch, y.epoch) << k;
+    EXPECT_EQ(x.indices, y.indices) << k;
+  }
+  EXPECT_EQ(whole.epoch(), 3); // 6 batches per epoch: 19 batches read
+  EXPECT_EQ(resumed.batchesRead(), 19);
+}
+
+//===----------------------------------------------------------------------===//
+// meta.json
+//===----------------------------------------------------------------------===//
+
+ShardedMeta sampleMeta() {
+  ShardedMeta m;
+  m.id = "0123456789abcdef";
+  m.model = "gpt \"small\"";
+  m.plan = "fsdp-full";
+  m.worldSize = 2;
+  m.shardGroupSize = 2;
+  m.step = 100;
+  m.epoch = 3;
+  m.batchesInEpoch = 7;
+  m.batchesRead = 407;
+  m.microBatch = 8;
+  m.seed = 1337;
+  m.samplerSeed = -5;
+  m.files = {{"rank_00000.safetensors", 1024, 0xfedcba9876543210ull},
+             {"rank_00001.safetensors", 1000, 0x42}};
+  TensorLayout t;
+  t.name = "master/w";
+  t.dtype = "F32";
+  t.shape = {3, 4};
+  t.pieces = {{0, "u0.master", 0, 0, 6}, {1, "u0.master", 0, 6, 6}};
+  m.tensors.push_back(t);
+  return m;
+}
+
+TEST(CheckpointMeta, RoundTrips) {
+  ShardedMeta m = sampleMeta();
+  std::string json = ShardedMetaJson(m);
+  EXPECT_NE(json.find("\"format\": \"md-sharded\""), std::string::npos);
+  EXPECT_NE(json.find("\"version\": 2"), std::string::npos);
+  absl::StatusOr<ShardedMeta> back = ParseShardedMeta(json, "c/meta.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->id, m.id);
+  EXPECT_EQ(back->model, m.model);
+  EXPECT_EQ(back->step, 100);
+  EXPECT_EQ(back->batchesRead, 407);
+  EXPECT_EQ(back->samplerSeed, -5);
+  ASSERT_EQ(back->files.size(), 2u);
+  EXPECT_EQ(back->files[0].xxh3, 0xfedcba9876543210ull);
+  EXPECT_EQ(back->files[1].bytes, 1000);
+  ASSERT_EQ(back->tensors.size(), 1u);
+  EXPECT_EQ(back->tensors[0].shape, (std::vector<int64_t>{3, 4}));
+  ASSERT_EQ(back->tensors[0].pieces.size(), 2u);
+  EXPECT_EQ(back->tensors[0].pieces[1].rank, 1);
+  EXPECT_EQ(back->tensors[0].pieces[1].start, 6);
+}
+
+/// The message of parsing `json` as c/meta.json.
+std::string parseError(const std::string &json) {
+  absl::StatusOr<ShardedMeta> m = ParseShardedMeta(json, "c/meta.json");
+  EXPECT_FALSE(m.ok());
+  return m.ok() ? "" : std::string(m.status().message());
+}
+
+void replace(std::string &s, const std::string &from, const std::string &to) {
+  size_t at = s.find(from);
+  ASSERT_NE(at, std::string::npos) << from;
+  s.replace(at, from.size(), to);
+}
+
+TEST(CheckpointMeta, ForeignAndDamagedFilesAreRefusedByName) {
+  EXPECT_EQ(parseError("{\"__metadata__\": {}} trailing"),
+            "c/meta.json: not an md checkpoint's meta.json (not the JSON md "
+            "writes, at byte 21)");
+  std::string json = ShardedMetaJson(sampleMeta());
+  std::string other = json;
+  replace(other, "\"md-sharded\"", "\"pt\"");
+  EXPECT_EQ(parseError(other),
+            "c/meta.json: format: \"pt\", not an md sharded checkpoint");
+  other = json;
+  replace(other, "\"version\": 2", "\"version\": 1");
+  EXPECT_EQ(parseError(other),
+            "c/meta.json: version: 1; this md reads version 2 (version 1 "
+            "lists no tensor layout and cannot be loaded)");
+  other = json;
+  replace(other, "\"step\": 100,", "");
+  EXPECT_EQ(parseError(other), "c/meta.json: step: missing");
+  other = json;
+  replace(other, "\"xxh3\": \"0000000000000042\"", "\"xxh3\": \"42\"");
+  EXPECT_EQ(parseError(other),
+            "c/meta.json: files[1].xxh3: \"42\" is not 16 hex digits");
+  other = json;
+  replace(other, "\"name\": \"rank_00001.safetensors\"", "\"name\": \"../x\"");
+  EXPECT_EQ(parseError(other),
+            "c/meta.json: files[1].name: \"../x\" is not a file name");
+  // A piece that leaves a gap, or one on a rank the world lacks.
+  other = json;
+  replace(other, "\"start\": 6", "\"start\": 7");
+  EXPECT_EQ(parseError(other),
+            "c/meta.json: tensors[0].pieces[1]: elements [7, 13) do not "
+            "continue the 6 before them in a tensor of 12");
+  other = json;
+  replace(other, "\"rank\": 1", "\"rank\": 2");
+  EXPECT_EQ(parseError(other),
+            "c/meta.json: tensors[0].pieces[1].rank: 2, but the world size "
+            "is 2");
+  other = json;
+  replace(other, "\"count\": 6}]", "\"count\": 5}]");
+  EXPECT_EQ(parseError(other),
+            "c/meta.json: tensors[0]: its pieces cover 11 of 12 elements");
+}
+
+//===----------------------------------------------------------------------===//
+// Files
+//===----------------------------------------------------------------------===//
+
+TEST(CheckpointFiles, CorruptTruncatedAndMissingFilesAreNamed) {
+  std::string dir = tempDir();
+  std::string path = dir + "/rank_00000.safetensors";
+  std::vector<SafetensorsTensor> tensors(1);
+  tensors[0].name = "u0.master";
+  tensors[0].dtype = "F32";
+  tensors[0].shape = {4};
+  tensors[0].data.assign(16, 7);
+  ASSERT_TRUE(WriteSafetensors(path, tensors).ok());
+  absl::StatusOr<CheckpointFile> f = HashFile(path);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->name, "rank_00000.safetensors");
+  EXPECT_EQ(f->bytes, static_cast<int64_t>(read(path).size()));
+  EXPECT_TRUE(VerifyCheckpointFile(dir, *f, true).ok());
+
+  // One byte flipped: the size holds, the checksum does not.
+  std::string bytes = read(path);
+  bytes.back() ^= 1;
+  write(path, bytes);
+  EXPECT_TRUE(VerifyCheckpointFile(dir, *f, false).ok());
+  absl::Status s = VerifyCheckpointFile(dir, *f, true);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(s.message().find(path + ": XXH3-64 checksum "), 0u) << s;
+  EXPECT_NE(s.message().find("(corrupt)"), std::string::npos) << s;
+
+  write(path, bytes.substr(0, 10));
+  s = VerifyCheckpointFile(dir, *f, false);
+  EXPECT_EQ(s.message(), absl::StrFormat("%s: 10 bytes, but meta.json lists "
+                                         "%d (truncated)",
+                                         path, f->bytes));
+
+  ::unlink(path.c_str());
+  s = VerifyCheckpointFile(dir, *f, true);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(s.message().find(path + ": missing (meta.json lists it)"), 0u) << s;
+
+  // A file that is no safetensors at all: its header is refused by name.
+  write(path, std::string("\x10\0\0\0\0\0\0\0{not json}      ", 24));
+  int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  absl::StatusOr<SafetensorsHeader> h = ReadSafetensorsHeader(fd, path);
+  ::close(fd);
+  ASSERT_FALSE(h.ok());
+  EXPECT_EQ(h.status().message().find(path + ": not a safetensors file"), 0u)
+      << h.status();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CheckpointFiles, HeaderGivesEachTensorsByteRange) {
+  std::string dir = tempDir();
+  std::string path = dir + "/f.safetensors";
+  std::vector<SafetensorsTensor> tensors(2);
+  tensors[0] = {"b", "BF16", {3}, {1, 2, 3, 4, 5, 6}};
+  tensors[1] = {"a", "F32", {2}, {9, 9, 9, 9, 8, 8, 8, 8}};
+  ASSERT_TRUE(WriteSafetensors(path, tensors, {{"k", "v"}}).ok());
+  int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  absl::StatusOr<SafetensorsHeader> h = ReadSafetensorsHeader(fd, path);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->metadata.at("k"), "v");
+  const SafetensorsEntry &b = h->tensors.at("b");
+  EXPECT_EQ(b.dtype, "BF16");
+  EXPECT_EQ(b.end - b.begin, 6);
+  uint8_t got[2];
+  ASSERT_TRUE(ReadAllAt(fd, got, 2, b.begin + 2));
+  EXPECT_EQ(got[0], 3);
+  EXPECT_EQ(got[1], 4);
+  // Tensors lie in name order: "b" ends the file.
+  EXPECT_EQ(h->tensors.at("a").end, b.begin);
+  EXPECT_EQ(b.end, h->fileBytes);
+  ::close(fd);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CheckpointFiles, StaleTemporariesAreRemovedAndNeverFound) {
+  std::string root = tempDir();
+  auto makeCheckpoint = [&](const std::string &dir, bool meta) {
+    ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+    write(ShardFileName(dir, 0), "x");
+    if (meta)
+      write(dir + "/meta.json", "{}");
+  };
+  EXPECT_EQ(LatestShardedCheckpointStep(root), -1);
+  makeCheckpoint(root + "/step_00000004", true);
+  // A dead run's save of step 8, complete but never published, and one
+  // without meta.json: neither is a checkpoint.
+  makeCheckpoint(root + "/step_00000008.tmp-00000000deadbeef", true);
+  makeCheckpoint(root + "/step_00000009", false);
+  EXPECT_EQ(LatestShardedCheckpointStep(root), 4);
+
+  std::string mine = SaveTempDir(root + "/step_00000012", "0123456789abcdef");
+  EXPECT_EQ(mine, root + "/step_00000012.tmp-0123456789abcdef");
+  makeCheckpoint(mine, false);
+  ASSERT_TRUE(RemoveStaleTemporaries(root, mine).ok());
+  EXPECT_FALSE(exists(root + "/step_00000008.tmp-00000000deadbeef"));
+  EXPECT_TRUE(exists(mine));
+  EXPECT_TRUE(exists(root + "/step_00000004/meta.json"));
+  EXPECT_EQ(LatestShardedCheckpointStep(root), 4);
+
+  EXPECT_EQ(NewSaveId().size(), 16u);
+  EXPECT_NE(NewSaveId(), NewSaveId());
+  std::filesystem::remove_all(root);
+}
+
+TEST(CheckpointFiles, PublishingReplacesAnOlderCheckpointOnlyWhenComplete) {
+  std::string root = tempDir();
+  std::string dir = root + "/step_00000005";
+  auto prepare = [&](const std::string &tmp, const std::string &tag) {
+    ASSERT_EQ(::mkdir(tmp.c_str(), 0755), 0);
+    write(ShardFileName(tmp, 0), tag);
+    write(ShardFileName(tmp, 1), tag);
+    write(tmp + "/meta.json", tag);
+  };
+  prepare(dir + ".tmp-1", "old");
+  ASSERT_TRUE(PublishShardedCheckpoint(dir + ".tmp-1", dir).ok());
+  EXPECT_EQ(read(dir + "/meta.json"), "old");
+  EXPECT_FALSE(exists(dir + ".tmp-1"));
+  // A second save of the same step swaps in whole; the old one is gone
+  // afterwards, not before.
+  prepare(dir + ".tmp-2", "new");
+  ASSERT_TRUE(PublishShardedCheckpoint(dir + ".tmp-2", dir).ok());
+  EXPECT_EQ(read(dir + "/meta.json"), "new");
+  EXPECT_EQ(read(ShardFileName(dir, 1)), "new");
+  EXPECT_FALSE(exists(dir + ".tmp-2"));
+  // A directory holding other files too is not replaced.
+  write(dir + "/notes.txt", "mine");
+  prepare(dir + ".tmp-3", "newer");
+  absl::Status s = PublishShardedCheckpoint(dir + ".tmp-3", dir);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(),
+            dir + ": exists and holds other files; not replacing it");
+  EXPECT_EQ(read(dir + "/meta.json"), "new");
+  EXPECT_TRUE(exists(dir + ".tmp-3/meta.json"));
+  std::filesystem::remove_all(root);
+}
+
+} // namespace
+} // namespace md::runtime
