@@ -2,10 +2,8 @@
 """PyTorch's side of bench/vs_pytorch.sh: models/gpt.mdl's GPT, trained the way
 mdrun trains it, timed per optimizer step.
 
-The model has md's parameter names and layouts (wte, wpe, h.N.ln_1,
-h.N.attn.{q,k,v,proj}, h.N.ln_2, h.N.mlp.{fc,proj}, ln_f; Linear weights
-[out, in]; the output head is wte.weight, tied), the same initialisation rule
-(normal(0.02) weights, zero biases, unit norms), tanh GELU, causal attention.
+The model is tools/torch/md_gpt.py: md's parameter names and layouts, its
+initialisation rule, tanh GELU, causal attention, the tied output head.
 The recipe is md's: AdamW(lr 6e-4, betas (0.9, 0.95), weight decay 0.1 on
 every parameter, as md's adamw), warmup + cosine schedule, clip_grad_norm 1.0,
 gradient accumulation of global_batch / (micro_batch * W) micro-steps with the
@@ -52,69 +50,6 @@ def parse_args():
     return p.parse_args()
 
 
-def build_model(torch, nn, F, a):
-    class Attention(nn.Module):
-        def __init__(self, d, heads):
-            super().__init__()
-            self.heads = heads
-            self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
-            self.proj = nn.Linear(d, d)
-
-        def forward(self, x):
-            B, T, C = x.shape
-            split = lambda t: t.view(B, T, self.heads, C // self.heads).transpose(1, 2)
-            y = F.scaled_dot_product_attention(split(self.q(x)), split(self.k(x)),
-                                               split(self.v(x)), is_causal=True)
-            return self.proj(y.transpose(1, 2).contiguous().view(B, T, C))
-
-    class Mlp(nn.Module):
-        def __init__(self, d):
-            super().__init__()
-            self.fc, self.proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            return self.proj(F.gelu(self.fc(x), approximate="tanh"))
-
-    class Block(nn.Module):
-        def __init__(self, d, heads):
-            super().__init__()
-            self.ln_1, self.attn = nn.LayerNorm(d), Attention(d, heads)
-            self.ln_2, self.mlp = nn.LayerNorm(d), Mlp(d)
-
-        def forward(self, x):
-            x = x + self.attn(self.ln_1(x))
-            return x + self.mlp(self.ln_2(x))
-
-    class GPT(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.wte = nn.Embedding(a.vocab, a.d)
-            self.wpe = nn.Embedding(a.seq, a.d)
-            self.h = nn.ModuleList(Block(a.d, a.heads) for _ in range(a.layers))
-            self.ln_f = nn.LayerNorm(a.d)
-            for name, p in self.named_parameters():
-                if name.endswith("bias"):
-                    nn.init.zeros_(p)
-                elif "ln_" in name:
-                    nn.init.ones_(p)
-                else:
-                    nn.init.normal_(p, 0.0, 0.02)
-
-        def forward(self, idx, targets):
-            pos = torch.arange(idx.shape[1])
-            x = self.wte(idx) + self.wpe(pos)
-            for block in self.h:
-                if a.checkpoint:
-                    x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
-                else:
-                    x = block(x)
-            x = self.ln_f(x)
-            logits = x @ self.wte.weight.t()
-            return F.cross_entropy(logits.float().reshape(-1, a.vocab), targets.reshape(-1))
-
-    return GPT()
-
-
 def lr_at(it, lr=6e-4, warmup=100, steps=5000, min_lr=6e-5):
     # md's cosine schedule (docs/language.md).
     if it < warmup:
@@ -129,8 +64,6 @@ def run_rank(a):
     import numpy as np
     import torch
     import torch.distributed as dist
-    import torch.nn as nn
-    import torch.nn.functional as F
 
     torch.set_num_threads(a.threads)
     # A rank that fails leaves the others waiting: a bounded timeout ends them.
@@ -138,7 +71,10 @@ def run_rank(a):
                             rank=a.rank, world_size=a.world_size,
                             timeout=datetime.timedelta(seconds=300))
     torch.manual_seed(a.seed)
-    model = build_model(torch, nn, F, a)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                    "..", "..", "tools", "torch"))
+    from md_gpt import GPT
+    model = GPT(a.vocab, a.seq, a.d, a.heads, a.layers, a.checkpoint)
     if a.mode == "ddp":
         if a.precision != "f32":
             raise SystemExit("gpt_bench.py: --mode ddp runs f32 only")
