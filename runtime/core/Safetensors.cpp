@@ -223,6 +223,23 @@ absl::Status SyncDirectory(const std::string &dir) {
 
 absl::Status WriteFileAtomically(const std::string &path,
                                  const std::function<bool(int fd)> &write) {
+  // Something that exists and is not a regular file (/dev/null, a FIFO, a
+  // terminal) is written to as it is: renaming a temporary over it would
+  // replace the device node, or fail.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode))
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": is a directory, not a file to write"));
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+      return ioError(path, "cannot open");
+    bool ok = write(fd);
+    absl::Status s = ok ? absl::OkStatus() : ioError(path, "cannot write");
+    if (::close(fd) != 0 && s.ok())
+      s = ioError(path, "cannot close");
+    return s;
+  }
   std::string dir = dirName(path);
   absl::Status made = MakeDirectories(dir);
   if (!made.ok())

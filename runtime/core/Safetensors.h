@@ -69,8 +69,9 @@ bool ReadAllAt(int fd, void *data, size_t bytes, int64_t offset);
 
 /// Creates or replaces `path` with what `write` writes to the open file
 /// descriptor it gets: a temporary file next to it, fsync, rename, and an
-/// fsync of the directory. `write` returns false (with errno set) on a
-/// failed write.
+/// fsync of the directory. A `path` that exists and is not a regular file
+/// (/dev/null, a FIFO) is written directly instead; a directory is an
+/// error. `write` returns false (with errno set) on a failed write.
 absl::Status WriteFileAtomically(const std::string &path,
                                  const std::function<bool(int fd)> &write);
 

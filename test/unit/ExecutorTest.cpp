@@ -14,6 +14,7 @@
 
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,7 +24,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <thread>
 
@@ -1121,6 +1124,39 @@ TEST(SafetensorsTest, RoundTripsAndWritesAtomically) {
   SafetensorsTensor bad{"x", "F32", {3}, std::vector<uint8_t>(5)};
   EXPECT_FALSE(WriteSafetensors(path, {bad}).ok());
   EXPECT_TRUE(ReadSafetensors(path).ok()) << "a failed write replaced the file";
+}
+
+TEST(SafetensorsTest, WritesIntoDevicesAndFifosInPlace) {
+  // /dev/null stays a device node (a rename over it would replace it, or
+  // fail for lack of permission on /dev).
+  SafetensorsTensor a{"a", "F32", {2}, std::vector<uint8_t>(8, 1)};
+  ASSERT_TRUE(WriteSafetensors("/dev/null", {a}).ok());
+  struct stat st;
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  // A FIFO gets the file's bytes through the pipe.
+  std::string dir =
+      absl::StrFormat("%s/md-fifo-%d", ::testing::TempDir(), getpid());
+  ASSERT_TRUE(MakeDirectories(dir).ok());
+  std::string fifo = dir + "/w.safetensors";
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string got;
+  std::thread reader([&] {
+    std::ifstream in(fifo, std::ios::binary);
+    got.assign(std::istreambuf_iterator<char>(in), {});
+  });
+  absl::Status s = WriteSafetensors(fifo, {a});
+  reader.join();
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_GT(got.size(), 8u + 8u);
+  EXPECT_EQ(got.substr(got.size() - 8), std::string(8, '\1'));
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  // A directory is refused, naming it.
+  absl::Status d = WriteSafetensors(dir, {a});
+  EXPECT_EQ(d.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(d.message().find(dir), std::string::npos) << d;
 }
 
 //===----------------------------------------------------------------------===//
