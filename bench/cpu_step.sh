@@ -180,15 +180,17 @@ bench() {
   "$mdrun" --gpus 2 --steps "$steps" --log-every 1 --metrics "$work/$name.jsonl" \
     "$plan" >"$work/$name.out" 2>"$work/$name.err" ||
     { cat "$work/$name.err" >&2; exit 1; }
-  # Progress records (not the plan's logs): step k's time is time[k] -
-  # time[k-1]; step 1 (start-up, warm-up) is left out. Prints the median,
-  # min and max in ms, the first and the last loss.
+  # Progress records (those with a time; a step with only the recipe's
+  # logs has none): step k's time is time[k] - time[k-1]; step 1
+  # (start-up, warm-up) is left out. Prints the median, min and max in ms,
+  # the first and the last loss. "time" is a record's last key and "loss"
+  # its first after "step" (a log named loss sits in "logs", after it).
   local stats
   stats=$(awk '
-    /"log"/ { next }
+    !/"time"/ { next }
     {
       t = $0; sub(/.*"time": /, "", t); sub(/}.*/, "", t)
-      l = $0; sub(/.*"loss": /, "", l); sub(/,.*/, "", l)
+      match($0, /"loss": [^,}]*/); l = substr($0, RSTART + 8, RLENGTH - 8)
       if (n++ == 0) first = l; else d[n - 1] = 1e3 * (t - prev)
       prev = t; last = l
     }

@@ -116,7 +116,7 @@ md_run() {
     --metrics "$log" "$2" >"$work/$1.md.out" 2>"$work/$1.md.err" ||
     { echo "vs_pytorch.sh: mdrun failed on $1:" >&2; cat "$work/$1.md.err" >&2; exit 1; }
   awk '
-    /"log"/ { next }
+    !/"time"/ { next }
     { t = $0; sub(/.*"time": /, "", t); sub(/}.*/, "", t)
       if (n++ > 0) d[n - 1] = t - prev; prev = t }
     END {

@@ -413,6 +413,8 @@ absl::Status Executor::Impl::step() {
   if (plan_.hooks_block() >= 0)
     MD_RETURN_IF_ERROR(runBlock(plan_.hooks_block()));
   MD_RETURN_IF_ERROR(report());
+  if (options_.rank == 0 && options_.observer)
+    options_.observer->onStepEnd(step_);
   if (stop_ && options_.rank == 0 && options_.observer)
     options_.observer->onExit(step_, stopReason_);
   return absl::OkStatus();

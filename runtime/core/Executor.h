@@ -102,6 +102,9 @@ public:
                       double /*seconds*/) {}
   /// Training stopped early (`exit` in the hooks).
   virtual void onExit(int64_t /*step*/, const std::string & /*reason*/) {}
+  /// A step's hooks and progress report are done (after its onLog calls
+  /// and its onProgress, if it had one; before onExit).
+  virtual void onStepEnd(int64_t /*step*/) {}
 };
 
 struct ExecutorOptions {

@@ -186,7 +186,7 @@ if train mlp-learn --ranks 2 --steps 1000 --log-every 100 --metrics mlp-learn.js
   elapsed=$((($(date +%s%N) - start) / 1000000))
   first=$(metric mlp-learn.jsonl 1 loss)
   last=$(metric mlp-learn.jsonl 1000 loss)
-  val=$(sed -nE 's/^\{"step": 1000, "log": "val", "val": ([-0-9.e+]+)\}$/\1/p' mlp-learn.jsonl)
+  val=$(sed -nE 's/^\{"step": 1000, .*"logs": \{[^}]*"val": ([-0-9.e+]+).*$/\1/p' mlp-learn.jsonl)
   echo "mlp fsdp-full: 1000 steps in $elapsed ms at W = 2: training loss $first -> $last, held-out loss $val" \
     "(held-out accuracy >= $(awk -v v="$val" 'BEGIN { printf "%.1f%%", v == "" ? 0 : 100 * (1 - v / log(2)) }'))"
   awk -v v="$val" 'BEGIN { exit !(v != "" && v < 0.2) }' ||

@@ -42,7 +42,8 @@ if run 0 --ranks 2 --backend cpu train-mlp-fsdp.fb; then
   has out.txt '^mdrun: batch: micro 16 x accumulation 2 x 2 ranks = global 64$'
   has out.txt '^mdrun: memory per rank: params .* peak '
   has out.txt '^step 100/100  loss [0-9.]+  lr '
-  has out.txt '^step 50: val loss=[0-9.]+$'
+  # The recipe's log joins the step's progress line.
+  has out.txt '^step  50/100  loss [0-9.]+  lr .*  \| (.*  )?val loss=[0-9.]+$'
   [[ -s err.txt ]] && fail "--backend cpu wrote to stderr: $(cat err.txt)"
   first=$(sed -nE 's/^step +1\/100  loss ([0-9.]*).*/\1/p' out.txt)
   last=$(sed -nE 's/^step 100\/100  loss ([0-9.]*).*/\1/p' out.txt)

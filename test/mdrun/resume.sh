@@ -249,7 +249,7 @@ PY
   train init val 2 mlp-fsdp-full.fb --steps 10 --log-every 0 \
     --save-final w10.safetensors &&
     train init eval 1 mlp-ddp-1.fb --evaluate --init "$work/init/w10.safetensors" && {
-    logged=$(sed -nE 's/^step 10: val ([0-9.e+-]+)$/\1/p' init/val.out)
+    logged=$(sed -nE 's/^step 10: (.*  )?val ([0-9.e+-]+)( .*)?$/\2/p' init/val.out)
     got=$(sed -nE 's/^mdrun: evaluate at .*mlp.mdl:[0-9]+:[0-9]+ on synthetic\(seed = 1\): loss ([0-9.e+-]+)$/\1/p' init/eval.out)
     awk -v a="$logged" -v b="$got" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-5 * a) }' ||
       fail "--evaluate: loss '$got', but the run logged val '$logged' at step 10:"$'\n'"$(cat init/eval.out)"

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "runtime/core/Executor.h"
 #include "runtime/core/Safetensors.h"
 #include "runtime/core/Status.h"
@@ -89,6 +90,9 @@ public:
     absl::StrAppend(&line,
                     absl::StrFormat("  %.1f ms/step  %.1f s",
                                     1e3 * p.stepSeconds, p.elapsedSeconds));
+    // The recipe's logs of this step join its progress line and record.
+    if (!pending_.empty())
+      absl::StrAppend(&line, "  | ", logsText());
     absl::PrintF("%s\n", line.c_str());
     std::fflush(stdout);
     if (metrics_) {
@@ -103,33 +107,39 @@ public:
             &rec, ", \"samples_per_s\": ", jsonNumber(p.samplesPerSecond));
       if (p.gradNorm)
         absl::StrAppend(&rec, ", \"grad_norm\": ", jsonNumber(*p.gradNorm));
+      if (!pending_.empty())
+        absl::StrAppend(&rec, ", \"logs\": ", logsJson());
       absl::StrAppend(&rec, ", \"epoch\": ", p.epoch,
                       ", \"time\": ", jsonNumber(p.elapsedSeconds), "}\n");
       std::fputs(rec.c_str(), metrics_);
       std::fflush(metrics_);
     }
+    pending_.clear();
   }
 
+  // Logs wait for the step's progress line (onProgress), or for its end
+  // when the step has none (onStepEnd): one line and one metrics record per
+  // step either way.
   void
   onLog(int64_t step, const std::string &tag,
         const std::vector<std::pair<std::string, double>> &values) override {
-    std::string line = absl::StrFormat("step %d: %s", step, tag);
-    std::string rec = absl::StrFormat("{\"step\": %d, \"log\": %s", step,
-                                      runtime::JsonQuote(tag));
-    for (const auto &[name, v] : values) {
-      if (name == tag)
-        absl::StrAppend(&line, absl::StrFormat(" %.6g", v));
-      else
-        absl::StrAppend(&line, absl::StrFormat(" %s=%.6g", name, v));
-      absl::StrAppend(&rec, ", ", runtime::JsonQuote(name), ": ",
-                      jsonNumber(v));
-    }
-    absl::PrintF("%s\n", line.c_str());
+    (void)step; // the step's end or progress line names it
+    pending_.push_back({tag, values});
+  }
+
+  void onStepEnd(int64_t step) override {
+    if (pending_.empty())
+      return;
+    absl::PrintF("step %d: %s\n", step, logsText());
     std::fflush(stdout);
     if (metrics_) {
-      std::fputs((rec + "}\n").c_str(), metrics_);
+      std::fputs(
+          absl::StrCat("{\"step\": ", step, ", \"logs\": ", logsJson(), "}\n")
+              .c_str(),
+          metrics_);
       std::fflush(metrics_);
     }
+    pending_.clear();
   }
 
   void onPrint(int64_t, const std::string &line) override {
@@ -147,10 +157,50 @@ public:
   }
 
 private:
+  struct Log {
+    std::string tag;
+    std::vector<std::pair<std::string, double>> values;
+  };
+
   static int width(int64_t n) {
     return static_cast<int>(absl::StrCat(n).size());
   }
+  /// "train 2.31  eval loss=1.9 acc=0.5": a value named as its log's
+  /// tag shows under the tag alone.
+  std::string logsText() const {
+    std::vector<std::string> parts;
+    for (const Log &log : pending_) {
+      std::string part = log.tag;
+      for (const auto &[name, v] : log.values)
+        absl::StrAppend(&part, name == log.tag
+                                   ? absl::StrFormat(" %.6g", v)
+                                   : absl::StrFormat(" %s=%.6g", name, v));
+      parts.push_back(std::move(part));
+    }
+    return absl::StrJoin(parts, "  ");
+  }
+  /// {"train": 2.31, "eval": {"loss": 1.9, "acc": 0.5}}: a log of one value
+  /// named as its tag is that value.
+  std::string logsJson() const {
+    std::vector<std::string> entries;
+    for (const Log &log : pending_) {
+      std::string value;
+      if (log.values.size() == 1 && log.values[0].first == log.tag) {
+        value = jsonNumber(log.values[0].second);
+      } else {
+        std::vector<std::string> fields;
+        for (const auto &[name, v] : log.values)
+          fields.push_back(
+              absl::StrCat(runtime::JsonQuote(name), ": ", jsonNumber(v)));
+        value = absl::StrCat("{", absl::StrJoin(fields, ", "), "}");
+      }
+      entries.push_back(absl::StrCat(runtime::JsonQuote(log.tag), ": ", value));
+    }
+    return absl::StrCat("{", absl::StrJoin(entries, ", "), "}");
+  }
+
   std::FILE *metrics_ = nullptr;
+  std::vector<Log> pending_;
 };
 
 void printBanner(const runtime::RunInfo &i, const std::string &planPath,
