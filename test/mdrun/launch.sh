@@ -59,6 +59,9 @@ if CUDA_VISIBLE_DEVICES= run 0 --gpus 2 --steps 3 train-mlp-fsdp.fb; then
     fail "expected one fallback warning line, got: $(cat err.txt)"
   [[ $(wc -l <err.txt) -eq 1 ]] || fail "more than the warning on stderr: $(cat err.txt)"
   has out.txt '^mdrun: model mlp, plan fsdp-full \(train-mlp-fsdp.fb\), 2 ranks on the cpu backend'
+  # 3 of the schedule's 100 steps: one note, from rank 0 alone.
+  [[ $(count out.txt '^mdrun: note: the schedule decays over 100 steps and this run ends at step 3, at lr ') -eq 1 ]] ||
+    fail "expected one note that the run ends before the schedule's decay: $(cat out.txt)"
 fi
 # With what this machine has: without a GPU, the same warning; with one GPU,
 # one warning that the ranks share it; with two, no warning, and then the

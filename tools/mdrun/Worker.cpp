@@ -253,6 +253,15 @@ void printBanner(const runtime::RunInfo &i, const std::string &planPath,
     absl::PrintF("mdrun: evaluating, no training, seed %d\n", i.seed);
   else
     absl::PrintF("mdrun: training %d steps, seed %d\n", i.steps, i.seed);
+  // A run that ends before its schedule's decay does never reaches min_lr:
+  // one note, with the learning rate it ends at.
+  const runtime::LrSchedule &lr = i.schedule;
+  if (!evaluate && lr.kind != runtime::LrSchedule::Kind::Constant &&
+      i.steps < lr.steps)
+    absl::PrintF("mdrun: note: the schedule decays over %d steps and this run "
+                 "ends at step %d, at lr %.3e (min_lr %g is reached at step "
+                 "%d)\n",
+                 lr.steps, i.steps, lr.at(i.steps - 1), lr.minLr, lr.steps);
   std::fflush(stdout);
 }
 
