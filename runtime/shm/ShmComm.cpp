@@ -64,7 +64,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr uint64_t kMagic = 0x31306d68732d646dull; // "md-shm01"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;                   // 2: the fingerprint
 constexpr int64_t kPage = 4096;
 
 std::string describeDesc(const CollectiveDesc &d) {
@@ -89,6 +89,7 @@ struct Header {
   int32_t abortRank;
   int32_t abortCode;
   char abortMessage[1024];
+  char fingerprint[256]; // ShmCommOptions::fingerprint, NUL-terminated
 };
 
 struct alignas(128) RankControl {
@@ -148,8 +149,8 @@ bool validJobId(const std::string &id) {
   if (id.empty() || id.size() > 200)
     return false;
   for (char c : id)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' ||
-          c == '_' || c == '-'))
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
+          c == '-'))
       return false;
   return true;
 }
@@ -201,6 +202,10 @@ ShmComm::create(const ShmCommOptions &options) {
   MD_ASSIGN_OR_RETURN(Mesh mesh,
                       commMesh("shm", options.rank, options.worldSize,
                                options.shardSize, options.timeout));
+  if (options.fingerprint.size() >= sizeof(Header::fingerprint))
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "shm: fingerprint of %d bytes; at most %d", options.fingerprint.size(),
+        sizeof(Header::fingerprint) - 1));
   if (options.slotBytes < 8 * int64_t(options.worldSize) ||
       options.slotBytes > (int64_t(1) << 40))
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -229,8 +234,8 @@ absl::Status ShmComm::createSegment() {
           "shm: %s already exists: another job uses id '%s', or one died "
           "before its ranks attached (remove /dev/shm%s)",
           name_, options_.jobId, name_));
-    return absl::InternalError(absl::StrFormat("shm: cannot create %s: %s",
-                                               name_, errnoText(errno)));
+    return absl::InternalError(
+        absl::StrFormat("shm: cannot create %s: %s", name_, errnoText(errno)));
   }
   // From here on the name is ours; the destructor unlinks it on any error.
   ownsName_ = true;
@@ -261,6 +266,8 @@ absl::Status ShmComm::createSegment() {
   h->shardSize = mesh_.shardSize;
   h->slotBytes = options_.slotBytes;
   h->totalBytes = totalBytes_;
+  std::memcpy(h->fingerprint, options_.fingerprint.data(),
+              options_.fingerprint.size());
   controlOf(base_, 0)->pid.store(getpid(), std::memory_order_relaxed);
   h->magic.store(kMagic, std::memory_order_release);
   return absl::OkStatus();
@@ -271,8 +278,7 @@ absl::Status ShmComm::attachSegment() {
   auto timedOut = [&](const char *what) {
     return absl::DeadlineExceededError(absl::StrFormat(
         "shm: rank %d: %s %s within %s (is rank 0 running with job id '%s'?)",
-        options_.rank, what, name_, seconds(options_.timeout),
-        options_.jobId));
+        options_.rank, what, name_, seconds(options_.timeout), options_.jobId));
   };
   // Wait for the name, then for a complete header.
   int fd = -1;
@@ -284,15 +290,15 @@ absl::Status ShmComm::attachSegment() {
         break;
       close(fd);
     } else if (errno != ENOENT) {
-      return absl::InternalError(absl::StrFormat("shm: cannot open %s: %s",
-                                                 name_, errnoText(errno)));
+      return absl::InternalError(
+          absl::StrFormat("shm: cannot open %s: %s", name_, errnoText(errno)));
     }
     if (Clock::now() >= deadline)
       return timedOut("found no");
     backoff(4096 + i); // a sleeping poll: rank 0 may take a while to start
   }
-  void *hp = mmap(nullptr, headerBytes(), PROT_READ | PROT_WRITE, MAP_SHARED,
-                  fd, 0);
+  void *hp =
+      mmap(nullptr, headerBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (hp == MAP_FAILED) {
     int err = errno;
     close(fd);
@@ -331,12 +337,24 @@ absl::Status ShmComm::attachSegment() {
     return absl::InternalError(
         absl::StrFormat("shm: cannot map %s: %s", name_, errnoText(err)));
   base_ = static_cast<char *>(p);
+  // Another plan (a plan file replaced while the ranks started, say): this
+  // rank and, through the failure record, every other fails now.
+  const std::string theirs(
+      headerOf(base_)->fingerprint,
+      strnlen(headerOf(base_)->fingerprint, sizeof(Header::fingerprint)));
+  if (theirs != options_.fingerprint)
+    return fail(absl::FailedPreconditionError(absl::StrFormat(
+        "shm: rank %d has %s, but rank 0 has %s: every rank of a job must "
+        "run the same plan",
+        options_.rank,
+        options_.fingerprint.empty() ? "no fingerprint" : options_.fingerprint,
+        theirs.empty() ? "none" : theirs)));
   int64_t expected = 0;
   if (!controlOf(base_, options_.rank)
            ->pid.compare_exchange_strong(expected, getpid()))
-    return absl::AlreadyExistsError(absl::StrFormat(
-        "shm: rank %d of %s is already taken by pid %d", options_.rank, name_,
-        expected));
+    return absl::AlreadyExistsError(
+        absl::StrFormat("shm: rank %d of %s is already taken by pid %d",
+                        options_.rank, name_, expected));
   return absl::OkStatus();
 }
 
@@ -445,8 +463,8 @@ absl::Status ShmComm::waitForGroup(const Op &op, bool done, uint64_t phase) {
       if (missing.empty())
         return absl::OkStatus();
       return fail(absl::DeadlineExceededError(absl::StrFormat(
-          "shm: %s: timed out after %s waiting for rank(s) %s to %s", describe(op),
-          seconds(options_.timeout), absl::StrJoin(missing, ", "),
+          "shm: %s: timed out after %s waiting for rank(s) %s to %s",
+          describe(op), seconds(options_.timeout), absl::StrJoin(missing, ", "),
           done ? "finish reading" : "arrive")));
     }
   }

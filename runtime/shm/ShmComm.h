@@ -1,4 +1,5 @@
-//===- ShmComm.h - collectives between rank processes on one machine -*- C++ -*-===//
+//===- ShmComm.h - collectives between rank processes on one machine -*- C++
+//-*-===//
 //
 // The comm of the CPU backend (and of GPUs that share a machine but not
 // NCCL): the ranks are processes, and they exchange data through one POSIX
@@ -49,6 +50,11 @@ struct ShmCommOptions {
   int64_t slotBytes = int64_t(4) << 20;
   /// How long any wait (attaching, a peer's arrival) may take.
   std::chrono::milliseconds timeout{300'000};
+  /// What the ranks must agree on (mdrun: the plan's hash, W, backend and
+  /// comm), at most 255 bytes. Rank 0 stores it in the segment; a rank that
+  /// attaches with another one fails, and makes every rank fail at once
+  /// (FailedPrecondition, naming both), instead of running another plan.
+  std::string fingerprint;
 };
 
 class ShmComm final : public runtime::CollectiveComm {

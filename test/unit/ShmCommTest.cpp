@@ -105,8 +105,9 @@ TEST_F(ShmCommTest, ReductionsAreTheSameBitsOnEveryRankAndEveryRun) {
       std::vector<float> x(n);
       for (float &v : x)
         v = float(gen()) / 1e6f - 2000.0f;
-      absl::Status s = (*comm)->allReduce(x.data(), x.data(), n, DType::f32,
-                                          ReduceOp::sum, *(*comm)->group(GroupKind::world));
+      absl::Status s =
+          (*comm)->allReduce(x.data(), x.data(), n, DType::f32, ReduceOp::sum,
+                             *(*comm)->group(GroupKind::world));
       if (!s.ok())
         return record(out, s, "all_reduce");
       std::memcpy(out.data, x.data(), n * 4);
@@ -125,7 +126,8 @@ TEST_F(ShmCommTest, ReductionsAreTheSameBitsOnEveryRankAndEveryRun) {
 // Sub-groups of the 2-D mesh
 //===----------------------------------------------------------------------===//
 
-class ShmMesh : public ShmCommTest, public ::testing::WithParamInterface<MeshCase> {};
+class ShmMesh : public ShmCommTest,
+                public ::testing::WithParamInterface<MeshCase> {};
 
 INSTANTIATE_TEST_SUITE_P(Meshes, ShmMesh, meshCases(), meshName);
 
@@ -207,16 +209,17 @@ TEST_F(ShmCommTest, ALostPeerMidJobFailsTheNextCollectiveInTime) {
     Group g = *(*comm)->group(GroupKind::world);
     float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     for (int i = 0; i < 3; ++i)
-      if (absl::Status s = (*comm)->allReduce(x, x, 8, DType::f32, ReduceOp::sum, g);
+      if (absl::Status s =
+              (*comm)->allReduce(x, x, 8, DType::f32, ReduceOp::sum, g);
           !s.ok())
         return record(out, s, "warm-up all_reduce");
     if (rank == 1)
       _exit(0); // dies after three good collectives
     auto start = Clock::now();
     absl::Status s = (*comm)->allReduce(x, x, 8, DType::f32, ReduceOp::sum, g);
-    out.elapsedMs =
-        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start)
-            .count();
+    out.elapsedMs = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        Clock::now() - start)
+                        .count();
     record(out, s, "all_reduce");
     return true;
   });
@@ -226,9 +229,11 @@ TEST_F(ShmCommTest, ALostPeerMidJobFailsTheNextCollectiveInTime) {
     const Shared::Rank &r = ranks_.rank(rank);
     std::string msg = r.message;
     EXPECT_EQ(r.statusCode, int(absl::StatusCode::kDeadlineExceeded)) << msg;
-    EXPECT_NE(msg.find("all_reduce #4 on group world"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("waiting for rank(s) 1 to arrive"), std::string::npos) << msg;
-    EXPECT_GE(r.elapsedMs, 200); // it did wait for the peer...
+    EXPECT_NE(msg.find("all_reduce #4 on group world"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("waiting for rank(s) 1 to arrive"), std::string::npos)
+        << msg;
+    EXPECT_GE(r.elapsedMs, 200);        // it did wait for the peer...
     EXPECT_LT(r.elapsedMs, 400 + 1500); // ...and no longer than the timeout
   }
 }
@@ -241,21 +246,24 @@ TEST_F(ShmCommTest, MismatchedCollectivesAreADesync) {
       return record(out, comm.status(), "create");
     Group g = *(*comm)->group(GroupKind::world);
     float x[16] = {};
-    absl::Status s = rank == 0
-                         ? (*comm)->allReduce(x, x, 8, DType::f32, ReduceOp::sum, g)
-                         : (*comm)->allGather(x, x + 8, 8, DType::f32, g);
+    absl::Status s =
+        rank == 0 ? (*comm)->allReduce(x, x, 8, DType::f32, ReduceOp::sum, g)
+                  : (*comm)->allGather(x, x + 8, 8, DType::f32, g);
     record(out, s, "collective");
     return true;
   });
   ASSERT_EQ(failures, "");
   for (int rank = 0; rank < 2; ++rank) {
     std::string msg = ranks_.rank(rank).message;
-    EXPECT_EQ(ranks_.rank(rank).statusCode, int(absl::StatusCode::kFailedPrecondition))
+    EXPECT_EQ(ranks_.rank(rank).statusCode,
+              int(absl::StatusCode::kFailedPrecondition))
         << msg;
     EXPECT_NE(msg.find("collective mismatch"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("all_reduce #1 on group world (f32 x 8, sum)"), std::string::npos)
+    EXPECT_NE(msg.find("all_reduce #1 on group world (f32 x 8, sum)"),
+              std::string::npos)
         << msg;
-    EXPECT_NE(msg.find("all_gather #1 on group world (f32 x 8)"), std::string::npos)
+    EXPECT_NE(msg.find("all_gather #1 on group world (f32 x 8)"),
+              std::string::npos)
         << msg;
   }
 }
@@ -289,7 +297,8 @@ TEST_F(ShmCommTest, ATakenNameIsRefusedAndCanBeRemoved) {
   ASSERT_GE(fd, 0);
   close(fd);
   auto comm = ShmComm::create(options(job, 0, 1));
-  EXPECT_EQ(comm.status().code(), absl::StatusCode::kAlreadyExists) << comm.status();
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kAlreadyExists)
+      << comm.status();
   EXPECT_TRUE(segmentExists(job)); // not ours: left alone
   EXPECT_TRUE(ShmComm::removeSegment(job).ok());
   EXPECT_FALSE(segmentExists(job));
@@ -309,7 +318,8 @@ TEST_F(ShmCommTest, RanksThatDisagreeOnTheLayoutAreRefused) {
     return true;
   });
   ASSERT_EQ(failures, "");
-  EXPECT_EQ(ranks_.rank(1).statusCode, int(absl::StatusCode::kFailedPrecondition))
+  EXPECT_EQ(ranks_.rank(1).statusCode,
+            int(absl::StatusCode::kFailedPrecondition))
       << ranks_.rank(1).message;
   EXPECT_NE(std::string(ranks_.rank(1).message).find("slot size 128"),
             std::string::npos)
@@ -317,6 +327,39 @@ TEST_F(ShmCommTest, RanksThatDisagreeOnTheLayoutAreRefused) {
   // Rank 0 is left waiting for rank 1 and gives up at the timeout.
   EXPECT_EQ(ranks_.rank(0).statusCode, int(absl::StatusCode::kDeadlineExceeded))
       << ranks_.rank(0).message;
+  EXPECT_FALSE(segmentExists(job));
+}
+
+TEST_F(ShmCommTest, RanksWithAnotherPlanFailEveryRankAtOnce) {
+  // Rank 2 loaded another plan (its file was replaced while the ranks
+  // started): it fails naming both fingerprints, and ranks 0 and 1 fail at
+  // once with its message, long before their attach timeout.
+  const std::string job = uniqueJobId();
+  auto start = std::chrono::steady_clock::now();
+  std::string failures = ranks_.run(3, [&](int rank, Shared::Rank &out) {
+    ShmCommOptions o = options(job, rank, 3);
+    o.fingerprint =
+        rank == 2 ? "plan 00000000000000bb" : "plan 00000000000000aa";
+    auto comm = ShmComm::create(o);
+    if (!comm.ok())
+      record(out, comm.status(), "create");
+    return true;
+  });
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  ASSERT_EQ(failures, "");
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(ranks_.rank(r).statusCode,
+              int(absl::StatusCode::kFailedPrecondition))
+        << "rank " << r << ": " << ranks_.rank(r).message;
+    std::string m = ranks_.rank(r).message;
+    EXPECT_NE(m.find("rank 2 has plan 00000000000000bb, but rank 0 has plan "
+                     "00000000000000aa"),
+              std::string::npos)
+        << "rank " << r << ": " << m;
+  }
+  EXPECT_LT(seconds, 5.0) << "the other ranks waited for their timeout";
   EXPECT_FALSE(segmentExists(job));
 }
 
@@ -328,8 +371,9 @@ TEST_F(ShmCommTest, BadArgumentsFailOnTheCallingRankAlone) {
   float x[4] = {1, 2, 3, 4};
   EXPECT_EQ((*comm)->allReduce(x, x, -1, DType::f32, ReduceOp::sum, g).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ((*comm)->allReduce(nullptr, x, 4, DType::f32, ReduceOp::sum, g).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      (*comm)->allReduce(nullptr, x, 4, DType::f32, ReduceOp::sum, g).code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*comm)->broadcast(x, x, 4, DType::f32, 1, g).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*comm)->broadcast(nullptr, x, 4, DType::f32, 0, g).code(),
@@ -338,16 +382,19 @@ TEST_F(ShmCommTest, BadArgumentsFailOnTheCallingRankAlone) {
   wrong.ranks = {0, 1};
   absl::Status s = (*comm)->barrier(wrong);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("is not rank 0's world group"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("is not rank 0's world group"), std::string::npos)
+      << s;
   // None of that counted as a collective or broke the comm.
   EXPECT_EQ((*comm)->sequence(GroupKind::world), 0u);
   EXPECT_TRUE((*comm)->allReduce(x, x, 4, DType::f32, ReduceOp::avg, g).ok());
   EXPECT_EQ(x[3], 4.0f);
 
-  for (ShmCommOptions bad : {options("a/b", 0, 1), options(job, 2, 2),
-                             options(job, 0, 4, 96, 3), options(job, 0, 4, 16)}) {
+  for (ShmCommOptions bad :
+       {options("a/b", 0, 1), options(job, 2, 2), options(job, 0, 4, 96, 3),
+        options(job, 0, 4, 16)}) {
     auto c = ShmComm::create(bad);
-    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << c.status();
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.status();
   }
 }
 

@@ -359,7 +359,7 @@ void setMeeting(net::RendezvousOptions &o, const TrainOptions &options,
 
 absl::StatusOr<std::unique_ptr<shm::ShmComm>>
 makeShmComm(const TrainOptions &options, const WorkerEnv &env,
-            const plan::LoadedPlan &loaded) {
+            const plan::LoadedPlan &loaded, const std::string &fingerprint) {
   if (env.localWorldSize != env.worldSize)
     return absl::InvalidArgumentError(absl::StrFormat(
         "the shared-memory comm needs every rank on one node, but "
@@ -371,6 +371,9 @@ makeShmComm(const TrainOptions &options, const WorkerEnv &env,
   co.worldSize = env.worldSize;
   co.shardSize = static_cast<int>(loaded.world().shardGroupSize);
   co.timeout = timeoutOf(options);
+  // The ranks of one node check their plans as the rendezvous does across
+  // nodes: the same file content, W, backend and comm.
+  co.fingerprint = fingerprint;
   return shm::ShmComm::create(co);
 }
 
@@ -428,7 +431,7 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
       MD_ASSIGN_OR_RETURN(comm, nccl::NcclComm::create(no));
     } else if (env.comm == CommKind::ShmStaged) {
       MD_ASSIGN_OR_RETURN(std::unique_ptr<shm::ShmComm> host,
-                          makeShmComm(options, env, loaded));
+                          makeShmComm(options, env, loaded, fingerprint));
       comm = std::make_unique<nccl::StagedComm>(std::move(host), device);
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -445,7 +448,7 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
                             cpuBackend->threads() == 1 ? "" : "s");
     backend = std::move(cpuBackend);
     if (env.comm == CommKind::Shm) {
-      MD_ASSIGN_OR_RETURN(comm, makeShmComm(options, env, loaded));
+      MD_ASSIGN_OR_RETURN(comm, makeShmComm(options, env, loaded, fingerprint));
     } else if (env.comm == CommKind::Tcp) {
       net::TcpCommOptions to;
       setMeeting(to, options, env, fingerprint);
