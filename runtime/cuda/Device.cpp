@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "absl/strings/str_format.h"
+#include "runtime/core/Status.h"
 
 namespace md::cuda {
 
@@ -44,6 +45,20 @@ absl::StatusOr<CudaVersions> queryVersions() {
       !s.ok())
     return s;
   return v;
+}
+
+absl::StatusOr<DeviceMemory> queryMemoryAndRelease(int ordinal) {
+  MD_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(ordinal), "cudaSetDevice"));
+  size_t freeBytes = 0, totalBytes = 0;
+  absl::Status s =
+      cudaStatus(cudaMemGetInfo(&freeBytes, &totalBytes), "cudaMemGetInfo");
+  // The primary context goes either way; a failed reset after a good
+  // reading only costs the launcher's share, so the reading stands.
+  (void)cudaDeviceReset();
+  if (!s.ok())
+    return s;
+  return DeviceMemory{static_cast<int64_t>(freeBytes),
+                      static_cast<int64_t>(totalBytes)};
 }
 
 absl::StatusOr<std::vector<DeviceInfo>> queryDevices() {

@@ -54,6 +54,17 @@ absl::StatusOr<std::vector<DeviceInfo>> queryDevices();
 /// capability and the architectures md was compiled for).
 absl::Status selfTest(int ordinal);
 
+/// Free and total memory of a device, as cudaMemGetInfo reports them.
+struct DeviceMemory {
+  int64_t freeBytes = 0;
+  int64_t totalBytes = 0;
+};
+/// cudaMemGetInfo on `ordinal`. For a launcher, before its ranks start: the
+/// context the query needs is destroyed again (cudaDeviceReset), so that
+/// its memory is the ranks' (the free bytes are read while it exists, so
+/// they err on the safe side by its size).
+absl::StatusOr<DeviceMemory> queryMemoryAndRelease(int ordinal);
+
 /// The CUDA architectures this binary was compiled for, e.g. "80;90a".
 const char *compiledArchitectures();
 

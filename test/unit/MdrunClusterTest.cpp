@@ -553,6 +553,24 @@ TEST(HostMemory, AJobThatCannotFitIsRefusedWithTheNumbers) {
   EXPECT_THAT(m, HasSubstr("--skip-memory-check starts it anyway"));
 }
 
+TEST(HostMemory, RanksSharingAGpuAreCheckedAgainstItsFreeMemory) {
+  NodeMemoryNeed need = needOf(int64_t{30} << 30, 2); // 2 x 30 GiB on one GPU
+  const std::string gpu = "cuda:0 (NVIDIA H100 80GB HBM3)";
+  EXPECT_TRUE(
+      CheckDeviceMemory(need, gpu, 2 * need.perRank.peak, int64_t{80} << 30)
+          .ok());
+  absl::Status s =
+      CheckDeviceMemory(need, gpu, int64_t{40} << 30, int64_t{80} << 30);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  std::string m(s.message());
+  EXPECT_THAT(m, HasSubstr("the plan needs 2 ranks x 30.0 GiB = 60.0 GiB of "
+                           "GPU memory on cuda:0 (NVIDIA H100 80GB HBM3) at "
+                           "its peak, but it has 40.0 GiB free of 80.0 GiB "
+                           "(cudaMemGetInfo)"));
+  EXPECT_THAT(m, HasSubstr("Start fewer ranks per GPU"));
+  EXPECT_THAT(m, HasSubstr("--skip-memory-check starts it anyway"));
+}
+
 TEST(HostMemory, ANeedThatOverflowsIsRefused) {
   NodeMemoryNeed need = needOf(int64_t{1} << 62, 4);
   absl::Status s = CheckHostMemory(need, INT64_MAX);

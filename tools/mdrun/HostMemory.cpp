@@ -37,19 +37,24 @@ absl::StatusOr<int64_t> ReadMemAvailable(const std::string &meminfoPath) {
       absl::StrCat(meminfoPath, " has no MemAvailable line"));
 }
 
-absl::Status CheckHostMemory(const NodeMemoryNeed &need,
-                             int64_t availableBytes) {
+namespace {
+
+/// OK when `need` fits; else FailedPrecondition with the numbers: `what`
+/// ("host memory") is needed, and `has` ("this node has 22.6 GiB available
+/// (MemAvailable)") says what there is; `fewer` whom to start fewer of.
+absl::Status checkFits(const NodeMemoryNeed &need, int64_t availableBytes,
+                       const std::string &what, const std::string &has,
+                       const char *fewer) {
   const int64_t peak = need.perRank.peak;
   int64_t total = 0;
   const bool overflow = __builtin_mul_overflow(peak, need.ranksOnNode, &total);
   if (!overflow && total <= availableBytes)
     return absl::OkStatus();
   std::string message = absl::StrFormat(
-      "the plan needs %d rank%s x %s = %s of host memory at its peak, but "
-      "this node has %s available (MemAvailable)",
+      "the plan needs %d rank%s x %s = %s of %s at its peak, but %s",
       need.ranksOnNode, need.ranksOnNode == 1 ? "" : "s", plan::BytesText(peak),
-      overflow ? std::string("more than 8 EiB") : plan::BytesText(total),
-      plan::BytesText(availableBytes));
+      overflow ? std::string("more than 8 EiB") : plan::BytesText(total), what,
+      has);
   absl::StrAppend(&message, "; per rank:");
   const char *sep = " ";
   for (const plan::MemoryRow &row : plan::MemoryRows(need.perRank)) {
@@ -67,11 +72,30 @@ absl::Status CheckHostMemory(const NodeMemoryNeed &need,
       sep = ", ";
     }
   }
-  absl::StrAppend(&message,
-                  ". Start fewer ranks on this node, lower micro_batch, "
-                  "shard more (fsdp-full) or checkpoint activations; "
-                  "--skip-memory-check starts it anyway");
+  absl::StrAppend(&message, ". Start fewer ranks ", fewer,
+                  ", lower micro_batch, shard more (fsdp-full) or checkpoint "
+                  "activations; --skip-memory-check starts it anyway");
   return absl::FailedPreconditionError(message);
+}
+
+} // namespace
+
+absl::Status CheckHostMemory(const NodeMemoryNeed &need,
+                             int64_t availableBytes) {
+  return checkFits(need, availableBytes, "host memory",
+                   absl::StrFormat("this node has %s available (MemAvailable)",
+                                   plan::BytesText(availableBytes)),
+                   "on this node");
+}
+
+absl::Status CheckDeviceMemory(const NodeMemoryNeed &need,
+                               const std::string &device, int64_t freeBytes,
+                               int64_t totalBytes) {
+  return checkFits(need, freeBytes, absl::StrCat("GPU memory on ", device),
+                   absl::StrFormat("it has %s free of %s (cudaMemGetInfo)",
+                                   plan::BytesText(freeBytes),
+                                   plan::BytesText(totalBytes)),
+                   "per GPU");
 }
 
 absl::Status CheckNodeMemory(const NodeMemoryNeed &need,

@@ -47,6 +47,13 @@ ReadMemAvailable(const std::string &meminfoPath = "/proc/meminfo");
 absl::Status CheckHostMemory(const NodeMemoryNeed &need,
                              int64_t availableBytes);
 
+/// The same for the ranks that share one GPU (`need.ranksOnNode` of them):
+/// OK when they fit in the `freeBytes` cudaMemGetInfo reported for `device`
+/// ("cuda:0 (NVIDIA H100 80GB HBM3)").
+absl::Status CheckDeviceMemory(const NodeMemoryNeed &need,
+                               const std::string &device, int64_t freeBytes,
+                               int64_t totalBytes);
+
 /// Reads MemAvailable from `meminfoPath` and checks `need` against it; a file
 /// that cannot be read is an error that says how to start without the check.
 absl::Status CheckNodeMemory(const NodeMemoryNeed &need,
