@@ -571,6 +571,19 @@ TEST(HostMemory, RanksSharingAGpuAreCheckedAgainstItsFreeMemory) {
   EXPECT_THAT(m, HasSubstr("--skip-memory-check starts it anyway"));
 }
 
+TEST(HostMemory, AbsurdRankCountsOnTheCpuAreRefused) {
+  EXPECT_TRUE(CheckCpuRankCount(8, 2).ok());
+  EXPECT_TRUE(CheckCpuRankCount(32, 2).ok());
+  absl::Status s = CheckCpuRankCount(1000, 2);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("1000 ranks on this node's 2 cores is more than 16 per "
+                        "core"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("start at most 32 ranks on this node"));
+  EXPECT_FALSE(CheckCpuRankCount(17, 0).ok()) << "no cores counts as one";
+}
+
 TEST(HostMemory, ANeedThatOverflowsIsRefused) {
   NodeMemoryNeed need = needOf(int64_t{1} << 62, 4);
   absl::Status s = CheckHostMemory(need, INT64_MAX);

@@ -2,6 +2,8 @@
 
 #include "tools/mdrun/HostMemory.h"
 
+#include <algorithm>
+
 #include <fstream>
 
 #include "absl/strings/numbers.h"
@@ -96,6 +98,20 @@ absl::Status CheckDeviceMemory(const NodeMemoryNeed &need,
                                    plan::BytesText(freeBytes),
                                    plan::BytesText(totalBytes)),
                    "per GPU");
+}
+
+absl::Status CheckCpuRankCount(int64_t ranks, int cores) {
+  cores = std::max(cores, 1);
+  const int64_t most = int64_t{kMaxCpuRanksPerCore} * cores;
+  if (ranks <= most)
+    return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%d ranks on this node's %d core%s is more than %d per core: each rank "
+      "is a process with its own copy of the model's state, all of them "
+      "taking turns on %d core%s; start at most %d ranks on this node, or "
+      "spread them over nodes (--nnodes)",
+      ranks, cores, cores == 1 ? "" : "s", kMaxCpuRanksPerCore, cores,
+      cores == 1 ? "" : "s", most));
 }
 
 absl::Status CheckNodeMemory(const NodeMemoryNeed &need,

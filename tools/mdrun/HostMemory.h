@@ -54,6 +54,15 @@ absl::Status CheckDeviceMemory(const NodeMemoryNeed &need,
                                const std::string &device, int64_t freeBytes,
                                int64_t totalBytes);
 
+/// Ranks per core beyond which a CPU job is refused.
+inline constexpr int kMaxCpuRanksPerCore = 16;
+
+/// OK when `ranks` CPU-backend ranks on a node of `cores` cores (its
+/// affinity mask) are at most kMaxCpuRanksPerCore per core; else
+/// InvalidArgument with the numbers. A thousand ranks on two cores would
+/// start hundreds of processes before something gives out.
+absl::Status CheckCpuRankCount(int64_t ranks, int cores);
+
 /// Reads MemAvailable from `meminfoPath` and checks `need` against it; a file
 /// that cannot be read is an error that says how to start without the check.
 absl::Status CheckNodeMemory(const NodeMemoryNeed &need,
