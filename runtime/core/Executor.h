@@ -133,6 +133,9 @@ struct ExecutorOptions {
   /// --save-final) to start from: weights only, a fresh optimizer at step 0.
   /// "": the recipe's initialisation.
   std::string init;
+  /// The name map (runtime/core/NameMap.h) through which `init`'s tensors
+  /// are read; "": they carry md's names.
+  std::string initMap;
 };
 
 /// A parameter as a full f32 tensor.

@@ -29,6 +29,7 @@
 #include "runtime/core/CheckpointLayout.h"
 #include "runtime/core/CheckpointMeta.h"
 #include "runtime/core/ExecutorImpl.h"
+#include "runtime/core/NameMap.h"
 #include "runtime/core/NumberFormat.h"
 #include "runtime/core/Safetensors.h"
 #include "runtime/core/Status.h"
@@ -579,6 +580,12 @@ absl::Status Executor::Impl::loadWeights(const std::string &path) {
   } closer{fd};
   MD_ASSIGN_OR_RETURN(SafetensorsHeader header,
                       ReadSafetensorsHeader(fd, path));
+  if (!options_.initMap.empty()) {
+    // Another framework's names: the map gives md's, with the byte ranges
+    // of the (blocks of) tensors they are.
+    MD_ASSIGN_OR_RETURN(NameMap map, ReadNameMap(options_.initMap));
+    MD_ASSIGN_OR_RETURN(header, ApplyNameMap(map, header, path));
+  }
 
   // The file and the model name the same trainable parameters at the same
   // shapes (PyTorch's load_state_dict(strict = True)).

@@ -10,6 +10,10 @@
 2. PyTorch initialises the model itself (its own generator), saves
    state_dict() with safetensors.torch.save_file, and md started from that
    file (`mdrun --evaluate --init`) gives PyTorch's held-out loss.
+3. The same both ways with nanoGPT's names and layout (its fused c_attn, the
+   transformer.* prefix, the tied lm_head) through models/gpt.nanogpt.map:
+   `mdrun --init --init-map` reads nanoGPT's file, and
+   tools/torch/md_names.py turns md's file into one nanoGPT loads.
 
 The held-out data is a .npy pair that both read the same way: md's
 evaluation takes its samples in order, in batches of the micro batch, and
@@ -37,6 +41,57 @@ except ImportError as e:
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "tools", "torch"))
 from md_gpt import GPT  # noqa: E402
+import md_names  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+
+class NanoGPT(nn.Module):
+    """nanoGPT's GPT (model.py) as it names and lays out its weights, with
+    GPT-2's tanh GELU (md's Mlp) instead of nanoGPT's exact one, no dropout."""
+
+    class Block(nn.Module):
+        def __init__(self, d, heads):
+            super().__init__()
+            self.heads = heads
+            self.ln_1 = nn.LayerNorm(d)
+            self.attn = nn.Module()
+            self.attn.c_attn, self.attn.c_proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.ln_2 = nn.LayerNorm(d)
+            self.mlp = nn.Module()
+            self.mlp.c_fc, self.mlp.c_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            B, T, C = x.shape
+            q, k, v = self.attn.c_attn(self.ln_1(x)).split(C, dim=2)
+            q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+                       for t in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.attn.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+            h = F.gelu(self.mlp.c_fc(self.ln_2(x)), approximate="tanh")
+            return x + self.mlp.c_proj(h)
+
+    def __init__(self, vocab, seq, d, heads, layers):
+        super().__init__()
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(vocab, d), wpe=nn.Embedding(seq, d),
+            h=nn.ModuleList(NanoGPT.Block(d, heads) for _ in range(layers)),
+            ln_f=nn.LayerNorm(d)))
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.lm_head.weight = self.transformer.wte.weight  # tied, as nanoGPT
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, 0.0, 0.02)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.normal_(m.bias, 0.0, 0.02)  # non-zero: the map must place them
+
+    def forward(self, idx, targets):
+        t = self.transformer
+        x = t.wte(idx) + t.wpe(torch.arange(idx.shape[1]))
+        for block in t.h:
+            x = block(x)
+        logits = self.lm_head(t.ln_f(x))
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 TINY = dict(layers=2, d=64, heads=4, seq=64, vocab=512)
 MICRO = 8
@@ -50,9 +105,9 @@ def run(*argv):
     return r.stdout + r.stderr
 
 
-def md_loss(mdrun, plan, weights):
+def md_loss(mdrun, plan, weights, *extra):
     out = run(mdrun, "--ranks", "1", "--backend", "cpu", "--evaluate", "--init",
-              weights, plan)
+              weights, *extra, plan)
     m = re.findall(r"evaluate at \S+ on \S+: loss ([-+0-9.eE]+|nan|inf)", out)
     if len(m) != 1:
         sys.exit(f"interop.py: expected one evaluation in mdrun's output:\n{out}")
@@ -120,6 +175,32 @@ def main():
     save_file(theirs.state_dict(), torch_weights)
     close("PyTorch's initial weights", md_loss(mdrun, plan, torch_weights),
           torch_loss(theirs, idx, targets))
+
+    # 3. nanoGPT's names through the map, both ways.
+    name_map = os.path.join(models, "gpt.nanogpt.map")
+    dims = (TINY["vocab"], TINY["seq"], TINY["d"], TINY["heads"], TINY["layers"])
+    torch.manual_seed(13)
+    nano = NanoGPT(*dims)
+    # save_file refuses tensors that share memory: the tied head goes (the
+    # map ignores it either way).
+    state = {k: v for k, v in nano.state_dict().items() if k != "lm_head.weight"}
+    nano_weights = os.path.join(work, "nanogpt.safetensors")
+    save_file(state, nano_weights)
+    close("nanoGPT's weights through the map",
+          md_loss(mdrun, plan, nano_weights, "--init-map", name_map),
+          torch_loss(nano, idx, targets))
+
+    rules = md_names.read_map(name_map)
+    converted = md_names.to_torch(rules, load_file(md_weights))
+    nano_from_md = NanoGPT(*dims)
+    result = nano_from_md.load_state_dict(converted, strict=False)
+    unexpected = list(result.unexpected_keys)
+    not_ignored = [k for k in result.missing_keys if not md_names.ignored(rules, k)]
+    if unexpected or not_ignored:
+        sys.exit(f"interop.py: md's weights under nanoGPT's names: unexpected "
+                 f"{unexpected}, missing {not_ignored}")
+    close("md's weights in nanoGPT through the map",
+          md_loss(mdrun, plan, md_weights), torch_loss(nano_from_md, idx, targets))
 
 
 if __name__ == "__main__":

@@ -118,6 +118,9 @@ ABSL_FLAG(bool, evaluate, kTrainDefaults.evaluate,
 ABSL_FLAG(std::string, init, kTrainDefaults.initPath,
           "start from the weights in FILE (safetensors, by parameter name; "
           "a fresh optimizer)");
+ABSL_FLAG(std::string, init_map, kTrainDefaults.initMapPath,
+          "with --init: read FILE's tensor names through the name map MAP "
+          "(e.g. models/gpt.nanogpt.map)");
 ABSL_FLAG(md::mdrun::Seconds, timeout,
           md::mdrun::Seconds{kTrainDefaults.timeoutSeconds},
           "how long a collective waits for a peer (default 300)");
@@ -177,6 +180,9 @@ const std::vector<cli::Section> &sections() {
             .withTag(kTrain),
         FlagOption(FLAGS_init, {"--init"}, "FILE")
             .needsNonEmpty("a file name")
+            .withTag(kTrain),
+        FlagOption(FLAGS_init_map, {"--init-map"}, "MAP")
+            .needsNonEmpty("a name map file")
             .withTag(kTrain),
         FlagOption(FLAGS_evaluate, {"--evaluate"}, "").withTag(kTrain),
         FlagOption(FLAGS_timeout, {"--timeout"}, "SECONDS").withTag(kTrain),
@@ -310,6 +316,10 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
   t.saveFinalPath = absl::GetFlag(FLAGS_save_final);
   t.resumePath = absl::GetFlag(FLAGS_resume);
   t.initPath = absl::GetFlag(FLAGS_init);
+  t.initMapPath = absl::GetFlag(FLAGS_init_map);
+  if (!t.initMapPath.empty() && t.initPath.empty())
+    return absl::InvalidArgumentError(
+        "--init-map names the tensors of an --init file; give --init FILE");
   t.evaluate = absl::GetFlag(FLAGS_evaluate);
   t.logEvery = absl::GetFlag(FLAGS_log_every).value;
   t.timeoutSeconds = absl::GetFlag(FLAGS_timeout).value;

@@ -42,6 +42,8 @@ struct TrainOptions {
   std::string resumePath;
   /// --init: a safetensors file of weights to start from, or "".
   std::string initPath;
+  /// --init-map: the name map of the --init file ("": md's own names).
+  std::string initMapPath;
   /// --evaluate: run the recipe's evaluations once instead of training.
   bool evaluate = false;
   int64_t logEvery = 10;

@@ -473,6 +473,7 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
   eo.verifyHostScalars = verify != nullptr && std::string(verify) == "1";
   eo.resume = options.resumePath;
   eo.init = options.initPath;
+  eo.initMap = options.initMapPath;
   MD_ASSIGN_OR_RETURN(
       std::unique_ptr<runtime::Executor> exec,
       runtime::Executor::Create(loaded, env.worldSize, *backend, *comm, eo));
