@@ -202,6 +202,46 @@ TEST_P(GlooLarge, ShardedAllReduceAndReduceScatterGiveTheShmCommsBits) {
   ASSERT_EQ(failures, "");
 }
 
+TEST_F(GlooCommTest, RanksReachEachOtherByNameAndOverIpv6) {
+  bool ipv6 = false;
+  {
+    absl::StatusOr<net::Listener> l = net::Listener::listen(0);
+    if (l.ok())
+      ipv6 = net::connectTo("::1", l->port(), Clock::now() + milliseconds(500))
+                 .ok();
+  }
+  for (std::string master : {"localhost", "::1"}) {
+    if (master == "::1" && !ipv6)
+      continue;
+    SCOPED_TRACE(master);
+    const int port = freePort();
+    std::string failures = ranks_.run(2, [&](int rank, Shared::Rank &out) {
+      GlooCommOptions o = gloo(port, rank, 2);
+      o.masterAddr = master;
+      auto comm = GlooComm::create(o);
+      if (!comm.ok())
+        return record(out, comm.status(), "create");
+      int64_t x[2] = {rank + 1, 10 * (rank + 1)};
+      if (absl::Status s =
+              (*comm)->allReduce(x, x, 2, DType::i64, ReduceOp::sum,
+                                 *(*comm)->group(GroupKind::world));
+          !s.ok())
+        return record(out, s, "all_reduce");
+      std::snprintf(out.message, sizeof out.message, "%s",
+                    (*comm)->addresses()[1].c_str());
+      std::memcpy(out.data, x, sizeof x);
+      return true;
+    });
+    ASSERT_EQ(failures, "");
+    int64_t want[2] = {3, 30};
+    EXPECT_EQ(std::memcmp(ranks_.rank(1).data, want, sizeof want), 0);
+    // Rank 1 listens on the local end of its connection to rank 0.
+    std::string addr = ranks_.rank(1).message;
+    EXPECT_TRUE(contains(addr, master == "::1" ? "[::1]:" : "127.0.0.1:"))
+        << addr;
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // The Gloo comm: failures
 //===----------------------------------------------------------------------===//
