@@ -1,21 +1,15 @@
 //===- GlooComm.cpp - md's collectives on Gloo's transport ----------------===//
 //
-// Setup, in two rendezvous through rank 0 (Rendezvous.h):
-//  1. the ranks meet (the fingerprint carries the plan, the mesh and the
-//     byte order) and each learns the host it reached rank 0 from, an
-//     address of its machine that the others can reach; a Gloo TCP device
-//     listens there;
-//  2. for each group kind whose groups have more than one rank, the rank
-//     makes a Gloo context with a pair per member, and sends every pair's
-//     address in one payload:
-//
-//       listener length u32 | listener "host:port" |
-//       count u32 | count x (kind u32, to rank i32, length u32, address)
-//
-//     then connects each pair to the address its peer made for it.
-// Gloo's own connectFullMesh would take a key-value store, but waits on it
-// unevenly (rank r for the lower ranks' host names only), which an
-// all-gather cannot serve; the pairs it makes are the same.
+// Setup: the ranks meet at rank 0's rendezvous (Rendezvous.h; the
+// fingerprint carries the plan, the mesh and the byte order), where each
+// learns the host it reached rank 0 from, an address of its machine that
+// the others can reach; a Gloo TCP device listens there. Then rank 0
+// serves a key-value store (RendezvousStore.h) on the same port, and for
+// each group kind whose groups have more than one rank, Gloo's
+// connectFullMesh connects the group's pairs through it, each group's keys
+// under "<kind>/<first rank>/". Last every rank publishes where its device
+// listens ("addr/<rank>"), so that errors can name a peer that Gloo names
+// by address, and closes the store.
 //
 // A collective's header is CollectiveDesc as 48 little-endian bytes
 //
@@ -37,8 +31,6 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
-#include <map>
-#include <tuple>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -50,15 +42,15 @@
 #include "gloo/alltoallv.h"
 #include "gloo/broadcast.h"
 #include "gloo/common/error.h"
-#include "gloo/context.h"
-#include "gloo/transport/context.h"
-#include "gloo/transport/pair.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/rendezvous/store.h"
 #include "gloo/transport/tcp/address.h"
 #include "gloo/transport/tcp/device.h"
 #include "gloo/transport/unbound_buffer.h"
 #include "runtime/core/Reduce.h"
 #include "runtime/core/Status.h"
 #include "runtime/net/Rendezvous.h"
+#include "runtime/net/RendezvousStore.h"
 #include "runtime/net/Socket.h"
 #include "runtime/net/Wire.h"
 
@@ -112,30 +104,48 @@ std::string seconds(std::chrono::milliseconds d) {
   return net::formatSeconds(d);
 }
 
-/// A Gloo context whose pairs md connects itself (GlooComm::connect), as
-/// Gloo's rendezvous::Context does through its store.
-class PairedContext final : public ::gloo::Context {
+/// What the store's errors travel as through Gloo, which knows only
+/// exceptions.
+struct StoreError : std::exception {
+  explicit StoreError(absl::Status s) : status(std::move(s)) {}
+  const char *what() const noexcept override { return "rendezvous store"; }
+  absl::Status status;
+};
+
+/// Gloo's key-value store on rank 0's (RendezvousStore), its keys under a
+/// prefix of their own for each group.
+class Store final : public ::gloo::rendezvous::Store {
 public:
-  PairedContext(int rank, int size,
-                std::shared_ptr<::gloo::transport::Device> device,
-                std::chrono::milliseconds timeout)
-      : ::gloo::Context(rank, size) {
-    setTimeout(timeout);
-    device_ = std::move(device);
-    transportContext_ = device_->createContext(rank, size);
-    transportContext_->setTimeout(timeout);
-    for (int i = 0; i < size; ++i)
-      if (i != rank)
-        transportContext_->createPair(i);
+  Store(net::RendezvousStore &store, std::string prefix)
+      : store_(store), prefix_(std::move(prefix)) {}
+
+  void set(const std::string &key, const std::vector<char> &data) override {
+    check(store_.set(prefix_ + key, std::string(data.begin(), data.end())));
   }
-  /// The address that member `i` connects its pair with this one to.
-  std::vector<char> addressFor(int i) {
-    return transportContext_->getPair(i)->address().bytes();
+  std::vector<char> get(const std::string &key) override {
+    absl::StatusOr<std::string> v = store_.get(prefix_ + key);
+    check(v.status());
+    return std::vector<char>(v->begin(), v->end());
   }
-  /// Connects the pair with member `i` to the address it made for us.
-  void connect(int i, const std::vector<char> &address) {
-    transportContext_->getPair(i)->connect(address);
+  void wait(const std::vector<std::string> &keys) override {
+    std::vector<std::string> full;
+    for (const std::string &k : keys)
+      full.push_back(prefix_ + k);
+    check(store_.wait(full));
   }
+  // The store's own timeout, the comm's, bounds every wait.
+  void wait(const std::vector<std::string> &keys,
+            const std::chrono::milliseconds &) override {
+    wait(keys);
+  }
+
+private:
+  static void check(const absl::Status &s) {
+    if (!s.ok())
+      throw StoreError(s);
+  }
+  net::RendezvousStore &store_;
+  std::string prefix_;
 };
 
 /// "host:port" of a socket address.
@@ -203,87 +213,48 @@ GlooComm::create(const GlooCommOptions &options) {
 absl::Status GlooComm::connect() {
   const std::string prefix = absl::StrFormat("gloo: rank %d: ", options_.rank);
   const int w = options_.worldSize, me = options_.rank;
-  // 1. Meet, and learn this rank's host.
+  // Meet: the fingerprint check, and the host this rank reached rank 0
+  // from.
   MD_ASSIGN_OR_RETURN(
       std::vector<std::string> hosts,
       net::RendezvousWithAddress(options_,
                                  [](const std::string &host) { return host; }));
-  std::vector<std::string> payloads;
-  std::shared_ptr<PairedContext> paired[3];
-  Group groups[3];
+  // Then rank 0's key-value store, where Gloo's pairs find each other.
+  MD_ASSIGN_OR_RETURN(std::unique_ptr<net::RendezvousStore> store,
+                      net::RendezvousStore::open(options_));
   try {
     ::gloo::transport::tcp::attr attr;
     attr.hostname = hosts[me];
     device_ = ::gloo::transport::tcp::CreateDevice(attr);
-    // 2. A context per group kind, its pairs' addresses to every rank.
-    net::WireWriter out;
-    std::vector<std::tuple<uint32_t, int32_t, std::vector<char>>> entries;
     for (GroupKind kind :
          {GroupKind::world, GroupKind::shard, GroupKind::replicate}) {
       const int k = static_cast<int>(kind);
-      MD_ASSIGN_OR_RETURN(groups[k], meshGroup(mesh_, kind, me));
-      const Group &g = groups[k];
-      if (g.size() == 1 || (k > 0 && g.size() == w))
-        continue; // none, or the world's
-      paired[k] = std::make_shared<PairedContext>(g.index, g.size(), device_,
-                                                  options_.timeout);
-      for (int i = 0; i < g.size(); ++i)
-        if (i != g.index)
-          entries.emplace_back(k, g.ranks[i], paired[k]->addressFor(i));
-    }
-    // Where this device listens, for messages: any pair's address says.
-    std::string listener;
-    for (const auto &[k, to, address] : entries) {
-      ::gloo::transport::tcp::Address a(address);
-      listener = formatAddress(a.getSockaddr());
-      break;
-    }
-    out.u32(uint32_t(listener.size())).bytes(listener);
-    out.u32(uint32_t(entries.size()));
-    for (const auto &[k, to, address] : entries)
-      out.u32(k)
-          .i32(to)
-          .u32(uint32_t(address.size()))
-          .bytes(std::string_view(address.data(), address.size()));
-    net::RendezvousOptions o = options_;
-    o.fingerprint = absl::StrCat(options_.fingerprint, "; gloo pairs");
-    MD_ASSIGN_OR_RETURN(payloads, net::Rendezvous(o, out.str()));
-
-    // Every pair's peer address, by (kind, from rank).
-    std::map<std::pair<uint32_t, int>, std::vector<char>> theirs;
-    for (int r = 0; r < w; ++r) {
-      net::WireReader in(payloads[r]);
-      addresses_.emplace_back(in.bytes(in.u32()));
-      const uint32_t n = in.u32();
-      for (uint32_t e = 0; e < n && in.ok(); ++e) {
-        const uint32_t k = in.u32();
-        const int32_t to = in.i32();
-        std::string_view a = in.bytes(in.u32());
-        if (to == me)
-          theirs[{k, r}] = std::vector<char>(a.begin(), a.end());
-      }
-      if (!in.ok() || in.left() != 0)
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "%srank %d's pair addresses are malformed (is it the same md "
-            "build?)",
-            prefix, r));
-    }
-    for (int k = 0; k < 3; ++k) {
-      if (!paired[k])
+      MD_ASSIGN_OR_RETURN(Group g, meshGroup(mesh_, kind, me));
+      if (g.size() == 1)
+        continue; // no peers
+      if (k > 0 && g.size() == w) {
+        contexts_[k] = contexts_[0];
         continue;
-      const Group &g = groups[k];
-      for (int i = 0; i < g.size(); ++i) {
-        if (i == g.index)
-          continue;
-        auto it = theirs.find({uint32_t(k), g.ranks[i]});
-        if (it == theirs.end())
-          return absl::FailedPreconditionError(absl::StrFormat(
-              "%srank %d sent no address for its pair with rank %d in group "
-              "%s",
-              prefix, g.ranks[i], me, g.str()));
-        paired[k]->connect(i, it->second);
       }
+      auto context =
+          std::make_shared<::gloo::rendezvous::Context>(g.index, g.size());
+      context->setTimeout(options_.timeout);
+      Store kv(*store,
+               absl::StrFormat("%s/%d/", groupKindName(kind), g.ranks[0]));
+      context->connectFullMesh(kv, device_);
+      contexts_[k] = std::move(context);
     }
+    // Where each rank's device listens, for naming peers in messages.
+    const auto &address = dynamic_cast<const ::gloo::transport::tcp::Address &>(
+        contexts_[0]->getPair(me == 0 ? 1 : 0)->address());
+    MD_RETURN_IF_ERROR(store->set(absl::StrCat("addr/", me),
+                                  formatAddress(address.getSockaddr())));
+    for (int r = 0; r < w; ++r) {
+      MD_ASSIGN_OR_RETURN(std::string a, store->get(absl::StrCat("addr/", r)));
+      addresses_.push_back(std::move(a));
+    }
+  } catch (const StoreError &e) {
+    return e.status;
   } catch (const ::gloo::IoException &e) {
     return absl::UnavailableError(
         absl::StrCat(prefix, "cannot connect to the other ranks: ", e.what()));
@@ -291,11 +262,8 @@ absl::Status GlooComm::connect() {
     return absl::InternalError(
         absl::StrCat(prefix, "Gloo failed to connect: ", e.what()));
   }
-  for (int k = 0; k < 3; ++k)
-    contexts_[k] = paired[k]               ? paired[k]
-                   : groups[k].size() == w ? contexts_[0]
-                                           : nullptr;
-  return absl::OkStatus();
+  // Rank 0 serves the store until every rank is through.
+  return store->close();
 }
 
 absl::StatusOr<Group> GlooComm::group(GroupKind kind) const {

@@ -20,9 +20,10 @@
 //  - all_gather and broadcast are Gloo's.
 //
 // Setting it up, the ranks meet through rank 0 (Rendezvous.h), each
-// listens on an address it reached rank 0 from, and a second rendezvous
-// hands out the addresses with which Gloo connects every pair of each
-// group: the world, and on a 2-D mesh the shard and replicate groups.
+// listens on an address it reached rank 0 from, and Gloo connects every
+// pair of each group (the world, and on a 2-D mesh the shard and
+// replicate groups) through the key-value store rank 0 serves next
+// (RendezvousStore.h), which implements Gloo's Store.
 //
 // Before its data, each collective exchanges a 48-byte header with every
 // member of its group (the CollectiveDesc: kind, dtype, count, reduction,

@@ -25,6 +25,7 @@
 
 #include "absl/strings/str_format.h"
 #include "runtime/core/Reduce.h"
+#include "runtime/net/RendezvousStore.h"
 #include "runtime/net/Socket.h"
 #include "runtime/net/Wire.h"
 #include "test/unit/CommTestUtil.h"
@@ -393,6 +394,104 @@ TEST(Rendezvous, BadOptionsAreInvalidArguments) {
   auto one = Rendezvous(rdzv(1, 0, 1), "alone");
   ASSERT_TRUE(one.ok()) << one.status();
   EXPECT_EQ(*one, std::vector<std::string>{"alone"});
+}
+
+//===----------------------------------------------------------------------===//
+// Rank 0's key-value store
+//===----------------------------------------------------------------------===//
+
+TEST_F(NetTest, TheStoreAnswersWaitsInAnyOrderAndEndsWhenAllAreDone) {
+  const int port = freePort();
+  std::string failures = ranks_.run(3, [&](int rank, Shared::Rank &out) {
+    if (rank == 1) {
+      // A stray that speaks something else is dropped; the store goes on.
+      absl::StatusOr<Socket> stray =
+          connectTo("127.0.0.1", port, Clock::now() + milliseconds(5000));
+      if (stray.ok())
+        (void)stray->sendAll("GET / HTTP/1.0\r\n\r\n", 18,
+                             Clock::now() + milliseconds(1000));
+    }
+    auto store = RendezvousStore::open(rdzv(port, rank, 3));
+    if (!store.ok())
+      return record(out, store.status(), "open");
+    RendezvousStore &s = **store;
+    // Gloo's pattern: each waits for the lower ranks' keys only, then for
+    // everyone's second key; the last rank sets its keys late.
+    if (rank == 2)
+      std::this_thread::sleep_for(milliseconds(100));
+    if (absl::Status st = s.set(absl::StrCat("host/", rank), "h"); !st.ok())
+      return record(out, st, "set");
+    for (int r = 0; r < rank; ++r)
+      if (absl::Status st = s.wait({absl::StrCat("host/", r)}); !st.ok())
+        return record(out, st, "wait");
+    if (absl::Status st =
+            s.set(absl::StrCat("addr/", rank), std::string(1000 * rank, 'a'));
+        !st.ok())
+      return record(out, st, "set");
+    for (int r = 0; r < 3; ++r) {
+      absl::StatusOr<std::string> v = s.get(absl::StrCat("addr/", r));
+      if (!v.ok())
+        return record(out, v.status(), "get");
+      if (*v != std::string(1000 * r, 'a'))
+        return record(out, absl::InternalError("wrong value"), "get");
+    }
+    if (absl::Status st = s.close(); !st.ok())
+      return record(out, st, "close");
+    return true;
+  });
+  ASSERT_EQ(failures, "");
+  // Rank 0 stopped serving once all were done: the port is free again.
+  EXPECT_TRUE(Listener::listen(port).ok());
+}
+
+TEST_F(NetTest, AKeyNoRankSetsIsNamedAtTheTimeout) {
+  const int port = freePort();
+  std::string failures = ranks_.run(2, [&](int rank, Shared::Rank &out) {
+    auto store = RendezvousStore::open(rdzv(port, rank, 2, milliseconds(300)));
+    if (!store.ok())
+      return record(out, store.status(), "open");
+    if (rank == 1) {
+      record(out, (*store)->get("nobody").status(), "get");
+      (void)(*store)->close();
+      return true;
+    }
+    if (absl::Status st = (*store)->close(); !st.ok())
+      return record(out, st, "close");
+    return true;
+  });
+  ASSERT_EQ(failures, "");
+  EXPECT_EQ(ranks_.rank(1).statusCode,
+            int(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_TRUE(contains(std::string(ranks_.rank(1).message),
+                       "rendezvous store: rank 1: waited 0.3 s for key "
+                       "'nobody', which no rank set"))
+      << ranks_.rank(1).message;
+}
+
+TEST_F(NetTest, ARankThatDiesBeforeItIsDoneFailsTheStoreNamingIt) {
+  const int port = freePort();
+  std::string failures = ranks_.run(3, [&](int rank, Shared::Rank &out) {
+    auto store = RendezvousStore::open(rdzv(port, rank, 3));
+    if (!store.ok())
+      return record(out, store.status(), "open");
+    if (rank == 2)
+      _exit(0); // its key never comes
+    auto start = Clock::now();
+    record(out, (*store)->get("from 2").status(), "get");
+    out.elapsedMs = msSince(start);
+    return true;
+  });
+  ASSERT_EQ(failures, "");
+  for (int rank : {0, 1}) {
+    SCOPED_TRACE(rank);
+    const Shared::Rank &r = ranks_.rank(rank);
+    EXPECT_EQ(r.statusCode, int(absl::StatusCode::kUnavailable)) << r.message;
+    EXPECT_TRUE(contains(std::string(r.message),
+                         "rank 2 closed its connection to rank 0's "
+                         "store before it was done (did it die?)"))
+        << r.message;
+    EXPECT_LT(r.elapsedMs, 5000); // long before the 10 s timeout
+  }
 }
 
 //===----------------------------------------------------------------------===//
