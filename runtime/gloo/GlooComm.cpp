@@ -8,8 +8,7 @@
 // each group kind whose groups have more than one rank, Gloo's
 // connectFullMesh connects the group's pairs through it, each group's keys
 // under "<kind>/<first rank>/". Last every rank publishes where its device
-// listens ("addr/<rank>"), so that errors can name a peer that Gloo names
-// by address, and closes the store.
+// listens ("addr/<rank>", for addresses()) and closes the store.
 //
 // A collective's header is CollectiveDesc as 48 little-endian bytes
 //
@@ -36,11 +35,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "gloo/allgather.h"
-#include "gloo/allgatherv.h"
-#include "gloo/alltoall.h"
-#include "gloo/alltoallv.h"
-#include "gloo/broadcast.h"
 #include "gloo/common/error.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/store.h"
@@ -68,8 +62,11 @@ constexpr size_t kHeaderBytes = 48;
 constexpr uint64_t kHeaderSlot = uint64_t(0xfe) << 56;
 // Where a failed comm probes which of its pairs are closed.
 constexpr uint64_t kProbeSlot = kHeaderSlot + 1;
-// An all-reduce of at most this many bytes across the group gathers the
-// whole buffers: one ring pass instead of two.
+// The data's slot: each collective's transfers to a peer are matched in
+// the order they are posted, as every member runs the same collectives.
+constexpr uint64_t kDataSlot = kHeaderSlot + 2;
+// An all-reduce of at most this many bytes across the group is reduced
+// whole by every member: one exchange instead of two.
 constexpr int64_t kSmallAllReduceBytes = int64_t(64) << 10;
 
 std::string encodeHeader(const CollectiveDesc &d) {
@@ -244,7 +241,7 @@ absl::Status GlooComm::connect() {
       context->connectFullMesh(kv, device_);
       contexts_[k] = std::move(context);
     }
-    // Where each rank's device listens, for naming peers in messages.
+    // Where each rank's device listens (addresses()).
     const auto &address = dynamic_cast<const ::gloo::transport::tcp::Address &>(
         contexts_[0]->getPair(me == 0 ? 1 : 0)->address());
     MD_RETURN_IF_ERROR(store->set(absl::StrCat("addr/", me),
@@ -317,17 +314,19 @@ std::vector<int> GlooComm::closedPeers(const Op &op) const {
 }
 
 absl::Status GlooComm::glooError(const Op &op, const char *phase,
-                                 const std::exception &e, bool io) const {
+                                 const std::exception &e, bool io,
+                                 int waitingFor) const {
   const std::string what = e.what();
   if (io && absl::StrContains(what, "Timed out"))
     return absl::DeadlineExceededError(absl::StrFormat(
-        "gloo: %s (rank %d): timed out after %s in the %s: %s", op.str(),
-        options_.rank, seconds(options_.timeout), phase, what));
+        "gloo: %s (rank %d): timed out after %s in the %s%s: %s", op.str(),
+        options_.rank, seconds(options_.timeout), phase,
+        waitingFor >= 0 ? absl::StrCat(" with rank ", waitingFor) : "", what));
   if (!io)
     return absl::InternalError(absl::StrFormat("gloo: %s (rank %d): %s",
                                                op.str(), options_.rank, what));
-  // Gloo names the peer by its address, which may be a connection's port:
-  // ask the pairs which are gone.
+  // Gloo names the peer by the address of a connection: ask the pairs
+  // which are gone.
   std::vector<int> closed = closedPeers(op);
   if (closed.size() == 1)
     return absl::UnavailableError(absl::StrFormat(
@@ -376,12 +375,13 @@ absl::Status GlooComm::run(const CollectiveArgs &args, const Group &group) {
     if (absl::Status s = exchangeHeaders(op); !s.ok())
       return fail(s);
   }
+  int waitingFor = -1;
   try {
-    moveData(op);
+    moveData(op, &waitingFor);
   } catch (const ::gloo::IoException &e) {
-    return fail(glooError(op, "data exchange", e, true));
+    return fail(glooError(op, "data exchange", e, true, waitingFor));
   } catch (const std::exception &e) {
-    return fail(glooError(op, "data exchange", e, false));
+    return fail(glooError(op, "data exchange", e, false, waitingFor));
   }
   return absl::OkStatus();
 }
@@ -442,10 +442,10 @@ absl::Status GlooComm::exchangeHeaders(const Op &op) {
           op.str(), options_.rank, seconds(options_.timeout),
           absl::StrJoin(missing, ", ")));
     } else {
-      status = glooError(op, "header exchange", e, true);
+      status = glooError(op, "header exchange", e, true, -1);
     }
   } catch (const std::exception &e) {
-    status = glooError(op, "header exchange", e, false);
+    status = glooError(op, "header exchange", e, false, -1);
   }
   if (!status.ok()) {
     // fail() closes the connections, which ends the transfers still
@@ -479,72 +479,73 @@ absl::Status GlooComm::exchangeHeaders(const Op &op) {
   return absl::OkStatus();
 }
 
-void GlooComm::moveData(const Op &op) {
+void GlooComm::exchange(const Op &op, const std::vector<Transfer> &transfers,
+                        int *waitingFor) {
+  std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> in, out;
+  std::vector<int> inFrom, outTo;
+  // Receives first, so that every send finds its receive posted.
+  for (const Transfer &t : transfers)
+    if (t.recvBytes > 0) {
+      in.push_back(op.context->createUnboundBuffer(t.recv, t.recvBytes));
+      in.back()->recv(t.peer, kDataSlot);
+      inFrom.push_back(t.peer);
+    }
+  for (const Transfer &t : transfers)
+    if (t.sendBytes > 0) {
+      out.push_back(op.context->createUnboundBuffer(const_cast<char *>(t.send),
+                                                    t.sendBytes));
+      out.back()->send(t.peer, kDataSlot);
+      outTo.push_back(t.peer);
+    }
+  const auto deadline = Clock::now() + options_.timeout;
+  auto left = [&] {
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - Clock::now()));
+  };
+  for (size_t i = 0; i < in.size(); ++i) {
+    *waitingFor = op.group->ranks[inFrom[i]];
+    in[i]->waitRecv(left());
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    *waitingFor = op.group->ranks[outTo[i]];
+    out[i]->waitSend(left());
+  }
+  *waitingFor = -1;
+}
+
+void GlooComm::moveData(const Op &op, int *waitingFor) {
   const CollectiveArgs &a = *op.args;
   const int64_t bytes = op.bytes();
   const int n = op.n(), me = op.me();
-  switch (a.kind) {
-  case Collective::barrier:
-    // Every member's header has arrived: everyone is here.
-    return;
-  case Collective::all_gather: {
+  if (a.kind == Collective::barrier)
+    return; // every member's header has arrived: everyone is here
+  if (a.kind == Collective::reduce_scatter || a.kind == Collective::all_reduce)
+    return reduce(op, waitingFor);
+  std::vector<Transfer> t;
+  if (a.kind == Collective::all_gather) {
+    // This member's block goes to every other; theirs land in place.
     char *mine = op.recv() + me * bytes;
     if (mine != op.send() && bytes > 0)
       std::memmove(mine, op.send(), bytes);
-    if (n == 1 || bytes == 0)
-      return;
-    ::gloo::AllgatherOptions o(op.context);
-    o.setOutput(op.recv(), size_t(n * bytes));
-    o.setTimeout(options_.timeout);
-    ::gloo::allgather(o);
-    return;
-  }
-  case Collective::broadcast: {
-    if (me == a.root && op.recv() != op.send() && bytes > 0)
+    for (int j = 0; j < n; ++j)
+      if (j != me)
+        t.push_back(
+            {j, mine, size_t(bytes), op.recv() + j * bytes, size_t(bytes)});
+  } else { // broadcast: the root sends its buffer to every other member
+    const bool root = me == a.root;
+    if (root && op.recv() != op.send() && bytes > 0)
       std::memmove(op.recv(), op.send(), bytes);
-    if (n == 1 || bytes == 0)
-      return;
-    ::gloo::BroadcastOptions o(op.context);
-    o.setOutput(op.recv(), size_t(bytes));
-    o.setRoot(a.root);
-    o.setTimeout(options_.timeout);
-    ::gloo::broadcast(o);
-    return;
+    for (int j = 0; j < n; ++j)
+      if (j != me && (root || j == a.root))
+        t.push_back({j, root ? op.recv() : nullptr, root ? size_t(bytes) : 0,
+                     root ? nullptr : op.recv(), root ? 0 : size_t(bytes)});
   }
-  case Collective::reduce_scatter:
-    runReduceScatter(op);
-    return;
-  case Collective::all_reduce:
-    runAllReduce(op);
-    return;
-  }
+  if (n > 1)
+    exchange(op, t, waitingFor);
 }
 
-void GlooComm::runReduceScatter(const Op &op) {
-  const CollectiveArgs &a = *op.args;
-  const int64_t bytes = op.bytes();
-  const int n = op.n();
-  if (bytes == 0)
-    return;
-  if (n == 1) {
-    ReduceInOrder(a.dtype, a.op, {op.send()}, op.recv(), a.count);
-    return;
-  }
-  // Block i of the staging buffer: member i's contribution to this
-  // member's block.
-  char *stage = staging(n * bytes);
-  ::gloo::AlltoallOptions o(op.context);
-  o.setInput(const_cast<char *>(op.send()), size_t(n * bytes));
-  o.setOutput(stage, size_t(n * bytes));
-  o.setTimeout(options_.timeout);
-  ::gloo::alltoall(o);
-  std::vector<const void *> srcs(n);
-  for (int i = 0; i < n; ++i)
-    srcs[i] = stage + i * bytes;
-  ReduceInOrder(a.dtype, a.op, srcs, op.recv(), a.count);
-}
-
-void GlooComm::runAllReduce(const Op &op) {
+void GlooComm::reduce(const Op &op, int *waitingFor) {
   const CollectiveArgs &a = *op.args;
   const int64_t count = a.count, es = op.es, bytes = op.bytes();
   const int n = op.n(), me = op.me();
@@ -554,44 +555,57 @@ void GlooComm::runAllReduce(const Op &op) {
     ReduceInOrder(a.dtype, a.op, {op.send()}, op.recv(), count);
     return;
   }
-  // Shards of `per` elements, the last one shorter; each must hold at
-  // least one element.
+  // Each member's piece of the reduction: the elements [begin[j],
+  // begin[j] + len[j]) of every member's contribution are summed on member
+  // j. reduce_scatter's pieces are its blocks; all_reduce's are shards of
+  // ceil(count / n) elements (the last one shorter), unless it is small or
+  // too short to give every member one, when every member reduces it all.
+  std::vector<int64_t> begin(n), len(n);
   const int64_t per = (count + n - 1) / n;
-  if (bytes * n <= kSmallAllReduceBytes || per * (n - 1) >= count) {
-    char *stage = staging(n * bytes);
-    std::memcpy(stage + me * bytes, op.send(), bytes);
-    ::gloo::AllgatherOptions o(op.context);
-    o.setOutput(stage, size_t(n * bytes));
-    o.setTimeout(options_.timeout);
-    ::gloo::allgather(o);
-    std::vector<const void *> srcs(n);
-    for (int i = 0; i < n; ++i)
-      srcs[i] = stage + i * bytes;
-    ReduceInOrder(a.dtype, a.op, srcs, op.recv(), count);
-    return;
+  const bool whole =
+      a.kind == Collective::all_reduce &&
+      (bytes * n <= kSmallAllReduceBytes || per * (n - 1) >= count);
+  for (int j = 0; j < n; ++j) {
+    if (a.kind == Collective::reduce_scatter) {
+      begin[j] = j * count;
+      len[j] = count;
+    } else if (whole) {
+      begin[j] = 0;
+      len[j] = count;
+    } else {
+      begin[j] = j * per;
+      len[j] = std::min(count, (j + 1) * per) - j * per;
+    }
   }
-  std::vector<int64_t> shardBytes(n);
+  // Row i of the staging buffer: member i's contribution to this member's
+  // piece, this member's own copied in.
+  const int64_t piece = len[me] * es;
+  char *stage = staging(n * piece);
+  std::memcpy(stage + me * piece, op.send() + begin[me] * es, piece);
+  std::vector<Transfer> t;
   for (int j = 0; j < n; ++j)
-    shardBytes[j] = (std::min(count, (j + 1) * per) - j * per) * es;
-  // This member's shard from every member, then their sum in group order.
-  char *stage = staging(n * shardBytes[me]);
-  {
-    ::gloo::AlltoallvOptions o(op.context);
-    o.setInput(const_cast<char *>(op.send()), shardBytes);
-    o.setOutput(stage, std::vector<int64_t>(n, shardBytes[me]));
-    o.setTimeout(options_.timeout);
-    ::gloo::alltoallv(o);
-  }
+    if (j != me)
+      t.push_back({j, op.send() + begin[j] * es, size_t(len[j] * es),
+                   stage + j * piece, size_t(piece)});
+  exchange(op, t, waitingFor);
   std::vector<const void *> srcs(n);
   for (int i = 0; i < n; ++i)
-    srcs[i] = stage + i * shardBytes[me];
-  ReduceInOrder(a.dtype, a.op, srcs, op.recv() + me * per * es,
-                shardBytes[me] / es);
-  ::gloo::AllgathervOptions o(op.context);
-  o.setOutput(op.recv(),
-              std::vector<size_t>(shardBytes.begin(), shardBytes.end()));
-  o.setTimeout(options_.timeout);
-  ::gloo::allgatherv(o);
+    srcs[i] = stage + i * piece;
+  // Where this member's reduced piece goes: reduce_scatter's result, or
+  // its shard of all_reduce's.
+  char *out = a.kind == Collective::reduce_scatter || whole
+                  ? op.recv()
+                  : op.recv() + begin[me] * es;
+  ReduceInOrder(a.dtype, a.op, srcs, out, len[me]);
+  if (a.kind == Collective::reduce_scatter || whole)
+    return;
+  // all_reduce: every member's reduced shard to every other.
+  t.clear();
+  for (int j = 0; j < n; ++j)
+    if (j != me)
+      t.push_back({j, out, size_t(piece), op.recv() + begin[j] * es,
+                   size_t(len[j] * es)});
+  exchange(op, t, waitingFor);
 }
 
 } // namespace md::gloo

@@ -1,23 +1,24 @@
-//===- GlooComm.h - collectives between rank processes over Gloo -*- C++
-//-*-===//
+//===- GlooComm.h - collectives between ranks over Gloo -------*- C++ -*-===//
 //
 // The comm of the CPU backend when the ranks run on several machines (and
-// on one machine with `--comm gloo`): host memory, moved by Gloo, the
-// collective library of PyTorch's CPU backend, over TCP. Gloo's ring and
-// pairwise algorithms keep every link busy where the star that md used
-// before sent everything through one rank (docs/decisions/0007).
+// on one machine with `--comm gloo`): host memory, moved over Gloo's
+// transport (TCP; the library under PyTorch's CPU backend). Every member
+// exchanges data with every other directly, where the star md used before
+// sent everything through one rank (docs/decisions/0007).
 //
 // Gloo only moves bytes here; the reductions are md's own ReduceInOrder,
 // in group order, as in ShmComm, so the same inputs give the same bits
 // under either comm, for every collective, dtype and group size:
-//  - reduce_scatter is an all-to-all of the send buffer's blocks (block j
-//    to member j), then this member adds the n blocks it received in group
-//    order: each member sends and receives (n-1)/n of the buffer, as in a
-//    ring reduce-scatter;
-//  - all_reduce is that on shards of the buffer, then an all-gather of the
-//    reduced shards (a small one, under 64 KiB, is an all-gather of the
-//    whole buffers and a local reduction: fewer round trips);
-//  - all_gather and broadcast are Gloo's.
+//  - reduce_scatter sends block j of the send buffer to member j (an
+//    all-to-all), then this member adds the n blocks it holds in group
+//    order: each member sends and receives (n-1)/n of the buffer, a ring
+//    reduce-scatter's traffic, in one step;
+//  - all_reduce is that on n shards of the buffer, then every member sends
+//    its reduced shard to every other (an all-gather): 2(n-1)/n of the
+//    buffer, a ring all-reduce's traffic. One of at most 64 KiB across the
+//    group goes whole to every member, which reduces it all: one exchange;
+//  - all_gather sends this member's block to every other; broadcast sends
+//    the root's buffer to every other member.
 //
 // Setting it up, the ranks meet through rank 0 (Rendezvous.h), each
 // listens on an address it reached rank 0 from, and Gloo connects every
@@ -31,9 +32,9 @@
 // collective on every member with FailedPrecondition naming both; a
 // member that does not send its header within the timeout is
 // DeadlineExceeded, and one whose connection closed is Unavailable, both
-// naming it, the collective and its sequence number. A failure in the data
-// phase names the peer when Gloo's message does. A comm that failed stays
-// failed and closes its connections, so that its peers learn at once.
+// naming it, the collective and its sequence number; so is a failure in
+// the data phase. A comm that failed stays failed and closes its
+// connections, so that its peers learn at once.
 //
 // A GlooComm is used by one thread of its process at a time.
 //
@@ -106,14 +107,29 @@ private:
                    const runtime::Group &group) override;
   /// Sends this member's header to every member and checks theirs.
   absl::Status exchangeHeaders(const Op &op);
-  void moveData(const Op &op);
-  void runReduceScatter(const Op &op);
-  void runAllReduce(const Op &op);
+  /// What this rank sends member `peer` of op's group, and where what
+  /// `peer` sends it lands (either may be empty).
+  struct Transfer {
+    int peer;
+    const char *send;
+    size_t sendBytes;
+    char *recv;
+    size_t recvBytes;
+  };
+  /// Posts every transfer at once on Gloo's pairs and waits for them;
+  /// `*waitingFor` is the rank waited for when Gloo throws.
+  void exchange(const Op &op, const std::vector<Transfer> &transfers,
+                int *waitingFor);
+  /// The data of op's collective (exchange's exceptions).
+  void moveData(const Op &op, int *waitingFor);
+  /// reduce_scatter and all_reduce.
+  void reduce(const Op &op, int *waitingFor);
   /// The members of op's group whose connections with this rank are gone.
   std::vector<int> closedPeers(const Op &op) const;
   /// Turns an exception of Gloo's into the comm's error.
   absl::Status glooError(const Op &op, const char *phase,
-                         const std::exception &e, bool io) const;
+                         const std::exception &e, bool io,
+                         int waitingFor) const;
   /// Keeps `status` as this comm's state, closes the connections; returns
   /// it.
   absl::Status fail(absl::Status status);
