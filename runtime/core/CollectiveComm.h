@@ -1,6 +1,6 @@
 //===- CollectiveComm.h - one entry for every collective -*- C++ -*-===//
 //
-// Each comm (shm, tcp, nccl, the staged comm) checks a collective's
+// Each comm (shm, gloo, nccl, the staged comm) checks a collective's
 // arguments, numbers it, names it in errors and runs its protocol in one
 // function for all five collectives; only the buffers' roles differ by
 // kind. CollectiveComm is the base that says so once: its typed Comm
@@ -118,7 +118,7 @@ inline absl::Status runCollective(Comm &comm, const CollectiveArgs &args,
 /// The checks every comm makes of its options before it starts: the mesh of
 /// `worldSize` ranks in shard groups of `shardSize` (0 meaning worldSize),
 /// a rank in it and a positive timeout. Returns the mesh, or
-/// InvalidArgument starting with `comm` ("tcp: rank 4 is out of range for
+/// InvalidArgument starting with `comm` ("gloo: rank 4 is out of range for
 /// world size 4").
 inline absl::StatusOr<Mesh> commMesh(const char *comm, int rank, int worldSize,
                                      int shardSize,

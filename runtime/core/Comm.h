@@ -94,8 +94,8 @@ absl::Status checkMesh(const Mesh &mesh);
 absl::StatusOr<Group> meshGroup(const Mesh &mesh, GroupKind kind, int rank);
 
 /// One collective call, in the fields every member of its group must agree
-/// on: ShmComm publishes it in its segment and TcpComm sends it in its
-/// frames, so its layout is part of both protocols. Fields the collective
+/// on: ShmComm publishes it in its segment and GlooComm sends it in its
+/// headers, so its layout is part of both protocols. Fields the collective
 /// does not use stay 0; the comm sets seq and the group when the call runs.
 /// A peer's description may hold any values: name() and args() print
 /// unknown ones as "collective?" and "dtype?".
@@ -174,7 +174,7 @@ public:
 
   /// Whether a collective is queued on the backend's comm stream and so
   /// ordered by the plan's events alone (NCCL, the staged comm). False:
-  /// the collective reads its operands on the host when called (shm, tcp),
+  /// the collective reads its operands on the host when called (shm, gloo),
   /// so the executor first waits for the compute stream.
   virtual bool streamOrdered() const { return false; }
 

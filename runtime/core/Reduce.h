@@ -2,7 +2,7 @@
 //
 // A collective's reduction on the host: out[j] = src[0][j] op src[1][j] op
 // ... op src[n-1][j], accumulated in that order. Every comm that reduces in
-// host memory (shm, tcp) calls this one function, so that the same inputs
+// host memory (shm, gloo) calls this one function, so that the same inputs
 // give the same bits whichever comm carried them:
 //  - f32 adds, multiplies and compares in f32; bf16 and f16 are widened to
 //    f32, accumulated there and rounded once at the end (round to nearest

@@ -7,8 +7,10 @@
 // and sends its blob; once all have arrived, and agree on the world size
 // and the job's fingerprint, rank 0 sends every rank all the blobs, indexed
 // by rank, and closes its listening socket, so a later rendezvous can use
-// the same port. The tcp comm uses it to exchange each rank's own address;
-// launchers can use it to agree on anything small.
+// the same port. The gloo comm uses it to meet and learn each rank's host
+// (then Gloo connects through RendezvousStore.h on the same port), the
+// nccl comm to hand out rank 0's NCCL id; launchers can use it to agree on
+// anything small.
 //
 // Messages start with a magic and a version: a port scanner or another
 // program that connects to rank 0 is answered with an error and ignored,

@@ -1,7 +1,7 @@
 //===- Socket.h - TCP sockets with deadlines ------------------*- C++ -*-===//
 //
-// Small RAII wrappers over POSIX TCP sockets, enough for md's rendezvous and
-// its tcp comm: a listener on every interface (port 0 picks a free one), a
+// Small RAII wrappers over POSIX TCP sockets, enough for md's rendezvous:
+// a listener on every interface (port 0 picks a free one), a
 // connect that resolves host names (IPv4 and IPv6) and retries until a
 // deadline because the server may start later, and sends and receives that
 // never wait past a deadline. Every socket is non-blocking, close-on-exec

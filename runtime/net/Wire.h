@@ -3,8 +3,8 @@
 // The headers that md's processes exchange over TCP are fixed-size records
 // of little-endian integers, written and read field by field so that their
 // layout does not depend on a compiler's struct padding or on the machine.
-// (Tensor data travel as raw bytes: the tcp comm's fingerprint makes ranks
-// of different byte order refuse each other instead.)
+// (Tensor data travel as raw bytes: the gloo comm's fingerprint makes
+// ranks of different byte order refuse each other instead.)
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# mdrun across "nodes" on this one machine, on the CPU backend and the TCP
+# mdrun across "nodes" on this one machine, on the CPU backend and the gloo
 # comm (test/plan/TrainingPlans.cpp's plans, written by md-plan-examples):
 #  - two launchers, --nnodes 2 --node-rank 0/1, node 0 picking the port
 #    (--master-port 0) and printing it, give weights bitwise identical to
 #    the same job on one node (2 ranks over shared memory);
 #  - two ranks started the way srun starts them (SLURM_* variables, one task
 #    per rank) and the way mpirun does (OMPI_COMM_WORLD_*) give them too, and
-#    so do two srun tasks that each launch 2 ranks (4 ranks over tcp);
+#    so do two srun tasks that each launch 2 ranks (4 ranks over gloo);
+#  - --comm gloo on one node gives the shared-memory comm's bits too;
 #  - a node that dies takes the other down within seconds, naming the rank;
 #  - nodes that load different plans refuse to train together;
 #  - contradictory or missing placement options are errors.
@@ -65,7 +66,7 @@ for plan in train-mlp-fsdp train-mlp-ddp; do
   rc0=$?
   [[ $rc0 -eq 0 && $rc1 -eq 0 ]] ||
     fail "two nodes, $plan: exit $rc0/$rc1"$'\n'"$(cat node0.out node0.err node1.out node1.err)"
-  has node0.out "^mdrun: model mlp, .* 2 ranks on the cpu backend \(tcp comm"
+  has node0.out "^mdrun: model mlp, .* 2 ranks on the cpu backend \(gloo comm"
   has node0.err "^mdrun: node 0 of 2 \(command line\): ranks 0 to 0 of 2, rendezvous at 127.0.0.1:$p$"
   has node1.err "^mdrun: node 1 of 2 \(command line\): ranks 1 to 1 of 2, rendezvous at localhost:$p$"
   has node0.out '^step 6/6  loss '
@@ -115,14 +116,23 @@ has slurm0.err "^mdrun: rank 0 of 2 \(Slurm: 2 nodes x 1\), rendezvous at localh
 cmp -s ref-train-mlp-fsdp.st slurm.st || fail "srun-style ranks: the weights differ"
 
 # srun with one task per node, each the launcher of 2 ranks: 4 ranks over
-# tcp give the bits of 4 ranks over shared memory.
+# gloo give the bits of 4 ranks over shared memory.
 timeout 120 "$mdrun" --ranks 4 "${common[@]}" --save-final ref4.st train-mlp-fsdp.fb \
   >ref4.out 2>&1 || fail "reference at W = 4: $(cat ref4.out)"
 p=$(port)
 pair slurmn srun_task 78 --gpus 2 "${common[@]}" --save-final slurm4.st train-mlp-fsdp.fb
 has slurmn1.err "^mdrun: node 1 of 2 \(Slurm\): ranks 2 to 3 of 4, rendezvous at localhost:$p$"
-has slurmn0.out "4 ranks on the cpu backend \(tcp comm"
+has slurmn0.out "4 ranks on the cpu backend \(gloo comm"
 cmp -s ref4.st slurm4.st || fail "srun-style node launchers: the weights differ from 4 ranks on one node"
+
+# --comm gloo on one node: 2 and 4 ranks over gloo, the bits of shared memory.
+timeout 120 "$mdrun" --ranks 2 --comm gloo --master-port "$(port)" "${common[@]}" \
+  --save-final gloo1.st train-mlp-fsdp.fb >gloo1.out 2>&1 || fail "--comm gloo: $(cat gloo1.out)"
+has gloo1.out "2 ranks on the cpu backend \(gloo comm"
+cmp -s ref-train-mlp-fsdp.st gloo1.st || fail "--comm gloo on one node: the weights differ from shm's"
+timeout 120 "$mdrun" --ranks 4 --comm gloo --master-port "$(port)" "${common[@]}" \
+  --save-final gloo4.st train-mlp-fsdp.fb >gloo4.out 2>&1 || fail "--comm gloo, 4 ranks: $(cat gloo4.out)"
+cmp -s ref4.st gloo4.st || fail "--comm gloo, 4 ranks: the weights differ from shm's"
 
 # mpirun with one task per rank, both on this node: the shm comm.
 p=$(port)
@@ -182,6 +192,8 @@ check_error '^mdrun: error: a job on 2 nodes needs the host of rank 0' \
   --nnodes 2 --node-rank 1 --backend cpu train-mlp-fsdp.fb
 check_error 'free port on node 0 only' --nnodes 2 --node-rank 1 --master-addr x \
   --master-port 0 --backend cpu train-mlp-fsdp.fb
+check_error '^mdrun: error: --comm shm needs every rank on one node, but the job has 2 nodes' \
+  --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 --comm shm --backend cpu train-mlp-fsdp.fb
 check_error 'pinned to world size 2, which 4 nodes cannot split evenly' \
   --nnodes 4 --node-rank 0 --master-addr x --backend cpu tiny-mlp-pinned-2.fb
 

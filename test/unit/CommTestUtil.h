@@ -1,6 +1,6 @@
 //===- CommTestUtil.h - forked ranks and the conformance cases of the comms -*- C++ -*-===//
 //
-// What the comm suites (ShmCommTest, TcpCommTest, NcclCommTest) share:
+// What the comm suites (ShmCommTest, GlooCommTest, NcclCommTest) share:
 // ranks as forked processes that report through shared memory, the
 // collective cases with every rank's inputs, and the reference they must
 // match. Children never touch gtest; a child that hangs is killed and

@@ -66,6 +66,8 @@ TEST(MdrunCommandLine, Training) {
                                           "2",
                                           "--ranks=2",
                                           "--backend=cpu",
+                                          "--comm",
+                                          "gloo",
                                           "--no-fallback",
                                           "--skip-memory-check",
                                           "--steps",
@@ -96,6 +98,7 @@ TEST(MdrunCommandLine, Training) {
   EXPECT_EQ(t.planPath, "plan.fb");
   EXPECT_EQ(t.ranks, 2);
   EXPECT_EQ(t.backend, BackendChoice::Cpu);
+  EXPECT_EQ(t.comm, CommChoice::Gloo);
   EXPECT_TRUE(t.noFallback);
   EXPECT_TRUE(t.skipMemoryCheck);
   EXPECT_EQ(t.steps, 0);
@@ -167,6 +170,7 @@ TEST(MdrunCommandLine, ABadCommandLineNamesTheArgument) {
        "--ranks 4 contradicts the 2 ranks asked for before"},
       {{"--gpus", "0", "p"}, "--gpus 0: not a positive integer"},
       {{"--backend", "gpu", "p"}, "--backend gpu: expected auto, cpu or cuda"},
+      {{"--comm", "tcp", "p"}, "--comm tcp: expected auto, shm or gloo"},
       {{"--inspect", "p", "--format", "xml"},
        "--format xml: expected text or json"},
       {{"--inspect", "p", "--world-size", "0"},
@@ -420,7 +424,38 @@ TEST(Execution, CpuAsked) {
   EXPECT_TRUE(e->warning.empty());
   e = ChooseExecution(o, 2, 2, GpuProbe{8, ""});
   ASSERT_TRUE(e.ok());
-  EXPECT_EQ(e->comm, CommKind::Tcp);
+  EXPECT_EQ(e->comm, CommKind::Gloo);
+}
+
+TEST(Execution, CommAsked) {
+  TrainOptions o = opts();
+  o.backend = BackendChoice::Cpu;
+  o.comm = CommChoice::Gloo;
+  absl::StatusOr<Execution> e = ChooseExecution(o, 2, 1, GpuProbe{0, "none"});
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->comm, CommKind::Gloo);
+  o.comm = CommChoice::Shm;
+  e = ChooseExecution(o, 2, 1, GpuProbe{0, "none"});
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->comm, CommKind::Shm);
+  // Across nodes shared memory cannot work.
+  EXPECT_THAT(ChooseExecution(o, 2, 2, GpuProbe{0, "none"}).status().message(),
+              HasSubstr("--comm shm needs every rank on one node, but the job "
+                        "has 2 nodes"));
+  // A CPU comm where GPUs would run is a contradiction, not a choice.
+  TrainOptions gpu = opts();
+  gpu.comm = CommChoice::Gloo;
+  EXPECT_THAT(ChooseExecution(gpu, 2, 1, GpuProbe{2, ""}).status().message(),
+              HasSubstr("--comm gloo is a comm of the CPU backend, but the job "
+                        "would run on this node's GPUs; add --backend cpu"));
+  gpu.backend = BackendChoice::Cuda;
+  EXPECT_THAT(ChooseExecution(gpu, 2, 1, GpuProbe{2, ""}).status().message(),
+              HasSubstr("would run on --backend cuda"));
+  // Without a GPU, auto falls back to the CPU and takes the comm asked.
+  gpu.backend = BackendChoice::Auto;
+  e = ChooseExecution(gpu, 2, 1, GpuProbe{0, "none"});
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->comm, CommKind::Gloo);
 }
 
 TEST(Execution, NoGpuFallsBackWithOneWarning) {
@@ -472,9 +507,10 @@ TEST(Execution, SharedGpusAreStagedOnOneNodeOnly) {
 
 TEST(Execution, CommKindNames) {
   for (CommKind k :
-       {CommKind::Shm, CommKind::Tcp, CommKind::Nccl, CommKind::ShmStaged})
+       {CommKind::Shm, CommKind::Gloo, CommKind::Nccl, CommKind::ShmStaged})
     EXPECT_EQ(*parseCommKind(commKindName(k)), k);
   EXPECT_FALSE(parseCommKind("mpi").ok());
+  EXPECT_FALSE(parseCommKind("tcp").ok());
 }
 
 //===----------------------------------------------------------------------===//

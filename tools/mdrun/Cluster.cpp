@@ -1,4 +1,4 @@
-//===- Cluster.cpp - where an mdrun process sits in a job ------------------===//
+//===- Cluster.cpp - where an mdrun process sits in a job -----------------===//
 
 #include "tools/mdrun/Cluster.h"
 
@@ -35,12 +35,12 @@ absl::StatusOr<std::optional<int>> intVar(const EnvLookup &env,
   return n;
 }
 
-absl::StatusOr<int> requireInt(const EnvLookup &env, const char *name,
-                               int min, const char *launcher) {
+absl::StatusOr<int> requireInt(const EnvLookup &env, const char *name, int min,
+                               const char *launcher) {
   MD_ASSIGN_OR_RETURN(std::optional<int> v, intVar(env, name, min));
   if (!v)
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "started by %s, but %s is not set", launcher, name));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("started by %s, but %s is not set", launcher, name));
   return *v;
 }
 
@@ -72,20 +72,19 @@ absl::StatusOr<std::optional<SchedulerView>> fromSlurm(const EnvLookup &env) {
         "started by srun, but SLURM_STEP_TASKS_PER_NODE is not set");
   absl::StatusOr<std::vector<int>> counts = ExpandSlurmTasksPerNode(perNode);
   if (!counts.ok())
-    return absl::InvalidArgumentError(absl::StrCat(
-        "SLURM_STEP_TASKS_PER_NODE: ", counts.status().message()));
-  if (static_cast<int>(counts->size()) != v.nnodes ||
-      v.nodeRank >= v.nnodes)
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "SLURM_STEP_TASKS_PER_NODE=%s lists %d nodes, but "
-        "SLURM_STEP_NUM_NODES=%d and SLURM_NODEID=%d",
-        perNode, counts->size(), v.nnodes, v.nodeRank));
+    return absl::InvalidArgumentError(
+        absl::StrCat("SLURM_STEP_TASKS_PER_NODE: ", counts.status().message()));
+  if (static_cast<int>(counts->size()) != v.nnodes || v.nodeRank >= v.nnodes)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("SLURM_STEP_TASKS_PER_NODE=%s lists %d nodes, but "
+                        "SLURM_STEP_NUM_NODES=%d and SLURM_NODEID=%d",
+                        perNode, counts->size(), v.nnodes, v.nodeRank));
   v.localSize = (*counts)[v.nodeRank];
   if (const char *list = env("SLURM_STEP_NODELIST"); list != nullptr) {
     absl::StatusOr<std::string> first = FirstSlurmHost(list);
     if (!first.ok())
-      return absl::InvalidArgumentError(absl::StrCat(
-          "SLURM_STEP_NODELIST: ", first.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("SLURM_STEP_NODELIST: ", first.status().message()));
     v.defaultMasterAddr = *first;
   }
   return v;
@@ -120,9 +119,9 @@ absl::StatusOr<std::optional<SchedulerView>> fromOpenMpi(const EnvLookup &env) {
 absl::Status agree(const char *option, int64_t given, int64_t scheduler,
                    const std::string &source, const char *what) {
   if (given >= 0 && given != scheduler)
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s %d contradicts %s, which %s %d", option, given, source, what,
-        scheduler));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s %d contradicts %s, which %s %d", option, given,
+                        source, what, scheduler));
   return absl::OkStatus();
 }
 
@@ -165,9 +164,8 @@ absl::StatusOr<std::string> FirstSlurmHost(absl::string_view nodelist) {
   absl::string_view first = range.substr(0, stop);
   if (first.empty() ||
       first.find_first_not_of("0123456789") != absl::string_view::npos)
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read the host range '[", range, "]' in '", list,
-                     "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot read the host range '[", range, "]' in '", list, "'"));
   return absl::StrCat(entry.substr(0, open), first, entry.substr(close + 1));
 }
 
@@ -227,8 +225,8 @@ absl::StatusOr<Placement> ResolvePlacement(const TrainOptions &options,
                      ? sched->defaultMasterAddr
                      : std::string();
   p.masterPort = options.masterPort >= 0 ? static_cast<int>(options.masterPort)
-                 : envPort              ? *envPort
-                                        : kDefaultPort;
+                 : envPort               ? *envPort
+                                         : kDefaultPort;
 
   if (!sched) {
     p.role = Placement::Role::Launcher;
@@ -254,8 +252,8 @@ absl::StatusOr<Placement> ResolvePlacement(const TrainOptions &options,
       p.nnodes = sched->worldSize;
       p.nodeRank = sched->rank;
       p.ranksPerNode = static_cast<int>(options.ranks);
-      MD_RETURN_IF_ERROR(agree("--nnodes", options.nnodes > 0 ? options.nnodes
-                                                              : -1,
+      MD_RETURN_IF_ERROR(agree("--nnodes",
+                               options.nnodes > 0 ? options.nnodes : -1,
                                p.nnodes, p.source, "started tasks on nodes:"));
       MD_RETURN_IF_ERROR(agree("--node-rank", options.nodeRank, p.nodeRank,
                                p.source, "numbers this node"));
@@ -274,8 +272,8 @@ absl::StatusOr<Placement> ResolvePlacement(const TrainOptions &options,
             "(under srun or mpirun with one task per rank, leave --gpus out)",
             options.ranks, p.source, sched->localSize,
             sched->localSize == 1 ? "" : "s"));
-      MD_RETURN_IF_ERROR(agree("--nnodes", options.nnodes > 0 ? options.nnodes
-                                                              : -1,
+      MD_RETURN_IF_ERROR(agree("--nnodes",
+                               options.nnodes > 0 ? options.nnodes : -1,
                                p.nnodes, p.source, "started tasks on nodes:"));
       MD_RETURN_IF_ERROR(agree("--node-rank", options.nodeRank, p.nodeRank,
                                p.source, "numbers this node"));
@@ -310,8 +308,8 @@ const char *commKindName(CommKind kind) {
   switch (kind) {
   case CommKind::Shm:
     return "shm";
-  case CommKind::Tcp:
-    return "tcp";
+  case CommKind::Gloo:
+    return "gloo";
   case CommKind::Nccl:
     return "nccl";
   case CommKind::ShmStaged:
@@ -321,12 +319,12 @@ const char *commKindName(CommKind kind) {
 }
 
 absl::StatusOr<CommKind> parseCommKind(absl::string_view name) {
-  for (CommKind k : {CommKind::Shm, CommKind::Tcp, CommKind::Nccl,
-                     CommKind::ShmStaged})
+  for (CommKind k :
+       {CommKind::Shm, CommKind::Gloo, CommKind::Nccl, CommKind::ShmStaged})
     if (name == commKindName(k))
       return k;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown comm '", name, "' (shm, tcp, nccl, shm-staged)"));
+      absl::StrCat("unknown comm '", name, "' (shm, gloo, nccl, shm-staged)"));
 }
 
 GpuProbe ProbeGpus() {
@@ -359,9 +357,28 @@ absl::StatusOr<Execution> ChooseExecution(const TrainOptions &options,
   Execution e;
   auto cpu = [&]() {
     e.backend = BackendChoice::Cpu;
-    e.comm = nnodes > 1 ? CommKind::Tcp : CommKind::Shm;
+    e.comm = options.comm == CommChoice::Gloo || nnodes > 1 ? CommKind::Gloo
+                                                            : CommKind::Shm;
     e.gpus = 0;
   };
+  if (options.comm == CommChoice::Shm && nnodes > 1)
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "--comm shm needs every rank on one node, but the job has %d nodes "
+        "(across nodes the CPU backend runs on gloo)",
+        nnodes));
+  // A CPU comm named, GPUs that would be used: say so rather than pick.
+  const char *cpuComm = options.comm == CommChoice::Shm    ? "shm"
+                        : options.comm == CommChoice::Gloo ? "gloo"
+                                                           : nullptr;
+  if (cpuComm != nullptr &&
+      (options.backend == BackendChoice::Cuda ||
+       (options.backend == BackendChoice::Auto && probe.count > 0)))
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "--comm %s is a comm of the CPU backend, but the job would run on "
+        "%s; add --backend cpu",
+        cpuComm,
+        options.backend == BackendChoice::Cuda ? "--backend cuda"
+                                               : "this node's GPUs"));
   if (options.backend == BackendChoice::Cpu) {
     cpu();
     return e;
@@ -385,16 +402,17 @@ absl::StatusOr<Execution> ChooseExecution(const TrainOptions &options,
     e.comm = CommKind::Nccl;
     return e;
   }
-  std::string shortage = absl::StrFormat(
-      "%d ranks per node but %d usable GPU%s", ranksPerNode, probe.count,
-      probe.count == 1 ? "" : "s");
+  std::string shortage =
+      absl::StrFormat("%d ranks per node but %d usable GPU%s", ranksPerNode,
+                      probe.count, probe.count == 1 ? "" : "s");
   if (options.noFallback)
     return absl::FailedPreconditionError(absl::StrCat(
         shortage, ", and --no-fallback forbids ranks sharing a GPU"));
   if (nnodes > 1)
     return absl::FailedPreconditionError(absl::StrCat(
-        shortage, ": ranks can share GPUs on one node only (their "
-                  "collectives go through host shared memory); start at most ",
+        shortage,
+        ": ranks can share GPUs on one node only (their "
+        "collectives go through host shared memory); start at most ",
         probe.count, " ranks per node"));
   e.comm = CommKind::ShmStaged;
   e.warning = absl::StrFormat(

@@ -21,9 +21,9 @@
 #ifndef MD_TOOLS_MDRUN_CLUSTER_H
 #define MD_TOOLS_MDRUN_CLUSTER_H
 
+#include "absl/strings/string_view.h"
 #include <functional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -59,10 +59,10 @@ struct Placement {
 
 /// How the ranks of a node compute and communicate.
 enum class CommKind {
-  Shm,       // CPU backend, one node: shared memory (runtime/shm)
-  Tcp,       // CPU backend, several nodes: TCP (runtime/net)
-  Nccl,      // CUDA backend, one GPU per rank (runtime/nccl)
-  ShmStaged  // CUDA backend, ranks sharing GPUs: device <-> host + shm
+  Shm,      // CPU backend, one node: shared memory (runtime/shm)
+  Gloo,     // CPU backend, several nodes (or --comm gloo): runtime/gloo
+  Nccl,     // CUDA backend, one GPU per rank (runtime/nccl)
+  ShmStaged // CUDA backend, ranks sharing GPUs: device <-> host + shm
 };
 const char *commKindName(CommKind kind);
 absl::StatusOr<CommKind> parseCommKind(absl::string_view name);
@@ -89,9 +89,11 @@ GpuProbe ProbeGpus();
 /// The backend and comm for `ranksPerNode` ranks on each of `nnodes` nodes:
 /// GPUs when usable (NCCL with one GPU per rank; ranks sharing GPUs on one
 /// node stage their collectives through host shared memory), else the CPU
-/// backend with a warning. FailedPrecondition when --backend cuda or
-/// --no-fallback forbids the fallback that would be needed, or when ranks
-/// would share GPUs across nodes.
+/// backend with a warning, its comm shm on one node and gloo across nodes
+/// unless --comm names one. FailedPrecondition when --backend cuda or
+/// --no-fallback forbids the fallback that would be needed, when ranks
+/// would share GPUs across nodes, when --comm names a CPU comm for GPUs, or
+/// --comm shm for several nodes.
 absl::StatusOr<Execution> ChooseExecution(const TrainOptions &options,
                                           int ranksPerNode, int nnodes,
                                           const GpuProbe &probe);
@@ -105,7 +107,8 @@ absl::StatusOr<Placement> ResolvePlacement(const TrainOptions &options,
 absl::StatusOr<std::string> FirstSlurmHost(absl::string_view nodelist);
 
 /// Slurm's tasks-per-node list expanded: "2(x3),1" -> {2, 2, 2, 1}.
-absl::StatusOr<std::vector<int>> ExpandSlurmTasksPerNode(absl::string_view list);
+absl::StatusOr<std::vector<int>>
+ExpandSlurmTasksPerNode(absl::string_view list);
 
 } // namespace md::mdrun
 

@@ -50,6 +50,22 @@ std::string AbslUnparseFlag(BackendChoice b) {
                                     : "auto";
 }
 
+bool AbslParseFlag(absl::string_view text, CommChoice *out,
+                   std::string *error) {
+  if (text == "auto")
+    *out = CommChoice::Auto;
+  else if (text == "shm")
+    *out = CommChoice::Shm;
+  else if (text == "gloo")
+    *out = CommChoice::Gloo;
+  else
+    *error = "expected auto, shm or gloo";
+  return error->empty();
+}
+std::string AbslUnparseFlag(CommChoice c) {
+  return c == CommChoice::Shm ? "shm" : c == CommChoice::Gloo ? "gloo" : "auto";
+}
+
 /// --timeout's type: a positive number of seconds, at most 10^6 (the
 /// comms turn it into milliseconds).
 struct Seconds {
@@ -93,6 +109,9 @@ ABSL_FLAG(absl::optional<md::cli::PositiveCount>, ranks, absl::nullopt,
           "run N ranks (same as --gpus N)");
 ABSL_FLAG(md::mdrun::BackendChoice, backend, kTrainDefaults.backend,
           "auto (default: GPUs when usable, else the CPU), cpu, or cuda");
+ABSL_FLAG(md::mdrun::CommChoice, comm, kTrainDefaults.comm,
+          "the CPU backend's comm: auto (default: shm on one node, gloo "
+          "across nodes), shm, or gloo");
 ABSL_FLAG(bool, no_fallback, kTrainDefaults.noFallback,
           "no usable GPU is an error instead of a CPU fallback");
 ABSL_FLAG(bool, skip_memory_check, kTrainDefaults.skipMemoryCheck,
@@ -163,6 +182,7 @@ const std::vector<cli::Section> &sections() {
         FlagOption(FLAGS_gpus, {"--gpus"}, "N").withTag(kRanks),
         FlagOption(FLAGS_ranks, {"--ranks"}, "N").withTag(kRanks),
         FlagOption(FLAGS_backend, {"--backend"}, "B").withTag(kTrain),
+        FlagOption(FLAGS_comm, {"--comm"}, "C").withTag(kTrain),
         FlagOption(FLAGS_no_fallback, {"--no-fallback"}, "").withTag(kTrain),
         FlagOption(FLAGS_skip_memory_check, {"--skip-memory-check"}, "")
             .withTag(kTrain),
@@ -307,6 +327,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
   TrainOptions &t = cl.train;
   t.planPath = positional[0];
   t.backend = absl::GetFlag(FLAGS_backend);
+  t.comm = absl::GetFlag(FLAGS_comm);
   t.noFallback = absl::GetFlag(FLAGS_no_fallback);
   t.skipMemoryCheck = absl::GetFlag(FLAGS_skip_memory_check);
   t.steps = valueOr(absl::GetFlag(FLAGS_steps), t.steps);

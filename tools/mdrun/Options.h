@@ -22,6 +22,9 @@
 namespace md::mdrun {
 
 enum class BackendChoice { Auto, Cpu, Cuda };
+/// The CPU backend's comm (--comm): shared memory on one node and Gloo
+/// across nodes (auto), or either by name.
+enum class CommChoice { Auto, Shm, Gloo };
 
 struct TrainOptions {
   std::string planPath;
@@ -29,6 +32,7 @@ struct TrainOptions {
   /// size, else 1.
   int64_t ranks = 0;
   BackendChoice backend = BackendChoice::Auto;
+  CommChoice comm = CommChoice::Auto;
   /// No GPU is an error instead of a fallback to the CPU backend.
   bool noFallback = false;
   /// Start the ranks even when the plan's predicted peak, times the ranks

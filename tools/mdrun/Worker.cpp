@@ -17,8 +17,8 @@
 #include "runtime/core/Safetensors.h"
 #include "runtime/core/Status.h"
 #include "runtime/cpu/CpuBackend.h"
+#include "runtime/gloo/GlooComm.h"
 #include "runtime/net/Rendezvous.h"
-#include "runtime/net/TcpComm.h"
 #include "runtime/plan/Loader.h"
 #include "runtime/plan/MemoryFormat.h"
 #include "runtime/shm/ShmComm.h"
@@ -308,7 +308,7 @@ absl::StatusOr<WorkerEnv> WorkerEnvFromEnvironment() {
     MD_ASSIGN_OR_RETURN(env.comm, parseCommKind(c));
   } else {
     env.comm =
-        env.localWorldSize == env.worldSize ? CommKind::Shm : CommKind::Tcp;
+        env.localWorldSize == env.worldSize ? CommKind::Shm : CommKind::Gloo;
   }
   env.device = env.localRank;
   if (std::getenv("MD_DEVICE") != nullptr) {
@@ -345,8 +345,8 @@ std::chrono::milliseconds timeoutOf(const TrainOptions &options) {
 }
 
 /// Where this rank meets the others (rank 0's MASTER_ADDR:MASTER_PORT) and
-/// who it is, for the rendezvous that hands out the NCCL id and for the tcp
-/// comm, whose options extend the rendezvous'.
+/// who it is, for the rendezvous that hands out the NCCL id and for the
+/// gloo comm, whose options extend the rendezvous'.
 void setMeeting(net::RendezvousOptions &o, const TrainOptions &options,
                 const WorkerEnv &env, const std::string &fingerprint) {
   o.masterAddr = env.masterAddr;
@@ -449,14 +449,14 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
     backend = std::move(cpuBackend);
     if (env.comm == CommKind::Shm) {
       MD_ASSIGN_OR_RETURN(comm, makeShmComm(options, env, loaded, fingerprint));
-    } else if (env.comm == CommKind::Tcp) {
-      net::TcpCommOptions to;
-      setMeeting(to, options, env, fingerprint);
-      to.shardSize = shardSize;
-      MD_ASSIGN_OR_RETURN(comm, net::TcpComm::create(to));
+    } else if (env.comm == CommKind::Gloo) {
+      gloo::GlooCommOptions go;
+      setMeeting(go, options, env, fingerprint);
+      go.shardSize = shardSize;
+      MD_ASSIGN_OR_RETURN(comm, gloo::GlooComm::create(go));
     } else {
       return absl::InvalidArgumentError(
-          absl::StrCat("the CPU backend takes the shm or tcp comm, not ",
+          absl::StrCat("the CPU backend takes the shm or gloo comm, not ",
                        commKindName(env.comm)));
     }
   }

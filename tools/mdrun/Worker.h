@@ -3,7 +3,7 @@
 // A worker is the process the launcher starts for each rank: it reads its
 // place in the job from the torchrun environment contract (RANK,
 // WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and
-// md's own variables (MD_BACKEND cpu|cuda, MD_COMM shm|tcp|nccl|shm-staged,
+// md's own variables (MD_BACKEND cpu|cuda, MD_COMM shm|gloo|nccl|shm-staged,
 // MD_DEVICE the CUDA device, MD_JOB_ID the shared-memory segment,
 // MD_THREADS the BLAS threads), loads the plan, makes the backend, joins the
 // comm (the NCCL id travels through the TCP rendezvous at MASTER_ADDR:
