@@ -335,80 +335,23 @@ ReadSafetensors(const std::string &path,
   if (fd < 0)
     return absl::NotFoundError(
         absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  std::string bytes;
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    bytes.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  auto bad = [&](const std::string &why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not a safetensors file: ", why));
-  };
-  if (bytes.size() < 8)
-    return bad("shorter than its header length");
-  uint64_t n = 0;
-  for (int i = 0; i < 8; ++i)
-    n |= uint64_t(static_cast<uint8_t>(bytes[i])) << (8 * i);
-  if (n > bytes.size() - 8)
-    return bad("truncated header");
-  JsonReader json(absl::string_view(bytes).substr(8, n));
-  const char *data = bytes.data() + 8 + n;
-  uint64_t dataBytes = bytes.size() - 8 - n;
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  // The header, checked as every reader checks it, then each tensor's bytes.
+  absl::StatusOr<SafetensorsHeader> header = ReadSafetensorsHeader(fd, path);
+  if (!header.ok())
+    return header.status();
+  if (metadata)
+    *metadata = header->metadata;
   std::vector<SafetensorsTensor> out;
-  if (!json.eat('{'))
-    return bad("header is not a JSON object");
-  if (!json.eat('}')) {
-    do {
-      std::string name;
-      if (!json.string(&name) || !json.eat(':') || !json.eat('{'))
-        return bad("bad header entry");
-      SafetensorsTensor t;
-      t.name = name;
-      std::vector<int64_t> offsets;
-      bool isMeta = name == "__metadata__";
-      if (!json.peek('}')) {
-        do {
-          std::string key;
-          if (!json.string(&key) || !json.eat(':'))
-            return bad("bad header entry " + name);
-          if (isMeta) {
-            std::string value;
-            if (!json.string(&value))
-              return bad("bad metadata");
-            if (metadata)
-              (*metadata)[key] = value;
-          } else if (key == "dtype") {
-            if (!json.string(&t.dtype))
-              return bad("bad dtype of " + name);
-          } else if (key == "shape") {
-            if (!json.intArray(&t.shape))
-              return bad("bad shape of " + name);
-          } else if (key == "data_offsets") {
-            if (!json.intArray(&offsets))
-              return bad("bad data_offsets of " + name);
-          } else {
-            return bad("unknown key " + key + " of " + name);
-          }
-        } while (json.eat(','));
-      }
-      if (!json.eat('}'))
-        return bad("bad header entry " + name);
-      if (isMeta)
-        continue;
-      if (offsets.size() != 2 || offsets[0] < 0 || offsets[1] < offsets[0] ||
-          static_cast<uint64_t>(offsets[1]) > dataBytes)
-        return bad("data_offsets of " + name + " out of range");
-      t.data.assign(data + offsets[0], data + offsets[1]);
-      out.push_back(std::move(t));
-    } while (json.eat(','));
-    if (!json.eat('}'))
-      return bad("header object not closed");
+  for (const auto &[name, e] : header->tensors) {
+    SafetensorsTensor t{name, e.dtype, e.shape, {}};
+    t.data.resize(static_cast<size_t>(e.end - e.begin));
+    if (!ReadAllAt(fd, t.data.data(), t.data.size(), e.begin))
+      return ioError(path, "cannot read a tensor");
+    out.push_back(std::move(t));
   }
   return out;
 }

@@ -40,8 +40,8 @@ WriteSafetensors(const std::string &path,
                  absl::Span<const SafetensorsTensor> tensors,
                  const std::map<std::string, std::string> &metadata = {});
 
-/// Reads a safetensors file (for tests and tools): every tensor, in header
-/// order, and the metadata.
+/// Reads a safetensors file (for tests and tools): every tensor, by name,
+/// and the metadata; the header is checked as ReadSafetensorsHeader does.
 absl::StatusOr<std::vector<SafetensorsTensor>>
 ReadSafetensors(const std::string &path,
                 std::map<std::string, std::string> *metadata = nullptr);
