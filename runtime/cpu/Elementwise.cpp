@@ -45,35 +45,38 @@ constexpr int64_t kChunk = 256;
 
 float geluU(float x) { return kSqrt2OverPi * (x + kGeluCoeff * x * x * x); }
 
-/// y = 0.5 x (1 + tanh(u)); y may be x.
-void geluTanhArray(const float *x, float *y, int64_t n) {
+/// f(i0, m, t) for each chunk [i0, i0 + m) of x, with t[k] = tanh(u(x[i0 +
+/// k])).
+template <typename F> void forTanhChunks(const float *x, int64_t n, F f) {
   float t[kChunk];
   for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
     const int64_t m = std::min(kChunk, n - i0);
     for (int64_t k = 0; k < m; ++k)
       t[k] = geluU(x[i0 + k]);
     VecTanh(t, t, m);
+    f(i0, m, t);
+  }
+}
+
+/// y = 0.5 x (1 + tanh(u)); y may be x.
+void geluTanhArray(const float *x, float *y, int64_t n) {
+  forTanhChunks(x, n, [&](int64_t i0, int64_t m, const float *t) {
     for (int64_t k = 0; k < m; ++k)
       y[i0 + k] = 0.5f * x[i0 + k] * (1.0f + t[k]);
-  }
+  });
 }
 
 // d/dx [0.5 x (1 + tanh(u))] with u = k (x + c x^3):
 //   0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2); dx = dy times that.
 void geluTanhGradArray(const float *dy, const float *x, float *dx, int64_t n) {
-  float t[kChunk];
-  for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
-    const int64_t m = std::min(kChunk, n - i0);
-    for (int64_t k = 0; k < m; ++k)
-      t[k] = geluU(x[i0 + k]);
-    VecTanh(t, t, m);
+  forTanhChunks(x, n, [&](int64_t i0, int64_t m, const float *t) {
     for (int64_t k = 0; k < m; ++k) {
       const float xk = x[i0 + k], tk = t[k];
       const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * xk * xk);
       dx[i0 + k] =
           dy[i0 + k] * (0.5f * (1.0f + tk) + 0.5f * xk * (1.0f - tk * tk) * du);
     }
-  }
+  });
 }
 
 /// out[i] = f(x[i]) over a whole tensor.
