@@ -68,18 +68,9 @@ for tool in "$mdc" "$mdrun" "$sgemm"; do
   [[ -x $tool ]] || { echo "cpu_step.sh: $tool not found: build first (README.md)" >&2; exit 1; }
 done
 
-if [[ -n $keep ]]; then
-  # Reused only if empty or written by an earlier run (its marker file).
-  if [[ -d $keep && -n $(ls -A "$keep") && ! -e $keep/.md-bench ]]; then
-    echo "cpu_step.sh: --keep $keep: not empty and not an earlier bench directory" >&2
-    exit 2
-  fi
-  work=$keep
-  mkdir -p "$work" && touch "$work/.md-bench"
-else
-  work=$(mktemp -d "${TMPDIR:-/tmp}/md-bench.XXXXXX")
-  trap 'rm -rf "$work"' EXIT
-fi
+# shellcheck source=bench/lib.sh
+source "$repo/bench/lib.sh"
+bench_workdir cpu_step "$keep"
 
 # --- the machine -------------------------------------------------------------
 cpu=$(awk -F': *' '/^model name/ { name = $2 } /^cpu family/ { fam = $2 } /^model\t/ { mod = $2 }

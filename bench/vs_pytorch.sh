@@ -70,17 +70,9 @@ if ! torch_version=$("$python" -c 'import torch, numpy; print(torch.__version__)
   exit 0
 fi
 
-if [[ -n $keep ]]; then
-  if [[ -d $keep && -n $(ls -A "$keep") && ! -e $keep/.md-bench ]]; then
-    echo "vs_pytorch.sh: --keep $keep: not empty and not an earlier bench directory" >&2
-    exit 2
-  fi
-  work=$keep
-  mkdir -p "$work" && touch "$work/.md-bench"
-else
-  work=$(mktemp -d "${TMPDIR:-/tmp}/md-vs-pytorch.XXXXXX")
-  trap 'rm -rf "$work"' EXIT
-fi
+# shellcheck source=bench/lib.sh
+source "$repo/bench/lib.sh"
+bench_workdir vs_pytorch "$keep"
 
 cpu=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
 echo "machine: ${cpu:-unknown CPU}; $(nproc) cores; PyTorch $torch_version; md $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"
@@ -160,26 +152,23 @@ row() {
   done
 }
 
-if [[ $rows == tiny || $rows == all ]]; then
-  model 512 256 "$work/tiny.mdl"
-  d="-D layers=2 -D d=64 -D heads=4 -D seq=64 -D vocab=512"
-  t="--layers 2 --d 64 --heads 4 --seq 64 --vocab 512 --global-batch 256 --micro-batch 8"
-  echo "tiny GPT (L2 d64 T64 V512), global batch 256, micro 8:"
-  row "tiny ddp f32 / DDP" "$work/tiny.mdl" "$d" "$t" ddp "--mode ddp" "$work/tokens512.bin"
-  row "tiny fsdp-full f32 / FSDP2" "$work/tiny.mdl" "$d" "$t" fsdp-full "--mode fsdp" "$work/tokens512.bin"
-  row "tiny fsdp bf16+ckpt / FSDP2 same" "$work/tiny.mdl" "$d" "$t" bf16-ckpt \
-    "--mode fsdp --precision bf16 --checkpoint" "$work/tokens512.bin"
-fi
-if [[ $rows == l4 || $rows == all ]]; then
-  model 4096 32 "$work/l4.mdl"
-  d="-D layers=4 -D d=256 -D heads=4 -D seq=128 -D vocab=4096"
-  t="--layers 4 --d 256 --heads 4 --seq 128 --vocab 4096 --global-batch 32 --micro-batch 8"
-  echo "GPT L4 d256 T128 V4096, global batch 32, micro 8:"
-  row "l4 ddp f32 / DDP" "$work/l4.mdl" "$d" "$t" ddp "--mode ddp" "$work/tokens4096.bin"
-  row "l4 fsdp-full f32 / FSDP2" "$work/l4.mdl" "$d" "$t" fsdp-full "--mode fsdp" "$work/tokens4096.bin"
-  row "l4 fsdp bf16+ckpt / FSDP2 same" "$work/l4.mdl" "$d" "$t" bf16-ckpt \
-    "--mode fsdp --precision bf16 --checkpoint" "$work/tokens4096.bin"
-fi
+# Per model: name, vocabulary, global batch, dimensions.
+models=(
+  "tiny 512 256 2 64 4 64"   # the tiny GPT: L2 d64 h4 T64 V512
+  "l4 4096 32 4 256 4 128"   # GPT L4 d256 h4 T128 V4096
+)
+for spec in "${models[@]}"; do
+  read -r m vocab gb layers dm heads seq <<<"$spec"
+  [[ $rows == "$m" || $rows == all ]] || continue
+  model "$vocab" "$gb" "$work/$m.mdl"
+  d="-D layers=$layers -D d=$dm -D heads=$heads -D seq=$seq -D vocab=$vocab"
+  t="--layers $layers --d $dm --heads $heads --seq $seq --vocab $vocab --global-batch $gb --micro-batch 8"
+  echo "$m: GPT L$layers d$dm T$seq V$vocab, global batch $gb, micro 8:"
+  row "$m ddp f32 / DDP" "$work/$m.mdl" "$d" "$t" ddp "--mode ddp" "$work/tokens$vocab.bin"
+  row "$m fsdp-full f32 / FSDP2" "$work/$m.mdl" "$d" "$t" fsdp-full "--mode fsdp" "$work/tokens$vocab.bin"
+  row "$m fsdp bf16+ckpt / FSDP2 same" "$work/$m.mdl" "$d" "$t" bf16-ckpt \
+    "--mode fsdp --precision bf16 --checkpoint" "$work/tokens$vocab.bin"
+done
 
 echo
 echo "| job | md ms | PyTorch ms | md / PyTorch (median) | range |"
