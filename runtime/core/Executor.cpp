@@ -413,6 +413,7 @@ absl::Status Executor::Impl::step() {
   if (plan_.hooks_block() >= 0)
     MD_RETURN_IF_ERROR(runBlock(plan_.hooks_block()));
   MD_RETURN_IF_ERROR(report());
+  MD_RETURN_IF_ERROR(checkPreemption());
   if (options_.rank == 0 && options_.observer)
     options_.observer->onStepEnd(step_);
   if (stop_ && options_.rank == 0 && options_.observer)
@@ -970,6 +971,7 @@ absl::Status Executor::Step() { return impl_->step(); }
 int64_t Executor::stepsDone() const { return impl_->step_; }
 int64_t Executor::stepsToRun() const { return impl_->steps_; }
 bool Executor::stopped() const { return impl_->stop_; }
+bool Executor::preempted() const { return impl_->preempted_; }
 double Executor::lastLoss() const { return impl_->lastLoss_; }
 const RunInfo &Executor::info() const { return impl_->info_; }
 const ArenaLayout &Executor::layout() const { return impl_->layout_; }

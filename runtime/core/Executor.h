@@ -25,6 +25,7 @@
 #ifndef MD_RUNTIME_CORE_EXECUTOR_H
 #define MD_RUNTIME_CORE_EXECUTOR_H
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -136,6 +137,12 @@ struct ExecutorOptions {
   /// The name map (runtime/core/NameMap.h) through which `init`'s tensors
   /// are read; "": they carry md's names.
   std::string initMap;
+  /// Set (by a signal handler, say) to end the run after the current step,
+  /// as a scheduler's preemption asks: at the end of every step the ranks
+  /// agree on it (a 4-byte all-reduce, max), write the plan's first sharded
+  /// save (else its first save) at that step unless the hooks just did, and
+  /// stop; Executor::preempted() then says so. nullptr: not watched.
+  const std::atomic<bool> *preempt = nullptr;
 };
 
 /// A parameter as a full f32 tensor.
@@ -180,6 +187,8 @@ public:
   int64_t stepsToRun() const;
   /// Whether the hooks ran `exit`.
   bool stopped() const;
+  /// Whether the run stopped because ExecutorOptions::preempt was set.
+  bool preempted() const;
   /// This rank's loss of the last step (mean over its micro-steps).
   double lastLoss() const;
   const RunInfo &info() const;

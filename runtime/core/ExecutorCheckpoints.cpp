@@ -285,11 +285,49 @@ absl::Status Executor::Impl::saveSharded(const std::string &dir) {
   return absl::OkStatus();
 }
 
+absl::Status Executor::Impl::checkPreemption() {
+  if (options_.preempt == nullptr)
+    return absl::OkStatus();
+  // Ranks get the signal at different moments: they stop at the first step
+  // end at which any of them had it, all at the same one.
+  float flag = options_.preempt->load(std::memory_order_relaxed) ? 1.0f : 0.0f;
+  MD_RETURN_IF_ERROR(backend_.copy(control_.data(), &flag, 4, kCommStream));
+  MD_RETURN_IF_ERROR(comm_.allReduce(control_.data(), control_.data(), 1,
+                                     DType::f32, ReduceOp::max, group(0)));
+  MD_RETURN_IF_ERROR(backend_.copy(&flag, control_.data(), 4, kCommStream));
+  MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
+  if (flag == 0.0f || stop_ || step_ >= steps_)
+    return absl::OkStatus(); // not asked, or ending here anyway
+  preempted_ = true;
+  stop_ = true;
+  stopReason_ = "preempted (SIGTERM)";
+  // The plan's first sharded save, else its first save, at this step.
+  const fb::Instruction *chosen = nullptr;
+  for (uint32_t bl = 0; bl < count(plan_.blocks()); ++bl) {
+    const fb::Block *block = plan_.blocks()->Get(bl);
+    for (uint32_t i = 0; i < count(block->instructions()); ++i) {
+      const fb::Instruction *inst = block->instructions()->Get(i);
+      if (inst->opcode() != fb::Opcode::Save)
+        continue;
+      bool sharded = static_cast<fb::CheckpointFormat>(inst->ints()->Get(0)) ==
+                     fb::CheckpointFormat::Sharded;
+      if (chosen == nullptr ||
+          (sharded && static_cast<fb::CheckpointFormat>(chosen->ints()->Get(
+                          0)) != fb::CheckpointFormat::Sharded))
+        chosen = inst;
+    }
+  }
+  if (chosen == nullptr || lastSaveStep_ == step_)
+    return absl::OkStatus();
+  return save(*chosen);
+}
+
 absl::Status Executor::Impl::save(const fb::Instruction &inst) {
   auto format = static_cast<fb::CheckpointFormat>(inst.ints()->Get(0));
   std::string dir =
       count(inst.strings()) > 0 ? str(inst.strings()->Get(0)) : "";
   std::string path = CheckpointPath(dir, format, step_);
+  lastSaveStep_ = step_;
   if (format == fb::CheckpointFormat::Full)
     return saveFull(path);
   return saveSharded(path);

@@ -57,6 +57,7 @@ public:
   ArenaLayout layout_;
   int64_t step_ = 0, steps_ = 0;
   bool stop_ = false;
+  bool preempted_ = false; // stopped by ExecutorOptions::preempt
   double lastLoss_ = std::nan("");
 
 private:
@@ -118,6 +119,8 @@ private:
 
   // --- checkpoints (ExecutorCheckpoints.cpp) -------------------------------
   absl::Status save(const fb::Instruction &inst);
+  /// ExecutorOptions::preempt, agreed by every rank at the end of a step.
+  absl::Status checkPreemption();
   absl::Status saveSharded(const std::string &dir);
   /// The f32 master weights of every unit, whole, by unit (none for a unit
   /// without masters). A collective.
@@ -188,6 +191,7 @@ private:
   int64_t lastReportStep_ = 0;
   std::map<const fb::Instruction *, Clock::time_point> everyFired_;
   std::string stopReason_;
+  int64_t lastSaveStep_ = -1; // the step of the last save, -1: none yet
 };
 
 } // namespace md::runtime

@@ -64,6 +64,7 @@ struct RankRecord {
   char logs[4096]; // "tag name=value;" records of the plan's logs
   int64_t stepsDone;
   int stopped;
+  int preempted;
   int64_t weightBytes;
   uint8_t weights[1 << 17]; // gathered parameters, f32, in param order
 };
@@ -114,6 +115,10 @@ struct RunOptions {
   bool gather = true;
   std::function<void(Executor &)> after; // runs in the child after training
   std::string resume;                    // ExecutorOptions::resume
+  // ExecutorOptions::preempt: rank `preemptRank` sets it once it has done
+  // `preemptAfter` steps (-1: never).
+  int preemptRank = 0;
+  int64_t preemptAfter = -1;
 };
 
 RunOptions forSteps(int64_t steps) {
@@ -221,6 +226,8 @@ private:
     eo.logEvery = run.logEvery;
     eo.observer = &collector;
     eo.resume = run.resume;
+    std::atomic<bool> preempt{false};
+    eo.preempt = &preempt;
     // As mdrun does: MD_VERIFY_HOST_SCALARS=1 checks every host copy.
     const char *verify = std::getenv("MD_VERIFY_HOST_SCALARS");
     eo.verifyHostScalars = verify != nullptr && std::string(verify) == "1";
@@ -235,9 +242,12 @@ private:
         return fail(out, s);
       if (out.numLosses < 512)
         out.losses[out.numLosses++] = (*exec)->lastLoss();
+      if (rank == run.preemptRank && (*exec)->stepsDone() == run.preemptAfter)
+        preempt = true;
     }
     out.stepsDone = (*exec)->stepsDone();
     out.stopped = (*exec)->stopped();
+    out.preempted = (*exec)->preempted();
     if (run.gather) {
       absl::StatusOr<std::vector<NamedTensor>> params =
           (*exec)->GatherParameters();
@@ -695,6 +705,39 @@ TEST(ExecutorTest, SavesFullAndShardedCheckpoints) {
       EXPECT_NE(access((step + ".tmp").c_str(), F_OK), 0);
     }
   }
+}
+
+TEST(ExecutorTest, APreemptedRunStopsEveryRankAtOneStepAndSavesThere) {
+  // Rank 1 alone is asked to stop after step 2 (as SIGTERM would): at the
+  // end of step 3 every rank stops, and the plan's sharded save (every 5
+  // steps) is written at step 3; resuming it gives the uninterrupted run's
+  // weights bit for bit.
+  std::string dir =
+      absl::StrFormat("%s/md-exec-preempt-%d", ::testing::TempDir(), getpid());
+  TrainingPlanOptions o;
+  o.preset = Preset::FsdpFull;
+  o.saveEvery = 5;
+  o.saveSharded = true;
+  o.saveDir = dir;
+  RunOptions run = forSteps(8);
+  run.preemptRank = 1;
+  run.preemptAfter = 2;
+  Ranks preempted;
+  ASSERT_EQ(preempted.train(TrainingPlan(o), 2, run), "");
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(preempted.rank(r).stepsDone, 3) << "rank " << r;
+    EXPECT_TRUE(preempted.rank(r).preempted) << "rank " << r;
+  }
+  EXPECT_EQ(access((dir + "/step_00000003/meta.json").c_str(), F_OK), 0);
+  Ranks whole;
+  ASSERT_EQ(whole.train(TrainingPlan(o), 2, forSteps(8)), "");
+  EXPECT_FALSE(whole.rank(0).preempted);
+  RunOptions rest = forSteps(8);
+  rest.resume = dir + "/step_00000003";
+  Ranks resumed;
+  ASSERT_EQ(resumed.train(TrainingPlan(o), 2, rest), "");
+  EXPECT_EQ(resumed.weights(0), whole.weights(0));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ExecutorTest, ANanLossIsAnErrorNamingTheStep) {
