@@ -377,8 +377,16 @@ absl::Status Executor::Impl::run() {
   return absl::OkStatus();
 }
 
+void Executor::Impl::enterFlight(int64_t step, int32_t micro) {
+  flightStep_ = step;
+  flightMicro_ = micro;
+  if (options_.recorder != nullptr)
+    options_.recorder->enter(step, micro);
+}
+
 absl::Status Executor::Impl::step() {
   micro_ = 0;
+  enterFlight(step_ + 1, 1);
   lossSum_ = 0;
   lossCount_ = 0;
   gradNorm_.reset();
@@ -387,6 +395,9 @@ absl::Status Executor::Impl::step() {
   lastLoss_ = lossCount_ > 0 ? lossSum_ / static_cast<double>(lossCount_)
                              : std::nan("");
   ++step_;
+  if (options_.recorder != nullptr)
+    options_.recorder->stepDone(step_);
+  enterFlight(step_, 0);
   if (plan_.hooks_block() >= 0)
     MD_RETURN_IF_ERROR(runBlock(plan_.hooks_block()));
   MD_RETURN_IF_ERROR(report());
@@ -405,11 +416,16 @@ absl::Status Executor::Impl::report() {
   // The mean of the ranks' losses: every rank takes part.
   float local = static_cast<float>(lastLoss_);
   MD_RETURN_IF_ERROR(backend_.copy(control_.data(), &local, 4, kCommStream));
-  MD_RETURN_IF_ERROR(comm_.allReduce(control_.data(), control_.data(), 1,
-                                     DType::f32, ReduceOp::avg, group(0)));
+  MD_RETURN_IF_ERROR(recorded(
+      flightCall(Collective::all_reduce, group(0), DType::f32, 4), [&] {
+        return comm_.allReduce(control_.data(), control_.data(), 1, DType::f32,
+                               ReduceOp::avg, group(0));
+      }));
   float mean = 0;
   MD_RETURN_IF_ERROR(backend_.copy(&mean, control_.data(), 4, kCommStream));
   MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
+  if (options_.recorder != nullptr)
+    options_.recorder->completeQueued();
   Clock::time_point now = Clock::now();
   if (options_.rank == 0 && options_.observer) {
     Progress p;
@@ -514,8 +530,11 @@ absl::Status Executor::Impl::evaluate(const fb::Instruction &inst) {
   float meanF = static_cast<float>(mean);
   int32_t out = inst.outputs()->Get(0);
   MD_RETURN_IF_ERROR(fromHost(out, &meanF, 0, 4));
-  return comm_.allReduce(ptrs_[out], ptrs_[out], 1, DType::f32, ReduceOp::avg,
-                         group(0));
+  return recorded(flightCall(Collective::all_reduce, group(0), DType::f32, 4),
+                  [&] {
+                    return comm_.allReduce(ptrs_[out], ptrs_[out], 1,
+                                           DType::f32, ReduceOp::avg, group(0));
+                  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -840,10 +859,15 @@ absl::Status Executor::Impl::executeControl(const fb::Instruction &inst) {
       int64_t flag =
           std::chrono::duration<double>(now - last).count() >= seconds ? 1 : 0;
       MD_RETURN_IF_ERROR(backend_.copy(control_.data(), &flag, 8, kCommStream));
-      MD_RETURN_IF_ERROR(comm_.broadcast(control_.data(), control_.data(), 1,
-                                         DType::i64, 0, group(0)));
+      MD_RETURN_IF_ERROR(recorded(
+          flightCall(Collective::broadcast, group(0), DType::i64, 8), [&] {
+            return comm_.broadcast(control_.data(), control_.data(), 1,
+                                   DType::i64, 0, group(0));
+          }));
       MD_RETURN_IF_ERROR(backend_.copy(&flag, control_.data(), 8, kCommStream));
       MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
+      if (options_.recorder != nullptr)
+        options_.recorder->completeQueued();
       due = flag != 0;
       if (due)
         everyFired_[&inst] = now;
@@ -865,6 +889,7 @@ absl::Status Executor::Impl::executeControl(const fb::Instruction &inst) {
     for (int64_t k = 0; k + 1 < world_.accumulationSteps; ++k) {
       MD_RETURN_IF_ERROR(runBlock(inst.blocks()->Get(0)));
       ++micro_;
+      enterFlight(step_ + 1, static_cast<int32_t>(micro_ + 1));
     }
     return absl::OkStatus();
   }

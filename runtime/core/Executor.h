@@ -43,6 +43,8 @@
 
 namespace md::runtime {
 
+class FlightRecorder;
+
 /// What a run is, for the startup banner.
 struct RunInfo {
   std::string model, planName, preset;
@@ -112,6 +114,9 @@ struct ExecutorOptions {
   /// wait for the device each time. mdrun sets it from the environment
   /// variable MD_VERIFY_HOST_SCALARS=1 (docs/runtime.md).
   bool verifyHostScalars = false;
+  /// Where the executor files every collective it runs and the step it is
+  /// in (FlightRecorder.h); none when null. Not owned.
+  FlightRecorder *recorder = nullptr;
 };
 
 /// A parameter as a full f32 tensor.

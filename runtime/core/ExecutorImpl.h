@@ -27,8 +27,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "runtime/core/DataFeeds.h"
 #include "runtime/core/Executor.h"
+#include "runtime/core/FlightRecorder.h"
 #include "runtime/core/HostScalars.h"
 #include "runtime/core/PlanAccess.h"
 #include "runtime/plan/Schema.h"
@@ -85,7 +87,21 @@ private:
   std::string blockPrefix(const fb::Block &block) const;
 
   // --- collectives (ExecutorCollectives.cpp) -------------------------------
+  /// Runs a collective instruction, through the flight recorder if any.
   absl::Status executeCollective(const fb::Instruction &inst);
+  absl::Status dispatchCollective(const fb::Instruction &inst);
+  /// A collective of the executor's own (a progress report's mean loss,
+  /// an evaluation's, an `every`'s clock) as the recorder keeps it: in the
+  /// current step and micro-step, with no bucket and no location.
+  FlightCall flightCall(Collective kind, const Group &g, DType dtype,
+                        int64_t bytes) const;
+  /// Runs `run` (one collective) as `call` in the flight recorder: started
+  /// (or queued, on a stream-ordered comm) before, completed or failed
+  /// after. Just `run` without a recorder.
+  absl::Status recorded(const FlightCall &call,
+                        absl::FunctionRef<absl::Status()> run);
+  /// Tells the recorder where the rank is now (step and micro-step).
+  void enterFlight(int64_t step, int32_t micro);
   struct GatherScatter;
   /// All-gather or reduce-scatter between a shard and its flat whole.
   absl::Status flatCollective(const fb::Instruction &inst,
@@ -157,6 +173,11 @@ private:
   std::vector<Event> events_;
 
   std::unique_ptr<DataFeeds> feeds_; // once the world size is bound
+
+  // Where the flight recorder files collectives: the step (1-based) and
+  // micro-step (1-based; 0 in the hooks).
+  int64_t flightStep_ = 0;
+  int32_t flightMicro_ = 0;
 
   // Per step.
   int64_t micro_ = 0; // micro-steps done in this step
