@@ -1,0 +1,360 @@
+//===- FlightAnalysis.cpp - who stopped a job, from the ranks' flight rings
+//-===//
+//
+// The analysis behind the launcher's one paragraph (FlightAnalysis.h) and
+// the JSON form of a ring.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/mdrun/FlightAnalysis.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "runtime/plan/MemoryFormat.h"
+
+namespace md::mdrun {
+
+using runtime::FlightEntry;
+using runtime::FlightSnapshot;
+using runtime::FlightState;
+
+bool RankFate::abnormal() const {
+  switch (kind) {
+  case Kind::Running:
+    return false;
+  case Kind::Exited:
+    return code != 0;
+  case Kind::Stopped:
+  case Kind::Signaled:
+    return true;
+  }
+  return true;
+}
+
+std::string RankFate::str() const {
+  switch (kind) {
+  case Kind::Running:
+    return "is running";
+  case Kind::Stopped:
+    return "was stopped (SIGSTOP, SIGTSTP or a debugger)";
+  case Kind::Exited:
+    return absl::StrFormat("exited with status %d", code);
+  case Kind::Signaled:
+    return absl::StrFormat("was killed by signal %d (%s)", code,
+                           strsignal(code));
+  }
+  return "?";
+}
+
+std::vector<std::string> FlightLocations(const fb::Plan &plan) {
+  std::vector<std::string> out;
+  if (plan.locations() == nullptr)
+    return out;
+  for (const fb::SourceLocation *loc : *plan.locations())
+    out.push_back(absl::StrCat(loc->file() ? loc->file()->str() : "?", ":",
+                               loc->line(), ":", loc->col()));
+  return out;
+}
+
+std::string RankListText(const std::vector<int> &ranks) {
+  std::vector<std::string> runs;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
+      ++j;
+    runs.push_back(j == i ? absl::StrCat(ranks[i])
+                          : absl::StrCat(ranks[i], "-", ranks[j]));
+    i = j + 1;
+  }
+  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
+                      absl::StrJoin(runs, ", "));
+}
+
+namespace {
+
+std::string secondsText(int64_t ns) {
+  return absl::StrFormat("%.1f s",
+                         static_cast<double>(std::max<int64_t>(ns, 0)) / 1e9);
+}
+
+std::string locationText(int32_t loc, const std::vector<std::string> &locs) {
+  if (loc < 0 || static_cast<size_t>(loc) >= locs.size())
+    return "";
+  return locs[static_cast<size_t>(loc)];
+}
+
+/// "all_gather #388 (bf16, 4.0 KiB, shard group of 4, bucket 2,
+/// mlp.mdl:17:23)".
+std::string callText(const FlightEntry &e,
+                     const std::vector<std::string> &locs) {
+  const runtime::FlightCall &c = e.call;
+  std::string s =
+      absl::StrFormat("%s #%d (", runtime::collectiveName(c.kind), e.seq);
+  if (c.kind != runtime::Collective::barrier)
+    absl::StrAppend(&s, runtime::dtypeName(c.dtype), ", ",
+                    plan::BytesText(c.bytes), ", ");
+  absl::StrAppend(&s, runtime::groupKindName(c.group), " group of ",
+                  c.groupSize);
+  if (c.bucket >= 0)
+    absl::StrAppend(&s, ", bucket ", c.bucket);
+  std::string loc = locationText(c.loc, locs);
+  absl::StrAppend(&s, ", ", loc.empty() ? "added by the executor" : loc, ")");
+  return s;
+}
+
+/// "in step 38, micro-step 2", "in the hooks after step 38", "before its
+/// first step".
+std::string whereText(int64_t step, int32_t micro) {
+  if (step <= 0)
+    return "before its first step";
+  if (micro <= 0)
+    return absl::StrFormat("in the hooks after step %d", step);
+  return absl::StrFormat("in step %d, micro-step %d", step, micro);
+}
+
+const FlightEntry *entryOf(const FlightSnapshot &s, uint64_t seq) {
+  for (const FlightEntry &e : s.entries)
+    if (e.seq == seq)
+      return &e;
+  return nullptr;
+}
+
+/// The lowest seq this rank began and did not complete; begun + 1 when it
+/// completed all it began.
+uint64_t firstOpen(const FlightSnapshot &s) {
+  for (const FlightEntry &e : s.entries)
+    if (e.state != FlightState::Completed)
+      return e.seq;
+  return s.begun + 1;
+}
+
+/// What must match across ranks for two entries to be the same call.
+bool sameCall(const FlightEntry &a, const FlightEntry &b) {
+  return a.call.kind == b.call.kind && a.call.group == b.call.group &&
+         a.call.groupSize == b.call.groupSize && a.call.dtype == b.call.dtype &&
+         a.call.bytes == b.call.bytes && a.call.loc == b.call.loc;
+}
+
+} // namespace
+
+FlightFinding AnalyzeFlight(const std::vector<RankRing> &ranks,
+                            const std::vector<std::string> &locs,
+                            int64_t nowNs) {
+  FlightFinding f;
+  if (ranks.empty()) {
+    f.text = "no rank's flight recorder to analyse";
+    return f;
+  }
+  uint64_t s = UINT64_MAX, begunMax = 0;
+  for (const RankRing &r : ranks) {
+    s = std::min(s, firstOpen(r.ring));
+    begunMax = std::max(begunMax, r.ring.begun);
+  }
+  if (s > begunMax) {
+    // Every rank completed all it began: no collective holds anyone.
+    f.seq = 0;
+    std::vector<int> abnormal;
+    for (const RankRing &r : ranks)
+      if (r.fate.abnormal())
+        abnormal.push_back(r.rank);
+    f.culprits = abnormal;
+    std::vector<std::string> parts;
+    for (const RankRing &r : ranks) {
+      if (!r.fate.abnormal())
+        continue;
+      std::string p = absl::StrCat("rank ", r.rank, " ", r.fate.str(), " ",
+                                   whereText(r.ring.step, r.ring.micro));
+      if (!r.ring.entries.empty())
+        absl::StrAppend(&p, ", after ", callText(r.ring.entries.back(), locs));
+      parts.push_back(p);
+    }
+    f.text = absl::StrCat(
+        parts.empty() ? "" : absl::StrCat(absl::StrJoin(parts, "; "), "; "),
+        "no rank waits in a collective (", begunMax,
+        " completed on the furthest rank)");
+    return f;
+  }
+  f.seq = s;
+
+  // Where each rank stands against collective s.
+  std::vector<const RankRing *> behind, in;
+  for (const RankRing &r : ranks) {
+    if (r.ring.begun < s)
+      behind.push_back(&r);
+    else
+      in.push_back(&r);
+  }
+
+  // A desync: the ranks that reached s disagree on what it is.
+  std::vector<std::pair<const FlightEntry *, std::vector<int>>> variants;
+  for (const RankRing *r : in) {
+    const FlightEntry *e = entryOf(r->ring, s);
+    if (e == nullptr)
+      continue;
+    auto it = std::find_if(variants.begin(), variants.end(),
+                           [&](auto &v) { return sameCall(*v.first, *e); });
+    if (it == variants.end())
+      variants.push_back({e, {r->rank}});
+    else
+      it->second.push_back(r->rank);
+  }
+  if (variants.size() > 1) {
+    f.mismatch = true;
+    // The ranks outside the largest agreeing set are the suspects.
+    size_t largest = 0;
+    for (size_t v = 1; v < variants.size(); ++v)
+      if (variants[v].second.size() > variants[largest].second.size())
+        largest = v;
+    std::vector<std::string> parts;
+    for (size_t v = 0; v < variants.size(); ++v) {
+      parts.push_back(
+          absl::StrCat(RankListText(variants[v].second), " ",
+                       variants[v].second.size() == 1 ? "runs" : "run", " ",
+                       callText(*variants[v].first, locs), " ",
+                       whereText(variants[v].first->call.step,
+                                 variants[v].first->call.micro)));
+      if (v != largest)
+        f.culprits.insert(f.culprits.end(), variants[v].second.begin(),
+                          variants[v].second.end());
+    }
+    std::sort(f.culprits.begin(), f.culprits.end());
+    f.text = absl::StrCat("the ranks disagree on collective #", s, ": ",
+                          absl::StrJoin(parts, "; "));
+    return f;
+  }
+
+  // The call itself, as some rank that reached it recorded it.
+  const FlightEntry *call = variants.empty() ? nullptr : variants[0].first;
+
+  // The culprits: the ranks that never reached s, else the ranks in it
+  // that are dead, stopped or failed.
+  std::vector<const RankRing *> culprits;
+  if (!behind.empty()) {
+    culprits = behind;
+  } else {
+    for (const RankRing *r : in)
+      if (r->fate.abnormal())
+        culprits.push_back(r);
+  }
+  std::vector<std::string> parts;
+  for (const RankRing *r : culprits) {
+    f.culprits.push_back(r->rank);
+    std::string p = absl::StrCat("rank ", r->rank, " ", r->fate.str(), " ",
+                                 whereText(r->ring.step, r->ring.micro));
+    if (const FlightEntry *e = entryOf(r->ring, s)) {
+      absl::StrAppend(&p, ", while in ", callText(*e, locs));
+    } else {
+      if (!r->ring.entries.empty())
+        absl::StrAppend(&p, ", after ", callText(r->ring.entries.back(), locs));
+      else
+        absl::StrAppend(&p, ", before its first collective");
+      absl::StrAppend(&p, "; it never reached ",
+                      call ? callText(*call, locs)
+                           : absl::StrCat("collective #", s));
+    }
+    parts.push_back(p);
+  }
+
+  // Who waits in s, and since when; who gave up waiting.
+  std::vector<int> waiting, gaveUp;
+  int64_t waitStart = INT64_MAX, gaveUpAfter = 0;
+  for (const RankRing *r : in) {
+    if (std::find(culprits.begin(), culprits.end(), r) != culprits.end())
+      continue;
+    const FlightEntry *e = entryOf(r->ring, s);
+    if (e == nullptr || e->state == FlightState::Completed)
+      continue;
+    if (e->state == FlightState::Failed) {
+      gaveUp.push_back(r->rank);
+      gaveUpAfter = std::max(gaveUpAfter, e->endedNs - e->beganNs);
+    } else {
+      waiting.push_back(r->rank);
+      waitStart = std::min(waitStart, e->beganNs);
+    }
+    f.waiting.push_back(r->rank);
+  }
+  std::string wait;
+  if (!waiting.empty())
+    wait = absl::StrCat(RankListText(waiting),
+                        waiting.size() == 1 ? " waits" : " wait",
+                        " in it since ", secondsText(nowNs - waitStart));
+  if (!gaveUp.empty())
+    absl::StrAppend(&wait, wait.empty() ? "" : ", ", RankListText(gaveUp),
+                    " gave up waiting in it after ", secondsText(gaveUpAfter));
+  if (parts.empty()) {
+    // Every rank is in s and none is dead or stopped: a hang inside the
+    // collective itself (a comm or the network).
+    f.text = absl::StrCat(
+        "every rank reached ",
+        call ? callText(*call, locs) : absl::StrCat("collective #", s),
+        " and none completed it", wait.empty() ? "" : "; ", wait);
+    return f;
+  }
+  f.text = absl::StrJoin(parts, "; ");
+  if (!wait.empty())
+    absl::StrAppend(&f.text, "; ", wait);
+  return f;
+}
+
+namespace {
+
+std::string jsonString(const std::string &s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\')
+      absl::StrAppend(&out, "\\", std::string(1, ch));
+    else if (c < 0x20)
+      absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
+    else
+      out.push_back(ch);
+  }
+  out.push_back('"');
+  return out;
+}
+
+std::string nsOrNull(int64_t ns) { return ns > 0 ? absl::StrCat(ns) : "null"; }
+
+} // namespace
+
+std::string FlightJson(const RankRing &r, const std::vector<std::string> &locs,
+                       int64_t nowNs) {
+  const FlightSnapshot &s = r.ring;
+  std::string out = absl::StrFormat(
+      "{\n  \"rank\": %d,\n  \"pid\": %d,\n  \"fate\": %s,\n  \"phase\": "
+      "%s,\n  \"capacity\": %d,\n  \"begun\": %d,\n  \"step\": %d,\n  "
+      "\"micro_step\": %d,\n  \"steps_done\": %d,\n  \"progress_ns\": %d,\n  "
+      "\"written_ns\": %d,\n  \"collectives\": [",
+      r.rank, s.pid, jsonString(r.fate.str()),
+      jsonString(runtime::rankPhaseName(s.phase)), s.capacity, s.begun, s.step,
+      s.micro, s.stepsDone, s.progressNs, nowNs);
+  for (size_t i = 0; i < s.entries.size(); ++i) {
+    const FlightEntry &e = s.entries[i];
+    std::string loc = locationText(e.call.loc, locs);
+    absl::StrAppendFormat(
+        &out,
+        "%s\n    {\"seq\": %d, \"kind\": %s, \"group\": %s, \"group_size\": "
+        "%d, \"dtype\": %s, \"bytes\": %d, \"bucket\": %d, \"location\": %s, "
+        "\"step\": %d, \"micro_step\": %d, \"state\": %s, \"began_ns\": %s, "
+        "\"ended_ns\": %s}",
+        i == 0 ? "" : ",", e.seq,
+        jsonString(runtime::collectiveName(e.call.kind)),
+        jsonString(runtime::groupKindName(e.call.group)), e.call.groupSize,
+        jsonString(runtime::dtypeName(e.call.dtype)), e.call.bytes,
+        e.call.bucket, loc.empty() ? "null" : jsonString(loc), e.call.step,
+        e.call.micro, jsonString(runtime::flightStateName(e.state)),
+        nsOrNull(e.beganNs), nsOrNull(e.endedNs));
+  }
+  absl::StrAppend(&out, s.entries.empty() ? "]\n}\n" : "\n  ]\n}\n");
+  return out;
+}
+
+} // namespace md::mdrun
