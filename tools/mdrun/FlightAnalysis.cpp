@@ -105,8 +105,9 @@ std::string callText(const FlightEntry &e,
                   c.groupSize);
   if (c.bucket >= 0)
     absl::StrAppend(&s, ", bucket ", c.bucket);
-  std::string loc = locationText(c.loc, locs);
-  absl::StrAppend(&s, ", ", loc.empty() ? "added by the executor" : loc, ")");
+  if (std::string loc = locationText(c.loc, locs); !loc.empty())
+    absl::StrAppend(&s, ", ", loc);
+  absl::StrAppend(&s, ")");
   return s;
 }
 
@@ -134,6 +135,34 @@ uint64_t firstOpen(const FlightSnapshot &s) {
     if (e.state != FlightState::Completed)
       return e.seq;
   return s.begun + 1;
+}
+
+/// "rank 3 was stopped ...; ranks 0-1 were killed ...": `said` holds each
+/// rank's description (its fate first, as RankFate::str() words it), and
+/// ranks with the same description share one clause.
+std::string byRanks(const std::vector<std::pair<int, std::string>> &said) {
+  std::vector<std::pair<std::string, std::vector<int>>> clauses;
+  for (const auto &[rank, text] : said) {
+    auto it = std::find_if(clauses.begin(), clauses.end(),
+                           [&](const auto &c) { return c.first == text; });
+    if (it == clauses.end())
+      clauses.push_back({text, {rank}});
+    else
+      it->second.push_back(rank);
+  }
+  std::vector<std::string> parts;
+  for (auto &[text, ranks] : clauses) {
+    std::sort(ranks.begin(), ranks.end());
+    std::string t = text;
+    if (ranks.size() > 1) {
+      if (t.rfind("was ", 0) == 0)
+        t = "were " + t.substr(4);
+      else if (t.rfind("is ", 0) == 0)
+        t = "are " + t.substr(3);
+    }
+    parts.push_back(absl::StrCat(RankListText(ranks), " ", t));
+  }
+  return absl::StrJoin(parts, "; ");
 }
 
 /// What must match across ranks for two entries to be the same call.
@@ -166,20 +195,19 @@ FlightFinding AnalyzeFlight(const std::vector<RankRing> &ranks,
       if (r.fate.abnormal())
         abnormal.push_back(r.rank);
     f.culprits = abnormal;
-    std::vector<std::string> parts;
+    std::vector<std::pair<int, std::string>> said;
     for (const RankRing &r : ranks) {
       if (!r.fate.abnormal())
         continue;
-      std::string p = absl::StrCat("rank ", r.rank, " ", r.fate.str(), " ",
-                                   whereText(r.ring.step, r.ring.micro));
+      std::string p =
+          absl::StrCat(r.fate.str(), " ", whereText(r.ring.step, r.ring.micro));
       if (!r.ring.entries.empty())
         absl::StrAppend(&p, ", after ", callText(r.ring.entries.back(), locs));
-      parts.push_back(p);
+      said.push_back({r.rank, p});
     }
-    f.text = absl::StrCat(
-        parts.empty() ? "" : absl::StrCat(absl::StrJoin(parts, "; "), "; "),
-        "no rank waits in a collective (", begunMax,
-        " completed on the furthest rank)");
+    f.text = absl::StrCat(said.empty() ? "" : absl::StrCat(byRanks(said), "; "),
+                          "no rank waits in a collective (", begunMax,
+                          " completed on the furthest rank)");
     return f;
   }
   f.seq = s;
@@ -240,14 +268,24 @@ FlightFinding AnalyzeFlight(const std::vector<RankRing> &ranks,
   if (!behind.empty()) {
     culprits = behind;
   } else {
-    for (const RankRing *r : in)
-      if (r->fate.abnormal())
+    // A rank that failed out of s (its comm gave up waiting) noticed the
+    // hang; the dead and the stopped caused it. Only when there are none
+    // does a rank that failed count.
+    for (const RankRing *r : in) {
+      const FlightEntry *e = entryOf(r->ring, s);
+      bool gaveUp = e != nullptr && e->state == FlightState::Failed;
+      if (r->fate.abnormal() && !gaveUp)
         culprits.push_back(r);
+    }
+    if (culprits.empty())
+      for (const RankRing *r : in)
+        if (r->fate.abnormal())
+          culprits.push_back(r);
   }
-  std::vector<std::string> parts;
+  std::vector<std::pair<int, std::string>> said;
   for (const RankRing *r : culprits) {
     f.culprits.push_back(r->rank);
-    std::string p = absl::StrCat("rank ", r->rank, " ", r->fate.str(), " ",
+    std::string p = absl::StrCat(r->fate.str(), " ",
                                  whereText(r->ring.step, r->ring.micro));
     if (const FlightEntry *e = entryOf(r->ring, s)) {
       absl::StrAppend(&p, ", while in ", callText(*e, locs));
@@ -260,8 +298,9 @@ FlightFinding AnalyzeFlight(const std::vector<RankRing> &ranks,
                       call ? callText(*call, locs)
                            : absl::StrCat("collective #", s));
     }
-    parts.push_back(p);
+    said.push_back({r->rank, p});
   }
+  std::sort(f.culprits.begin(), f.culprits.end());
 
   // Who waits in s, and since when; who gave up waiting.
   std::vector<int> waiting, gaveUp;
@@ -289,7 +328,7 @@ FlightFinding AnalyzeFlight(const std::vector<RankRing> &ranks,
   if (!gaveUp.empty())
     absl::StrAppend(&wait, wait.empty() ? "" : ", ", RankListText(gaveUp),
                     " gave up waiting in it after ", secondsText(gaveUpAfter));
-  if (parts.empty()) {
+  if (said.empty()) {
     // Every rank is in s and none is dead or stopped: a hang inside the
     // collective itself (a comm or the network).
     f.text = absl::StrCat(
@@ -298,7 +337,7 @@ FlightFinding AnalyzeFlight(const std::vector<RankRing> &ranks,
         " and none completed it", wait.empty() ? "" : "; ", wait);
     return f;
   }
-  f.text = absl::StrJoin(parts, "; ");
+  f.text = byRanks(said);
   if (!wait.empty())
     absl::StrAppend(&f.text, "; ", wait);
   return f;

@@ -111,6 +111,10 @@ ABSL_FLAG(std::string, save_final, kTrainDefaults.saveFinalPath,
 ABSL_FLAG(md::mdrun::Seconds, timeout,
           md::mdrun::Seconds{kTrainDefaults.timeoutSeconds},
           "how long a collective waits for a peer (default 300)");
+ABSL_FLAG(md::cli::Count, flight_recorder,
+          md::cli::Count{kTrainDefaults.flightRecorder},
+          "collectives each rank's flight recorder keeps, for the analysis "
+          "of a failed or stalled job (default 2048; 0: off)");
 ABSL_FLAG(md::cli::Count, threads, md::cli::Count{kTrainDefaults.threads},
           "BLAS threads per rank (default: cores / ranks)");
 ABSL_FLAG(absl::optional<md::cli::PositiveCount>, nnodes, absl::nullopt,
@@ -164,6 +168,13 @@ const std::vector<cli::Section> &sections() {
             .withTag(kTrain),
         FlagOption(FLAGS_timeout, {"--timeout"}, "SECONDS").withTag(kTrain),
         FlagOption(FLAGS_threads, {"--threads"}, "N").withTag(kTrain),
+        FlagOption(FLAGS_flight_recorder, {"--flight-recorder"}, "N",
+                   [](const cli::Count &n) -> std::string {
+                     return n.value > (int64_t(1) << 20)
+                                ? "more than 1048576 collectives"
+                                : "";
+                   })
+            .withTag(kTrain),
         FlagOption(FLAGS_worker, {"--worker"}, "").withTag(kWorker).hide(),
     };
     s[1].heading =
@@ -298,6 +309,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
   t.nnodes = valueOr(absl::GetFlag(FLAGS_nnodes), t.nnodes);
   t.nodeRank = valueOr(absl::GetFlag(FLAGS_node_rank), t.nodeRank);
   t.threads = absl::GetFlag(FLAGS_threads).value;
+  t.flightRecorder = absl::GetFlag(FLAGS_flight_recorder).value;
   cl.mode = worker ? CommandLine::Mode::Worker : CommandLine::Mode::Launch;
   return cl;
 }

@@ -2,6 +2,8 @@
 
 #include "tools/mdrun/Worker.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/core/Executor.h"
+#include "runtime/core/FlightRecorder.h"
 #include "runtime/core/Safetensors.h"
 #include "runtime/core/Status.h"
 #include "runtime/cpu/CpuBackend.h"
@@ -243,6 +246,9 @@ absl::StatusOr<WorkerEnv> WorkerEnvFromEnvironment() {
   if (std::getenv("MD_DEVICE") != nullptr) {
     MD_ASSIGN_OR_RETURN(env.device, envInt("MD_DEVICE", 0));
   }
+  if (std::getenv("MD_FLIGHT_FD") != nullptr) {
+    MD_ASSIGN_OR_RETURN(env.flightFd, envInt("MD_FLIGHT_FD", 0));
+  }
   return env;
 }
 
@@ -305,7 +311,10 @@ makeShmComm(const TrainOptions &options, const WorkerEnv &env,
 
 } // namespace
 
-absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
+namespace {
+
+absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
+                       runtime::FlightRecorder *recorder) {
   plan::LoadOptions lo;
   lo.worldSize = env.worldSize;
   MD_ASSIGN_OR_RETURN(plan::LoadedPlan loaded,
@@ -399,15 +408,35 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
   // A debugging aid for the executor's host scalars (docs/runtime.md).
   const char *verify = std::getenv("MD_VERIFY_HOST_SCALARS");
   eo.verifyHostScalars = verify != nullptr && std::string(verify) == "1";
+  eo.recorder = recorder;
   MD_ASSIGN_OR_RETURN(
       std::unique_ptr<runtime::Executor> exec,
       runtime::Executor::Create(loaded, env.worldSize, *backend, *comm, eo));
   if (env.rank == 0)
     printBanner(exec->info(), options.planPath, where);
+  if (recorder != nullptr)
+    recorder->setPhase(runtime::RankPhase::Training);
   MD_RETURN_IF_ERROR(exec->Run());
   if (!options.saveFinalPath.empty())
     MD_RETURN_IF_ERROR(exec->SaveFull(options.saveFinalPath));
   return absl::OkStatus();
+}
+
+} // namespace
+
+absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
+  std::unique_ptr<runtime::FlightRecorder> recorder;
+  if (env.flightFd >= 0) {
+    MD_ASSIGN_OR_RETURN(recorder, runtime::FlightRecorder::Open(env.flightFd));
+    recorder->setPid(static_cast<int32_t>(::getpid()));
+  }
+  absl::Status s = runWorker(options, env, recorder.get());
+  // The launcher's watchdog and analysis read the phase: a rank that
+  // finished is not stuck, one that failed is about to exit.
+  if (recorder != nullptr)
+    recorder->setPhase(s.ok() ? runtime::RankPhase::Finished
+                              : runtime::RankPhase::Failed);
+  return s;
 }
 
 absl::Status RunRank(const TrainOptions &options, const Placement &place) {
