@@ -9,7 +9,10 @@
 #   1. a rank killed with SIGKILL;
 #   2. a rank stopped with SIGSTOP (the other rank's comm times out);
 #   3. every rank stopped with SIGSTOP (the launcher's progress watchdog);
-#   4. --flight-recorder 0: a killed rank, and no analysis.
+#   4. --flight-recorder 0: a killed rank, and no analysis;
+#   5. two launchers over loopback: node 1's rank stopped, node 0's killed;
+#      node 1 ends within seconds through the launchers' control
+#      connection, not after its --timeout.
 #
 #   test/mdrun/flight.sh MDC MDRUN PYTHON3 WORK_DIR
 set -uo pipefail
@@ -143,13 +146,16 @@ EOF
 where='(in step [0-9]+, micro-step [12]|in the hooks after step [0-9]+)'
 call='(all_gather|reduce_scatter|all_reduce|broadcast) #[0-9]+ \((f32|bf16), [0-9.]+ (B|KiB), world group of 2(, bucket [0-9]+)?(, [^)]*mlp\.mdl:[0-9]+:[0-9]+)?\)'
 doing="(while in $call|after $call; it never reached $call)"
+# Where rank 0 waits: in the same collective, or in a later one the
+# culprit never joined; or nowhere, between two.
+waits="(; rank 0 (waits in (it|$call) since|gave up waiting in (it|$call) after) [0-9.]+ s)?"
 
 # 1. A rank killed with SIGKILL.
 if start kill; then
   fault=$(date +%s%N)
   kill -KILL "$(rank_pid 1)"
   finish kill 5000
-  has kill.err "^mdrun: flight recorder: rank 1 was killed by signal 9 \(Killed\) $where, $doing; rank 0 waits in it since [0-9.]+ s$"
+  has kill.err "^mdrun: flight recorder: rank 1 was killed by signal 9 \(Killed\) $where, $doing$waits$"
   has kill.err '^mdrun: error: rank 1 was killed by signal 9 \(Killed\)$'
   check_rings kill 1 "killed by signal 9"
 else
@@ -162,7 +168,7 @@ if start stop-one --timeout 3; then
   fault=$(date +%s%N)
   kill -STOP "$(rank_pid 1)"
   finish stop-one 8000
-  has stop-one.err "^mdrun: flight recorder: rank 1 was stopped \(SIGSTOP, SIGTSTP or a debugger\) $where, $doing; rank 0 (waits in it since|gave up waiting in it after) [0-9.]+ s$"
+  has stop-one.err "^mdrun: flight recorder: rank 1 was stopped \(SIGSTOP, SIGTSTP or a debugger\) $where, $doing$waits$"
   has stop-one.err '^mdrun: error: (rank 0 failed: .*timed out after 3 s waiting for rank\(s\) 1|no rank completed a collective or a step in 3 s \(--timeout\); stopped 2 ranks)'
   check_rings stop-one 1 "was stopped"
 else
@@ -175,7 +181,7 @@ if start stop-all --timeout 2; then
   fault=$(date +%s%N)
   kill -STOP $workers
   finish stop-all 7000
-  has stop-all.err "^mdrun: flight recorder: (ranks 0-1 were stopped \(SIGSTOP, SIGTSTP or a debugger\) $where, $doing|rank [01] was stopped \(SIGSTOP, SIGTSTP or a debugger\) $where, $doing; rank [01] waits in it since [0-9.]+ s)$"
+  has stop-all.err "^mdrun: flight recorder: (ranks 0-1 were stopped \(SIGSTOP, SIGTSTP or a debugger\) $where, $doing|rank [01] was stopped \(SIGSTOP, SIGTSTP or a debugger\) $where, $doing; rank [01], which was stopped \(SIGSTOP, SIGTSTP or a debugger\), waits in (it|$call) since [0-9.]+ s)$"
   has stop-all.err '^mdrun: error: no rank completed a collective or a step in 2 s \(--timeout\); stopped 2 ranks$'
   check_rings stop-all 0 "was stopped"
   check_rings stop-all 1 "was stopped"
@@ -194,6 +200,48 @@ if start off --flight-recorder 0; then
 else
   fail "off: the job did not start: $(cat off.out off.err)"
   kill -KILL $(pgrep -g $$ -x mdrun) 2>/dev/null
+fi
+
+# 5. Two launchers over loopback, one rank each: node 1's rank stopped,
+# node 0's killed. Node 1's rank can notice nothing, and its launcher's
+# watchdog would wait --timeout 30; the control connection ends it within
+# seconds, naming the failure on node 0.
+common=(--backend cpu --threads 1 --steps 100000000 --log-every 0 --timeout 30
+  --nnodes 2 --gpus 1)
+timeout --foreground 60 "$mdrun" "${common[@]}" --node-rank 0 --master-addr 127.0.0.1 \
+  --master-port 0 mlp.fb >node0.out 2>node0.err &
+node0=$!
+p=
+for _ in $(seq 200); do
+  p=$(sed -nE 's/^mdrun: rendezvous port ([0-9]+)$/\1/p' node0.err)
+  [[ -n $p ]] && break
+  sleep 0.05
+done
+timeout --foreground 60 "$mdrun" "${common[@]}" --node-rank 1 --master-addr localhost \
+  --master-port "${p:-1}" mlp.fb >node1.out 2>node1.err &
+node1=$!
+r0="" r1=""
+for _ in $(seq 200); do
+  r0=$(children "$(children $node0)") r1=$(children "$(children $node1)")
+  [[ -n $r0 && -n $r1 ]] && grep -q '^mdrun: training ' node0.out && break
+  sleep 0.05
+done
+sleep 0.3
+if [[ -z $p || -z $r0 || -z $r1 ]] || ! grep -q '^mdrun: training ' node0.out; then
+  fail "two nodes: the job did not start: $(cat node0.out node0.err node1.out node1.err)"
+  kill -KILL $(pgrep -g $$ -x mdrun) 2>/dev/null
+else
+  kill -STOP $r1
+  fault=$(date +%s%N)
+  kill -KILL $r0
+  launcher=$node0
+  finish node0 5000
+  launcher=$node1
+  finish node1 5000
+  has node0.err '^mdrun: flight recorder: rank 0 was killed by signal 9 \(Killed\) '
+  has node0.err '^mdrun: error: rank 0 was killed by signal 9 \(Killed\)$'
+  has node1.err "^mdrun: flight recorder: rank 1 was stopped \(SIGSTOP, SIGTSTP or a debugger\) $where, $doing$"
+  has node1.err '^mdrun: error: the job failed on another node: node 0: rank 0 was killed by signal 9 \(Killed\); stopped 1 rank$'
 fi
 
 if [[ $failures -ne 0 ]]; then

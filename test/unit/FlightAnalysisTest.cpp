@@ -128,6 +128,39 @@ TEST(FlightAnalysis, RankStoppedInsideACollectiveAnotherGaveUp) {
             "after 5.0 s");
 }
 
+TEST(FlightAnalysis, RankStoppedInsideACollectiveThePeerLeft) {
+  // Rank 1 stopped inside #1790 after rank 0 had its data: rank 0
+  // completed #1790 and gave up in #1791, which rank 1 never began.
+  std::vector<RankRing> ranks = {
+      rankAt(0, kFailed, 1790, 1791, FlightState::Failed, 20 * kSecond),
+      rankAt(1, kStopped, 1789, 1790, FlightState::Started, 19 * kSecond)};
+  FlightFinding f = AnalyzeFlight(ranks, kLocs, 26 * kSecond);
+  EXPECT_EQ(f.seq, 1790u);
+  EXPECT_EQ(f.culprits, std::vector<int>({1}));
+  EXPECT_EQ(f.waiting, std::vector<int>({0}));
+  EXPECT_EQ(f.text,
+            "rank 1 was stopped (SIGSTOP, SIGTSTP or a debugger) in step 38, "
+            "micro-step 2, while in all_gather #1790 (bf16, 4.0 KiB, shard "
+            "group of 4, bucket 2, mlp.mdl:17:23); rank 0 gave up waiting in "
+            "all_gather #1791 (bf16, 4.0 KiB, shard group of 4, bucket 0, "
+            "mlp.mdl:9:5) after 5.0 s");
+}
+
+TEST(FlightAnalysis, NoRankDeadOrStopped) {
+  // Every rank alive and in #5: a hang inside the collective.
+  std::vector<RankRing> ranks = {
+      rankAt(0, kRunning, 4, 5, FlightState::Started, kSecond),
+      rankAt(1, kRunning, 4, 5, FlightState::Started, 2 * kSecond)};
+  FlightFinding f = AnalyzeFlight(ranks, kLocs, 4 * kSecond);
+  EXPECT_EQ(f.seq, 5u);
+  EXPECT_TRUE(f.culprits.empty());
+  EXPECT_EQ(f.waiting, std::vector<int>({0, 1}));
+  EXPECT_EQ(f.text,
+            "no rank is dead, stopped or behind, but all_gather #5 (bf16, 4.0 "
+            "KiB, shard group of 4, bucket 2, mlp.mdl:9:5) did not complete; "
+            "ranks 0-1 wait in it since 3.0 s");
+}
+
 TEST(FlightAnalysis, EveryRankStopped) {
   // Ranks 0 and 2 wait in #10; ranks 1 and 3 were stopped before it.
   std::vector<RankRing> ranks = {
@@ -144,7 +177,8 @@ TEST(FlightAnalysis, EveryRankStopped) {
             "38, micro-step 2, after all_gather #9 (bf16, 4.0 KiB, shard group "
             "of 4, bucket 0, mlp.mdl:9:5); it never reached all_gather #10 "
             "(bf16, 4.0 KiB, shard group of 4, bucket 1, mlp.mdl:17:23); ranks "
-            "0, 2 wait in it since 3.0 s");
+            "0, 2, which were stopped (SIGSTOP, SIGTSTP or a debugger), wait "
+            "in it since 3.0 s");
 
   // All four in the same collective: the stopped ranks are all culprits.
   for (RankRing &r : ranks)

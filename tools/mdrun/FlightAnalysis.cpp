@@ -137,6 +137,15 @@ uint64_t firstOpen(const FlightSnapshot &s) {
   return s.begun + 1;
 }
 
+/// A fate's words for `n` ranks: "was killed" becomes "were killed".
+std::string plural(const std::string &fate, size_t n) {
+  if (n > 1 && fate.rfind("was ", 0) == 0)
+    return "were " + fate.substr(4);
+  if (n > 1 && fate.rfind("is ", 0) == 0)
+    return "are " + fate.substr(3);
+  return fate;
+}
+
 /// "rank 3 was stopped ...; ranks 0-1 were killed ...": `said` holds each
 /// rank's description (its fate first, as RankFate::str() words it), and
 /// ranks with the same description share one clause.
@@ -153,14 +162,8 @@ std::string byRanks(const std::vector<std::pair<int, std::string>> &said) {
   std::vector<std::string> parts;
   for (auto &[text, ranks] : clauses) {
     std::sort(ranks.begin(), ranks.end());
-    std::string t = text;
-    if (ranks.size() > 1) {
-      if (t.rfind("was ", 0) == 0)
-        t = "were " + t.substr(4);
-      else if (t.rfind("is ", 0) == 0)
-        t = "are " + t.substr(3);
-    }
-    parts.push_back(absl::StrCat(RankListText(ranks), " ", t));
+    parts.push_back(
+        absl::StrCat(RankListText(ranks), " ", plural(text, ranks.size())));
   }
   return absl::StrJoin(parts, "; ");
 }
@@ -268,17 +271,20 @@ FlightFinding AnalyzeFlight(const std::vector<RankRing> &ranks,
   if (!behind.empty()) {
     culprits = behind;
   } else {
-    // A rank that failed out of s (its comm gave up waiting) noticed the
-    // hang; the dead and the stopped caused it. Only when there are none
-    // does a rank that failed count.
-    for (const RankRing *r : in) {
-      const FlightEntry *e = entryOf(r->ring, s);
-      bool gaveUp = e != nullptr && e->state == FlightState::Failed;
-      if (r->fate.abnormal() && !gaveUp)
+    // The ranks still in s (not past it). One that failed out of s (its
+    // comm gave up waiting) noticed the hang; the dead and the stopped
+    // caused it. Only when there are none does a rank that failed count.
+    std::vector<const RankRing *> open;
+    for (const RankRing *r : in)
+      if (const FlightEntry *e = entryOf(r->ring, s);
+          e != nullptr && e->state != FlightState::Completed)
+        open.push_back(r);
+    for (const RankRing *r : open)
+      if (r->fate.abnormal() &&
+          entryOf(r->ring, s)->state != FlightState::Failed)
         culprits.push_back(r);
-    }
     if (culprits.empty())
-      for (const RankRing *r : in)
+      for (const RankRing *r : open)
         if (r->fate.abnormal())
           culprits.push_back(r);
   }
@@ -302,39 +308,65 @@ FlightFinding AnalyzeFlight(const std::vector<RankRing> &ranks,
   }
   std::sort(f.culprits.begin(), f.culprits.end());
 
-  // Who waits in s, and since when; who gave up waiting.
-  std::vector<int> waiting, gaveUp;
-  int64_t waitStart = INT64_MAX, gaveUpAfter = 0;
-  for (const RankRing *r : in) {
-    if (std::find(culprits.begin(), culprits.end(), r) != culprits.end())
+  // Where the others wait (in s, or past it in a later collective the
+  // culprits never joined), and since when; who gave up waiting there.
+  struct Wait {
+    uint64_t seq;
+    bool gaveUp;
+    std::string fate; // a stopped or killed waiter's, else ""
+    std::vector<int> ranks;
+    int64_t ns; // the longest wait
+    const FlightEntry *entry;
+  };
+  std::vector<Wait> waits;
+  for (const RankRing &r : ranks) {
+    if (std::find(f.culprits.begin(), f.culprits.end(), r.rank) !=
+        f.culprits.end())
       continue;
-    const FlightEntry *e = entryOf(r->ring, s);
-    if (e == nullptr || e->state == FlightState::Completed)
-      continue;
-    if (e->state == FlightState::Failed) {
-      gaveUp.push_back(r->rank);
-      gaveUpAfter = std::max(gaveUpAfter, e->endedNs - e->beganNs);
-    } else {
-      waiting.push_back(r->rank);
-      waitStart = std::min(waitStart, e->beganNs);
+    const FlightEntry *e = entryOf(r.ring, firstOpen(r.ring));
+    if (e == nullptr)
+      continue; // between collectives, or done
+    bool gaveUp = e->state == FlightState::Failed;
+    int64_t ns = gaveUp ? e->endedNs - e->beganNs : nowNs - e->beganNs;
+    // A waiter that is stopped or dead too says so (one that exited after
+    // giving up needs no mention).
+    std::string fate = r.fate.kind == RankFate::Kind::Stopped ||
+                               r.fate.kind == RankFate::Kind::Signaled
+                           ? r.fate.str()
+                           : "";
+    auto it = std::find_if(waits.begin(), waits.end(), [&](const Wait &w) {
+      return w.seq == e->seq && w.gaveUp == gaveUp && w.fate == fate;
+    });
+    if (it == waits.end())
+      waits.push_back({e->seq, gaveUp, fate, {r.rank}, ns, e});
+    else {
+      it->ranks.push_back(r.rank);
+      it->ns = std::max(it->ns, ns);
     }
-    f.waiting.push_back(r->rank);
+    f.waiting.push_back(r.rank);
   }
-  std::string wait;
-  if (!waiting.empty())
-    wait = absl::StrCat(RankListText(waiting),
-                        waiting.size() == 1 ? " waits" : " wait",
-                        " in it since ", secondsText(nowNs - waitStart));
-  if (!gaveUp.empty())
-    absl::StrAppend(&wait, wait.empty() ? "" : ", ", RankListText(gaveUp),
-                    " gave up waiting in it after ", secondsText(gaveUpAfter));
+  std::sort(f.waiting.begin(), f.waiting.end());
+  std::vector<std::string> waitParts;
+  for (const Wait &w : waits) {
+    std::string in =
+        w.seq == s ? "in it" : absl::StrCat("in ", callText(*w.entry, locs));
+    std::string who = RankListText(w.ranks);
+    if (!w.fate.empty())
+      absl::StrAppend(&who, ", which ", plural(w.fate, w.ranks.size()), ",");
+    waitParts.push_back(
+        w.gaveUp ? absl::StrCat(who, " gave up waiting ", in, " after ",
+                                secondsText(w.ns))
+                 : absl::StrCat(who, w.ranks.size() == 1 ? " waits " : " wait ",
+                                in, " since ", secondsText(w.ns)));
+  }
+  std::string wait = absl::StrJoin(waitParts, ", ");
   if (said.empty()) {
-    // Every rank is in s and none is dead or stopped: a hang inside the
+    // No rank is dead or stopped, none is behind: a hang inside the
     // collective itself (a comm or the network).
-    f.text = absl::StrCat(
-        "every rank reached ",
-        call ? callText(*call, locs) : absl::StrCat("collective #", s),
-        " and none completed it", wait.empty() ? "" : "; ", wait);
+    f.text = absl::StrCat("no rank is dead, stopped or behind, but ",
+                          call ? callText(*call, locs)
+                               : absl::StrCat("collective #", s),
+                          " did not complete", wait.empty() ? "" : "; ", wait);
     return f;
   }
   f.text = byRanks(said);

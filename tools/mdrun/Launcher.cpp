@@ -34,6 +34,7 @@
 #include "runtime/plan/Loader.h"
 #include "runtime/shm/ShmComm.h"
 #include "tools/mdrun/Cluster.h"
+#include "tools/mdrun/ControlLink.h"
 #include "tools/mdrun/FlightAnalysis.h"
 #include "tools/mdrun/HostMemory.h"
 #include "tools/mdrun/Worker.h"
@@ -48,8 +49,41 @@ extern "C" void onInterrupt(int sig) { gInterrupt = sig; }
 
 /// How long ranks get to exit after SIGTERM before SIGKILL.
 constexpr auto kGracePeriod = std::chrono::seconds(3);
+/// How long ranks get to report a lost peer themselves when another node's
+/// launcher went away without a word.
+constexpr auto kLostGrace = std::chrono::seconds(2);
 
+/// Whether nothing listens on `port` of any interface now.
+bool portFree(int port) {
+  if (port <= 0 || port > 65535)
+    return false;
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+absl::StatusOr<int> pickOnePort();
+
+/// A free port P whose neighbour P + 1 is free too: the launchers' control
+/// connection takes it (ControlLink.h).
 absl::StatusOr<int> pickFreePort() {
+  int port = 0;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    MD_ASSIGN_OR_RETURN(port, pickOnePort());
+    if (portFree(port + 1))
+      break;
+  }
+  return port;
+}
+
+absl::StatusOr<int> pickOnePort() {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)
     return absl::InternalError(absl::StrCat("cannot pick a free port: socket: ",
@@ -439,6 +473,25 @@ struct Supervised {
   /// No rank completed a collective or a step within the timeout: the
   /// launcher stopped them.
   bool stalled = false;
+  /// Why the job failed on another node, when its launcher said so first.
+  std::string elsewhere;
+};
+
+/// What the watchdog reports: "no rank completed a collective or a step in
+/// 2 s (--timeout)".
+std::string stallText(double timeoutSeconds) {
+  return absl::StrFormat(
+      "no rank completed a collective or a step in %g s (--timeout)",
+      timeoutSeconds);
+}
+
+/// What superviseRanks watches besides the ranks' exits: their flight
+/// recorders, and the other nodes' launchers.
+struct Watchers {
+  FlightWatch *flight = nullptr;
+  ControlLink *link = nullptr;
+  int firstRank = 0;
+  double timeoutSeconds = 0;
 };
 
 /// Waits for every started rank to exit, collecting what each writes to its
@@ -447,15 +500,20 @@ struct Supervised {
 /// after kGracePeriod. `stopping` starts that at once (not every rank could
 /// be started). With flight recorders (`watch` not null), a failure first
 /// prints their analysis, and so does a job in which no rank completed a
-/// collective or a step within the timeout, which is then stopped.
+/// collective or a step within the timeout, which is then stopped. With a
+/// control connection (`link`), a failure here is told to the other
+/// nodes' launchers, and one there stops the ranks here.
 Supervised superviseRanks(std::vector<Child> &children, bool stopping,
-                          FlightWatch *watch) {
+                          const Watchers &w) {
+  FlightWatch *watch = w.flight;
   auto killAll = [&](int sig) {
     for (Child &c : children)
       if (c.running)
         ::kill(c.pid, sig);
   };
   Supervised result;
+  std::string elsewhere; // a failure on another node, acted on at actAt
+  Clock::time_point actAt;
   bool killed = false;
   Clock::time_point stopDeadline = Clock::now() + kGracePeriod;
   auto stop = [&] {
@@ -485,6 +543,8 @@ Supervised superviseRanks(std::vector<Child> &children, bool stopping,
           result.firstFailure = static_cast<int>(r);
           if (watch != nullptr)
             reportFlight(*watch, children, false);
+          if (w.link != nullptr)
+            w.link->abort(describeExit(w.firstRank + static_cast<int>(r), c));
           stop();
         }
         continue;
@@ -493,8 +553,29 @@ Supervised superviseRanks(std::vector<Child> &children, bool stopping,
     }
     if (running == 0)
       break;
-    if (gInterrupt != 0 && !stopping)
+    if (gInterrupt != 0 && !stopping) {
+      if (w.link != nullptr)
+        w.link->abort(gInterrupt == SIGINT ? "interrupted by SIGINT"
+                                           : "interrupted by a signal");
       stop();
+    }
+    if (w.link != nullptr && !stopping) {
+      if (std::optional<std::string> warning = w.link->takeWarning())
+        absl::FPrintF(stderr, "mdrun: warning: %s\n", *warning);
+      if (std::optional<ControlLink::Failure> f = w.link->poll()) {
+        elsewhere = f->why;
+        // A launcher that went away without a word: this node's ranks
+        // likely lose their peers too and say more, so they get a moment
+        // to fail first; a reported failure stops them at once.
+        actAt = f->lost ? Clock::now() + kLostGrace : Clock::now();
+      }
+      if (!elsewhere.empty() && Clock::now() >= actAt) {
+        result.elsewhere = elsewhere;
+        if (watch != nullptr)
+          reportFlight(*watch, children, true);
+        stop();
+      }
+    }
     if (watch != nullptr && !stopping) {
       // The watchdog: the latest progress of any rank still running.
       int64_t latest = 0;
@@ -504,6 +585,8 @@ Supervised superviseRanks(std::vector<Child> &children, bool stopping,
       if (runtime::MonotonicNs() - latest > watch->timeoutNs) {
         result.stalled = true;
         reportFlight(*watch, children, true);
+        if (w.link != nullptr)
+          w.link->abort(stallText(w.timeoutSeconds));
         stop();
       }
     }
@@ -549,6 +632,28 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
   ::signal(SIGPIPE, SIG_IGN);
 
   const int perNode = ranks.perNode;
+  // Across nodes, the launchers watch each other (ControlLink.h) on the
+  // rendezvous port + 1.
+  std::unique_ptr<ControlLink> link;
+  if (place.nnodes > 1) {
+    if (place.nodeRank == 0) {
+      absl::StatusOr<std::unique_ptr<ControlLink>> hub =
+          ControlLink::Hub(spawn.port + 1, place.nnodes);
+      if (hub.ok())
+        link = std::move(*hub);
+      else
+        absl::FPrintF(stderr,
+                      "mdrun: warning: no control connection between the "
+                      "nodes' launchers (%s); a stuck node ends by its own "
+                      "--timeout\n",
+                      hub.status().message());
+    } else {
+      link =
+          ControlLink::Spoke(place.masterAddr, spawn.port + 1, place.nodeRank,
+                             std::chrono::milliseconds(
+                                 std::llround(options.timeoutSeconds * 1000)));
+    }
+  }
   // The rings live in memfds made here, so that they outlive their ranks.
   std::unique_ptr<FlightWatch> watch;
   if (options.flightRecorder > 0) {
@@ -573,7 +678,12 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
   absl::Status startError;
   for (int r = 0; r < perNode && startError.ok(); ++r)
     startError = startRank(spawn, r, cargs.data(), children[r]);
-  Supervised ended = superviseRanks(children, !startError.ok(), watch.get());
+  Watchers watchers;
+  watchers.flight = watch.get();
+  watchers.link = link.get();
+  watchers.firstRank = ranks.firstRank;
+  watchers.timeoutSeconds = options.timeoutSeconds;
+  Supervised ended = superviseRanks(children, !startError.ok(), watchers);
   const int firstFailure = ended.firstFailure;
   for (Child &c : children)
     if (c.errorFd >= 0)
@@ -596,9 +706,14 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
         describeExit(ranks.firstRank + firstFailure, children[firstFailure]));
   if (ended.stalled)
     return absl::DeadlineExceededError(absl::StrFormat(
-        "no rank completed a collective or a step in %g s (--timeout); "
-        "stopped %d rank%s",
-        options.timeoutSeconds, perNode, perNode == 1 ? "" : "s"));
+        "%s; stopped %d rank%s", stallText(options.timeoutSeconds), perNode,
+        perNode == 1 ? "" : "s"));
+  if (!ended.elsewhere.empty())
+    return absl::AbortedError(
+        absl::StrFormat("the job failed on another node: %s; stopped %d rank%s",
+                        ended.elsewhere, perNode, perNode == 1 ? "" : "s"));
+  if (link != nullptr)
+    link->done();
   return absl::OkStatus();
 }
 
