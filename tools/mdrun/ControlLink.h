@@ -62,6 +62,8 @@ public:
   /// why when the job failed on another node ("node 1: rank 3 was killed
   /// by signal 9 (Killed)", "node 0's launcher is gone (...)"), once.
   std::optional<Failure> poll();
+  /// The hub's port (its listener's, when it was asked for port 0).
+  int port() const { return hub_ ? listener_.port() : port_; }
   /// A line for the user that poll() left (the hub could not be reached),
   /// once.
   std::optional<std::string> takeWarning();
