@@ -12,7 +12,9 @@
 #   4. --flight-recorder 0: a killed rank, and no analysis;
 #   5. two launchers over loopback: node 1's rank stopped, node 0's killed;
 #      node 1 ends within seconds through the launchers' control
-#      connection, not after its --timeout.
+#      connection, not after its --timeout;
+#   6. two ranks started as srun starts them (no launcher): rank 1 killed;
+#      rank 0 fails and writes its own ring.
 #
 #   test/mdrun/flight.sh MDC MDRUN PYTHON3 WORK_DIR
 set -uo pipefail
@@ -99,9 +101,15 @@ check_rings() {
     fail "$name: no line naming the rings' files: $(cat "$name.err")"
     return
   fi
-  "$python" - "$dir" "$culprit" "$fate" <<'EOF' || fail "$name: the rings in $dir"
+  check_json "$name" "$dir" "0 1" "$culprit" "$fate"
+}
+
+# check_json NAME DIR RANKS CULPRIT FATE: DIR/rank-R.json for each of
+# RANKS, as check_rings says.
+check_json() {
+  "$python" - "$2" "$3" "$4" "$5" <<'EOF' || fail "$1: the rings in $2"
 import json, sys
-d, culprit, fate = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+d, ranks, culprit, fate = sys.argv[1], sys.argv[2].split(), int(sys.argv[3]), sys.argv[4]
 keys = {"rank", "pid", "fate", "phase", "capacity", "begun", "step",
         "micro_step", "steps_done", "progress_ns", "written_ns", "collectives"}
 ckeys = {"seq", "kind", "group", "group_size", "dtype", "bytes", "bucket",
@@ -111,7 +119,7 @@ def bad(msg):
     global ok
     print(msg)
     ok = False
-for rank in (0, 1):
+for rank in map(int, ranks):
     r = json.load(open(f"{d}/rank-{rank}.json"))
     if set(r) != keys:
         bad(f"rank {rank}: keys {sorted(r)}")
@@ -242,6 +250,41 @@ else
   has node0.err '^mdrun: error: rank 0 was killed by signal 9 \(Killed\)$'
   has node1.err "^mdrun: flight recorder: rank 1 was stopped \(SIGSTOP, SIGTSTP or a debugger\) $where, $doing$"
   has node1.err '^mdrun: error: the job failed on another node: node 0: rank 0 was killed by signal 9 \(Killed\); stopped 1 rank$'
+fi
+
+# 6. Ranks started by srun (one task each, no launcher): rank 1 killed;
+# rank 0's comm notices, and rank 0 writes its own ring.
+p=$((20000 + (RANDOM * 7 + $$) % 30000))
+srun_task() {
+  SLURM_JOB_ID=77 SLURM_PROCID=$1 SLURM_STEP_NUM_TASKS=2 SLURM_LOCALID=0 \
+    SLURM_NODEID=$1 SLURM_STEP_NUM_NODES=2 SLURM_STEP_TASKS_PER_NODE='1(x2)' \
+    SLURM_STEP_NODELIST=localhost MASTER_PORT=$p \
+    exec timeout --foreground 60 "$mdrun" --backend cpu --threads 1 \
+    --steps 100000000 --log-every 0 --timeout 10 mlp.fb
+}
+srun_task 0 >task0.out 2>task0.err &
+task0=$!
+srun_task 1 >task1.out 2>task1.err &
+task1=$!
+r1=""
+for _ in $(seq 200); do
+  r1=$(children $task1)
+  [[ -n $r1 ]] && grep -q '^mdrun: training ' task0.out && break
+  sleep 0.05
+done
+sleep 0.3
+if [[ -z $r1 ]] || ! grep -q '^mdrun: training ' task0.out; then
+  fail "srun tasks: the job did not start: $(cat task0.out task0.err task1.err)"
+  kill -KILL $(pgrep -g $$ -x mdrun) 2>/dev/null
+else
+  fault=$(date +%s%N)
+  kill -KILL $r1
+  launcher=$task0
+  finish task0 5000
+  { wait $task1; } 2>/dev/null
+  has task0.err '^mdrun: error: rank 0: .*; its last collectives are in .*/rank-0\.json$'
+  dir=$(sed -nE 's/^mdrun: error: rank 0: .*; its last collectives are in (.*)\/rank-0\.json$/\1/p' task0.err)
+  [[ -n $dir ]] && check_json task0 "$dir" 0 0 "exited with status 1"
 fi
 
 if [[ $failures -ne 0 ]]; then

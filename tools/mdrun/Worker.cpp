@@ -25,6 +25,7 @@
 #include "runtime/plan/MemoryFormat.h"
 #include "runtime/shm/ShmComm.h"
 #include "tools/cli/Format.h"
+#include "tools/mdrun/FlightAnalysis.h"
 #if MD_ENABLE_CUDA
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/cuda/Device.h"
@@ -439,6 +440,42 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
   return s;
 }
 
+namespace {
+
+/// Writes a failed rank's own ring as JSON to $TMPDIR/<job>-flight/
+/// rank-<R>.json; returns what the error adds: "; its last collectives are
+/// in PATH", or why they could not be written.
+std::string writeOwnRing(const runtime::FlightRecorder &ring,
+                         const TrainOptions &options, const WorkerEnv &env) {
+  RankRing rr;
+  rr.rank = env.rank;
+  rr.fate = {RankFate::Kind::Exited, 1}; // what this rank does next
+  rr.ring = ring.snapshot();
+  std::vector<std::string> locations;
+  plan::LoadOptions lo;
+  lo.worldSize = env.worldSize;
+  if (absl::StatusOr<plan::LoadedPlan> loaded =
+          plan::LoadPlanFile(options.planPath, lo);
+      loaded.ok())
+    locations = FlightLocations(loaded->plan());
+  const char *tmp = std::getenv("TMPDIR");
+  std::string dir = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp", "/",
+                                 env.jobId, "-flight");
+  std::string path = absl::StrCat(dir, "/rank-", env.rank, ".json");
+  absl::Status made = runtime::MakeDirectories(dir);
+  std::FILE *f = made.ok() ? std::fopen(path.c_str(), "w") : nullptr;
+  if (f == nullptr)
+    return absl::StrCat("; its flight recorder could not be written to ", path);
+  std::string json = FlightJson(rr, locations, runtime::MonotonicNs());
+  bool ok = std::fwrite(json.data(), 1, json.size(), f) == json.size();
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok)
+    return absl::StrCat("; its flight recorder could not be written to ", path);
+  return absl::StrCat("; its last collectives are in ", path);
+}
+
+} // namespace
+
 absl::Status RunRank(const TrainOptions &options, const Placement &place) {
   WorkerEnv env;
   env.rank = place.rank;
@@ -470,11 +507,22 @@ absl::Status RunRank(const TrainOptions &options, const Placement &place) {
                   place.worldSize, place.source, place.nnodes,
                   place.nnodes == 1 ? "" : "s", place.ranksPerNode,
                   place.masterAddr, place.masterPort);
+  // Without a launcher to read it, the rank keeps its own ring and writes
+  // it when it fails (docs/runtime.md, "When a job fails").
+  std::unique_ptr<runtime::FlightRecorder> ring;
+  if (options.flightRecorder > 0) {
+    MD_ASSIGN_OR_RETURN(
+        ring, runtime::FlightRecorder::Create(
+                  place.rank, static_cast<uint32_t>(options.flightRecorder)));
+    env.flightFd = ::dup(ring->fd());
+  }
   absl::Status s = RunWorker(options, env);
-  if (!s.ok())
-    return absl::Status(
-        s.code(), absl::StrFormat("rank %d: %s", place.rank, s.message()));
-  return s;
+  if (s.ok())
+    return s;
+  std::string message = absl::StrFormat("rank %d: %s", place.rank, s.message());
+  if (ring != nullptr)
+    absl::StrAppend(&message, writeOwnRing(*ring, options, env));
+  return absl::Status(s.code(), message);
 }
 
 } // namespace md::mdrun
