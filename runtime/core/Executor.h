@@ -44,6 +44,7 @@
 namespace md::runtime {
 
 class FlightRecorder;
+class TraceRecorder;
 
 /// What a run is, for the startup banner.
 struct RunInfo {
@@ -117,6 +118,9 @@ struct ExecutorOptions {
   /// Where the executor files every collective it runs and the step it is
   /// in (FlightRecorder.h); none when null. Not owned.
   FlightRecorder *recorder = nullptr;
+  /// Where the executor files a slice per instruction, step, micro-step and
+  /// hooks (TraceRecorder.h, `mdrun --trace`); none when null. Not owned.
+  TraceRecorder *trace = nullptr;
 };
 
 /// A parameter as a full f32 tensor.

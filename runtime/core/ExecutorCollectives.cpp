@@ -74,11 +74,10 @@ absl::Status Executor::Impl::recorded(const FlightCall &call,
   return s;
 }
 
-absl::Status Executor::Impl::executeCollective(const fb::Instruction &inst) {
-  if (options_.recorder == nullptr)
-    return dispatchCollective(inst);
-  // What the recorder keeps of the instruction: the payload as the larger
-  // of send and receive, the plan's bucket and the .mdl location.
+FlightCall
+Executor::Impl::describeCollective(const fb::Instruction &inst) const {
+  // The payload as the larger of send and receive, the plan's bucket and
+  // the .mdl location.
   const Group &g = group(inst.ints()->Get(0));
   Collective kind = Collective::barrier;
   int32_t x = -1;
@@ -116,7 +115,14 @@ absl::Status Executor::Impl::executeCollective(const fb::Instruction &inst) {
   FlightCall call = flightCall(kind, g, dtype, payload);
   call.bucket = bucket;
   call.loc = inst.loc();
-  return recorded(call, [&] { return dispatchCollective(inst); });
+  return call;
+}
+
+absl::Status Executor::Impl::executeCollective(const fb::Instruction &inst) {
+  if (options_.recorder == nullptr)
+    return dispatchCollective(inst);
+  return recorded(describeCollective(inst),
+                  [&] { return dispatchCollective(inst); });
 }
 
 absl::Status Executor::Impl::dispatchCollective(const fb::Instruction &inst) {

@@ -33,6 +33,7 @@
 #include "runtime/core/FlightRecorder.h"
 #include "runtime/core/HostScalars.h"
 #include "runtime/core/PlanAccess.h"
+#include "runtime/core/TraceRecorder.h"
 #include "runtime/plan/Schema.h"
 #include "runtime/plan/World.h"
 
@@ -90,6 +91,8 @@ private:
   /// Runs a collective instruction, through the flight recorder if any.
   absl::Status executeCollective(const fb::Instruction &inst);
   absl::Status dispatchCollective(const fb::Instruction &inst);
+  /// A collective instruction as the flight recorder and the trace see it.
+  FlightCall describeCollective(const fb::Instruction &inst) const;
   /// A collective of the executor's own (a progress report's mean loss,
   /// an evaluation's, an `every`'s clock) as the recorder keeps it: in the
   /// current step and micro-step, with no bucket and no location.
@@ -102,6 +105,16 @@ private:
                         absl::FunctionRef<absl::Status()> run);
   /// Tells the recorder where the rank is now (step and micro-step).
   void enterFlight(int64_t step, int32_t micro);
+
+  // --- the trace (Executor.cpp) --------------------------------------------
+  /// Files instruction `inst`, run from beginNs to endNs, in the trace:
+  /// its slice, and flow arrows from the instructions of other streams
+  /// whose events it waited for. `members` > 1: a group of collectives.
+  void traceInstruction(const fb::Instruction &inst, int64_t beginNs,
+                        int64_t endNs, uint32_t members = 1);
+  /// Where the last record of each plan event happened (track, time), for
+  /// the flow arrows; track -1: not yet.
+  std::vector<std::pair<int, int64_t>> traceRecords_;
   struct GatherScatter;
   /// All-gather or reduce-scatter between a shard and its flat whole.
   absl::Status flatCollective(const fb::Instruction &inst,

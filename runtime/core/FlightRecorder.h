@@ -1,5 +1,4 @@
-//===- FlightRecorder.h - a rank's last collectives, readable after its death
-//-*- C++ -*-===//
+//===- FlightRecorder.h - a rank's last collectives -------------*- C++ -*-===//
 //
 // Each rank keeps a ring of its last N collectives: sequence number, kind,
 // group, dtype, bytes, bucket, the .mdl location of the instruction, the

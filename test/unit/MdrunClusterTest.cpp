@@ -91,6 +91,7 @@ TEST(MdrunCommandLine, Training) {
                                           "0",
                                           "--flight-recorder",
                                           "16",
+                                          "--trace=run/t.json",
                                           "plan.fb"});
   ASSERT_TRUE(cl.ok()) << cl.status();
   EXPECT_EQ(cl->mode, CommandLine::Mode::Launch);
@@ -112,6 +113,7 @@ TEST(MdrunCommandLine, Training) {
   EXPECT_EQ(t.masterAddr, "node0");
   EXPECT_EQ(t.masterPort, 0);
   EXPECT_EQ(t.flightRecorder, 16);
+  EXPECT_EQ(t.tracePath, "run/t.json");
 
   // Every parse starts from the defaults: nothing above carries over.
   cl = parse({"plan.fb", "--worker"});
@@ -189,6 +191,7 @@ TEST(MdrunCommandLine, ABadCommandLineNamesTheArgument) {
        "--flight-recorder 1048577: more than 1048576 collectives"},
       {{"--flight-recorder", "-1", "p"},
        "--flight-recorder -1: not a non-negative integer"},
+      {{"--trace=", "p"}, "--trace needs a file name"},
       {{"--metrics=", "p"}, "--metrics needs a file name"},
       {{"--save-final", "", "p"}, "--save-final needs a file name"},
       {{"--seed", "-3", "p"}, "--seed -3: not a non-negative integer"},

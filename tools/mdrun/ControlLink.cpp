@@ -1,5 +1,4 @@
-//===- ControlLink.cpp - the launchers of a multi-node job watch each other
-//-===//
+//===- ControlLink.cpp - the launchers of a job watch each other ----------===//
 //
 // The hub and spoke sides of the launchers' control connection
 // (ControlLink.h): accepting and connecting without blocking the

@@ -1,5 +1,4 @@
-//===- ControlLink.h - the launchers of a multi-node job watch each other -*-
-// C++ -*-===//
+//===- ControlLink.h - the launchers of a job watch each other --*- C++ -*-===//
 //
 // A launcher sees only its own node's ranks. When a job fails on one node,
 // the ranks of another learn it from their comm (a closed connection, a

@@ -1,5 +1,4 @@
-//===- FlightAnalysis.cpp - who stopped a job, from the ranks' flight rings
-//-===//
+//===- FlightAnalysis.cpp - who stopped a failed job ----------------------===//
 //
 // The analysis behind the launcher's one paragraph (FlightAnalysis.h) and
 // the JSON form of a ring.

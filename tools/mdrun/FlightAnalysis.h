@@ -1,5 +1,4 @@
-//===- FlightAnalysis.h - who stopped a job, from the ranks' flight rings -*-
-//C++ -*-===//
+//===- FlightAnalysis.h - who stopped a failed job --------------*- C++ -*-===//
 //
 // When a job fails (a rank dies, exits with an error, or no rank makes
 // progress), the launcher copies every rank's flight recorder ring

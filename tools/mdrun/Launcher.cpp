@@ -37,6 +37,7 @@
 #include "tools/mdrun/ControlLink.h"
 #include "tools/mdrun/FlightAnalysis.h"
 #include "tools/mdrun/HostMemory.h"
+#include "tools/mdrun/Trace.h"
 #include "tools/mdrun/Worker.h"
 
 namespace md::mdrun {
@@ -466,6 +467,30 @@ void reportFlight(FlightWatch &w, const std::vector<Child> &children,
   std::fflush(stderr);
 }
 
+/// Joins the fragments this node's ranks wrote into the trace file and
+/// says where it is (and which ranks wrote none: killed, say).
+void joinTrace(const std::string &file, int firstRank, int perNode) {
+  std::vector<int> ranks, missing;
+  for (int r = 0; r < perNode; ++r)
+    ranks.push_back(firstRank + r);
+  absl::Status s = JoinTrace(file, ranks, file, missing);
+  if (!s.ok()) {
+    absl::FPrintF(stderr, "mdrun: warning: %s\n", s.message());
+    return;
+  }
+  std::vector<int> written;
+  for (int r : ranks)
+    if (std::find(missing.begin(), missing.end(), r) == missing.end())
+      written.push_back(r);
+  absl::FPrintF(stderr,
+                "mdrun: trace of %s in %s (open it in ui.perfetto.dev or "
+                "chrome://tracing)%s\n",
+                written.empty() ? "no rank" : RankListText(written), file,
+                missing.empty()
+                    ? ""
+                    : absl::StrCat("; ", RankListText(missing), " wrote none"));
+}
+
 /// How the ranks ended, as superviseRanks saw it.
 struct Supervised {
   /// The local index of the first rank that failed, or -1.
@@ -618,6 +643,8 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
   if (spawn.ex.backend == BackendChoice::Cpu && !options.skipMemoryCheck) {
     MD_RETURN_IF_ERROR(CheckNodeMemory(ranks.memory));
   }
+  if (!options.tracePath.empty())
+    MD_RETURN_IF_ERROR(PrepareTrace(options.tracePath));
   // Built before forking: the child only sets its environment and execs.
   std::vector<char *> cargs;
   for (std::string &a : spawn.args)
@@ -688,6 +715,8 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
   for (Child &c : children)
     if (c.errorFd >= 0)
       ::close(c.errorFd);
+  if (!options.tracePath.empty() && startError.ok())
+    joinTrace(options.tracePath, ranks.firstRank, perNode);
   // Normally rank 0 unlinks the segment once every rank has attached; a rank
   // 0 that died earlier leaves it behind.
   (void)shm::ShmComm::removeSegment(spawn.jobId);

@@ -12,7 +12,9 @@
 // the rank last completed a collective or a step, and a job in which none
 // has for --timeout seconds is stopped too. Before stopping a failed or
 // stalled job the launcher prints the flight analysis (FlightAnalysis.h)
-// and writes the rings as JSON.
+// and writes the rings as JSON. Across nodes the launchers also watch each
+// other (ControlLink.h). With --trace, it joins the ranks' timelines into
+// one file at the end (Trace.h).
 //
 //===----------------------------------------------------------------------===//
 

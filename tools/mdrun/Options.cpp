@@ -115,6 +115,9 @@ ABSL_FLAG(md::cli::Count, flight_recorder,
           md::cli::Count{kTrainDefaults.flightRecorder},
           "collectives each rank's flight recorder keeps, for the analysis "
           "of a failed or stalled job (default 2048; 0: off)");
+ABSL_FLAG(std::string, trace, kTrainDefaults.tracePath,
+          "write every rank's timeline (instructions, collectives, steps) to "
+          "FILE as Chrome trace-event JSON");
 ABSL_FLAG(md::cli::Count, threads, md::cli::Count{kTrainDefaults.threads},
           "BLAS threads per rank (default: cores / ranks)");
 ABSL_FLAG(absl::optional<md::cli::PositiveCount>, nnodes, absl::nullopt,
@@ -174,6 +177,9 @@ const std::vector<cli::Section> &sections() {
                                 ? "more than 1048576 collectives"
                                 : "";
                    })
+            .withTag(kTrain),
+        FlagOption(FLAGS_trace, {"--trace"}, "FILE")
+            .needsNonEmpty("a file name")
             .withTag(kTrain),
         FlagOption(FLAGS_worker, {"--worker"}, "").withTag(kWorker).hide(),
     };
@@ -310,6 +316,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
   t.nodeRank = valueOr(absl::GetFlag(FLAGS_node_rank), t.nodeRank);
   t.threads = absl::GetFlag(FLAGS_threads).value;
   t.flightRecorder = absl::GetFlag(FLAGS_flight_recorder).value;
+  t.tracePath = absl::GetFlag(FLAGS_trace);
   cl.mode = worker ? CommandLine::Mode::Worker : CommandLine::Mode::Launch;
   return cl;
 }

@@ -57,6 +57,9 @@ struct TrainOptions {
   /// Collectives each rank's flight recorder keeps; 0: no recorder, no
   /// analysis and no progress watchdog.
   int64_t flightRecorder = 2048;
+  /// Where the ranks' timelines go as one Chrome trace-event JSON file
+  /// (--trace); "": no trace.
+  std::string tracePath;
 };
 
 struct CommandLine {

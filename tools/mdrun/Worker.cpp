@@ -18,6 +18,7 @@
 #include "runtime/core/FlightRecorder.h"
 #include "runtime/core/Safetensors.h"
 #include "runtime/core/Status.h"
+#include "runtime/core/TraceRecorder.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/net/Rendezvous.h"
 #include "runtime/net/TcpComm.h"
@@ -26,6 +27,7 @@
 #include "runtime/shm/ShmComm.h"
 #include "tools/cli/Format.h"
 #include "tools/mdrun/FlightAnalysis.h"
+#include "tools/mdrun/Trace.h"
 #if MD_ENABLE_CUDA
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/cuda/Device.h"
@@ -315,7 +317,8 @@ makeShmComm(const TrainOptions &options, const WorkerEnv &env,
 namespace {
 
 absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
-                       runtime::FlightRecorder *recorder) {
+                       runtime::FlightRecorder *recorder,
+                       runtime::TraceRecorder *trace) {
   plan::LoadOptions lo;
   lo.worldSize = env.worldSize;
   MD_ASSIGN_OR_RETURN(plan::LoadedPlan loaded,
@@ -410,6 +413,7 @@ absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
   const char *verify = std::getenv("MD_VERIFY_HOST_SCALARS");
   eo.verifyHostScalars = verify != nullptr && std::string(verify) == "1";
   eo.recorder = recorder;
+  eo.trace = trace;
   MD_ASSIGN_OR_RETURN(
       std::unique_ptr<runtime::Executor> exec,
       runtime::Executor::Create(loaded, env.worldSize, *backend, *comm, eo));
@@ -431,12 +435,27 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
     MD_ASSIGN_OR_RETURN(recorder, runtime::FlightRecorder::Open(env.flightFd));
     recorder->setPid(static_cast<int32_t>(::getpid()));
   }
-  absl::Status s = runWorker(options, env, recorder.get());
+  std::unique_ptr<runtime::TraceRecorder> trace;
+  std::unique_ptr<TraceOnTerm> onTerm;
+  if (!options.tracePath.empty()) {
+    trace = std::make_unique<runtime::TraceRecorder>();
+    onTerm = std::make_unique<TraceOnTerm>(
+        *trace, TracePartPath(options.tracePath, env.rank), env.rank);
+  }
+  absl::Status s = runWorker(options, env, recorder.get(), trace.get());
+  onTerm.reset();
   // The launcher's watchdog and analysis read the phase: a rank that
   // finished is not stuck, one that failed is about to exit.
   if (recorder != nullptr)
     recorder->setPhase(s.ok() ? runtime::RankPhase::Finished
                               : runtime::RankPhase::Failed);
+  // The timeline up to a failure is what one looks at then.
+  if (trace != nullptr) {
+    absl::Status written = trace->writeFragment(
+        TracePartPath(options.tracePath, env.rank), env.rank);
+    if (s.ok())
+      s = written;
+  }
   return s;
 }
 
@@ -516,7 +535,18 @@ absl::Status RunRank(const TrainOptions &options, const Placement &place) {
                   place.rank, static_cast<uint32_t>(options.flightRecorder)));
     env.flightFd = ::dup(ring->fd());
   }
+  if (!options.tracePath.empty())
+    MD_RETURN_IF_ERROR(PrepareTrace(options.tracePath));
   absl::Status s = RunWorker(options, env);
+  if (!options.tracePath.empty()) {
+    // No launcher joins the ranks' fragments: each rank writes its own file.
+    std::vector<int> missing;
+    absl::Status joined = JoinTrace(
+        options.tracePath, {place.rank},
+        absl::StrCat(options.tracePath, ".rank", place.rank, ".json"), missing);
+    if (s.ok() && !joined.ok())
+      s = joined;
+  }
   if (s.ok())
     return s;
   std::string message = absl::StrFormat("rank %d: %s", place.rank, s.message());
