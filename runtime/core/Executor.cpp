@@ -400,8 +400,17 @@ absl::Status Executor::Impl::run() {
   return absl::OkStatus();
 }
 
+void Executor::Impl::enterFlight(int64_t step, int32_t micro) {
+  flightStep_ = step;
+  flightMicro_ = micro;
+  if (options_.recorder != nullptr)
+    options_.recorder->enter(step, micro);
+}
+
 absl::Status Executor::Impl::step() {
+  const int64_t stepBegin = options_.trace ? MonotonicNs() : 0;
   micro_ = 0;
+  enterFlight(step_ + 1, 1);
   lossSum_ = 0;
   lossCount_ = 0;
   gradNorm_.reset();
@@ -410,8 +419,18 @@ absl::Status Executor::Impl::step() {
   lastLoss_ = lossCount_ > 0 ? lossSum_ / static_cast<double>(lossCount_)
                              : std::nan("");
   ++step_;
+  if (options_.recorder != nullptr)
+    options_.recorder->stepDone(step_);
+  const int64_t hooksBegin = options_.trace ? MonotonicNs() : 0;
+  if (options_.trace)
+    options_.trace->slice(absl::StrCat("step ", step_), "step",
+                          TraceRecorder::Host, stepBegin, hooksBegin);
+  enterFlight(step_, 0);
   if (plan_.hooks_block() >= 0)
     MD_RETURN_IF_ERROR(runBlock(plan_.hooks_block()));
+  if (options_.trace)
+    options_.trace->slice(absl::StrCat("hooks after step ", step_), "step",
+                          TraceRecorder::Host, hooksBegin, MonotonicNs());
   MD_RETURN_IF_ERROR(report());
   MD_RETURN_IF_ERROR(checkPreemption());
   if (options_.rank == 0 && options_.observer)
@@ -431,11 +450,16 @@ absl::Status Executor::Impl::report() {
   // The mean of the ranks' losses: every rank takes part.
   float local = static_cast<float>(lastLoss_);
   MD_RETURN_IF_ERROR(backend_.copy(control_.data(), &local, 4, kCommStream));
-  MD_RETURN_IF_ERROR(comm_.allReduce(control_.data(), control_.data(), 1,
-                                     DType::f32, ReduceOp::avg, group(0)));
+  MD_RETURN_IF_ERROR(recorded(
+      flightCall(Collective::all_reduce, group(0), DType::f32, 4), [&] {
+        return comm_.allReduce(control_.data(), control_.data(), 1, DType::f32,
+                               ReduceOp::avg, group(0));
+      }));
   float mean = 0;
   MD_RETURN_IF_ERROR(backend_.copy(&mean, control_.data(), 4, kCommStream));
   MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
+  if (options_.recorder != nullptr)
+    options_.recorder->completeQueued();
   Clock::time_point now = Clock::now();
   if (options_.rank == 0 && options_.observer) {
     Progress p;
@@ -474,12 +498,15 @@ absl::Status Executor::Impl::runBlock(int32_t b) {
   const fb::Block *block = plan_.blocks()->Get(b);
   for (uint32_t i = 0; i < count(block->instructions()); ++i) {
     const fb::Instruction *inst = block->instructions()->Get(i);
+    const int64_t traceBegin = options_.trace ? MonotonicNs() : 0;
     // The consecutive collectives of one bucket go to the comm as a group.
     if (uint32_t end = groupEnd(*block, i); end > i + 1) {
       absl::Status s = runGroup(*block, i, end);
       if (!s.ok())
         return annotate(s,
                         absl::StrCat(blockPrefix(*block), ": ", where(b, i)));
+      if (options_.trace)
+        traceInstruction(*inst, traceBegin, MonotonicNs(), end - i);
       i = end - 1;
       continue;
     }
@@ -500,8 +527,78 @@ absl::Status Executor::Impl::runBlock(int32_t b) {
         return s;
       return annotate(s, absl::StrCat(prefix, ": ", where(b, i)));
     }
+    if (options_.trace)
+      traceInstruction(*inst, traceBegin, MonotonicNs());
   }
   return absl::OkStatus();
+}
+
+void Executor::Impl::traceInstruction(const fb::Instruction &inst,
+                                      int64_t beginNs, int64_t endNs,
+                                      uint32_t members) {
+  using Op = fb::Opcode;
+  TraceRecorder &trace = *options_.trace;
+  std::string name = plan::OpcodeName(inst.opcode());
+  if (members > 1)
+    name = absl::StrCat("group of ", members, " collectives from ", name);
+  if (inst.loc() >= 0) {
+    const fb::SourceLocation *loc = plan_.locations()->Get(inst.loc());
+    absl::StrAppend(&name, " (", str(loc->file()), ":", loc->line(), ":",
+                    loc->col(), ")");
+  }
+  // What the host does itself (a block it runs, data, checkpoints, output)
+  // goes on the host track; kernels and collectives on their stream's.
+  const char *cat = "kernel";
+  int track = inst.stream() == kCommStream.id ? TraceRecorder::Comm
+                                              : TraceRecorder::Compute;
+  std::string args;
+  switch (inst.opcode()) {
+  case Op::AllGather:
+  case Op::ReduceScatter:
+  case Op::AllReduce:
+  case Op::Broadcast:
+  case Op::Barrier: {
+    cat = "collective";
+    FlightCall c = describeCollective(inst);
+    args = absl::StrFormat(
+        "\"dtype\": \"%s\", \"bytes\": %d, \"bucket\": %d, \"group\": "
+        "\"%s of %d\"",
+        dtypeName(c.dtype), c.bytes, c.bucket, groupKindName(c.group),
+        c.groupSize);
+    break;
+  }
+  case Op::Batch:
+    cat = "data";
+    track = TraceRecorder::Host;
+    break;
+  case Op::Save:
+    cat = "checkpoint";
+    track = TraceRecorder::Host;
+    break;
+  case Op::Evaluate:
+    cat = "evaluation";
+    track = TraceRecorder::Host;
+    break;
+  default:
+    if (inst.blocks() != nullptr || inst.opcode() == Op::Log ||
+        inst.opcode() == Op::Print || inst.opcode() == Op::Exit) {
+      cat = "host";
+      track = TraceRecorder::Host;
+    }
+    break;
+  }
+  trace.slice(std::move(name), cat, track, beginNs, endNs, std::move(args));
+  // Arrows from the instruction whose event this one waited for, when it
+  // ran on another track.
+  if (traceRecords_.size() != events_.size())
+    traceRecords_.assign(events_.size(), {-1, 0});
+  for (uint32_t w = 0; w < count(inst.waits()); ++w) {
+    const auto &[from, at] = traceRecords_[inst.waits()->Get(w)];
+    if (from >= 0 && from != track)
+      trace.flow(from, at, track, beginNs);
+  }
+  if (inst.record() >= 0)
+    traceRecords_[inst.record()] = {track, beginNs};
 }
 
 //===----------------------------------------------------------------------===//
@@ -540,8 +637,11 @@ absl::Status Executor::Impl::evaluate(const fb::Instruction &inst) {
   float meanF = static_cast<float>(mean);
   int32_t out = inst.outputs()->Get(0);
   MD_RETURN_IF_ERROR(fromHost(out, &meanF, 0, 4));
-  return comm_.allReduce(ptrs_[out], ptrs_[out], 1, DType::f32, ReduceOp::avg,
-                         group(0));
+  return recorded(flightCall(Collective::all_reduce, group(0), DType::f32, 4),
+                  [&] {
+                    return comm_.allReduce(ptrs_[out], ptrs_[out], 1,
+                                           DType::f32, ReduceOp::avg, group(0));
+                  });
 }
 
 absl::StatusOr<std::vector<Evaluation>> Executor::Impl::evaluateAll() {
@@ -906,10 +1006,15 @@ absl::Status Executor::Impl::executeControl(const fb::Instruction &inst) {
       int64_t flag =
           std::chrono::duration<double>(now - last).count() >= seconds ? 1 : 0;
       MD_RETURN_IF_ERROR(backend_.copy(control_.data(), &flag, 8, kCommStream));
-      MD_RETURN_IF_ERROR(comm_.broadcast(control_.data(), control_.data(), 1,
-                                         DType::i64, 0, group(0)));
+      MD_RETURN_IF_ERROR(recorded(
+          flightCall(Collective::broadcast, group(0), DType::i64, 8), [&] {
+            return comm_.broadcast(control_.data(), control_.data(), 1,
+                                   DType::i64, 0, group(0));
+          }));
       MD_RETURN_IF_ERROR(backend_.copy(&flag, control_.data(), 8, kCommStream));
       MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
+      if (options_.recorder != nullptr)
+        options_.recorder->completeQueued();
       due = flag != 0;
       if (due)
         everyFired_[&inst] = now;
@@ -929,8 +1034,13 @@ absl::Status Executor::Impl::executeControl(const fb::Instruction &inst) {
   }
   case Op::MicroSteps: {
     for (int64_t k = 0; k + 1 < world_.accumulationSteps; ++k) {
+      const int64_t microBegin = options_.trace ? MonotonicNs() : 0;
       MD_RETURN_IF_ERROR(runBlock(inst.blocks()->Get(0)));
+      if (options_.trace)
+        options_.trace->slice(absl::StrCat("micro-step ", k + 1), "step",
+                              TraceRecorder::Host, microBegin, MonotonicNs());
       ++micro_;
+      enterFlight(step_ + 1, static_cast<int32_t>(micro_ + 1));
     }
     return absl::OkStatus();
   }

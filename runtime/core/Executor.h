@@ -44,6 +44,9 @@
 
 namespace md::runtime {
 
+class FlightRecorder;
+class TraceRecorder;
+
 /// What a run is, for the startup banner.
 struct RunInfo {
   std::string model, planName, preset;
@@ -143,6 +146,12 @@ struct ExecutorOptions {
   /// save (else its first save) at that step unless the hooks just did, and
   /// stop; Executor::preempted() then says so. nullptr: not watched.
   const std::atomic<bool> *preempt = nullptr;
+  /// Where the executor files every collective it runs and the step it is
+  /// in (FlightRecorder.h); none when null. Not owned.
+  FlightRecorder *recorder = nullptr;
+  /// Where the executor files a slice per instruction, step, micro-step and
+  /// hooks (TraceRecorder.h, `mdrun --trace`); none when null. Not owned.
+  TraceRecorder *trace = nullptr;
 };
 
 /// A parameter as a full f32 tensor.

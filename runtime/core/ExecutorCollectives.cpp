@@ -8,7 +8,9 @@
 // collectives of one bucket issued as one group, their waits before it and
 // their records after it. A host comm reads its operands when called, so
 // the host waits for the streams first; a stream-ordered comm needs no
-// host waits (docs/runtime.md).
+// host waits (docs/runtime.md). Every collective the executor runs, the
+// plan's and its own, goes through the flight recorder when there is one
+// (FlightRecorder.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,7 +42,90 @@ struct Executor::Impl::GatherScatter {
   int64_t wholeN = 0; // elements of the whole
 };
 
+FlightCall Executor::Impl::flightCall(Collective kind, const Group &g,
+                                      DType dtype, int64_t bytes) const {
+  FlightCall c;
+  c.kind = kind;
+  c.group = g.kind;
+  c.groupSize = g.size();
+  c.dtype = dtype;
+  c.bytes = bytes;
+  c.step = flightStep_;
+  c.micro = flightMicro_;
+  return c;
+}
+
+absl::Status Executor::Impl::recorded(const FlightCall &call,
+                                      absl::FunctionRef<absl::Status()> run) {
+  FlightRecorder *rec = options_.recorder;
+  if (rec == nullptr)
+    return run();
+  // A host comm runs the collective inside the call; a stream-ordered one
+  // only queues it, and it completes when the host next waits for the
+  // comm stream (completeQueued).
+  bool queued = comm_.streamOrdered();
+  uint64_t seq =
+      rec->begin(call, queued ? FlightState::Queued : FlightState::Started);
+  absl::Status s = run();
+  if (!s.ok())
+    rec->end(seq, FlightState::Failed);
+  else if (!queued)
+    rec->end(seq, FlightState::Completed);
+  return s;
+}
+
+FlightCall
+Executor::Impl::describeCollective(const fb::Instruction &inst) const {
+  // The payload as the larger of send and receive, the plan's bucket and
+  // the .mdl location.
+  const Group &g = group(inst.ints()->Get(0));
+  Collective kind = Collective::barrier;
+  int32_t x = -1;
+  int64_t bucket = -1, payload = 0;
+  switch (inst.opcode()) {
+  case fb::Opcode::AllGather:
+    kind = Collective::all_gather;
+    x = inst.outputs()->Get(0);
+    bucket = inst.ints()->Get(1);
+    break;
+  case fb::Opcode::ReduceScatter:
+    kind = Collective::reduce_scatter;
+    x = inst.inputs()->Get(0);
+    bucket = inst.ints()->Get(2);
+    break;
+  case fb::Opcode::AllReduce:
+    kind = Collective::all_reduce;
+    x = inst.inputs()->Get(0);
+    bucket = inst.ints()->Get(2);
+    break;
+  case fb::Opcode::Broadcast:
+    kind = Collective::broadcast;
+    x = inst.inputs()->Get(0);
+    bucket = inst.ints()->Get(1);
+    break;
+  default:
+    bucket = inst.ints()->Get(1);
+    break;
+  }
+  DType dtype = DType::f32;
+  if (x >= 0) {
+    payload = bytes(x);
+    dtype = kernelDType(buf(x).dtype()).value_or(DType::f32);
+  }
+  FlightCall call = flightCall(kind, g, dtype, payload);
+  call.bucket = bucket;
+  call.loc = inst.loc();
+  return call;
+}
+
 absl::Status Executor::Impl::executeCollective(const fb::Instruction &inst) {
+  if (options_.recorder == nullptr)
+    return dispatchCollective(inst);
+  return recorded(describeCollective(inst),
+                  [&] { return dispatchCollective(inst); });
+}
+
+absl::Status Executor::Impl::dispatchCollective(const fb::Instruction &inst) {
   const Group &g = group(inst.ints()->Get(0));
   auto dtypeOf = [&](int32_t x) -> absl::StatusOr<DType> {
     std::optional<DType> t = kernelDType(buf(x).dtype());

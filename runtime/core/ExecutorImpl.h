@@ -28,11 +28,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "runtime/core/CheckpointMeta.h"
 #include "runtime/core/DataFeeds.h"
 #include "runtime/core/Executor.h"
+#include "runtime/core/FlightRecorder.h"
 #include "runtime/core/HostScalars.h"
 #include "runtime/core/PlanAccess.h"
+#include "runtime/core/TraceRecorder.h"
 #include "runtime/plan/Schema.h"
 #include "runtime/plan/World.h"
 
@@ -89,7 +92,33 @@ private:
   std::string blockPrefix(const fb::Block &block) const;
 
   // --- collectives (ExecutorCollectives.cpp) -------------------------------
+  /// Runs a collective instruction, through the flight recorder if any.
   absl::Status executeCollective(const fb::Instruction &inst);
+  absl::Status dispatchCollective(const fb::Instruction &inst);
+  /// A collective instruction as the flight recorder and the trace see it.
+  FlightCall describeCollective(const fb::Instruction &inst) const;
+  /// A collective of the executor's own (a progress report's mean loss,
+  /// an evaluation's, an `every`'s clock) as the recorder keeps it: in the
+  /// current step and micro-step, with no bucket and no location.
+  FlightCall flightCall(Collective kind, const Group &g, DType dtype,
+                        int64_t bytes) const;
+  /// Runs `run` (one collective) as `call` in the flight recorder: started
+  /// (or queued, on a stream-ordered comm) before, completed or failed
+  /// after. Just `run` without a recorder.
+  absl::Status recorded(const FlightCall &call,
+                        absl::FunctionRef<absl::Status()> run);
+  /// Tells the recorder where the rank is now (step and micro-step).
+  void enterFlight(int64_t step, int32_t micro);
+
+  // --- the trace (Executor.cpp) --------------------------------------------
+  /// Files instruction `inst`, run from beginNs to endNs, in the trace:
+  /// its slice, and flow arrows from the instructions of other streams
+  /// whose events it waited for. `members` > 1: a group of collectives.
+  void traceInstruction(const fb::Instruction &inst, int64_t beginNs,
+                        int64_t endNs, uint32_t members = 1);
+  /// Where the last record of each plan event happened (track, time), for
+  /// the flow arrows; track -1: not yet.
+  std::vector<std::pair<int, int64_t>> traceRecords_;
   struct GatherScatter;
   /// All-gather or reduce-scatter between a shard and its flat whole.
   absl::Status flatCollective(const fb::Instruction &inst,
@@ -177,6 +206,11 @@ private:
   std::vector<Event> events_;
 
   std::unique_ptr<DataFeeds> feeds_; // once the world size is bound
+
+  // Where the flight recorder files collectives: the step (1-based) and
+  // micro-step (1-based; 0 in the hooks).
+  int64_t flightStep_ = 0;
+  int32_t flightMicro_ = 0;
 
   // Per step.
   int64_t micro_ = 0; // micro-steps done in this step

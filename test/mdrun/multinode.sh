@@ -43,12 +43,14 @@ done
 
 # Two launchers, one rank each; node 0 picks the port.
 for plan in train-mlp-fsdp train-mlp-ddp; do
+  # The previous run's port must not be read before this run truncates it.
+  rm -f node0.err
   timeout 120 "$mdrun" --nnodes 2 --node-rank 0 --gpus 1 --master-addr 127.0.0.1 --master-port 0 \
     "${common[@]}" --save-final "two-$plan.st" "$plan.fb" >node0.out 2>node0.err &
   n0=$!
   p=
   for _ in $(seq 200); do
-    p=$(sed -nE 's/^mdrun: rendezvous port ([0-9]+)$/\1/p' node0.err)
+    p=$(sed -nE 's/^mdrun: rendezvous port ([0-9]+)$/\1/p' node0.err 2>/dev/null)
     [[ -n $p ]] && break
     sleep 0.05
   done

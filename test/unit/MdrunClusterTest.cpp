@@ -91,6 +91,9 @@ TEST(MdrunCommandLine, Training) {
                                           "node0",
                                           "--master-port",
                                           "0",
+                                          "--flight-recorder",
+                                          "16",
+                                          "--trace=run/t.json",
                                           "plan.fb"});
   ASSERT_TRUE(cl.ok()) << cl.status();
   EXPECT_EQ(cl->mode, CommandLine::Mode::Launch);
@@ -112,6 +115,8 @@ TEST(MdrunCommandLine, Training) {
   EXPECT_EQ(t.nodeRank, 1);
   EXPECT_EQ(t.masterAddr, "node0");
   EXPECT_EQ(t.masterPort, 0);
+  EXPECT_EQ(t.flightRecorder, 16);
+  EXPECT_EQ(t.tracePath, "run/t.json");
 
   // Every parse starts from the defaults: nothing above carries over.
   cl = parse({"plan.fb", "--worker"});
@@ -186,6 +191,11 @@ TEST(MdrunCommandLine, ABadCommandLineNamesTheArgument) {
        "--timeout 0: not a positive number of seconds"},
       {{"--timeout", "1e7", "p"},
        "--timeout 1e7: not a positive number of seconds"},
+      {{"--flight-recorder", "1048577", "p"},
+       "--flight-recorder 1048577: more than 1048576 collectives"},
+      {{"--flight-recorder", "-1", "p"},
+       "--flight-recorder -1: not a non-negative integer"},
+      {{"--trace=", "p"}, "--trace needs a file name"},
       {{"--metrics=", "p"}, "--metrics needs a file name"},
       {{"--save-final", "", "p"}, "--save-final needs a file name"},
       {{"--seed", "-3", "p"}, "--seed -3: not a non-negative integer"},

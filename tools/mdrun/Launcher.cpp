@@ -11,10 +11,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,12 +27,17 @@
 #include "absl/strings/str_format.h"
 #include "runtime/core/ArenaLayout.h"
 #include "runtime/core/Executor.h"
+#include "runtime/core/FlightRecorder.h"
+#include "runtime/core/Safetensors.h"
 #include "runtime/core/Status.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/plan/Loader.h"
 #include "runtime/shm/ShmComm.h"
 #include "tools/mdrun/Cluster.h"
+#include "tools/mdrun/ControlLink.h"
+#include "tools/mdrun/FlightAnalysis.h"
 #include "tools/mdrun/HostMemory.h"
+#include "tools/mdrun/Trace.h"
 #include "tools/mdrun/Worker.h"
 
 namespace md::mdrun {
@@ -41,8 +50,41 @@ extern "C" void onInterrupt(int sig) { gInterrupt = sig; }
 
 /// How long ranks get to exit after SIGTERM before SIGKILL.
 constexpr auto kGracePeriod = std::chrono::seconds(3);
+/// How long ranks get to report a lost peer themselves when another node's
+/// launcher went away without a word.
+constexpr auto kLostGrace = std::chrono::seconds(2);
 
+/// Whether nothing listens on `port` of any interface now.
+bool portFree(int port) {
+  if (port <= 0 || port > 65535)
+    return false;
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+absl::StatusOr<int> pickOnePort();
+
+/// A free port P whose neighbour P + 1 is free too: the launchers' control
+/// connection takes it (ControlLink.h).
 absl::StatusOr<int> pickFreePort() {
+  int port = 0;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    MD_ASSIGN_OR_RETURN(port, pickOnePort());
+    if (portFree(port + 1))
+      break;
+  }
+  return port;
+}
+
+absl::StatusOr<int> pickOnePort() {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)
     return absl::InternalError(absl::StrCat("cannot pick a free port: socket: ",
@@ -116,6 +158,8 @@ struct NodeRanks {
   int firstRank = 0;
   /// What this node's ranks need, as the plan predicts it.
   NodeMemoryNeed memory;
+  /// The plan's .mdl locations, for the flight analysis.
+  std::vector<std::string> locations;
 };
 
 /// Where the instruction that first writes transient buffer `b` comes from
@@ -192,6 +236,7 @@ absl::StatusOr<NodeRanks> checkPlan(const TrainOptions &options,
   ranks.memory.perRank = memory;
   ranks.memory.ranksOnNode = ranks.perNode;
   MD_ASSIGN_OR_RETURN(ranks.memory.largest, largestBuffers(loaded, binding, 3));
+  ranks.locations = FlightLocations(loaded.plan());
   return ranks;
 }
 
@@ -208,6 +253,8 @@ struct RankSpawn {
   pid_t launcher = 0;
   std::string exe;
   std::vector<std::string> args;
+  /// Each local rank's flight recorder memfd; empty without recorders.
+  std::vector<int> flightFds;
 };
 
 /// Chooses the backend, threads and rendezvous port, and says so on
@@ -288,6 +335,11 @@ absl::StatusOr<RankSpawn> prepareSpawn(const TrainOptions &options,
   set("MD_JOB_ID", spawn.jobId);
   set("MD_ERROR_FD", absl::StrCat(errorFd));
   set("MD_THREADS", absl::StrCat(spawn.threads));
+  if (static_cast<size_t>(r) < spawn.flightFds.size()) {
+    // The rank maps its own ring; the others' stay close-on-exec.
+    ::fcntl(spawn.flightFds[r], F_SETFD, 0);
+    set("MD_FLIGHT_FD", absl::StrCat(spawn.flightFds[r]));
+  }
   set("OPENBLAS_NUM_THREADS", absl::StrCat(spawn.threads));
   ::execv(spawn.exe.c_str(), argv);
   std::string msg =
@@ -324,27 +376,181 @@ absl::Status startRank(const RankSpawn &spawn, int r, char *const *argv,
   return absl::OkStatus();
 }
 
+/// How a rank's process stands: from its exit status once reaped, else
+/// from /proc (state T or t: stopped by a signal or a tracer).
+RankFate fateOf(const Child &c) {
+  RankFate f;
+  if (!c.running) {
+    if (WIFSIGNALED(c.status)) {
+      f.kind = RankFate::Kind::Signaled;
+      f.code = WTERMSIG(c.status);
+    } else {
+      f.kind = RankFate::Kind::Exited;
+      f.code = WEXITSTATUS(c.status);
+    }
+    return f;
+  }
+  std::ifstream stat(absl::StrCat("/proc/", c.pid, "/stat"));
+  std::string line;
+  std::getline(stat, line);
+  // "pid (comm) S ...": the state follows the last ')'.
+  size_t paren = line.rfind(')');
+  if (paren != std::string::npos && paren + 2 < line.size() &&
+      (line[paren + 2] == 'T' || line[paren + 2] == 't'))
+    f.kind = RankFate::Kind::Stopped;
+  return f;
+}
+
+/// This node's flight recorders and what the analysis of a failed job
+/// needs: the plan's locations, where the rings go as JSON, and the
+/// progress timeout.
+struct FlightWatch {
+  std::vector<std::unique_ptr<runtime::FlightRecorder>> rings; // local ranks
+  std::vector<std::string> locations;
+  int firstRank = 0;
+  std::string dir;
+  int64_t timeoutNs = 0;
+  bool reported = false;
+};
+
+/// Prints the analysis of the rings and writes them as JSON, once per job.
+/// Called before the launcher stops any rank, so the fates are the
+/// failure's own, not the launcher's signals.
+/// A job that failed before any rank began a collective (a missing data
+/// file, say) gets no analysis unless it stalled: the error says it all.
+void reportFlight(FlightWatch &w, const std::vector<Child> &children,
+                  bool stalled) {
+  if (w.reported || w.rings.empty())
+    return;
+  w.reported = true;
+  int64_t now = runtime::MonotonicNs();
+  std::vector<RankRing> ranks;
+  uint64_t begun = 0;
+  for (size_t r = 0; r < w.rings.size(); ++r) {
+    RankRing rr;
+    rr.rank = w.firstRank + static_cast<int>(r);
+    rr.fate = fateOf(children[r]);
+    rr.ring = w.rings[r]->snapshot();
+    begun = std::max(begun, rr.ring.begun);
+    ranks.push_back(std::move(rr));
+  }
+  if (begun == 0 && !stalled)
+    return;
+  FlightFinding finding = AnalyzeFlight(ranks, w.locations, now);
+  absl::FPrintF(stderr, "mdrun: flight recorder: %s\n", finding.text);
+  absl::Status made = runtime::MakeDirectories(w.dir);
+  for (const RankRing &rr : ranks) {
+    if (!made.ok())
+      break;
+    std::string path = absl::StrCat(w.dir, "/rank-", rr.rank, ".json");
+    std::ofstream out(path, std::ios::trunc);
+    out << FlightJson(rr, w.locations, now);
+    out.close();
+    if (!out)
+      made = absl::InternalError(absl::StrCat(path, ": cannot write"));
+  }
+  if (made.ok())
+    absl::FPrintF(stderr,
+                  "mdrun: flight recorder: the last collectives of %s are in "
+                  "%s/rank-N.json\n",
+                  RankListText([&] {
+                    std::vector<int> all;
+                    for (const RankRing &rr : ranks)
+                      all.push_back(rr.rank);
+                    return all;
+                  }()),
+                  w.dir);
+  else
+    absl::FPrintF(stderr,
+                  "mdrun: flight recorder: cannot write the rings: %s\n",
+                  made.message());
+  std::fflush(stderr);
+}
+
+/// Joins the fragments this node's ranks wrote into the trace file and
+/// says where it is (and which ranks wrote none: killed, say).
+void joinTrace(const std::string &file, int firstRank, int perNode) {
+  std::vector<int> ranks, missing;
+  for (int r = 0; r < perNode; ++r)
+    ranks.push_back(firstRank + r);
+  absl::Status s = JoinTrace(file, ranks, file, missing);
+  if (!s.ok()) {
+    absl::FPrintF(stderr, "mdrun: warning: %s\n", s.message());
+    return;
+  }
+  std::vector<int> written;
+  for (int r : ranks)
+    if (std::find(missing.begin(), missing.end(), r) == missing.end())
+      written.push_back(r);
+  absl::FPrintF(stderr,
+                "mdrun: trace of %s in %s (open it in ui.perfetto.dev or "
+                "chrome://tracing)%s\n",
+                written.empty() ? "no rank" : RankListText(written), file,
+                missing.empty()
+                    ? ""
+                    : absl::StrCat("; ", RankListText(missing), " wrote none"));
+}
+
+/// How the ranks ended, as superviseRanks saw it.
+struct Supervised {
+  /// The local index of the first rank that failed, or -1.
+  int firstFailure = -1;
+  /// No rank completed a collective or a step within the timeout: the
+  /// launcher stopped them.
+  bool stalled = false;
+  /// Why the job failed on another node, when its launcher said so first.
+  std::string elsewhere;
+};
+
+/// What the watchdog reports: "no rank completed a collective or a step in
+/// 2 s (--timeout)".
+std::string stallText(double timeoutSeconds) {
+  return absl::StrFormat(
+      "no rank completed a collective or a step in %g s (--timeout)",
+      timeoutSeconds);
+}
+
+/// What superviseRanks watches besides the ranks' exits: their flight
+/// recorders, and the other nodes' launchers.
+struct Watchers {
+  FlightWatch *flight = nullptr;
+  ControlLink *link = nullptr;
+  int firstRank = 0;
+  double timeoutSeconds = 0;
+};
+
 /// Waits for every started rank to exit, collecting what each writes to its
 /// error pipe. The first rank to fail, or an interrupt, stops the others:
-/// SIGTERM, then SIGKILL after kGracePeriod. `stopping` starts that at once
-/// (not every rank could be started). Returns the local index of the first
-/// rank that failed, or -1.
-int superviseRanks(std::vector<Child> &children, bool stopping) {
+/// SIGTERM (and SIGCONT, for a stopped rank to receive it), then SIGKILL
+/// after kGracePeriod. `stopping` starts that at once (not every rank could
+/// be started). With flight recorders (`watch` not null), a failure first
+/// prints their analysis, and so does a job in which no rank completed a
+/// collective or a step within the timeout, which is then stopped. With a
+/// control connection (`link`), a failure here is told to the other
+/// nodes' launchers, and one there stops the ranks here.
+Supervised superviseRanks(std::vector<Child> &children, bool stopping,
+                          const Watchers &w) {
+  FlightWatch *watch = w.flight;
   auto killAll = [&](int sig) {
     for (Child &c : children)
       if (c.running)
         ::kill(c.pid, sig);
   };
-  int firstFailure = -1;
+  Supervised result;
+  std::string elsewhere; // a failure on another node, acted on at actAt
+  Clock::time_point actAt;
   bool killed = false;
   Clock::time_point stopDeadline = Clock::now() + kGracePeriod;
   auto stop = [&] {
     stopping = true;
     stopDeadline = Clock::now() + kGracePeriod;
     killAll(SIGTERM);
+    killAll(SIGCONT);
   };
-  if (stopping)
+  if (stopping) {
     killAll(SIGTERM);
+    killAll(SIGCONT);
+  }
   for (;;) {
     int running = 0;
     for (size_t r = 0; r < children.size(); ++r) {
@@ -359,7 +565,11 @@ int superviseRanks(std::vector<Child> &children, bool stopping) {
         c.status = status;
         drain(c);
         if (failed(c) && !stopping) {
-          firstFailure = static_cast<int>(r);
+          result.firstFailure = static_cast<int>(r);
+          if (watch != nullptr)
+            reportFlight(*watch, children, false);
+          if (w.link != nullptr)
+            w.link->abort(describeExit(w.firstRank + static_cast<int>(r), c));
           stop();
         }
         continue;
@@ -368,15 +578,50 @@ int superviseRanks(std::vector<Child> &children, bool stopping) {
     }
     if (running == 0)
       break;
-    if (gInterrupt != 0 && !stopping)
+    if (gInterrupt != 0 && !stopping) {
+      if (w.link != nullptr)
+        w.link->abort(gInterrupt == SIGINT ? "interrupted by SIGINT"
+                                           : "interrupted by a signal");
       stop();
+    }
+    if (w.link != nullptr && !stopping) {
+      if (std::optional<std::string> warning = w.link->takeWarning())
+        absl::FPrintF(stderr, "mdrun: warning: %s\n", *warning);
+      if (std::optional<ControlLink::Failure> f = w.link->poll()) {
+        elsewhere = f->why;
+        // A launcher that went away without a word: this node's ranks
+        // likely lose their peers too and say more, so they get a moment
+        // to fail first; a reported failure stops them at once.
+        actAt = f->lost ? Clock::now() + kLostGrace : Clock::now();
+      }
+      if (!elsewhere.empty() && Clock::now() >= actAt) {
+        result.elsewhere = elsewhere;
+        if (watch != nullptr)
+          reportFlight(*watch, children, true);
+        stop();
+      }
+    }
+    if (watch != nullptr && !stopping) {
+      // The watchdog: the latest progress of any rank still running.
+      int64_t latest = 0;
+      for (size_t r = 0; r < children.size(); ++r)
+        if (children[r].running)
+          latest = std::max(latest, watch->rings[r]->progressNs());
+      if (runtime::MonotonicNs() - latest > watch->timeoutNs) {
+        result.stalled = true;
+        reportFlight(*watch, children, true);
+        if (w.link != nullptr)
+          w.link->abort(stallText(w.timeoutSeconds));
+        stop();
+      }
+    }
     if (stopping && !killed && Clock::now() > stopDeadline) {
       killAll(SIGKILL);
       killed = true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return firstFailure;
+  return result;
 }
 
 } // namespace
@@ -398,6 +643,8 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
   if (spawn.ex.backend == BackendChoice::Cpu && !options.skipMemoryCheck) {
     MD_RETURN_IF_ERROR(CheckNodeMemory(ranks.memory));
   }
+  if (!options.tracePath.empty())
+    MD_RETURN_IF_ERROR(PrepareTrace(options.tracePath));
   // Built before forking: the child only sets its environment and execs.
   std::vector<char *> cargs;
   for (std::string &a : spawn.args)
@@ -412,14 +659,64 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
   ::signal(SIGPIPE, SIG_IGN);
 
   const int perNode = ranks.perNode;
+  // Across nodes, the launchers watch each other (ControlLink.h) on the
+  // rendezvous port + 1.
+  std::unique_ptr<ControlLink> link;
+  if (place.nnodes > 1) {
+    if (place.nodeRank == 0) {
+      absl::StatusOr<std::unique_ptr<ControlLink>> hub =
+          ControlLink::Hub(spawn.port + 1, place.nnodes);
+      if (hub.ok())
+        link = std::move(*hub);
+      else
+        absl::FPrintF(stderr,
+                      "mdrun: warning: no control connection between the "
+                      "nodes' launchers (%s); a stuck node ends by its own "
+                      "--timeout\n",
+                      hub.status().message());
+    } else {
+      link =
+          ControlLink::Spoke(place.masterAddr, spawn.port + 1, place.nodeRank,
+                             std::chrono::milliseconds(
+                                 std::llround(options.timeoutSeconds * 1000)));
+    }
+  }
+  // The rings live in memfds made here, so that they outlive their ranks.
+  std::unique_ptr<FlightWatch> watch;
+  if (options.flightRecorder > 0) {
+    watch = std::make_unique<FlightWatch>();
+    for (int r = 0; r < perNode; ++r) {
+      MD_ASSIGN_OR_RETURN(std::unique_ptr<runtime::FlightRecorder> ring,
+                          runtime::FlightRecorder::Create(
+                              ranks.firstRank + r,
+                              static_cast<uint32_t>(options.flightRecorder)));
+      spawn.flightFds.push_back(ring->fd());
+      watch->rings.push_back(std::move(ring));
+    }
+    watch->locations = ranks.locations;
+    watch->firstRank = ranks.firstRank;
+    const char *tmp = std::getenv("TMPDIR");
+    watch->dir = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp", "/",
+                              spawn.jobId, "-flight");
+    watch->timeoutNs =
+        static_cast<int64_t>(std::llround(options.timeoutSeconds * 1e9));
+  }
   std::vector<Child> children(static_cast<size_t>(perNode));
   absl::Status startError;
   for (int r = 0; r < perNode && startError.ok(); ++r)
     startError = startRank(spawn, r, cargs.data(), children[r]);
-  int firstFailure = superviseRanks(children, !startError.ok());
+  Watchers watchers;
+  watchers.flight = watch.get();
+  watchers.link = link.get();
+  watchers.firstRank = ranks.firstRank;
+  watchers.timeoutSeconds = options.timeoutSeconds;
+  Supervised ended = superviseRanks(children, !startError.ok(), watchers);
+  const int firstFailure = ended.firstFailure;
   for (Child &c : children)
     if (c.errorFd >= 0)
       ::close(c.errorFd);
+  if (!options.tracePath.empty() && startError.ok())
+    joinTrace(options.tracePath, ranks.firstRank, perNode);
   // Normally rank 0 unlinks the segment once every rank has attached; a rank
   // 0 that died earlier leaves it behind.
   (void)shm::ShmComm::removeSegment(spawn.jobId);
@@ -436,6 +733,16 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
   if (firstFailure >= 0)
     return absl::AbortedError(
         describeExit(ranks.firstRank + firstFailure, children[firstFailure]));
+  if (ended.stalled)
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "%s; stopped %d rank%s", stallText(options.timeoutSeconds), perNode,
+        perNode == 1 ? "" : "s"));
+  if (!ended.elsewhere.empty())
+    return absl::AbortedError(
+        absl::StrFormat("the job failed on another node: %s; stopped %d rank%s",
+                        ended.elsewhere, perNode, perNode == 1 ? "" : "s"));
+  if (link != nullptr)
+    link->done();
   return absl::OkStatus();
 }
 

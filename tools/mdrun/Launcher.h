@@ -7,7 +7,14 @@
 // watches them: a rank that exits with an error or dies of a signal takes
 // the job down at once (SIGTERM to the others, SIGKILL after a grace
 // period) and the launcher reports which rank and why; SIGINT or SIGTERM to
-// the launcher stops every rank the same way. Every wait is bounded.
+// the launcher stops every rank the same way. Every wait is bounded: each
+// rank's flight recorder (a ring in a memfd the launcher made) says when
+// the rank last completed a collective or a step, and a job in which none
+// has for --timeout seconds is stopped too. Before stopping a failed or
+// stalled job the launcher prints the flight analysis (FlightAnalysis.h)
+// and writes the rings as JSON. Across nodes the launchers also watch each
+// other (ControlLink.h). With --trace, it joins the ranks' timelines into
+// one file at the end (Trace.h).
 //
 //===----------------------------------------------------------------------===//
 

@@ -143,6 +143,13 @@ ABSL_FLAG(std::string, init_map, kTrainDefaults.initMapPath,
 ABSL_FLAG(md::mdrun::Seconds, timeout,
           md::mdrun::Seconds{kTrainDefaults.timeoutSeconds},
           "how long a collective waits for a peer (default 300)");
+ABSL_FLAG(md::cli::Count, flight_recorder,
+          md::cli::Count{kTrainDefaults.flightRecorder},
+          "collectives each rank's flight recorder keeps, for the analysis "
+          "of a failed or stalled job (default 2048; 0: off)");
+ABSL_FLAG(std::string, trace, kTrainDefaults.tracePath,
+          "write every rank's timeline (instructions, collectives, steps) to "
+          "FILE as Chrome trace-event JSON");
 ABSL_FLAG(md::cli::Count, threads, md::cli::Count{kTrainDefaults.threads},
           "BLAS threads per rank (default: cores / ranks)");
 ABSL_FLAG(absl::optional<md::cli::PositiveCount>, nnodes, absl::nullopt,
@@ -207,6 +214,16 @@ const std::vector<cli::Section> &sections() {
         FlagOption(FLAGS_evaluate, {"--evaluate"}, "").withTag(kTrain),
         FlagOption(FLAGS_timeout, {"--timeout"}, "SECONDS").withTag(kTrain),
         FlagOption(FLAGS_threads, {"--threads"}, "N").withTag(kTrain),
+        FlagOption(FLAGS_flight_recorder, {"--flight-recorder"}, "N",
+                   [](const cli::Count &n) -> std::string {
+                     return n.value > (int64_t(1) << 20)
+                                ? "more than 1048576 collectives"
+                                : "";
+                   })
+            .withTag(kTrain),
+        FlagOption(FLAGS_trace, {"--trace"}, "FILE")
+            .needsNonEmpty("a file name")
+            .withTag(kTrain),
         FlagOption(FLAGS_worker, {"--worker"}, "").withTag(kWorker).hide(),
     };
     s[1].heading =
@@ -349,6 +366,8 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
   t.nnodes = valueOr(absl::GetFlag(FLAGS_nnodes), t.nnodes);
   t.nodeRank = valueOr(absl::GetFlag(FLAGS_node_rank), t.nodeRank);
   t.threads = absl::GetFlag(FLAGS_threads).value;
+  t.flightRecorder = absl::GetFlag(FLAGS_flight_recorder).value;
+  t.tracePath = absl::GetFlag(FLAGS_trace);
   cl.mode = worker ? CommandLine::Mode::Worker : CommandLine::Mode::Launch;
   return cl;
 }

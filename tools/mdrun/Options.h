@@ -64,6 +64,14 @@ struct TrainOptions {
   int64_t nodeRank = -1;
   /// BLAS threads per rank; 0: cores / ranks.
   int64_t threads = 0;
+
+  // --- when a job fails (docs/runtime.md, "When a job fails") -------------
+  /// Collectives each rank's flight recorder keeps; 0: no recorder, no
+  /// analysis and no progress watchdog.
+  int64_t flightRecorder = 2048;
+  /// Where the ranks' timelines go as one Chrome trace-event JSON file
+  /// (--trace); "": no trace.
+  std::string tracePath;
 };
 
 struct CommandLine {

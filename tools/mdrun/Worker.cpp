@@ -2,6 +2,8 @@
 
 #include "tools/mdrun/Worker.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,8 +16,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "runtime/core/Executor.h"
+#include "runtime/core/FlightRecorder.h"
 #include "runtime/core/Safetensors.h"
 #include "runtime/core/Status.h"
+#include "runtime/core/TraceRecorder.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/gloo/GlooComm.h"
 #include "runtime/net/Rendezvous.h"
@@ -23,6 +27,8 @@
 #include "runtime/plan/MemoryFormat.h"
 #include "runtime/shm/ShmComm.h"
 #include "tools/cli/Format.h"
+#include "tools/mdrun/FlightAnalysis.h"
+#include "tools/mdrun/Trace.h"
 #if MD_ENABLE_CUDA
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/cuda/Device.h"
@@ -314,6 +320,9 @@ absl::StatusOr<WorkerEnv> WorkerEnvFromEnvironment() {
   if (std::getenv("MD_DEVICE") != nullptr) {
     MD_ASSIGN_OR_RETURN(env.device, envInt("MD_DEVICE", 0));
   }
+  if (std::getenv("MD_FLIGHT_FD") != nullptr) {
+    MD_ASSIGN_OR_RETURN(env.flightFd, envInt("MD_FLIGHT_FD", 0));
+  }
   return env;
 }
 
@@ -379,7 +388,11 @@ makeShmComm(const TrainOptions &options, const WorkerEnv &env,
 
 } // namespace
 
-absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
+namespace {
+
+absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
+                       runtime::FlightRecorder *recorder,
+                       runtime::TraceRecorder *trace) {
   plan::LoadOptions lo;
   lo.worldSize = env.worldSize;
   MD_ASSIGN_OR_RETURN(plan::LoadedPlan loaded,
@@ -474,6 +487,8 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
   eo.resume = options.resumePath;
   eo.init = options.initPath;
   eo.initMap = options.initMapPath;
+  eo.recorder = recorder;
+  eo.trace = trace;
   MD_ASSIGN_OR_RETURN(
       std::unique_ptr<runtime::Executor> exec,
       runtime::Executor::Create(loaded, env.worldSize, *backend, *comm, eo));
@@ -496,11 +511,81 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
     }
     return absl::OkStatus();
   }
+  if (recorder != nullptr)
+    recorder->setPhase(runtime::RankPhase::Training);
   MD_RETURN_IF_ERROR(exec->Run());
   if (!options.saveFinalPath.empty())
     MD_RETURN_IF_ERROR(exec->SaveFull(options.saveFinalPath));
   return absl::OkStatus();
 }
+
+} // namespace
+
+absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
+  std::unique_ptr<runtime::FlightRecorder> recorder;
+  if (env.flightFd >= 0) {
+    MD_ASSIGN_OR_RETURN(recorder, runtime::FlightRecorder::Open(env.flightFd));
+    recorder->setPid(static_cast<int32_t>(::getpid()));
+  }
+  std::unique_ptr<runtime::TraceRecorder> trace;
+  std::unique_ptr<TraceOnTerm> onTerm;
+  if (!options.tracePath.empty()) {
+    trace = std::make_unique<runtime::TraceRecorder>();
+    onTerm = std::make_unique<TraceOnTerm>(
+        *trace, TracePartPath(options.tracePath, env.rank), env.rank);
+  }
+  absl::Status s = runWorker(options, env, recorder.get(), trace.get());
+  onTerm.reset();
+  // The launcher's watchdog and analysis read the phase: a rank that
+  // finished is not stuck, one that failed is about to exit.
+  if (recorder != nullptr)
+    recorder->setPhase(s.ok() ? runtime::RankPhase::Finished
+                              : runtime::RankPhase::Failed);
+  // The timeline up to a failure is what one looks at then.
+  if (trace != nullptr) {
+    absl::Status written = trace->writeFragment(
+        TracePartPath(options.tracePath, env.rank), env.rank);
+    if (s.ok())
+      s = written;
+  }
+  return s;
+}
+
+namespace {
+
+/// Writes a failed rank's own ring as JSON to $TMPDIR/<job>-flight/
+/// rank-<R>.json; returns what the error adds: "; its last collectives are
+/// in PATH", or why they could not be written.
+std::string writeOwnRing(const runtime::FlightRecorder &ring,
+                         const TrainOptions &options, const WorkerEnv &env) {
+  RankRing rr;
+  rr.rank = env.rank;
+  rr.fate = {RankFate::Kind::Exited, 1}; // what this rank does next
+  rr.ring = ring.snapshot();
+  std::vector<std::string> locations;
+  plan::LoadOptions lo;
+  lo.worldSize = env.worldSize;
+  if (absl::StatusOr<plan::LoadedPlan> loaded =
+          plan::LoadPlanFile(options.planPath, lo);
+      loaded.ok())
+    locations = FlightLocations(loaded->plan());
+  const char *tmp = std::getenv("TMPDIR");
+  std::string dir = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp", "/",
+                                 env.jobId, "-flight");
+  std::string path = absl::StrCat(dir, "/rank-", env.rank, ".json");
+  absl::Status made = runtime::MakeDirectories(dir);
+  std::FILE *f = made.ok() ? std::fopen(path.c_str(), "w") : nullptr;
+  if (f == nullptr)
+    return absl::StrCat("; its flight recorder could not be written to ", path);
+  std::string json = FlightJson(rr, locations, runtime::MonotonicNs());
+  bool ok = std::fwrite(json.data(), 1, json.size(), f) == json.size();
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok)
+    return absl::StrCat("; its flight recorder could not be written to ", path);
+  return absl::StrCat("; its last collectives are in ", path);
+}
+
+} // namespace
 
 absl::Status RunRank(const TrainOptions &options, const Placement &place) {
   WorkerEnv env;
@@ -533,11 +618,33 @@ absl::Status RunRank(const TrainOptions &options, const Placement &place) {
                   place.worldSize, place.source, place.nnodes,
                   place.nnodes == 1 ? "" : "s", place.ranksPerNode,
                   place.masterAddr, place.masterPort);
+  // Without a launcher to read it, the rank keeps its own ring and writes
+  // it when it fails (docs/runtime.md, "When a job fails").
+  std::unique_ptr<runtime::FlightRecorder> ring;
+  if (options.flightRecorder > 0) {
+    MD_ASSIGN_OR_RETURN(
+        ring, runtime::FlightRecorder::Create(
+                  place.rank, static_cast<uint32_t>(options.flightRecorder)));
+    env.flightFd = ::dup(ring->fd());
+  }
+  if (!options.tracePath.empty())
+    MD_RETURN_IF_ERROR(PrepareTrace(options.tracePath));
   absl::Status s = RunWorker(options, env);
-  if (!s.ok())
-    return absl::Status(
-        s.code(), absl::StrFormat("rank %d: %s", place.rank, s.message()));
-  return s;
+  if (!options.tracePath.empty()) {
+    // No launcher joins the ranks' fragments: each rank writes its own file.
+    std::vector<int> missing;
+    absl::Status joined = JoinTrace(
+        options.tracePath, {place.rank},
+        absl::StrCat(options.tracePath, ".rank", place.rank, ".json"), missing);
+    if (s.ok() && !joined.ok())
+      s = joined;
+  }
+  if (s.ok())
+    return s;
+  std::string message = absl::StrFormat("rank %d: %s", place.rank, s.message());
+  if (ring != nullptr)
+    absl::StrAppend(&message, writeOwnRing(*ring, options, env));
+  return absl::Status(s.code(), message);
 }
 
 } // namespace md::mdrun

@@ -33,11 +33,14 @@ struct WorkerEnv {
   int localWorldSize = 1;
   std::string masterAddr = "127.0.0.1";
   int masterPort = 29500;
-  std::string jobId; // names the shared-memory segment
-  int threads = 1;   // BLAS threads (CPU backend)
+  std::string jobId;                          // names the shared-memory segment
+  int threads = 1;                            // BLAS threads (CPU backend)
   BackendChoice backend = BackendChoice::Cpu; // Cpu or Cuda
   CommKind comm = CommKind::Shm;
   int device = 0; // the CUDA device (CUDA backend)
+  /// The memfd of this rank's flight recorder ring, which the launcher
+  /// made and reads (MD_FLIGHT_FD); -1: none.
+  int flightFd = -1;
 };
 
 /// The worker's environment; InvalidArgument naming a missing or bad

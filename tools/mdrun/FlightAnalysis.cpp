@@ -1,0 +1,430 @@
+//===- FlightAnalysis.cpp - who stopped a failed job ----------------------===//
+//
+// The analysis behind the launcher's one paragraph (FlightAnalysis.h) and
+// the JSON form of a ring.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/mdrun/FlightAnalysis.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "runtime/plan/MemoryFormat.h"
+
+namespace md::mdrun {
+
+using runtime::FlightEntry;
+using runtime::FlightSnapshot;
+using runtime::FlightState;
+
+bool RankFate::abnormal() const {
+  switch (kind) {
+  case Kind::Running:
+    return false;
+  case Kind::Exited:
+    return code != 0;
+  case Kind::Stopped:
+  case Kind::Signaled:
+    return true;
+  }
+  return true;
+}
+
+std::string RankFate::str() const {
+  switch (kind) {
+  case Kind::Running:
+    return "is running";
+  case Kind::Stopped:
+    return "was stopped (SIGSTOP, SIGTSTP or a debugger)";
+  case Kind::Exited:
+    return absl::StrFormat("exited with status %d", code);
+  case Kind::Signaled:
+    return absl::StrFormat("was killed by signal %d (%s)", code,
+                           strsignal(code));
+  }
+  return "?";
+}
+
+std::vector<std::string> FlightLocations(const fb::Plan &plan) {
+  std::vector<std::string> out;
+  if (plan.locations() == nullptr)
+    return out;
+  for (const fb::SourceLocation *loc : *plan.locations())
+    out.push_back(absl::StrCat(loc->file() ? loc->file()->str() : "?", ":",
+                               loc->line(), ":", loc->col()));
+  return out;
+}
+
+std::string RankListText(const std::vector<int> &ranks) {
+  std::vector<std::string> runs;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
+      ++j;
+    runs.push_back(j == i ? absl::StrCat(ranks[i])
+                          : absl::StrCat(ranks[i], "-", ranks[j]));
+    i = j + 1;
+  }
+  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
+                      absl::StrJoin(runs, ", "));
+}
+
+namespace {
+
+std::string secondsText(int64_t ns) {
+  return absl::StrFormat("%.1f s",
+                         static_cast<double>(std::max<int64_t>(ns, 0)) / 1e9);
+}
+
+std::string locationText(int32_t loc, const std::vector<std::string> &locs) {
+  if (loc < 0 || static_cast<size_t>(loc) >= locs.size())
+    return "";
+  return locs[static_cast<size_t>(loc)];
+}
+
+/// "all_gather #388 (bf16, 4.0 KiB, shard group of 4, bucket 2,
+/// mlp.mdl:17:23)".
+std::string callText(const FlightEntry &e,
+                     const std::vector<std::string> &locs) {
+  const runtime::FlightCall &c = e.call;
+  std::string s =
+      absl::StrFormat("%s #%d (", runtime::collectiveName(c.kind), e.seq);
+  if (c.kind != runtime::Collective::barrier)
+    absl::StrAppend(&s, runtime::dtypeName(c.dtype), ", ",
+                    plan::BytesText(c.bytes), ", ");
+  absl::StrAppend(&s, runtime::groupKindName(c.group), " group of ",
+                  c.groupSize);
+  if (c.bucket >= 0)
+    absl::StrAppend(&s, ", bucket ", c.bucket);
+  if (std::string loc = locationText(c.loc, locs); !loc.empty())
+    absl::StrAppend(&s, ", ", loc);
+  absl::StrAppend(&s, ")");
+  return s;
+}
+
+/// "in step 38, micro-step 2", "in the hooks after step 38", "before its
+/// first step".
+std::string whereText(int64_t step, int32_t micro) {
+  if (step <= 0)
+    return "before its first step";
+  if (micro <= 0)
+    return absl::StrFormat("in the hooks after step %d", step);
+  return absl::StrFormat("in step %d, micro-step %d", step, micro);
+}
+
+const FlightEntry *entryOf(const FlightSnapshot &s, uint64_t seq) {
+  for (const FlightEntry &e : s.entries)
+    if (e.seq == seq)
+      return &e;
+  return nullptr;
+}
+
+/// The lowest seq this rank began and did not complete; begun + 1 when it
+/// completed all it began.
+uint64_t firstOpen(const FlightSnapshot &s) {
+  for (const FlightEntry &e : s.entries)
+    if (e.state != FlightState::Completed)
+      return e.seq;
+  return s.begun + 1;
+}
+
+/// A fate's words for `n` ranks: "was killed" becomes "were killed".
+std::string plural(const std::string &fate, size_t n) {
+  if (n > 1 && fate.rfind("was ", 0) == 0)
+    return "were " + fate.substr(4);
+  if (n > 1 && fate.rfind("is ", 0) == 0)
+    return "are " + fate.substr(3);
+  return fate;
+}
+
+/// "rank 3 was stopped ...; ranks 0-1 were killed ...": `said` holds each
+/// rank's description (its fate first, as RankFate::str() words it), and
+/// ranks with the same description share one clause.
+std::string byRanks(const std::vector<std::pair<int, std::string>> &said) {
+  std::vector<std::pair<std::string, std::vector<int>>> clauses;
+  for (const auto &[rank, text] : said) {
+    auto it = std::find_if(clauses.begin(), clauses.end(),
+                           [&](const auto &c) { return c.first == text; });
+    if (it == clauses.end())
+      clauses.push_back({text, {rank}});
+    else
+      it->second.push_back(rank);
+  }
+  std::vector<std::string> parts;
+  for (auto &[text, ranks] : clauses) {
+    std::sort(ranks.begin(), ranks.end());
+    parts.push_back(
+        absl::StrCat(RankListText(ranks), " ", plural(text, ranks.size())));
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
+/// What must match across ranks for two entries to be the same call.
+bool sameCall(const FlightEntry &a, const FlightEntry &b) {
+  return a.call.kind == b.call.kind && a.call.group == b.call.group &&
+         a.call.groupSize == b.call.groupSize && a.call.dtype == b.call.dtype &&
+         a.call.bytes == b.call.bytes && a.call.loc == b.call.loc;
+}
+
+} // namespace
+
+FlightFinding AnalyzeFlight(const std::vector<RankRing> &ranks,
+                            const std::vector<std::string> &locs,
+                            int64_t nowNs) {
+  FlightFinding f;
+  if (ranks.empty()) {
+    f.text = "no rank's flight recorder to analyse";
+    return f;
+  }
+  uint64_t s = UINT64_MAX, begunMax = 0;
+  for (const RankRing &r : ranks) {
+    s = std::min(s, firstOpen(r.ring));
+    begunMax = std::max(begunMax, r.ring.begun);
+  }
+  if (s > begunMax) {
+    // Every rank completed all it began: no collective holds anyone.
+    f.seq = 0;
+    std::vector<int> abnormal;
+    for (const RankRing &r : ranks)
+      if (r.fate.abnormal())
+        abnormal.push_back(r.rank);
+    f.culprits = abnormal;
+    std::vector<std::pair<int, std::string>> said;
+    for (const RankRing &r : ranks) {
+      if (!r.fate.abnormal())
+        continue;
+      std::string p =
+          absl::StrCat(r.fate.str(), " ", whereText(r.ring.step, r.ring.micro));
+      if (!r.ring.entries.empty())
+        absl::StrAppend(&p, ", after ", callText(r.ring.entries.back(), locs));
+      said.push_back({r.rank, p});
+    }
+    f.text = absl::StrCat(said.empty() ? "" : absl::StrCat(byRanks(said), "; "),
+                          "no rank waits in a collective (", begunMax,
+                          " completed on the furthest rank)");
+    return f;
+  }
+  f.seq = s;
+
+  // Where each rank stands against collective s.
+  std::vector<const RankRing *> behind, in;
+  for (const RankRing &r : ranks) {
+    if (r.ring.begun < s)
+      behind.push_back(&r);
+    else
+      in.push_back(&r);
+  }
+
+  // A desync: the ranks that reached s disagree on what it is.
+  std::vector<std::pair<const FlightEntry *, std::vector<int>>> variants;
+  for (const RankRing *r : in) {
+    const FlightEntry *e = entryOf(r->ring, s);
+    if (e == nullptr)
+      continue;
+    auto it = std::find_if(variants.begin(), variants.end(),
+                           [&](auto &v) { return sameCall(*v.first, *e); });
+    if (it == variants.end())
+      variants.push_back({e, {r->rank}});
+    else
+      it->second.push_back(r->rank);
+  }
+  if (variants.size() > 1) {
+    f.mismatch = true;
+    // The ranks outside the largest agreeing set are the suspects.
+    size_t largest = 0;
+    for (size_t v = 1; v < variants.size(); ++v)
+      if (variants[v].second.size() > variants[largest].second.size())
+        largest = v;
+    std::vector<std::string> parts;
+    for (size_t v = 0; v < variants.size(); ++v) {
+      parts.push_back(
+          absl::StrCat(RankListText(variants[v].second), " ",
+                       variants[v].second.size() == 1 ? "runs" : "run", " ",
+                       callText(*variants[v].first, locs), " ",
+                       whereText(variants[v].first->call.step,
+                                 variants[v].first->call.micro)));
+      if (v != largest)
+        f.culprits.insert(f.culprits.end(), variants[v].second.begin(),
+                          variants[v].second.end());
+    }
+    std::sort(f.culprits.begin(), f.culprits.end());
+    f.text = absl::StrCat("the ranks disagree on collective #", s, ": ",
+                          absl::StrJoin(parts, "; "));
+    return f;
+  }
+
+  // The call itself, as some rank that reached it recorded it.
+  const FlightEntry *call = variants.empty() ? nullptr : variants[0].first;
+
+  // The culprits: the ranks that never reached s, else the ranks in it
+  // that are dead, stopped or failed.
+  std::vector<const RankRing *> culprits;
+  if (!behind.empty()) {
+    culprits = behind;
+  } else {
+    // The ranks still in s (not past it). One that failed out of s (its
+    // comm gave up waiting) noticed the hang; the dead and the stopped
+    // caused it. Only when there are none does a rank that failed count.
+    std::vector<const RankRing *> open;
+    for (const RankRing *r : in)
+      if (const FlightEntry *e = entryOf(r->ring, s);
+          e != nullptr && e->state != FlightState::Completed)
+        open.push_back(r);
+    for (const RankRing *r : open)
+      if (r->fate.abnormal() &&
+          entryOf(r->ring, s)->state != FlightState::Failed)
+        culprits.push_back(r);
+    if (culprits.empty())
+      for (const RankRing *r : open)
+        if (r->fate.abnormal())
+          culprits.push_back(r);
+  }
+  std::vector<std::pair<int, std::string>> said;
+  for (const RankRing *r : culprits) {
+    f.culprits.push_back(r->rank);
+    std::string p = absl::StrCat(r->fate.str(), " ",
+                                 whereText(r->ring.step, r->ring.micro));
+    if (const FlightEntry *e = entryOf(r->ring, s)) {
+      absl::StrAppend(&p, ", while in ", callText(*e, locs));
+    } else {
+      if (!r->ring.entries.empty())
+        absl::StrAppend(&p, ", after ", callText(r->ring.entries.back(), locs));
+      else
+        absl::StrAppend(&p, ", before its first collective");
+      absl::StrAppend(&p, "; it never reached ",
+                      call ? callText(*call, locs)
+                           : absl::StrCat("collective #", s));
+    }
+    said.push_back({r->rank, p});
+  }
+  std::sort(f.culprits.begin(), f.culprits.end());
+
+  // Where the others wait (in s, or past it in a later collective the
+  // culprits never joined), and since when; who gave up waiting there.
+  struct Wait {
+    uint64_t seq;
+    bool gaveUp;
+    std::string fate; // a stopped or killed waiter's, else ""
+    std::vector<int> ranks;
+    int64_t ns; // the longest wait
+    const FlightEntry *entry;
+  };
+  std::vector<Wait> waits;
+  for (const RankRing &r : ranks) {
+    if (std::find(f.culprits.begin(), f.culprits.end(), r.rank) !=
+        f.culprits.end())
+      continue;
+    const FlightEntry *e = entryOf(r.ring, firstOpen(r.ring));
+    if (e == nullptr)
+      continue; // between collectives, or done
+    bool gaveUp = e->state == FlightState::Failed;
+    int64_t ns = gaveUp ? e->endedNs - e->beganNs : nowNs - e->beganNs;
+    // A waiter that is stopped or dead too says so (one that exited after
+    // giving up needs no mention).
+    std::string fate = r.fate.kind == RankFate::Kind::Stopped ||
+                               r.fate.kind == RankFate::Kind::Signaled
+                           ? r.fate.str()
+                           : "";
+    auto it = std::find_if(waits.begin(), waits.end(), [&](const Wait &w) {
+      return w.seq == e->seq && w.gaveUp == gaveUp && w.fate == fate;
+    });
+    if (it == waits.end())
+      waits.push_back({e->seq, gaveUp, fate, {r.rank}, ns, e});
+    else {
+      it->ranks.push_back(r.rank);
+      it->ns = std::max(it->ns, ns);
+    }
+    f.waiting.push_back(r.rank);
+  }
+  std::sort(f.waiting.begin(), f.waiting.end());
+  std::vector<std::string> waitParts;
+  for (const Wait &w : waits) {
+    std::string in =
+        w.seq == s ? "in it" : absl::StrCat("in ", callText(*w.entry, locs));
+    std::string who = RankListText(w.ranks);
+    if (!w.fate.empty())
+      absl::StrAppend(&who, ", which ", plural(w.fate, w.ranks.size()), ",");
+    waitParts.push_back(
+        w.gaveUp ? absl::StrCat(who, " gave up waiting ", in, " after ",
+                                secondsText(w.ns))
+                 : absl::StrCat(who, w.ranks.size() == 1 ? " waits " : " wait ",
+                                in, " since ", secondsText(w.ns)));
+  }
+  std::string wait = absl::StrJoin(waitParts, ", ");
+  if (said.empty()) {
+    // No rank is dead or stopped, none is behind: a hang inside the
+    // collective itself (a comm or the network).
+    f.text = absl::StrCat("no rank is dead, stopped or behind, but ",
+                          call ? callText(*call, locs)
+                               : absl::StrCat("collective #", s),
+                          " did not complete", wait.empty() ? "" : "; ", wait);
+    return f;
+  }
+  f.text = byRanks(said);
+  if (!wait.empty())
+    absl::StrAppend(&f.text, "; ", wait);
+  return f;
+}
+
+namespace {
+
+std::string jsonString(const std::string &s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\')
+      absl::StrAppend(&out, "\\", std::string(1, ch));
+    else if (c < 0x20)
+      absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
+    else
+      out.push_back(ch);
+  }
+  out.push_back('"');
+  return out;
+}
+
+std::string nsOrNull(int64_t ns) { return ns > 0 ? absl::StrCat(ns) : "null"; }
+
+} // namespace
+
+std::string FlightJson(const RankRing &r, const std::vector<std::string> &locs,
+                       int64_t nowNs) {
+  const FlightSnapshot &s = r.ring;
+  std::string out = absl::StrFormat(
+      "{\n  \"rank\": %d,\n  \"pid\": %d,\n  \"fate\": %s,\n  \"phase\": "
+      "%s,\n  \"capacity\": %d,\n  \"begun\": %d,\n  \"step\": %d,\n  "
+      "\"micro_step\": %d,\n  \"steps_done\": %d,\n  \"progress_ns\": %d,\n  "
+      "\"written_ns\": %d,\n  \"collectives\": [",
+      r.rank, s.pid, jsonString(r.fate.str()),
+      jsonString(runtime::rankPhaseName(s.phase)), s.capacity, s.begun, s.step,
+      s.micro, s.stepsDone, s.progressNs, nowNs);
+  for (size_t i = 0; i < s.entries.size(); ++i) {
+    const FlightEntry &e = s.entries[i];
+    std::string loc = locationText(e.call.loc, locs);
+    absl::StrAppendFormat(
+        &out,
+        "%s\n    {\"seq\": %d, \"kind\": %s, \"group\": %s, \"group_size\": "
+        "%d, \"dtype\": %s, \"bytes\": %d, \"bucket\": %d, \"location\": %s, "
+        "\"step\": %d, \"micro_step\": %d, \"state\": %s, \"began_ns\": %s, "
+        "\"ended_ns\": %s}",
+        i == 0 ? "" : ",", e.seq,
+        jsonString(runtime::collectiveName(e.call.kind)),
+        jsonString(runtime::groupKindName(e.call.group)), e.call.groupSize,
+        jsonString(runtime::dtypeName(e.call.dtype)), e.call.bytes,
+        e.call.bucket, loc.empty() ? "null" : jsonString(loc), e.call.step,
+        e.call.micro, jsonString(runtime::flightStateName(e.state)),
+        nsOrNull(e.beganNs), nsOrNull(e.endedNs));
+  }
+  absl::StrAppend(&out, s.entries.empty() ? "]\n}\n" : "\n  ]\n}\n");
+  return out;
+}
+
+} // namespace md::mdrun
