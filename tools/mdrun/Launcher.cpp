@@ -46,10 +46,19 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 volatile sig_atomic_t gInterrupt = 0;
-extern "C" void onInterrupt(int sig) { gInterrupt = sig; }
+volatile sig_atomic_t gTerms = 0; // SIGTERMs received
+extern "C" void onInterrupt(int sig) {
+  gInterrupt = sig;
+  if (sig == SIGTERM)
+    gTerms = gTerms + 1;
+}
 
 /// How long ranks get to exit after SIGTERM before SIGKILL.
 constexpr auto kGracePeriod = std::chrono::seconds(3);
+/// How long ranks get to finish their step and write their checkpoint after
+/// the launcher passes a SIGTERM on (a preemption) before they are stopped:
+/// schedulers give 30 s or more before their SIGKILL (Slurm's KillWait).
+constexpr auto kPreemptGrace = std::chrono::seconds(120);
 /// How long ranks get to report a lost peer themselves when another node's
 /// launcher went away without a word.
 constexpr auto kLostGrace = std::chrono::seconds(2);
@@ -146,8 +155,14 @@ std::string describeExit(int rank, const Child &c) {
                          WEXITSTATUS(c.status));
 }
 
+/// A rank that stopped after a step because the job was preempted: every
+/// rank agrees on that step, so this is no failure.
+bool preempted(const Child &c) {
+  return WIFEXITED(c.status) && WEXITSTATUS(c.status) == kPreemptedExitCode;
+}
+
 bool failed(const Child &c) {
-  return !WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0;
+  return !WIFEXITED(c.status) || (WEXITSTATUS(c.status) != 0 && !preempted(c));
 }
 
 /// The ranks this node starts: the world size the plan runs at, and this
@@ -500,6 +515,8 @@ struct Supervised {
   bool stalled = false;
   /// Why the job failed on another node, when its launcher said so first.
   std::string elsewhere;
+  /// A SIGTERM was passed on to the ranks as a preemption.
+  bool preempting = false;
 };
 
 /// What the watchdog reports: "no rank completed a collective or a step in
@@ -541,6 +558,7 @@ Supervised superviseRanks(std::vector<Child> &children, bool stopping,
   Clock::time_point actAt;
   bool killed = false;
   Clock::time_point stopDeadline = Clock::now() + kGracePeriod;
+  Clock::time_point preemptDeadline;
   auto stop = [&] {
     stopping = true;
     stopDeadline = Clock::now() + kGracePeriod;
@@ -578,7 +596,23 @@ Supervised superviseRanks(std::vector<Child> &children, bool stopping,
     }
     if (running == 0)
       break;
-    if (gInterrupt != 0 && !stopping) {
+    if (gInterrupt == SIGTERM && gTerms == 1 && !stopping) {
+      // A preemption: the ranks finish their step and write the recipe's
+      // checkpoint (SIGUSR1 to them; Worker.h), then exit; a second SIGTERM
+      // or the end of the grace period stops them as any interrupt does.
+      if (!result.preempting) {
+        result.preempting = true;
+        preemptDeadline = Clock::now() + kPreemptGrace;
+        absl::FPrintF(stderr,
+                      "mdrun: SIGTERM: the ranks stop after this step and "
+                      "write the recipe's checkpoint (a second SIGTERM stops "
+                      "them at once)\n");
+        killAll(SIGUSR1);
+        killAll(SIGCONT);
+      } else if (Clock::now() > preemptDeadline) {
+        stop();
+      }
+    } else if (gInterrupt != 0 && !stopping) {
       if (w.link != nullptr)
         w.link->abort(gInterrupt == SIGINT ? "interrupted by SIGINT"
                                            : "interrupted by a signal");
@@ -723,6 +757,26 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
 
   if (!startError.ok())
     return startError;
+  if (ended.preempting && firstFailure < 0) {
+    bool all = true, any = false;
+    for (const Child &c : children) {
+      all = all && (preempted(c) ||
+                    (WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0));
+      any = any || preempted(c);
+    }
+    if (all && any)
+      return PreemptionStatus(absl::StrFormat(
+          "SIGTERM: every rank stopped after the same step and wrote the "
+          "recipe's checkpoint there, if it saves any (resume with --resume "
+          "auto); stopped %d rank%s",
+          perNode, perNode == 1 ? "" : "s"));
+    if (all) {
+      // The run ended before the preemption took effect.
+      if (link != nullptr)
+        link->done();
+      return absl::OkStatus();
+    }
+  }
   if (gInterrupt != 0)
     return absl::CancelledError(
         absl::StrFormat("interrupted by %s; stopped %d rank%s",

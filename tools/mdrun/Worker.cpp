@@ -2,15 +2,18 @@
 
 #include "tools/mdrun/Worker.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -38,6 +41,34 @@
 
 namespace md::mdrun {
 namespace {
+
+/// Set by SIGUSR1 (the launcher passing on a SIGTERM it got: a scheduler's
+/// preemption), and by SIGTERM in a rank that srun or mpirun started: the
+/// run ends after the current step (ExecutorOptions::preempt).
+std::atomic<bool> gPreempt{false};
+extern "C" void onPreempt(int) {
+  gPreempt.store(true, std::memory_order_relaxed);
+}
+
+/// Installs onPreempt for `sig` while it lives, then puts back what was.
+class PreemptOn {
+public:
+  explicit PreemptOn(int sig) : sig_(sig) {
+    struct sigaction sa {};
+    sa.sa_handler = onPreempt;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(sig_, &sa, &previous_);
+  }
+  ~PreemptOn() { ::sigaction(sig_, &previous_, nullptr); }
+  PreemptOn(const PreemptOn &) = delete;
+  PreemptOn &operator=(const PreemptOn &) = delete;
+
+private:
+  int sig_;
+  struct sigaction previous_ {};
+};
+
+constexpr const char *kPreemptionUrl = "md/preempted";
 
 using runtime::Progress;
 
@@ -489,6 +520,7 @@ absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
   eo.initMap = options.initMapPath;
   eo.recorder = recorder;
   eo.trace = trace;
+  eo.preempt = &gPreempt;
   MD_ASSIGN_OR_RETURN(
       std::unique_ptr<runtime::Executor> exec,
       runtime::Executor::Create(loaded, env.worldSize, *backend, *comm, eo));
@@ -514,6 +546,10 @@ absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
   if (recorder != nullptr)
     recorder->setPhase(runtime::RankPhase::Training);
   MD_RETURN_IF_ERROR(exec->Run());
+  if (exec->preempted())
+    return PreemptionStatus(
+        absl::StrFormat("rank %d stopped after step %d of %d", env.rank,
+                        exec->stepsDone(), exec->stepsToRun()));
   if (!options.saveFinalPath.empty())
     MD_RETURN_IF_ERROR(exec->SaveFull(options.saveFinalPath));
   return absl::OkStatus();
@@ -521,7 +557,19 @@ absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
 
 } // namespace
 
+absl::Status PreemptionStatus(const std::string &what) {
+  absl::Status s = absl::UnavailableError(absl::StrCat("preempted: ", what));
+  s.SetPayload(kPreemptionUrl, absl::Cord("1"));
+  return s;
+}
+
+bool IsPreemption(const absl::Status &status) {
+  return status.GetPayload(kPreemptionUrl).has_value();
+}
+
 absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
+  // The launcher passes a SIGTERM it gets on as SIGUSR1.
+  PreemptOn usr1(SIGUSR1);
   std::unique_ptr<runtime::FlightRecorder> recorder;
   if (env.flightFd >= 0) {
     MD_ASSIGN_OR_RETURN(recorder, runtime::FlightRecorder::Open(env.flightFd));
@@ -529,6 +577,8 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
   }
   std::unique_ptr<runtime::TraceRecorder> trace;
   std::unique_ptr<TraceOnTerm> onTerm;
+  // srun and mpirun pass a scheduler's SIGTERM to the ranks themselves.
+  PreemptOn term(SIGTERM);
   if (!options.tracePath.empty()) {
     trace = std::make_unique<runtime::TraceRecorder>();
     onTerm = std::make_unique<TraceOnTerm>(

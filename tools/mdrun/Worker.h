@@ -48,7 +48,21 @@ struct WorkerEnv {
 absl::StatusOr<WorkerEnv> WorkerEnvFromEnvironment();
 
 /// Trains as rank env.rank. Collectives wait at most options.timeoutSeconds.
+/// SIGTERM (a scheduler's preemption, or the launcher's) ends the run after
+/// the current step, every rank at the same step, writing the recipe's
+/// checkpoint there (ExecutorOptions::preempt); the status is then a
+/// preemption (IsPreemption). A second SIGTERM ends the rank at once.
 absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env);
+
+/// The exit status of a rank, and of mdrun, stopped by SIGTERM after a
+/// step and its checkpoint: EX_TEMPFAIL of sysexits.h ("try again later"),
+/// which schedulers' requeue scripts can test for.
+inline constexpr int kPreemptedExitCode = 75;
+
+/// A status saying the run was preempted (`what` says where it stopped),
+/// and whether a status is one.
+absl::Status PreemptionStatus(const std::string &what);
+bool IsPreemption(const absl::Status &status);
 
 /// Trains as the one rank that srun or mpirun started (Cluster.h): picks
 /// the backend and comm itself, as the launcher would.

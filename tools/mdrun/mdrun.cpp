@@ -7,7 +7,9 @@
 // rank (Launcher.h); a worker runs one rank (Worker.h). Exit status: 0
 // success; 1 an error (a bad plan, a world size it cannot run at, a rank
 // that failed, no GPU with --no-fallback), one `mdrun: error:` line on
-// standard error; 2 a bad command line; 128 + the signal when interrupted.
+// standard error; 2 a bad command line; 75 preempted (SIGTERM: the ranks
+// stopped after a step and its checkpoint); 128 + the signal when
+// interrupted.
 // docs/cli.md has the details.
 //
 //===----------------------------------------------------------------------===//
@@ -75,6 +77,8 @@ int main(int argc, char **argv) {
     if (!env.ok())
       return workerFailed(env.status(), -1);
     absl::Status status = md::mdrun::RunWorker(cl->train, *env);
+    if (md::mdrun::IsPreemption(status))
+      return md::mdrun::kPreemptedExitCode; // the launcher says it once
     if (!status.ok())
       return workerFailed(status, env->rank);
     return kSuccess;
@@ -83,6 +87,11 @@ int main(int argc, char **argv) {
     absl::Status status = md::mdrun::Launch(cl->train, argc, argv);
     if (status.ok())
       return kSuccess;
+    if (md::mdrun::IsPreemption(status)) {
+      std::fprintf(stderr, "mdrun: %s\n",
+                   std::string(status.message()).c_str());
+      return md::mdrun::kPreemptedExitCode;
+    }
     if (status.code() == absl::StatusCode::kCancelled) {
       std::fprintf(stderr, "mdrun: %s\n",
                    std::string(status.message()).c_str());

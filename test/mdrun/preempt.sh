@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# SIGTERM to mdrun, as a scheduler preempts a job (docs/runtime.md,
+# "Preemption"), on the CPU backend with test/mdrun/models/mlp.mdl given a
+# sharded save every 1000 steps (so that only the preemption saves):
+#
+# 1. The launcher passes the SIGTERM on; every rank stops after the same
+#    step, rank 0 says so, the checkpoint of that step is published, and
+#    mdrun exits 75 (EX_TEMPFAIL) with one line saying what happened.
+# 2. --resume auto from it to 5 steps further gives byte-identical weights
+#    to an uninterrupted run of as many steps (cmp of --save-final files).
+# 3. Two SIGTERMs stop the ranks at once: exit 143, no checkpoint.
+#
+#   test/mdrun/preempt.sh MDC MDRUN WORK_DIR
+set -uo pipefail
+usage="usage: preempt.sh MDC MDRUN WORK_DIR"
+mdc=${1:?$usage}
+mdrun=${2:?$usage}
+work=${3:?$usage}
+here=$(cd "$(dirname "$0")" && pwd)
+mdc=$(cd "$(dirname "$mdc")" && pwd)/$(basename "$mdc")
+mdrun=$(cd "$(dirname "$mdrun")" && pwd)/$(basename "$mdrun")
+rm -rf "$work" && mkdir -p "$work" || exit 1
+cd "$work" || exit 1
+
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+sed '/^train {/a\  every 1000 steps { save checkpoint(sharded, "ckpt") }' \
+  "$here/models/mlp.mdl" >mlp.mdl
+timeout 60 "$mdc" mlp.mdl --plan fsdp-full -o mlp.fb || { echo "FAIL: mdc"; exit 1; }
+
+# start DIR: mdrun in the background in DIR (a long run, a progress line
+# per step); sets `pid`. waitStep DIR N: until rank 0 reported step N.
+start() {
+  mkdir -p "$1"
+  cd "$1" || exit 1
+  "$mdrun" --backend cpu --threads 1 --ranks 2 --steps 1000000 --log-every 1 \
+    "$work/mlp.fb" >run.out 2>run.err &
+  pid=$!
+  cd "$work" || exit 1
+}
+waitStep() {
+  for _ in $(seq 300); do
+    grep -qE "^step +$2/" "$1/run.out" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  fail "$1: no step $2 within 30 s: $(tail -3 "$1/run.out" "$1/run.err")"
+  return 1
+}
+
+# 1. One SIGTERM: the ranks stop after a step, with its checkpoint.
+start one
+if waitStep one 20; then
+  kill -TERM "$pid"
+  wait "$pid"
+  rc=$?
+  [[ $rc -eq 75 ]] || fail "one SIGTERM: exit $rc, expected 75: $(cat one/run.err)"
+  grep -q '^mdrun: SIGTERM: the ranks stop after this step' one/run.err ||
+    fail "one SIGTERM: the launcher did not say it passed it on: $(cat one/run.err)"
+  grep -q '^mdrun: preempted: SIGTERM: every rank stopped after the same step' one/run.err ||
+    fail "one SIGTERM: no preemption line: $(cat one/run.err)"
+  step=$(sed -nE 's/^step ([0-9]+): stopping: preempted \(SIGTERM\)$/\1/p' one/run.out)
+  if [[ -z $step ]]; then
+    fail "one SIGTERM: rank 0 did not say where it stopped: $(tail -5 one/run.out)"
+  else
+    ckpt=$(printf 'one/ckpt/step_%08d' "$step")
+    [[ -f $ckpt/meta.json ]] || fail "one SIGTERM: no checkpoint $ckpt"
+    grep -qE "^step $step: saved ckpt/step_0*$step in " one/run.out ||
+      fail "one SIGTERM: rank 0 did not report the save of step $step"
+
+    # 2. Resumed, the run ends where an uninterrupted one does, bit for bit.
+    end=$((step + 5))
+    (cd one && timeout 120 "$mdrun" --backend cpu --threads 1 --ranks 2 \
+      --resume auto --steps "$end" --save-final resumed.safetensors \
+      "$work/mlp.fb" >resumed.out 2>resumed.err) ||
+      fail "resume: $(cat one/resumed.err)"
+    grep -q "^mdrun: resumed from ckpt/step_0*$step " one/resumed.out ||
+      fail "resume: not from step $step: $(grep resumed one/resumed.out)"
+    mkdir -p whole
+    (cd whole && timeout 120 "$mdrun" --backend cpu --threads 1 --ranks 2 \
+      --steps "$end" --save-final whole.safetensors "$work/mlp.fb" \
+      >whole.out 2>whole.err) || fail "uninterrupted run: $(cat whole/whole.err)"
+    cmp -s one/resumed.safetensors whole/whole.safetensors ||
+      fail "the resumed run's weights differ from the uninterrupted run's"
+  fi
+fi
+
+# 3. Two SIGTERMs: the ranks stop at once, nothing is saved.
+start two
+if waitStep two 20; then
+  kill -TERM "$pid"
+  kill -TERM "$pid"
+  wait "$pid"
+  rc=$?
+  [[ $rc -eq 143 || $rc -eq 75 ]] || fail "two SIGTERMs: exit $rc: $(cat two/run.err)"
+  # Two signals sent back to back may arrive as one (they are not queued):
+  # only when the launcher saw both must nothing have been saved.
+  if [[ $rc -eq 143 ]]; then
+    grep -q '^mdrun: interrupted by SIGTERM' two/run.err ||
+      fail "two SIGTERMs: $(cat two/run.err)"
+  fi
+fi
+pgrep -f "$work/mlp.fb" >/dev/null && fail "ranks left running: $(pgrep -af "$work/mlp.fb")"
+
+if [[ $failures -gt 0 ]]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "preempt: all checks passed"
