@@ -142,11 +142,15 @@ absl::Status Executor::Impl::init(int64_t worldSize) {
   if (meta)
     MD_RETURN_IF_ERROR(loadSharded(resume, *meta));
   if (!options_.init.empty()) {
-    if (meta)
+    // --init seeds a first start; with --resume auto (a requeued or
+    // restarted job run with the same command line) a checkpoint, once
+    // there is one, supersedes it. A named checkpoint and --init conflict.
+    if (meta && options_.resume != "auto")
       return absl::InvalidArgumentError(absl::StrCat(
           "--init ", options_.init, " and --resume ", resume,
           ": a resumed run takes its weights from the checkpoint"));
-    MD_RETURN_IF_ERROR(loadWeights(options_.init));
+    if (!meta)
+      MD_RETURN_IF_ERROR(loadWeights(options_.init));
   }
   fillInfo();
   lastReport_ = Clock::now();

@@ -9,6 +9,10 @@
 # 2. --resume auto from it to 5 steps further gives byte-identical weights
 #    to an uninterrupted run of as many steps (cmp of --save-final files).
 # 3. Two SIGTERMs stop the ranks at once: exit 143, no checkpoint.
+# 4. --max-restarts 2 with a rank killed (kill -9) once: mdrun says why it
+#    restarts, resumes from the newest checkpoint (a save every 100 steps)
+#    and ends with the uninterrupted run's weights, byte for byte; without
+#    --max-restarts the same kill fails the job.
 #
 #   test/mdrun/preempt.sh MDC MDRUN WORK_DIR
 set -uo pipefail
@@ -100,7 +104,45 @@ if waitStep two 20; then
       fail "two SIGTERMs: $(cat two/run.err)"
   fi
 fi
-pgrep -f "$work/mlp.fb" >/dev/null && fail "ranks left running: $(pgrep -af "$work/mlp.fb")"
+# 4. Restarts.
+sed '/^train {/a\  every 100 steps { save checkpoint(sharded, "ckpt") }' \
+  "$here/models/mlp.mdl" >mlp100.mdl
+timeout 60 "$mdc" mlp100.mdl --plan fsdp-full -o mlp100.fb || fail "mdc mlp100.mdl"
+mkdir -p restart whole100
+(cd whole100 && timeout 120 "$mdrun" --backend cpu --threads 1 --ranks 2 \
+  --steps 3000 --log-every 100 --save-final whole.safetensors "$work/mlp100.fb" \
+  >run.out 2>run.err) || fail "uninterrupted 3000 steps: $(cat whole100/run.err)"
+for restarts in 2 0; do
+  dir=restart$restarts
+  mkdir -p "$dir"
+  cd "$dir" || exit 1
+  "$mdrun" --backend cpu --threads 1 --ranks 2 --steps 3000 --log-every 100 \
+    --max-restarts "$restarts" --save-final final.safetensors \
+    "$work/mlp100.fb" >run.out 2>run.err &
+  pid=$!
+  cd "$work" || exit 1
+  if waitStep "$dir" 500; then
+    victim=$(pgrep -P "$pid" | head -n 1)
+    [[ -n $victim ]] && kill -9 "$victim"
+    wait "$pid"
+    rc=$?
+    if [[ $restarts -eq 2 ]]; then
+      [[ $rc -eq 0 ]] || fail "--max-restarts 2: exit $rc: $(cat "$dir/run.err")"
+      grep -qE '^mdrun: restart 1 of 2 after: rank [01] was killed by signal 9 \(Killed\); resuming from the newest checkpoint$' "$dir/run.err" ||
+        fail "--max-restarts 2: no restart line: $(cat "$dir/run.err")"
+      grep -q '^mdrun: resumed from ckpt/step_' "$dir/run.out" ||
+        fail "--max-restarts 2: the restart did not resume: $(grep mdrun: "$dir/run.out")"
+      cmp -s "$dir/final.safetensors" whole100/whole.safetensors ||
+        fail "--max-restarts 2: the weights differ from the uninterrupted run's"
+    else
+      [[ $rc -eq 1 ]] || fail "no --max-restarts: exit $rc after a rank was killed"
+      grep -q 'restart' "$dir/run.err" && fail "no --max-restarts: it restarted"
+    fi
+  else
+    kill -9 "$pid" 2>/dev/null
+  fi
+done
+pgrep -f "$work/mlp" >/dev/null && fail "ranks left running: $(pgrep -af "$work/mlp")"
 
 if [[ $failures -gt 0 ]]; then
   echo "$failures failure(s)"

@@ -40,6 +40,10 @@
 #include "tools/mdrun/Trace.h"
 #include "tools/mdrun/Worker.h"
 
+#if MD_ENABLE_CUDA
+#include "runtime/cuda/Device.h"
+#endif
+
 namespace md::mdrun {
 namespace {
 
@@ -664,57 +668,77 @@ int InterruptedExitCode() {
   return 128 + (gInterrupt != 0 ? gInterrupt : SIGINT);
 }
 
-absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
-  MD_ASSIGN_OR_RETURN(Placement place,
-                      ResolvePlacement(options, ProcessEnvironment()));
-  if (place.role == Placement::Role::Rank)
-    return RunRank(options, place);
-  MD_ASSIGN_OR_RETURN(NodeRanks ranks, checkPlan(options, place));
-  MD_ASSIGN_OR_RETURN(RankSpawn spawn,
-                      prepareSpawn(options, place, ranks, argc, argv));
-  // On GPUs the ranks' memory is the devices' (not checked here yet); on the
-  // CPU backend every rank of this node shares the host's.
-  if (spawn.ex.backend == BackendChoice::Cpu && !options.skipMemoryCheck) {
-    MD_RETURN_IF_ERROR(CheckNodeMemory(ranks.memory));
+namespace {
+
+/// The ranks' GPUs' free memory (cudaMemGetInfo) against the plan's peak
+/// times the ranks that share each (CheckDeviceMemory).
+absl::Status checkGpuMemory(const NodeRanks &ranks, const Execution &ex) {
+#if MD_ENABLE_CUDA
+  if (ex.gpus <= 0)
+    return absl::OkStatus();
+  absl::StatusOr<std::vector<cuda::DeviceInfo>> devices = cuda::queryDevices();
+  for (int d = 0; d < ex.gpus; ++d) {
+    NodeMemoryNeed need = ranks.memory;
+    need.ranksOnNode = 0;
+    for (int r = 0; r < ranks.perNode; ++r)
+      need.ranksOnNode += ex.deviceOf(r) == d ? 1 : 0;
+    if (need.ranksOnNode == 0)
+      continue;
+    absl::StatusOr<cuda::DeviceMemory> m = cuda::queryMemoryAndRelease(d);
+    if (!m.ok())
+      return absl::Status(
+          m.status().code(),
+          absl::StrCat("cannot check that the ranks fit in cuda:", d, ": ",
+                       m.status().message(),
+                       " (--skip-memory-check starts them without the check)"));
+    std::string name = absl::StrCat("cuda:", d);
+    if (devices.ok() && d < static_cast<int>(devices->size()))
+      absl::StrAppend(&name, " (", (*devices)[d].name, ")");
+    MD_RETURN_IF_ERROR(
+        CheckDeviceMemory(need, name, m->freeBytes, m->totalBytes));
   }
-  if (!options.tracePath.empty())
-    MD_RETURN_IF_ERROR(PrepareTrace(options.tracePath));
+#else
+  (void)ranks;
+  (void)ex;
+#endif
+  return absl::OkStatus();
+}
+
+/// Makes the ranks of the next start resume from the newest checkpoint:
+/// --resume=auto instead of any --resume, and a fresh job id (the
+/// shared-memory segment of the last run may still be named).
+void resumeAuto(RankSpawn &spawn) {
+  std::vector<std::string> args;
+  for (size_t i = 0; i < spawn.args.size(); ++i) {
+    const std::string &a = spawn.args[i];
+    if (a == "--resume") {
+      ++i; // and its value
+      continue;
+    }
+    if (a.rfind("--resume=", 0) == 0)
+      continue;
+    if (a == "--worker")
+      args.push_back("--resume=auto");
+    args.push_back(a);
+  }
+  spawn.args = std::move(args);
+  spawn.jobId = absl::StrFormat(
+      "mdrun-%d-%x", spawn.launcher,
+      static_cast<unsigned>(Clock::now().time_since_epoch().count()));
+}
+
+/// One run of the job on this node: starts its ranks (with fresh flight
+/// recorders), supervises them until they end, and says how it ended.
+absl::Status runRanks(const TrainOptions &options, const NodeRanks &ranks,
+                      RankSpawn &spawn, ControlLink *link) {
+  const int perNode = ranks.perNode;
+  spawn.flightFds.clear();
   // Built before forking: the child only sets its environment and execs.
   std::vector<char *> cargs;
   for (std::string &a : spawn.args)
     cargs.push_back(a.data());
   cargs.push_back(nullptr);
 
-  struct sigaction sa {};
-  sa.sa_handler = onInterrupt;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
-
-  const int perNode = ranks.perNode;
-  // Across nodes, the launchers watch each other (ControlLink.h) on the
-  // rendezvous port + 1.
-  std::unique_ptr<ControlLink> link;
-  if (place.nnodes > 1) {
-    if (place.nodeRank == 0) {
-      absl::StatusOr<std::unique_ptr<ControlLink>> hub =
-          ControlLink::Hub(spawn.port + 1, place.nnodes);
-      if (hub.ok())
-        link = std::move(*hub);
-      else
-        absl::FPrintF(stderr,
-                      "mdrun: warning: no control connection between the "
-                      "nodes' launchers (%s); a stuck node ends by its own "
-                      "--timeout\n",
-                      hub.status().message());
-    } else {
-      link =
-          ControlLink::Spoke(place.masterAddr, spawn.port + 1, place.nodeRank,
-                             std::chrono::milliseconds(
-                                 std::llround(options.timeoutSeconds * 1000)));
-    }
-  }
   // The rings live in memfds made here, so that they outlive their ranks.
   std::unique_ptr<FlightWatch> watch;
   if (options.flightRecorder > 0) {
@@ -741,7 +765,7 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
     startError = startRank(spawn, r, cargs.data(), children[r]);
   Watchers watchers;
   watchers.flight = watch.get();
-  watchers.link = link.get();
+  watchers.link = link;
   watchers.firstRank = ranks.firstRank;
   watchers.timeoutSeconds = options.timeoutSeconds;
   Supervised ended = superviseRanks(children, !startError.ok(), watchers);
@@ -798,6 +822,81 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
   if (link != nullptr)
     link->done();
   return absl::OkStatus();
+}
+
+} // namespace
+
+absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
+  MD_ASSIGN_OR_RETURN(Placement place,
+                      ResolvePlacement(options, ProcessEnvironment()));
+  if (place.role == Placement::Role::Rank)
+    return RunRank(options, place);
+  if (options.maxRestarts > 0 && place.nnodes > 1)
+    return absl::InvalidArgumentError(
+        "--max-restarts restarts the ranks of one node; a job across nodes "
+        "restarts by being run again with --resume auto (its launchers "
+        "cannot restart together yet)");
+  MD_ASSIGN_OR_RETURN(NodeRanks ranks, checkPlan(options, place));
+  MD_ASSIGN_OR_RETURN(RankSpawn spawn,
+                      prepareSpawn(options, place, ranks, argc, argv));
+  // On the CPU backend every rank of this node shares the host's memory;
+  // on GPUs each shares its device's with the ranks on the same device.
+  if (spawn.ex.backend == BackendChoice::Cpu) {
+    MD_RETURN_IF_ERROR(
+        CheckCpuRankCount(ranks.perNode, cpu::CpuBackend::usableCores()));
+    if (!options.skipMemoryCheck)
+      MD_RETURN_IF_ERROR(CheckNodeMemory(ranks.memory));
+  } else if (!options.skipMemoryCheck) {
+    MD_RETURN_IF_ERROR(checkGpuMemory(ranks, spawn.ex));
+  }
+  if (!options.tracePath.empty())
+    MD_RETURN_IF_ERROR(PrepareTrace(options.tracePath));
+  struct sigaction sa {};
+  sa.sa_handler = onInterrupt;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  // Across nodes, the launchers watch each other (ControlLink.h) on the
+  // rendezvous port + 1.
+  std::unique_ptr<ControlLink> link;
+  if (place.nnodes > 1) {
+    if (place.nodeRank == 0) {
+      absl::StatusOr<std::unique_ptr<ControlLink>> hub =
+          ControlLink::Hub(spawn.port + 1, place.nnodes);
+      if (hub.ok())
+        link = std::move(*hub);
+      else
+        absl::FPrintF(stderr,
+                      "mdrun: warning: no control connection between the "
+                      "nodes' launchers (%s); a stuck node ends by its own "
+                      "--timeout\n",
+                      hub.status().message());
+    } else {
+      link =
+          ControlLink::Spoke(place.masterAddr, spawn.port + 1, place.nodeRank,
+                             std::chrono::milliseconds(
+                                 std::llround(options.timeoutSeconds * 1000)));
+    }
+  }
+  // --max-restarts: a rank that dies or a job that stalls starts the job
+  // again from the newest checkpoint (torchrun's elastic restarts, resuming
+  // exactly). Interrupts, preemptions and errors before training do not.
+  for (int restart = 0;; ++restart) {
+    absl::Status ended = runRanks(options, ranks, spawn, link.get());
+    const bool restartable =
+        ended.code() == absl::StatusCode::kAborted ||
+        ended.code() == absl::StatusCode::kDeadlineExceeded;
+    if (ended.ok() || IsPreemption(ended) || !restartable ||
+        restart >= options.maxRestarts || gInterrupt != 0)
+      return ended;
+    absl::FPrintF(stderr,
+                  "mdrun: restart %d of %d after: %s; resuming from the "
+                  "newest checkpoint\n",
+                  restart + 1, options.maxRestarts, ended.message());
+    resumeAuto(spawn);
+  }
 }
 
 } // namespace md::mdrun

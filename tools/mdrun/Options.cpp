@@ -147,6 +147,10 @@ ABSL_FLAG(md::cli::Count, flight_recorder,
           md::cli::Count{kTrainDefaults.flightRecorder},
           "collectives each rank's flight recorder keeps, for the analysis "
           "of a failed or stalled job (default 2048; 0: off)");
+ABSL_FLAG(md::cli::Count, max_restarts,
+          md::cli::Count{kTrainDefaults.maxRestarts},
+          "when a rank dies or the job stalls, start it again from the "
+          "newest checkpoint (--resume auto), up to N times (one node)");
 ABSL_FLAG(std::string, trace, kTrainDefaults.tracePath,
           "write every rank's timeline (instructions, collectives, steps) to "
           "FILE as Chrome trace-event JSON");
@@ -221,6 +225,7 @@ const std::vector<cli::Section> &sections() {
                                 : "";
                    })
             .withTag(kTrain),
+        FlagOption(FLAGS_max_restarts, {"--max-restarts"}, "N").withTag(kTrain),
         FlagOption(FLAGS_trace, {"--trace"}, "FILE")
             .needsNonEmpty("a file name")
             .withTag(kTrain),
@@ -367,6 +372,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
   t.nodeRank = valueOr(absl::GetFlag(FLAGS_node_rank), t.nodeRank);
   t.threads = absl::GetFlag(FLAGS_threads).value;
   t.flightRecorder = absl::GetFlag(FLAGS_flight_recorder).value;
+  t.maxRestarts = absl::GetFlag(FLAGS_max_restarts).value;
   t.tracePath = absl::GetFlag(FLAGS_trace);
   cl.mode = worker ? CommandLine::Mode::Worker : CommandLine::Mode::Launch;
   return cl;

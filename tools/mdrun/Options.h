@@ -72,6 +72,9 @@ struct TrainOptions {
   /// Where the ranks' timelines go as one Chrome trace-event JSON file
   /// (--trace); "": no trace.
   std::string tracePath;
+  /// How often a failed or stalled job (on one node) starts again from its
+  /// newest checkpoint (--max-restarts); 0: never.
+  int64_t maxRestarts = 0;
 };
 
 struct CommandLine {
