@@ -435,7 +435,11 @@ FailureOr<int32_t> Emitter::use(Value value, int32_t block, Operation *user) {
     Attribute attr = constant.getValue();
     plan::attrs::Constant a;
     if (auto i = dyn_cast<IntegerAttr>(attr))
-      a.intValues = {i.getValue().getSExtValue()};
+      // An i1 is a bool, 0 or 1 in a plan; sign-extending `true` would give
+      // -1.
+      a.intValues = {i.getType().isInteger(1)
+                         ? static_cast<int64_t>(i.getValue().getZExtValue())
+                         : i.getValue().getSExtValue()};
     else if (auto f = dyn_cast<FloatAttr>(attr))
       a.floatValues = {f.getValueAsDouble()};
     else

@@ -762,6 +762,15 @@ TEST(PlanLoaderTest, RefusesCollectivesAndExitsUnderAConditionThatVaries) {
   EXPECT_TRUE(Load(Tiny()).ok());
 }
 
+TEST(PlanLoaderTest, AcceptsAZeroLearningRateAndRefusesANegativeOne) {
+  // PyTorch's optimizers accept lr = 0 (the weights stay as they are).
+  fb::PlanT plan = Tiny();
+  plan.recipe->optimizer->lr = 0.0;
+  EXPECT_TRUE(Load(plan).ok());
+  ExpectRefusedAfter([](fb::PlanT &p) { p.recipe->optimizer->lr = -0.5; },
+                     "recipe.optimizer.lr: -0.5 is negative");
+}
+
 // --- world size
 // --------------------------------------------------------------------------------------
 
