@@ -189,6 +189,10 @@ absl::Status SemanticVerifier::checkInstruction(const fb::Instruction &inst,
     return invalidf("%s.opcode: unknown opcode %d", path,
                     static_cast<int>(inst.opcode()));
   const OpcodeInfo &info = *found;
+  if (OpcodeSchemaVersion(inst.opcode()) > plan_.schema_version())
+    return invalidf("%s.opcode: %s needs schema_version %d, the plan says %d",
+                    path, info.name, OpcodeSchemaVersion(inst.opcode()),
+                    plan_.schema_version());
   MD_RETURN_IF_ERROR(
       checkArity(path, "inputs", info, info.inputs, count(inst.inputs())));
   MD_RETURN_IF_ERROR(

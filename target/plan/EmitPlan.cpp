@@ -110,6 +110,19 @@ bool isRankZeroTest(Value cond) {
          (isRank(cmp.getRhs()) && isZero(cmp.getLhs()));
 }
 
+bool isRankZeroIo(IfOp ifOp) {
+  if (!isRankZeroTest(ifOp.getCondition()) || ifOp.getNumResults() != 0 ||
+      !ifOp.getElseRegion().empty())
+    return false;
+  WalkResult walk = ifOp.getThenRegion().walk([](Operation *op) {
+    OpAccess access = getAccess(op);
+    return access.communicates || access.holdsCommunication || isa<ExitOp>(op)
+               ? WalkResult::interrupt()
+               : WalkResult::advance();
+  });
+  return !walk.wasInterrupted();
+}
+
 FailureOr<std::vector<uint8_t>> Emitter::run() {
   for (auto train : model_.getBody().getOps<TrainOp>())
     train_ = train;
@@ -450,10 +463,23 @@ FailureOr<int32_t> Emitter::use(Value value, int32_t block, Operation *user) {
     constants_[key] = x;
     return x;
   }
-  if (value.getDefiningOp<RankOp>() || value.getDefiningOp<LocalRankOp>())
-    return user->emitError(
-        "a plan has no per-rank values: md.rank may only gate io, as in "
-        "`if rank == 0 { print(...) }`");
+  if (value.getDefiningOp<RankOp>() || value.getDefiningOp<LocalRankOp>()) {
+    // Each rank's executor resolves its own number where it is read.
+    auto key = std::make_pair(value, block);
+    auto cached = constants_.find(key);
+    if (cached != constants_.end())
+      return cached->second;
+    bool local = value.getDefiningOp<LocalRankOp>() != nullptr;
+    fb::BufferT buffer =
+        PlanBuilder::full(local ? "local_rank" : "rank", fb::DType::I64, {});
+    buffer.category = fb::MemoryCategory::Host;
+    int32_t x = b_.addBuffer(std::move(buffer));
+    fb::InstructionT &inst = b_.add(
+        block, local ? fb::Opcode::LocalRank : fb::Opcode::Rank, {}, {x});
+    inst.loc = location(value.getLoc());
+    constants_[key] = x;
+    return x;
+  }
   return user->emitError("internal error: an operand has no buffer");
 }
 
@@ -535,7 +561,10 @@ LogicalResult Emitter::emitOp(Operation &op, Context ctx) {
   if (isa<arith::ConstantOp, RankOp, LocalRankOp>(op))
     return success();
   if (isa<arith::CmpIOp>(op) && isRankZeroTest(op.getResult(0)) &&
-      llvm::all_of(op.getUsers(), [](Operation *u) { return isa<IfOp>(u); }))
+      llvm::all_of(op.getUsers(), [](Operation *u) {
+        auto ifOp = dyn_cast<IfOp>(u);
+        return ifOp && isRankZeroIo(ifOp);
+      }))
     return success();
   if (ctx.rank0Only) {
     OpAccess access = getAccess(&op);

@@ -39,6 +39,9 @@ fb::DType getDType(Type type);
 
 /// Whether `cond` is `md.rank == 0` (either way round).
 bool isRankZeroTest(Value cond);
+/// An `if rank == 0` without results or else whose body does not
+/// communicate or stop: its io becomes rank0_only io, with no branch.
+bool isRankZeroIo(IfOp ifOp);
 
 class Emitter {
 public:

@@ -951,6 +951,103 @@ TEST(ExecutorTest, ControlFlowAndInnerAxisCollectives) {
   EXPECT_NE(logs.find(want), std::string::npos) << logs << "\nwant " << want;
 }
 
+/// A plan whose hooks read this rank's own numbers, the plan's only
+/// per-rank values: sum over ranks of 10 * rank + local_rank, and of a
+/// branch on `rank == 1` that yields 5 on rank 1 and 7 elsewhere.
+plan::PlanBuilder RankPlan() {
+  using fb::DType;
+  using fb::Opcode;
+  plan::PlanBuilder b;
+  b.header().model = "ranks";
+  b.header().plan_name = b.header().preset = "ddp";
+  fb::PlanOptionsT &opt = *b.header().options;
+  opt.param_dtype = opt.reduce_dtype = opt.buffer_dtype = opt.master_dtype =
+      DType::F32;
+  opt.bucket_cap = 1 << 20;
+  b.recipe().global_batch = 4;
+  b.recipe().micro_batch = 2;
+  b.recipe().optimizer->lr = 0.1;
+  b.recipe().optimizer->beta1 = 0.9;
+  b.recipe().optimizer->beta2 = 0.99;
+  b.recipe().optimizer->eps = 1e-8;
+  b.recipe().schedule->steps = 10;
+  b.recipe().train_data = b.addDataset(fb::DataKind::Synthetic, "", 3);
+  int32_t step = b.addBlock(fb::BlockKind::Step);
+  b.setStepBlock(step);
+  auto buf = [&](const char *name, std::vector<int64_t> shape,
+                 DType t = DType::F32) {
+    return b.addBuffer(plan::PlanBuilder::full(name, t, std::move(shape)));
+  };
+  int32_t x = buf("x", {2, 3});
+  b.add(step, Opcode::Batch, {}, {x}).ints = {0};
+  int32_t mx = buf("mean", {});
+  b.add(step, Opcode::Mean, {x}, {mx}).ints = {0, 0, 1};
+  b.add(step, Opcode::RecordLoss, {mx});
+
+  int32_t hooks = b.addBlock(fb::BlockKind::Hooks);
+  b.setHooksBlock(hooks);
+  auto arith = [](fb::ArithKind k) { return static_cast<int64_t>(k); };
+  int32_t rank = buf("rank", {}, DType::I64),
+          local = buf("local_rank", {}, DType::I64),
+          ten = buf("ten", {}, DType::I64), tens = buf("tens", {}, DType::I64),
+          code = buf("code", {}, DType::I64), codef = buf("codef", {}),
+          total = buf("total", {});
+  b.add(hooks, Opcode::Rank, {}, {rank});
+  b.add(hooks, Opcode::LocalRank, {}, {local});
+  b.add(hooks, Opcode::Constant, {}, {ten}).ints = {10};
+  b.add(hooks, Opcode::ScalarArith, {rank, ten}, {tens}).ints = {
+      arith(fb::ArithKind::Mul)};
+  b.add(hooks, Opcode::ScalarArith, {tens, local}, {code}).ints = {
+      arith(fb::ArithKind::Add)};
+  b.add(hooks, Opcode::ScalarConvert, {code}, {codef});
+  b.add(hooks, Opcode::AllReduce, {codef}, {total}).ints = {
+      static_cast<int64_t>(fb::Group::World),
+      static_cast<int64_t>(fb::Reduction::Sum), -1};
+  b.add(hooks, Opcode::Log, {total}).strings = {"ranks"};
+  // if rank == 1 { 5.0 } else { 7.0 }, summed over ranks.
+  int32_t one = buf("one", {}, DType::I64), cond = buf("cond", {}, DType::Bool),
+          picked = buf("picked", {}), sum = buf("sum", {});
+  b.add(hooks, Opcode::Constant, {}, {one}).ints = {1};
+  b.add(hooks, Opcode::ScalarCompare, {rank, one}, {cond}).ints = {
+      static_cast<int64_t>(fb::CompareKind::Eq)};
+  int32_t thenB = b.addBlock(fb::BlockKind::Then);
+  int32_t elseB = b.addBlock(fb::BlockKind::Else);
+  int32_t five = buf("five", {}), seven = buf("seven", {});
+  b.add(thenB, Opcode::Constant, {}, {five}).floats = {5};
+  b.add(thenB, Opcode::Yield, {five});
+  b.add(elseB, Opcode::Constant, {}, {seven}).floats = {7};
+  b.add(elseB, Opcode::Yield, {seven});
+  b.add(hooks, Opcode::If, {cond}, {picked}).blocks = {thenB, elseB};
+  b.add(hooks, Opcode::AllReduce, {picked}, {sum}).ints = {
+      static_cast<int64_t>(fb::Group::World),
+      static_cast<int64_t>(fb::Reduction::Sum), -1};
+  b.add(hooks, Opcode::Log, {sum}).strings = {"branch"};
+  if (!b.inferLiveness().ok())
+    std::abort();
+  return b;
+}
+
+TEST(ExecutorTest, EachRankResolvesItsOwnRankAndLocalRank) {
+  Ranks ranks;
+  ASSERT_EQ(ranks.train(RankPlan(), 2, forSteps(1)), "");
+  std::string logs = ranks.rank(0).logs;
+  // 10 * 0 + 0 on rank 0 and 10 * 1 + 1 on rank 1 (one node: local = rank).
+  EXPECT_NE(logs.find("1 ranks ranks=11;"), std::string::npos) << logs;
+  // 7 from rank 0, 5 from rank 1.
+  EXPECT_NE(logs.find("1 branch branch=12;"), std::string::npos) << logs;
+}
+
+TEST(ExecutorTest, RefusesRankInAPlanOfTheFirstSchemaVersion) {
+  plan::PlanBuilder b = RankPlan();
+  b.plan().schema_version = 1;
+  absl::StatusOr<plan::LoadedPlan> loaded = plan::LoadPlan(b.finish());
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(std::string(loaded.status().message())
+                .find("rank needs schema_version 2, the plan says 1"),
+            std::string::npos)
+      << loaded.status();
+}
+
 //===----------------------------------------------------------------------===//
 // Pieces
 //===----------------------------------------------------------------------===//
@@ -1046,7 +1143,6 @@ TEST(SafetensorsTest, RoundTripsAndWritesAtomically) {
   EXPECT_FALSE(WriteSafetensors(path, {bad}).ok());
   EXPECT_TRUE(ReadSafetensors(path).ok()) << "a failed write replaced the file";
 }
-
 
 //===----------------------------------------------------------------------===//
 // Scalars the host wrote are read back without waiting for the device

@@ -250,7 +250,7 @@ TEST(PlanLoaderTest, RefusesANewerOrZeroSchemaVersion) {
   fb::PlanT plan = Tiny();
   plan.schema_version = kSchemaVersion + 1;
   ExpectRefused(
-      plan, "schema_version: plan version 2 is newer than this runtime's 1");
+      plan, "schema_version: plan version 3 is newer than this runtime's 2");
   plan.schema_version = 0;
   ExpectRefused(plan, "schema_version: 0 is not a version");
 }

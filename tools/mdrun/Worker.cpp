@@ -392,6 +392,7 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
     MD_RETURN_IF_ERROR(reporter.openMetrics(options.metricsPath));
   runtime::ExecutorOptions eo;
   eo.rank = env.rank;
+  eo.localRank = env.localRank;
   eo.steps = options.steps;
   eo.seed = options.seed;
   eo.logEvery = options.logEvery;
