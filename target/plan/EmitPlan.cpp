@@ -14,6 +14,7 @@
 #include "target/plan/Emitter.h"
 
 #include "passes/analysis/MemoryAnalysis.h"
+#include "passes/analysis/RankVariance.h"
 #include "passes/analysis/StepProgram.h"
 #include "runtime/plan/Aliasing.h"
 #include "runtime/plan/Loader.h"
@@ -21,6 +22,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Location.h"
+#include "mlir/IR/Matchers.h"
 
 using namespace mlir;
 
@@ -110,6 +112,64 @@ bool isRankZeroTest(Value cond) {
          (isRank(cmp.getRhs()) && isZero(cmp.getLhs()));
 }
 
+void foldRankArithmetic(Region &hooks) {
+  // The ops computed from a rank, in program order (operands first).
+  llvm::DenseSet<Operation *> fromRank;
+  SmallVector<Operation *> candidates;
+  hooks.walk<WalkOrder::PreOrder>([&](Operation *op) {
+    if (isa<RankOp, LocalRankOp>(op)) {
+      fromRank.insert(op);
+      return;
+    }
+    if (op->getNumRegions() != 0 ||
+        op->getDialect()->getNamespace() !=
+            arith::ArithDialect::getDialectNamespace())
+      return;
+    if (llvm::any_of(op->getOperands(), [&](Value v) {
+          return fromRank.contains(v.getDefiningOp());
+        })) {
+      fromRank.insert(op);
+      candidates.push_back(op);
+    }
+  });
+  for (Operation *op : candidates) {
+    OpBuilder b(op);
+    Type type = op->getResult(0).getType();
+    auto constant = [&](int64_t v) -> Value {
+      return arith::ConstantOp::create(b, op->getLoc(),
+                                       b.getIntegerAttr(type, v));
+    };
+    Value replacement;
+    if (std::optional<bool> decided = decideByRankRanges(op))
+      replacement = constant(*decided);
+    else if (std::optional<int64_t> same = foldSameNumber(op))
+      replacement = constant(*same);
+    else {
+      SmallVector<Attribute> operands;
+      for (Value v : op->getOperands()) {
+        Attribute attr;
+        operands.push_back(matchPattern(v, m_Constant(&attr)) ? attr
+                                                              : Attribute());
+      }
+      SmallVector<OpFoldResult> folded;
+      if (op->getNumResults() != 1 || failed(op->fold(operands, folded)) ||
+          folded.size() != 1)
+        continue;
+      if (auto value = dyn_cast<Value>(folded[0]))
+        replacement = value;
+      else if (auto typed = dyn_cast<TypedAttr>(cast<Attribute>(folded[0])))
+        replacement = arith::ConstantOp::create(b, op->getLoc(), typed);
+    }
+    if (!replacement || replacement == op->getResult(0))
+      continue;
+    op->getResult(0).replaceAllUsesWith(replacement);
+  }
+  // What no longer has a user (arith ops have no effects).
+  for (Operation *op : llvm::reverse(candidates))
+    if (op->use_empty())
+      op->erase();
+}
+
 bool isRankZeroIo(IfOp ifOp) {
   if (!isRankZeroTest(ifOp.getCondition()) || ifOp.getNumResults() != 0 ||
       !ifOp.getElseRegion().empty())
@@ -130,6 +190,10 @@ FailureOr<std::vector<uint8_t>> Emitter::run() {
     return model_.emitError("model '")
            << model_.getSymName()
            << "' has no train block: there is nothing to run, so no plan";
+  // Values computed from a rank that are the same on every rank (`rank *
+  // 0`, `rank >= 0`, `rank - rank`) become constants, as the desync check
+  // reasons, so that the loader sees them uniform too.
+  foldRankArithmetic(train_.getHooks());
   FailureOr<MemoryReport> memory = computeMemory(model_, 1);
   if (failed(memory))
     return failure();

@@ -952,9 +952,10 @@ TEST(ExecutorTest, ControlFlowAndInnerAxisCollectives) {
 }
 
 /// A plan whose hooks read this rank's own numbers, the plan's only
-/// per-rank values: sum over ranks of 10 * rank + local_rank, and of a
-/// branch on `rank == 1` that yields 5 on rank 1 and 7 elsewhere.
-plan::PlanBuilder RankPlan() {
+/// per-rank values: sum over ranks of 10 * rank + local_rank, and a branch
+/// on `rank == 1` whose arms both all-reduce (sum) over the world, 5 on
+/// rank 1 and 7 elsewhere; the else arm's reduction is `elseReduction`.
+plan::PlanBuilder RankPlan(fb::Reduction elseReduction = fb::Reduction::Sum) {
   using fb::DType;
   using fb::Opcode;
   plan::PlanBuilder b;
@@ -1004,24 +1005,29 @@ plan::PlanBuilder RankPlan() {
       static_cast<int64_t>(fb::Group::World),
       static_cast<int64_t>(fb::Reduction::Sum), -1};
   b.add(hooks, Opcode::Log, {total}).strings = {"ranks"};
-  // if rank == 1 { 5.0 } else { 7.0 }, summed over ranks.
+  // if rank == 1 { sum(5.0) } else { sum(7.0) }: every rank reaches one
+  // all-reduce, whichever arm it takes.
   int32_t one = buf("one", {}, DType::I64), cond = buf("cond", {}, DType::Bool),
-          picked = buf("picked", {}), sum = buf("sum", {});
+          picked = buf("picked", {});
   b.add(hooks, Opcode::Constant, {}, {one}).ints = {1};
   b.add(hooks, Opcode::ScalarCompare, {rank, one}, {cond}).ints = {
       static_cast<int64_t>(fb::CompareKind::Eq)};
   int32_t thenB = b.addBlock(fb::BlockKind::Then);
   int32_t elseB = b.addBlock(fb::BlockKind::Else);
-  int32_t five = buf("five", {}), seven = buf("seven", {});
+  int32_t five = buf("five", {}), seven = buf("seven", {}),
+          fives = buf("fives", {}), sevens = buf("sevens", {});
   b.add(thenB, Opcode::Constant, {}, {five}).floats = {5};
-  b.add(thenB, Opcode::Yield, {five});
-  b.add(elseB, Opcode::Constant, {}, {seven}).floats = {7};
-  b.add(elseB, Opcode::Yield, {seven});
-  b.add(hooks, Opcode::If, {cond}, {picked}).blocks = {thenB, elseB};
-  b.add(hooks, Opcode::AllReduce, {picked}, {sum}).ints = {
+  b.add(thenB, Opcode::AllReduce, {five}, {fives}).ints = {
       static_cast<int64_t>(fb::Group::World),
       static_cast<int64_t>(fb::Reduction::Sum), -1};
-  b.add(hooks, Opcode::Log, {sum}).strings = {"branch"};
+  b.add(thenB, Opcode::Yield, {fives});
+  b.add(elseB, Opcode::Constant, {}, {seven}).floats = {7};
+  b.add(elseB, Opcode::AllReduce, {seven}, {sevens}).ints = {
+      static_cast<int64_t>(fb::Group::World),
+      static_cast<int64_t>(elseReduction), -1};
+  b.add(elseB, Opcode::Yield, {sevens});
+  b.add(hooks, Opcode::If, {cond}, {picked}).blocks = {thenB, elseB};
+  b.add(hooks, Opcode::Log, {picked}).strings = {"branch"};
   if (!b.inferLiveness().ok())
     std::abort();
   return b;
@@ -1033,8 +1039,22 @@ TEST(ExecutorTest, EachRankResolvesItsOwnRankAndLocalRank) {
   std::string logs = ranks.rank(0).logs;
   // 10 * 0 + 0 on rank 0 and 10 * 1 + 1 on rank 1 (one node: local = rank).
   EXPECT_NE(logs.find("1 ranks ranks=11;"), std::string::npos) << logs;
-  // 7 from rank 0, 5 from rank 1.
+  // 7 from rank 0's arm, 5 from rank 1's, in one all-reduce.
   EXPECT_NE(logs.find("1 branch branch=12;"), std::string::npos) << logs;
+}
+
+TEST(ExecutorTest, RefusesArmsOfARankBranchThatCommunicateDifferently) {
+  // The arms alike load (the test above); a max in one arm and a sum in the
+  // other would mix two collectives: the loader refuses it.
+  EXPECT_TRUE(plan::LoadPlan(RankPlan().finish()).ok());
+  absl::StatusOr<plan::LoadedPlan> loaded =
+      plan::LoadPlan(RankPlan(fb::Reduction::Max).finish());
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(std::string(loaded.status().message())
+                .find("all_reduce runs only on the ranks where the condition "
+                      "of blocks[1].instructions[10] holds"),
+            std::string::npos)
+      << loaded.status();
 }
 
 TEST(ExecutorTest, RefusesRankInAPlanOfTheFirstSchemaVersion) {
