@@ -336,8 +336,10 @@ absl::Status SemanticVerifier::checkPlacement(const fb::Instruction &inst,
       return refuse("runs only in the step block or its micro-steps body");
     break;
   case fb::Opcode::Every:
-    if (kind != fb::BlockKind::Hooks)
-      return refuse("runs only in the hooks block");
+    // Anywhere in the hooks (the language lets `every` nest and sit in an
+    // `if` or a `for`), but not in an evaluation's forward.
+    if (stepTree || kind == fb::BlockKind::EvalBody)
+      return refuse("runs only in the hooks");
     break;
   case fb::Opcode::Batch: {
     int64_t dataset = inst.ints()->Get(0);

@@ -89,10 +89,25 @@ SemanticVerifier::checkLive(const flatbuffers::Vector<int32_t> *list,
   return absl::OkStatus();
 }
 
+namespace {
+
+/// Whether `inst` exchanges something with the other ranks or ends the
+/// run: a collective, an exit, or a timed `every`, which broadcasts rank
+/// 0's decision.
+bool talks(const fb::Instruction &inst) {
+  if (GetOpcodeInfo(inst.opcode())->is(kCollective) ||
+      inst.opcode() == fb::Opcode::Exit)
+    return true;
+  return inst.opcode() == fb::Opcode::Every &&
+         static_cast<fb::PeriodUnit>(inst.ints()->Get(1)) !=
+             fb::PeriodUnit::Steps;
+}
+
+} // namespace
+
 bool SemanticVerifier::communicates(int32_t b) const {
   for (const fb::Instruction *inst : *plan_.blocks()->Get(b)->instructions()) {
-    if (GetOpcodeInfo(inst->opcode())->is(kCollective) ||
-        inst->opcode() == fb::Opcode::Exit)
+    if (talks(*inst))
       return true;
     for (uint32_t k = 0; k < count(inst->blocks()); ++k)
       if (communicates(inst->blocks()->Get(k)))
@@ -104,9 +119,7 @@ bool SemanticVerifier::communicates(int32_t b) const {
 bool SemanticVerifier::communication(
     int32_t b, std::vector<const fb::Instruction *> &out) const {
   for (const fb::Instruction *inst : *plan_.blocks()->Get(b)->instructions()) {
-    const OpcodeInfo &info = *GetOpcodeInfo(inst->opcode());
-    bool talks = info.is(kCollective) || inst->opcode() == fb::Opcode::Exit;
-    if (talks)
+    if (talks(*inst))
       out.push_back(inst);
     for (uint32_t k = 0; k < count(inst->blocks()); ++k) {
       int32_t child = inst->blocks()->Get(k);
@@ -291,8 +304,7 @@ absl::Status SemanticVerifier::checkUniformity() {
       continue;
     const fb::Instruction *inst = instAt(t);
     const OpcodeInfo &info = *GetOpcodeInfo(inst->opcode());
-    if (!info.is(kCollective) && inst->opcode() != fb::Opcode::Exit &&
-        inst->opcode() != fb::Opcode::MicroSteps)
+    if (!talks(*inst) && inst->opcode() != fb::Opcode::MicroSteps)
       continue;
     // The outermost control instruction whose condition varies.
     int32_t cb = b;

@@ -1057,6 +1057,37 @@ TEST(ExecutorTest, RefusesArmsOfARankBranchThatCommunicateDifferently) {
       << loaded.status();
 }
 
+TEST(ExecutorTest, EveryNestsInTheHooksButNotInTheStep) {
+  // every 1 steps { every 1 steps { print("inner") } }, as `every` may nest.
+  auto nested = [](bool inStep) {
+    plan::PlanBuilder b = RankPlan();
+    int32_t inner = b.addBlock(fb::BlockKind::Every);
+    b.add(inner, fb::Opcode::Print).strings = {"inner"};
+    int32_t outer = b.addBlock(fb::BlockKind::Every);
+    fb::InstructionT &e = b.add(outer, fb::Opcode::Every);
+    e.ints = {1, static_cast<int64_t>(fb::PeriodUnit::Steps)};
+    e.blocks = {inner};
+    fb::InstructionT &o = b.add(
+        inStep ? b.plan().step_block : b.plan().hooks_block, fb::Opcode::Every);
+    o.ints = {1, static_cast<int64_t>(fb::PeriodUnit::Steps)};
+    o.blocks = {outer};
+    if (!b.inferLiveness().ok())
+      std::abort();
+    return b;
+  };
+  Ranks ranks;
+  ASSERT_EQ(ranks.train(nested(false), 2, forSteps(1)), "");
+  std::string logs = ranks.rank(0).logs;
+  EXPECT_NE(logs.find("print inner"), std::string::npos) << logs;
+  absl::StatusOr<plan::LoadedPlan> loaded =
+      plan::LoadPlan(nested(true).finish());
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(std::string(loaded.status().message())
+                .find("every runs only in the hooks; it is in a 'step' block"),
+            std::string::npos)
+      << loaded.status();
+}
+
 TEST(ExecutorTest, RefusesRankInAPlanOfTheFirstSchemaVersion) {
   plan::PlanBuilder b = RankPlan();
   b.plan().schema_version = 1;
