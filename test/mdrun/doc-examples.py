@@ -21,6 +21,7 @@
 #     prints for it, as quoted code, must compile and run as above.
 #
 #   test/mdrun/doc-examples.py MDC MDRUN DOCS_DIR WORK_DIR
+import concurrent.futures
 import json
 import os
 import re
@@ -131,6 +132,7 @@ class Runner:
         self.failures = []
         self.count = 0
         self.runs = 0
+        self.queue = []
 
     def fail(self, what, why):
         self.failures.append("%s\n  %s" % (what, why.strip().replace("\n", "\n  ")))
@@ -147,10 +149,24 @@ class Runner:
                               text=True, timeout=120, cwd=self.work)
 
     def accept(self, what, text, extra=(), plans=PRESETS, run=True):
+        """Queues an example that must check, compile and run (finish())."""
+        path = self.file(text)
+        preset = None
+        if run:
+            preset = RUN_PRESETS[self.runs % len(RUN_PRESETS)]
+            self.runs += 1
+        self.queue.append((what, text, path, list(extra), plans, preset))
+
+    def finish(self):
+        # Examples are independent: two at a time (mdc and mdrun's ranks are
+        # single-threaded).
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            list(pool.map(lambda job: self.check(*job), self.queue))
+
+    def check(self, what, text, path, extra, plans, preset):
         # Without a train block there is no plan to write: the module after
         # md's passes instead.
         emit = [] if "train {" in text else ["--emit=mlir"]
-        path = self.file(text)
         r = self.mdc_run(["--check", path, "--plan", "all"] + list(extra))
         if r.returncode != 0:
             self.fail(what, "mdc --check: " + r.stderr[-1500:])
@@ -162,15 +178,16 @@ class Runner:
             if r.returncode != 0:
                 self.fail(what, "mdc --plan %s: %s" % (p, r.stderr[-1500:]))
                 return
-        if not run:
+        if preset is None:
             return
-        preset = RUN_PRESETS[self.runs % len(RUN_PRESETS)]
-        self.runs += 1
         plan = path[:-4] + "-" + preset + ".fb"
+        # Its own directory: checkpoints land there.
+        rundir = path[:-4] + ".run"
+        os.makedirs(rundir)
         r = subprocess.run([self.mdrun, "--backend", "cpu", "--threads", "1",
                             "--ranks", "2", "--steps", "3", "--log-every", "0",
                             plan], capture_output=True, text=True, timeout=120,
-                           cwd=self.work)
+                           cwd=rundir)
         if r.returncode != 0:
             self.fail(what, "mdrun (%s, W = 2): exit %d: %s" %
                       (preset, r.returncode, (r.stdout + r.stderr)[-1500:]))
@@ -269,6 +286,7 @@ def main():
         r.accept("hook example:\n" + hook, TEMPLATE % hook)
         note("hook examples")
 
+    r.finish()
     for kind in sorted(counts):
         print("%s: %d" % (kind, counts[kind]))
     print("W = 2 runs: %d" % r.runs)
