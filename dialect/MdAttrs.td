@@ -58,8 +58,9 @@ def MD_ScheduleAttr : MD_Attr<"Schedule", "schedule"> {
   let summary = "learning-rate schedule";
   let description = [{
     `#md.schedule<cosine, warmup = 100, steps = 5000, min_lr = 0.0>`: linear
-    warmup from 0 over `warmup` steps to the optimizer's lr, then constant,
-    linear decay or cosine decay to `min_lr` at step `steps`.
+    warmup over `warmup` steps to the optimizer's lr, `lr * (s + 1) /
+    (warmup + 1)` at step s as nanoGPT's get_lr (so never 0), then
+    constant, linear decay or cosine decay to `min_lr` at step `steps`.
   }];
   let parameters = (ins "::md::ScheduleKind":$kind, "int64_t":$warmup,
                         "int64_t":$steps, APFloatParameter<"">:$min_lr);

@@ -125,6 +125,7 @@ struct UnaryExpr : Expr {
 
 enum class BinaryOp {
   Add, Sub, Mul, Div, MatMul,     // + - * / @
+  Rem,                            // % (recipe values only)
   Eq, Ne, Lt, Le, Gt, Ge,         // == != < <= > >=
   And, Or,                        // and or
 };

@@ -84,6 +84,7 @@ llvm::StringRef binaryOpSpelling(BinaryOp op) {
   case BinaryOp::Sub: return "-";
   case BinaryOp::Mul: return "*";
   case BinaryOp::Div: return "/";
+  case BinaryOp::Rem: return "%";
   case BinaryOp::MatMul: return "@";
   case BinaryOp::Eq: return "==";
   case BinaryOp::Ne: return "!=";

@@ -110,26 +110,9 @@ bool RecipeEmitter::checkPositional(const CallExpr &call, size_t count,
 std::optional<Typed> RecipeEmitter::emitCall(const CallExpr &call) {
   Location loc = ctx.getLoc(call.loc);
   StringRef callee = call.callee;
-  if (callee == "mean" || callee == "sum" || callee == "max") {
-    if (!checkPositional(call, 1, (callee + "(value)").str()))
-      return std::nullopt;
-    const Expr &arg = *call.args[0].value;
-    std::optional<Typed> value = emitExpr(arg);
-    if (!value)
-      return std::nullopt;
-    if (value->kind == Kind::Bool) {
-      diags.error(arg.loc, "'" + callee + "' reduces numbers, got bool");
-      return std::nullopt;
-    }
-    ReductionKind reduction = callee == "mean"  ? ReductionKind::avg
-                              : callee == "sum" ? ReductionKind::sum
-                                                : ReductionKind::max;
-    Value tensor = toTensor(*value, ctx.getLoc(arg.loc));
-    Value reduced =
-        AllReduceOp::create(builder, loc, tensor.getType(), Group::world,
-                            IntegerAttr(), tensor, reduction);
-    return Typed{reduced, Kind::Tensor};
-  }
+  if (callee == "mean" || callee == "sum" || callee == "max" ||
+      callee == "min" || callee == "any" || callee == "all")
+    return emitReduction(call);
   if (callee == "time") {
     if (!checkPositional(call, 0, "time()"))
       return std::nullopt;
@@ -172,6 +155,59 @@ std::optional<Typed> RecipeEmitter::emitCall(const CallExpr &call) {
   diags.error(call.loc, "unknown function '" + callee +
                             "'; expected one of: " + joinNames(kFunctions));
   return std::nullopt;
+}
+
+/// A reduction over ranks: an all-reduce of the value as a 0-d f32
+/// tensor. A bool goes in as 0 or 1, so that `max` of it is true on some
+/// rank (`any`), `min` true on every rank (`all`), `sum` the number of
+/// ranks where it holds and `mean` their fraction; `max`, `min`, `any` and
+/// `all` of a bool are bools again. The result is the same on every rank.
+std::optional<Typed> RecipeEmitter::emitReduction(const CallExpr &call) {
+  StringRef callee = call.callee;
+  if (!checkPositional(call, 1, (callee + "(value)").str()))
+    return std::nullopt;
+  const Expr &arg = *call.args[0].value;
+  std::optional<Typed> value = emitExpr(arg);
+  if (!value)
+    return std::nullopt;
+  Location loc = ctx.getLoc(call.loc), argLoc = ctx.getLoc(arg.loc);
+  bool isBool = value->kind == Kind::Bool;
+  if ((callee == "any" || callee == "all") && !isBool) {
+    diags.error(arg.loc, "'" + callee +
+                             "' reduces a bool (a comparison, "
+                             "exists(...)), got " +
+                             kindName(value->kind) +
+                             "; use max/min/sum/mean "
+                             "for numbers");
+    return std::nullopt;
+  }
+  ReductionKind reduction = ReductionKind::max;
+  if (callee == "mean")
+    reduction = ReductionKind::avg;
+  else if (callee == "sum")
+    reduction = ReductionKind::sum;
+  else if (callee == "min" || callee == "all")
+    reduction = ReductionKind::min;
+  Value tensor;
+  if (isBool) {
+    Value asInt = arith::ExtUIOp::create(builder, argLoc, builder.getI64Type(),
+                                         value->value);
+    tensor = toTensor(Typed{asInt, Kind::Int}, argLoc);
+  } else {
+    tensor = toTensor(*value, argLoc);
+  }
+  Value reduced =
+      AllReduceOp::create(builder, loc, tensor.getType(), Group::world,
+                          IntegerAttr(), tensor, reduction);
+  if (!isBool || reduction == ReductionKind::avg ||
+      reduction == ReductionKind::sum)
+    return Typed{reduced, Kind::Tensor};
+  Value number = toF64(Typed{reduced, Kind::Tensor}, loc);
+  Value zero = arith::ConstantFloatOp::create(
+      builder, loc, builder.getF64Type(), APFloat(0.0));
+  return Typed{arith::CmpFOp::create(builder, loc, arith::CmpFPredicate::OGT,
+                                     number, zero),
+               Kind::Bool};
 }
 
 std::optional<Typed> RecipeEmitter::emitEvaluate(const CallExpr &call) {
@@ -333,7 +369,8 @@ std::optional<Typed> RecipeEmitter::emitBinary(const BinaryExpr &binary) {
   case BinaryOp::Add:
   case BinaryOp::Sub:
   case BinaryOp::Mul:
-  case BinaryOp::Div: {
+  case BinaryOp::Div:
+  case BinaryOp::Rem: {
     if (lhsBool || rhsBool)
       return mismatch("numbers");
     if (bothInt) {
@@ -344,8 +381,10 @@ std::optional<Typed> RecipeEmitter::emitBinary(const BinaryExpr &binary) {
         result = arith::SubIOp::create(builder, loc, lhs->value, rhs->value);
       else if (binary.op == BinaryOp::Mul)
         result = arith::MulIOp::create(builder, loc, lhs->value, rhs->value);
-      else
+      else if (binary.op == BinaryOp::Div)
         result = arith::DivSIOp::create(builder, loc, lhs->value, rhs->value);
+      else // the sign of the dividend, as C and MLIR's remsi
+        result = arith::RemSIOp::create(builder, loc, lhs->value, rhs->value);
       return Typed{result, Kind::Int};
     }
     Value a = toF64(*lhs, ctx.getLoc(binary.lhs->loc)),
@@ -357,8 +396,10 @@ std::optional<Typed> RecipeEmitter::emitBinary(const BinaryExpr &binary) {
       result = arith::SubFOp::create(builder, loc, a, b);
     else if (binary.op == BinaryOp::Mul)
       result = arith::MulFOp::create(builder, loc, a, b);
-    else
+    else if (binary.op == BinaryOp::Div)
       result = arith::DivFOp::create(builder, loc, a, b);
+    else
+      result = arith::RemFOp::create(builder, loc, a, b);
     return Typed{result, Kind::Float};
   }
   default:

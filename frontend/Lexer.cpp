@@ -56,6 +56,7 @@ llvm::StringRef md::frontend::getTokenKindSpelling(TokenKind kind) {
   case TokenKind::Minus: return "'-'";
   case TokenKind::Star: return "'*'";
   case TokenKind::Slash: return "'/'";
+  case TokenKind::Percent: return "'%'";
   case TokenKind::At: return "'@'";
   case TokenKind::Dot: return "'.'";
   case TokenKind::DotDot: return "'..'";
@@ -185,6 +186,7 @@ Token Lexer::lex() {
     case '-': return punct(TokenKind::Minus, 1);
     case '*': return punct(TokenKind::Star, 1);
     case '/': return punct(TokenKind::Slash, 1);
+    case '%': return punct(TokenKind::Percent, 1);
     case '@': return punct(TokenKind::At, 1);
     case '.':
       if (peekIs('.'))

@@ -36,8 +36,8 @@ enum class TokenKind {
 
   // Punctuation.
   LBrace, RBrace, LParen, RParen, LBracket, RBracket, Comma, Colon, Semicolon,
-  Equal, Plus, Minus, Star, Slash, At, Dot, DotDot, EqualEqual, NotEqual, Less,
-  LessEqual, Greater, GreaterEqual,
+  Equal, Plus, Minus, Star, Slash, Percent, At, Dot, DotDot, EqualEqual,
+  NotEqual, Less, LessEqual, Greater, GreaterEqual,
 };
 
 /// How a token kind reads in a message: `'('`, `identifier`, `end of file`.

@@ -108,6 +108,8 @@ ExprPtr Parser::parseMultiplicative() {
                               return BinaryOp::Mul;
                             if (kind == TokenKind::Slash)
                               return BinaryOp::Div;
+                            if (kind == TokenKind::Percent)
+                              return BinaryOp::Rem;
                             if (kind == TokenKind::At)
                               return BinaryOp::MatMul;
                             return std::nullopt;

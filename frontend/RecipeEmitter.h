@@ -48,8 +48,9 @@ inline const StringRef kRequiredSettings[] = {"data", "global_batch",
 inline const StringRef kBuiltinValues[] = {"rank", "local_rank", "world_size",
                                            "step", "epoch",      "loss"};
 /// Functions of the recipe.
-inline const StringRef kFunctions[] = {"mean",   "sum",      "max", "time",
-                                       "exists", "evaluate", "log", "print"};
+inline const StringRef kFunctions[] = {"mean",     "sum", "max",  "min",
+                                       "any",      "all", "time", "exists",
+                                       "evaluate", "log", "print"};
 
 inline std::string formatDouble(double value) {
   return formatNum(Num::real(value));
@@ -223,6 +224,7 @@ private:
   std::optional<Typed> emitCall(const CallExpr &call);
 
   /// `evaluate(<data source>[, batches = N])`.
+  std::optional<Typed> emitReduction(const CallExpr &call);
   std::optional<Typed> emitEvaluate(const CallExpr &call);
 
   FlatSymbolRefAttr getForwardSymbol();

@@ -37,6 +37,8 @@ const char *binaryOpSpelling(BinaryOp op) {
     return "*";
   case BinaryOp::Div:
     return "/";
+  case BinaryOp::Rem:
+    return "%";
   case BinaryOp::MatMul:
     return "@";
   case BinaryOp::Eq:

@@ -138,6 +138,7 @@ std::string describeCollective(Operation *op) {
     StringRef fn = *reduction == ReductionKind::avg   ? "mean"
                    : *reduction == ReductionKind::sum ? "sum"
                    : *reduction == ReductionKind::max ? "max"
+                   : *reduction == ReductionKind::min ? "min"
                                                       : "";
     if (!fn.empty())
       return ("'" + fn + "(...)' (an all-reduce over every rank)").str();
@@ -455,8 +456,9 @@ std::string DesyncChecker::getFix(const Communication &c,
            "a wall-clock comparison (or compare 'max(time())', which is the "
            "same on every rank)";
   case VarianceSource::FileExists:
-    return "a bool cannot be reduced over ranks yet: decide on a value every "
-           "rank agrees on, such as 'step' or 'mean(loss)'";
+    return "reduce the file test over ranks: 'any(exists(...))' holds on "
+           "every rank when the file is visible on some rank, 'all(...)' "
+           "when on every rank";
   case VarianceSource::Rank:
     break;
   case VarianceSource::Data:

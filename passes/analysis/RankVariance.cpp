@@ -17,6 +17,13 @@
 // md.world_size, md.step, md.epoch, md.lr, md.accum_scale, md.param_ref and
 // md.evaluate (whose loss is all-reduced) are uniform.
 //
+// Precision: a value that constant propagation proves constant is uniform
+// whatever its operands (`rank * 0`, `rank - rank`), and so is an integer
+// comparison the ranks' value ranges decide (`rank >= 0`, `rank <
+// world_size`; decideByRankRanges). An md.if whose condition varies but
+// whose arms communicate alike (armsCommunicateAlike) does not make what is
+// in it run on some ranks only.
+//
 // Control dependence: the results of an md.if whose condition varies vary;
 // the induction variable of an md.for varies with its bounds. Calls are
 // followed interprocedurally: an md.func's arguments join its call sites',
@@ -32,8 +39,11 @@
 
 #include "passes/analysis/RankVariance.h"
 
+#include "passes/analysis/StepProgram.h"
+
 #include "mlir/Analysis/DataFlow/ConstantPropagationAnalysis.h"
 #include "mlir/Analysis/DataFlow/DeadCodeAnalysis.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
@@ -112,6 +122,221 @@ static bool makesUniform(Operation *op) {
 }
 
 //===----------------------------------------------------------------------===//
+// Value ranges of the ranks' numbers
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// c_w * W + c, for every W >= 1.
+struct AffineW {
+  int64_t w = 0, c = 0;
+  AffineW operator+(AffineW o) const { return {w + o.w, c + o.c}; }
+  AffineW operator-(AffineW o) const { return {w - o.w, c - o.c}; }
+  AffineW operator*(int64_t k) const { return {w * k, c * k}; }
+  /// Whether the value is >= 0 for every W >= 1 (it is linear in W).
+  bool nonNegative() const { return w >= 0 && w + c >= 0; }
+};
+
+/// lo <= value <= hi for every W >= 1 and every rank.
+struct RankRange {
+  AffineW lo, hi;
+};
+
+constexpr int64_t kMaxCoefficient = int64_t{1} << 32;
+
+bool small(AffineW a) {
+  return std::abs(a.w) < kMaxCoefficient && std::abs(a.c) < kMaxCoefficient;
+}
+
+std::optional<RankRange> rangeOf(Value value, unsigned depth = 0) {
+  if (depth > 16)
+    return std::nullopt;
+  Operation *op = value.getDefiningOp();
+  if (!op || !value.getType().isInteger(64))
+    return std::nullopt;
+  if (isa<RankOp, LocalRankOp>(op))
+    return RankRange{{0, 0}, {1, -1}}; // [0, W - 1]
+  if (isa<WorldSizeOp>(op))
+    return RankRange{{1, 0}, {1, 0}};
+  llvm::APInt constant;
+  if (auto c = dyn_cast<arith::ConstantOp>(op))
+    if (auto attr = dyn_cast<IntegerAttr>(c.getValue())) {
+      int64_t v = attr.getValue().getSExtValue();
+      if (std::abs(v) >= kMaxCoefficient)
+        return std::nullopt;
+      return RankRange{{0, v}, {0, v}};
+    }
+  auto operands = [&]() -> std::optional<std::pair<RankRange, RankRange>> {
+    std::optional<RankRange> a = rangeOf(op->getOperand(0), depth + 1);
+    std::optional<RankRange> b = rangeOf(op->getOperand(1), depth + 1);
+    if (!a || !b)
+      return std::nullopt;
+    return std::make_pair(*a, *b);
+  };
+  std::optional<RankRange> out;
+  if (isa<arith::AddIOp>(op)) {
+    if (auto ab = operands())
+      out =
+          RankRange{ab->first.lo + ab->second.lo, ab->first.hi + ab->second.hi};
+  } else if (isa<arith::SubIOp>(op)) {
+    if (auto ab = operands())
+      out =
+          RankRange{ab->first.lo - ab->second.hi, ab->first.hi - ab->second.lo};
+  } else if (isa<arith::MulIOp>(op)) {
+    // By a constant only: the product of two affine bounds is not affine.
+    if (auto ab = operands()) {
+      auto [a, b] = *ab;
+      if (a.lo.w == 0 && a.hi.w == 0 && a.lo.c == a.hi.c)
+        std::swap(a, b);
+      if (b.lo.w == 0 && b.hi.w == 0 && b.lo.c == b.hi.c) {
+        int64_t k = b.lo.c;
+        out = k >= 0 ? RankRange{a.lo * k, a.hi * k}
+                     : RankRange{a.hi * k, a.lo * k};
+      }
+    }
+  } else if (isa<arith::RemSIOp>(op)) {
+    // x % k for x >= 0 and a constant k > 0 is in [0, min(k - 1, x)].
+    if (auto ab = operands()) {
+      auto [a, b] = *ab;
+      if (a.lo.nonNegative() && b.lo.w == 0 && b.hi.w == 0 &&
+          b.lo.c == b.hi.c && b.lo.c > 0)
+        out = RankRange{{0, 0}, {0, b.lo.c - 1}};
+    }
+  }
+  if (out && (!small(out->lo) || !small(out->hi)))
+    return std::nullopt;
+  return out;
+}
+
+} // namespace
+
+/// Whether `a` and `b` hold the same number on any one rank: one value, or
+/// two reads of the same number of the run (`rank - rank` reads `rank`
+/// twice).
+static bool sameNumber(Value a, Value b) {
+  if (a == b)
+    return true;
+  Operation *x = a.getDefiningOp(), *y = b.getDefiningOp();
+  return x && y && x->getName() == y->getName() &&
+         isa<RankOp, LocalRankOp, WorldSizeOp, StepOp, EpochOp>(x);
+}
+
+std::optional<int64_t> md::foldSameNumber(Operation *op) {
+  if (op->getNumOperands() != 2 || op->getNumResults() != 1 ||
+      !sameNumber(op->getOperand(0), op->getOperand(1)))
+    return std::nullopt;
+  if (isa<arith::SubIOp, arith::XOrIOp>(op))
+    return 0;
+  if (auto cmp = dyn_cast<arith::CmpIOp>(op)) {
+    switch (cmp.getPredicate()) {
+    case arith::CmpIPredicate::eq:
+    case arith::CmpIPredicate::sle:
+    case arith::CmpIPredicate::sge:
+    case arith::CmpIPredicate::ule:
+    case arith::CmpIPredicate::uge:
+      return 1;
+    default:
+      return 0;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<bool> md::decideByRankRanges(Operation *op) {
+  auto cmp = dyn_cast<arith::CmpIOp>(op);
+  if (!cmp)
+    return std::nullopt;
+  if (std::optional<int64_t> same = foldSameNumber(op))
+    return *same != 0;
+  std::optional<RankRange> a = rangeOf(cmp.getLhs());
+  std::optional<RankRange> b = rangeOf(cmp.getRhs());
+  if (!a || !b)
+    return std::nullopt;
+  // x < y always when x.hi - y.lo <= -1; never when x.lo - y.hi >= 0.
+  auto alwaysLess = [](RankRange x, RankRange y) {
+    return (y.lo - x.hi - AffineW{0, 1}).nonNegative();
+  };
+  auto alwaysLessEq = [](RankRange x, RankRange y) {
+    return (y.lo - x.hi).nonNegative();
+  };
+  switch (cmp.getPredicate()) {
+  case arith::CmpIPredicate::slt:
+    if (alwaysLess(*a, *b))
+      return true;
+    if (alwaysLessEq(*b, *a))
+      return false;
+    return std::nullopt;
+  case arith::CmpIPredicate::sle:
+    if (alwaysLessEq(*a, *b))
+      return true;
+    if (alwaysLess(*b, *a))
+      return false;
+    return std::nullopt;
+  case arith::CmpIPredicate::sgt:
+    if (alwaysLess(*b, *a))
+      return true;
+    if (alwaysLessEq(*a, *b))
+      return false;
+    return std::nullopt;
+  case arith::CmpIPredicate::sge:
+    if (alwaysLessEq(*b, *a))
+      return true;
+    if (alwaysLess(*a, *b))
+      return false;
+    return std::nullopt;
+  case arith::CmpIPredicate::eq:
+  case arith::CmpIPredicate::ne:
+    // Equal only when both are the same single value; unequal when the
+    // ranges are apart.
+    if (alwaysLess(*a, *b) || alwaysLess(*b, *a))
+      return cmp.getPredicate() == arith::CmpIPredicate::ne;
+    return std::nullopt;
+  default:
+    return std::nullopt;
+  }
+}
+
+bool md::armsCommunicateAlike(IfOp ifOp) {
+  if (ifOp.getThenRegion().empty() || ifOp.getElseRegion().empty())
+    return false;
+  auto sequence = [](Region &region,
+                     SmallVectorImpl<Operation *> &out) -> bool {
+    for (Operation &op : region.front()) {
+      OpAccess access = getAccess(&op);
+      if (!access.communicates && !access.holdsCommunication &&
+          !isa<ExitOp>(op))
+        continue;
+      if (op.getNumRegions() != 0)
+        return false; // nested control: not compared
+      out.push_back(&op);
+    }
+    return true;
+  };
+  SmallVector<Operation *> then, otherwise;
+  if (!sequence(ifOp.getThenRegion(), then) ||
+      !sequence(ifOp.getElseRegion(), otherwise) ||
+      then.size() != otherwise.size() || then.empty())
+    return false;
+  // What a rank runs: the op and its attributes, less the bucket a pass
+  // numbered it into and md's scheduling marks (md.stream, ...), which do
+  // not change what the ranks exchange.
+  auto meaning = [](Operation *op) {
+    SmallVector<NamedAttribute> attrs;
+    for (NamedAttribute attr : op->getAttrs())
+      if (attr.getName() != "bucket" &&
+          !attr.getName().getValue().starts_with("md."))
+        attrs.push_back(attr);
+    return DictionaryAttr::get(op->getContext(), attrs);
+  };
+  for (auto [a, b] : llvm::zip(then, otherwise))
+    if (a->getName() != b->getName() || meaning(a) != meaning(b) ||
+        a->getOperandTypes() != b->getOperandTypes() ||
+        a->getResultTypes() != b->getResultTypes())
+      return false;
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
 // RankVarianceAnalysis
 //===----------------------------------------------------------------------===//
 
@@ -186,6 +411,20 @@ RankVarianceAnalysis::visitOperation(Operation *op,
       scalarOperandVaries |= v.isVarying();
   }
   bool valueVaries = sourceVaries || (operandVaries && !uniformResult);
+  if (valueVaries && !sourceVaries && op->getNumRegions() == 0 &&
+      op->getNumResults() > 0) {
+    // The same on every rank whatever its operands: folded to a constant
+    // (`rank * 0`), or a comparison the ranks' ranges decide.
+    bool constant = decideByRankRanges(op).has_value() ||
+                    foldSameNumber(op).has_value() ||
+                    llvm::all_of(op->getResults(), [&](Value result) {
+                      const auto *c = getOrCreateFor<Lattice<ConstantValue>>(
+                          getProgramPointAfter(op), result);
+                      return !c->getValue().isUninitialized() &&
+                             c->getValue().getConstantValue() != nullptr;
+                    });
+    valueVaries = !constant;
+  }
 
   for (VarianceLattice *result : results) {
     // md ops derive dynamic sizes from operand shapes and W only; another
@@ -302,7 +541,7 @@ RankVariance::getNonUniformControls(Operation *op) const {
   for (Operation *parent = op->getParentOp();
        parent && !isControlBoundary(parent); parent = parent->getParentOp()) {
     if (auto ifOp = dyn_cast<IfOp>(parent)) {
-      if (isVarying(ifOp.getCondition()))
+      if (isVarying(ifOp.getCondition()) && !armsCommunicateAlike(ifOp))
         controls.push_back(
             {NonUniformControl::Kind::Branch, parent, ifOp.getCondition()});
       continue;

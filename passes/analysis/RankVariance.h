@@ -180,6 +180,27 @@ private:
   bool ok = false;
 };
 
+/// Whether the integer comparison `cmp` has the same outcome on every rank
+/// because of what the ranks' numbers are: `rank` and `local_rank` are in
+/// [0, W), `world_size` is W >= 1, so `rank >= 0`, `rank < world_size` and
+/// `rank % 2 < 2` always hold. Bounds are affine in W and follow `+`, `-`,
+/// `*` by a constant and `%` by a positive constant; nullopt when they do
+/// not decide it.
+std::optional<bool> decideByRankRanges(mlir::Operation *cmp);
+
+/// The value of `a - b`, `a xor b` or a comparison of `a` and `b` when both
+/// read the same number of the run (`rank - rank` is 0, `rank == rank`
+/// true: the frontend reads `rank` once per use, so constant folding alone
+/// does not see it); nullopt otherwise.
+std::optional<int64_t> foldSameNumber(mlir::Operation *op);
+
+/// Whether the two arms of an `md.if` communicate alike: each has a then
+/// and an else, and the ops in them that communicate or stop (collectives,
+/// saves, evaluations, calls that communicate, `stop`), none with regions,
+/// are the same ops with the same attributes and operand types, in the same
+/// order. Every rank then runs the same sequence whichever arm it takes.
+bool armsCommunicateAlike(IfOp ifOp);
+
 /// A short description of a source op of variance, in the words of the
 /// `.mdl` language where the op comes from a hook ("'rank' differs between
 /// ranks"); empty if `op` is not a source.

@@ -265,7 +265,9 @@ void DataFeeds::describe(RunInfo &info) const {
   else
     info.sampler = absl::StrFormat(
         "seed %d, %s, tail %s; %d batches per rank per epoch", so.seed,
-        !so.shuffle             ? "in order"
+        // Only token files are not shuffled: their samples are windows at
+        // offsets drawn from (seed, epoch, index) (docs/runtime.md).
+        !so.shuffle             ? "random windows redrawn each epoch"
         : so.reshuffleEachEpoch ? "reshuffled each epoch"
                                 : "shuffled once",
         so.tail == data::Tail::Drop ? "dropped" : "padded", perEpoch);

@@ -749,6 +749,8 @@ absl::Status Executor::Impl::execute(const fb::Instruction &inst) {
   case Op::ScalarArith:
   case Op::ScalarCompare:
   case Op::ScalarConvert:
+  case Op::Rank:
+  case Op::LocalRank:
     return executeScalar(inst);
 
   // --- io --------------------------------------------------------------------

@@ -113,6 +113,9 @@ public:
 
 struct ExecutorOptions {
   int rank = 0;
+  /// This rank's number on its node (the plan's `local_rank`); -1: `rank`,
+  /// as when every rank runs on one node.
+  int localRank = -1;
   /// Steps to train; -1: the schedule's `steps` (an error for a constant
   /// schedule, which has none).
   int64_t steps = -1;

@@ -3,8 +3,9 @@
 // The executor's side of the host scalars (HostScalars.h): reading a
 // scalar (the host's copy when it has one), writing one (to the device,
 // keeping a copy), dropping the copies an instruction overwrites, and the
-// scalar instructions (constants, arithmetic, comparisons, conversions),
-// whose semantics HostScalars.cpp defines.
+// scalar instructions (constants, arithmetic, comparisons, conversions,
+// whose semantics HostScalars.cpp defines, and this rank's own numbers,
+// rank and local_rank, the plan's only per-rank values).
 //
 //===----------------------------------------------------------------------===//
 
@@ -103,6 +104,14 @@ absl::Status Executor::Impl::executeScalar(const fb::Instruction &inst) {
     return writeScalar(inst.outputs()->Get(0),
                        Scalar::Int(ScalarCompare(kind, a, b) ? 1 : 0));
   }
+  case fb::Opcode::Rank:
+    // The plan is the same on every rank; its per-rank values are this
+    // executor's.
+    return writeScalar(inst.outputs()->Get(0), Scalar::Int(options_.rank));
+  case fb::Opcode::LocalRank:
+    return writeScalar(inst.outputs()->Get(0),
+                       Scalar::Int(options_.localRank >= 0 ? options_.localRank
+                                                           : options_.rank));
   case fb::Opcode::ScalarConvert: {
     int32_t y = inst.outputs()->Get(0);
     MD_ASSIGN_OR_RETURN(Scalar a, readScalar(inst.inputs()->Get(0)));

@@ -22,7 +22,8 @@ uint64_t SourceHash(absl::string_view text) {
 }
 
 PlanBuilder::PlanBuilder() {
-  plan_.schema_version = kSchemaVersion;
+  // Raised by add() to the first version with each opcode used.
+  plan_.schema_version = 1;
   plan_.header = std::make_unique<fb::HeaderT>();
   plan_.header->options = std::make_unique<fb::PlanOptionsT>();
   plan_.recipe = std::make_unique<fb::RecipeT>();
@@ -138,6 +139,8 @@ fb::InstructionT &PlanBuilder::add(int32_t block, fb::Opcode opcode,
                                    std::vector<int32_t> outputs) {
   auto inst = std::make_unique<fb::InstructionT>();
   inst->opcode = opcode;
+  plan_.schema_version =
+      std::max(plan_.schema_version, OpcodeSchemaVersion(opcode));
   inst->inputs = std::move(inputs);
   inst->outputs = std::move(outputs);
   auto &list = plan_.blocks.at(static_cast<size_t>(block))->instructions;

@@ -27,8 +27,10 @@ uint64_t SourceHash(absl::string_view text);
 
 class PlanBuilder {
 public:
-  /// An empty plan of the current schema version with a header (W unpinned),
-  /// plan options, and a recipe with its optimizer, schedule and sampler.
+  /// An empty plan with a header (W unpinned), plan options, and a recipe
+  /// with its optimizer, schedule and sampler. Its schema_version is the
+  /// first that has every opcode add()ed (OpcodeSchemaVersion), so a plan
+  /// without newer opcodes still loads in an older runtime.
   PlanBuilder();
 
   fb::PlanT &plan() { return plan_; }

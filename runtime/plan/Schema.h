@@ -25,7 +25,16 @@ namespace md::plan {
 
 /// The compatible revision of plan.fbs this runtime writes and the newest it
 /// reads (plan.fbs, "Versioning"). Bump it with every compatible change.
-constexpr uint32_t kSchemaVersion = 1;
+constexpr uint32_t kSchemaVersion = 2;
+
+/// The first schema_version that has `opcode` (1 for the original set; 2
+/// added Rank and LocalRank). mdc writes the lowest version that has every
+/// opcode a plan uses, so that a plan without the newer opcodes still loads
+/// in an older runtime; the loader refuses a plan that uses an opcode its
+/// version does not have.
+inline uint32_t OpcodeSchemaVersion(fb::Opcode opcode) {
+  return opcode == fb::Opcode::Rank || opcode == fb::Opcode::LocalRank ? 2 : 1;
+}
 
 /// An inclusive range of list lengths; `max == kMany` means unbounded.
 struct Arity {

@@ -174,6 +174,16 @@ private:
   absl::Status checkUniformity();
 
   /// A collective whose result is the same on every rank of the world.
+  /// Whether block `b` (or a block it runs) has a collective or an exit.
+  bool communicates(int32_t b) const;
+  /// Appends the collectives and exits block `b` runs, in order, with those
+  /// of an evaluation's body; false when nested control communicates.
+  bool communication(int32_t b,
+                     std::vector<const fb::Instruction *> &out) const;
+  /// Whether the two blocks of an `if` run the same collectives and exits
+  /// (opcode, attributes but bucket ids, operand dtypes and sizes) in the
+  /// same order, so that every rank reaches them whichever arm it takes.
+  bool armsCommunicateAlike(const fb::Instruction &ifInst) const;
   bool collectiveMakesUniform(const fb::Instruction &inst) const;
 
   const fb::Plan &plan_;

@@ -180,6 +180,21 @@ public:
             absl::StrCat(info.name, " { ", absl::StrJoin(inner, ", "), " }");
         break;
       }
+      case fb::Opcode::Every: {
+        // The hooks block's own everys are hooks of their own (below); a
+        // nested one is an action of the block it is in.
+        if (b == plan_.hooks_block())
+          continue;
+        auto unit = static_cast<fb::PeriodUnit>(inst->ints()->Get(1));
+        communicates = communicates || unit != fb::PeriodUnit::Steps;
+        std::vector<std::string> inner;
+        describe(inst->blocks()->Get(0), inner, communicates);
+        action =
+            absl::StrCat("every ", inst->ints()->Get(0), " ",
+                         absl::AsciiStrToLower(fb::EnumNamePeriodUnit(unit)),
+                         " { ", absl::StrJoin(inner, ", "), " }");
+        break;
+      }
       case fb::Opcode::AllGather:
       case fb::Opcode::ReduceScatter:
       case fb::Opcode::AllReduce:

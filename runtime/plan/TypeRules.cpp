@@ -598,6 +598,8 @@ absl::Status Rule::operands() {
   case Op::Step:
   case Op::Epoch:
   case Op::WorldSize:
+  case Op::Rank:
+  case Op::LocalRank:
     return scalar(O(0), {I64});
   case Op::Lr:
     MD_RETURN_IF_ERROR(scalar(I(0), {I64}));

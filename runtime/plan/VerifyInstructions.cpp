@@ -189,6 +189,10 @@ absl::Status SemanticVerifier::checkInstruction(const fb::Instruction &inst,
     return invalidf("%s.opcode: unknown opcode %d", path,
                     static_cast<int>(inst.opcode()));
   const OpcodeInfo &info = *found;
+  if (OpcodeSchemaVersion(inst.opcode()) > plan_.schema_version())
+    return invalidf("%s.opcode: %s needs schema_version %d, the plan says %d",
+                    path, info.name, OpcodeSchemaVersion(inst.opcode()),
+                    plan_.schema_version());
   MD_RETURN_IF_ERROR(
       checkArity(path, "inputs", info, info.inputs, count(inst.inputs())));
   MD_RETURN_IF_ERROR(
@@ -332,8 +336,10 @@ absl::Status SemanticVerifier::checkPlacement(const fb::Instruction &inst,
       return refuse("runs only in the step block or its micro-steps body");
     break;
   case fb::Opcode::Every:
-    if (kind != fb::BlockKind::Hooks)
-      return refuse("runs only in the hooks block");
+    // Anywhere in the hooks (the language lets `every` nest and sit in an
+    // `if` or a `for`), but not in an evaluation's forward.
+    if (stepTree || kind == fb::BlockKind::EvalBody)
+      return refuse("runs only in the hooks");
     break;
   case fb::Opcode::Batch: {
     int64_t dataset = inst.ints()->Get(0);

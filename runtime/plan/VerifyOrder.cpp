@@ -3,7 +3,8 @@
 // Stage (b) of loading a plan, its last checks, over the block tree in
 // program order: events recorded before they are waited on, buffers used
 // only inside their liveness interval, and no collective or exit under a
-// condition that varies between ranks.
+// condition that varies between ranks (unless both arms of that `if` run the
+// same collectives in the same order).
 //
 //===----------------------------------------------------------------------===//
 
@@ -88,6 +89,96 @@ SemanticVerifier::checkLive(const flatbuffers::Vector<int32_t> *list,
   return absl::OkStatus();
 }
 
+namespace {
+
+/// Whether `inst` exchanges something with the other ranks or ends the
+/// run: a collective, an exit, or a timed `every`, which broadcasts rank
+/// 0's decision.
+bool talks(const fb::Instruction &inst) {
+  if (GetOpcodeInfo(inst.opcode())->is(kCollective) ||
+      inst.opcode() == fb::Opcode::Exit)
+    return true;
+  return inst.opcode() == fb::Opcode::Every &&
+         static_cast<fb::PeriodUnit>(inst.ints()->Get(1)) !=
+             fb::PeriodUnit::Steps;
+}
+
+} // namespace
+
+bool SemanticVerifier::communicates(int32_t b) const {
+  for (const fb::Instruction *inst : *plan_.blocks()->Get(b)->instructions()) {
+    if (talks(*inst))
+      return true;
+    for (uint32_t k = 0; k < count(inst->blocks()); ++k)
+      if (communicates(inst->blocks()->Get(k)))
+        return true;
+  }
+  return false;
+}
+
+bool SemanticVerifier::communication(
+    int32_t b, std::vector<const fb::Instruction *> &out) const {
+  for (const fb::Instruction *inst : *plan_.blocks()->Get(b)->instructions()) {
+    if (talks(*inst))
+      out.push_back(inst);
+    for (uint32_t k = 0; k < count(inst->blocks()); ++k) {
+      int32_t child = inst->blocks()->Get(k);
+      // An evaluation's body is part of what it exchanges; other nested
+      // control is not compared.
+      if (inst->opcode() == fb::Opcode::Evaluate) {
+        if (!communication(child, out))
+          return false;
+      } else if (communicates(child)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+bool SemanticVerifier::armsCommunicateAlike(
+    const fb::Instruction &ifInst) const {
+  if (ifInst.opcode() != fb::Opcode::If || count(ifInst.blocks()) != 2)
+    return false;
+  std::vector<const fb::Instruction *> a, b;
+  if (!communication(ifInst.blocks()->Get(0), a) ||
+      !communication(ifInst.blocks()->Get(1), b) || a.size() != b.size() ||
+      a.empty())
+    return false;
+  auto sameBuffers = [&](const flatbuffers::Vector<int32_t> *x,
+                         const flatbuffers::Vector<int32_t> *y) {
+    if (count(x) != count(y))
+      return false;
+    for (uint32_t k = 0; k < count(x); ++k) {
+      const fb::Buffer *p = plan_.buffers()->Get(x->Get(k));
+      const fb::Buffer *q = plan_.buffers()->Get(y->Get(k));
+      if (p->dtype() != q->dtype() || p->size_kind() != q->size_kind() ||
+          p->numel() != q->numel() || p->group() != q->group())
+        return false;
+    }
+    return true;
+  };
+  for (size_t i = 0; i < a.size(); ++i) {
+    const fb::Instruction &x = *a[i], &y = *b[i];
+    const OpcodeInfo &info = *GetOpcodeInfo(x.opcode());
+    if (x.opcode() != y.opcode() || count(x.ints()) != count(y.ints()) ||
+        count(x.strings()) != count(y.strings()) ||
+        !sameBuffers(x.inputs(), y.inputs()) ||
+        !sameBuffers(x.outputs(), y.outputs()))
+      return false;
+    // Bucket ids name the compiler's buckets, not what the ranks exchange.
+    for (uint32_t k = 0; k < count(x.ints()); ++k)
+      if (!(k < OpcodeInfo::kLeadingSlots &&
+            info.leadingInts[k] == IntAttr::Bucket) &&
+          x.ints()->Get(k) != y.ints()->Get(k))
+        return false;
+    for (uint32_t k = 0; k < count(x.strings()); ++k)
+      if (str(x.strings()->Get(k)) != str(y.strings()->Get(k)))
+        return false;
+  }
+  return true;
+}
+
 absl::Status SemanticVerifier::checkUniformity() {
   // A plan pinned to one rank has no other rank to disagree with.
   if (plan_.header()->world_size() == 1)
@@ -125,7 +216,12 @@ absl::Status SemanticVerifier::checkUniformity() {
   }
 
   std::vector<bool> varyingBuffer(numBuffers_, false);
+  // varyingBlock: its values may differ between ranks; unevenBlock: it runs
+  // on some ranks only. They differ for an `if` on a varying condition
+  // whose arms communicate alike: every rank runs one of them, so the
+  // collectives in them are reached by every rank.
   std::vector<bool> varyingBlock(numBlocks_, false);
+  std::vector<bool> unevenBlock(numBlocks_, false);
   std::vector<uint32_t> work;
   auto taintBuffer = [&](int32_t x) {
     if (varyingBuffer[x])
@@ -145,6 +241,13 @@ absl::Status SemanticVerifier::checkUniformity() {
     for (uint32_t t = first[b]; t < first[b + 1]; ++t)
       work.push_back(t);
   };
+  auto taintUneven = [&](int32_t b) {
+    if (unevenBlock[b])
+      return;
+    unevenBlock[b] = true;
+    for (uint32_t t = first[b]; t < first[b + 1]; ++t)
+      work.push_back(t);
+  };
   auto anyInputVarying = [&](const fb::Instruction *inst) {
     for (uint32_t k = 0; k < count(inst->inputs()); ++k)
       if (varyingBuffer[inst->inputs()->Get(k)])
@@ -160,9 +263,14 @@ absl::Status SemanticVerifier::checkUniformity() {
     // run from a varying block, run on some ranks only. (Every block
     // nested in those is reached through its own control instruction.)
     bool conditional = op == fb::Opcode::If || op == fb::Opcode::For;
-    if (varyingBlock[b] || (conditional && anyInputVarying(inst))) {
+    bool varyingCondition = conditional && anyInputVarying(inst);
+    if (varyingBlock[b] || varyingCondition) {
       for (uint32_t k = 0; k < count(inst->blocks()); ++k)
         taintBlock(inst->blocks()->Get(k));
+    }
+    if (unevenBlock[b] || (varyingCondition && !armsCommunicateAlike(*inst))) {
+      for (uint32_t k = 0; k < count(inst->blocks()); ++k)
+        taintUneven(inst->blocks()->Get(k));
     }
     bool varies =
         varyingBlock[b] || info.is(kVaryingResult) ||
@@ -192,17 +300,16 @@ absl::Status SemanticVerifier::checkUniformity() {
 
   for (uint32_t t = 0; t < total; ++t) {
     int32_t b = blockOf[t];
-    if (!varyingBlock[b])
+    if (!unevenBlock[b])
       continue;
     const fb::Instruction *inst = instAt(t);
     const OpcodeInfo &info = *GetOpcodeInfo(inst->opcode());
-    if (!info.is(kCollective) && inst->opcode() != fb::Opcode::Exit &&
-        inst->opcode() != fb::Opcode::MicroSteps)
+    if (!talks(*inst) && inst->opcode() != fb::Opcode::MicroSteps)
       continue;
     // The outermost control instruction whose condition varies.
     int32_t cb = b;
     BlockSite site = sites_[cb];
-    while (site.parentBlock >= 0 && varyingBlock[site.parentBlock]) {
+    while (site.parentBlock >= 0 && unevenBlock[site.parentBlock]) {
       cb = site.parentBlock;
       site = sites_[cb];
     }

@@ -127,8 +127,8 @@ absl::Status SemanticVerifier::checkDatasetsAndRecipe() {
   for (const auto &[name, value] : hyper)
     MD_RETURN_IF_ERROR(
         checkFinite(value, absl::StrCat("recipe.optimizer.", name)));
-  if (opt->lr() <= 0)
-    return invalidf("recipe.optimizer.lr: %g is not positive", opt->lr());
+  // PyTorch's optimizers accept lr = 0 (the weights stay where they are).
+  MD_RETURN_IF_ERROR(checkFiniteNonNegative(opt->lr(), "recipe.optimizer.lr"));
   MD_RETURN_IF_ERROR(checkFiniteNonNegative(opt->weight_decay(),
                                             "recipe.optimizer.weight_decay"));
   if (opt->kind() == fb::OptimizerKind::AdamW) {

@@ -34,11 +34,7 @@ LogicalResult Emitter::emitControl(Operation &op, Context ctx, bool &handled) {
                       {body, ctx.rank0Only || every.getRank0Only()});
   }
   if (auto ifOp = dyn_cast<IfOp>(op)) {
-    if (isRankZeroTest(ifOp.getCondition())) {
-      if (ifOp.getNumResults() != 0 || !ifOp.getElseRegion().empty())
-        return op.emitError("`if rank == 0` may only gate io, with no "
-                            "else and no results: a plan has no "
-                            "rank-dependent control flow");
+    if (isRankZeroIo(ifOp)) {
       for (Operation &nested : ifOp.getThenRegion().front())
         if (!isa<YieldOp>(nested) &&
             failed(emitOp(nested, {ctx.block, /*rank0Only=*/true})))

@@ -215,6 +215,21 @@ LogicalResult Emitter::emitHostOp(Operation &op, Context ctx, bool &handled) {
         buffers_[extract.getResult()] = *x;
         return success();
       })
+      .Case([&](tensor::FromElementsOp from) -> LogicalResult {
+        // A 0-d tensor of one scalar is that scalar's buffer, as for
+        // tensor.extract above: the frontend wraps a recipe number so that
+        // it can be all-reduced.
+        if (from.getType().getRank() != 0 ||
+            from.getType().getElementType() !=
+                from.getElements().front().getType())
+          return op.emitError("only a scalar can become a 0-d tensor of its "
+                              "own type in a plan");
+        FailureOr<int32_t> x = use(from.getElements().front(), block, &op);
+        if (failed(x))
+          return failure();
+        buffers_[from.getResult()] = *x;
+        return success();
+      })
       .Case<arith::CmpIOp, arith::CmpFOp>([&](Operation *cmp) -> LogicalResult {
         std::optional<fb::CompareKind> kind = compareKindOf(cmp);
         if (!kind)

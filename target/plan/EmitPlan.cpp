@@ -14,6 +14,7 @@
 #include "target/plan/Emitter.h"
 
 #include "passes/analysis/MemoryAnalysis.h"
+#include "passes/analysis/RankVariance.h"
 #include "passes/analysis/StepProgram.h"
 #include "runtime/plan/Aliasing.h"
 #include "runtime/plan/Loader.h"
@@ -21,6 +22,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Location.h"
+#include "mlir/IR/Matchers.h"
 
 using namespace mlir;
 
@@ -110,6 +112,77 @@ bool isRankZeroTest(Value cond) {
          (isRank(cmp.getRhs()) && isZero(cmp.getLhs()));
 }
 
+void foldRankArithmetic(Region &hooks) {
+  // The ops computed from a rank, in program order (operands first).
+  llvm::DenseSet<Operation *> fromRank;
+  SmallVector<Operation *> candidates;
+  hooks.walk<WalkOrder::PreOrder>([&](Operation *op) {
+    if (isa<RankOp, LocalRankOp>(op)) {
+      fromRank.insert(op);
+      return;
+    }
+    if (op->getNumRegions() != 0 ||
+        op->getDialect()->getNamespace() !=
+            arith::ArithDialect::getDialectNamespace())
+      return;
+    if (llvm::any_of(op->getOperands(), [&](Value v) {
+          return fromRank.contains(v.getDefiningOp());
+        })) {
+      fromRank.insert(op);
+      candidates.push_back(op);
+    }
+  });
+  for (Operation *op : candidates) {
+    OpBuilder b(op);
+    Type type = op->getResult(0).getType();
+    auto constant = [&](int64_t v) -> Value {
+      return arith::ConstantOp::create(b, op->getLoc(),
+                                       b.getIntegerAttr(type, v));
+    };
+    Value replacement;
+    if (std::optional<bool> decided = decideByRankRanges(op))
+      replacement = constant(*decided);
+    else if (std::optional<int64_t> same = foldSameNumber(op))
+      replacement = constant(*same);
+    else {
+      SmallVector<Attribute> operands;
+      for (Value v : op->getOperands()) {
+        Attribute attr;
+        operands.push_back(matchPattern(v, m_Constant(&attr)) ? attr
+                                                              : Attribute());
+      }
+      SmallVector<OpFoldResult> folded;
+      if (op->getNumResults() != 1 || failed(op->fold(operands, folded)) ||
+          folded.size() != 1)
+        continue;
+      if (auto value = dyn_cast<Value>(folded[0]))
+        replacement = value;
+      else if (auto typed = dyn_cast<TypedAttr>(cast<Attribute>(folded[0])))
+        replacement = arith::ConstantOp::create(b, op->getLoc(), typed);
+    }
+    if (!replacement || replacement == op->getResult(0))
+      continue;
+    op->getResult(0).replaceAllUsesWith(replacement);
+  }
+  // What no longer has a user (arith ops have no effects).
+  for (Operation *op : llvm::reverse(candidates))
+    if (op->use_empty())
+      op->erase();
+}
+
+bool isRankZeroIo(IfOp ifOp) {
+  if (!isRankZeroTest(ifOp.getCondition()) || ifOp.getNumResults() != 0 ||
+      !ifOp.getElseRegion().empty())
+    return false;
+  WalkResult walk = ifOp.getThenRegion().walk([](Operation *op) {
+    OpAccess access = getAccess(op);
+    return access.communicates || access.holdsCommunication || isa<ExitOp>(op)
+               ? WalkResult::interrupt()
+               : WalkResult::advance();
+  });
+  return !walk.wasInterrupted();
+}
+
 FailureOr<std::vector<uint8_t>> Emitter::run() {
   for (auto train : model_.getBody().getOps<TrainOp>())
     train_ = train;
@@ -117,6 +190,10 @@ FailureOr<std::vector<uint8_t>> Emitter::run() {
     return model_.emitError("model '")
            << model_.getSymName()
            << "' has no train block: there is nothing to run, so no plan";
+  // Values computed from a rank that are the same on every rank (`rank *
+  // 0`, `rank >= 0`, `rank - rank`) become constants, as the desync check
+  // reasons, so that the loader sees them uniform too.
+  foldRankArithmetic(train_.getHooks());
   FailureOr<MemoryReport> memory = computeMemory(model_, 1);
   if (failed(memory))
     return failure();
@@ -435,7 +512,11 @@ FailureOr<int32_t> Emitter::use(Value value, int32_t block, Operation *user) {
     Attribute attr = constant.getValue();
     plan::attrs::Constant a;
     if (auto i = dyn_cast<IntegerAttr>(attr))
-      a.intValues = {i.getValue().getSExtValue()};
+      // An i1 is a bool, 0 or 1 in a plan; sign-extending `true` would give
+      // -1.
+      a.intValues = {i.getType().isInteger(1)
+                         ? static_cast<int64_t>(i.getValue().getZExtValue())
+                         : i.getValue().getSExtValue()};
     else if (auto f = dyn_cast<FloatAttr>(attr))
       a.floatValues = {f.getValueAsDouble()};
     else
@@ -446,10 +527,23 @@ FailureOr<int32_t> Emitter::use(Value value, int32_t block, Operation *user) {
     constants_[key] = x;
     return x;
   }
-  if (value.getDefiningOp<RankOp>() || value.getDefiningOp<LocalRankOp>())
-    return user->emitError(
-        "a plan has no per-rank values: md.rank may only gate io, as in "
-        "`if rank == 0 { print(...) }`");
+  if (value.getDefiningOp<RankOp>() || value.getDefiningOp<LocalRankOp>()) {
+    // Each rank's executor resolves its own number where it is read.
+    auto key = std::make_pair(value, block);
+    auto cached = constants_.find(key);
+    if (cached != constants_.end())
+      return cached->second;
+    bool local = value.getDefiningOp<LocalRankOp>() != nullptr;
+    fb::BufferT buffer =
+        PlanBuilder::full(local ? "local_rank" : "rank", fb::DType::I64, {});
+    buffer.category = fb::MemoryCategory::Host;
+    int32_t x = b_.addBuffer(std::move(buffer));
+    fb::InstructionT &inst = b_.add(
+        block, local ? fb::Opcode::LocalRank : fb::Opcode::Rank, {}, {x});
+    inst.loc = location(value.getLoc());
+    constants_[key] = x;
+    return x;
+  }
   return user->emitError("internal error: an operand has no buffer");
 }
 
@@ -531,7 +625,10 @@ LogicalResult Emitter::emitOp(Operation &op, Context ctx) {
   if (isa<arith::ConstantOp, RankOp, LocalRankOp>(op))
     return success();
   if (isa<arith::CmpIOp>(op) && isRankZeroTest(op.getResult(0)) &&
-      llvm::all_of(op.getUsers(), [](Operation *u) { return isa<IfOp>(u); }))
+      llvm::all_of(op.getUsers(), [](Operation *u) {
+        auto ifOp = dyn_cast<IfOp>(u);
+        return ifOp && isRankZeroIo(ifOp);
+      }))
     return success();
   if (ctx.rank0Only) {
     OpAccess access = getAccess(&op);

@@ -37,8 +37,17 @@ using md::plan::PlanBuilder;
 /// The plan's element type of an MLIR type, or Invalid.
 fb::DType getDType(Type type);
 
+/// Replaces the arith ops of `hooks` computed from `md.rank` or
+/// `md.local_rank` that are the same on every rank by their value: those
+/// that fold to a constant (`rank * 0`), a comparison the ranks' ranges
+/// decide (`rank >= 0`, `rank < world_size`), `rank - rank`.
+void foldRankArithmetic(Region &hooks);
+
 /// Whether `cond` is `md.rank == 0` (either way round).
 bool isRankZeroTest(Value cond);
+/// An `if rank == 0` without results or else whose body does not
+/// communicate or stop: its io becomes rank0_only io, with no branch.
+bool isRankZeroIo(IfOp ifOp);
 
 class Emitter {
 public:

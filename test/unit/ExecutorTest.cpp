@@ -1073,6 +1073,154 @@ TEST(ExecutorTest, ControlFlowAndInnerAxisCollectives) {
   EXPECT_NE(logs.find(want), std::string::npos) << logs << "\nwant " << want;
 }
 
+/// A plan whose hooks read this rank's own numbers, the plan's only
+/// per-rank values: sum over ranks of 10 * rank + local_rank, and a branch
+/// on `rank == 1` whose arms both all-reduce (sum) over the world, 5 on
+/// rank 1 and 7 elsewhere; the else arm's reduction is `elseReduction`.
+plan::PlanBuilder RankPlan(fb::Reduction elseReduction = fb::Reduction::Sum) {
+  using fb::DType;
+  using fb::Opcode;
+  plan::PlanBuilder b;
+  b.header().model = "ranks";
+  b.header().plan_name = b.header().preset = "ddp";
+  fb::PlanOptionsT &opt = *b.header().options;
+  opt.param_dtype = opt.reduce_dtype = opt.buffer_dtype = opt.master_dtype =
+      DType::F32;
+  opt.bucket_cap = 1 << 20;
+  b.recipe().global_batch = 4;
+  b.recipe().micro_batch = 2;
+  b.recipe().optimizer->lr = 0.1;
+  b.recipe().optimizer->beta1 = 0.9;
+  b.recipe().optimizer->beta2 = 0.99;
+  b.recipe().optimizer->eps = 1e-8;
+  b.recipe().schedule->steps = 10;
+  b.recipe().train_data = b.addDataset(fb::DataKind::Synthetic, "", 3);
+  int32_t step = b.addBlock(fb::BlockKind::Step);
+  b.setStepBlock(step);
+  auto buf = [&](const char *name, std::vector<int64_t> shape,
+                 DType t = DType::F32) {
+    return b.addBuffer(plan::PlanBuilder::full(name, t, std::move(shape)));
+  };
+  int32_t x = buf("x", {2, 3});
+  b.add(step, Opcode::Batch, {}, {x}).ints = {0};
+  int32_t mx = buf("mean", {});
+  b.add(step, Opcode::Mean, {x}, {mx}).ints = {0, 0, 1};
+  b.add(step, Opcode::RecordLoss, {mx});
+
+  int32_t hooks = b.addBlock(fb::BlockKind::Hooks);
+  b.setHooksBlock(hooks);
+  auto arith = [](fb::ArithKind k) { return static_cast<int64_t>(k); };
+  int32_t rank = buf("rank", {}, DType::I64),
+          local = buf("local_rank", {}, DType::I64),
+          ten = buf("ten", {}, DType::I64), tens = buf("tens", {}, DType::I64),
+          code = buf("code", {}, DType::I64), codef = buf("codef", {}),
+          total = buf("total", {});
+  b.add(hooks, Opcode::Rank, {}, {rank});
+  b.add(hooks, Opcode::LocalRank, {}, {local});
+  b.add(hooks, Opcode::Constant, {}, {ten}).ints = {10};
+  b.add(hooks, Opcode::ScalarArith, {rank, ten}, {tens}).ints = {
+      arith(fb::ArithKind::Mul)};
+  b.add(hooks, Opcode::ScalarArith, {tens, local}, {code}).ints = {
+      arith(fb::ArithKind::Add)};
+  b.add(hooks, Opcode::ScalarConvert, {code}, {codef});
+  b.add(hooks, Opcode::AllReduce, {codef}, {total}).ints = {
+      static_cast<int64_t>(fb::Group::World),
+      static_cast<int64_t>(fb::Reduction::Sum), -1};
+  b.add(hooks, Opcode::Log, {total}).strings = {"ranks"};
+  // if rank == 1 { sum(5.0) } else { sum(7.0) }: every rank reaches one
+  // all-reduce, whichever arm it takes.
+  int32_t one = buf("one", {}, DType::I64), cond = buf("cond", {}, DType::Bool),
+          picked = buf("picked", {});
+  b.add(hooks, Opcode::Constant, {}, {one}).ints = {1};
+  b.add(hooks, Opcode::ScalarCompare, {rank, one}, {cond}).ints = {
+      static_cast<int64_t>(fb::CompareKind::Eq)};
+  int32_t thenB = b.addBlock(fb::BlockKind::Then);
+  int32_t elseB = b.addBlock(fb::BlockKind::Else);
+  int32_t five = buf("five", {}), seven = buf("seven", {}),
+          fives = buf("fives", {}), sevens = buf("sevens", {});
+  b.add(thenB, Opcode::Constant, {}, {five}).floats = {5};
+  b.add(thenB, Opcode::AllReduce, {five}, {fives}).ints = {
+      static_cast<int64_t>(fb::Group::World),
+      static_cast<int64_t>(fb::Reduction::Sum), -1};
+  b.add(thenB, Opcode::Yield, {fives});
+  b.add(elseB, Opcode::Constant, {}, {seven}).floats = {7};
+  b.add(elseB, Opcode::AllReduce, {seven}, {sevens}).ints = {
+      static_cast<int64_t>(fb::Group::World),
+      static_cast<int64_t>(elseReduction), -1};
+  b.add(elseB, Opcode::Yield, {sevens});
+  b.add(hooks, Opcode::If, {cond}, {picked}).blocks = {thenB, elseB};
+  b.add(hooks, Opcode::Log, {picked}).strings = {"branch"};
+  if (!b.inferLiveness().ok())
+    std::abort();
+  return b;
+}
+
+TEST(ExecutorTest, EachRankResolvesItsOwnRankAndLocalRank) {
+  Ranks ranks;
+  ASSERT_EQ(ranks.train(RankPlan(), 2, forSteps(1)), "");
+  std::string logs = ranks.rank(0).logs;
+  // 10 * 0 + 0 on rank 0 and 10 * 1 + 1 on rank 1 (one node: local = rank).
+  EXPECT_NE(logs.find("1 ranks ranks=11;"), std::string::npos) << logs;
+  // 7 from rank 0's arm, 5 from rank 1's, in one all-reduce.
+  EXPECT_NE(logs.find("1 branch branch=12;"), std::string::npos) << logs;
+}
+
+TEST(ExecutorTest, RefusesArmsOfARankBranchThatCommunicateDifferently) {
+  // The arms alike load (the test above); a max in one arm and a sum in the
+  // other would mix two collectives: the loader refuses it.
+  EXPECT_TRUE(plan::LoadPlan(RankPlan().finish()).ok());
+  absl::StatusOr<plan::LoadedPlan> loaded =
+      plan::LoadPlan(RankPlan(fb::Reduction::Max).finish());
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(std::string(loaded.status().message())
+                .find("all_reduce runs only on the ranks where the condition "
+                      "of blocks[1].instructions[10] holds"),
+            std::string::npos)
+      << loaded.status();
+}
+
+TEST(ExecutorTest, EveryNestsInTheHooksButNotInTheStep) {
+  // every 1 steps { every 1 steps { print("inner") } }, as `every` may nest.
+  auto nested = [](bool inStep) {
+    plan::PlanBuilder b = RankPlan();
+    int32_t inner = b.addBlock(fb::BlockKind::Every);
+    b.add(inner, fb::Opcode::Print).strings = {"inner"};
+    int32_t outer = b.addBlock(fb::BlockKind::Every);
+    fb::InstructionT &e = b.add(outer, fb::Opcode::Every);
+    e.ints = {1, static_cast<int64_t>(fb::PeriodUnit::Steps)};
+    e.blocks = {inner};
+    fb::InstructionT &o = b.add(
+        inStep ? b.plan().step_block : b.plan().hooks_block, fb::Opcode::Every);
+    o.ints = {1, static_cast<int64_t>(fb::PeriodUnit::Steps)};
+    o.blocks = {outer};
+    if (!b.inferLiveness().ok())
+      std::abort();
+    return b;
+  };
+  Ranks ranks;
+  ASSERT_EQ(ranks.train(nested(false), 2, forSteps(1)), "");
+  std::string logs = ranks.rank(0).logs;
+  EXPECT_NE(logs.find("print inner"), std::string::npos) << logs;
+  absl::StatusOr<plan::LoadedPlan> loaded =
+      plan::LoadPlan(nested(true).finish());
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(std::string(loaded.status().message())
+                .find("every runs only in the hooks; it is in a 'step' block"),
+            std::string::npos)
+      << loaded.status();
+}
+
+TEST(ExecutorTest, RefusesRankInAPlanOfTheFirstSchemaVersion) {
+  plan::PlanBuilder b = RankPlan();
+  b.plan().schema_version = 1;
+  absl::StatusOr<plan::LoadedPlan> loaded = plan::LoadPlan(b.finish());
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(std::string(loaded.status().message())
+                .find("rank needs schema_version 2, the plan says 1"),
+            std::string::npos)
+      << loaded.status();
+}
+
 //===----------------------------------------------------------------------===//
 // Pieces
 //===----------------------------------------------------------------------===//

@@ -250,7 +250,7 @@ TEST(PlanLoaderTest, RefusesANewerOrZeroSchemaVersion) {
   fb::PlanT plan = Tiny();
   plan.schema_version = kSchemaVersion + 1;
   ExpectRefused(
-      plan, "schema_version: plan version 2 is newer than this runtime's 1");
+      plan, "schema_version: plan version 3 is newer than this runtime's 2");
   plan.schema_version = 0;
   ExpectRefused(plan, "schema_version: 0 is not a version");
 }
@@ -760,6 +760,15 @@ TEST(PlanLoaderTest, RefusesCollectivesAndExitsUnderAConditionThatVaries) {
       "blocks[4].instructions[0]: all_reduce runs only on the ranks where");
   // The condition on the all-reduced loss (the example as built) is uniform.
   EXPECT_TRUE(Load(Tiny()).ok());
+}
+
+TEST(PlanLoaderTest, AcceptsAZeroLearningRateAndRefusesANegativeOne) {
+  // PyTorch's optimizers accept lr = 0 (the weights stay as they are).
+  fb::PlanT plan = Tiny();
+  plan.recipe->optimizer->lr = 0.0;
+  EXPECT_TRUE(Load(plan).ok());
+  ExpectRefusedAfter([](fb::PlanT &p) { p.recipe->optimizer->lr = -0.5; },
+                     "recipe.optimizer.lr: -0.5 is negative");
 }
 
 // --- world size

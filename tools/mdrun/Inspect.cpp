@@ -568,8 +568,12 @@ void writeRecipe(Text &t, const Plan &p, const plan::PlanSummary &s) {
              ? absl::StrCat(" (seed ", d.seed(), ")")
              : absl::StrCat(" \"", printable(str(d.path())), "\""),
          "; sampler seed ", r.sampler()->seed(),
-         r.sampler()->reshuffle_each_epoch() ? ", reshuffled each epoch"
-                                             : ", same order each epoch",
+         // As the banner says it (DataFeeds.cpp): token windows are drawn
+         // at random offsets each epoch, whatever the flag.
+         d.kind() == fb::DataKind::Tokens
+             ? ", random windows redrawn each epoch"
+         : r.sampler()->reshuffle_each_epoch() ? ", reshuffled each epoch"
+                                               : ", same order each epoch",
          ", tail ", lower(fb::EnumNameTailPolicy(r.sampler()->tail())));
   t.line("hooks         ",
          s.hooks.empty() ? std::string("none") : absl::StrCat(s.hooks.size()));

@@ -508,6 +508,7 @@ absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
   Reporter reporter;
   runtime::ExecutorOptions eo;
   eo.rank = env.rank;
+  eo.localRank = env.localRank;
   eo.steps = options.steps;
   eo.seed = options.seed;
   eo.logEvery = options.logEvery;

@@ -453,7 +453,7 @@ md.model @stop_on_file_inside_every {
       // expected-note @+1 {{so ranks disagree about this 'if'}}
       md.if %e {
         // expected-error @+2 {{'stop' is under a condition that differs between ranks}}
-        // expected-note @+1 {{fix: a bool cannot be reduced over ranks yet: decide on a value every rank agrees on, such as 'step' or 'mean(loss)'}}
+        // expected-note @+1 {{fix: reduce the file test over ranks: 'any(exists(...))' holds on every rank when the file is visible on some rank, 'all(...)' when on every rank}}
         md.exit
       }
     }
