@@ -175,12 +175,39 @@ std::optional<int64_t> parseBytes(llvm::StringRef text) {
 
 /// Writes through `write` to `path` ("-": stdout). A file is written to a
 /// temporary next to it and renamed into place, so it is never left half
-/// written.
+/// written; a device or FIFO (-o /dev/null) directly.
 bool writeOutput(llvm::StringRef path,
                  llvm::function_ref<void(llvm::raw_ostream &)> write) {
   if (path == "-") {
     write(llvm::outs());
     llvm::outs().flush();
+    return true;
+  }
+  // Something that exists and is not a regular file (/dev/null, a FIFO) is
+  // written to as it is: a temporary renamed over it would replace it.
+  llvm::sys::fs::file_status st;
+  if (!llvm::sys::fs::status(path, st) && llvm::sys::fs::exists(st) &&
+      !llvm::sys::fs::is_regular_file(st)) {
+    if (llvm::sys::fs::is_directory(st)) {
+      llvm::errs() << "mdc: error: cannot write '" << path
+                   << "': it is a directory\n";
+      return false;
+    }
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (!ec) {
+      write(os);
+      os.close();
+      if (os.has_error()) {
+        ec = os.error();
+        os.clear_error();
+      }
+    }
+    if (ec) {
+      llvm::errs() << "mdc: error: cannot write '" << path
+                   << "': " << ec.message() << "\n";
+      return false;
+    }
     return true;
   }
   llvm::SmallString<256> tempPath;
