@@ -203,6 +203,7 @@ void checkFile(FileReport &report, const CheckOptions &options,
   report.bufferId = addSource(*source, report.sourceMgr);
   report.sourceMgr.setDiagHandler(collectFrontendDiagnostic, &report);
   frontend::Diagnostics diags(report.sourceMgr, llvm::nulls());
+  diags.setErrorLimit(options.errorLimit);
 
   std::unique_ptr<frontend::Module> module =
       frontend::parseModule(report.bufferId, diags);

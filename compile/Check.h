@@ -31,6 +31,8 @@ struct CheckOptions {
   CheckFormat format = CheckFormat::Text;
   /// -D, --model, --world-size; `plan` is set per run.
   frontend::IRGenOptions irgen;
+  /// The .mdl errors reported at most per file; 0: all.
+  unsigned errorLimit = 20;
 };
 
 /// How many findings of each level a check reported.

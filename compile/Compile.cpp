@@ -104,6 +104,7 @@ mlir::FailureOr<CompiledPlan> md::compile(const Source &source,
   result.sourceMgr = std::make_unique<llvm::SourceMgr>();
   unsigned bufferId = addSource(source, *result.sourceMgr);
   frontend::Diagnostics diags(*result.sourceMgr, diagnostics);
+  diags.setErrorLimit(options.errorLimit);
   result.ast = frontend::parseModule(bufferId, diags);
   if (diags.hasErrors())
     return mlir::failure();

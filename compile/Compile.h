@@ -68,6 +68,8 @@ struct CompileOptions {
   /// .mdl line under them, and those about the program as a whole, which
   /// read `<toolName>: error: message`.
   llvm::raw_ostream *diagnostics = &llvm::errs();
+  /// The .mdl errors shown at most (frontend/Diagnostics.h); 0: all.
+  unsigned errorLimit = 20;
   std::string toolName = "md";
 };
 

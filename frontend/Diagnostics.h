@@ -2,7 +2,9 @@
 //
 // Every frontend message goes through here: `file:line:col: error: message`,
 // the source line and a caret, then any notes. Errors are counted so that the
-// driver can exit 1 after reporting as many as recovery allows.
+// driver can exit 1 after reporting as many as recovery allows; past the
+// error limit (clang's -ferror-limit; mdc --error-limit, 20 by default) the
+// rest are counted but not shown, and one line says so.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,14 +26,31 @@ public:
 
   void error(llvm::SMLoc loc, const llvm::Twine &message) {
     ++numErrors;
-    print(loc, llvm::SourceMgr::DK_Error, message);
+    silenced = errorLimit != 0 && numErrors > errorLimit;
+    if (!silenced) {
+      print(loc, llvm::SourceMgr::DK_Error, message);
+    } else if (numErrors == errorLimit + 1) {
+      // Where the first error not shown is.
+      print(loc, llvm::SourceMgr::DK_Error,
+            llvm::Twine("too many errors emitted, stopping now "
+                        "(--error-limit ") +
+                llvm::Twine(errorLimit) + "; 0: no limit)");
+    }
   }
   void warning(llvm::SMLoc loc, const llvm::Twine &message) {
-    print(loc, llvm::SourceMgr::DK_Warning, message);
+    silenced = errorLimit != 0 && numErrors > errorLimit;
+    if (!silenced)
+      print(loc, llvm::SourceMgr::DK_Warning, message);
   }
+  /// A note belongs to the error or warning before it, and is shown with it.
   void note(llvm::SMLoc loc, const llvm::Twine &message) {
-    print(loc, llvm::SourceMgr::DK_Note, message);
+    if (!silenced)
+      print(loc, llvm::SourceMgr::DK_Note, message);
   }
+
+  /// Errors shown at most; 0: no limit.
+  void setErrorLimit(unsigned limit) { errorLimit = limit; }
+  unsigned getErrorLimit() const { return errorLimit; }
 
   unsigned getNumErrors() const { return numErrors; }
   bool hasErrors() const { return numErrors != 0; }
@@ -63,6 +82,8 @@ private:
   llvm::SourceMgr &sourceMgr;
   llvm::raw_ostream &os;
   unsigned numErrors = 0;
+  unsigned errorLimit = 20;
+  bool silenced = false; // the last error or warning was not shown
 };
 
 } // namespace md::frontend

@@ -309,6 +309,16 @@ ModelGen::buildParam(const ParamDecl &p, const Env &env,
                                    p.repeat->loc, "the repeat count");
   if (!n)
     return invalid();
+  // Each instance becomes parameters, a wrap unit and code: a count past
+  // any real model's (GPT-3 has 96 layers) is a typo or a -D gone wrong,
+  // not a request to exhaust memory.
+  constexpr int64_t kMaxRepeat = 65536;
+  if (*n > kMaxRepeat) {
+    error(p.repeat->loc, "the repeat count " + std::to_string(*n) +
+                             " is more than md's limit of " +
+                             std::to_string(kMaxRepeat) + " instances");
+    return invalid();
+  }
   auto rep = newInstance(Instance::Kind::Repeated, p.name, path, p.loc);
   for (int64_t k = 0; k < *n; ++k) {
     // Each repeated instance is a unit of its own unless the param already

@@ -37,8 +37,6 @@ constexpr unsigned kMaxDepth = 256;
 /// Bodies (if, for, every) nest at most this deep, which leaves expressions
 /// inside them room to nest too.
 constexpr unsigned kMaxStatementDepth = 128;
-/// After this many errors in one file the parser stops.
-constexpr unsigned kMaxErrors = 20;
 
 /// Keywords that start a statement or block item and cannot appear inside an
 /// expression.
@@ -63,7 +61,7 @@ public:
   Parser(unsigned bufferId, Diagnostics &diags)
       : lexer(bufferId, diags), diags(diags),
         startErrors(diags.getNumErrors()) {
-    lexer.setErrorLimit(kMaxErrors);
+    lexer.setErrorLimit(maxErrors());
     tok = lexer.lex();
     prevEnd = tok.getLoc();
     checkErrorLimit();
@@ -87,9 +85,15 @@ private:
     checkErrorLimit();
   }
 
-  /// Past kMaxErrors errors, says so and turns the rest into end of file.
+  /// After the diagnostics' error limit (mdc --error-limit) the parser
+  /// stops: nothing after it would be shown.
+  unsigned maxErrors() const {
+    return diags.getErrorLimit() == 0 ? ~0u : diags.getErrorLimit();
+  }
+
+  /// Past maxErrors() errors, says so and turns the rest into end of file.
   void checkErrorLimit() {
-    if (stopped || diags.getNumErrors() - startErrors < kMaxErrors)
+    if (stopped || diags.getNumErrors() - startErrors < maxErrors())
       return;
     // Where the lexer gave up, if it did, else at the current token.
     SMLoc loc = tok.getLoc();

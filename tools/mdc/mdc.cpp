@@ -126,6 +126,11 @@ cl::opt<std::string> maxMemory(
              "exceeds this many bytes (suffixes KiB, MiB, GiB, KB, MB, GB)"),
     cl::value_desc("bytes"), cl::cat(mdcCategory));
 
+cl::opt<unsigned> errorLimit(
+    "error-limit",
+    cl::desc("Stop showing .mdl errors after this many (0: show all)"),
+    cl::init(20), cl::value_desc("N"), cl::cat(mdcCategory));
+
 cl::opt<bool> printIRAfterAll(
     "print-ir-after-all",
     cl::desc("Run the passes and print the IR after each of them on stderr"),
@@ -289,6 +294,7 @@ int runCheckCommand(const IRGenOptions &irgen) {
   options.plan = planName;
   options.format = outputFormat;
   options.irgen = irgen;
+  options.errorLimit = errorLimit;
   md::CheckSummary summary = md::runCheck(options, llvm::outs(), llvm::errs());
   return summary.errors ? kUserError : kSuccess;
 }
@@ -364,6 +370,7 @@ std::optional<md::CompileOptions> getCompileOptions(EmitKind emit,
     break;
   }
   options.maxMemory = memoryLimit.value_or(0);
+  options.errorLimit = errorLimit;
   if (explain)
     options.explain = outputFormat == md::CheckFormat::JSON
                           ? md::ExplainFormat::JSON
