@@ -24,10 +24,13 @@
 #include "runtime/gloo/GlooComm.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <exception>
 
@@ -145,6 +148,42 @@ private:
   std::string prefix_;
 };
 
+/// The address of this machine that its routes to `host` leave from (a
+/// UDP socket's connect sends nothing, but picks the route).
+absl::StatusOr<std::string> localAddressToward(const std::string &host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  hints.ai_flags = AI_NUMERICHOST;
+  addrinfo *list = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), "9", &hints, &list); rc != 0)
+    return absl::InternalError(absl::StrFormat(
+        "gloo: rank 0: rank 1's address '%s' is not numeric: %s", host,
+        gai_strerror(rc)));
+  std::string out;
+  int fd = socket(list->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage local{};
+  socklen_t len = sizeof local;
+  const bool ok =
+      fd >= 0 && connect(fd, list->ai_addr, list->ai_addrlen) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr *>(&local), &len) == 0;
+  const int err = errno;
+  if (fd >= 0)
+    close(fd);
+  freeaddrinfo(list);
+  if (!ok)
+    return absl::UnavailableError(absl::StrFormat(
+        "gloo: rank 0: no route to rank 1 at %s: %s", host, strerror(err)));
+  char text[INET6_ADDRSTRLEN] = "";
+  const void *a =
+      local.ss_family == AF_INET6
+          ? static_cast<const void *>(
+                &reinterpret_cast<const sockaddr_in6 *>(&local)->sin6_addr)
+          : static_cast<const void *>(
+                &reinterpret_cast<const sockaddr_in *>(&local)->sin_addr);
+  inet_ntop(local.ss_family, a, text, sizeof text);
+  return std::string(text);
+}
+
 /// "host:port" of a socket address.
 std::string formatAddress(const sockaddr_storage &ss) {
   char text[INET6_ADDRSTRLEN] = "?";
@@ -219,9 +258,16 @@ absl::Status GlooComm::connect() {
   // Then rank 0's key-value store, where Gloo's pairs find each other.
   MD_ASSIGN_OR_RETURN(std::unique_ptr<net::RendezvousStore> store,
                       net::RendezvousStore::open(options_));
+  // Rank 0 knows itself only by --master-addr, which on its own machine
+  // may name a loopback address (a host name that /etc/hosts maps to
+  // 127.0.1.1): it listens on the address it routes to rank 1 from.
+  std::string host = hosts[me];
+  if (me == 0) {
+    MD_ASSIGN_OR_RETURN(host, localAddressToward(hosts[1]));
+  }
   try {
     ::gloo::transport::tcp::attr attr;
-    attr.hostname = hosts[me];
+    attr.hostname = host;
     device_ = ::gloo::transport::tcp::CreateDevice(attr);
     for (GroupKind kind :
          {GroupKind::world, GroupKind::shard, GroupKind::replicate}) {
