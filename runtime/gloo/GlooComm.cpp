@@ -156,9 +156,9 @@ absl::StatusOr<std::string> localAddressToward(const std::string &host) {
   hints.ai_flags = AI_NUMERICHOST;
   addrinfo *list = nullptr;
   if (int rc = getaddrinfo(host.c_str(), "9", &hints, &list); rc != 0)
-    return absl::InternalError(absl::StrFormat(
-        "gloo: rank 0: rank 1's address '%s' is not numeric: %s", host,
-        gai_strerror(rc)));
+    return absl::InternalError(
+        absl::StrFormat("gloo: a peer's address '%s' is not numeric: %s", host,
+                        gai_strerror(rc)));
   std::string out;
   int fd = socket(list->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   sockaddr_storage local{};
@@ -172,7 +172,7 @@ absl::StatusOr<std::string> localAddressToward(const std::string &host) {
   freeaddrinfo(list);
   if (!ok)
     return absl::UnavailableError(absl::StrFormat(
-        "gloo: rank 0: no route to rank 1 at %s: %s", host, strerror(err)));
+        "gloo: no route to a peer at %s: %s", host, strerror(err)));
   char text[INET6_ADDRSTRLEN] = "";
   const void *a =
       local.ss_family == AF_INET6
@@ -182,6 +182,33 @@ absl::StatusOr<std::string> localAddressToward(const std::string &host) {
                 &reinterpret_cast<const sockaddr_in *>(&local)->sin_addr);
   inet_ntop(local.ss_family, a, text, sizeof text);
   return std::string(text);
+}
+
+/// Whether `host`, a numeric address, is a loopback address.
+bool isLoopback(const std::string &host) {
+  in_addr v4;
+  in6_addr v6;
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1)
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1)
+    return IN6_IS_ADDR_LOOPBACK(&v6);
+  return false;
+}
+
+/// Where rank `me` listens, given each rank's host as the rendezvous saw
+/// it (rank 0's is the master address, possibly a name). A rank that
+/// reached rank 0 over a loopback address (a host name that /etc/hosts
+/// maps to 127.0.1.1 does that on rank 0's machine) may still have peers
+/// on other machines: while any rank came from a non-loopback address, a
+/// rank listens on the address its route there leaves from. Otherwise all
+/// ranks share this machine; rank 0 then listens where it routes to rank 1
+/// from.
+absl::StatusOr<std::string> listenAddress(const std::vector<std::string> &hosts,
+                                          int me) {
+  for (size_t r = 1; r < hosts.size(); ++r)
+    if (!isLoopback(hosts[r]))
+      return int(r) == me ? hosts[r] : localAddressToward(hosts[r]);
+  return me == 0 ? localAddressToward(hosts[1]) : hosts[me];
 }
 
 /// "host:port" of a socket address.
@@ -258,13 +285,7 @@ absl::Status GlooComm::connect() {
   // Then rank 0's key-value store, where Gloo's pairs find each other.
   MD_ASSIGN_OR_RETURN(std::unique_ptr<net::RendezvousStore> store,
                       net::RendezvousStore::open(options_));
-  // Rank 0 knows itself only by --master-addr, which on its own machine
-  // may name a loopback address (a host name that /etc/hosts maps to
-  // 127.0.1.1): it listens on the address it routes to rank 1 from.
-  std::string host = hosts[me];
-  if (me == 0) {
-    MD_ASSIGN_OR_RETURN(host, localAddressToward(hosts[1]));
-  }
+  MD_ASSIGN_OR_RETURN(std::string host, listenAddress(hosts, me));
   try {
     ::gloo::transport::tcp::attr attr;
     attr.hostname = host;
