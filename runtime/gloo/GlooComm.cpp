@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <exception>
 
@@ -268,8 +269,14 @@ GlooComm::create(const GlooCommOptions &options) {
       absl::StrFormat("%s; gloo comm, mesh %d x %d, %s-endian",
                       options.fingerprint, mesh.worldSize / mesh.shardSize,
                       mesh.shardSize, little ? "little" : "big");
-  if (options.worldSize > 1)
+  if (options.worldSize > 1) {
+    // Gloo writes to its sockets without MSG_NOSIGNAL, from its own thread
+    // and the caller's: a peer that died would kill this rank with SIGPIPE
+    // instead of failing the collective with its name. (Python, and so
+    // PyTorch, ignores SIGPIPE from the start.)
+    std::signal(SIGPIPE, SIG_IGN);
     MD_RETURN_IF_ERROR(comm->connect());
+  }
   return comm;
 }
 
