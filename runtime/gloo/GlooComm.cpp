@@ -24,10 +24,14 @@
 #include "runtime/gloo/GlooComm.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <exception>
 
@@ -145,6 +149,69 @@ private:
   std::string prefix_;
 };
 
+/// The address of this machine that its routes to `host` leave from (a
+/// UDP socket's connect sends nothing, but picks the route).
+absl::StatusOr<std::string> localAddressToward(const std::string &host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  hints.ai_flags = AI_NUMERICHOST;
+  addrinfo *list = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), "9", &hints, &list); rc != 0)
+    return absl::InternalError(
+        absl::StrFormat("gloo: a peer's address '%s' is not numeric: %s", host,
+                        gai_strerror(rc)));
+  std::string out;
+  int fd = socket(list->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage local{};
+  socklen_t len = sizeof local;
+  const bool ok =
+      fd >= 0 && connect(fd, list->ai_addr, list->ai_addrlen) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr *>(&local), &len) == 0;
+  const int err = errno;
+  if (fd >= 0)
+    close(fd);
+  freeaddrinfo(list);
+  if (!ok)
+    return absl::UnavailableError(absl::StrFormat(
+        "gloo: no route to a peer at %s: %s", host, strerror(err)));
+  char text[INET6_ADDRSTRLEN] = "";
+  const void *a =
+      local.ss_family == AF_INET6
+          ? static_cast<const void *>(
+                &reinterpret_cast<const sockaddr_in6 *>(&local)->sin6_addr)
+          : static_cast<const void *>(
+                &reinterpret_cast<const sockaddr_in *>(&local)->sin_addr);
+  inet_ntop(local.ss_family, a, text, sizeof text);
+  return std::string(text);
+}
+
+/// Whether `host`, a numeric address, is a loopback address.
+bool isLoopback(const std::string &host) {
+  in_addr v4;
+  in6_addr v6;
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1)
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1)
+    return IN6_IS_ADDR_LOOPBACK(&v6);
+  return false;
+}
+
+/// Where rank `me` listens, given each rank's host as the rendezvous saw
+/// it (rank 0's is the master address, possibly a name). A rank that
+/// reached rank 0 over a loopback address (a host name that /etc/hosts
+/// maps to 127.0.1.1 does that on rank 0's machine) may still have peers
+/// on other machines: while any rank came from a non-loopback address, a
+/// rank listens on the address its route there leaves from. Otherwise all
+/// ranks share this machine; rank 0 then listens where it routes to rank 1
+/// from.
+absl::StatusOr<std::string> listenAddress(const std::vector<std::string> &hosts,
+                                          int me) {
+  for (size_t r = 1; r < hosts.size(); ++r)
+    if (!isLoopback(hosts[r]))
+      return int(r) == me ? hosts[r] : localAddressToward(hosts[r]);
+  return me == 0 ? localAddressToward(hosts[1]) : hosts[me];
+}
+
 /// "host:port" of a socket address.
 std::string formatAddress(const sockaddr_storage &ss) {
   char text[INET6_ADDRSTRLEN] = "?";
@@ -202,8 +269,14 @@ GlooComm::create(const GlooCommOptions &options) {
       absl::StrFormat("%s; gloo comm, mesh %d x %d, %s-endian",
                       options.fingerprint, mesh.worldSize / mesh.shardSize,
                       mesh.shardSize, little ? "little" : "big");
-  if (options.worldSize > 1)
+  if (options.worldSize > 1) {
+    // Gloo writes to its sockets without MSG_NOSIGNAL, from its own thread
+    // and the caller's: a peer that died would kill this rank with SIGPIPE
+    // instead of failing the collective with its name. (Python, and so
+    // PyTorch, ignores SIGPIPE from the start.)
+    std::signal(SIGPIPE, SIG_IGN);
     MD_RETURN_IF_ERROR(comm->connect());
+  }
   return comm;
 }
 
@@ -219,9 +292,10 @@ absl::Status GlooComm::connect() {
   // Then rank 0's key-value store, where Gloo's pairs find each other.
   MD_ASSIGN_OR_RETURN(std::unique_ptr<net::RendezvousStore> store,
                       net::RendezvousStore::open(options_));
+  MD_ASSIGN_OR_RETURN(std::string host, listenAddress(hosts, me));
   try {
     ::gloo::transport::tcp::attr attr;
-    attr.hostname = hosts[me];
+    attr.hostname = host;
     device_ = ::gloo::transport::tcp::CreateDevice(attr);
     for (GroupKind kind :
          {GroupKind::world, GroupKind::shard, GroupKind::replicate}) {

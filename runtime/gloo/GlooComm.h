@@ -36,6 +36,10 @@
 // the data phase. A comm that failed stays failed and closes its
 // connections, so that its peers learn at once.
 //
+// Creating one for more than one rank sets SIGPIPE to be ignored in the
+// process: Gloo writes to its sockets without MSG_NOSIGNAL, and a peer
+// that dies must fail a collective with its name, not kill this rank.
+//
 // A GlooComm is used by one thread of its process at a time.
 //
 //===----------------------------------------------------------------------===//

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include "absl/strings/escaping.h"
@@ -62,11 +63,13 @@ void RendezvousStore::serve(Listener listener) {
   // sets learns which key before the store gives up on it.
   const auto grace = std::min<std::chrono::milliseconds>(
       options_.timeout, std::chrono::seconds(10));
-  const Deadline deadline = Clock::now() + options_.timeout + grace;
+  Deadline until = Clock::now() + options_.timeout + grace;
   std::vector<std::shared_ptr<Client>> clients;
   std::map<std::string, std::string> values;
   std::map<std::string, std::vector<std::shared_ptr<Client>>> parked;
-  std::vector<bool> done(w, false);
+  // done: said so; told: answered with the store's failure; gone: its
+  // connection closed.
+  std::vector<bool> done(w, false), told(w, false), gone(w, false);
   auto reply = [&](Client &c, absl::StatusCode code, std::string_view body) {
     std::string bytes = answer(code, body);
     if (!c.socket
@@ -74,6 +77,28 @@ void RendezvousStore::serve(Listener listener) {
                       Clock::now() + std::chrono::seconds(10))
              .ok())
       c.drop = true;
+  };
+  auto tell = [&](Client &c) {
+    // The client prefixes its own "rendezvous store: rank N: ".
+    std::string full(served_.message());
+    std::string_view why = full;
+    constexpr std::string_view kPrefix = "rendezvous store: ";
+    if (why.substr(0, kPrefix.size()) == kPrefix)
+      why.remove_prefix(kPrefix.size());
+    reply(c, served_.code(), why);
+    if (c.rank >= 0)
+      told[c.rank] = true;
+  };
+  // The store failed: every rank connected learns why now, those still
+  // coming when they ask, for min(timeout, 10 s) at most.
+  auto failWith = [&](absl::Status status) {
+    served_ = std::move(status);
+    failing_.store(true);
+    until = Clock::now() + grace;
+    for (const auto &c : clients)
+      if (!c->drop && c->rank >= 0)
+        tell(*c);
+    parked.clear();
   };
   // Handles the complete requests in c.buf; false when the client speaks
   // something else.
@@ -93,16 +118,21 @@ void RendezvousStore::serve(Listener listener) {
       std::string key = c->buf.substr(kRequestBytes, keyLen);
       std::string value = c->buf.substr(kRequestBytes + keyLen, valueLen);
       c->buf.erase(0, need);
-      switch (op) {
-      case kHello: {
+      if (op == kHello) {
         WireReader v(value);
         const int rank = v.i32();
         if (!v.ok() || rank < 0 || rank >= w)
           return false;
         c->rank = rank;
+      }
+      if (!served_.ok()) {
+        tell(*c);
+        continue;
+      }
+      switch (op) {
+      case kHello:
         reply(*c, absl::StatusCode::kOk, "");
         break;
-      }
       case kSet: {
         values[key] = value;
         reply(*c, absl::StatusCode::kOk, "");
@@ -131,35 +161,39 @@ void RendezvousStore::serve(Listener listener) {
       }
     }
   };
-  auto notDone = [&] {
+  auto ranksWhere = [&](const std::function<bool(int)> &pred) {
     std::vector<int> ranks;
     for (int r = 0; r < w; ++r)
-      if (!done[r])
+      if (pred(r))
         ranks.push_back(r);
     return ranks;
   };
 
   std::vector<pollfd> fds;
   while (!stop_.load()) {
-    if (notDone().empty())
+    if (served_.ok() && ranksWhere([&](int r) { return !done[r]; }).empty())
       return;
-    if (Clock::now() >= deadline) {
-      served_ = absl::DeadlineExceededError(absl::StrFormat(
+    if (!served_.ok() &&
+        ranksWhere([&](int r) { return !told[r] && !gone[r]; }).empty())
+      return;
+    if (Clock::now() >= until) {
+      if (!served_.ok())
+        return;
+      failWith(absl::DeadlineExceededError(absl::StrFormat(
           "rendezvous store: rank(s) %s did not finish with rank 0's store "
           "within %s",
-          absl::StrJoin(notDone(), ", "),
-          formatSeconds(options_.timeout + grace)));
-      break;
+          absl::StrJoin(ranksWhere([&](int r) { return !done[r]; }), ", "),
+          formatSeconds(options_.timeout + grace))));
+      continue;
     }
     fds.assign(1, pollfd{listener.fd(), POLLIN, 0});
     for (const auto &c : clients)
       fds.push_back({c->socket.fd(), POLLIN, 0});
-    int rc =
-        poll(fds.data(), fds.size(), std::min(100, pollTimeoutMs(deadline)));
+    int rc = poll(fds.data(), fds.size(), std::min(100, pollTimeoutMs(until)));
     if (rc < 0 && errno != EINTR) {
-      served_ = absl::InternalError(
-          absl::StrCat("rendezvous store: rank 0: poll: ", strerror(errno)));
-      break;
+      failWith(absl::InternalError(
+          absl::StrCat("rendezvous store: rank 0: poll: ", strerror(errno))));
+      continue;
     }
     if (rc <= 0)
       continue;
@@ -171,12 +205,13 @@ void RendezvousStore::serve(Listener listener) {
       absl::StatusOr<size_t> got = c->socket.recvSome(chunk, sizeof chunk);
       if (!got.ok()) {
         c->drop = true;
-        if (c->rank >= 0 && !done[c->rank]) {
-          served_ = absl::UnavailableError(absl::StrFormat(
-              "rendezvous store: rank %d closed its connection to rank 0's "
-              "store before it was done (did it die?)",
-              c->rank));
-          break;
+        if (c->rank >= 0) {
+          gone[c->rank] = true;
+          if (served_.ok() && !done[c->rank])
+            failWith(absl::UnavailableError(absl::StrFormat(
+                "rendezvous store: rank %d closed its connection to rank 0's "
+                "store before it was done (did it die?)",
+                c->rank)));
         }
         continue;
       }
@@ -184,8 +219,6 @@ void RendezvousStore::serve(Listener listener) {
       if (!handle(c))
         c->drop = true; // not a store client
     }
-    if (!served_.ok())
-      break;
     clients.erase(std::remove_if(
                       clients.begin(), clients.end(),
                       [](const std::shared_ptr<Client> &c) { return c->drop; }),
@@ -203,11 +236,6 @@ void RendezvousStore::serve(Listener listener) {
       }
     }
   }
-  // The ranks still waiting learn why the store stopped.
-  if (!served_.ok())
-    for (const auto &c : clients)
-      if (!c->drop && c->rank >= 0)
-        reply(*c, served_.code(), std::string(served_.message()));
 }
 
 //===----------------------------------------------------------------------===//
@@ -247,7 +275,10 @@ RendezvousStore::open(const RendezvousOptions &options) {
 }
 
 RendezvousStore::~RendezvousStore() {
-  stop_.store(true);
+  // A failed store goes on telling the ranks still coming why, for
+  // min(timeout, 10 s) at most; otherwise it stops now.
+  if (!failing_.load())
+    stop_.store(true);
   if (server_.joinable())
     server_.join();
 }

@@ -15,7 +15,8 @@
 // key after the timeout; rank 0 serves for the timeout plus min(timeout,
 // 10 s), then its close names the ranks that never closed, and a rank whose
 // connection closes before it closed the store fails it at once, naming
-// that rank, on every rank still waiting. Connections
+// that rank, on every rank waiting and, for min(timeout, 10 s) more, on
+// every rank that comes or asks later. Connections
 // that do not start with the store's magic (a port scanner) are dropped.
 //
 // Wire format, little-endian (Wire.h): a request is
@@ -58,7 +59,8 @@ public:
   static absl::StatusOr<std::unique_ptr<RendezvousStore>>
   open(const RendezvousOptions &options);
 
-  /// On rank 0, stops serving (without waiting for the others).
+  /// On rank 0, stops serving; a store that failed first tells the ranks
+  /// still coming why, for min(timeout, 10 s) at most.
   ~RendezvousStore();
   RendezvousStore(const RendezvousStore &) = delete;
   RendezvousStore &operator=(const RendezvousStore &) = delete;
@@ -87,6 +89,7 @@ private:
   Socket socket_; // to rank 0's server
   std::thread server_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> failing_{false}; // the server tells late ranks why
   absl::Status served_; // the server's outcome, read after joining it
   bool closed_ = false;
 };

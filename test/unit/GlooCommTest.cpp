@@ -320,15 +320,23 @@ TEST_P(GlooLostPeer, APeerThatDiesIsNamedLongBeforeTheTimeout) {
       return true;
     }
     record(out, s, "all_reduce");
+    // A survivor stays up a while, as a job's rank would until its next
+    // collective: one that finished must not vanish under the other.
+    std::this_thread::sleep_for(milliseconds(500));
     return true;
   });
   ASSERT_EQ(failures, "");
+  int failed = 0;
   for (int rank : {0, 2}) {
     SCOPED_TRACE(rank);
     const Shared::Rank &r = ranks_.rank(rank);
     std::string msg = r.message;
-    // Rank 1 is gone; a survivor that failed first closes its connections
-    // too, so the other may see both go.
+    // Mid-transfer, a survivor whose share rank 1 had sent in full may
+    // finish; every other fails at once, naming rank 1. One that failed
+    // first closes its connections too, so the other may see both go.
+    if (midTransfer && r.statusCode == 0)
+      continue;
+    ++failed;
     EXPECT_EQ(r.statusCode, int(absl::StatusCode::kUnavailable)) << msg;
     EXPECT_TRUE(
         contains(msg, "gloo: rank 1 closed its connection during all_reduce "
@@ -340,6 +348,7 @@ TEST_P(GlooLostPeer, APeerThatDiesIsNamedLongBeforeTheTimeout) {
         << msg;
     EXPECT_LT(r.elapsedMs, 4000); // long before the 8 s timeout
   }
+  EXPECT_GE(failed, 1);
   EXPECT_TRUE(contains(ranks_.rank(0).message, "rank 1 closed") ||
               contains(ranks_.rank(2).message, "rank 1 closed"))
       << ranks_.rank(0).message << "\n"
