@@ -292,10 +292,17 @@ absl::Status Executor::Impl::checkPreemption() {
   // end at which any of them had it, all at the same one.
   float flag = options_.preempt->load(std::memory_order_relaxed) ? 1.0f : 0.0f;
   MD_RETURN_IF_ERROR(backend_.copy(control_.data(), &flag, 4, kCommStream));
-  MD_RETURN_IF_ERROR(comm_.allReduce(control_.data(), control_.data(), 1,
-                                     DType::f32, ReduceOp::max, group(0)));
+  // In the flight recorder like every collective: a rank stopped in it is
+  // in a collective, not between two.
+  MD_RETURN_IF_ERROR(recorded(
+      flightCall(Collective::all_reduce, group(0), DType::f32, 4), [&] {
+        return comm_.allReduce(control_.data(), control_.data(), 1, DType::f32,
+                               ReduceOp::max, group(0));
+      }));
   MD_RETURN_IF_ERROR(backend_.copy(&flag, control_.data(), 4, kCommStream));
   MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
+  if (options_.recorder != nullptr)
+    options_.recorder->completeQueued();
   if (flag == 0.0f || stop_ || step_ >= steps_)
     return absl::OkStatus(); // not asked, or ending here anyway
   preempted_ = true;
