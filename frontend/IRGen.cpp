@@ -479,6 +479,27 @@ mlir::OwningOpRef<mlir::ModuleOp> ModelGen::run() {
     std::unique_ptr<Instance> root =
         buildBlock(*model, std::move(env), "", "", 0, model->loc, stack);
 
+    // A parameter past any real model's size is a hyper-parameter gone
+    // wrong (-D d=2147483648): an error naming it, not an element count
+    // that wraps around.
+    constexpr int64_t kMaxParamElements = int64_t(1) << 40;
+    bool sizesOk = true;
+    for (Instance *leaf : root->leaves()) {
+      int64_t n = 1;
+      bool over = false;
+      for (int64_t d : leaf->type.getShape())
+        over = over || __builtin_mul_overflow(n, d, &n);
+      if (over || n > kMaxParamElements) {
+        error(leaf->loc, "parameter '" + leaf->path + "' of type " +
+                             formatType(leaf->type) +
+                             " has more than 2^40 elements, md's limit for "
+                             "one tensor");
+        sizesOk = false;
+      }
+    }
+    if (!sizesOk)
+      return nullptr;
+
     b.setInsertionPointToEnd(moduleOp->getBody());
     modelOp = md::ModelOp::create(b, loc(model->loc), model->name);
     b.setInsertionPointToEnd(&modelOp.getBody().front());
