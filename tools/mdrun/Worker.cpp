@@ -578,8 +578,6 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
   }
   std::unique_ptr<runtime::TraceRecorder> trace;
   std::unique_ptr<TraceOnTerm> onTerm;
-  // srun and mpirun pass a scheduler's SIGTERM to the ranks themselves.
-  PreemptOn term(SIGTERM);
   if (!options.tracePath.empty()) {
     trace = std::make_unique<runtime::TraceRecorder>();
     onTerm = std::make_unique<TraceOnTerm>(
@@ -680,6 +678,10 @@ absl::Status RunRank(const TrainOptions &options, const Placement &place) {
   }
   if (!options.tracePath.empty())
     MD_RETURN_IF_ERROR(PrepareTrace(options.tracePath));
+  // No launcher stands between the scheduler and this rank: srun and mpirun
+  // pass a preemption's SIGTERM to the ranks themselves. (A launcher's
+  // ranks keep SIGTERM's default: the launcher stops them with it.)
+  PreemptOn term(SIGTERM);
   absl::Status s = RunWorker(options, env);
   if (!options.tracePath.empty()) {
     // No launcher joins the ranks' fragments: each rank writes its own file.
