@@ -161,22 +161,6 @@ private:
 
 } // namespace
 
-std::string JsonQuote(absl::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      out += absl::StrFormat("\\u%04x", c);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  out += '"';
-  return out;
-}
-
 bool WriteAll(int fd, const void *data, size_t bytes) {
   const char *p = static_cast<const char *>(data);
   while (bytes > 0) {

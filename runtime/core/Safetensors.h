@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "runtime/core/Json.h"
 
 namespace md::runtime {
 
@@ -83,9 +84,6 @@ absl::Status MakeDirectories(const std::string &dir);
 
 /// fsync of a directory, so that a rename inside it is durable.
 absl::Status SyncDirectory(const std::string &dir);
-
-/// `s` as a JSON string literal, quotes included.
-std::string JsonQuote(absl::string_view s);
 
 } // namespace md::runtime
 

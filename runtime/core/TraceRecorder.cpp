@@ -11,25 +11,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/core/Json.h"
 
 namespace md::runtime {
 
 namespace {
-
-std::string jsonString(const std::string &s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    unsigned char c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\')
-      absl::StrAppend(&out, "\\", std::string(1, ch));
-    else if (c < 0x20)
-      absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
-    else
-      out.push_back(ch);
-  }
-  out.push_back('"');
-  return out;
-}
 
 /// Nanoseconds as the format's microseconds, to the nanosecond.
 std::string micros(int64_t ns) {
@@ -99,7 +85,7 @@ std::string TraceRecorder::fragment(int rank) const {
           ",\n{\"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %s, \"dur\": "
           "%s, \"cat\": \"%s\", \"name\": %s%s}",
           rank, e.track, micros(e.beginNs), micros(e.endNs - e.beginNs), e.cat,
-          jsonString(e.name),
+          JsonQuote(e.name),
           e.args.empty() ? "" : absl::StrCat(", \"args\": {", e.args, "}"));
     } else {
       // A flow's start binds to the slice around it, its end to the slice

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runtime/core/Json.h"
 #include "runtime/plan/MemoryFormat.h"
 
 namespace md::mdrun {
@@ -376,21 +377,6 @@ FlightFinding AnalyzeFlight(const std::vector<RankRing> &ranks,
 
 namespace {
 
-std::string jsonString(const std::string &s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    unsigned char c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\')
-      absl::StrAppend(&out, "\\", std::string(1, ch));
-    else if (c < 0x20)
-      absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
-    else
-      out.push_back(ch);
-  }
-  out.push_back('"');
-  return out;
-}
-
 std::string nsOrNull(int64_t ns) { return ns > 0 ? absl::StrCat(ns) : "null"; }
 
 } // namespace
@@ -403,9 +389,9 @@ std::string FlightJson(const RankRing &r, const std::vector<std::string> &locs,
       "%s,\n  \"capacity\": %d,\n  \"begun\": %d,\n  \"step\": %d,\n  "
       "\"micro_step\": %d,\n  \"steps_done\": %d,\n  \"progress_ns\": %d,\n  "
       "\"written_ns\": %d,\n  \"collectives\": [",
-      r.rank, s.pid, jsonString(r.fate.str()),
-      jsonString(runtime::rankPhaseName(s.phase)), s.capacity, s.begun, s.step,
-      s.micro, s.stepsDone, s.progressNs, nowNs);
+      r.rank, s.pid, runtime::JsonQuote(r.fate.str()),
+      runtime::JsonQuote(runtime::rankPhaseName(s.phase)), s.capacity, s.begun,
+      s.step, s.micro, s.stepsDone, s.progressNs, nowNs);
   for (size_t i = 0; i < s.entries.size(); ++i) {
     const FlightEntry &e = s.entries[i];
     std::string loc = locationText(e.call.loc, locs);
@@ -416,11 +402,12 @@ std::string FlightJson(const RankRing &r, const std::vector<std::string> &locs,
         "\"step\": %d, \"micro_step\": %d, \"state\": %s, \"began_ns\": %s, "
         "\"ended_ns\": %s}",
         i == 0 ? "" : ",", e.seq,
-        jsonString(runtime::collectiveName(e.call.kind)),
-        jsonString(runtime::groupKindName(e.call.group)), e.call.groupSize,
-        jsonString(runtime::dtypeName(e.call.dtype)), e.call.bytes,
-        e.call.bucket, loc.empty() ? "null" : jsonString(loc), e.call.step,
-        e.call.micro, jsonString(runtime::flightStateName(e.state)),
+        runtime::JsonQuote(runtime::collectiveName(e.call.kind)),
+        runtime::JsonQuote(runtime::groupKindName(e.call.group)),
+        e.call.groupSize, runtime::JsonQuote(runtime::dtypeName(e.call.dtype)),
+        e.call.bytes, e.call.bucket,
+        loc.empty() ? "null" : runtime::JsonQuote(loc), e.call.step,
+        e.call.micro, runtime::JsonQuote(runtime::flightStateName(e.state)),
         nsOrNull(e.beganNs), nsOrNull(e.endedNs));
   }
   absl::StrAppend(&out, s.entries.empty() ? "]\n}\n" : "\n  ]\n}\n");
