@@ -955,15 +955,13 @@ TEST(ExecutorTest, EveryKernelOpcodeRuns) {
     EXPECT_TRUE(std::isfinite(l) && l > 0) << l;
 }
 
-/// A plan whose hooks exercise control flow and the collectives the
-/// training plans do not: for, if/else with results, broadcast, barrier, and
-/// all-gather / reduce-scatter along an inner axis. The step reads a batch
-/// and records the mean of x as the loss, so every rank's loss differs.
-plan::PlanBuilder ControlPlan() {
+/// The start of a plan for testing hooks: ddp in f32 on synthetic data;
+/// the step reads a batch and records the mean of x as the loss, so every
+/// rank's loss differs. Returns the (empty) hooks block.
+int32_t HookTestPlan(plan::PlanBuilder &b, const char *model) {
   using fb::DType;
   using fb::Opcode;
-  plan::PlanBuilder b;
-  b.header().model = "control";
+  b.header().model = model;
   b.header().plan_name = b.header().preset = "ddp";
   fb::PlanOptionsT &opt = *b.header().options;
   opt.param_dtype = opt.reduce_dtype = opt.buffer_dtype = opt.master_dtype =
@@ -979,18 +977,29 @@ plan::PlanBuilder ControlPlan() {
   b.recipe().train_data = b.addDataset(fb::DataKind::Synthetic, "", 3);
   int32_t step = b.addBlock(fb::BlockKind::Step);
   b.setStepBlock(step);
+  int32_t x = b.addBuffer(plan::PlanBuilder::full("x", DType::F32, {2, 3}));
+  b.add(step, Opcode::Batch, {}, {x}).ints = {0};
+  int32_t mx = b.addBuffer(plan::PlanBuilder::full("mean", DType::F32, {}));
+  b.add(step, Opcode::Mean, {x}, {mx}).ints = {0, 0, 1};
+  b.add(step, Opcode::RecordLoss, {mx});
+  int32_t hooks = b.addBlock(fb::BlockKind::Hooks);
+  b.setHooksBlock(hooks);
+  return hooks;
+}
+
+/// A plan whose hooks exercise control flow and the collectives the
+/// training plans do not: for, if/else with results, broadcast, barrier, and
+/// all-gather / reduce-scatter along an inner axis. The step reads a batch
+/// and records the mean of x as the loss, so every rank's loss differs.
+plan::PlanBuilder ControlPlan() {
+  using fb::DType;
+  using fb::Opcode;
+  plan::PlanBuilder b;
+  int32_t hooks = HookTestPlan(b, "control");
   auto buf = [&](const char *name, std::vector<int64_t> shape,
                  DType t = DType::F32) {
     return b.addBuffer(plan::PlanBuilder::full(name, t, std::move(shape)));
   };
-  int32_t x = buf("x", {2, 3});
-  b.add(step, Opcode::Batch, {}, {x}).ints = {0};
-  int32_t mx = buf("mean", {});
-  b.add(step, Opcode::Mean, {x}, {mx}).ints = {0, 0, 1};
-  b.add(step, Opcode::RecordLoss, {mx});
-
-  int32_t hooks = b.addBlock(fb::BlockKind::Hooks);
-  b.setHooksBlock(hooks);
   auto group = [](fb::Group g) { return static_cast<int64_t>(g); };
   // for i in 0..3 { print("iteration", i) }
   int32_t lb = buf("lb", {}, DType::I64), ub = buf("ub", {}, DType::I64),
@@ -1081,34 +1090,11 @@ plan::PlanBuilder RankPlan(fb::Reduction elseReduction = fb::Reduction::Sum) {
   using fb::DType;
   using fb::Opcode;
   plan::PlanBuilder b;
-  b.header().model = "ranks";
-  b.header().plan_name = b.header().preset = "ddp";
-  fb::PlanOptionsT &opt = *b.header().options;
-  opt.param_dtype = opt.reduce_dtype = opt.buffer_dtype = opt.master_dtype =
-      DType::F32;
-  opt.bucket_cap = 1 << 20;
-  b.recipe().global_batch = 4;
-  b.recipe().micro_batch = 2;
-  b.recipe().optimizer->lr = 0.1;
-  b.recipe().optimizer->beta1 = 0.9;
-  b.recipe().optimizer->beta2 = 0.99;
-  b.recipe().optimizer->eps = 1e-8;
-  b.recipe().schedule->steps = 10;
-  b.recipe().train_data = b.addDataset(fb::DataKind::Synthetic, "", 3);
-  int32_t step = b.addBlock(fb::BlockKind::Step);
-  b.setStepBlock(step);
+  int32_t hooks = HookTestPlan(b, "ranks");
   auto buf = [&](const char *name, std::vector<int64_t> shape,
                  DType t = DType::F32) {
     return b.addBuffer(plan::PlanBuilder::full(name, t, std::move(shape)));
   };
-  int32_t x = buf("x", {2, 3});
-  b.add(step, Opcode::Batch, {}, {x}).ints = {0};
-  int32_t mx = buf("mean", {});
-  b.add(step, Opcode::Mean, {x}, {mx}).ints = {0, 0, 1};
-  b.add(step, Opcode::RecordLoss, {mx});
-
-  int32_t hooks = b.addBlock(fb::BlockKind::Hooks);
-  b.setHooksBlock(hooks);
   auto arith = [](fb::ArithKind k) { return static_cast<int64_t>(k); };
   int32_t rank = buf("rank", {}, DType::I64),
           local = buf("local_rank", {}, DType::I64),
