@@ -13,9 +13,22 @@
 // it closes; one that goes silent for kLostAfter, or closes without DONE,
 // counts as a failure of its node.
 //
-// The wire: one text line per message, "MDCTL1 HELLO <node>", "HB",
-// "DONE", "ABORT <message>". Nothing here blocks longer than a send of one
-// line; poll() is called from the launcher's 10 ms supervision loop.
+// With --max-restarts the connection also carries the restart of a job
+// across nodes (agree()): once a failed attempt's ranks have all ended on
+// a node, its launcher tells the hub (ENDED, with its own failure, or why
+// it cannot restart), and the hub, having heard every node, decides for
+// all: RESTART (with the next attempt's rendezvous port, a fresh one, so
+// that nothing left of the failed attempt can meet the new one, and the
+// failures that caused it) or STOP. A node whose launcher is gone, whose
+// ranks finished, or that cannot restart (interrupted, preempted, out of
+// restarts) makes it STOP. The hub checks at HELLO that every node has
+// the same --max-restarts.
+//
+// The wire: one text line per message, "MDCTL1 HELLO <node> <max
+// restarts>", "HB", "DONE", "ABORT <message>", "ENDED <attempt> <1 (can
+// restart) or 0> <cause or why not>", "RESTART <attempt> <port> <cause>",
+// "STOP <why>". Nothing here blocks longer than a send of one line;
+// poll() is called from the launcher's 10 ms supervision loop.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +36,7 @@
 #define MD_TOOLS_MDRUN_CONTROLLINK_H
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,14 +54,15 @@ public:
   static constexpr std::chrono::seconds kHeartbeat{1};
 
   /// Node 0's side: listens on `port` (all interfaces) for the other
-  /// `nnodes` - 1 launchers.
-  static absl::StatusOr<std::unique_ptr<ControlLink>> Hub(int port, int nnodes);
+  /// `nnodes` - 1 launchers, whose --max-restarts must be `maxRestarts`.
+  static absl::StatusOr<std::unique_ptr<ControlLink>>
+  Hub(int port, int nnodes, int64_t maxRestarts = 0);
   /// Node `node`'s side: connects to the hub at host:port, retrying from
   /// poll() until `connectFor` has passed (then a warning: the job goes on
   /// without the connection).
   static std::unique_ptr<ControlLink>
   Spoke(std::string host, int port, int node,
-        std::chrono::milliseconds connectFor);
+        std::chrono::milliseconds connectFor, int64_t maxRestarts = 0);
 
   /// Why the job failed elsewhere.
   struct Failure {
@@ -74,6 +89,40 @@ public:
   /// failure.
   void done();
 
+  /// How an attempt at the job ended on one node, once all its ranks have.
+  struct AttemptEnd {
+    /// This node's own failure ("rank 1 was killed by signal 9 (Killed)");
+    /// "" when its ranks only followed another node's failure.
+    std::string cause;
+    /// Why this node cannot restart (interrupted, out of restarts, ...);
+    /// "" when it can.
+    std::string noRestart;
+  };
+  /// What the launchers agreed.
+  struct Verdict {
+    bool restart = false;
+    /// restart: the rendezvous port of the next attempt.
+    int port = 0;
+    /// restart: every node's own failure, "node 1: rank 1 was killed by
+    /// signal 9 (Killed)", joined by "; ".
+    std::string cause;
+    /// No restart, when this node could have: why not.
+    std::string why;
+  };
+  /// After attempt `attempt` (0: the first) of the job failed here as
+  /// `mine`: agrees with the other launchers whether the job restarts.
+  /// The hub waits at most `wait` for every other node to report the end
+  /// of its attempt, then restarts when every node can, on a port from
+  /// `pickPort`, telling all, or tells all to stop. A node tells the hub
+  /// how it ended and, when it can restart, waits for the hub's word (or
+  /// its loss). `interrupted` is asked meanwhile; true ends the wait with
+  /// no restart. Nothing waits on a peer that went silent longer than
+  /// kLostAfter.
+  Verdict agree(int attempt, const AttemptEnd &mine,
+                const std::function<absl::StatusOr<int>()> &pickPort,
+                std::chrono::milliseconds wait,
+                const std::function<bool()> &interrupted);
+
 private:
   using Clock = std::chrono::steady_clock;
   struct Peer {
@@ -82,6 +131,17 @@ private:
     std::string in, out;
     Clock::time_point heard;
     bool done = false, gone = false;
+    /// The hub's view of the node's last ENDED: its attempt (-1: none
+    /// since the last restart), whether it can restart, and its text.
+    int ended = -1;
+    bool canRestart = false;
+    std::string endText;
+  };
+  /// A spoke's word from the hub after a failed attempt.
+  struct Word {
+    bool restart = false;
+    int attempt = 0, port = 0;
+    std::string text; // the cause, or why the job stops
   };
   ControlLink() = default;
   void send(Peer &p, const std::string &line);
@@ -89,9 +149,27 @@ private:
   std::string name(const Peer &p) const;
   /// Handles one line from `p`; a failure to report, if any.
   std::optional<Failure> handle(Peer &p, const std::string &line);
+  /// Sends `line` to every peer still there, waiting at most a second for
+  /// each.
+  void tellAll(const std::string &line);
+  Verdict agreeAsHub(int attempt, const AttemptEnd &mine,
+                     const std::function<absl::StatusOr<int>()> &pickPort,
+                     std::chrono::milliseconds wait,
+                     const std::function<bool()> &interrupted);
+  Verdict agreeAsSpoke(int attempt, const AttemptEnd &mine,
+                       std::chrono::milliseconds wait,
+                       const std::function<bool()> &interrupted);
 
   bool hub_ = false;
   int node_ = 0;
+  int nnodes_ = 0; // the hub's
+  int64_t maxRestarts_ = 0;
+  /// The hub's: a node whose options differ ("node 1 has --max-restarts
+  /// 0, node 0 has 2"); such a job never restarts.
+  std::string mismatch_;
+  /// A spoke's: the hub's RESTART or STOP, until agree() takes it. Lines
+  /// after a RESTART wait for the next attempt's poll().
+  std::optional<Word> word_;
   net::Listener listener_;
   // A spoke's hub, until connected.
   std::string host_;

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/core/ArenaLayout.h"
@@ -66,6 +67,10 @@ constexpr auto kPreemptGrace = std::chrono::seconds(120);
 /// How long ranks get to report a lost peer themselves when another node's
 /// launcher went away without a word.
 constexpr auto kLostGrace = std::chrono::seconds(2);
+/// How long node 0's launcher waits, after a failed attempt, for every
+/// other node's to say its ranks have ended (they take kGracePeriod at
+/// most once told) before the job stops rather than restarts.
+constexpr auto kRestartWait = std::chrono::seconds(30);
 
 /// Whether nothing listens on `port` of any interface now.
 bool portFree(int port) {
@@ -728,9 +733,11 @@ void resumeAuto(RankSpawn &spawn) {
 }
 
 /// One run of the job on this node: starts its ranks (with fresh flight
-/// recorders), supervises them until they end, and says how it ended.
+/// recorders), supervises them until they end, and says how it ended;
+/// `cause` is this node's own failure, if any (a rank's, or the stall),
+/// as opposed to one that only followed another node's.
 absl::Status runRanks(const TrainOptions &options, const NodeRanks &ranks,
-                      RankSpawn &spawn, ControlLink *link) {
+                      RankSpawn &spawn, ControlLink *link, std::string &cause) {
   const int perNode = ranks.perNode;
   spawn.flightFds.clear();
   // Built before forking: the child only sets its environment and execs.
@@ -808,13 +815,16 @@ absl::Status runRanks(const TrainOptions &options, const NodeRanks &ranks,
                         : gInterrupt == SIGTERM ? "SIGTERM"
                                                 : "a signal",
                         perNode, perNode == 1 ? "" : "s"));
-  if (firstFailure >= 0)
-    return absl::AbortedError(
-        describeExit(ranks.firstRank + firstFailure, children[firstFailure]));
-  if (ended.stalled)
+  if (firstFailure >= 0) {
+    cause =
+        describeExit(ranks.firstRank + firstFailure, children[firstFailure]);
+    return absl::AbortedError(cause);
+  }
+  if (ended.stalled) {
+    cause = stallText(options.timeoutSeconds);
     return absl::DeadlineExceededError(absl::StrFormat(
-        "%s; stopped %d rank%s", stallText(options.timeoutSeconds), perNode,
-        perNode == 1 ? "" : "s"));
+        "%s; stopped %d rank%s", cause, perNode, perNode == 1 ? "" : "s"));
+  }
   if (!ended.elsewhere.empty())
     return absl::AbortedError(
         absl::StrFormat("the job failed on another node: %s; stopped %d rank%s",
@@ -831,11 +841,6 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
                       ResolvePlacement(options, ProcessEnvironment()));
   if (place.role == Placement::Role::Rank)
     return RunRank(options, place);
-  if (options.maxRestarts > 0 && place.nnodes > 1)
-    return absl::InvalidArgumentError(
-        "--max-restarts restarts the ranks of one node; a job across nodes "
-        "restarts by being run again with --resume auto (its launchers "
-        "cannot restart together yet)");
   MD_ASSIGN_OR_RETURN(NodeRanks ranks, checkPlan(options, place));
   MD_ASSIGN_OR_RETURN(RankSpawn spawn,
                       prepareSpawn(options, place, ranks, argc, argv));
@@ -864,7 +869,7 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
   if (place.nnodes > 1) {
     if (place.nodeRank == 0) {
       absl::StatusOr<std::unique_ptr<ControlLink>> hub =
-          ControlLink::Hub(spawn.port + 1, place.nnodes);
+          ControlLink::Hub(spawn.port + 1, place.nnodes, options.maxRestarts);
       if (hub.ok())
         link = std::move(*hub);
       else
@@ -877,24 +882,60 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
       link =
           ControlLink::Spoke(place.masterAddr, spawn.port + 1, place.nodeRank,
                              std::chrono::milliseconds(
-                                 std::llround(options.timeoutSeconds * 1000)));
+                                 std::llround(options.timeoutSeconds * 1000)),
+                             options.maxRestarts);
     }
   }
   // --max-restarts: a rank that dies or a job that stalls starts the job
   // again from the newest checkpoint (torchrun's elastic restarts, resuming
   // exactly). Interrupts, preemptions and errors before training do not.
-  for (int restart = 0;; ++restart) {
-    absl::Status ended = runRanks(options, ranks, spawn, link.get());
-    const bool restartable =
-        ended.code() == absl::StatusCode::kAborted ||
-        ended.code() == absl::StatusCode::kDeadlineExceeded;
-    if (ended.ok() || IsPreemption(ended) || !restartable ||
-        restart >= options.maxRestarts || gInterrupt != 0)
+  // Across nodes every launcher takes part (ControlLink::agree): node 0
+  // decides once every node's ranks have ended, and the next attempt meets
+  // on a fresh port, so that nothing of the failed one can join it; the
+  // ranks' --resume auto then loads the checkpoint rank 0 finds, on every
+  // node the same.
+  for (int attempt = 0;; ++attempt) {
+    std::string cause;
+    absl::Status ended = runRanks(options, ranks, spawn, link.get(), cause);
+    if (ended.ok())
       return ended;
+    ControlLink::AttemptEnd end;
+    end.cause = cause;
+    if (gInterrupt != 0 || IsPreemption(ended))
+      end.noRestart = std::string(ended.message());
+    else if (ended.code() != absl::StatusCode::kAborted &&
+             ended.code() != absl::StatusCode::kDeadlineExceeded)
+      end.noRestart = absl::StrCat("failed before training: ", ended.message());
+    else if (attempt >= options.maxRestarts)
+      end.noRestart = absl::StrFormat("no restart left (--max-restarts %d)",
+                                      options.maxRestarts);
+    std::string restartCause(ended.message());
+    if (place.nnodes > 1) {
+      // A node without restarts just ends; node 0 also tells the others.
+      if (link == nullptr || (options.maxRestarts == 0 && place.nodeRank != 0))
+        return ended;
+      ControlLink::Verdict verdict = link->agree(
+          attempt, end, [] { return pickOnePort(); },
+          std::chrono::duration_cast<std::chrono::milliseconds>(kRestartWait),
+          [] { return gInterrupt != 0; });
+      if (!verdict.restart) {
+        if (verdict.why.empty() ||
+            absl::StrContains(ended.message(), verdict.why))
+          return ended;
+        return absl::Status(
+            ended.code(),
+            absl::StrCat(ended.message(),
+                         "; the job does not restart: ", verdict.why));
+      }
+      restartCause = verdict.cause;
+      spawn.port = verdict.port;
+    } else if (!end.noRestart.empty()) {
+      return ended;
+    }
     absl::FPrintF(stderr,
                   "mdrun: restart %d of %d after: %s; resuming from the "
                   "newest checkpoint\n",
-                  restart + 1, options.maxRestarts, ended.message());
+                  attempt + 1, options.maxRestarts, restartCause);
     resumeAuto(spawn);
   }
 }
