@@ -13,8 +13,10 @@
 // has for --timeout seconds is stopped too. Before stopping a failed or
 // stalled job the launcher prints the flight analysis (FlightAnalysis.h)
 // and writes the rings as JSON. Across nodes the launchers also watch each
-// other (ControlLink.h). With --trace, it joins the ranks' timelines into
-// one file at the end (Trace.h).
+// other (ControlLink.h). With --max-restarts, a failed job starts again
+// from its newest checkpoint; across nodes the launchers agree on each
+// restart through that same connection. With --trace, it joins the ranks'
+// timelines into one file at the end (Trace.h).
 //
 //===----------------------------------------------------------------------===//
 
