@@ -8,7 +8,8 @@
 #    it, the ranks resume from the newest checkpoint, and the job ends with
 #    the weights of an uninterrupted run, byte for byte (cmp of --save-final
 #    files).
-# 2. The same kill without --max-restarts fails both nodes, neither restarts.
+# 2. The same kill without --max-restarts fails both nodes, neither restarts;
+#    a rank of node 1 stopped (SIGSTOP) stalls the job, which restarts too.
 # 3. Node 1's launcher itself killed (kill -9): node 0 cannot restart without
 #    it and fails within seconds, saying so; no hang.
 # 4. Nodes with different --max-restarts are refused, naming both values.
@@ -36,13 +37,13 @@ sed '/^train {/a\  every 20 steps { save checkpoint(sharded, "ckpt") }' \
   "$here/models/mlp.mdl" >mlp.mdl
 timeout 60 "$mdc" mlp.mdl --plan fsdp-full -o mlp.fb || { echo "FAIL: mdc"; exit 1; }
 
-steps=1500
-common=(--backend cpu --threads 1 --timeout 20 --steps $steps --log-every 100 "$work/mlp.fb")
+steps=300
+common=(--backend cpu --threads 1 --steps $steps --log-every 100 "$work/mlp.fb")
 
 # The uninterrupted run: 2 ranks on one node (two nodes give its bits:
 # multinode.sh).
 mkdir -p whole
-(cd whole && timeout 120 "$mdrun" --ranks 2 "${common[@]}" \
+(cd whole && timeout 120 "$mdrun" --ranks 2 --timeout 20 "${common[@]}" \
   --save-final final.safetensors >run.out 2>run.err) ||
   fail "uninterrupted run: $(cat whole/run.err)"
 
@@ -93,7 +94,7 @@ rankOf() {
 # 1. and 2. A rank of node 1 killed, with and without restarts.
 for restarts in 2 0; do
   dir=kill$restarts
-  nodes "$dir" --max-restarts $restarts "${common[@]}" \
+  nodes "$dir" --max-restarts $restarts --timeout 20 "${common[@]}" \
     --save-final final.safetensors || continue
   if afterCheckpoint "$dir"; then
     victim=$(rankOf "$n1")
@@ -123,16 +124,37 @@ for restarts in 2 0; do
   fi
 done
 
+# 2b. A rank of node 1 stopped (SIGSTOP): the job stalls (a collective's
+#     timeout on node 0, or node 1's watchdog), and restarts all the same.
+dir=stall
+if nodes "$dir" --max-restarts 1 --timeout 4 "${common[@]}" \
+  --save-final final.safetensors && afterCheckpoint "$dir"; then
+  victim=$(rankOf "$n1")
+  [[ -n $victim ]] && kill -STOP "$victim"
+fi
+wait "$n0"
+rc0=$?
+wait "$n1"
+rc1=$?
+[[ $rc0 -eq 0 && $rc1 -eq 0 ]] ||
+  fail "a stopped rank, --max-restarts 1: exit $rc0/$rc1"$'\n'"$(cat "$dir"/node*.err)"
+for n in 0 1; do
+  has "$dir/node$n.err" '^mdrun: restart 1 of 1 after: .*; resuming from the newest checkpoint$'
+done
+cmp -s "$dir/final.safetensors" whole/final.safetensors ||
+  fail "a stopped rank, --max-restarts 1: the weights differ from the uninterrupted run's"
+
 # 3. Node 1's launcher killed: nobody can restart its ranks.
 dir=lost
-if nodes "$dir" --max-restarts 2 "${common[@]}" && afterCheckpoint "$dir"; then
+if nodes "$dir" --max-restarts 2 --timeout 20 "${common[@]}" && afterCheckpoint "$dir"; then
   launcher=$(pgrep -P "$n1" -x mdrun | head -n 1)
   [[ -n $launcher ]] && kill -9 "$launcher"
   start=$(date +%s%N)
-  wait "$n0"
+  # (Bash's notice of node 1's killed job would go to wait's stderr.)
+  { wait "$n0"; } 2>/dev/null
   rc0=$?
   ms=$((($(date +%s%N) - start) / 1000000))
-  wait "$n1" 2>/dev/null
+  { wait "$n1"; } 2>/dev/null
   [[ $rc0 -ne 0 && $rc0 -ne 124 ]] || fail "node 0 after node 1's launcher was killed: exit $rc0: $(cat "$dir/node0.err")"
   has "$dir/node0.err" "the job does not restart: node 1's launcher is gone"
   grep -q '^mdrun: restart' "$dir/node0.err" && fail "node 0 restarted without node 1: $(cat "$dir/node0.err")"
@@ -143,7 +165,7 @@ fi
 # 4. Different --max-restarts on the nodes: refused on both.
 dir=mixed
 first=(--max-restarts 2)
-if nodes "$dir" "${common[@]}"; then
+if nodes "$dir" --timeout 20 "${common[@]}"; then
   wait "$n0"
   rc0=$?
   wait "$n1"
