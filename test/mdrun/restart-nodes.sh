@@ -126,8 +126,10 @@ done
 
 # 2b. A rank of node 1 stopped (SIGSTOP): the job stalls (a collective's
 #     timeout on node 0, or node 1's watchdog), and restarts all the same.
+#     (A second restart is allowed: a start-up slower than the short
+#     timeout on a loaded machine would be one.)
 dir=stall
-if nodes "$dir" --max-restarts 1 --timeout 4 "${common[@]}" \
+if nodes "$dir" --max-restarts 2 --timeout 5 "${common[@]}" \
   --save-final final.safetensors && afterCheckpoint "$dir"; then
   victim=$(rankOf "$n1")
   [[ -n $victim ]] && kill -STOP "$victim"
@@ -137,12 +139,12 @@ rc0=$?
 wait "$n1"
 rc1=$?
 [[ $rc0 -eq 0 && $rc1 -eq 0 ]] ||
-  fail "a stopped rank, --max-restarts 1: exit $rc0/$rc1"$'\n'"$(cat "$dir"/node*.err)"
+  fail "a stopped rank, --max-restarts 2: exit $rc0/$rc1"$'\n'"$(cat "$dir"/node*.err)"
 for n in 0 1; do
-  has "$dir/node$n.err" '^mdrun: restart 1 of 1 after: .*; resuming from the newest checkpoint$'
+  has "$dir/node$n.err" '^mdrun: restart 1 of 2 after: node [01]: .*; resuming from the newest checkpoint$'
 done
 cmp -s "$dir/final.safetensors" whole/final.safetensors ||
-  fail "a stopped rank, --max-restarts 1: the weights differ from the uninterrupted run's"
+  fail "a stopped rank, --max-restarts 2: the weights differ from the uninterrupted run's"
 
 # 3. Node 1's launcher killed: nobody can restart its ranks.
 dir=lost
