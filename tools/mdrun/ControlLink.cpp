@@ -266,24 +266,11 @@ std::optional<std::string> ControlLink::takeWarning() {
 void ControlLink::abort(const std::string &message) {
   // The hub names itself; a node's failure the hub names when it passes
   // it on.
-  std::string line = absl::StrCat("ABORT ", hub_ ? "node 0: " : "", message);
-  for (char &c : line)
-    if (c == '\n')
-      c = ' ';
-  tellAll(line);
+  tellAll(oneLine(absl::StrCat("ABORT ", hub_ ? "node 0: " : "", message)));
   reported_ = true; // this node's own failure is the one it reports
 }
 
-void ControlLink::done() {
-  for (Peer &p : peers_) {
-    if (p.gone)
-      continue;
-    p.out += "DONE\n";
-    (void)p.socket.sendAll(p.out.data(), p.out.size(),
-                           Clock::now() + std::chrono::seconds(1));
-    p.out.clear();
-  }
-}
+void ControlLink::done() { tellAll("DONE"); }
 
 void ControlLink::tellAll(const std::string &line) {
   for (Peer &p : peers_) {
