@@ -13,6 +13,8 @@
 # 3. Node 1's launcher itself killed (kill -9): node 0 cannot restart without
 #    it and fails within seconds, saying so; no hang.
 # 4. Nodes with different --max-restarts are refused, naming both values.
+# 5. A preemption (SIGTERM to both launchers, as a scheduler sends it) is no
+#    failure to restart from: both stop after a step with exit 75.
 # Every run has a time limit; nothing may hang or be left running.
 #
 #   test/mdrun/restart-nodes.sh MDC MDRUN WORK_DIR
@@ -180,6 +182,19 @@ if nodes "$dir" --timeout 20 "${common[@]}"; then
   grep -q '^mdrun: restart' "$dir"/node*.err && fail "different --max-restarts: a node restarted"
 fi
 first=()
+
+# 5. Preempted with restarts left: no restart.
+dir=preempt
+if nodes "$dir" --max-restarts 2 --timeout 20 "${common[@]}" && afterCheckpoint "$dir"; then
+  kill -TERM "$(pgrep -P "$n0" -x mdrun | head -n 1)" "$(pgrep -P "$n1" -x mdrun | head -n 1)"
+  wait "$n0"
+  rc0=$?
+  wait "$n1"
+  rc1=$?
+  [[ $rc0 -eq 75 && $rc1 -eq 75 ]] ||
+    fail "preempted: exit $rc0/$rc1, expected 75/75"$'\n'"$(cat "$dir"/node*.err)"
+  grep -q '^mdrun: restart' "$dir"/node*.err && fail "preempted: a node restarted: $(cat "$dir"/node*.err)"
+fi
 pgrep -f "$work/mlp" >/dev/null && fail "processes left running: $(pgrep -af "$work/mlp")"
 
 if ((failures > 0)); then
