@@ -18,8 +18,7 @@ using namespace md;
 // ModelOp
 //===----------------------------------------------------------------------===//
 
-void ModelOp::build(OpBuilder &builder, OperationState &state,
-                    StringRef name) {
+void ModelOp::build(OpBuilder &builder, OperationState &state, StringRef name) {
   state.addAttribute(getSymNameAttrName(state.name),
                      builder.getStringAttr(name));
   Region *body = state.addRegion();
@@ -61,8 +60,7 @@ LogicalResult ModelOp::verify() {
   std::optional<uint64_t> shard = getShardGroupSize();
   if (world && shard && *world % *shard != 0)
     return emitOpError("world size ")
-           << *world << " is not a multiple of the shard group size "
-           << *shard;
+           << *world << " is not a multiple of the shard group size " << *shard;
   if (PlanAttr plan = getPlanAttr()) {
     if (plan.isSingleRank() && world && *world != 1)
       return emitOpError("plan '")
@@ -116,8 +114,7 @@ LogicalResult ParamOp::verify() {
   return success();
 }
 
-LogicalResult
-ParamRefOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+LogicalResult ParamRefOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   auto model = (*this)->getParentOfType<ModelOp>();
   if (!model)
     return emitOpError("must be nested in an 'md.model'");
@@ -143,12 +140,10 @@ ParamRefOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 template <typename OpT>
 static ParseResult parseFunctionLike(OpAsmParser &parser,
                                      OperationState &result) {
-  auto buildFuncType = [](Builder &builder, ArrayRef<Type> argTypes,
-                          ArrayRef<Type> results,
-                          function_interface_impl::VariadicFlag,
-                          std::string &) {
-    return builder.getFunctionType(argTypes, results);
-  };
+  auto buildFuncType =
+      [](Builder &builder, ArrayRef<Type> argTypes, ArrayRef<Type> results,
+         function_interface_impl::VariadicFlag,
+         std::string &) { return builder.getFunctionType(argTypes, results); };
   return function_interface_impl::parseFunctionOp(
       parser, result, /*allowVariadic=*/false,
       OpT::getFunctionTypeAttrName(result.name), buildFuncType,
@@ -156,8 +151,7 @@ static ParseResult parseFunctionLike(OpAsmParser &parser,
       OpT::getResAttrsAttrName(result.name));
 }
 
-template <typename OpT>
-static void printFunctionLike(OpAsmPrinter &p, OpT op) {
+template <typename OpT> static void printFunctionLike(OpAsmPrinter &p, OpT op) {
   function_interface_impl::printFunctionOp(
       p, op, /*isVariadic=*/false, op.getFunctionTypeAttrName(),
       op.getArgAttrsAttrName(), op.getResAttrsAttrName());
@@ -187,6 +181,20 @@ LogicalResult ForwardOp::verify() {
   return success();
 }
 
+/// Each of `values` has the type at its index in `types`, which the function
+/// `fn` declares: "<what> #i has type T, but '<fn>' <verb> U" otherwise.
+/// The counts are the caller's to check first.
+static LogicalResult verifyEachType(Operation *op, StringRef what,
+                                    ValueRange values, TypeRange types,
+                                    StringRef fn, StringRef verb) {
+  for (auto [i, value] : llvm::enumerate(values))
+    if (value.getType() != types[i])
+      return op->emitOpError(what)
+             << " #" << i << " has type " << value.getType() << ", but '" << fn
+             << "' " << verb << " " << types[i];
+  return success();
+}
+
 LogicalResult ReturnOp::verify() {
   auto fn = cast<FunctionOpInterface>((*this)->getParentOp());
   ArrayRef<Type> results = fn.getResultTypes();
@@ -194,12 +202,8 @@ LogicalResult ReturnOp::verify() {
     return emitOpError("returns ")
            << getNumOperands() << " values, but '" << fn.getName()
            << "' declares " << results.size();
-  for (auto [i, value] : llvm::enumerate(getOperands()))
-    if (value.getType() != results[i])
-      return emitOpError("result #")
-             << i << " has type " << value.getType() << ", but '"
-             << fn.getName() << "' declares " << results[i];
-  return success();
+  return verifyEachType(*this, "result", getOperands(), results, fn.getName(),
+                        "declares");
 }
 
 LogicalResult CallOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
@@ -212,21 +216,15 @@ LogicalResult CallOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     return emitOpError("passes ")
            << getNumOperands() << " arguments to '" << getCallee()
            << "', which takes " << type.getNumInputs();
-  for (auto [i, value] : llvm::enumerate(getOperands()))
-    if (value.getType() != type.getInput(i))
-      return emitOpError("argument #")
-             << i << " has type " << value.getType() << ", but '"
-             << getCallee() << "' takes " << type.getInput(i);
+  if (failed(verifyEachType(*this, "argument", getOperands(), type.getInputs(),
+                            getCallee(), "takes")))
+    return failure();
   if (type.getNumResults() != getNumResults())
     return emitOpError("expects ")
            << getNumResults() << " results from '" << getCallee()
            << "', which returns " << type.getNumResults();
-  for (auto [i, result] : llvm::enumerate(getResults()))
-    if (result.getType() != type.getResult(i))
-      return emitOpError("result #")
-             << i << " has type " << result.getType() << ", but '"
-             << getCallee() << "' returns " << type.getResult(i);
-  return success();
+  return verifyEachType(*this, "result", getResults(), type.getResults(),
+                        getCallee(), "returns");
 }
 
 //===----------------------------------------------------------------------===//
@@ -242,8 +240,9 @@ LogicalResult TrainOp::verify() {
   if (std::optional<int64_t> world = getStaticGroupSize(*this, Group::world))
     if (global % (micro * *world) != 0)
       return emitOpError("global_batch ")
-             << global << " is not a multiple of micro_batch x world size = "
-             << micro << " x " << *world << " = " << micro * *world;
+             << global
+             << " is not a multiple of micro_batch x world size = " << micro
+             << " x " << *world << " = " << micro * *world;
   if (std::optional<APFloat> clip = getClipGradNorm())
     if (!(clip->convertToDouble() > 0))
       return emitOpError("clip_grad_norm must be > 0, got ")

@@ -84,9 +84,7 @@ void Parser::parseBlockDecl(Module &module) {
     skipToTopLevel();
     return;
   }
-  decl.name = tok.spelling.str();
-  decl.loc = tok.getLoc();
-  consume();
+  takeName(decl.name, decl.loc);
   std::string what = (kw + " '" + decl.name + "'").str();
 
   if (!tok.is(TokenKind::LParen)) {
@@ -120,15 +118,9 @@ void Parser::parseBlockDecl(Module &module) {
 bool Parser::parseHyperParams(BlockDecl &decl) {
   return parseCommaList(
       TokenKind::RParen, parenDepth, "the hyper-parameter list", [&] {
-        if (!tok.is(TokenKind::Identifier)) {
-          error(tok.getLoc(),
-                "expected a hyper-parameter name, found " + describe(tok));
-          return false;
-        }
         HyperParam hp;
-        hp.name = tok.spelling.str();
-        hp.loc = tok.getLoc();
-        consume();
+        if (!parseName("a hyper-parameter name", hp.name, hp.loc))
+          return false;
         if (tok.is(TokenKind::Equal)) {
           consume();
           hp.defaultValue = parseExpr();
@@ -147,9 +139,7 @@ bool Parser::parseParam(BlockDecl &decl) {
                   describe(tok)))
     return false;
   ParamDecl param;
-  param.name = tok.spelling.str();
-  param.loc = tok.getLoc();
-  consume();
+  takeName(param.name, param.loc);
   if (!expect(TokenKind::Colon,
               "expected ':' after parameter name '" + param.name + "'"))
     return false;
@@ -168,9 +158,7 @@ bool Parser::parseParam(BlockDecl &decl) {
     }
   } else if (tok.is(TokenKind::Identifier)) {
     // A layer or block instance: `Linear(d, 4 * d)`, `Block(d)[layers]`.
-    param.layer = tok.spelling.str();
-    param.layerLoc = tok.getLoc();
-    consume();
+    takeName(param.layer, param.layerLoc);
     if (!expect(TokenKind::LParen, "expected '(' after layer '" + param.layer +
                                        "' (write '" + param.layer +
                                        "()' when it takes no arguments)"))
@@ -266,26 +254,20 @@ bool Parser::parseForward(BlockDecl &decl) {
 }
 
 bool Parser::parseForwardArgs(ForwardDecl &forward) {
-  return parseCommaList(
-      TokenKind::RParen, parenDepth, "the argument list of 'forward'", [&] {
-        if (!tok.is(TokenKind::Identifier)) {
-          error(tok.getLoc(),
-                "expected an argument name, found " + describe(tok));
-          return false;
-        }
-        ForwardArg arg;
-        arg.name = tok.spelling.str();
-        arg.loc = tok.getLoc();
-        consume();
-        if (tok.is(TokenKind::Colon)) {
-          consume();
-          arg.type.emplace();
-          if (!parseTensorType(*arg.type))
-            return false;
-        }
-        forward.args.push_back(std::move(arg));
-        return true;
-      });
+  return parseCommaList(TokenKind::RParen, parenDepth,
+                        "the argument list of 'forward'", [&] {
+                          ForwardArg arg;
+                          if (!parseName("an argument name", arg.name, arg.loc))
+                            return false;
+                          if (tok.is(TokenKind::Colon)) {
+                            consume();
+                            arg.type.emplace();
+                            if (!parseTensorType(*arg.type))
+                              return false;
+                          }
+                          forward.args.push_back(std::move(arg));
+                          return true;
+                        });
 }
 
 void Parser::parseTrain(Module &module) {
@@ -371,9 +353,7 @@ void Parser::parsePlan(Module &module) {
       return false;
     }
     Setting option;
-    option.key = tok.spelling.str();
-    option.keyLoc = tok.getLoc();
-    consume();
+    takeName(option.key, option.keyLoc);
     if (!expect(TokenKind::Equal,
                 "expected '=' after plan option '" + option.key + "'"))
       return false;

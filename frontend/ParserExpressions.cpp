@@ -25,17 +25,28 @@ ExprPtr Parser::parseExpr() {
   return parseOr();
 }
 
-ExprPtr Parser::parseOr() {
-  return parseBinaryChain(&Parser::parseAnd, [](TokenKind kind) {
-    return kind == TokenKind::KwOr ? std::optional(BinaryOp::Or) : std::nullopt;
-  });
-}
+// The precedence levels of the binary operators, loosest first. 'not' binds
+// between 'and' and the comparisons, and comparisons do not chain.
+constexpr BinaryOperator kOrOps[] = {{TokenKind::KwOr, BinaryOp::Or}};
+constexpr BinaryOperator kAndOps[] = {{TokenKind::KwAnd, BinaryOp::And}};
+constexpr BinaryOperator kComparisonOps[] = {
+    {TokenKind::EqualEqual, BinaryOp::Eq},
+    {TokenKind::NotEqual, BinaryOp::Ne},
+    {TokenKind::Less, BinaryOp::Lt},
+    {TokenKind::LessEqual, BinaryOp::Le},
+    {TokenKind::Greater, BinaryOp::Gt},
+    {TokenKind::GreaterEqual, BinaryOp::Ge}};
+constexpr BinaryOperator kAdditiveOps[] = {{TokenKind::Plus, BinaryOp::Add},
+                                           {TokenKind::Minus, BinaryOp::Sub}};
+constexpr BinaryOperator kMultiplicativeOps[] = {
+    {TokenKind::Star, BinaryOp::Mul},
+    {TokenKind::Slash, BinaryOp::Div},
+    {TokenKind::Percent, BinaryOp::Rem},
+    {TokenKind::At, BinaryOp::MatMul}};
 
-ExprPtr Parser::parseAnd() {
-  return parseBinaryChain(&Parser::parseNot, [](TokenKind kind) {
-    return kind == TokenKind::KwAnd ? std::optional(BinaryOp::And)
-                                    : std::nullopt;
-  });
+// 'or', then 'and', over 'not'.
+ExprPtr Parser::parseOr() {
+  return parseBinaryLevels({kOrOps, kAndOps}, &Parser::parseNot);
 }
 
 ExprPtr Parser::parseNot() {
@@ -43,43 +54,20 @@ ExprPtr Parser::parseNot() {
                        &Parser::parseComparison);
 }
 
-static std::optional<BinaryOp> getComparisonOp(TokenKind kind) {
-  switch (kind) {
-  case TokenKind::EqualEqual:
-    return BinaryOp::Eq;
-  case TokenKind::NotEqual:
-    return BinaryOp::Ne;
-  case TokenKind::Less:
-    return BinaryOp::Lt;
-  case TokenKind::LessEqual:
-    return BinaryOp::Le;
-  case TokenKind::Greater:
-    return BinaryOp::Gt;
-  case TokenKind::GreaterEqual:
-    return BinaryOp::Ge;
-  default:
-    return std::nullopt;
-  }
-}
-
 ExprPtr Parser::parseComparison() {
   ExprPtr lhs = parseAdditive();
   if (!lhs)
     return nullptr;
-  std::optional<BinaryOp> op = getComparisonOp(tok.kind);
+  std::optional<BinaryOp> op = operatorOf(kComparisonOps, tok.kind);
   if (!op || !continuesLine())
     return lhs;
   SMLoc opLoc = tok.getLoc();
   ChainGuard chain(*this);
-  if (!chain.add()) {
-    error(opLoc, "expression nested too deeply");
-    return nullptr;
-  }
-  consume();
-  ExprPtr rhs = parseAdditive();
+  ExprPtr rhs =
+      parseOperandOf(opLoc, !chain.add(), [&] { return parseAdditive(); });
   if (!rhs)
     return nullptr;
-  if (getComparisonOp(tok.kind) && continuesLine()) {
+  if (operatorOf(kComparisonOps, tok.kind) && continuesLine()) {
     error(tok.getLoc(), "comparisons cannot be chained; combine them with "
                         "'and' or use parentheses");
     note(opLoc, "previous comparison is here");
@@ -90,30 +78,10 @@ ExprPtr Parser::parseComparison() {
                                       opLoc);
 }
 
+// '+' '-', then '*' '/' '%' '@', over unary minus.
 ExprPtr Parser::parseAdditive() {
-  return parseBinaryChain(&Parser::parseMultiplicative,
-                          [](TokenKind kind) -> std::optional<BinaryOp> {
-                            if (kind == TokenKind::Plus)
-                              return BinaryOp::Add;
-                            if (kind == TokenKind::Minus)
-                              return BinaryOp::Sub;
-                            return std::nullopt;
-                          });
-}
-
-ExprPtr Parser::parseMultiplicative() {
-  return parseBinaryChain(&Parser::parseUnary,
-                          [](TokenKind kind) -> std::optional<BinaryOp> {
-                            if (kind == TokenKind::Star)
-                              return BinaryOp::Mul;
-                            if (kind == TokenKind::Slash)
-                              return BinaryOp::Div;
-                            if (kind == TokenKind::Percent)
-                              return BinaryOp::Rem;
-                            if (kind == TokenKind::At)
-                              return BinaryOp::MatMul;
-                            return std::nullopt;
-                          });
+  return parseBinaryLevels({kAdditiveOps, kMultiplicativeOps},
+                           &Parser::parseUnary);
 }
 
 ExprPtr Parser::parseUnary() {
@@ -166,9 +134,7 @@ bool Parser::parseCallArgs(std::vector<Argument> &args) {
       TokenKind::RParen, parenDepth, "the argument list", [&] {
         Argument arg;
         if (tok.isIdentifierLike() && peek().is(TokenKind::Equal)) {
-          arg.name = tok.spelling.str();
-          arg.nameLoc = tok.getLoc();
-          consume();
+          takeName(arg.name, arg.nameLoc);
           consume(); // '='
         }
         arg.value = parseExpr();
@@ -309,9 +275,7 @@ ExprPtr Parser::parseRecord() {
           return false;
         }
         Setting field;
-        field.key = tok.spelling.str();
-        field.keyLoc = tok.getLoc();
-        consume();
+        takeName(field.key, field.keyLoc);
         if (!expect(TokenKind::Equal, "expected '=' after field '" + field.key +
                                           "' in the record"))
           return false;

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <optional>
 
 #include "frontend/Lexer.h"
 
@@ -37,6 +38,22 @@ constexpr unsigned kMaxDepth = 256;
 /// Bodies (if, for, every) nest at most this deep, which leaves expressions
 /// inside them room to nest too.
 constexpr unsigned kMaxStatementDepth = 128;
+
+/// A binary operator and the token that spells it; each precedence level
+/// of ParserExpressions.cpp is a table of these.
+struct BinaryOperator {
+  TokenKind token;
+  BinaryOp op;
+};
+
+/// The operator of `level` that `kind` spells, if any.
+inline std::optional<BinaryOp> operatorOf(llvm::ArrayRef<BinaryOperator> level,
+                                          TokenKind kind) {
+  for (const BinaryOperator &entry : level)
+    if (entry.token == kind)
+      return entry.op;
+  return std::nullopt;
+}
 
 /// Keywords that start a statement or block item and cannot appear inside an
 /// expression.
@@ -153,6 +170,26 @@ private:
       return true;
     error(missingLoc(), message);
     return false;
+  }
+
+  /// An identifier naming a `what` ("a hyper-parameter name"): stores its
+  /// spelling and location and consumes it. Otherwise reports "expected
+  /// <what>, found <token>" at the token and consumes nothing.
+  bool parseName(StringRef what, std::string &name, SMLoc &loc) {
+    if (!tok.is(TokenKind::Identifier)) {
+      error(tok.getLoc(), "expected " + what + ", found " + describe(tok));
+      return false;
+    }
+    takeName(name, loc);
+    return true;
+  }
+
+  /// The current token, a name already checked, as `name` at `loc`;
+  /// consumes it.
+  void takeName(std::string &name, SMLoc &loc) {
+    name = tok.spelling.str();
+    loc = tok.getLoc();
+    consume();
   }
 
   /// A syntax error at `loc` that follows a lexical error on the same line
@@ -364,25 +401,40 @@ private:
     unsigned &depth;
   };
 
-  /// A left-associative chain `operand (op operand)*` on one logical line,
-  /// where `opOf` gives the operator a token kind stands for, if any.
-  template <typename OpOf>
-  ExprPtr parseBinaryChain(ExprPtr (Parser::*parseOperand)(), OpOf opOf) {
-    ExprPtr lhs = (this->*parseOperand)();
+  /// The operand of the operator at `opLoc`, the current token: consumes
+  /// the operator and parses the operand with `parse`. Null after "expression
+  /// nested too deeply" at the operator when `tooDeep`.
+  ExprPtr parseOperandOf(SMLoc opLoc, bool tooDeep,
+                         llvm::function_ref<ExprPtr()> parse) {
+    if (tooDeep) {
+      error(opLoc, "expression nested too deeply");
+      return nullptr;
+    }
+    consume();
+    return parse();
+  }
+
+  /// The binary operators of `levels`, loosest first (ParserExpressions.cpp),
+  /// over the operands `operand` parses: at each level a left-associative
+  /// chain `next (op next)*` on one logical line, `next` being the next level.
+  ExprPtr
+  parseBinaryLevels(llvm::ArrayRef<llvm::ArrayRef<BinaryOperator>> levels,
+                    ExprPtr (Parser::*operand)()) {
+    if (levels.empty())
+      return (this->*operand)();
+    auto parseNext = [&] {
+      return parseBinaryLevels(levels.drop_front(), operand);
+    };
+    ExprPtr lhs = parseNext();
     if (!lhs)
       return nullptr;
     ChainGuard chain(*this);
     for (;;) {
-      std::optional<BinaryOp> op = opOf(tok.kind);
+      std::optional<BinaryOp> op = operatorOf(levels.front(), tok.kind);
       if (!op || !continuesLine())
         break;
       SMLoc opLoc = tok.getLoc();
-      if (!chain.add()) {
-        error(opLoc, "expression nested too deeply");
-        return nullptr;
-      }
-      consume();
-      ExprPtr rhs = (this->*parseOperand)();
+      ExprPtr rhs = parseOperandOf(opLoc, !chain.add(), parseNext);
       if (!rhs)
         return nullptr;
       SMLoc loc = lhs->loc;
@@ -400,12 +452,8 @@ private:
       return (this->*next)();
     DepthGuard guard(*this);
     SMLoc loc = tok.getLoc();
-    if (guard.tooDeep()) {
-      error(loc, "expression nested too deeply");
-      return nullptr;
-    }
-    consume();
-    ExprPtr operand = (this->*self)();
+    ExprPtr operand =
+        parseOperandOf(loc, guard.tooDeep(), [&] { return (this->*self)(); });
     if (!operand)
       return nullptr;
     return std::make_unique<UnaryExpr>(loc, op, std::move(operand));
@@ -512,11 +560,9 @@ private:
 
   ExprPtr parseExpr();
   ExprPtr parseOr();
-  ExprPtr parseAnd();
   ExprPtr parseNot();
   ExprPtr parseComparison();
   ExprPtr parseAdditive();
-  ExprPtr parseMultiplicative();
   ExprPtr parseUnary();
   ExprPtr parsePostfix();
   ExprPtr parsePrimary();

@@ -22,6 +22,7 @@
 #include "frontend/Sema.h"
 
 #include "dialect/MdOps.h"
+#include "runtime/core/EnumNames.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
@@ -82,18 +83,12 @@ inline std::optional<Literal> getLiteral(const Expr &expr) {
 /// The kinds of runtime values a hook computes with.
 enum class Kind { Int, Float, Bool, Tensor };
 
+inline constexpr const char *kKindNames[] = {"int", "float", "bool",
+                                             "f32 tensor"};
+static_assert(md::runtime::namesEveryValue(kKindNames, Kind::Tensor));
+
 inline const char *kindName(Kind kind) {
-  switch (kind) {
-  case Kind::Int:
-    return "int";
-  case Kind::Float:
-    return "float";
-  case Kind::Bool:
-    return "bool";
-  case Kind::Tensor:
-    return "f32 tensor";
-  }
-  llvm_unreachable("unknown kind");
+  return md::runtime::enumName(kKindNames, kind);
 }
 
 struct Typed {

@@ -2,6 +2,7 @@
 
 #include "frontend/Sema.h"
 #include "frontend/ExprText.h"
+#include "runtime/core/EnumNames.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/MLIRContext.h"
@@ -27,38 +28,13 @@ std::string formatNum(const Num &n) {
   return s;
 }
 
+constexpr const char *kBinaryOpSpellings[] = {"+", "-",  "*",   "/", "@",
+                                              "%", "==", "!=",  "<", "<=",
+                                              ">", ">=", "and", "or"};
+static_assert(md::runtime::namesEveryValue(kBinaryOpSpellings, BinaryOp::Or));
+
 const char *binaryOpSpelling(BinaryOp op) {
-  switch (op) {
-  case BinaryOp::Add:
-    return "+";
-  case BinaryOp::Sub:
-    return "-";
-  case BinaryOp::Mul:
-    return "*";
-  case BinaryOp::Div:
-    return "/";
-  case BinaryOp::Rem:
-    return "%";
-  case BinaryOp::MatMul:
-    return "@";
-  case BinaryOp::Eq:
-    return "==";
-  case BinaryOp::Ne:
-    return "!=";
-  case BinaryOp::Lt:
-    return "<";
-  case BinaryOp::Le:
-    return "<=";
-  case BinaryOp::Gt:
-    return ">";
-  case BinaryOp::Ge:
-    return ">=";
-  case BinaryOp::And:
-    return "and";
-  case BinaryOp::Or:
-    return "or";
-  }
-  return "?";
+  return md::runtime::enumName(kBinaryOpSpellings, op);
 }
 
 NumResult applyNumNeg(const Num &n) {

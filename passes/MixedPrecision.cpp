@@ -1,11 +1,12 @@
-//===- MixedPrecision.cpp - md-mixed-precision -----------------------------===//
+//===- MixedPrecision.cpp - md-mixed-precision ----------------------------===//
 //
 // Places the casts of the plan's precision policy in the step program that
 // md-apply-plan built (docs/passes.md, "After md-mixed-precision"):
 //
 //   master f32 shard --cast P--> all-gather (moves P) --> views in P
 //   batch --cast P--> compute in P (losses and batch-norm statistics f32)
-//   gradient in P --> accumulate / total in f32 --cast R--> reduce --cast f32--> optimizer
+//   gradient in P --> accumulate / total in f32 --cast R--> reduce
+//     --cast f32--> optimizer
 //
 // with P, R the plan's param and reduce dtypes. Casts between equal types are
 // never made, so an all-f32 policy leaves the program unchanged.
@@ -85,12 +86,25 @@ StateOp MixedPrecisionPass::getParamsState(StateOp master) {
   b.setInsertionPointAfter(master);
   std::string name = master.getSymName().str();
   name = name.substr(0, name.rfind('.')) + ".params";
-  params = StateOp::create(
-      b, master.getLoc(), name,
-      withElementType(master.getType(), paramType), master.getShardAttr(),
-      master.getGroupAttr(), StateRole::params, master.getUnitAttr());
+  params = StateOp::create(b, master.getLoc(), name,
+                           withElementType(master.getType(), paramType),
+                           master.getShardAttr(), master.getGroupAttr(),
+                           StateRole::params, master.getUnitAttr());
   created.insert(master);
   return params;
+}
+
+/// Runs `visit` on every op of `block`, in order, and on those of the
+/// md.micro_steps bodies in it instead of the micro_steps op itself. `visit`
+/// may erase or replace the op it is given.
+static void forEachStepOp(Block &block,
+                          llvm::function_ref<void(Operation &)> visit) {
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    if (auto micro = dyn_cast<MicroStepsOp>(op))
+      forEachStepOp(micro.getBody().front(), visit);
+    else
+      visit(op);
+  }
 }
 
 /// Parameters: the forward and backward read the `params` state in P; a
@@ -106,11 +120,7 @@ void MixedPrecisionPass::retypeParams(Block &block) {
         model, load.getStateAttr());
     return state && state.getRole() == StateRole::master ? state : nullptr;
   };
-  for (Operation &op : llvm::make_early_inc_range(block)) {
-    if (auto micro = dyn_cast<MicroStepsOp>(op)) {
-      retypeParams(micro.getBody().front());
-      continue;
-    }
+  forEachStepOp(block, [&](Operation &op) {
     if (auto gather = dyn_cast<AllGatherOp>(op)) {
       b.setInsertionPoint(gather);
       if (StateOp master = masterOf(gather.getInput())) {
@@ -124,20 +134,21 @@ void MixedPrecisionPass::retypeParams(Block &block) {
       }
       gather.getResult().setType(
           withElementType(gather.getResult().getType(), paramType));
-      continue;
+      return;
     }
     if (auto load = dyn_cast<StateLoadOp>(op)) {
       auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
           model, load.getStateAttr());
       if (state.getRole() == StateRole::params) {
         load.getResult().setType(withElementType(load.getType(), paramType));
-        continue;
+        return;
       }
       // A replicated master read as parameters (ddp, single): read the P
       // copy instead.
       bool feedsViews = !load->use_empty() &&
-                        llvm::all_of(load->getUsers(),
-                                     [](Operation *u) { return isa<ViewOp>(u); });
+                        llvm::all_of(load->getUsers(), [](Operation *u) {
+                          return isa<ViewOp>(u);
+                        });
       if (state.getRole() == StateRole::master && feedsViews) {
         StateOp params = getParamsState(state);
         b.setInsertionPoint(load);
@@ -146,15 +157,15 @@ void MixedPrecisionPass::retypeParams(Block &block) {
         load.getResult().replaceAllUsesWith(copy);
         load.erase();
       }
-      continue;
+      return;
     }
     if (auto view = dyn_cast<ViewOp>(op)) {
       Type element =
           cast<RankedTensorType>(view.getSource().getType()).getElementType();
       view.getResult().setType(withElementType(view.getType(), element));
-      continue;
+      return;
     }
-  }
+  });
 }
 
 /// After the optimizer stores a master that got a `params` copy here, the
@@ -195,11 +206,7 @@ static bool keepsF32Result(Operation *op, unsigned index) {
 /// The forward and backward compute in P.
 void MixedPrecisionPass::retypeCompute(Block &block) {
   OpBuilder b(&getContext());
-  for (Operation &op : llvm::make_early_inc_range(block)) {
-    if (auto micro = dyn_cast<MicroStepsOp>(op)) {
-      retypeCompute(micro.getBody().front());
-      continue;
-    }
+  forEachStepOp(block, [&](Operation &op) {
     if (auto batch = dyn_cast<BatchOp>(op)) {
       b.setInsertionPointAfter(batch);
       for (Value value : batch.getResults()) {
@@ -208,13 +215,13 @@ void MixedPrecisionPass::retypeCompute(Block &block) {
         Value cast = castTo(b, value, paramType);
         value.replaceAllUsesExcept(cast, cast.getDefiningOp());
       }
-      continue;
+      return;
     }
     if (auto record = dyn_cast<RecordLossOp>(op)) {
       b.setInsertionPoint(record);
       record.getLossMutable().assign(
           castTo(b, record.getLoss(), Float32Type::get(&getContext())));
-      continue;
+      return;
     }
     if (auto flatten = dyn_cast<FlattenOp>(op)) {
       // A unit's flat gradient, in the gradients' dtype.
@@ -222,7 +229,7 @@ void MixedPrecisionPass::retypeCompute(Block &block) {
                          .getElementType();
       flatten.getResult().setType(
           withElementType(flatten.getResult().getType(), element));
-      continue;
+      return;
     }
     if (auto reduce = dyn_cast<AllReduceOp>(op);
         reduce && op.hasAttr("md.sync_batch_norm")) {
@@ -232,18 +239,18 @@ void MixedPrecisionPass::retypeCompute(Block &block) {
       Type f32 = Float32Type::get(&getContext());
       reduce.getInputMutable().assign(castTo(b, reduce.getInput(), f32));
       reduce.getResult().setType(reduce.getInput().getType());
-      continue;
+      return;
     }
     if (isa<CollectiveOpInterface>(op)) {
       // An all-reduce or broadcast inside the forward or backward keeps its
       // operand's type.
       if (op.hasAttr("md.unit") && isa<AllReduceOp, BroadcastOp>(op))
         op.getResult(0).setType(op.getOperand(0).getType());
-      continue;
+      return;
     }
     // Compute ops of the forward and backward carry md.unit.
     if (!op.hasAttr("md.unit"))
-      continue;
+      return;
     b.setInsertionPoint(&op);
     for (OpOperand &operand : op.getOpOperands()) {
       if (!isFloatTensor(operand.get().getType()) ||
@@ -255,13 +262,14 @@ void MixedPrecisionPass::retypeCompute(Block &block) {
       if (isFloatTensor(result.getType()) &&
           !keepsF32Result(&op, result.getResultNumber()))
         result.setType(withElementType(result.getType(), paramType));
-  }
+  });
 }
 
 /// Gradients are reduced in R and handed to the optimizer in R.
 void MixedPrecisionPass::castReductions(Block &block) {
   OpBuilder b(&getContext());
-  for (GradTotalOp total : llvm::make_early_inc_range(block.getOps<GradTotalOp>())) {
+  for (GradTotalOp total :
+       llvm::make_early_inc_range(block.getOps<GradTotalOp>())) {
     // The chain grad_total -> reduce-scatter/all-reduce (-> all-reduce)
     // (-> shard_slice) that md-apply-plan builds.
     SmallVector<Operation *> chain;

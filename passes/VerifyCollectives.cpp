@@ -33,47 +33,58 @@ using namespace md;
 // Rules
 //===----------------------------------------------------------------------===//
 
-StringRef md::getDesyncRuleId(DesyncRule rule) {
-  switch (rule) {
-  case DesyncRule::Branch:
-    return "desync/branch";
-  case DesyncRule::Loop:
-    return "desync/loop";
-  case DesyncRule::Stop:
-    return "desync/stop";
-  case DesyncRule::Rank0Only:
-    return "desync/rank0-only";
-  case DesyncRule::Shape:
-    return "desync/shape";
-  case DesyncRule::Parameters:
-    return "desync/parameters";
-  }
-  llvm_unreachable("unknown rule");
+namespace {
+
+/// What md says about each rule, one row per DesyncRule in declaration
+/// order (the order reports list the rules in).
+struct RuleInfo {
+  DesyncRule rule;
+  /// The stable id, for JSON, SARIF and docs.
+  StringLiteral id;
+  /// One line on what the rule rejects.
+  StringLiteral summary;
+};
+
+constexpr RuleInfo kRules[] = {
+    {DesyncRule::Branch, "desync/branch",
+     "a collective (or save, evaluate, a call that communicates) under a "
+     "condition that differs between ranks"},
+    {DesyncRule::Loop, "desync/loop",
+     "a collective in a loop whose trip count differs between ranks"},
+    {DesyncRule::Stop, "desync/stop",
+     "a stop decision that differs between ranks"},
+    {DesyncRule::Rank0Only, "desync/rank0-only",
+     "a collective in a body that only rank 0 runs"},
+    {DesyncRule::Shape, "desync/shape",
+     "a collective whose operand shape differs between ranks"},
+    {DesyncRule::Parameters, "desync/parameters",
+     "a parameter used on some ranks only"},
+};
+
+constexpr bool rowsAreEveryRuleInOrder() {
+  for (size_t i = 0; i < std::size(kRules); ++i)
+    if (static_cast<size_t>(kRules[i].rule) != i)
+      return false;
+  return std::size(kRules) == static_cast<size_t>(DesyncRule::Parameters) + 1;
+}
+static_assert(rowsAreEveryRuleInOrder(),
+              "kRules needs one row per DesyncRule, in declaration order");
+
+const RuleInfo &getRuleInfo(DesyncRule rule) {
+  return kRules[static_cast<size_t>(rule)];
 }
 
+} // namespace
+
+StringRef md::getDesyncRuleId(DesyncRule rule) { return getRuleInfo(rule).id; }
+
 StringRef md::getDesyncRuleSummary(DesyncRule rule) {
-  switch (rule) {
-  case DesyncRule::Branch:
-    return "a collective (or save, evaluate, a call that communicates) under "
-           "a condition that differs between ranks";
-  case DesyncRule::Loop:
-    return "a collective in a loop whose trip count differs between ranks";
-  case DesyncRule::Stop:
-    return "a stop decision that differs between ranks";
-  case DesyncRule::Rank0Only:
-    return "a collective in a body that only rank 0 runs";
-  case DesyncRule::Shape:
-    return "a collective whose operand shape differs between ranks";
-  case DesyncRule::Parameters:
-    return "a parameter used on some ranks only";
-  }
-  llvm_unreachable("unknown rule");
+  return getRuleInfo(rule).summary;
 }
 
 ArrayRef<DesyncRule> md::getDesyncRules() {
-  static const DesyncRule rules[] = {
-      DesyncRule::Branch,    DesyncRule::Loop,  DesyncRule::Stop,
-      DesyncRule::Rank0Only, DesyncRule::Shape, DesyncRule::Parameters};
+  static const SmallVector<DesyncRule> rules = llvm::to_vector(
+      llvm::map_range(kRules, [](const RuleInfo &info) { return info.rule; }));
   return rules;
 }
 
@@ -516,53 +527,43 @@ void DesyncChecker::checkCommunication(const Communication &c) {
   bool stops = c.leafKind == CommKind::Exit;
   std::string subject = describeLeaf(c.kind, c.op);
   DesyncFinding f{DesyncRule::Branch, c.op->getLoc(), "", {}, "", false};
+  // The message is "<subject> <where it is>: <who waits for whom>".
+  std::string where, waiting;
   switch (control->kind) {
   case NonUniformControl::Kind::Branch:
-  case NonUniformControl::Kind::Region: {
+  case NonUniformControl::Kind::Region:
     f.rule = DesyncRule::Branch;
-    std::string where =
-        control->kind == NonUniformControl::Kind::Branch
-            ? std::string("is under a condition that differs between ranks")
-            : ("is under '" + control->op->getName().getStringRef() +
-               "', which depends on a value that differs between ranks")
-                  .str();
-    f.message = subject + " " + where +
-                ": the ranks that skip it leave the "
-                "others waiting " +
-                describeWait(c);
-    if (stops)
-      f.message = subject + " " + where +
-                  (c.kind == CommKind::Call
-                       ? ", and '@" + c.path.front() + "' stops training"
-                       : std::string()) +
-                  ": the ranks that stop leave the others waiting in their "
-                  "next collective";
+    where = control->kind == NonUniformControl::Kind::Branch
+                ? std::string("is under a condition that differs between ranks")
+                : ("is under '" + control->op->getName().getStringRef() +
+                   "', which depends on a value that differs between ranks")
+                      .str();
+    if (stops && c.kind == CommKind::Call)
+      where += ", and '@" + c.path.front() + "' stops training";
+    if (!stops)
+      waiting =
+          "the ranks that skip it leave the others waiting " + describeWait(c);
     break;
-  }
   case NonUniformControl::Kind::Loop:
     f.rule = DesyncRule::Loop;
-    f.message = subject +
-                " is in a loop whose trip count differs between "
-                "ranks: the ranks that run it fewer times leave the others "
-                "waiting " +
+    where = "is in a loop whose trip count differs between ranks";
+    if (!stops)
+      waiting = "the ranks that run it fewer times leave the others waiting " +
                 describeWait(c);
-    if (stops)
-      f.message = subject +
-                  " is in a loop whose trip count differs between "
-                  "ranks: the ranks that stop leave the others waiting in "
-                  "their next collective";
     break;
   case NonUniformControl::Kind::Rank0Only:
     f.rule = DesyncRule::Rank0Only;
-    f.message = subject +
-                " is in a rank0_only body: only rank 0 runs it, "
-                "and it waits " +
-                describeWait(c) + " for ranks that never come";
-    if (stops)
-      f.message = subject + " is in a rank0_only body: rank 0 stops and the "
-                            "others wait in their next collective";
+    where = "is in a rank0_only body";
+    waiting = stops ? "rank 0 stops and the others wait in their next "
+                      "collective"
+                    : "only rank 0 runs it, and it waits " + describeWait(c) +
+                          " for ranks that never come";
     break;
   }
+  if (stops && waiting.empty())
+    waiting = "the ranks that stop leave the others waiting in their next "
+              "collective";
+  f.message = subject + " " + where + ": " + waiting;
   if (stops)
     f.rule = DesyncRule::Stop;
   addControlNotes(*control, f);

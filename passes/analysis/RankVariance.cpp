@@ -259,37 +259,34 @@ std::optional<bool> md::decideByRankRanges(Operation *op) {
   auto alwaysLessEq = [](RankRange x, RankRange y) {
     return (y.lo - x.hi).nonNegative();
   };
-  switch (cmp.getPredicate()) {
+  // Decided when the ranges settle the comparison one way or the other.
+  auto decide = [](bool always, bool never) -> std::optional<bool> {
+    if (always)
+      return true;
+    if (never)
+      return false;
+    return std::nullopt;
+  };
+  arith::CmpIPredicate predicate = cmp.getPredicate();
+  // x > y is y < x, and x >= y is y <= x.
+  if (predicate == arith::CmpIPredicate::sgt ||
+      predicate == arith::CmpIPredicate::sge) {
+    std::swap(a, b);
+    predicate = predicate == arith::CmpIPredicate::sgt
+                    ? arith::CmpIPredicate::slt
+                    : arith::CmpIPredicate::sle;
+  }
+  switch (predicate) {
   case arith::CmpIPredicate::slt:
-    if (alwaysLess(*a, *b))
-      return true;
-    if (alwaysLessEq(*b, *a))
-      return false;
-    return std::nullopt;
+    return decide(alwaysLess(*a, *b), alwaysLessEq(*b, *a));
   case arith::CmpIPredicate::sle:
-    if (alwaysLessEq(*a, *b))
-      return true;
-    if (alwaysLess(*b, *a))
-      return false;
-    return std::nullopt;
-  case arith::CmpIPredicate::sgt:
-    if (alwaysLess(*b, *a))
-      return true;
-    if (alwaysLessEq(*a, *b))
-      return false;
-    return std::nullopt;
-  case arith::CmpIPredicate::sge:
-    if (alwaysLessEq(*b, *a))
-      return true;
-    if (alwaysLess(*a, *b))
-      return false;
-    return std::nullopt;
+    return decide(alwaysLessEq(*a, *b), alwaysLess(*b, *a));
   case arith::CmpIPredicate::eq:
   case arith::CmpIPredicate::ne:
     // Equal only when both are the same single value; unequal when the
     // ranges are apart.
     if (alwaysLess(*a, *b) || alwaysLess(*b, *a))
-      return cmp.getPredicate() == arith::CmpIPredicate::ne;
+      return predicate == arith::CmpIPredicate::ne;
     return std::nullopt;
   default:
     return std::nullopt;

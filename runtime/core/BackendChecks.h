@@ -20,24 +20,29 @@
 
 namespace md::runtime {
 
+/// A stream or event handle: an index below the `count` the backend holds
+/// ("cpu backend: event 3 was not created (2 events)").
+inline absl::Status checkHandleId(const char *backend, const char *kind,
+                                  int64_t id, int64_t count,
+                                  const char *otherwise) {
+  if (id >= 0 && id < count)
+    return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: %s %d %s (%d %ss)", backend, kind, id, otherwise, count, kind));
+}
+
 /// A stream index below numStreams.
 inline absl::Status checkStreamId(const char *backend, Stream stream,
                                   int numStreams) {
-  if (stream.id < 0 || stream.id >= numStreams)
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: stream %d does not exist (%d streams)", backend,
-                        stream.id, numStreams));
-  return absl::OkStatus();
+  return checkHandleId(backend, "stream", stream.id, numStreams,
+                       "does not exist");
 }
 
 /// An event that createEvent() made: an index below numEvents.
 inline absl::Status checkEventId(const char *backend, Event event,
                                  int64_t numEvents) {
-  if (event.id < 0 || event.id >= numEvents)
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: event %d was not created (%d events)", backend,
-                        event.id, numEvents));
-  return absl::OkStatus();
+  return checkHandleId(backend, "event", event.id, numEvents,
+                       "was not created");
 }
 
 /// The bytes to reserve for allocate(bytes): rounded up to kAllocAlignment,

@@ -8,53 +8,26 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runtime/core/EnumNames.h"
 
 namespace md::runtime {
 
 Comm::~Comm() = default;
 
-const char *reduceOpName(ReduceOp op) {
-  switch (op) {
-  case ReduceOp::sum:
-    return "sum";
-  case ReduceOp::avg:
-    return "avg";
-  case ReduceOp::max:
-    return "max";
-  case ReduceOp::min:
-    return "min";
-  case ReduceOp::prod:
-    return "prod";
-  }
-  return "?";
-}
+constexpr const char *kReduceOpNames[] = {"sum", "avg", "max", "min", "prod"};
+static_assert(namesEveryValue(kReduceOpNames, ReduceOp::prod));
+constexpr const char *kCollectiveNames[] = {
+    "all_gather", "reduce_scatter", "all_reduce", "broadcast", "barrier"};
+static_assert(namesEveryValue(kCollectiveNames, Collective::barrier));
+constexpr const char *kGroupKindNames[] = {"world", "shard", "replicate"};
+static_assert(namesEveryValue(kGroupKindNames, GroupKind::replicate));
 
+const char *reduceOpName(ReduceOp op) { return enumName(kReduceOpNames, op); }
 const char *collectiveName(Collective c) {
-  switch (c) {
-  case Collective::all_gather:
-    return "all_gather";
-  case Collective::reduce_scatter:
-    return "reduce_scatter";
-  case Collective::all_reduce:
-    return "all_reduce";
-  case Collective::broadcast:
-    return "broadcast";
-  case Collective::barrier:
-    return "barrier";
-  }
-  return "?";
+  return enumName(kCollectiveNames, c);
 }
-
 const char *groupKindName(GroupKind kind) {
-  switch (kind) {
-  case GroupKind::world:
-    return "world";
-  case GroupKind::shard:
-    return "shard";
-  case GroupKind::replicate:
-    return "replicate";
-  }
-  return "?";
+  return enumName(kGroupKindNames, kind);
 }
 
 std::string Group::str() const {
@@ -69,9 +42,9 @@ absl::Status checkMesh(const Mesh &mesh) {
   // A shard group of 0 ranks would be Mesh.h's "no hybrid group".
   if (mesh.shardSize < 1 ||
       !md::mesh::groupSizes(mesh.worldSize, mesh.shardSize))
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "shard group size %d does not divide world size %d", mesh.shardSize,
-        mesh.worldSize));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("shard group size %d does not divide world size %d",
+                        mesh.shardSize, mesh.worldSize));
   return absl::OkStatus();
 }
 

@@ -18,6 +18,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/core/EnumNames.h"
+#include "runtime/core/Status.h"
 
 namespace md::runtime {
 
@@ -64,32 +66,18 @@ size_t FlightRecorder::ringBytes(uint32_t capacity) {
   return sizeof(Header) + static_cast<size_t>(capacity) * sizeof(Slot);
 }
 
-const char *flightStateName(FlightState s) {
-  switch (s) {
-  case FlightState::Queued:
-    return "queued";
-  case FlightState::Started:
-    return "started";
-  case FlightState::Completed:
-    return "completed";
-  case FlightState::Failed:
-    return "failed";
-  }
-  return "state?";
-}
+constexpr const char *kFlightStateNames[] = {"queued", "started", "completed",
+                                             "failed"};
+static_assert(namesEveryValue(kFlightStateNames, FlightState::Failed));
+constexpr const char *kRankPhaseNames[] = {"starting", "training", "finished",
+                                           "failed"};
+static_assert(namesEveryValue(kRankPhaseNames, RankPhase::Failed));
 
+const char *flightStateName(FlightState s) {
+  return enumName(kFlightStateNames, s, "state?");
+}
 const char *rankPhaseName(RankPhase p) {
-  switch (p) {
-  case RankPhase::Starting:
-    return "starting";
-  case RankPhase::Training:
-    return "training";
-  case RankPhase::Finished:
-    return "finished";
-  case RankPhase::Failed:
-    return "failed";
-  }
-  return "phase?";
+  return enumName(kRankPhaseNames, p, "phase?");
 }
 
 int64_t MonotonicNs() {
@@ -106,6 +94,19 @@ FlightRecorder::~FlightRecorder() {
     ::munmap(memory_, bytes_);
   if (fd_ >= 0)
     ::close(fd_);
+}
+
+absl::StatusOr<std::unique_ptr<FlightRecorder>>
+FlightRecorder::Map(int fd, size_t bytes) {
+  void *memory =
+      ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (memory == MAP_FAILED) {
+    int err = errno;
+    ::close(fd);
+    return absl::InternalError(absl::StrCat(
+        "cannot map the flight recorder: mmap: ", std::strerror(err)));
+  }
+  return std::unique_ptr<FlightRecorder>(new FlightRecorder(fd, memory, bytes));
 }
 
 absl::StatusOr<std::unique_ptr<FlightRecorder>>
@@ -126,16 +127,8 @@ FlightRecorder::Create(int rank, uint32_t capacity) {
     return absl::InternalError(absl::StrCat(
         "cannot size the flight recorder: ftruncate: ", std::strerror(err)));
   }
-  void *memory =
-      ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (memory == MAP_FAILED) {
-    int err = errno;
-    ::close(fd);
-    return absl::InternalError(absl::StrCat(
-        "cannot map the flight recorder: mmap: ", std::strerror(err)));
-  }
   // A fresh memfd reads as zeros: every slot is empty (seq 0).
-  std::unique_ptr<FlightRecorder> r(new FlightRecorder(fd, memory, bytes));
+  MD_ASSIGN_OR_RETURN(std::unique_ptr<FlightRecorder> r, Map(fd, bytes));
   Header &h = r->header();
   h.capacity.store(capacity, std::memory_order_relaxed);
   h.rank.store(rank, std::memory_order_relaxed);
@@ -160,15 +153,7 @@ absl::StatusOr<std::unique_ptr<FlightRecorder>> FlightRecorder::Open(int fd) {
         "flight recorder fd %d holds %d bytes, less than its header", fd,
         bytes));
   }
-  void *memory =
-      ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (memory == MAP_FAILED) {
-    int err = errno;
-    ::close(fd);
-    return absl::InternalError(absl::StrCat(
-        "cannot map the flight recorder: mmap: ", std::strerror(err)));
-  }
-  std::unique_ptr<FlightRecorder> r(new FlightRecorder(fd, memory, bytes));
+  MD_ASSIGN_OR_RETURN(std::unique_ptr<FlightRecorder> r, Map(fd, bytes));
   const Header &h = r->header();
   if (h.magic.load(std::memory_order_acquire) != kMagic ||
       h.version.load(std::memory_order_relaxed) != kVersion)

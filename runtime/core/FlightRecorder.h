@@ -153,6 +153,10 @@ private:
   struct Slot;
   static size_t ringBytes(uint32_t capacity);
   FlightRecorder(int fd, void *memory, size_t bytes);
+  /// Maps `bytes` of `fd` shared and read-write; owns `fd` from here on
+  /// (closed when mapping fails).
+  static absl::StatusOr<std::unique_ptr<FlightRecorder>> Map(int fd,
+                                                             size_t bytes);
   Header &header() const;
   Slot &slot(uint64_t seq) const;
   void progress();

@@ -25,25 +25,21 @@
 
 namespace md::runtime {
 
-MD_HOST_DEVICE inline uint32_t floatBits(float f) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-#endif
+/// The bits of `from` read as a `To` of the same size (std::bit_cast, which
+/// C++17 lacks). memcpy compiles to a register move on the host and on the
+/// device alike.
+template <typename To, typename From>
+MD_HOST_DEVICE inline To bitCast(From from) {
+  static_assert(sizeof(To) == sizeof(From), "bitCast needs equal sizes");
+  To to;
+  std::memcpy(&to, &from, sizeof to);
+  return to;
 }
 
-MD_HOST_DEVICE inline float bitsFloat(uint32_t u) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-#endif
+MD_HOST_DEVICE inline uint32_t floatBits(float f) {
+  return bitCast<uint32_t>(f);
 }
+MD_HOST_DEVICE inline float bitsFloat(uint32_t u) { return bitCast<float>(u); }
 
 /// bf16 is the top half of an f32: widening is a shift.
 MD_HOST_DEVICE inline float bf16ToF32(uint16_t h) {

@@ -58,8 +58,8 @@ absl::Status expectLike(const char *op, const char *what, const TensorRef &t,
   return absl::OkStatus();
 }
 
-absl::Status expectMinRank(const char *op, const char *what,
-                           const TensorRef &t, int64_t rank) {
+absl::Status expectMinRank(const char *op, const char *what, const TensorRef &t,
+                           int64_t rank) {
   if (t.rank() < rank)
     return invalid(op, "%s must have rank >= %d, got %s", what, rank, t.str());
   return absl::OkStatus();
@@ -103,9 +103,11 @@ AxisDims axisDims(const TensorRef &t, int64_t axis) {
   return d;
 }
 
-absl::StatusOr<MatmulDims> matmulOperands(const char *op, const TensorRef &a,
-                                          const TensorRef &b, bool transposeA,
-                                          bool transposeB) {
+/// a and b of md.matmul or md.matmul_grad (MatmulArgs, MatmulGradArgs).
+template <typename Args>
+absl::StatusOr<MatmulDims> matmulOperands(const char *op, const Args &args) {
+  const TensorRef &a = args.a, &b = args.b;
+  const bool transposeA = args.transposeA, transposeB = args.transposeB;
   MD_RETURN_IF_ERROR(expectFloat(op, "a", a));
   MD_RETURN_IF_ERROR(expectMinRank(op, "a", a, 2));
   MD_RETURN_IF_ERROR(checkTensor(b, op, "b"));
@@ -118,7 +120,8 @@ absl::StatusOr<MatmulDims> matmulOperands(const char *op, const TensorRef &a,
   absl::Span<const int64_t> as(a.shape), bs(b.shape);
   MatmulDims d;
   d.batchedB = b.rank() > 2;
-  if (d.batchedB && as.subspan(0, as.size() - 2) != bs.subspan(0, bs.size() - 2))
+  if (d.batchedB &&
+      as.subspan(0, as.size() - 2) != bs.subspan(0, bs.size() - 2))
     return invalid(op, "batch dims differ: a %s, b %s", a.str(), b.str());
   int64_t r = a.rank();
   d.batch = product(as.subspan(0, as.size() - 2));
@@ -128,7 +131,8 @@ absl::StatusOr<MatmulDims> matmulOperands(const char *op, const TensorRef &a,
   int64_t kb = transposeB ? bs[rb - 1] : bs[rb - 2];
   d.n = transposeB ? bs[rb - 2] : bs[rb - 1];
   if (ka != kb)
-    return invalid(op, "contracting dims differ: a %s has K = %d, b %s has K = %d",
+    return invalid(op,
+                   "contracting dims differ: a %s has K = %d, b %s has K = %d",
                    a.str(), ka, b.str(), kb);
   d.k = ka;
   return d;
@@ -162,9 +166,8 @@ RowDims lastDimRows(const TensorRef &x) {
   return d;
 }
 
-absl::StatusOr<AttentionDims> attentionOperands(const char *op,
-                                                const TensorRef &q,
-                                                int64_t numHeads) {
+absl::StatusOr<AttentionDims>
+attentionOperands(const char *op, const TensorRef &q, int64_t numHeads) {
   MD_RETURN_IF_ERROR(expectFloat(op, "q", q));
   if (q.rank() != 3)
     return invalid(op, "q must be [B, T, C], got %s", q.str());
@@ -295,9 +298,7 @@ absl::StatusOr<Shape> broadcastShapes(absl::Span<const int64_t> a,
 
 absl::StatusOr<MatmulDims> checkMatmul(const MatmulArgs &args) {
   const char *op = "matmul";
-  MD_ASSIGN_OR_RETURN(MatmulDims d, matmulOperands(op, args.a, args.b,
-                                                   args.transposeA,
-                                                   args.transposeB));
+  MD_ASSIGN_OR_RETURN(MatmulDims d, matmulOperands(op, args));
   if (args.bias)
     MD_RETURN_IF_ERROR(expectType(op, "bias", *args.bias, args.a.dtype, {d.n}));
   MD_RETURN_IF_ERROR(
@@ -307,9 +308,7 @@ absl::StatusOr<MatmulDims> checkMatmul(const MatmulArgs &args) {
 
 absl::StatusOr<MatmulDims> checkMatmulGrad(const MatmulGradArgs &args) {
   const char *op = "matmul_grad";
-  MD_ASSIGN_OR_RETURN(MatmulDims d, matmulOperands(op, args.a, args.b,
-                                                   args.transposeA,
-                                                   args.transposeB));
+  MD_ASSIGN_OR_RETURN(MatmulDims d, matmulOperands(op, args));
   MD_RETURN_IF_ERROR(
       expectType(op, "dy", args.dy, args.a.dtype, matmulShape(args.a, d)));
   MD_RETURN_IF_ERROR(expectLike(op, "da", args.da, args.a, "a"));
@@ -445,15 +444,14 @@ checkCausalAttentionGrad(const CausalAttentionGradArgs &args) {
   return d;
 }
 
-absl::Status indexOutOfRange(const char *op, const char *what,
-                             int64_t position, int64_t value, int64_t rows,
+absl::Status indexOutOfRange(const char *op, const char *what, int64_t position,
+                             int64_t value, int64_t rows,
                              std::optional<int64_t> ignoreIndex) {
   return absl::InvalidArgumentError(absl::StrFormat(
       "%s: %s[%d] = %d is out of range [0, %d)%s", op, what, position, value,
       rows,
-      ignoreIndex
-          ? absl::StrFormat(" and is not ignore_index %d", *ignoreIndex)
-          : std::string()));
+      ignoreIndex ? absl::StrFormat(" and is not ignore_index %d", *ignoreIndex)
+                  : std::string()));
 }
 
 absl::StatusOr<EmbeddingDims> checkEmbedding(const EmbeddingArgs &args) {
@@ -472,7 +470,8 @@ absl::StatusOr<EmbeddingDims> checkEmbedding(const EmbeddingArgs &args) {
   return d;
 }
 
-absl::StatusOr<EmbeddingDims> checkEmbeddingGrad(const EmbeddingGradArgs &args) {
+absl::StatusOr<EmbeddingDims>
+checkEmbeddingGrad(const EmbeddingGradArgs &args) {
   const char *op = "embedding_grad";
   MD_RETURN_IF_ERROR(expectFloat(op, "dy", args.dy));
   MD_RETURN_IF_ERROR(expectIndex(op, "ids", args.ids));
@@ -485,7 +484,8 @@ absl::StatusOr<EmbeddingDims> checkEmbeddingGrad(const EmbeddingGradArgs &args) 
   int64_t d = args.dy.shape.back();
   if (args.out.rank() != 2 || args.out.dtype != args.dy.dtype ||
       args.out.shape[1] != d || args.out.shape[0] < 1)
-    return invalid(op, "out must be %s[num_embeddings, %d] with num_embeddings "
+    return invalid(op,
+                   "out must be %s[num_embeddings, %d] with num_embeddings "
                    ">= 1, got %s",
                    dtypeName(args.dy.dtype), d, args.out.str());
   EmbeddingDims dims;
@@ -495,7 +495,8 @@ absl::StatusOr<EmbeddingDims> checkEmbeddingGrad(const EmbeddingGradArgs &args) 
   return dims;
 }
 
-absl::StatusOr<CrossEntropyDims> checkCrossEntropy(const CrossEntropyArgs &args) {
+absl::StatusOr<CrossEntropyDims>
+checkCrossEntropy(const CrossEntropyArgs &args) {
   const char *op = "cross_entropy";
   MD_ASSIGN_OR_RETURN(CrossEntropyDims d,
                       crossEntropyOperands(op, args.logits, args.targets));
@@ -519,7 +520,8 @@ absl::Status checkReshape(const ReshapeArgs &args) {
   MD_RETURN_IF_ERROR(checkTensor(args.x, op, "x"));
   MD_RETURN_IF_ERROR(checkTensor(args.out, op, "out"));
   if (args.out.dtype != args.x.dtype || args.out.numel() != args.x.numel())
-    return invalid(op, "out %s must have the element type and element count "
+    return invalid(op,
+                   "out %s must have the element type and element count "
                    "of x %s",
                    args.out.str(), args.x.str());
   return absl::OkStatus();
@@ -552,7 +554,8 @@ absl::Status checkArange(const ArangeArgs &args) {
   MD_RETURN_IF_ERROR(expectIndex(op, "out", args.out));
   // end - start cannot overflow: start < end and both fit in int64 is not
   // enough, so compare in unsigned arithmetic.
-  uint64_t n = static_cast<uint64_t>(args.end) - static_cast<uint64_t>(args.start);
+  uint64_t n =
+      static_cast<uint64_t>(args.end) - static_cast<uint64_t>(args.start);
   if (args.out.rank() != 1 || static_cast<uint64_t>(args.out.shape[0]) != n)
     return invalid(op, "out must be [%u] for %d to %d, got %s", n, args.start,
                    args.end, args.out.str());
@@ -567,21 +570,21 @@ absl::StatusOr<ReducedDims> checkReduce(const ReduceArgs &args) {
   MD_RETURN_IF_ERROR(expectFloat(op, "x", args.x));
   MD_ASSIGN_OR_RETURN(ReducedDims reduced,
                       reducedDims(op, args.dims, args.x.rank(), args.x.str()));
-  MD_RETURN_IF_ERROR(expectType(op, "out", args.out, args.x.dtype,
-                                reducedShape(args.x.shape, reduced,
-                                             args.keepdim)));
+  MD_RETURN_IF_ERROR(
+      expectType(op, "out", args.out, args.x.dtype,
+                 reducedShape(args.x.shape, reduced, args.keepdim)));
   return reduced;
 }
 
 absl::StatusOr<ReducedDims> checkReduceGrad(const ReduceGradArgs &args) {
   const char *op = args.kind == ReduceKind::sum ? "sum_grad" : "mean_grad";
   MD_RETURN_IF_ERROR(expectFloat(op, "dx", args.dx));
-  MD_ASSIGN_OR_RETURN(ReducedDims reduced, reducedDims(op, args.dims,
-                                                       args.dx.rank(),
-                                                       args.dx.str()));
-  MD_RETURN_IF_ERROR(expectType(op, "dy", args.dy, args.dx.dtype,
-                                reducedShape(args.dx.shape, reduced,
-                                             args.keepdim)));
+  MD_ASSIGN_OR_RETURN(
+      ReducedDims reduced,
+      reducedDims(op, args.dims, args.dx.rank(), args.dx.str()));
+  MD_RETURN_IF_ERROR(
+      expectType(op, "dy", args.dy, args.dx.dtype,
+                 reducedShape(args.dx.shape, reduced, args.keepdim)));
   return reduced;
 }
 
@@ -596,7 +599,8 @@ absl::Status checkSumTo(const SumToArgs &args) {
     ok = o == g || o == 1;
   }
   if (!ok)
-    return invalid(op, "out %s must be a shape that broadcasts to g %s, with "
+    return invalid(op,
+                   "out %s must be a shape that broadcasts to g %s, with "
                    "its element type",
                    args.out.str(), args.g.str());
   return absl::OkStatus();
@@ -636,7 +640,8 @@ absl::Status checkFlatten(const FlattenArgs &args) {
                      in.str(), args.out.str());
     total += in.numel();
     if (total > args.out.numel())
-      return invalid(op, "the inputs need at least %d elements, out %s has "
+      return invalid(op,
+                     "the inputs need at least %d elements, out %s has "
                      "fewer",
                      total, args.out.str());
   }
@@ -671,7 +676,8 @@ absl::Status checkAdamW(const AdamWArgs &args) {
   MD_RETURN_IF_ERROR(expectLike(op, "new_v", args.newV, args.v, "v"));
   if (args.step < 1)
     return invalid(op, "step must be >= 1 (1-based), got %d", args.step);
-  if (!(args.beta1 >= 0 && args.beta1 < 1) || !(args.beta2 >= 0 && args.beta2 < 1))
+  if (!(args.beta1 >= 0 && args.beta1 < 1) ||
+      !(args.beta2 >= 0 && args.beta2 < 1))
     return invalid(op, "betas must be in [0, 1), got (%g, %g)", args.beta1,
                    args.beta2);
   if (!(args.eps > 0))
@@ -693,13 +699,15 @@ absl::Status checkSgd(const SgdArgs &args) {
   if (!std::isfinite(args.dampening))
     return invalid(op, "dampening must be finite, got %g", args.dampening);
   if (args.nesterov && (args.momentum <= 0 || args.dampening != 0))
-    return invalid(op, "nesterov needs momentum > 0 and dampening = 0, got "
+    return invalid(op,
+                   "nesterov needs momentum > 0 and dampening = 0, got "
                    "momentum %g, dampening %g",
                    args.momentum, args.dampening);
   bool wantBuffer = args.momentum > 0;
   if (wantBuffer != args.momentumBuffer.has_value() ||
       wantBuffer != args.newMomentumBuffer.has_value())
-    return invalid(op, "the momentum buffer and its result are present exactly "
+    return invalid(op,
+                   "the momentum buffer and its result are present exactly "
                    "when momentum > 0 (momentum %g)",
                    args.momentum);
   if (wantBuffer) {
@@ -730,8 +738,8 @@ absl::Status checkClip(const ClipArgs &args) {
                    args.outs.size());
   for (size_t i = 0; i < args.grads.size(); ++i) {
     MD_RETURN_IF_ERROR(expectFloat(op, "a grad", args.grads[i]));
-    MD_RETURN_IF_ERROR(expectLike(op, "a result", args.outs[i], args.grads[i],
-                                  "its grad"));
+    MD_RETURN_IF_ERROR(
+        expectLike(op, "a result", args.outs[i], args.grads[i], "its grad"));
   }
   MD_RETURN_IF_ERROR(expectType(op, "norm", args.norm, DType::f32, {}));
   if (!(args.maxNorm > 0) || !std::isfinite(args.maxNorm))

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runtime/core/EnumNames.h"
 
 namespace md::runtime {
 
@@ -21,21 +22,10 @@ int64_t dtypeSize(DType t) {
   return 0;
 }
 
-const char *dtypeName(DType t) {
-  switch (t) {
-  case DType::f32:
-    return "f32";
-  case DType::bf16:
-    return "bf16";
-  case DType::f16:
-    return "f16";
-  case DType::i32:
-    return "i32";
-  case DType::i64:
-    return "i64";
-  }
-  return "?";
-}
+constexpr const char *kDTypeNames[] = {"f32", "bf16", "f16", "i32", "i64"};
+static_assert(namesEveryValue(kDTypeNames, DType::i64));
+
+const char *dtypeName(DType t) { return enumName(kDTypeNames, t); }
 
 std::string shapeString(absl::Span<const int64_t> shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
@@ -62,8 +52,8 @@ absl::Status checkTensor(const TensorRef &t, const char *op, const char *what) {
   int64_t n = 1;
   for (int64_t d : t.shape) {
     if (d < 0)
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: %s has a negative dim: %s", op, what, t.str()));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: %s has a negative dim: %s", op, what, t.str()));
     if (d != 0 && n > limit / d)
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s: %s has too many elements: %s", op, what, t.str()));

@@ -69,20 +69,30 @@ __device__ inline HeadRow blockRow(const Head &g, int64_t heads) {
   return {bh / heads, bh % heads, int64_t(blockIdx.x % g.t)};
 }
 
-/// Query row r.i of head r.h of batch entry r.b, in one block: its scores
+/// What both per-row kernels start from: the block's query row, the offset
+/// of its q (and out, dq) elements, and its softmax statistics.
+struct ScoredRow {
+  HeadRow row;
+  int64_t qo;
+  float max;
+  double sum;
+};
+
+/// The block's query row (blockRow) in one block: its scores
 /// scale * q_i . k_j for the keys j <= i go to p[j], and every thread gets
 /// the row's softmax statistics. The forward and the row-wise backward
 /// kernel compute P from these (and the column-wise one from what the
 /// row-wise one saves of them), so they agree bit for bit.
-__device__ inline RowSoftmax causalScores(const void *q, const void *k, int t,
-                                          const Head &g, const HeadRow &r,
-                                          float *p, double *shared,
-                                          float *sharedF) {
+__device__ inline ScoredRow causalScores(const void *q, const void *k, int t,
+                                         const Head &g, int64_t heads, float *p,
+                                         double *shared, float *sharedF) {
+  const HeadRow r = blockRow(g, heads);
   const int64_t qo = rowOffset(g, r.b, r.h, r.i);
   for (int64_t j = threadIdx.x; j <= r.i; j += blockDim.x)
     p[j] = g.scale * dot(q, qo, k, rowOffset(g, r.b, r.h, j), t, g.hd);
-  return blockRowSoftmax(
+  const RowSoftmax stats = blockRowSoftmax(
       r.i + 1, [p](int64_t j) { return p[j]; }, shared, sharedF);
+  return {r, qo, stats.max, stats.sum};
 }
 
 __global__ void attentionKernel(const void *q, const void *k, const void *v,
@@ -91,14 +101,10 @@ __global__ void attentionKernel(const void *q, const void *k, const void *v,
   extern __shared__ float p[];
   __shared__ double shared[kThreads];
   __shared__ float sharedF[kThreads];
-  const HeadRow row = blockRow(g, heads);
-  const int64_t i = row.i, h = row.h, b = row.b;
-  const int64_t qo = rowOffset(g, b, h, i);
-  const RowSoftmax r = causalScores(q, k, t, g, row, p, shared, sharedF);
-  const float m = r.max;
-  const double sum = r.sum;
+  const ScoredRow row = causalScores(q, k, t, g, heads, p, shared, sharedF);
+  const int64_t i = row.row.i, h = row.row.h, b = row.row.b, qo = row.qo;
   for (int64_t j = threadIdx.x; j <= i; j += blockDim.x)
-    p[j] = prob(p[j], m, sum);
+    p[j] = prob(p[j], row.max, row.sum);
   __syncthreads();
   for (int64_t d = threadIdx.x; d < g.hd; d += blockDim.x) {
     float acc = 0.0f;
@@ -116,15 +122,11 @@ __global__ void attentionGradRowsKernel(const void *dout, int dot_,
   float *p = smem, *ds = smem + g.t;
   __shared__ double shared[kThreads];
   __shared__ float sharedF[kThreads];
-  const HeadRow row = blockRow(g, heads);
-  const int64_t i = row.i, h = row.h, b = row.b;
-  const int64_t qo = rowOffset(g, b, h, i);
-  const RowSoftmax r = causalScores(q, k, t, g, row, p, shared, sharedF);
-  const float m = r.max;
-  const double sum = r.sum;
+  const ScoredRow row = causalScores(q, k, t, g, heads, p, shared, sharedF);
+  const int64_t i = row.row.i, h = row.row.h, b = row.row.b, qo = row.qo;
   double dsum = 0;
   for (int64_t j = threadIdx.x; j <= i; j += blockDim.x) {
-    float pj = prob(p[j], m, sum);
+    float pj = prob(p[j], row.max, row.sum);
     // dout has the element type of the gradients (gt); dot_ is its type.
     float dp = 0.0f;
     const int64_t vo = rowOffset(g, b, h, j);
@@ -146,8 +148,8 @@ __global__ void attentionGradRowsKernel(const void *dout, int dot_,
   }
   if (threadIdx.x == 0) {
     double *sr = stats + 3 * blockIdx.x;
-    sr[0] = m;
-    sr[1] = sum;
+    sr[0] = row.max;
+    sr[1] = row.sum;
     sr[2] = dRow;
   }
 }
@@ -233,9 +235,9 @@ cudaError_t attentionGrad(const void *dout, int dot, const void *q,
   if (seq > kMaxSeq || headDim > kMaxSeq)
     return cudaErrorInvalidValue;
   Head g = headOf(seq, heads, headDim);
-  attentionGradRowsKernel<<<unsigned(blocks), kThreads,
-                            2 * seq * sizeof(float), stream>>>(
-      dout, dot, q, k, v, t, dq, gt, rowStats, heads, g);
+  attentionGradRowsKernel<<<unsigned(blocks), kThreads, 2 * seq * sizeof(float),
+                            stream>>>(dout, dot, q, k, v, t, dq, gt, rowStats,
+                                      heads, g);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     return e;
   attentionGradColsKernel<<<unsigned(blocks), kThreads,

@@ -1,4 +1,4 @@
-//===- Elementwise.cu - elementwise, layout, reduction and optimizer kernels ===//
+//===- Elementwise.cu - elementwise, layout, reduction, optimizer kernels -===//
 //
 // One thread per element in grid-stride loops, each doing the CPU
 // backend's f32 operations in the same order (runtime/cpu/Elementwise.cpp,
@@ -113,8 +113,8 @@ __global__ void fillRowsKernel(const void *bias, int bt, void *out, int ot,
   }
 }
 
-__global__ void columnSumsKernel(const void *x, int xt, int64_t rows,
-                                 int64_t n, void *out, int ot) {
+__global__ void columnSumsKernel(const void *x, int xt, int64_t rows, int64_t n,
+                                 void *out, int ot) {
   MD_GRID_STRIDE(j, n) {
     double acc = 0;
     for (int64_t r = 0; r < rows; ++r)
@@ -231,65 +231,44 @@ __global__ void clipKernel(const void *g, int gt, void *out, int ot, int64_t n,
 cudaError_t binary(Binary op, const void *lhs, int lt, const void *rhs, int rt,
                    void *out, int ot, const Strided &space, int64_t n,
                    cudaStream_t stream) {
-  if (n == 0)
-    return cudaSuccess;
-  binaryKernel<<<gridFor(n), kThreads, 0, stream>>>(op, lhs, lt, rhs, rt, out,
-                                                    ot, space, n);
-  return cudaGetLastError();
+  return launch(binaryKernel, n, gridFor(n), stream, op, lhs, lt, rhs, rt, out,
+                ot, space, n);
 }
 
-cudaError_t unary(Unary op, const void *x, int xt, void *out, int ot,
-                  int64_t n, float factor, cudaStream_t stream) {
-  if (n == 0)
-    return cudaSuccess;
-  unaryKernel<<<gridFor(n), kThreads, 0, stream>>>(op, x, xt, out, ot, n,
-                                                   factor);
-  return cudaGetLastError();
+cudaError_t unary(Unary op, const void *x, int xt, void *out, int ot, int64_t n,
+                  float factor, cudaStream_t stream) {
+  return launch(unaryKernel, n, gridFor(n), stream, op, x, xt, out, ot, n,
+                factor);
 }
 
 cudaError_t unaryGrad(UnaryGrad op, const void *dy, int dyt, const void *x,
                       int xt, void *dx, int dxt, int64_t n,
                       cudaStream_t stream) {
-  if (n == 0)
-    return cudaSuccess;
-  unaryGradKernel<<<gridFor(n), kThreads, 0, stream>>>(op, dy, dyt, x, xt, dx,
-                                                       dxt, n);
-  return cudaGetLastError();
+  return launch(unaryGradKernel, n, gridFor(n), stream, op, dy, dyt, x, xt, dx,
+                dxt, n);
 }
 
 cudaError_t accumulate(const void *acc, int at, const void *g, int gt,
                        void *out, int ot, int64_t n, cudaStream_t stream) {
-  if (n == 0)
-    return cudaSuccess;
-  accumulateKernel<<<gridFor(n), kThreads, 0, stream>>>(acc, at, g, gt, out,
-                                                        ot, n);
-  return cudaGetLastError();
+  return launch(accumulateKernel, n, gridFor(n), stream, acc, at, g, gt, out,
+                ot, n);
 }
 
 cudaError_t cast(const void *x, int xt, void *out, int ot, int64_t n,
                  cudaStream_t stream) {
-  if (n == 0)
-    return cudaSuccess;
-  castKernel<<<gridFor(n), kThreads, 0, stream>>>(x, xt, out, ot, n);
-  return cudaGetLastError();
+  return launch(castKernel, n, gridFor(n), stream, x, xt, out, ot, n);
 }
 
 cudaError_t fillRows(const void *bias, int bt, void *out, int ot, int64_t rows,
                      int64_t n, cudaStream_t stream) {
-  if (rows * n == 0)
-    return cudaSuccess;
-  fillRowsKernel<<<gridFor(rows * n), kThreads, 0, stream>>>(bias, bt, out, ot,
-                                                             rows, n);
-  return cudaGetLastError();
+  return launch(fillRowsKernel, rows * n, gridFor(rows * n), stream, bias, bt,
+                out, ot, rows, n);
 }
 
 cudaError_t columnSums(const void *x, int xt, int64_t rows, int64_t n,
                        void *out, int ot, cudaStream_t stream) {
-  if (n == 0)
-    return cudaSuccess;
-  columnSumsKernel<<<gridFor(n), kThreads, 0, stream>>>(x, xt, rows, n, out,
-                                                        ot);
-  return cudaGetLastError();
+  return launch(columnSumsKernel, n, gridFor(n), stream, x, xt, rows, n, out,
+                ot);
 }
 
 cudaError_t permute(const void *x, void *out, int elemBytes,
@@ -314,10 +293,7 @@ cudaError_t permute(const void *x, void *out, int elemBytes,
 
 cudaError_t arange(void *out, bool i32, int64_t start, int64_t n,
                    cudaStream_t stream) {
-  if (n == 0)
-    return cudaSuccess;
-  arangeKernel<<<gridFor(n), kThreads, 0, stream>>>(out, i32, start, n);
-  return cudaGetLastError();
+  return launch(arangeKernel, n, gridFor(n), stream, out, i32, start, n);
 }
 
 cudaError_t reduceSum(const void *x, int xt, void *out, int ot,
@@ -334,34 +310,23 @@ cudaError_t reduceSum(const void *x, int xt, void *out, int ot,
 cudaError_t broadcastTo(const void *dy, int dyt, void *dx, int dxt,
                         const Strided &space, int64_t n, bool divide,
                         float divisor, cudaStream_t stream) {
-  if (n == 0)
-    return cudaSuccess;
-  broadcastToKernel<<<gridFor(n), kThreads, 0, stream>>>(dy, dyt, dx, dxt,
-                                                         space, n, divide,
-                                                         divisor);
-  return cudaGetLastError();
+  return launch(broadcastToKernel, n, gridFor(n), stream, dy, dyt, dx, dxt,
+                space, n, divide, divisor);
 }
 
 cudaError_t adamw(const void *param, int pt, const void *grad, int gt,
                   const float *m, const float *v, void *newParam, int npt,
                   float *newM, float *newV, int64_t n, const AdamWScalars &s,
                   cudaStream_t stream) {
-  if (n == 0)
-    return cudaSuccess;
-  adamwKernel<<<gridFor(n), kThreads, 0, stream>>>(param, pt, grad, gt, m, v,
-                                                   newParam, npt, newM, newV,
-                                                   n, s);
-  return cudaGetLastError();
+  return launch(adamwKernel, n, gridFor(n), stream, param, pt, grad, gt, m, v,
+                newParam, npt, newM, newV, n, s);
 }
 
 cudaError_t sgd(const void *param, int pt, const void *grad, int gt,
                 const float *buf, void *newParam, int npt, float *newBuf,
                 int64_t n, const SgdScalars &s, cudaStream_t stream) {
-  if (n == 0)
-    return cudaSuccess;
-  sgdKernel<<<gridFor(n), kThreads, 0, stream>>>(param, pt, grad, gt, buf,
-                                                 newParam, npt, newBuf, n, s);
-  return cudaGetLastError();
+  return launch(sgdKernel, n, gridFor(n), stream, param, pt, grad, gt, buf,
+                newParam, npt, newBuf, n, s);
 }
 
 cudaError_t normPartials(const void *x, int xt, int64_t n, double *partials,
@@ -381,11 +346,8 @@ cudaError_t normFinish(const double *partials, float *out, bool squared,
 
 cudaError_t clip(const void *g, int gt, void *out, int ot, int64_t n,
                  const float *norm, float maxNorm, cudaStream_t stream) {
-  if (n == 0)
-    return cudaSuccess;
-  clipKernel<<<gridFor(n), kThreads, 0, stream>>>(g, gt, out, ot, n, norm,
-                                                  maxNorm);
-  return cudaGetLastError();
+  return launch(clipKernel, n, gridFor(n), stream, g, gt, out, ot, n, norm,
+                maxNorm);
 }
 
 } // namespace md::cuda::kernels

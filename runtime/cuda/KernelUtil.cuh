@@ -2,9 +2,9 @@
 //
 // Element types are a runtime argument: ld() widens bf16/f16/f32 to f32 and
 // st() rounds to nearest even with the very functions the CPU backend uses
-// (runtime/core/NumberFormat.h), so the two backends store identical bits for the
-// same f32 value. Block reductions sum in a fixed tree order, so results
-// do not change from run to run.
+// (runtime/core/NumberFormat.h), so the two backends store identical bits for
+// the same f32 value. Block reductions sum in a fixed tree order, so results do
+// not change from run to run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #include "runtime/core/NumberFormat.h"
 #include "runtime/cuda/Kernels.h"
@@ -61,6 +62,18 @@ inline unsigned gridFor(int64_t n) {
   if (blocks > 65535)
     blocks = 65535;
   return blocks < 1 ? 1u : unsigned(blocks);
+}
+
+/// Runs `kernel` on `grid` blocks of kThreads threads on `stream` and
+/// returns the launch's error. With no work (`work` == 0, e.g. an empty
+/// tensor) it launches nothing and succeeds.
+template <typename... Params, typename... Args>
+cudaError_t launch(void (*kernel)(Params...), int64_t work, unsigned grid,
+                   cudaStream_t stream, Args &&...args) {
+  if (work == 0)
+    return cudaSuccess;
+  kernel<<<grid, kThreads, 0, stream>>>(std::forward<Args>(args)...);
+  return cudaGetLastError();
 }
 
 #define MD_GRID_STRIDE(i, n)                                                   \

@@ -235,7 +235,8 @@ __global__ void softmaxGradKernel(const void *dy, int dyt, const void *y,
     const int64_t base = o * n * inner + i, s = inner;
     double dot = 0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      dot += double(ld(dy, dyt, base + j * s)) * double(ld(y, yt, base + j * s));
+      dot +=
+          double(ld(dy, dyt, base + j * s)) * double(ld(y, yt, base + j * s));
     float dotF = float(blockSum(dot, shared));
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
       float yv = ld(y, yt, base + j * s);
@@ -305,8 +306,7 @@ __global__ void crossEntropyRowsKernel(const void *logits, int lt,
     double logSum;
     logSumExp(logits, lt, base, classes, shared, sharedF, m, logSum);
     if (threadIdx.x == 0)
-      losses[p] =
-          (double(m) + logSum) - double(ld(logits, lt, base + t));
+      losses[p] = (double(m) + logSum) - double(ld(logits, lt, base + t));
   }
 }
 
@@ -323,8 +323,7 @@ __global__ void crossEntropyGradKernel(const float *dloss, const void *logits,
                                        int lt, const void *targets, bool i32,
                                        bool hasIgnore, int64_t ignoreIndex,
                                        int64_t positions, int64_t classes,
-                                       int64_t counted, void *dlogits,
-                                       int dt) {
+                                       int64_t counted, void *dlogits, int dt) {
   __shared__ double shared[kThreads];
   __shared__ float sharedF[kThreads];
   const double coeff = counted > 0 ? double(*dloss) / double(counted) : 0;
@@ -349,36 +348,27 @@ __global__ void crossEntropyGradKernel(const float *dloss, const void *logits,
 } // namespace
 
 cudaError_t layerNorm(const void *x, int xt, const void *gamma, int gt,
-                      const void *beta, int bt, void *out, int ot,
-                      int64_t rows, int64_t d, double eps, bool rms,
-                      float *rowStats, cudaStream_t stream) {
-  if (rows == 0)
-    return cudaSuccess;
-  layerNormKernel<<<rowGrid(rows), kThreads, 0, stream>>>(
-      x, xt, gamma, gt, beta, bt, out, ot, rows, d, eps, rms, rowStats);
-  return cudaGetLastError();
+                      const void *beta, int bt, void *out, int ot, int64_t rows,
+                      int64_t d, double eps, bool rms, float *rowStats,
+                      cudaStream_t stream) {
+  return launch(layerNormKernel, rows, rowGrid(rows), stream, x, xt, gamma, gt,
+                beta, bt, out, ot, rows, d, eps, rms, rowStats);
 }
 
 cudaError_t layerNormGradDx(const void *dy, int dyt, const void *x, int xt,
                             const void *gamma, int gt, void *dx, int dxt,
                             int64_t rows, int64_t d, double eps, bool rms,
                             float *rowStats, cudaStream_t stream) {
-  if (rows == 0)
-    return cudaSuccess;
-  layerNormGradDxKernel<<<rowGrid(rows), kThreads, 0, stream>>>(
-      dy, dyt, x, xt, gamma, gt, dx, dxt, rows, d, eps, rms, rowStats);
-  return cudaGetLastError();
+  return launch(layerNormGradDxKernel, rows, rowGrid(rows), stream, dy, dyt, x,
+                xt, gamma, gt, dx, dxt, rows, d, eps, rms, rowStats);
 }
 
 cudaError_t layerNormGradParams(const void *dy, int dyt, const void *x, int xt,
                                 const float *rowStats, int64_t rows, int64_t d,
                                 bool rms, void *dgamma, int dgt, void *dbeta,
                                 int dbt, cudaStream_t stream) {
-  if (d == 0)
-    return cudaSuccess;
-  layerNormGradParamsKernel<<<gridFor(d), kThreads, 0, stream>>>(
-      dy, dyt, x, xt, rowStats, rows, d, rms, dgamma, dgt, dbeta, dbt);
-  return cudaGetLastError();
+  return launch(layerNormGradParamsKernel, d, gridFor(d), stream, dy, dyt, x,
+                xt, rowStats, rows, d, rms, dgamma, dgt, dbeta, dbt);
 }
 
 cudaError_t batchNorm(const void *x, int xt, const void *gamma, int gt,
@@ -387,9 +377,8 @@ cudaError_t batchNorm(const void *x, int xt, const void *gamma, int gt,
                       cudaStream_t stream) {
   if (c == 0)
     return cudaSuccess;
-  batchNormStatsKernel<<<gridFor(c), kThreads, 0, stream>>>(x, xt, mean,
-                                                            invstd, rows, c,
-                                                            eps);
+  batchNormStatsKernel<<<gridFor(c), kThreads, 0, stream>>>(x, xt, mean, invstd,
+                                                            rows, c, eps);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess || rows == 0)
     return e;
   batchNormOutKernel<<<gridFor(rows * c), kThreads, 0, stream>>>(
@@ -435,11 +424,8 @@ cudaError_t softmaxGrad(const void *dy, int dyt, const void *y, int yt,
 cudaError_t checkIndices(const void *ids, bool i32, int64_t n, int64_t rows,
                          bool hasIgnore, int64_t ignoreIndex, int64_t *check,
                          cudaStream_t stream) {
-  if (n == 0)
-    return cudaSuccess;
-  checkIndicesKernel<<<gridFor(n), kThreads, 0, stream>>>(
-      ids, i32, n, rows, hasIgnore, ignoreIndex, check);
-  return cudaGetLastError();
+  return launch(checkIndicesKernel, n, gridFor(n), stream, ids, i32, n, rows,
+                hasIgnore, ignoreIndex, check);
 }
 
 cudaError_t embedding(const void *table, int elemBytes, const void *ids,
@@ -468,11 +454,8 @@ cudaError_t embeddingGrad(const void *dy, int dyt, const void *ids, bool i32,
                           float *acc, int64_t positions, int64_t d,
                           cudaStream_t stream) {
   int64_t n = positions * d;
-  if (n == 0)
-    return cudaSuccess;
-  embeddingGradKernel<<<gridFor(n), kThreads, 0, stream>>>(dy, dyt, ids, i32,
-                                                           acc, positions, d);
-  return cudaGetLastError();
+  return launch(embeddingGradKernel, n, gridFor(n), stream, dy, dyt, ids, i32,
+                acc, positions, d);
 }
 
 cudaError_t crossEntropy(const void *logits, int lt, const void *targets,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "runtime/core/EnumNames.h"
 #include "runtime/plan/Aliasing.h"
 #include "runtime/plan/VerifyInternal.h"
 
@@ -167,26 +168,15 @@ MemoryCategory categoryOfRole(fb::StateRole role) {
 
 } // namespace
 
+// Unknown values read as unspecified, like a plan that does not say.
+constexpr const char *kMemoryCategoryNames[] = {
+    "unspecified", "params",      "grads",        "grad_acc",
+    "optimizer",   "activations", "comm_buffers", "host"};
+static_assert(runtime::namesEveryValue(kMemoryCategoryNames,
+                                       MemoryCategory::MAX));
+
 const char *MemoryCategoryName(MemoryCategory category) {
-  switch (category) {
-  case MemoryCategory::Unspecified:
-    return "unspecified";
-  case MemoryCategory::Params:
-    return "params";
-  case MemoryCategory::Grads:
-    return "grads";
-  case MemoryCategory::GradAcc:
-    return "grad_acc";
-  case MemoryCategory::Optimizer:
-    return "optimizer";
-  case MemoryCategory::Activations:
-    return "activations";
-  case MemoryCategory::CommBuffers:
-    return "comm_buffers";
-  case MemoryCategory::Host:
-    return "host";
-  }
-  return "unspecified";
+  return runtime::enumName(kMemoryCategoryNames, category, "unspecified");
 }
 
 absl::StatusOr<MemoryTotals> MemoryTotals::Of(const CategoryBytes &bytes) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/core/EnumNames.h"
 
 namespace md::plan {
 namespace {
@@ -223,98 +224,44 @@ int64_t DTypeSize(fb::DType dtype) {
   return 0;
 }
 
-const char *DTypeName(fb::DType dtype) {
-  switch (dtype) {
-  case fb::DType::F32:
-    return "f32";
-  case fb::DType::BF16:
-    return "bf16";
-  case fb::DType::F16:
-    return "f16";
-  case fb::DType::I32:
-    return "i32";
-  case fb::DType::I64:
-    return "i64";
-  case fb::DType::F64:
-    return "f64";
-  case fb::DType::Bool:
-    return "bool";
-  case fb::DType::Invalid:
-    return "invalid";
-  }
-  return "?";
-}
+//===----------------------------------------------------------------------===//
+// Names of enum values in messages and reports (runtime/core/EnumNames.h):
+// each table has one name per value of its plan.fbs enum, up to flatc's MAX.
+//===----------------------------------------------------------------------===//
 
-const char *GroupName(fb::Group group) {
-  switch (group) {
-  case fb::Group::World:
-    return "world";
-  case fb::Group::Shard:
-    return "shard";
-  case fb::Group::Replicate:
-    return "replicate";
-  }
-  return "?";
-}
+namespace {
 
+using runtime::enumName;
+using runtime::namesEveryValue;
+
+constexpr const char *kDTypeNames[] = {"invalid", "f32", "bf16", "f16",
+                                       "i32",     "i64", "f64",  "bool"};
+static_assert(namesEveryValue(kDTypeNames, fb::DType::MAX));
+constexpr const char *kGroupNames[] = {"world", "shard", "replicate"};
+static_assert(namesEveryValue(kGroupNames, fb::Group::MAX));
+constexpr const char *kReductionNames[] = {"sum", "avg", "max", "min", "prod"};
+static_assert(namesEveryValue(kReductionNames, fb::Reduction::MAX));
+// None is a transient buffer: it persists in no role.
+constexpr const char *kStateRoleNames[] = {
+    "transient",  "master",   "params",   "exp_avg",
+    "exp_avg_sq", "momentum", "grad_acc", "buffer"};
+static_assert(namesEveryValue(kStateRoleNames, fb::StateRole::MAX));
+constexpr const char *kBlockKindNames[] = {
+    "step", "hooks", "micro_steps", "then", "else", "every", "for", "eval"};
+static_assert(namesEveryValue(kBlockKindNames, fb::BlockKind::MAX));
+
+} // namespace
+
+const char *DTypeName(fb::DType dtype) { return enumName(kDTypeNames, dtype); }
+const char *GroupName(fb::Group group) { return enumName(kGroupNames, group); }
 const char *ReductionName(fb::Reduction reduction) {
-  switch (reduction) {
-  case fb::Reduction::Sum:
-    return "sum";
-  case fb::Reduction::Avg:
-    return "avg";
-  case fb::Reduction::Max:
-    return "max";
-  case fb::Reduction::Min:
-    return "min";
-  case fb::Reduction::Prod:
-    return "prod";
-  }
-  return "?";
+  return enumName(kReductionNames, reduction);
 }
-
 const char *StateRoleName(fb::StateRole role) {
-  switch (role) {
-  case fb::StateRole::None:
-    return "transient";
-  case fb::StateRole::Master:
-    return "master";
-  case fb::StateRole::Params:
-    return "params";
-  case fb::StateRole::ExpAvg:
-    return "exp_avg";
-  case fb::StateRole::ExpAvgSq:
-    return "exp_avg_sq";
-  case fb::StateRole::Momentum:
-    return "momentum";
-  case fb::StateRole::GradAcc:
-    return "grad_acc";
-  case fb::StateRole::Buffer:
-    return "buffer";
-  }
-  return "?";
+  return enumName(kStateRoleNames, role);
 }
-
 const char *BlockKindName(fb::BlockKind kind) {
-  switch (kind) {
-  case fb::BlockKind::Step:
-    return "step";
-  case fb::BlockKind::Hooks:
-    return "hooks";
-  case fb::BlockKind::MicroSteps:
-    return "micro_steps";
-  case fb::BlockKind::Then:
-    return "then";
-  case fb::BlockKind::Else:
-    return "else";
-  case fb::BlockKind::Every:
-    return "every";
-  case fb::BlockKind::ForBody:
-    return "for";
-  case fb::BlockKind::EvalBody:
-    return "eval";
-  }
-  return "?";
+  return enumName(kBlockKindNames, kind);
 }
 
 } // namespace md::plan

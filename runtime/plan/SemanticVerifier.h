@@ -49,6 +49,16 @@ inline absl::Status invalidf(const absl::FormatSpec<Args...> &format,
   return absl::InvalidArgumentError(absl::StrFormat(format, args...));
 }
 
+/// An enum field read from the plan: one plan.fbs defines, or
+/// "<path>: unknown <what> <value>".
+template <typename E>
+inline absl::Status checkEnum(E value, absl::string_view path,
+                              absl::string_view what) {
+  if (inRange(value))
+    return absl::OkStatus();
+  return invalidf("%s: unknown %s %d", path, what, static_cast<int>(value));
+}
+
 /// An operand count as a message states it: "2", "at least 1", "1 to 3".
 inline std::string arityText(Arity arity) {
   if (arity.min == arity.max)

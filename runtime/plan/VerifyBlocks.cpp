@@ -39,9 +39,8 @@ absl::Status SemanticVerifier::checkBlockTree() {
   // Each block is run from exactly one place.
   for (uint32_t b = 0; b < numBlocks_; ++b) {
     const fb::Block *block = plan_.blocks()->Get(b);
-    if (!inRange(block->kind()))
-      return invalidf("blocks[%d].kind: unknown block kind %d", b,
-                      static_cast<int>(block->kind()));
+    MD_RETURN_IF_ERROR(checkEnum(
+        block->kind(), absl::StrCat("blocks[", b, "].kind"), "block kind"));
     for (uint32_t i = 0; i < count(block->instructions()); ++i) {
       const fb::Instruction *inst = block->instructions()->Get(i);
       for (uint32_t k = 0; k < count(inst->blocks()); ++k) {
@@ -120,9 +119,8 @@ absl::Status SemanticVerifier::checkBuffers() {
     if (DTypeSize(buffer->dtype()) == 0)
       return invalidf("%s.dtype: %d is not an element type", path,
                       static_cast<int>(buffer->dtype()));
-    if (!inRange(buffer->size_kind()))
-      return invalidf("%s.size_kind: unknown size kind %d", path,
-                      static_cast<int>(buffer->size_kind()));
+    MD_RETURN_IF_ERROR(checkEnum(
+        buffer->size_kind(), absl::StrCat(path, ".size_kind"), "size kind"));
     if (buffer->numel() < 0)
       return invalidf("%s.numel: %d is negative", path, buffer->numel());
     if (buffer->size_kind() == fb::SizeKind::Full) {
@@ -136,21 +134,19 @@ absl::Status SemanticVerifier::checkBuffers() {
       if (count(buffer->shape()) != 0)
         return invalidf("%s.shape: a shard has no static shape (%d dims given)",
                         path, count(buffer->shape()));
-      if (!inRange(buffer->group()))
-        return invalidf("%s.group: unknown group %d", path,
-                        static_cast<int>(buffer->group()));
+      MD_RETURN_IF_ERROR(
+          checkEnum(buffer->group(), absl::StrCat(path, ".group"), "group"));
     }
     int64_t bytes = 0;
     if (__builtin_mul_overflow(buffer->numel(), DTypeSize(buffer->dtype()),
                                &bytes))
       return invalidf("%s: %d elements of %s overflow 64-bit byte counts", path,
                       buffer->numel(), DTypeName(buffer->dtype()));
-    if (!inRange(buffer->role()))
-      return invalidf("%s.role: unknown state role %d", path,
-                      static_cast<int>(buffer->role()));
-    if (!inRange(buffer->category()))
-      return invalidf("%s.category: unknown memory category %d", path,
-                      static_cast<int>(buffer->category()));
+    MD_RETURN_IF_ERROR(
+        checkEnum(buffer->role(), absl::StrCat(path, ".role"), "state role"));
+    MD_RETURN_IF_ERROR(checkEnum(buffer->category(),
+                                 absl::StrCat(path, ".category"),
+                                 "memory category"));
     if (buffer->category() == fb::MemoryCategory::Host &&
         (buffer->size_kind() != fb::SizeKind::Full || buffer->numel() != 1))
       return invalidf("%s.category: host, but not a scalar (%d elements)", path,

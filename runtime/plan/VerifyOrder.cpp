@@ -234,17 +234,12 @@ absl::Status SemanticVerifier::checkUniformity() {
     for (uint32_t k = 0; k < count(inst->outputs()); ++k)
       taintBuffer(inst->outputs()->Get(k));
   };
-  auto taintBlock = [&](int32_t b) {
-    if (varyingBlock[b])
+  // Marks block b (varying or uneven, by `marks`) and queues its
+  // instructions again.
+  auto taintBlock = [&](std::vector<bool> &marks, int32_t b) {
+    if (marks[b])
       return;
-    varyingBlock[b] = true;
-    for (uint32_t t = first[b]; t < first[b + 1]; ++t)
-      work.push_back(t);
-  };
-  auto taintUneven = [&](int32_t b) {
-    if (unevenBlock[b])
-      return;
-    unevenBlock[b] = true;
+    marks[b] = true;
     for (uint32_t t = first[b]; t < first[b + 1]; ++t)
       work.push_back(t);
   };
@@ -266,11 +261,11 @@ absl::Status SemanticVerifier::checkUniformity() {
     bool varyingCondition = conditional && anyInputVarying(inst);
     if (varyingBlock[b] || varyingCondition) {
       for (uint32_t k = 0; k < count(inst->blocks()); ++k)
-        taintBlock(inst->blocks()->Get(k));
+        taintBlock(varyingBlock, inst->blocks()->Get(k));
     }
     if (unevenBlock[b] || (varyingCondition && !armsCommunicateAlike(*inst))) {
       for (uint32_t k = 0; k < count(inst->blocks()); ++k)
-        taintUneven(inst->blocks()->Get(k));
+        taintBlock(unevenBlock, inst->blocks()->Get(k));
     }
     bool varies =
         varyingBlock[b] || info.is(kVaryingResult) ||

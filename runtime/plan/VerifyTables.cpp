@@ -25,15 +25,12 @@ absl::Status SemanticVerifier::checkHeader() {
   const fb::PlanOptions *options = header->options();
   if (!options)
     return invalid("header.options: missing");
-  if (!inRange(options->shard()))
-    return invalidf("header.options.shard: unknown shard kind %d",
-                    static_cast<int>(options->shard()));
-  if (!inRange(options->wrap()))
-    return invalidf("header.options.wrap: unknown wrap kind %d",
-                    static_cast<int>(options->wrap()));
-  if (!inRange(options->prefetch_backward()))
-    return invalidf("header.options.prefetch_backward: unknown value %d",
-                    static_cast<int>(options->prefetch_backward()));
+  MD_RETURN_IF_ERROR(
+      checkEnum(options->shard(), "header.options.shard", "shard kind"));
+  MD_RETURN_IF_ERROR(
+      checkEnum(options->wrap(), "header.options.wrap", "wrap kind"));
+  MD_RETURN_IF_ERROR(checkEnum(options->prefetch_backward(),
+                               "header.options.prefetch_backward", "value"));
   struct {
     const char *name;
     fb::DType dtype;
@@ -81,9 +78,8 @@ absl::Status SemanticVerifier::checkDatasetsAndRecipe() {
   for (uint32_t i = 0; i < numDatasets_; ++i) {
     const fb::DataSpec *data = plan_.datasets()->Get(i);
     std::string path = absl::StrCat("datasets[", i, "]");
-    if (!inRange(data->kind()))
-      return invalidf("%s.kind: unknown data kind %d", path,
-                      static_cast<int>(data->kind()));
+    MD_RETURN_IF_ERROR(
+        checkEnum(data->kind(), absl::StrCat(path, ".kind"), "data kind"));
     bool synthetic = data->kind() == fb::DataKind::Synthetic;
     if (synthetic != str(data->path()).empty())
       return invalidf("%s.path: %s", path,
@@ -113,9 +109,8 @@ absl::Status SemanticVerifier::checkDatasetsAndRecipe() {
   const fb::Optimizer *opt = recipe->optimizer();
   if (!opt)
     return invalid("recipe.optimizer: missing");
-  if (!inRange(opt->kind()))
-    return invalidf("recipe.optimizer.kind: unknown optimizer %d",
-                    static_cast<int>(opt->kind()));
+  MD_RETURN_IF_ERROR(
+      checkEnum(opt->kind(), "recipe.optimizer.kind", "optimizer"));
   const std::pair<const char *, double> hyper[] = {
       {"lr", opt->lr()},
       {"beta1", opt->beta1()},
@@ -151,9 +146,8 @@ absl::Status SemanticVerifier::checkDatasetsAndRecipe() {
   const fb::Schedule *schedule = recipe->schedule();
   if (!schedule)
     return invalid("recipe.schedule: missing");
-  if (!inRange(schedule->kind()))
-    return invalidf("recipe.schedule.kind: unknown schedule %d",
-                    static_cast<int>(schedule->kind()));
+  MD_RETURN_IF_ERROR(
+      checkEnum(schedule->kind(), "recipe.schedule.kind", "schedule"));
   if (schedule->warmup() < 0)
     return invalidf("recipe.schedule.warmup: %d is negative",
                     schedule->warmup());
@@ -167,9 +161,8 @@ absl::Status SemanticVerifier::checkDatasetsAndRecipe() {
   const fb::Sampler *sampler = recipe->sampler();
   if (!sampler)
     return invalid("recipe.sampler: missing");
-  if (!inRange(sampler->tail()))
-    return invalidf("recipe.sampler.tail: unknown tail policy %d",
-                    static_cast<int>(sampler->tail()));
+  MD_RETURN_IF_ERROR(
+      checkEnum(sampler->tail(), "recipe.sampler.tail", "tail policy"));
   return absl::OkStatus();
 }
 
@@ -245,9 +238,8 @@ absl::Status SemanticVerifier::checkInit(const fb::Init *init,
                                          const std::string &path) {
   if (!init)
     return invalidf("%s: missing", path);
-  if (!inRange(init->kind()))
-    return invalidf("%s.kind: unknown initialiser %d", path,
-                    static_cast<int>(init->kind()));
+  MD_RETURN_IF_ERROR(
+      checkEnum(init->kind(), absl::StrCat(path, ".kind"), "initialiser"));
   uint32_t expected = 0;
   switch (init->kind()) {
   case fb::InitKind::Zeros:
