@@ -165,8 +165,15 @@ bool preempted(const Child &c) {
   return WIFEXITED(c.status) && WEXITSTATUS(c.status) == kPreemptedExitCode;
 }
 
+/// A rank whose recipe ran fail("why"): every rank ends after that step,
+/// so this is how the job ends, not a rank's failure.
+bool recipeFailed(const Child &c) {
+  return WIFEXITED(c.status) && WEXITSTATUS(c.status) == kRecipeFailedExitCode;
+}
+
 bool failed(const Child &c) {
-  return !WIFEXITED(c.status) || (WEXITSTATUS(c.status) != 0 && !preempted(c));
+  return !WIFEXITED(c.status) ||
+         (WEXITSTATUS(c.status) != 0 && !preempted(c) && !recipeFailed(c));
 }
 
 /// The ranks this node starts: the world size the plan runs at, and this
@@ -800,6 +807,15 @@ absl::Status runRanks(const TrainOptions &options, const NodeRanks &ranks,
         link->done();
       return absl::OkStatus();
     }
+  }
+  if (firstFailure < 0 && !ended.stalled && ended.elsewhere.empty() &&
+      std::all_of(children.begin(), children.end(), recipeFailed)) {
+    if (link != nullptr)
+      link->done();
+    std::string why = children[0].message;
+    while (!why.empty() && (why.back() == '\n' || why.back() == ' '))
+      why.pop_back();
+    return RecipeFailureStatus(why);
   }
   if (gInterrupt != 0)
     return absl::CancelledError(
