@@ -14,7 +14,8 @@
 #    standard error, every rank ends after step 3 (the progress and the
 #    --metrics file stop there, the save after the fail in the same hooks
 #    is written, no --save-final), --max-restarts does not restart it, and
-#    no flight recorder analysis is printed.
+#    no flight recorder analysis is printed. Ranks started as mpirun
+#    starts them exit 3 each, rank 0 printing the line.
 #
 #   test/mdrun/keep-fail.sh MDC MDRUN WORK_DIR
 set -uo pipefail
@@ -94,6 +95,25 @@ echo "$last" | grep -qE '^step +3/10 ' ||
 tail -1 failed.jsonl | grep -q '"step": 3' || fail "fail: the last metrics line is not step 3's: $(tail -1 failed.jsonl)"
 [ -d run/fail-ckpt/step_00000003 ] || fail "fail: the save after fail(...) in step 3's hooks was not written"
 [ ! -e final.safetensors ] || fail "fail: --save-final was written for a failed run"
+
+# The same with the ranks started as mpirun starts them (each mdrun one
+# rank, no launcher): both exit 3, rank 0 alone says why.
+port=$((20000 + RANDOM % 20000))
+for r in 0 1; do
+  (cd run && env OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=$r \
+    OMPI_COMM_WORLD_LOCAL_RANK=$r OMPI_COMM_WORLD_LOCAL_SIZE=2 \
+    MASTER_PORT=$port timeout 120 "$mdrun" --backend cpu --threads 1 \
+    --steps 10 "$work/failing.fb" >"$work/mpi$r.out" 2>"$work/mpi$r.err") &
+  pids[r]=$!
+done
+wait "${pids[0]}"
+rc0=$?
+wait "${pids[1]}"
+rc1=$?
+[ "$rc0" -eq 3 ] && [ "$rc1" -eq 3 ] ||
+  fail "mpirun-style ranks exited $rc0/$rc1, expected 3/3:"$'\n'"$(cat mpi0.err mpi1.err)"
+grep -qx "$want" mpi0.err || fail "mpirun-style rank 0 did not say '$want':"$'\n'"$(cat mpi0.err)"
+grep -q 'recipe failed' mpi1.err && fail "mpirun-style rank 1 said it too: $(cat mpi1.err)"
 
 if [ "$failures" -ne 0 ]; then
   echo "keep-fail.sh: $failures failure(s)"
