@@ -808,11 +808,15 @@ absl::Status runRanks(const TrainOptions &options, const NodeRanks &ranks,
       return absl::OkStatus();
     }
   }
+  // The recipe's fail("why") ends every rank after one step; any rank that
+  // says so (the others follow, or ended the same way) makes it the job's
+  // end, never a success.
+  auto failing = std::find_if(children.begin(), children.end(), recipeFailed);
   if (firstFailure < 0 && !ended.stalled && ended.elsewhere.empty() &&
-      std::all_of(children.begin(), children.end(), recipeFailed)) {
+      failing != children.end()) {
     if (link != nullptr)
       link->done();
-    std::string why = children[0].message;
+    std::string why = failing->message;
     while (!why.empty() && (why.back() == '\n' || why.back() == ' '))
       why.pop_back();
     return RecipeFailureStatus(why);
