@@ -16,6 +16,8 @@
 #    is written, no --save-final), --max-restarts does not restart it, and
 #    no flight recorder analysis is printed. Ranks started as mpirun
 #    starts them exit 3 each, rank 0 printing the line.
+# 3. Ranks started as mpirun starts them, preempted by SIGTERM: each exits
+#    75 and says where it stopped.
 #
 #   test/mdrun/keep-fail.sh MDC MDRUN WORK_DIR
 set -uo pipefail
@@ -114,6 +116,32 @@ rc1=$?
   fail "mpirun-style ranks exited $rc0/$rc1, expected 3/3:"$'\n'"$(cat mpi0.err mpi1.err)"
 grep -qx "$want" mpi0.err || fail "mpirun-style rank 0 did not say '$want':"$'\n'"$(cat mpi0.err)"
 grep -q 'recipe failed' mpi1.err && fail "mpirun-style rank 1 said it too: $(cat mpi1.err)"
+
+# --- 3. A preemption of mpirun-style ranks ------------------------------------
+# Each rank gets the scheduler's SIGTERM itself, stops after the same step
+# and exits 75 (not 1, and without a failed rank's flight recorder file).
+port=$((20000 + RANDOM % 20000))
+for r in 0 1; do
+  (cd run && exec env OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=$r \
+    OMPI_COMM_WORLD_LOCAL_RANK=$r OMPI_COMM_WORLD_LOCAL_SIZE=2 \
+    MASTER_PORT=$port "$mdrun" --backend cpu --threads 1 --steps 100000 \
+    --log-every 1 "$work/keep.fb" >"$work/term$r.out" 2>"$work/term$r.err") &
+  pids[r]=$!
+done
+for _ in $(seq 600); do
+  grep -qE '^step +2/' term0.out 2>/dev/null && break
+  sleep 0.1
+done
+kill -TERM "${pids[0]}" "${pids[1]}"
+wait "${pids[0]}"
+rc0=$?
+wait "${pids[1]}"
+rc1=$?
+[ "$rc0" -eq 75 ] && [ "$rc1" -eq 75 ] ||
+  fail "preempted mpirun-style ranks exited $rc0/$rc1, expected 75/75:"$'\n'"$(cat term0.err term1.err)"
+grep -q '^mdrun: preempted: rank 0 stopped after step ' term0.err ||
+  fail "preempted rank 0 did not say where it stopped:"$'\n'"$(cat term0.err)"
+grep -q 'error' term0.err term1.err && fail "a preempted rank reported an error: $(cat term0.err term1.err)"
 
 if [ "$failures" -ne 0 ]; then
   echo "keep-fail.sh: $failures failure(s)"

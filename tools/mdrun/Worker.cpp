@@ -715,6 +715,10 @@ absl::Status RunRank(const TrainOptions &options, const Placement &place) {
     // with the same status quietly.
     return place.rank == 0 ? s : RecipeFailureStatus("");
   }
+  // A preemption is no failure either: each rank says where it stopped and
+  // exits 75 (the status keeps its mark, which a rewritten one would lose).
+  if (IsPreemption(s))
+    return s;
   std::string message = absl::StrFormat("rank %d: %s", place.rank, s.message());
   if (ring != nullptr)
     absl::StrAppend(&message, writeOwnRing(*ring, options, env));
