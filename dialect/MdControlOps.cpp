@@ -246,6 +246,12 @@ LogicalResult SaveOp::verify() {
     return emitOpError("checkpoint path is empty");
   return verifyRank0Only(*this, getRank0Only());
 }
+LogicalResult ExitOp::verify() {
+  // A failed run says why: the reason is mdrun's message.
+  if (getFailure() && (!getReason() || getReason()->empty()))
+    return emitOpError("a failure needs a reason");
+  return success();
+}
 LogicalResult EvaluateOp::verify() {
   return verifyRank0Only(*this, getRank0Only());
 }

@@ -239,17 +239,21 @@ def MD_ForOp : MD_Op<"for", [
 def MD_ExitOp : MD_Op<"exit", [MemoryEffects<[MemWrite<MD_HostIOResource>]>]> {
   let summary = "ends training after the current step";
   let description = [{
-    The `stop` statement of the recipe. Every rank must reach the same
+    The `stop` statement of the recipe, and with `failure` its
+    `fail("why")`: the run then ends as failed (mdrun's exit status 3), with
+    the reason, which a failure must have. Every rank must reach the same
     decision: an `md.exit` under a condition that varies between ranks leaves
     the other ranks waiting in the next step's collectives, which the desync
     checker reports.
 
     ```mlir
-    md.exit "loss diverged"
+    md.exit "STOP file found"
+    md.exit "loss diverged" failure
     ```
   }];
-  let arguments = (ins OptionalAttr<StrAttr>:$reason);
-  let assemblyFormat = "($reason^)? attr-dict";
+  let arguments = (ins OptionalAttr<StrAttr>:$reason, UnitAttr:$failure);
+  let assemblyFormat = "($reason^)? (`failure` $failure^)? attr-dict";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -299,16 +303,21 @@ def MD_SaveOp : MD_EffectOp<"save"> {
     `sharded` writes one file per rank plus metadata and barriers before the
     atomic rename. Both communicate, so `md.save` must run on every rank and
     cannot be `rank0_only` (md already writes the full file on rank 0 only).
+    With `keep K` (K ≥ 1), rank 0 then removes the older checkpoints of the
+    same format in the directory, keeping the one just written and the K − 1
+    newest others.
 
     ```mlir
     md.save full "ckpt/final"
     md.save sharded
+    md.save sharded "ckpt" keep 3
     ```
   }];
   let arguments = (ins MD_CheckpointFormatAttr:$format, OptionalAttr<StrAttr>:$path,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$keep,
                        UnitAttr:$rank0_only);
   let assemblyFormat = [{
-    custom<CheckpointFormat>($format) ($path^)? (`rank0_only` $rank0_only^)? attr-dict
+    custom<CheckpointFormat>($format) ($path^)? (`keep` $keep^)? (`rank0_only` $rank0_only^)? attr-dict
   }];
 }
 

@@ -136,7 +136,7 @@ std::optional<Typed> RecipeEmitter::emitCall(const CallExpr &call) {
   }
   if (callee == "evaluate")
     return emitEvaluate(call);
-  if (callee == "log" || callee == "print") {
+  if (callee == "log" || callee == "print" || callee == "fail") {
     diags.error(call.loc, "'" + callee +
                               "' has no value; call it as a "
                               "statement");

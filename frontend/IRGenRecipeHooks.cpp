@@ -1,7 +1,7 @@
 //===- IRGenRecipeHooks.cpp - statements of the hooks ---------------------===//
 //
 // The statements of a recipe's hooks region (let, if, for, every, save,
-// log and print, stop) with their scopes of typed bindings.
+// log and print, stop and fail) with their scopes of typed bindings.
 //
 //===----------------------------------------------------------------------===//
 
@@ -76,8 +76,13 @@ void RecipeEmitter::emitStmt(const Stmt &stmt) {
       (void)emitExpr(expr);
       return;
     }
+    if (call && call->callee == "fail") {
+      emitFail(*call);
+      return;
+    }
     diags.error(expr.loc, "this expression has no effect; only log(...), "
-                          "print(...) and evaluate(...) can stand alone");
+                          "print(...), evaluate(...) and fail(...) can stand "
+                          "alone");
     return;
   }
   case Stmt::Kind::If: {
@@ -158,7 +163,7 @@ void RecipeEmitter::emitStmt(const Stmt &stmt) {
     return;
   }
   case Stmt::Kind::Stop:
-    ExitOp::create(builder, loc, StringAttr());
+    ExitOp::create(builder, loc, StringAttr(), UnitAttr());
     return;
   case Stmt::Kind::Save:
     emitSave(cast<SaveStmt>(stmt));
@@ -181,13 +186,17 @@ void RecipeEmitter::emitDetached(const Body &body) {
   emitBody(body);
 }
 
-std::optional<int64_t> RecipeEmitter::getPeriod(const Expr &expr) {
-  std::optional<Literal> literal = getLiteral(expr);
+std::optional<Literal> RecipeEmitter::getConstant(const Expr &expr) {
   if (const auto *name = dyn_cast<NameExpr>(&expr))
     if (Binding *binding = lookup(name->name); binding && binding->literal) {
       binding->used = true;
-      literal = binding->literal;
+      return binding->literal;
     }
+  return getLiteral(expr);
+}
+
+std::optional<int64_t> RecipeEmitter::getPeriod(const Expr &expr) {
+  std::optional<Literal> literal = getConstant(expr);
   if (!literal) {
     diags.error(expr.loc, "the period of 'every' must be a constant "
                           "integer, got " +
@@ -210,21 +219,43 @@ std::optional<int64_t> RecipeEmitter::getPeriod(const Expr &expr) {
 void RecipeEmitter::emitSave(const SaveStmt &save) {
   auto usage = [&](SMLoc loc) {
     diags.error(loc, "expected checkpoint(full) or checkpoint(sharded), "
-                     "optionally with a directory: checkpoint(full, "
-                     "\"dir\")");
+                     "optionally with a directory and how many to keep: "
+                     "checkpoint(sharded, \"dir\", keep = 3)");
   };
-  if (save.args.empty() || save.args.size() > 2) {
-    usage(save.args.size() > 2 ? save.args[2].value->loc : save.loc);
-    return;
-  }
-  for (const Argument &arg : save.args)
-    if (!arg.name.empty()) {
-      diags.error(arg.nameLoc, "checkpoint(...) takes no named arguments, "
-                               "got '" +
-                                   arg.name + "'");
+  // The format and the directory by position, then `keep` by name.
+  SmallVector<const Expr *, 2> positional;
+  const Argument *keepArg = nullptr;
+  for (const Argument &arg : save.args) {
+    if (arg.name.empty()) {
+      if (keepArg) {
+        diags.error(arg.value->loc, "positional argument after a named one "
+                                    "in 'checkpoint'");
+        return;
+      }
+      if (positional.size() == 2) {
+        usage(arg.value->loc);
+        return;
+      }
+      positional.push_back(arg.value.get());
+      continue;
+    }
+    if (arg.name != "keep") {
+      diags.error(arg.nameLoc, "unknown argument '" + arg.name +
+                                   "' of 'checkpoint'; expected keep");
       return;
     }
-  const Expr &format = *save.args[0].value;
+    if (keepArg) {
+      diags.error(arg.nameLoc, "'keep' is given twice");
+      diags.note(keepArg->nameLoc, "first given here");
+      return;
+    }
+    keepArg = &arg;
+  }
+  if (positional.empty()) {
+    usage(save.loc);
+    return;
+  }
+  const Expr &format = *positional[0];
   const auto *name = dyn_cast<NameExpr>(&format);
   std::optional<CheckpointFormat> kind;
   if (name)
@@ -236,8 +267,8 @@ void RecipeEmitter::emitSave(const SaveStmt &save) {
     return;
   }
   StringAttr path;
-  if (save.args.size() == 2) {
-    const Expr &dir = *save.args[1].value;
+  if (positional.size() == 2) {
+    const Expr &dir = *positional[1];
     const auto *value = dyn_cast<StringExpr>(&dir);
     if (!value) {
       diags.error(dir.loc, "the checkpoint directory must be a string, "
@@ -251,9 +282,51 @@ void RecipeEmitter::emitSave(const SaveStmt &save) {
     }
     path = builder.getStringAttr(value->value);
   }
+  IntegerAttr keep;
+  if (keepArg) {
+    const Expr &count = *keepArg->value;
+    std::optional<Literal> literal = getConstant(count);
+    if (!literal || !literal->isInteger) {
+      diags.error(count.loc,
+                  "'keep' must be a constant integer, got " + describe(count));
+      return;
+    }
+    // The save keeps the checkpoint it writes: fewer than one is no save.
+    if (literal->intValue < 1) {
+      diags.error(count.loc,
+                  "'keep' must be at least 1 (the checkpoint just written "
+                  "is always kept), got " +
+                      describe(count));
+      return;
+    }
+    keep = builder.getI64IntegerAttr(literal->intValue);
+  }
   SaveOp::create(builder, ctx.getLoc(save.loc),
-                 CheckpointFormatAttr::get(&ctx.context, *kind), path,
+                 CheckpointFormatAttr::get(&ctx.context, *kind), path, keep,
                  UnitAttr());
+}
+
+void RecipeEmitter::emitFail(const CallExpr &call) {
+  if (call.args.size() != 1 || !call.args[0].name.empty()) {
+    diags.error(call.loc, "fail needs one message and nothing else: "
+                          "fail(\"why\")");
+    return;
+  }
+  const Expr &message = *call.args[0].value;
+  const auto *text = dyn_cast<StringExpr>(&message);
+  if (!text) {
+    diags.error(message.loc, "the message of 'fail' must be a string, got " +
+                                 describe(message));
+    return;
+  }
+  // The message is what mdrun prints for the failed run: it says why.
+  if (text->value.empty()) {
+    diags.error(message.loc, "the message of 'fail' is empty; say why the "
+                             "run fails");
+    return;
+  }
+  ExitOp::create(builder, ctx.getLoc(call.loc),
+                 builder.getStringAttr(text->value), builder.getUnitAttr());
 }
 
 void RecipeEmitter::emitLogOrPrint(const CallExpr &call) {

@@ -49,9 +49,9 @@ inline const StringRef kRequiredSettings[] = {"data", "global_batch",
 inline const StringRef kBuiltinValues[] = {"rank", "local_rank", "world_size",
                                            "step", "epoch",      "loss"};
 /// Functions of the recipe.
-inline const StringRef kFunctions[] = {"mean",     "sum", "max",  "min",
-                                       "any",      "all", "time", "exists",
-                                       "evaluate", "log", "print"};
+inline const StringRef kFunctions[] = {"mean",     "sum", "max",   "min",
+                                       "any",      "all", "time",  "exists",
+                                       "evaluate", "log", "print", "fail"};
 
 inline std::string formatDouble(double value) {
   return formatNum(Num::real(value));
@@ -194,11 +194,17 @@ private:
   /// that holds it).
   void emitDetached(const Body &body);
 
+  /// A literal number, or a name bound to one (`n = 3`), else nullopt.
+  std::optional<Literal> getConstant(const Expr &expr);
+
   /// The period of `every`: a constant positive integer.
   std::optional<int64_t> getPeriod(const Expr &expr);
 
-  /// `save checkpoint(full|sharded [, "dir"])`.
+  /// `save checkpoint(full|sharded [, "dir"] [, keep = K])`.
   void emitSave(const SaveStmt &save);
+
+  /// `fail("why")`: ends the run after this step as failed.
+  void emitFail(const CallExpr &call);
 
   /// `log(name, values...)` and `print(message, values...)`.
   void emitLogOrPrint(const CallExpr &call);

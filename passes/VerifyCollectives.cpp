@@ -182,6 +182,8 @@ std::string describeLeaf(CommKind kind, Operation *op) {
   case CommKind::TimedEvery:
     return describeEvery(cast<EveryOp>(op));
   case CommKind::Exit:
+    if (auto exit = cast<ExitOp>(op); exit.getFailure())
+      return ("'fail(\"" + exit.getReason().value_or("") + "\")'").str();
     return "'stop'";
   case CommKind::Call:
     return ("the call to '@" + cast<CallOp>(op).getCallee() + "'").str();

@@ -1,7 +1,7 @@
 //===- Checkpoint.cpp - the files of md's checkpoints ---------------------===//
 //
 // Names, contents and the atomic publication of full and sharded
-// checkpoints, and finding the newest one (Checkpoint.h).
+// checkpoints, finding the newest one and removing old ones (Checkpoint.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,14 +13,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <random>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "runtime/core/CheckpointMeta.h"
 #include "runtime/core/Safetensors.h"
 #include "runtime/core/Status.h"
 
@@ -207,25 +212,126 @@ absl::Status RemoveStaleTemporaries(const std::string &parent,
   return absl::OkStatus();
 }
 
-int64_t LatestShardedCheckpointStep(const std::string &saveDir) {
-  std::string dir = saveDir.empty() ? std::string("checkpoints") : saveDir;
+namespace {
+
+/// The step in `name` when it is the name CheckpointPath gives a checkpoint
+/// of `format` (step_ and at least 8 digits, then .safetensors for a full
+/// one), else nullopt.
+std::optional<int64_t> checkpointStep(absl::string_view name,
+                                      fb::CheckpointFormat format) {
+  if (format == fb::CheckpointFormat::Full &&
+      !absl::ConsumeSuffix(&name, ".safetensors"))
+    return std::nullopt;
+  int64_t step = 0;
+  if (name.size() < 13 || !absl::ConsumePrefix(&name, "step_") ||
+      name.find_first_not_of("0123456789") != absl::string_view::npos ||
+      !absl::SimpleAtoi(name, &step))
+    return std::nullopt;
+  return step;
+}
+
+/// The names in directory `dir` (none when it cannot be read).
+std::vector<std::string> listDirectory(const std::string &dir) {
+  std::vector<std::string> names;
   DIR *d = ::opendir(dir.c_str());
   if (d == nullptr)
-    return -1;
-  int64_t best = -1;
+    return names;
   while (struct dirent *e = ::readdir(d)) {
     std::string name = e->d_name;
-    int64_t step = 0;
-    if (name.size() < 13 || !absl::StartsWith(name, "step_") ||
-        name.find_first_not_of("0123456789", 5) != std::string::npos ||
-        !absl::SimpleAtoi(name.substr(5), &step) || step <= best)
-      continue;
-    if (::access(absl::StrCat(dir, "/", name, "/meta.json").c_str(), F_OK) != 0)
-      continue;
-    best = step;
+    if (name != "." && name != "..")
+      names.push_back(std::move(name));
   }
   ::closedir(d);
+  return names;
+}
+
+/// Whether `path` is a complete md checkpoint of `format` saved at `step`
+/// (RetainNewestCheckpoints says what that takes).
+bool isCompleteCheckpoint(const std::string &path, fb::CheckpointFormat format,
+                          int64_t step) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0)
+    return false;
+  if (format == fb::CheckpointFormat::Full) {
+    if (!S_ISREG(st.st_mode))
+      return false;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      return false;
+    absl::StatusOr<SafetensorsHeader> header = ReadSafetensorsHeader(fd, path);
+    ::close(fd);
+    if (!header.ok())
+      return false;
+    const auto &meta = header->metadata;
+    auto saved = meta.find("step");
+    return meta.count("model") && meta.count("world_size") &&
+           saved != meta.end() && saved->second == absl::StrCat(step);
+  }
+  if (!S_ISDIR(st.st_mode) || holdsOtherFiles(path))
+    return false;
+  absl::StatusOr<ShardedMeta> meta = ReadShardedMeta(path);
+  if (!meta.ok() || meta->step != step)
+    return false;
+  for (const CheckpointFile &f : meta->files)
+    if (!VerifyCheckpointFile(path, f, /*checksum=*/false).ok())
+      return false;
+  return true;
+}
+
+} // namespace
+
+int64_t LatestShardedCheckpointStep(const std::string &saveDir) {
+  std::string dir = saveDir.empty() ? std::string("checkpoints") : saveDir;
+  int64_t best = -1;
+  for (const std::string &name : listDirectory(dir)) {
+    std::optional<int64_t> step =
+        checkpointStep(name, fb::CheckpointFormat::Sharded);
+    if (!step || *step <= best ||
+        ::access(absl::StrCat(dir, "/", name, "/meta.json").c_str(), F_OK) != 0)
+      continue;
+    best = *step;
+  }
   return best;
+}
+
+absl::StatusOr<std::vector<std::string>>
+RetainNewestCheckpoints(const std::string &saveDir, fb::CheckpointFormat format,
+                        int64_t keep, int64_t written) {
+  if (keep < 1)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "keep = ", keep, ": a save keeps at least the checkpoint it wrote"));
+  const std::string dir =
+      saveDir.empty() ? std::string("checkpoints") : saveDir;
+  // The others, newest first.
+  std::vector<std::pair<int64_t, std::string>> others;
+  for (const std::string &name : listDirectory(dir)) {
+    std::optional<int64_t> step = checkpointStep(name, format);
+    if (!step || *step == written)
+      continue;
+    std::string path = absl::StrCat(dir, "/", name);
+    if (isCompleteCheckpoint(path, format, *step))
+      others.emplace_back(*step, std::move(path));
+  }
+  std::sort(others.begin(), others.end(), std::greater<>());
+  std::vector<std::string> removed;
+  for (size_t i = others.size(); i-- > static_cast<size_t>(keep - 1);) {
+    const std::string &path = others[i].second;
+    if (format == fb::CheckpointFormat::Full) {
+      if (::unlink(path.c_str()) != 0)
+        return absl::InternalError(
+            absl::StrFormat("%s: cannot remove it (keep = %d): %s", path, keep,
+                            std::strerror(errno)));
+    } else {
+      std::string doomed = SaveTempDir(path, NewSaveId());
+      if (::rename(path.c_str(), doomed.c_str()) != 0)
+        return absl::InternalError(absl::StrFormat(
+            "%s: cannot move it aside to remove it (keep = %d): %s", path, keep,
+            std::strerror(errno)));
+      MD_RETURN_IF_ERROR(removeCheckpointDir(doomed));
+    }
+    removed.push_back(path);
+  }
+  return removed;
 }
 
 } // namespace md::runtime

@@ -68,6 +68,23 @@ absl::Status RemoveStaleTemporaries(const std::string &parent,
 /// `dir` is a save's directory ("" for "checkpoints").
 int64_t LatestShardedCheckpointStep(const std::string &dir);
 
+/// A save's `keep = K`: of the complete md checkpoints of `format` under the
+/// save's directory `dir` ("" for "checkpoints"), keeps the one of step
+/// `written` (just published) and the K - 1 others of the highest steps,
+/// and removes the rest; returns the paths removed, oldest first. Only what
+/// md's saves publish counts and is ever removed: a name of the format's
+/// pattern (step_NNNNNNNN.safetensors, step_NNNNNNNN/) whose contents say
+/// it is md's checkpoint of that step (a full one's safetensors metadata; a
+/// sharded one's meta.json, every file it lists at its size, nothing else
+/// in the directory). Anything else — foreign files, temporaries of saves
+/// in progress, a checkpoint of the other format, a damaged one — stays.
+/// A sharded checkpoint is first renamed to a temporary name (at once
+/// invisible to --resume auto; a crash then leaves a stale temporary that
+/// the next save removes), then deleted. `keep` must be at least 1.
+absl::StatusOr<std::vector<std::string>>
+RetainNewestCheckpoints(const std::string &dir, fb::CheckpointFormat format,
+                        int64_t keep, int64_t written);
+
 } // namespace md::runtime
 
 #endif // MD_RUNTIME_CORE_CHECKPOINT_H

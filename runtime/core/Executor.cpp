@@ -439,7 +439,7 @@ absl::Status Executor::Impl::step() {
   MD_RETURN_IF_ERROR(checkPreemption());
   if (options_.rank == 0 && options_.observer)
     options_.observer->onStepEnd(step_);
-  if (stop_ && options_.rank == 0 && options_.observer)
+  if (stop_ && !failed_ && options_.rank == 0 && options_.observer)
     options_.observer->onExit(step_, stopReason_);
   return absl::OkStatus();
 }
@@ -761,10 +761,21 @@ absl::Status Executor::Impl::execute(const fb::Instruction &inst) {
     return evaluate(inst);
   case Op::Save:
     return save(inst);
-  case Op::Exit:
+  case Op::Exit: {
     stop_ = true;
-    stopReason_ = count(inst.strings()) > 0 ? str(inst.strings()->Get(0)) : "";
+    std::string reason =
+        count(inst.strings()) > 0 ? str(inst.strings()->Get(0)) : "";
+    // A failure outranks a stop in the same step: the run failed.
+    if (count(inst.ints()) > 0 && inst.ints()->Get(0) != 0) {
+      if (!failed_) {
+        failed_ = true;
+        failReason_ = std::move(reason);
+      }
+    } else {
+      stopReason_ = std::move(reason);
+    }
     return absl::OkStatus();
+  }
 
   // --- control ---------------------------------------------------------------
   case Op::If:
@@ -1088,6 +1099,11 @@ int64_t Executor::stepsDone() const { return impl_->step_; }
 int64_t Executor::stepsToRun() const { return impl_->steps_; }
 bool Executor::stopped() const { return impl_->stop_; }
 bool Executor::preempted() const { return impl_->preempted_; }
+std::optional<std::string> Executor::failure() const {
+  if (!impl_->failed_)
+    return std::nullopt;
+  return impl_->failReason_;
+}
 double Executor::lastLoss() const { return impl_->lastLoss_; }
 const RunInfo &Executor::info() const { return impl_->info_; }
 const ArenaLayout &Executor::layout() const { return impl_->layout_; }

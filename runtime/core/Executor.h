@@ -104,7 +104,8 @@ public:
   /// seconds the save took (gathering, writing, syncing, publishing).
   virtual void onSave(int64_t /*step*/, const std::string & /*path*/,
                       double /*seconds*/) {}
-  /// Training stopped early (`exit` in the hooks).
+  /// Training stopped early (`stop` in the hooks; not `fail`, which
+  /// Executor::failure() reports).
   virtual void onExit(int64_t /*step*/, const std::string & /*reason*/) {}
   /// A step's hooks and progress report are done (after its onLog calls
   /// and its onProgress, if it had one; before onExit).
@@ -201,6 +202,9 @@ public:
   bool stopped() const;
   /// Whether the run stopped because ExecutorOptions::preempt was set.
   bool preempted() const;
+  /// Why the run failed, when the hooks ran `fail("why")` (every rank
+  /// after the same step: the condition is uniform); nullopt otherwise.
+  std::optional<std::string> failure() const;
   /// This rank's loss of the last step (mean over its micro-steps).
   double lastLoss() const;
   const RunInfo &info() const;

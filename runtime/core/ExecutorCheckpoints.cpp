@@ -335,9 +335,14 @@ absl::Status Executor::Impl::save(const fb::Instruction &inst) {
       count(inst.strings()) > 0 ? str(inst.strings()->Get(0)) : "";
   std::string path = CheckpointPath(dir, format, step_);
   lastSaveStep_ = step_;
-  if (format == fb::CheckpointFormat::Full)
-    return saveFull(path);
-  return saveSharded(path);
+  MD_RETURN_IF_ERROR(format == fb::CheckpointFormat::Full ? saveFull(path)
+                                                          : saveSharded(path));
+  // keep = K: rank 0, which alone wrote (full) or published (sharded) the
+  // checkpoint, removes the older ones now that the new one is in place.
+  if (count(inst.ints()) < 2 || options_.rank != 0)
+    return absl::OkStatus();
+  return RetainNewestCheckpoints(dir, format, inst.ints()->Get(1), step_)
+      .status();
 }
 
 //===----------------------------------------------------------------------===//

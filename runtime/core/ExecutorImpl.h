@@ -61,6 +61,10 @@ public:
   int64_t step_ = 0, steps_ = 0;
   bool stop_ = false;
   bool preempted_ = false; // stopped by ExecutorOptions::preempt
+  /// The hooks ran `fail("why")`: the run ends after this step as failed,
+  /// for failReason_ (the first failure of the step, if several ran).
+  bool failed_ = false;
+  std::string failReason_;
   double lastLoss_ = std::nan("");
 
 private:

@@ -25,7 +25,7 @@ namespace md::plan {
 
 /// The compatible revision of plan.fbs this runtime writes and the newest it
 /// reads (plan.fbs, "Versioning"). Bump it with every compatible change.
-constexpr uint32_t kSchemaVersion = 2;
+constexpr uint32_t kSchemaVersion = 3;
 
 /// The first schema_version that has `opcode` (1 for the original set; 2
 /// added Rank and LocalRank). mdc writes the lowest version that has every
@@ -34,6 +34,17 @@ constexpr uint32_t kSchemaVersion = 2;
 /// version does not have.
 inline uint32_t OpcodeSchemaVersion(fb::Opcode opcode) {
   return opcode == fb::Opcode::Rank || opcode == fb::Opcode::LocalRank ? 2 : 1;
+}
+
+/// The first schema_version that has an instruction of `opcode` with
+/// `ints` attribute ints: OpcodeSchemaVersion, or 3 for the slots version 3
+/// appended (Save's keep, Exit's failed), which an older runtime would
+/// refuse with a less helpful message or, were it lenient, ignore.
+inline uint32_t InstructionSchemaVersion(fb::Opcode opcode, size_t ints) {
+  if ((opcode == fb::Opcode::Save && ints > 1) ||
+      (opcode == fb::Opcode::Exit && ints > 0))
+    return 3;
+  return OpcodeSchemaVersion(opcode);
 }
 
 /// An inclusive range of list lengths; `max == kMany` means unbounded.

@@ -162,9 +162,12 @@ public:
                          : "sharded");
         if (count(inst->strings()) == 1)
           absl::StrAppend(&action, " ", quoted(str(inst->strings()->Get(0))));
+        if (count(inst->ints()) > 1)
+          absl::StrAppend(&action, " (keep ", inst->ints()->Get(1), ")");
         break;
       case fb::Opcode::Exit:
-        action = "exit";
+        action = count(inst->ints()) > 0 && inst->ints()->Get(0) != 0 ? "fail"
+                                                                      : "exit";
         if (count(inst->strings()) == 1)
           absl::StrAppend(&action, " ", quoted(str(inst->strings()->Get(0))));
         break;

@@ -193,6 +193,13 @@ absl::Status SemanticVerifier::checkInstruction(const fb::Instruction &inst,
     return invalidf("%s.opcode: %s needs schema_version %d, the plan says %d",
                     path, info.name, OpcodeSchemaVersion(inst.opcode()),
                     plan_.schema_version());
+  if (uint32_t needs =
+          InstructionSchemaVersion(inst.opcode(), count(inst.ints()));
+      needs > plan_.schema_version())
+    return invalidf("%s.ints: %s with %d ints needs schema_version %d, the "
+                    "plan says %d",
+                    path, info.name, count(inst.ints()), needs,
+                    plan_.schema_version());
   MD_RETURN_IF_ERROR(
       checkArity(path, "inputs", info, info.inputs, count(inst.inputs())));
   MD_RETURN_IF_ERROR(

@@ -190,6 +190,8 @@ LogicalResult Emitter::emitHostOp(Operation &op, Context ctx, bool &handled) {
           return failure();
         plan::attrs::Save a;
         a.format = static_cast<fb::CheckpointFormat>(save.getFormat());
+        if (std::optional<uint64_t> keep = save.getKeep())
+          a.keep = static_cast<int64_t>(*keep);
         if (failed(encode(&op, a, **inst)))
           return failure();
         if (save.getPath())
@@ -199,6 +201,11 @@ LogicalResult Emitter::emitHostOp(Operation &op, Context ctx, bool &handled) {
       .Case([&](ExitOp exit) -> LogicalResult {
         FailureOr<fb::InstructionT *> inst = simple(fb::Opcode::Exit);
         if (failed(inst))
+          return failure();
+        plan::attrs::Exit a;
+        if (exit.getFailure())
+          a.failed = true;
+        if (failed(encode(&op, a, **inst)))
           return failure();
         if (exit.getReason())
           (*inst)->strings = {exit.getReason()->str()};

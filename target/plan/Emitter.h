@@ -23,6 +23,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -110,12 +111,16 @@ private:
                         std::vector<int32_t> inputs,
                         std::vector<int32_t> outputs);
   /// Writes `attrs` into `inst`'s attribute slots (runtime/plan/OpAttrs.h):
-  /// every opcode's attributes go through its struct, by slot name.
+  /// every opcode's attributes go through its struct, by slot name. A slot
+  /// of a later schema version raises the plan's to it.
   template <typename Attrs>
   LogicalResult encode(Operation *op, const Attrs &attrs,
                        fb::InstructionT &inst) {
     if (absl::Status s = plan::Encode(attrs, inst); !s.ok())
       return op->emitError(std::string(s.message()));
+    b_.plan().schema_version =
+        std::max(b_.plan().schema_version,
+                 plan::InstructionSchemaVersion(inst.opcode, inst.ints.size()));
     return success();
   }
   /// Adds the instruction of `attrs`' opcode for `p` and encodes `attrs`.

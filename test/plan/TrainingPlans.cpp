@@ -447,7 +447,10 @@ private:
       fb::InstructionT &print = b_.add(then, Opcode::Print, {st});
       print.strings = {"stopping at step"};
       print.rank0_only = true;
-      b_.add(then, Opcode::Exit).strings = {"reached the step limit"};
+      fb::InstructionT &exit = b_.add(then, Opcode::Exit);
+      exit.strings = {"reached the step limit"};
+      if (o_.exitFails)
+        exit.ints = {1};
     }
     if (o_.evalEvery > 0) {
       int32_t every = b_.addBlock(fb::BlockKind::Every);
@@ -475,7 +478,13 @@ private:
                                             : fb::CheckpointFormat::Full)};
       if (!o_.saveDir.empty())
         save.strings = {o_.saveDir};
+      if (o_.saveKeep > 0)
+        save.ints.push_back(o_.saveKeep);
     }
+    // A failing exit or a save's keep needs the schema version that has
+    // them (as mdc writes it).
+    if (o_.exitFails || o_.saveKeep > 0)
+      b_.plan().schema_version = 3;
   }
 
   TrainingPlanOptions o_;

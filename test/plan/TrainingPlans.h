@@ -65,11 +65,13 @@ struct TrainingPlanOptions {
   int64_t logEvery = 0;   // loss all-reduced, logged "train"
   double exitAbove = 0;   // with logEvery: print and exit when the mean > it
   int64_t exitAtStep = 0; // exit after this step (a uniform condition)
+  bool exitFails = false; // that exit is the recipe's fail("...")
   int64_t evalEvery = 0;  // evaluate on synthetic(seed = dataSeed + 1)
   int64_t evalBatches = 0;
   int64_t saveEvery = 0;
   bool saveSharded = false;
   std::string saveDir;
+  int64_t saveKeep = 0; // the save's keep = K (0: every checkpoint stays)
 };
 
 /// The plan, liveness inferred; it loads as is.

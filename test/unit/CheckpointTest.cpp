@@ -6,7 +6,9 @@
 // naming the file and field), the files' checksums (corrupt, truncated and
 // missing files named), publication over an older checkpoint, and stale
 // temporary directories of dead saves, which are removed and never found
-// as checkpoints. test/mdrun/resume.sh runs saves and loads end to end.
+// as checkpoints, and a save's retention (keep = K), which removes only
+// md's complete checkpoints of its format. test/mdrun/resume.sh runs saves
+// and loads end to end.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +27,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/core/Checkpoint.h"
 #include "runtime/core/CheckpointLayout.h"
@@ -433,6 +437,194 @@ TEST(CheckpointFiles, PublishingReplacesAnOlderCheckpointOnlyWhenComplete) {
             dir + ": exists and holds other files; not replacing it");
   EXPECT_EQ(read(dir + "/meta.json"), "new");
   EXPECT_TRUE(exists(dir + ".tmp-3/meta.json"));
+  std::filesystem::remove_all(root);
+}
+
+//===----------------------------------------------------------------------===//
+// Retention (keep = K)
+//===----------------------------------------------------------------------===//
+
+/// A published sharded checkpoint of `step` under `root`, as a save leaves
+/// it: two ranks' files and a meta.json listing them at their sizes.
+std::string makeSharded(const std::string &root, int64_t step) {
+  std::string dir = CheckpointPath(root, fb::CheckpointFormat::Sharded, step);
+  EXPECT_EQ(::mkdir(dir.c_str(), 0755), 0) << dir;
+  ShardedMeta m = sampleMeta();
+  m.step = step;
+  for (int r = 0; r < 2; ++r) {
+    std::string bytes(static_cast<size_t>(10 + r), 'x');
+    write(ShardFileName(dir, r), bytes);
+    m.files[r].bytes = static_cast<int64_t>(bytes.size());
+  }
+  write(dir + "/meta.json", ShardedMetaJson(m));
+  return dir;
+}
+
+/// A full checkpoint of `step` under `root`, as a save writes it.
+std::string makeFull(const std::string &root, int64_t step) {
+  std::string path = CheckpointPath(root, fb::CheckpointFormat::Full, step);
+  NamedTensor w{"w", {2}, {1.0f, 2.0f}};
+  EXPECT_TRUE(WriteFullCheckpoint(path, {w},
+                                  {{"format", "pt"},
+                                   {"model", "tiny"},
+                                   {"plan", "ddp"},
+                                   {"step", absl::StrCat(step)},
+                                   {"world_size", "2"}})
+                  .ok());
+  return path;
+}
+
+std::vector<std::string> names(const std::string &dir) {
+  std::vector<std::string> out;
+  for (const auto &e : std::filesystem::directory_iterator(dir))
+    out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(CheckpointRetention, KeepsTheNewestShardedCheckpoints) {
+  std::string root = tempDir();
+  for (int64_t step : {2, 4, 6, 8})
+    makeSharded(root, step);
+  absl::StatusOr<std::vector<std::string>> removed =
+      RetainNewestCheckpoints(root, fb::CheckpointFormat::Sharded, 2, 8);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, (std::vector<std::string>{root + "/step_00000002",
+                                                root + "/step_00000004"}));
+  EXPECT_EQ(names(root),
+            (std::vector<std::string>{"step_00000006", "step_00000008"}));
+  EXPECT_EQ(LatestShardedCheckpointStep(root), 8);
+  // Nothing more to remove; keep = 1 leaves the one just written alone.
+  removed = RetainNewestCheckpoints(root, fb::CheckpointFormat::Sharded, 2, 8);
+  ASSERT_TRUE(removed.ok());
+  EXPECT_TRUE(removed->empty());
+  removed = RetainNewestCheckpoints(root, fb::CheckpointFormat::Sharded, 1, 8);
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(names(root), (std::vector<std::string>{"step_00000008"}));
+  std::filesystem::remove_all(root);
+}
+
+TEST(CheckpointRetention, NeverRemovesTheCheckpointJustWritten) {
+  // A run resumed from step 3 writes step 4 while steps 6 and 9 of an
+  // earlier run are still there: the one written stays whatever its step,
+  // with the K - 1 newest others.
+  std::string root = tempDir();
+  for (int64_t step : {3, 4, 6, 9})
+    makeSharded(root, step);
+  absl::StatusOr<std::vector<std::string>> removed =
+      RetainNewestCheckpoints(root, fb::CheckpointFormat::Sharded, 2, 4);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(names(root),
+            (std::vector<std::string>{"step_00000004", "step_00000009"}));
+  std::filesystem::remove_all(root);
+}
+
+TEST(CheckpointRetention, LeavesWhatIsNotACompleteCheckpointOfItsFormat) {
+  std::string root = tempDir();
+  makeSharded(root, 1);
+  makeSharded(root, 2);
+  makeSharded(root, 3);
+  makeFull(root, 2);
+  // Not md's complete checkpoints: a directory holding a user's file too,
+  // one whose meta.json is another step's, one missing a rank's file, one
+  // with no meta.json, a temporary of a save in progress, files and
+  // directories named otherwise, a full checkpoint that is not safetensors.
+  std::string notes = makeSharded(root, 4);
+  write(notes + "/notes.txt", "mine");
+  std::string renamed = makeSharded(root, 5);
+  std::filesystem::rename(renamed, root + "/step_00000006");
+  std::string damaged = makeSharded(root, 7);
+  std::filesystem::remove(ShardFileName(damaged, 1));
+  ASSERT_EQ(::mkdir((root + "/step_00000008").c_str(), 0755), 0);
+  std::string inProgress =
+      SaveTempDir(CheckpointPath(root, fb::CheckpointFormat::Sharded, 9),
+                  "0123456789abcdef");
+  ASSERT_EQ(::mkdir(inProgress.c_str(), 0755), 0);
+  write(root + "/step_1", "short");
+  write(root + "/README", "mine");
+  write(root + "/step_00000005.safetensors", "not safetensors");
+  makeSharded(root, 12);
+
+  absl::StatusOr<std::vector<std::string>> removed =
+      RetainNewestCheckpoints(root, fb::CheckpointFormat::Sharded, 2, 12);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  // Of the sharded checkpoints 1, 2, 3 and 12, 3 and 12 stay.
+  EXPECT_EQ(*removed, (std::vector<std::string>{root + "/step_00000001",
+                                                root + "/step_00000002"}));
+  EXPECT_EQ(names(root), (std::vector<std::string>{
+                             "README",
+                             "step_00000002.safetensors",
+                             "step_00000003",
+                             "step_00000004",
+                             "step_00000005.safetensors",
+                             "step_00000006",
+                             "step_00000007",
+                             "step_00000008",
+                             "step_00000009.tmp-0123456789abcdef",
+                             "step_00000012",
+                             "step_1",
+                         }));
+  EXPECT_TRUE(exists(notes + "/notes.txt"));
+
+  // The full checkpoints count apart: the one at step 2 is the only real
+  // one, step 5's is not safetensors.
+  makeFull(root, 10);
+  removed = RetainNewestCheckpoints(root, fb::CheckpointFormat::Full, 1, 10);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed,
+            (std::vector<std::string>{root + "/step_00000002.safetensors"}));
+  EXPECT_TRUE(exists(root + "/step_00000005.safetensors"));
+  EXPECT_TRUE(exists(root + "/step_00000010.safetensors"));
+  EXPECT_TRUE(exists(root + "/step_00000003/meta.json"));
+  std::filesystem::remove_all(root);
+}
+
+TEST(CheckpointRetention, FullCheckpointsOfAnotherStepOrRunStay) {
+  std::string root = tempDir();
+  makeFull(root, 1);
+  makeFull(root, 2);
+  makeFull(root, 3);
+  // A file renamed by hand: its metadata says step 1, its name step 4.
+  std::filesystem::copy_file(root + "/step_00000001.safetensors",
+                             root + "/step_00000004.safetensors");
+  absl::StatusOr<std::vector<std::string>> removed =
+      RetainNewestCheckpoints(root, fb::CheckpointFormat::Full, 2, 3);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(names(root),
+            (std::vector<std::string>{"step_00000002.safetensors",
+                                      "step_00000003.safetensors",
+                                      "step_00000004.safetensors"}));
+  // An empty directory name is the default "checkpoints", and a directory
+  // that does not exist holds nothing to remove.
+  removed =
+      RetainNewestCheckpoints(root + "/none", fb::CheckpointFormat::Full, 1, 3);
+  ASSERT_TRUE(removed.ok());
+  EXPECT_TRUE(removed->empty());
+  std::filesystem::remove_all(root);
+}
+
+TEST(CheckpointRetention, KeepBelowOneIsRefused) {
+  absl::StatusOr<std::vector<std::string>> removed =
+      RetainNewestCheckpoints("nowhere", fb::CheckpointFormat::Sharded, 0, 1);
+  EXPECT_EQ(removed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(removed.status().message(),
+            "keep = 0: a save keeps at least the checkpoint it wrote");
+}
+
+TEST(CheckpointRetention, ARemovalThatFailsIsAnErrorNamingTheCheckpoint) {
+  if (::geteuid() == 0)
+    GTEST_SKIP() << "root may remove from a read-only directory";
+  std::string root = tempDir();
+  makeFull(root, 1);
+  makeFull(root, 2);
+  ASSERT_EQ(::chmod(root.c_str(), 0555), 0);
+  absl::StatusOr<std::vector<std::string>> removed =
+      RetainNewestCheckpoints(root, fb::CheckpointFormat::Full, 1, 2);
+  ::chmod(root.c_str(), 0755);
+  EXPECT_EQ(removed.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(removed.status().message(),
+            root + "/step_00000001.safetensors: cannot remove it (keep = 1): "
+                   "Permission denied");
   std::filesystem::remove_all(root);
 }
 

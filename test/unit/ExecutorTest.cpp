@@ -65,6 +65,8 @@ struct RankRecord {
   int64_t stepsDone;
   int stopped;
   int preempted;
+  int exitReports;   // rank 0: onExit calls
+  char failure[256]; // Executor::failure(), "" when none
   int64_t weightBytes;
   uint8_t weights[1 << 17]; // gathered parameters, f32, in param order
 };
@@ -99,6 +101,7 @@ public:
   void onPrint(int64_t step, const std::string &line) override {
     onLog(step, "print", {{line, 0}});
   }
+  void onExit(int64_t, const std::string &) override { ++r_.exitReports; }
 
 private:
   RankRecord &r_;
@@ -248,6 +251,8 @@ private:
     out.stepsDone = (*exec)->stepsDone();
     out.stopped = (*exec)->stopped();
     out.preempted = (*exec)->preempted();
+    if (std::optional<std::string> why = (*exec)->failure())
+      std::snprintf(out.failure, sizeof out.failure, "%s", why->c_str());
     if (run.gather) {
       absl::StatusOr<std::vector<NamedTensor>> params =
           (*exec)->GatherParameters();
@@ -646,6 +651,57 @@ TEST(ExecutorTest, HooksLogEvaluateAndExit) {
             1);
   EXPECT_NEAR(logged, 0.5 * (ranks.rank(0).losses[4] + ranks.rank(1).losses[4]),
               1e-4);
+}
+
+TEST(ExecutorTest, AFailingExitEndsEveryRankAfterItsStepAsFailed) {
+  TrainingPlanOptions o;
+  o.preset = Preset::FsdpFull;
+  o.exitAtStep = 4;
+  o.exitFails = true;
+  Ranks ranks;
+  ASSERT_EQ(ranks.train(TrainingPlan(o), 2, forSteps(100)), "");
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(ranks.rank(r).stepsDone, 4) << "rank " << r;
+    EXPECT_TRUE(ranks.rank(r).stopped) << "rank " << r;
+    EXPECT_STREQ(ranks.rank(r).failure, "reached the step limit")
+        << "rank " << r;
+  }
+  // A failure is not reported as a stop; the step's print still ran.
+  EXPECT_EQ(ranks.rank(0).exitReports, 0);
+  EXPECT_NE(std::string(ranks.rank(0).logs).find("4 print stopping at step"),
+            std::string::npos);
+  // The same exit without the failure is a stop.
+  o.exitFails = false;
+  Ranks stopped;
+  ASSERT_EQ(stopped.train(TrainingPlan(o), 2, forSteps(100)), "");
+  EXPECT_EQ(stopped.rank(0).stepsDone, 4);
+  EXPECT_STREQ(stopped.rank(0).failure, "");
+  EXPECT_EQ(stopped.rank(0).exitReports, 1);
+}
+
+TEST(ExecutorTest, ASaveWithKeepLeavesTheNewestCheckpoints) {
+  std::string dir =
+      absl::StrFormat("%s/md-exec-keep-%d", ::testing::TempDir(), getpid());
+  for (bool sharded : {false, true}) {
+    TrainingPlanOptions o;
+    o.preset = Preset::FsdpFull;
+    o.saveEvery = 1;
+    o.saveSharded = sharded;
+    o.saveKeep = 2;
+    o.saveDir = dir + (sharded ? "/sharded" : "/full");
+    Ranks ranks;
+    ASSERT_EQ(ranks.train(TrainingPlan(o), 2, forSteps(5)), "");
+    std::vector<std::string> names;
+    for (const auto &e : std::filesystem::directory_iterator(o.saveDir))
+      names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    std::vector<std::string> want =
+        sharded ? std::vector<std::string>{"step_00000004", "step_00000005"}
+                : std::vector<std::string>{"step_00000004.safetensors",
+                                           "step_00000005.safetensors"};
+    EXPECT_EQ(names, want);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ExecutorTest, SavesFullAndShardedCheckpoints) {

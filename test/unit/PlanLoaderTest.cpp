@@ -42,6 +42,7 @@
 #include "runtime/plan/Schema.h"
 #include "runtime/plan/Summary.h"
 #include "test/plan/ExamplePlans.h"
+#include "test/plan/TrainingPlans.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -246,11 +247,43 @@ TEST(PlanLoaderTest, RefusesAnotherFileIdentifier) {
           "runtime reads 'MDP1'"));
 }
 
+TEST(PlanLoaderTest, KeepAndFailedSlotsNeedSchemaVersion3) {
+  // A save's keep and a failing exit load at version 3; at version 2 the
+  // loader names the slot's version rather than misreading the plan.
+  for (bool fails : {false, true}) {
+    examples::TrainingPlanOptions o;
+    o.exitAtStep = 4;
+    o.exitFails = fails;
+    o.saveEvery = 2;
+    o.saveKeep = fails ? 0 : 3;
+    PlanBuilder built = examples::TrainingPlan(o);
+    fb::PlanT plan = std::move(built.plan());
+    EXPECT_EQ(plan.schema_version, 3u);
+    EXPECT_TRUE(Load(plan, 2).ok());
+    plan.schema_version = 2;
+    ExpectRefused(plan, fails ? "exit with 1 ints needs schema_version 3, the "
+                                "plan says 2"
+                              : "save with 2 ints needs schema_version 3, the "
+                                "plan says 2");
+  }
+  // keep is positive, as any slot of its kind.
+  examples::TrainingPlanOptions o;
+  o.saveEvery = 2;
+  o.saveKeep = 3;
+  PlanBuilder built = examples::TrainingPlan(o);
+  fb::PlanT plan = std::move(built.plan());
+  for (auto &block : plan.blocks)
+    for (auto &inst : block->instructions)
+      if (inst->opcode == fb::Opcode::Save)
+        inst->ints[1] = 0;
+  ExpectRefused(plan, "blocks[3].instructions[0].ints[1]: 0 is not positive");
+}
+
 TEST(PlanLoaderTest, RefusesANewerOrZeroSchemaVersion) {
   fb::PlanT plan = Tiny();
   plan.schema_version = kSchemaVersion + 1;
   ExpectRefused(
-      plan, "schema_version: plan version 3 is newer than this runtime's 2");
+      plan, "schema_version: plan version 4 is newer than this runtime's 3");
   plan.schema_version = 0;
   ExpectRefused(plan, "schema_version: 0 is not a version");
 }

@@ -170,8 +170,15 @@ bool preempted(const Child &c) {
   return WIFEXITED(c.status) && WEXITSTATUS(c.status) == kPreemptedExitCode;
 }
 
+/// A rank whose recipe ran fail("why"): every rank ends after that step,
+/// so this is how the job ends, not a rank's failure.
+bool recipeFailed(const Child &c) {
+  return WIFEXITED(c.status) && WEXITSTATUS(c.status) == kRecipeFailedExitCode;
+}
+
 bool failed(const Child &c) {
-  return !WIFEXITED(c.status) || (WEXITSTATUS(c.status) != 0 && !preempted(c));
+  return !WIFEXITED(c.status) ||
+         (WEXITSTATUS(c.status) != 0 && !preempted(c) && !recipeFailed(c));
 }
 
 /// The ranks this node starts: the world size the plan runs at, and this
@@ -807,6 +814,19 @@ absl::Status runRanks(const TrainOptions &options, const NodeRanks &ranks,
         link->done();
       return absl::OkStatus();
     }
+  }
+  // The recipe's fail("why") ends every rank after one step; any rank that
+  // says so (the others follow, or ended the same way) makes it the job's
+  // end, never a success.
+  auto failing = std::find_if(children.begin(), children.end(), recipeFailed);
+  if (firstFailure < 0 && !ended.stalled && ended.elsewhere.empty() &&
+      failing != children.end()) {
+    if (link != nullptr)
+      link->done();
+    std::string why = failing->message;
+    while (!why.empty() && (why.back() == '\n' || why.back() == ' '))
+      why.pop_back();
+    return RecipeFailureStatus(why);
   }
   if (gInterrupt != 0)
     return absl::CancelledError(

@@ -69,6 +69,7 @@ private:
 };
 
 constexpr const char *kPreemptionUrl = "md/preempted";
+constexpr const char *kRecipeFailureUrl = "md/recipe-failed";
 
 using runtime::Progress;
 
@@ -547,6 +548,10 @@ absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
   if (recorder != nullptr)
     recorder->setPhase(runtime::RankPhase::Training);
   MD_RETURN_IF_ERROR(exec->Run());
+  // A failed run has no final weights to save: they are what failed.
+  if (std::optional<std::string> why = exec->failure())
+    return RecipeFailureStatus(absl::StrFormat(
+        "the recipe failed at step %d: %s", exec->stepsDone(), *why));
   if (exec->preempted())
     return PreemptionStatus(
         absl::StrFormat("rank %d stopped after step %d of %d", env.rank,
@@ -566,6 +571,16 @@ absl::Status PreemptionStatus(const std::string &what) {
 
 bool IsPreemption(const absl::Status &status) {
   return status.GetPayload(kPreemptionUrl).has_value();
+}
+
+absl::Status RecipeFailureStatus(const std::string &message) {
+  absl::Status s = absl::FailedPreconditionError(message);
+  s.SetPayload(kRecipeFailureUrl, absl::Cord("1"));
+  return s;
+}
+
+bool IsRecipeFailure(const absl::Status &status) {
+  return status.GetPayload(kRecipeFailureUrl).has_value();
 }
 
 absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
@@ -588,8 +603,9 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
   // The launcher's watchdog and analysis read the phase: a rank that
   // finished is not stuck, one that failed is about to exit.
   if (recorder != nullptr)
-    recorder->setPhase(s.ok() ? runtime::RankPhase::Finished
-                              : runtime::RankPhase::Failed);
+    recorder->setPhase(s.ok() || IsRecipeFailure(s)
+                           ? runtime::RankPhase::Finished
+                           : runtime::RankPhase::Failed);
   // The timeline up to a failure is what one looks at then.
   if (trace != nullptr) {
     absl::Status written = trace->writeFragment(
@@ -693,6 +709,15 @@ absl::Status RunRank(const TrainOptions &options, const Placement &place) {
       s = joined;
   }
   if (s.ok())
+    return s;
+  if (IsRecipeFailure(s)) {
+    // Every rank failed at the same step: rank 0 says so, the others exit
+    // with the same status quietly.
+    return place.rank == 0 ? s : RecipeFailureStatus("");
+  }
+  // A preemption is no failure either: each rank says where it stopped and
+  // exits 75 (the status keeps its mark, which a rewritten one would lose).
+  if (IsPreemption(s))
     return s;
   std::string message = absl::StrFormat("rank %d: %s", place.rank, s.message());
   if (ring != nullptr)

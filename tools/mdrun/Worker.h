@@ -64,6 +64,19 @@ inline constexpr int kPreemptedExitCode = 75;
 absl::Status PreemptionStatus(const std::string &what);
 bool IsPreemption(const absl::Status &status);
 
+/// The exit status of a rank, and of mdrun, whose recipe ran `fail("why")`:
+/// every rank ended after the same step, and the job is not restarted (the
+/// recipe decided; a rerun would decide the same). Distinct from 1 (an
+/// error of the job) so that a script can tell a diverged run from a
+/// broken one.
+inline constexpr int kRecipeFailedExitCode = 3;
+
+/// A status saying the recipe failed, `message` saying where and why ("the
+/// recipe failed at step 7: diverged"; "" for a rank that leaves saying it
+/// to another), and whether a status is one.
+absl::Status RecipeFailureStatus(const std::string &message);
+bool IsRecipeFailure(const absl::Status &status);
+
 /// Trains as the one rank that srun or mpirun started (Cluster.h): picks
 /// the backend and comm itself, as the launcher would.
 absl::Status RunRank(const TrainOptions &options, const Placement &place);

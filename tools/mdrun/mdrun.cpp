@@ -7,8 +7,9 @@
 // rank (Launcher.h); a worker runs one rank (Worker.h). Exit status: 0
 // success; 1 an error (a bad plan, a world size it cannot run at, a rank
 // that failed, no GPU with --no-fallback), one `mdrun: error:` line on
-// standard error; 2 a bad command line; 75 preempted (SIGTERM: the ranks
-// stopped after a step and its checkpoint); 128 + the signal when
+// standard error; 2 a bad command line; 3 the recipe ran fail("why")
+// (`mdrun: the recipe failed at step N: why`); 75 preempted (SIGTERM: the
+// ranks stopped after a step and its checkpoint); 128 + the signal when
 // interrupted.
 // docs/cli.md has the details.
 //
@@ -30,18 +31,22 @@ namespace {
 
 enum ExitCode { kSuccess = 0, kUserError = 1, kUsageError = 2 };
 
-/// A worker's error goes to the launcher through the pipe it was given
-/// (the launcher prints it once, naming the rank); a worker started some
-/// other way prints it itself.
-int workerFailed(const absl::Status &status, int rank) {
-  std::string message(status.message());
+/// Passes a worker's message to the launcher through the pipe it was
+/// given, if it was given one and the write succeeds.
+bool toLauncher(const std::string &message) {
   int fd = -1;
   if (const char *v = std::getenv("MD_ERROR_FD"); v != nullptr)
     (void)absl::SimpleAtoi(v, &fd);
-  if (fd >= 0 && ::write(fd, message.data(), message.size()) ==
-                     static_cast<ssize_t>(message.size()))
-    return kUserError;
-  std::fprintf(stderr, "mdrun: error: rank %d: %s\n", rank, message.c_str());
+  return fd >= 0 && ::write(fd, message.data(), message.size()) ==
+                        static_cast<ssize_t>(message.size());
+}
+
+/// A worker's error goes to the launcher (which prints it once, naming the
+/// rank); a worker started some other way prints it itself.
+int workerFailed(const absl::Status &status, int rank) {
+  std::string message(status.message());
+  if (!toLauncher(message))
+    std::fprintf(stderr, "mdrun: error: rank %d: %s\n", rank, message.c_str());
   return kUserError;
 }
 
@@ -79,6 +84,11 @@ int main(int argc, char **argv) {
     absl::Status status = md::mdrun::RunWorker(cl->train, *env);
     if (md::mdrun::IsPreemption(status))
       return md::mdrun::kPreemptedExitCode; // the launcher says it once
+    if (md::mdrun::IsRecipeFailure(status)) {
+      // The launcher says it once, in the ranks' words.
+      (void)toLauncher(std::string(status.message()));
+      return md::mdrun::kRecipeFailedExitCode;
+    }
     if (!status.ok())
       return workerFailed(status, env->rank);
     return kSuccess;
@@ -91,6 +101,12 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "mdrun: %s\n",
                    std::string(status.message()).c_str());
       return md::mdrun::kPreemptedExitCode;
+    }
+    if (md::mdrun::IsRecipeFailure(status)) {
+      if (!status.message().empty()) // srun's ranks other than 0 are quiet
+        std::fprintf(stderr, "mdrun: %s\n",
+                     std::string(status.message()).c_str());
+      return md::mdrun::kRecipeFailedExitCode;
     }
     if (status.code() == absl::StatusCode::kCancelled) {
       std::fprintf(stderr, "mdrun: %s\n",

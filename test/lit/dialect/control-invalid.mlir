@@ -141,6 +141,30 @@ func.func @save_empty_path() {
 
 // -----
 
+func.func @save_keep_zero() {
+  // expected-error @+1 {{'md.save' op attribute 'keep' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  md.save sharded "ckpt" keep 0
+  return
+}
+
+// -----
+
+func.func @exit_failure_without_reason() {
+  // expected-error @+1 {{'md.exit' op a failure needs a reason}}
+  md.exit failure
+  return
+}
+
+// -----
+
+func.func @exit_failure_empty_reason() {
+  // expected-error @+1 {{'md.exit' op a failure needs a reason}}
+  md.exit "" failure
+  return
+}
+
+// -----
+
 func.func @save_unknown_format() {
   // expected-error @+1 {{unknown keyword 'partial'; expected one of: full, sharded}}
   md.save partial

@@ -76,6 +76,10 @@ md.model @m {
     md.every 10 seconds {
       md.save full "ckpt/latest"
     }
+    // CHECK: md.save sharded "ckpt" keep 3{{$}}
+    // CHECK-NEXT: md.save full keep 1{{$}}
+    md.save sharded "ckpt" keep 3
+    md.save full keep 1
     // CHECK: md.every 30 minutes rank0_only {
     // CHECK-NEXT: md.print "still training"(%{{.*}} : i64)
     md.every 30 minutes rank0_only {
@@ -96,6 +100,8 @@ md.model @m {
     %s2 = md.step : i64
     md.log "no values"
     md.print "step"(%s2 : i64)
+    // CHECK: md.exit "diverged" failure{{$}}
+    md.exit "diverged" failure
     // CHECK: md.exit{{$}}
     md.exit
   }
