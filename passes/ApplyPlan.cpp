@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/analysis/PlanOptions.h"
 #include "passes/analysis/StepProgram.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -101,6 +102,11 @@ private:
   /// The collectives that reduce `unit`'s accumulated gradient `total` as
   /// the plan's layout asks.
   Value reduceUnitGradient(OpBuilder &b, Location loc, Unit &unit, Value total);
+  /// The reduce-scatter of `unit`'s flat gradient `flat` over the shard group.
+  Value scatterUnitGradient(OpBuilder &b, Location loc, Unit &unit, Value flat);
+  /// With a hybrid mesh, the all-reduce of a gradient shard across replicas.
+  Value replicateUnitGradient(OpBuilder &b, Location loc, Unit &unit,
+                              Value shard);
 
   IntegerAttr i64(int64_t v) {
     return IntegerAttr::get(IntegerType::get(&getContext(), 64), v);
@@ -122,6 +128,9 @@ private:
   FuncOp gradFunc;
   Layout layout = Layout::Replicated;
   bool hybrid = false;
+  /// `grad_accumulation = sharded`: each micro-step's gradient is
+  /// reduce-scattered and only the shard accumulates.
+  bool shardedAccumulation = false;
   /// The group a unit's state is sharded over and gradients reduce-scattered
   /// in: the world, or the shard group of a hybrid mesh.
   Group shardGroup = Group::world;
@@ -216,7 +225,8 @@ void ApplyPlanPass::createStates(OpBuilder &b) {
         unit.momentum =
             make(unit, "momentum", StateRole::momentum, shardOptimizer);
     }
-    unit.gradAcc = make(unit, "grad_acc", StateRole::grad_acc, false);
+    unit.gradAcc =
+        make(unit, "grad_acc", StateRole::grad_acc, shardedAccumulation);
   }
 }
 
@@ -374,31 +384,44 @@ ApplyPlanPass::collectGradients(OpBuilder &b, MicroStep &step,
   return success();
 }
 
+static Value tagBackward(Operation *op, IntegerAttr unit) {
+  op->setAttr("md.unit", unit);
+  op->setAttr("md.backward", UnitAttr::get(op->getContext()));
+  return op->getResult(0);
+}
+
+Value ApplyPlanPass::scatterUnitGradient(OpBuilder &b, Location loc, Unit &unit,
+                                         Value flat) {
+  return tagBackward(ReduceScatterOp::create(b, loc, shardType(), shardGroup,
+                                             nullptr, flat, ReductionKind::avg),
+                     i64(unit.id));
+}
+
+Value ApplyPlanPass::replicateUnitGradient(OpBuilder &b, Location loc,
+                                           Unit &unit, Value shard) {
+  if (!hybrid)
+    return shard;
+  return tagBackward(AllReduceOp::create(b, loc, Group::replicate, nullptr,
+                                         shard, ReductionKind::avg),
+                     i64(unit.id));
+}
+
 Value ApplyPlanPass::reduceUnitGradient(OpBuilder &b, Location loc, Unit &unit,
                                         Value total) {
   if (singleRank())
     return total;
-  auto tag = [&](Operation *op) {
-    op->setAttr("md.unit", i64(unit.id));
-    op->setAttr("md.backward", UnitAttr::get(&getContext()));
-    return op->getResult(0);
-  };
   switch (layout) {
   case Layout::Full:
-  case Layout::GradOp: {
-    Value reduced = tag(ReduceScatterOp::create(
-        b, loc, shardType(), shardGroup, nullptr, total, ReductionKind::avg));
-    if (hybrid)
-      reduced = tag(AllReduceOp::create(b, loc, Group::replicate, nullptr,
-                                        reduced, ReductionKind::avg));
-    return reduced;
-  }
+  case Layout::GradOp:
+    return replicateUnitGradient(b, loc, unit,
+                                 scatterUnitGradient(b, loc, unit, total));
   case Layout::Zero1:
     // ZeRO-1 keeps the full reduced gradient until the step, where each
     // rank updates its slice.
   case Layout::Replicated:
-    return tag(AllReduceOp::create(b, loc, Group::world, nullptr, total,
-                                   ReductionKind::avg));
+    return tagBackward(AllReduceOp::create(b, loc, Group::world, nullptr, total,
+                                           ReductionKind::avg),
+                       i64(unit.id));
   }
   llvm_unreachable("unknown layout");
 }
@@ -440,6 +463,20 @@ ApplyPlanPass::reduceGradients(OpBuilder &b, bool last,
     Value flat = FlattenOp::create(b, loc, flatType(*unit), grads);
     flat.getDefiningOp()->setAttr("md.unit", i64(unit->id));
     flat.getDefiningOp()->setAttr("md.backward", UnitAttr::get(&getContext()));
+    if (shardedAccumulation) {
+      // Every micro-step reduces: the accumulator holds the sum of the
+      // averaged shards, in micro-step order (FSDP without no_sync).
+      Value shard = scatterUnitGradient(b, loc, *unit, flat);
+      if (!last) {
+        GradAccumulateOp::create(b, loc, shard, unit->gradAcc.getSymName());
+        continue;
+      }
+      Value total = GradTotalOp::create(b, loc, shardType(), shard,
+                                        unit->gradAcc.getSymName());
+      unitGrads[unit - units.data()] =
+          replicateUnitGradient(b, loc, *unit, total);
+      continue;
+    }
     if (!last) {
       GradAccumulateOp::create(b, loc, flat, unit->gradAcc.getSymName());
       continue;
@@ -617,6 +654,19 @@ void ApplyPlanPass::runOnOperation() {
     layout = Layout::Replicated;
     hybrid = false;
     shardGroup = Group::world;
+  }
+
+  if (hasShardedGradAccumulation(model)) {
+    if (layout == Layout::Zero1 ||
+        (layout == Layout::Replicated && !singleRank())) {
+      model.emitOpError("'grad_accumulation = sharded' needs a plan that "
+                        "reduce-scatters gradients (shard = grad_op, full or "
+                        "hybrid), got shard = ")
+          << stringifyShardKind(plan.getShard());
+      return signalPassFailure();
+    }
+    // On one rank the shard is the whole gradient: local accumulation.
+    shardedAccumulation = !singleRank();
   }
 
   if (failed(collectUnits()))

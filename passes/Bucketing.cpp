@@ -602,11 +602,19 @@ void BucketingPass::runOnOperation() {
     PlanAttr plan = model.getPlanAttr();
     cap = plan ? plan.getBucketCap() : kDefaultBucketCap;
   }
-  std::optional<Interconnect> link = getInterconnect(interconnect);
-  if (!link) {
-    model.emitError("md-bucketing: unknown interconnect '")
-        << interconnect << "'; expected one of " << getInterconnectNames();
-    return signalPassFailure();
+  // The pass option, else the plan's link, else NVLink.
+  std::optional<Interconnect> link;
+  if (!interconnect.empty()) {
+    link = getInterconnect(interconnect);
+    if (!link) {
+      model.emitError("md-bucketing: unknown interconnect '")
+          << interconnect << "'; expected one of " << getInterconnectNames();
+      return signalPassFailure();
+    }
+  } else if (auto planLink = getPlanInterconnect(model)) {
+    link = planLink->second;
+  } else {
+    link = getNamedInterconnects().front().link;
   }
   if (alphaUs >= 0)
     link->alphaUs = alphaUs;

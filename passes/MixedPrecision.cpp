@@ -39,6 +39,9 @@ private:
   /// `value` converted to element type `type`, by a new md.cast after its
   /// definition, or `value` itself when it already has it.
   Value castTo(OpBuilder &b, Value value, Type type);
+  /// `grad_accumulation = sharded`: each micro-step's gradient (in P) is
+  /// reduce-scattered in R and its shard accumulates in f32.
+  void castShardedAccumulation(Region &step);
   StateOp getParamsState(StateOp master);
   void retypeParams(Block &block);
   void refreshParams(Block &block);
@@ -294,6 +297,21 @@ void MixedPrecisionPass::castReductions(Block &block) {
       result.setType(grad.getType());
 }
 
+void MixedPrecisionPass::castShardedAccumulation(Region &step) {
+  OpBuilder b(&getContext());
+  step.walk([&](ReduceScatterOp scatter) {
+    if (scatter->use_empty() ||
+        !llvm::all_of(scatter->getUsers(),
+                      llvm::IsaPred<GradAccumulateOp, GradTotalOp>))
+      return;
+    b.setInsertionPoint(scatter);
+    scatter.getInputMutable().assign(
+        castTo(b, scatter.getInput(), reduceType));
+    scatter.getResult().setType(
+        withElementType(scatter.getResult().getType(), reduceType));
+  });
+}
+
 void MixedPrecisionPass::runOnOperation() {
   model = getOperation();
   PlanAttr plan = model.getPlanAttr();
@@ -329,6 +347,7 @@ void MixedPrecisionPass::runOnOperation() {
   }
   retypeCompute(step);
   castReductions(step);
+  castShardedAccumulation(train.getStep());
   // Loads the P copies replaced.
   eraseDeadOps(train.getStep());
 }
