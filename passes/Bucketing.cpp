@@ -354,6 +354,10 @@ Operation *BucketingPass::pack(ArrayRef<Operation *> members) {
   for (Operation *member : members)
     llvm::append_range(units, unitIds(member));
   reduced->setAttr("md.units", builder.getDenseI64ArrayAttr(units));
+  // A bucket of gradient reductions is one too (the memory model counts its
+  // result among the reduced gradients).
+  if (first->hasAttr("md.backward"))
+    reduced->setAttr("md.backward", builder.getUnitAttr());
   int64_t offset = 0;
   for (Operation *member : members) {
     auto type = cast<RankedTensorType>(member->getResult(0).getType());

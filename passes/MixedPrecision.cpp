@@ -286,6 +286,16 @@ void MixedPrecisionPass::castReductions(Block &block) {
     // The reduced gradient stays in R up to the optimizer, which widens it
     // exactly (ZeRO's 2 bytes per gradient element with R = bf16).
   }
+  // A unit gradient md-apply-plan reduced in ranges (bucket_cap below the
+  // unit) is joined again in R.
+  for (FlattenOp flatten : block.getOps<FlattenOp>())
+    if (llvm::all_of(flatten.getInputs(), [](Value input) {
+          return input.getDefiningOp<AllReduceOp>() != nullptr;
+        }))
+      flatten.getResult().setType(withElementType(
+          flatten.getResult().getType(),
+          cast<RankedTensorType>(flatten.getInputs()[0].getType())
+              .getElementType()));
   // Slices of reduced gradients (the norm of ddp, the update of zero1) and
   // clipping keep the gradients' type.
   for (ShardSliceOp slice : block.getOps<ShardSliceOp>())
