@@ -55,6 +55,13 @@ static LogicalResult addPlanOptions(ModelOp model, int64_t worldSize,
           inflight.largestGatherBytes =
               std::max(inflight.largestGatherBytes, *bytes);
       });
+    for (size_t index : report.memory.liveAtPeak) {
+      const BufferInterval &buffer = report.memory.buffers[index];
+      if (!buffer.op || !isa<AllGatherOp>(buffer.op))
+        continue;
+      ++inflight.gatheredAtPeak;
+      inflight.gatheredBytesAtPeak += buffer.bytes;
+    }
     report.inflightAllGathers = inflight;
   }
   if (!hasShardedGradAccumulation(model))
@@ -279,12 +286,14 @@ void md::printExplainText(const ExplainReport &report, raw_ostream &os) {
        << llvm::formatv("{0}", report.interconnect->alphaUs) << " us, beta "
        << llvm::formatv("{0}", report.interconnect->betaGBps)
        << " GB/s per rank)\n";
-  if (report.inflightAllGathers)
-    os << "\nmax_inflight_allgathers: " << report.inflightAllGathers->limit
-       << " gathered unit" << (report.inflightAllGathers->limit == 1 ? "" : "s")
-       << " live at once when prefetching; each gathered unit holds up to "
-       << report.inflightAllGathers->largestGatherBytes
-       << " bytes (the largest), in the peak above\n";
+  if (const auto &inflight = report.inflightAllGathers)
+    os << "\nmax_inflight_allgathers: " << inflight->limit << " gathered unit"
+       << (inflight->limit == 1 ? "" : "s")
+       << " live at once when prefetching; each holds up to "
+       << inflight->largestGatherBytes << " bytes; at the peak "
+       << inflight->gatheredAtPeak << " gathered unit"
+       << (inflight->gatheredAtPeak == 1 ? " holds " : "s hold ")
+       << inflight->gatheredBytesAtPeak << " bytes\n";
   if (const auto &sharded = report.shardedAccumulation)
     os << "\ngradient accumulation: sharded (reduce-scatter every "
           "micro-step)\n"
@@ -382,6 +391,10 @@ void md::printExplainJson(const ExplainReport &report, raw_ostream &os) {
         json.attribute("limit", report.inflightAllGathers->limit);
         json.attribute("largest_gather_bytes",
                        report.inflightAllGathers->largestGatherBytes);
+        json.attribute("gathered_at_peak",
+                       report.inflightAllGathers->gatheredAtPeak);
+        json.attribute("gathered_bytes_at_peak",
+                       report.inflightAllGathers->gatheredBytesAtPeak);
       });
     if (const auto &sharded = report.shardedAccumulation)
       json.attributeObject("grad_accumulation", [&] {

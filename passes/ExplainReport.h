@@ -80,6 +80,8 @@ struct ExplainReport {
     /// Bytes of the largest unit's gathered parameters: each all-gather
     /// allowed in flight ahead of compute can hold this much more.
     int64_t largestGatherBytes = 0;
+    /// Gathered units live at the peak, and their bytes.
+    int64_t gatheredAtPeak = 0, gatheredBytesAtPeak = 0;
   };
   std::optional<InflightLimit> inflightAllGathers;
   struct ShardedAccumulation {
