@@ -138,7 +138,8 @@ StateStoreOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return checkStateType(*this, *state, getValue().getType());
 }
 
-/// An accumulator must be a full f32 `grad_acc` state of `grad`'s shape.
+/// An accumulator must be an f32 `grad_acc` state of `grad`'s shape: full,
+/// or a shard of a reduce-scattered gradient (`grad_accumulation = sharded`).
 static LogicalResult checkAccumulator(Operation *op, FlatSymbolRefAttr name,
                                       RankedTensorType gradType,
                                       SymbolTableCollection &symbolTable) {
@@ -149,7 +150,7 @@ static LogicalResult checkAccumulator(Operation *op, FlatSymbolRefAttr name,
     return op->emitOpError("'") << name.getValue()
                                 << "' is not a 'grad_acc' state";
   RankedTensorType accType = state->getTensorType();
-  if (state->isSharded() || accType.getShape() != gradType.getShape())
+  if (accType.getShape() != gradType.getShape())
     return op->emitOpError("gradient of type ")
            << gradType << " does not fit accumulator '" << name.getValue()
            << "' of type " << accType;

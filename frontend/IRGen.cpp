@@ -515,6 +515,7 @@ mlir::OwningOpRef<mlir::ModuleOp> ModelGen::run() {
   // The plan generator checks `blocks(h)` against this model and a
   // single-rank plan against the pinned world size: both come first.
   ctx.modelDecl = model;
+  ctx.planOverrides = options.planOptions;
   ctx.modelOp = modelOp ? modelOp.getOperation() : nullptr;
   if (modelOp && options.worldSize) {
     if (*options.worldSize <= 0)

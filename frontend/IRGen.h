@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "frontend/AST.h"
 #include "frontend/Diagnostics.h"
@@ -33,6 +34,10 @@ struct IRGenOptions {
   std::map<std::string, std::string> overrides;
   /// Which model to emit when the file has several; empty: the only one.
   std::string model;
+  /// Plan options set on the command line (`mdc --interconnect pcie` gives
+  /// "interconnect = pcie"), each `option = value` in .mdl syntax; they
+  /// override the selected plan's.
+  std::vector<std::string> planOptions;
 };
 
 /// Null when there were errors (all of them reported through `diags`).

@@ -56,6 +56,9 @@ public:
   /// Set by checkPlans, so that resolvePlan does not report a plan's errors
   /// a second time.
   bool plansChecked = false;
+  /// `mdc`'s plan flags, each `option = value` in .mdl syntax, applied over
+  /// the selected plan by resolvePlan (IRGenOptions::planOptions).
+  llvm::ArrayRef<std::string> planOverrides;
 };
 
 /// Emits `md.train` for `train` at the end of `model`'s body; the forward it

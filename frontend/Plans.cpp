@@ -11,9 +11,11 @@
 #include "frontend/ExprText.h"
 #include "frontend/IRGen.h"
 #include "frontend/IRGenContext.h"
+#include "frontend/Parser.h"
 #include "frontend/Sema.h"
 
 #include "dialect/MdOps.h"
+#include "passes/analysis/PlanOptions.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
@@ -43,7 +45,10 @@ const StringRef kPlanOptions[] = {"shard",
                                   "bucket_cap",
                                   "prefetch",
                                   "reshard_after_forward",
-                                  "checkpoint_activations"};
+                                  "checkpoint_activations",
+                                  "grad_accumulation",
+                                  "interconnect",
+                                  "max_inflight_allgathers"};
 
 /// The values of a plan while its options are applied.
 struct PlanValues {
@@ -60,6 +65,12 @@ struct PlanValues {
   PrefetchBackward prefetchBackward = PrefetchBackward::pre;
   bool reshardAfterForward = false;
   SmallVector<std::string> checkpointActivations;
+  // The options kept beside #md.plan (passes/analysis/PlanOptions.h), unset
+  // while they keep their defaults.
+  bool shardedGradAccumulation = false;
+  SMLoc gradAccumulationLoc;
+  std::optional<std::pair<std::string, Interconnect>> interconnect;
+  std::optional<int64_t> maxInflightAllGathers;
 
   PlanAttr toAttr(MLIRContext *context) const {
     auto strings = [&](ArrayRef<std::string> names) {
@@ -144,7 +155,15 @@ public:
     }
     PlanValues plan = getPreset(preset, model, context);
     plan.name = decl.name;
+    apply(decl, plan);
+    if (diags.getNumErrors() != errors)
+      return failure();
+    return plan;
+  }
 
+  /// Applies the options of `decl` to `plan`; the options of a plan of the
+  /// file, or those `mdc` flags set (applyOverrides).
+  void apply(const PlanDecl &decl, PlanValues &plan) {
     forEachKnownSetting(diags, decl.options, "plan option", kPlanOptions,
                         [&](const Setting &option) {
                           const Expr &value = *option.value;
@@ -160,12 +179,31 @@ public:
                             applyPrefetch(value, plan);
                           else if (option.key == "reshard_after_forward")
                             applyBool(option, plan.reshardAfterForward);
+                          else if (option.key == "grad_accumulation")
+                            applyGradAccumulation(value, plan);
+                          else if (option.key == "interconnect")
+                            applyInterconnect(value, plan);
+                          else if (option.key == "max_inflight_allgathers")
+                            applyMaxInflightAllGathers(value, plan);
                           else
                             applyCheckpointActivations(value, plan);
                         });
-    if (diags.getNumErrors() != errors)
-      return failure();
-    return plan;
+    // Checked once every option is applied: `shard` may come after it.
+    if (plan.shardedGradAccumulation && plan.shard != ShardKind::grad_op &&
+        plan.shard != ShardKind::full && plan.shard != ShardKind::hybrid)
+      diags.error(plan.gradAccumulationLoc,
+                  "'grad_accumulation = sharded' needs a plan that "
+                  "reduce-scatters gradients (shard = grad_op, full or "
+                  "hybrid), got shard = " +
+                      stringifyShardKind(plan.shard));
+  }
+
+  /// Applies `mdc`'s plan flags, parsed as the options of a plan `decl`, to
+  /// `plan`; fails when one is invalid.
+  LogicalResult applyOverrides(const PlanDecl &decl, PlanValues &plan) {
+    unsigned errors = diags.getNumErrors();
+    apply(decl, plan);
+    return success(diags.getNumErrors() == errors);
   }
 
 private:
@@ -421,6 +459,86 @@ private:
                  });
   }
 
+  /// `grad_accumulation = local | sharded`.
+  void applyGradAccumulation(const Expr &value, PlanValues &plan) {
+    const NameExpr *name = asName(value);
+    if (!name || (name->name != "local" && name->name != "sharded")) {
+      diags.error(value.loc,
+                  "'grad_accumulation' must be local or sharded, got " +
+                      describe(value));
+      return;
+    }
+    plan.shardedGradAccumulation = name->name == "sharded";
+    plan.gradAccumulationLoc = value.loc;
+  }
+
+  /// `interconnect = nvlink | pcie | infiniband | ethernet | shm |
+  /// custom(alpha_us = A, beta_gbps = B)`.
+  void applyInterconnect(const Expr &value, PlanValues &plan) {
+    if (const NameExpr *name = asName(value)) {
+      std::optional<Interconnect> link = getInterconnect(name->name);
+      if (!link) {
+        diags.error(value.loc,
+                    "unknown interconnect '" + name->name +
+                        "'; expected one of: " + getInterconnectNames() +
+                        ", or custom(alpha_us = A, beta_gbps = B)");
+        return;
+      }
+      plan.interconnect = {name->name, *link};
+      return;
+    }
+    const auto *call = dyn_cast<CallExpr>(&value);
+    if (!call || call->callee != "custom") {
+      diags.error(value.loc, "'interconnect' must be a link name (" +
+                                 getInterconnectNames() +
+                                 ") or custom(alpha_us = A, beta_gbps = B)");
+      return;
+    }
+    std::optional<double> alpha, beta;
+    for (const Argument &arg : call->args) {
+      SMLoc loc = arg.name.empty() ? arg.value->loc : arg.nameLoc;
+      if (arg.name != "alpha_us" && arg.name != "beta_gbps") {
+        diags.error(loc, "'custom' takes alpha_us = A (microseconds per "
+                         "collective) and beta_gbps = B (GB/s per rank)");
+        return;
+      }
+      std::optional<double> &slot = arg.name == "alpha_us" ? alpha : beta;
+      if (slot) {
+        diags.error(loc, "'" + arg.name + "' is given twice");
+        return;
+      }
+      const auto *number = dyn_cast<NumberExpr>(arg.value.get());
+      bool positive = number && number->floatValue > 0;
+      if (!positive &&
+          !(arg.name == "alpha_us" && number && number->floatValue == 0)) {
+        diags.error(arg.value->loc,
+                    "'" + arg.name + "' must be a number " +
+                        (arg.name == "alpha_us" ? ">= 0" : "> 0") + ", got " +
+                        describe(*arg.value));
+        return;
+      }
+      slot = number->floatValue;
+    }
+    if (!alpha || !beta) {
+      diags.error(call->loc, "'custom' needs both alpha_us = A and "
+                             "beta_gbps = B");
+      return;
+    }
+    plan.interconnect = {"custom", Interconnect{*alpha, *beta}};
+  }
+
+  /// `max_inflight_allgathers = N`, N >= 1.
+  void applyMaxInflightAllGathers(const Expr &value, PlanValues &plan) {
+    const auto *number = dyn_cast<NumberExpr>(&value);
+    if (!number || !number->isInteger || number->intValue < 1) {
+      diags.error(value.loc,
+                  "'max_inflight_allgathers' must be an integer >= 1, got " +
+                      describe(value));
+      return;
+    }
+    plan.maxInflightAllGathers = number->intValue;
+  }
+
   void applyBool(const Setting &setting, bool &slot) {
     const auto *value = dyn_cast<BoolExpr>(setting.value.get());
     if (!value) {
@@ -447,6 +565,47 @@ int64_t getPinnedWorldSize(IRGenContext &ctx) {
     if (IntegerAttr world = model.getWorldSizeAttr())
       return world.getInt();
   return 0;
+}
+
+/// Applies `ctx.planOverrides` (`mdc --interconnect` and the other plan
+/// flags, each `option = value` in .mdl syntax) to `values`. They are parsed
+/// as the body of a plan in a buffer of their own, named after the flags, so
+/// that a bad value gets the same located error as in a .mdl file.
+LogicalResult applyPlanOverrides(const BlockDecl *model, int64_t worldSize,
+                                 IRGenContext &ctx, PlanValues &values) {
+  std::string text = "plan flags {\n";
+  for (const std::string &option : ctx.planOverrides)
+    text += option + "\n";
+  text += "}\n";
+  llvm::SourceMgr &sm = ctx.diags.getSourceMgr();
+  unsigned buffer = sm.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(text, "<mdc plan flags>"), SMLoc());
+  std::unique_ptr<Module> parsed = parseModule(buffer, ctx.diags);
+  if (!parsed || parsed->plans.size() != 1)
+    return failure();
+  PlanBuilder builder(model, worldSize, &ctx.context, ctx.diags);
+  return builder.applyOverrides(parsed->plans.front(), values);
+}
+
+/// The options of `values` kept beside #md.plan, on `model`; an option at its
+/// default leaves no attribute.
+void setPlanOptions(ModelOp model, const PlanValues &values) {
+  MLIRContext *context = model.getContext();
+  Builder b(context);
+  if (values.shardedGradAccumulation)
+    model->setAttr(kGradAccumulationAttr, b.getStringAttr("sharded"));
+  if (values.interconnect) {
+    const auto &[name, link] = *values.interconnect;
+    model->setAttr(
+        kInterconnectAttr,
+        b.getDictionaryAttr(
+            {b.getNamedAttr("name", b.getStringAttr(name)),
+             b.getNamedAttr("alpha_us", b.getF64FloatAttr(link.alphaUs)),
+             b.getNamedAttr("beta_gbps", b.getF64FloatAttr(link.betaGBps))}));
+  }
+  if (values.maxInflightAllGathers)
+    model->setAttr(kMaxInflightAllGathersAttr,
+                   b.getI64IntegerAttr(*values.maxInflightAllGathers));
 }
 
 } // namespace
@@ -507,7 +666,12 @@ FailureOr<Attribute> md::frontend::resolvePlan(const Module &module,
     return failure();
   }
 
+  if (!ctx.planOverrides.empty() &&
+      failed(applyPlanOverrides(model, worldSize, ctx, values)))
+    return failure();
   PlanAttr plan = values.toAttr(&ctx.context);
+  if (auto modelOp = dyn_cast_or_null<ModelOp>(ctx.modelOp))
+    setPlanOptions(modelOp, values);
   if (plan.isSingleRank()) {
     if (worldSize > 1) {
       ctx.diags.error(decl ? decl->loc : SMLoc(),

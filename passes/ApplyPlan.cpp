@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/analysis/PlanOptions.h"
 #include "passes/analysis/StepProgram.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -49,6 +50,15 @@ struct Unit {
   int64_t numel = 0;
   bool checkpoint = false;
   StateOp master, params_, expAvg, expAvgSq, momentum, gradAcc;
+  /// A gradient all-reduced in several ranges (bucket_cap below the unit's
+  /// gradient, as DDP's buckets split a module): each a contiguous run of
+  /// `params`, with its own accumulator. Empty: the unit is reduced whole.
+  struct Range {
+    unsigned begin = 0, end = 0; // indices into `params`
+    int64_t numel = 0;
+    StateOp gradAcc;
+  };
+  SmallVector<Range> ranges;
 };
 
 /// What one micro-step is built from: the mapping from the gradient
@@ -101,6 +111,18 @@ private:
   /// The collectives that reduce `unit`'s accumulated gradient `total` as
   /// the plan's layout asks.
   Value reduceUnitGradient(OpBuilder &b, Location loc, Unit &unit, Value total);
+  /// Splits the gradient of each unit larger than the plan's bucket_cap into
+  /// ranges (Unit::ranges) when the plan all-reduces gradients.
+  void splitUnitGradients();
+  /// Reduces `unit`'s gradient range by range (`last`), or accumulates each
+  /// range (not `last`), each right after its own last contribution.
+  Value reduceRanges(OpBuilder &b, bool last, Unit &unit,
+                     const DenseMap<Operation *, Value> &gradOf);
+  /// The reduce-scatter of `unit`'s flat gradient `flat` over the shard group.
+  Value scatterUnitGradient(OpBuilder &b, Location loc, Unit &unit, Value flat);
+  /// With a hybrid mesh, the all-reduce of a gradient shard across replicas.
+  Value replicateUnitGradient(OpBuilder &b, Location loc, Unit &unit,
+                              Value shard);
 
   IntegerAttr i64(int64_t v) {
     return IntegerAttr::get(IntegerType::get(&getContext(), 64), v);
@@ -122,6 +144,9 @@ private:
   FuncOp gradFunc;
   Layout layout = Layout::Replicated;
   bool hybrid = false;
+  /// `grad_accumulation = sharded`: each micro-step's gradient is
+  /// reduce-scattered and only the shard accumulates.
+  bool shardedAccumulation = false;
   /// The group a unit's state is sharded over and gradients reduce-scattered
   /// in: the world, or the shard group of a hybrid mesh.
   Group shardGroup = Group::world;
@@ -216,7 +241,19 @@ void ApplyPlanPass::createStates(OpBuilder &b) {
         unit.momentum =
             make(unit, "momentum", StateRole::momentum, shardOptimizer);
     }
-    unit.gradAcc = make(unit, "grad_acc", StateRole::grad_acc, false);
+    if (unit.ranges.empty()) {
+      unit.gradAcc =
+          make(unit, "grad_acc", StateRole::grad_acc, shardedAccumulation);
+      continue;
+    }
+    for (auto [i, range] : llvm::enumerate(unit.ranges)) {
+      std::string name =
+          "u" + std::to_string(unit.id) + ".grad_acc." + std::to_string(i);
+      range.gradAcc = StateOp::create(
+          b, loc, name, RankedTensorType::get({range.numel}, f32), nullptr,
+          nullptr, StateRole::grad_acc, i64(unit.id));
+      b.setInsertionPointAfter(range.gradAcc);
+    }
   }
 }
 
@@ -374,31 +411,44 @@ ApplyPlanPass::collectGradients(OpBuilder &b, MicroStep &step,
   return success();
 }
 
+static Value tagBackward(Operation *op, IntegerAttr unit) {
+  op->setAttr("md.unit", unit);
+  op->setAttr("md.backward", UnitAttr::get(op->getContext()));
+  return op->getResult(0);
+}
+
+Value ApplyPlanPass::scatterUnitGradient(OpBuilder &b, Location loc, Unit &unit,
+                                         Value flat) {
+  return tagBackward(ReduceScatterOp::create(b, loc, shardType(), shardGroup,
+                                             nullptr, flat, ReductionKind::avg),
+                     i64(unit.id));
+}
+
+Value ApplyPlanPass::replicateUnitGradient(OpBuilder &b, Location loc,
+                                           Unit &unit, Value shard) {
+  if (!hybrid)
+    return shard;
+  return tagBackward(AllReduceOp::create(b, loc, Group::replicate, nullptr,
+                                         shard, ReductionKind::avg),
+                     i64(unit.id));
+}
+
 Value ApplyPlanPass::reduceUnitGradient(OpBuilder &b, Location loc, Unit &unit,
                                         Value total) {
   if (singleRank())
     return total;
-  auto tag = [&](Operation *op) {
-    op->setAttr("md.unit", i64(unit.id));
-    op->setAttr("md.backward", UnitAttr::get(&getContext()));
-    return op->getResult(0);
-  };
   switch (layout) {
   case Layout::Full:
-  case Layout::GradOp: {
-    Value reduced = tag(ReduceScatterOp::create(
-        b, loc, shardType(), shardGroup, nullptr, total, ReductionKind::avg));
-    if (hybrid)
-      reduced = tag(AllReduceOp::create(b, loc, Group::replicate, nullptr,
-                                        reduced, ReductionKind::avg));
-    return reduced;
-  }
+  case Layout::GradOp:
+    return replicateUnitGradient(b, loc, unit,
+                                 scatterUnitGradient(b, loc, unit, total));
   case Layout::Zero1:
     // ZeRO-1 keeps the full reduced gradient until the step, where each
     // rank updates its slice.
   case Layout::Replicated:
-    return tag(AllReduceOp::create(b, loc, Group::world, nullptr, total,
-                                   ReductionKind::avg));
+    return tagBackward(AllReduceOp::create(b, loc, Group::world, nullptr, total,
+                                           ReductionKind::avg),
+                       i64(unit.id));
   }
   llvm_unreachable("unknown layout");
 }
@@ -428,6 +478,10 @@ ApplyPlanPass::reduceGradients(OpBuilder &b, bool last,
   }
   unitGrads.assign(units.size(), Value());
   for (auto [lastDef, unit] : order) {
+    if (!unit->ranges.empty()) {
+      unitGrads[unit - units.data()] = reduceRanges(b, last, *unit, gradOf);
+      continue;
+    }
     OpBuilder::InsertionGuard guard(b);
     if (lastDef)
       b.setInsertionPointAfter(lastDef);
@@ -440,6 +494,20 @@ ApplyPlanPass::reduceGradients(OpBuilder &b, bool last,
     Value flat = FlattenOp::create(b, loc, flatType(*unit), grads);
     flat.getDefiningOp()->setAttr("md.unit", i64(unit->id));
     flat.getDefiningOp()->setAttr("md.backward", UnitAttr::get(&getContext()));
+    if (shardedAccumulation) {
+      // Every micro-step reduces: the accumulator holds the sum of the
+      // averaged shards, in micro-step order (FSDP without no_sync).
+      Value shard = scatterUnitGradient(b, loc, *unit, flat);
+      if (!last) {
+        GradAccumulateOp::create(b, loc, shard, unit->gradAcc.getSymName());
+        continue;
+      }
+      Value total = GradTotalOp::create(b, loc, shardType(), shard,
+                                        unit->gradAcc.getSymName());
+      unitGrads[unit - units.data()] =
+          replicateUnitGradient(b, loc, *unit, total);
+      continue;
+    }
     if (!last) {
       GradAccumulateOp::create(b, loc, flat, unit->gradAcc.getSymName());
       continue;
@@ -449,6 +517,113 @@ ApplyPlanPass::reduceGradients(OpBuilder &b, bool last,
     unitGrads[unit - units.data()] = reduceUnitGradient(b, loc, *unit, total);
   }
   return success();
+}
+
+void ApplyPlanPass::splitUnitGradients() {
+  // Only all-reduced gradients split: a reduce-scatter's shard of a range is
+  // not a range of the unit's shard, and the sharded state is per unit.
+  if (singleRank() || (layout != Layout::Replicated && layout != Layout::Zero1))
+    return;
+  int64_t elementBytes = plan.getReduceDtype().getIntOrFloatBitWidth() / 8;
+  int64_t cap = plan.getBucketCap();
+  // Where in the backward each parameter's gradient is complete: the
+  // position of the op that returns it from the gradient function.
+  DenseMap<Operation *, int64_t> position;
+  for (auto [i, op] : llvm::enumerate(gradFunc.getBody().front()))
+    position[&op] = static_cast<int64_t>(i);
+  DenseMap<Operation *, int64_t> readyAt;
+  auto ret = cast<ReturnOp>(gradFunc.getBody().front().getTerminator());
+  for (unsigned i = 0, e = gradFunc.getNumResults(); i < e; ++i)
+    if (auto of =
+            gradFunc.getResultAttrOfType<FlatSymbolRefAttr>(i, "md.grad_of"))
+      if (auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(model, of))
+        readyAt[param] = position.lookup(ret.getOperand(i).getDefiningOp());
+
+  for (Unit &unit : units) {
+    if (unit.numel * elementBytes <= cap)
+      continue;
+    // Backward runs the parameters roughly in reverse, so ranges fill from
+    // the last parameter, as DDP fills its buckets in reverse order; a
+    // parameter is never split, and one larger than the cap is a range of
+    // its own. A range also ends before a parameter whose gradient comes
+    // later than the range's, unless the rest of the unit fits in the
+    // range: a late gradient would hold back the reduction of the early
+    // ones, which is what splitting is for.
+    SmallVector<int64_t> numelBefore(unit.params.size() + 1, 0);
+    for (auto [i, param] : llvm::enumerate(unit.params))
+      numelBefore[i + 1] =
+          numelBefore[i] + param.getTensorType().getNumElements();
+    SmallVector<Unit::Range> ranges;
+    Unit::Range current;
+    current.begin = current.end = unit.params.size();
+    int64_t currentReady = -1;
+    for (unsigned i = unit.params.size(); i-- > 0;) {
+      int64_t numel = unit.params[i].getTensorType().getNumElements();
+      int64_t ready = readyAt.lookup(unit.params[i]);
+      bool overCap = (current.numel + numel) * elementBytes > cap;
+      bool later = ready > currentReady &&
+                   (current.numel + numelBefore[i + 1]) * elementBytes > cap;
+      if (current.numel != 0 && (overCap || later)) {
+        ranges.push_back(current);
+        current = Unit::Range();
+        current.end = i + 1;
+        currentReady = -1;
+      }
+      current.begin = i;
+      current.numel += numel;
+      currentReady = std::max(currentReady, ready);
+    }
+    ranges.push_back(current);
+    if (ranges.size() < 2)
+      continue;
+    // Offset order, so that the ranges read as the unit's flat gradient.
+    std::reverse(ranges.begin(), ranges.end());
+    unit.ranges = std::move(ranges);
+  }
+}
+
+Value ApplyPlanPass::reduceRanges(OpBuilder &b, bool last, Unit &unit,
+                                  const DenseMap<Operation *, Value> &gradOf) {
+  Block *block = b.getInsertionBlock();
+  SmallVector<Value> reduced;
+  for (Unit::Range &range : unit.ranges) {
+    SmallVector<Value> grads;
+    Operation *lastDef = nullptr;
+    for (ParamOp param :
+         ArrayRef(unit.params).slice(range.begin, range.end - range.begin)) {
+      Value grad = gradOf.lookup(param);
+      grads.push_back(grad);
+      Operation *def = grad.getDefiningOp();
+      if (def && def->getBlock() == block &&
+          (!lastDef || lastDef->isBeforeInBlock(def)))
+        lastDef = def;
+    }
+    OpBuilder::InsertionGuard guard(b);
+    if (lastDef)
+      b.setInsertionPointAfter(lastDef);
+    Location loc = lastDef ? lastDef->getLoc() : train.getLoc();
+    auto type = RankedTensorType::get({range.numel}, f32);
+    Value flat = FlattenOp::create(b, loc, type, grads);
+    flat.getDefiningOp()->setAttr("md.unit", i64(unit.id));
+    flat.getDefiningOp()->setAttr("md.backward", UnitAttr::get(&getContext()));
+    if (!last) {
+      GradAccumulateOp::create(b, loc, flat, range.gradAcc.getSymName());
+      continue;
+    }
+    Value total =
+        GradTotalOp::create(b, loc, type, flat, range.gradAcc.getSymName());
+    reduced.push_back(
+        tagBackward(AllReduceOp::create(b, loc, Group::world, nullptr, total,
+                                        ReductionKind::avg),
+                    i64(unit.id)));
+  }
+  if (!last)
+    return Value();
+  // The optimizer updates the unit's flat buffer: the reduced ranges joined
+  // once the last of them is reduced, at the end of the backward.
+  auto joined = FlattenOp::create(b, train.getLoc(), flatType(unit), reduced);
+  joined->setAttr("md.unit", i64(unit.id));
+  return joined;
 }
 
 LogicalResult ApplyPlanPass::buildMicroStep(OpBuilder &b, bool last,
@@ -619,8 +794,22 @@ void ApplyPlanPass::runOnOperation() {
     shardGroup = Group::world;
   }
 
+  if (hasShardedGradAccumulation(model)) {
+    if (layout == Layout::Zero1 ||
+        (layout == Layout::Replicated && !singleRank())) {
+      model.emitOpError("'grad_accumulation = sharded' needs a plan that "
+                        "reduce-scatters gradients (shard = grad_op, full or "
+                        "hybrid), got shard = ")
+          << stringifyShardKind(plan.getShard());
+      return signalPassFailure();
+    }
+    // On one rank the shard is the whole gradient: local accumulation.
+    shardedAccumulation = !singleRank();
+  }
+
   if (failed(collectUnits()))
     return signalPassFailure();
+  splitUnitGradients();
   OpBuilder b(&getContext());
   createStates(b);
 

@@ -354,6 +354,10 @@ Operation *BucketingPass::pack(ArrayRef<Operation *> members) {
   for (Operation *member : members)
     llvm::append_range(units, unitIds(member));
   reduced->setAttr("md.units", builder.getDenseI64ArrayAttr(units));
+  // A bucket of gradient reductions is one too (the memory model counts its
+  // result among the reduced gradients).
+  if (first->hasAttr("md.backward"))
+    reduced->setAttr("md.backward", builder.getUnitAttr());
   int64_t offset = 0;
   for (Operation *member : members) {
     auto type = cast<RankedTensorType>(member->getResult(0).getType());
@@ -602,11 +606,19 @@ void BucketingPass::runOnOperation() {
     PlanAttr plan = model.getPlanAttr();
     cap = plan ? plan.getBucketCap() : kDefaultBucketCap;
   }
-  std::optional<Interconnect> link = getInterconnect(interconnect);
-  if (!link) {
-    model.emitError("md-bucketing: unknown interconnect '")
-        << interconnect << "'; expected one of " << getInterconnectNames();
-    return signalPassFailure();
+  // The pass option, else the plan's link, else NVLink.
+  std::optional<Interconnect> link;
+  if (!interconnect.empty()) {
+    link = getInterconnect(interconnect);
+    if (!link) {
+      model.emitError("md-bucketing: unknown interconnect '")
+          << interconnect << "'; expected one of " << getInterconnectNames();
+      return signalPassFailure();
+    }
+  } else if (auto planLink = getPlanInterconnect(model)) {
+    link = planLink->second;
+  } else {
+    link = getNamedInterconnects().front().link;
   }
   if (alphaUs >= 0)
     link->alphaUs = alphaUs;

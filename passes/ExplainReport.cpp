@@ -1,6 +1,7 @@
 //===- ExplainReport.cpp - what mdc --explain reports ---------------------===//
 
 #include "passes/ExplainReport.h"
+#include "passes/analysis/PlanOptions.h"
 #include "passes/analysis/StepProgram.h"
 #include "runtime/plan/MemoryFormat.h"
 
@@ -35,6 +36,67 @@ static int64_t bytesSent(ModelOp model, CollectiveOpInterface op,
   if (failed(shard))
     return 0;
   return isa<AllReduceOp>(op) ? 2 * (n - 1) * *shard / n : *shard;
+}
+
+/// The plan options kept beside #md.plan that `model`'s plan sets.
+static LogicalResult addPlanOptions(ModelOp model, int64_t worldSize,
+                                    ExplainReport &report) {
+  if (auto link = getPlanInterconnect(model))
+    report.interconnect = {link->first, link->second.alphaUs,
+                           link->second.betaGBps};
+  Block *step = getStepBlock(model);
+  if (std::optional<int64_t> limit = getPlanMaxInflightAllGathers(model)) {
+    ExplainReport::InflightLimit inflight{*limit, 0};
+    if (step)
+      step->walk([&](AllGatherOp gather) {
+        FailureOr<int64_t> bytes =
+            getValueBytes(model, gather.getResult(), worldSize);
+        if (succeeded(bytes))
+          inflight.largestGatherBytes =
+              std::max(inflight.largestGatherBytes, *bytes);
+      });
+    for (size_t index : report.memory.liveAtPeak) {
+      const BufferInterval &buffer = report.memory.buffers[index];
+      if (!buffer.op || !isa<AllGatherOp>(buffer.op))
+        continue;
+      ++inflight.gatheredAtPeak;
+      inflight.gatheredBytesAtPeak += buffer.bytes;
+    }
+    report.inflightAllGathers = inflight;
+  }
+  if (!hasShardedGradAccumulation(model))
+    return success();
+  ExplainReport::ShardedAccumulation sharded;
+  for (StateOp state : model.getBody().front().getOps<StateOp>()) {
+    if (state.getRole() != StateRole::grad_acc)
+      continue;
+    int64_t elementBytes = state.getTensorType().getElementTypeBitWidth() / 8;
+    std::optional<int64_t> numel;
+    if (std::optional<uint64_t> shard = state.getShard())
+      numel = static_cast<int64_t>(*shard);
+    if (!numel) {
+      // A full accumulator: one rank, where sharded is local.
+      numel = state.getTensorType().getNumElements();
+      sharded.shardedBytes += *numel * elementBytes;
+    } else {
+      int64_t n = getGroupSize(model, *state.getGroup(), worldSize);
+      sharded.shardedBytes += (*numel + n - 1) / n * elementBytes;
+    }
+    sharded.localBytes += *numel * elementBytes;
+  }
+  // Without accumulation there is no accumulator and nothing added.
+  if (report.accumulationSteps <= 1)
+    sharded.localBytes = sharded.shardedBytes = 0;
+  if (step)
+    step->walk([&](ReduceScatterOp scatter) {
+      if (!scatter->getParentOfType<MicroStepsOp>())
+        return;
+      sharded.addedBytesSent +=
+          bytesSent(model, scatter, worldSize) * (report.accumulationSteps - 1);
+      sharded.addedCollectives += report.accumulationSteps - 1;
+    });
+  report.shardedAccumulation = sharded;
+  return success();
 }
 
 FailureOr<ExplainReport> md::computeExplainReport(ModelOp model,
@@ -128,6 +190,8 @@ FailureOr<ExplainReport> md::computeExplainReport(ModelOp model,
       report.buckets.push_back(std::move(bucket));
     }
   }
+  if (failed(addPlanOptions(model, worldSize, report)))
+    return failure();
   return report;
 }
 
@@ -216,6 +280,34 @@ void md::printExplainText(const ExplainReport &report, raw_ostream &os) {
     os << ": " << collective.bytesSent << " bytes sent, x" << collective.perStep
        << " per step\n";
   }
+
+  if (report.interconnect)
+    os << "\ninterconnect: " << report.interconnect->name << " (alpha "
+       << llvm::formatv("{0}", report.interconnect->alphaUs) << " us, beta "
+       << llvm::formatv("{0}", report.interconnect->betaGBps)
+       << " GB/s per rank)\n";
+  if (const auto &inflight = report.inflightAllGathers)
+    os << "\nmax_inflight_allgathers: " << inflight->limit << " gathered unit"
+       << (inflight->limit == 1 ? "" : "s")
+       << " live at once when prefetching; each holds up to "
+       << inflight->largestGatherBytes << " bytes; at the peak "
+       << inflight->gatheredAtPeak << " gathered unit"
+       << (inflight->gatheredAtPeak == 1 ? " holds " : "s hold ")
+       << inflight->gatheredBytesAtPeak << " bytes\n";
+  if (const auto &sharded = report.shardedAccumulation)
+    os << "\ngradient accumulation: sharded (reduce-scatter every "
+          "micro-step)\n"
+       << llvm::formatv("  {0,-16}{1,16}\n", "grad_acc local",
+                        sharded->localBytes)
+       << llvm::formatv("  {0,-16}{1,16}\n", "grad_acc sharded",
+                        sharded->shardedBytes)
+       << llvm::formatv("  {0,-16}{1,16}\n", "saved",
+                        sharded->localBytes - sharded->shardedBytes)
+       << llvm::formatv(
+              "  {0,-16}{1,16}  ({2} more reduce-scatter{3} a step)\n",
+              "bytes sent added", sharded->addedBytesSent,
+              sharded->addedCollectives,
+              sharded->addedCollectives == 1 ? "" : "s");
 }
 
 void md::printExplainJson(const ExplainReport &report, raw_ostream &os) {
@@ -288,6 +380,32 @@ void md::printExplainJson(const ExplainReport &report, raw_ostream &os) {
           });
       });
     });
+    if (report.interconnect)
+      json.attributeObject("interconnect", [&] {
+        json.attribute("name", report.interconnect->name);
+        json.attribute("alpha_us", report.interconnect->alphaUs);
+        json.attribute("beta_gbps", report.interconnect->betaGBps);
+      });
+    if (report.inflightAllGathers)
+      json.attributeObject("max_inflight_allgathers", [&] {
+        json.attribute("limit", report.inflightAllGathers->limit);
+        json.attribute("largest_gather_bytes",
+                       report.inflightAllGathers->largestGatherBytes);
+        json.attribute("gathered_at_peak",
+                       report.inflightAllGathers->gatheredAtPeak);
+        json.attribute("gathered_bytes_at_peak",
+                       report.inflightAllGathers->gatheredBytesAtPeak);
+      });
+    if (const auto &sharded = report.shardedAccumulation)
+      json.attributeObject("grad_accumulation", [&] {
+        json.attribute("mode", "sharded");
+        json.attribute("local_bytes", sharded->localBytes);
+        json.attribute("sharded_bytes", sharded->shardedBytes);
+        json.attribute("saved_bytes",
+                       sharded->localBytes - sharded->shardedBytes);
+        json.attribute("added_bytes_sent", sharded->addedBytesSent);
+        json.attribute("added_collectives", sharded->addedCollectives);
+      });
   });
   os << "\n";
 }

@@ -66,6 +66,34 @@ struct ExplainReport {
   };
   /// md-bucketing's `md.bucket_table`, empty without one.
   std::vector<Bucket> buckets;
+
+  /// The plan options kept beside #md.plan (passes/analysis/PlanOptions.h),
+  /// each reported only when the plan sets it, so that a plan at the
+  /// defaults reports what it always did.
+  struct Link {
+    std::string name;
+    double alphaUs = 0, betaGBps = 0;
+  };
+  std::optional<Link> interconnect;
+  struct InflightLimit {
+    int64_t limit = 0;
+    /// Bytes of the largest unit's gathered parameters: each all-gather
+    /// allowed in flight ahead of compute can hold this much more.
+    int64_t largestGatherBytes = 0;
+    /// Gathered units live at the peak, and their bytes.
+    int64_t gatheredAtPeak = 0, gatheredBytesAtPeak = 0;
+  };
+  std::optional<InflightLimit> inflightAllGathers;
+  struct ShardedAccumulation {
+    /// Per-rank bytes of the f32 accumulators, full (local) and sharded.
+    int64_t localBytes = 0, shardedBytes = 0;
+    /// Bytes one rank sends per optimizer step in the reduce-scatters of the
+    /// A − 1 earlier micro-steps, which local accumulation does not run.
+    int64_t addedBytesSent = 0;
+    /// Those reduce-scatters per optimizer step.
+    int64_t addedCollectives = 0;
+  };
+  std::optional<ShardedAccumulation> shardedAccumulation;
 };
 
 /// The report for `model` at world size `worldSize`. Fails with a

@@ -40,6 +40,9 @@ private:
   /// `value` converted to element type `type`, by a new md.cast after its
   /// definition, or `value` itself when it already has it.
   Value castTo(OpBuilder &b, Value value, Type type);
+  /// `grad_accumulation = sharded`: each micro-step's gradient (in P) is
+  /// reduce-scattered in R and its shard accumulates in f32.
+  void castShardedAccumulation(Region &step);
   StateOp getParamsState(StateOp master);
   void retypeParams(Block &block);
   void refreshParams(Block &block);
@@ -291,6 +294,16 @@ void MixedPrecisionPass::castReductions(Block &block) {
     // The reduced gradient stays in R up to the optimizer, which widens it
     // exactly (ZeRO's 2 bytes per gradient element with R = bf16).
   }
+  // A unit gradient md-apply-plan reduced in ranges (bucket_cap below the
+  // unit) is joined again in R.
+  for (FlattenOp flatten : block.getOps<FlattenOp>())
+    if (llvm::all_of(flatten.getInputs(), [](Value input) {
+          return input.getDefiningOp<AllReduceOp>() != nullptr;
+        }))
+      flatten.getResult().setType(withElementType(
+          flatten.getResult().getType(),
+          cast<RankedTensorType>(flatten.getInputs()[0].getType())
+              .getElementType()));
   // Slices of reduced gradients (the norm of ddp, the update of zero1) and
   // clipping keep the gradients' type.
   for (ShardSliceOp slice : block.getOps<ShardSliceOp>())
@@ -300,6 +313,21 @@ void MixedPrecisionPass::castReductions(Block &block) {
   for (ClipOp clip : block.getOps<ClipOp>())
     for (auto [grad, result] : llvm::zip(clip.getGrads(), clip.getResults()))
       result.setType(grad.getType());
+}
+
+void MixedPrecisionPass::castShardedAccumulation(Region &step) {
+  OpBuilder b(&getContext());
+  step.walk([&](ReduceScatterOp scatter) {
+    if (scatter->use_empty() ||
+        !llvm::all_of(scatter->getUsers(),
+                      llvm::IsaPred<GradAccumulateOp, GradTotalOp>))
+      return;
+    b.setInsertionPoint(scatter);
+    scatter.getInputMutable().assign(
+        castTo(b, scatter.getInput(), reduceType));
+    scatter.getResult().setType(
+        withElementType(scatter.getResult().getType(), reduceType));
+  });
 }
 
 void MixedPrecisionPass::runOnOperation() {
@@ -337,6 +365,7 @@ void MixedPrecisionPass::runOnOperation() {
   }
   retypeCompute(step);
   castReductions(step);
+  castShardedAccumulation(train.getStep());
   // Loads the P copies replaced.
   eraseDeadOps(train.getStep());
 }

@@ -295,9 +295,11 @@ def Bucketing : Pass<"md-bucketing", "::md::ModelOp"> {
   let options = [
     Option<"bucketCap", "bucket-cap", "int64_t", /*default=*/"0",
            "largest bucket in bytes (default: the plan's bucket_cap, else 25 MiB)">,
-    Option<"interconnect", "interconnect", "std::string", /*default=*/"\"nvlink\"",
+    Option<"interconnect", "interconnect", "std::string", /*default=*/"\"\"",
            "link the cost model assumes: nvlink (10 us, 150 GB/s), "
-           "pcie (20 us, 12 GB/s) or shm (5 us, 5 GB/s)">,
+           "pcie (20 us, 12 GB/s), infiniband (8 us, 24 GB/s), "
+           "ethernet (30 us, 2.5 GB/s) or shm (5 us, 5 GB/s) "
+           "(default: the plan's interconnect, else nvlink)">,
     Option<"alphaUs", "alpha-us", "double", /*default=*/"-1.0",
            "latency of one collective in microseconds (default: the interconnect's)">,
     Option<"betaGBps", "beta-gbps", "double", /*default=*/"-1.0",
@@ -365,8 +367,9 @@ def Schedule : Pass<"md-schedule", "::md::ModelOp"> {
            /*default=*/"\"plan\"",
            "prefetch the next unit's backward all-gather: plan, pre, post or none">,
     Option<"maxInflightGathers", "max-inflight-gathers", "int64_t",
-           /*default=*/"2",
-           "most gathered units live at once when prefetching (>= 1)">,
+           /*default=*/"0",
+           "most gathered units live at once when prefetching (>= 1; "
+           "default: the plan's max_inflight_allgathers, else 2)">,
   ];
   let statistics = [
     Statistic<"numEvents", "events", "Number of cross-stream events">,

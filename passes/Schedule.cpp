@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/analysis/PlanOptions.h"
 #include "passes/analysis/StepProgram.h"
 
 #include "mlir/IR/Builders.h"
@@ -61,6 +62,9 @@ struct SchedulePass : public md::impl::ScheduleBase<SchedulePass> {
 private:
   bool prefetchForward = false;
   BackwardPrefetch prefetchBackward = BackwardPrefetch::none;
+  /// Gathered units live at once when prefetching: the pass option, else
+  /// the plan's max_inflight_allgathers, else two.
+  int64_t inflightLimit = kDefaultMaxInflightAllGathers;
 
   LogicalResult scheduleBlock(Block &block);
   /// Moves the all-gathers the plan prefetches earlier by lowering their
@@ -200,8 +204,7 @@ int64_t SchedulePass::prefetchGathers(const BlockDependences &deps,
         unsigned anchor = post ? current->lastUse + 1 : current->firstUse;
         int64_t key = post ? 2 * static_cast<int64_t>(current->lastUse) + 1
                            : 2 * static_cast<int64_t>(current->firstUse) - 1;
-        if (key < nodes[next.node].key &&
-            liveAt(anchor) + 1 <= maxInflightGathers) {
+        if (key < nodes[next.node].key && liveAt(anchor) + 1 <= inflightLimit) {
           promote(next.node, key);
           ++prefetched;
         }
@@ -377,9 +380,14 @@ void SchedulePass::runOnOperation() {
         << backwardPrefetch << "'";
     return signalPassFailure();
   }
-  if (maxInflightGathers < 1) {
+  // The pass option, else the plan's limit, else FSDP's two.
+  inflightLimit = maxInflightGathers;
+  if (inflightLimit == 0)
+    inflightLimit = getPlanMaxInflightAllGathers(model).value_or(
+        kDefaultMaxInflightAllGathers);
+  if (inflightLimit < 1) {
     model.emitError("md-schedule: max-inflight-gathers must be >= 1, got ")
-        << static_cast<int64_t>(maxInflightGathers);
+        << inflightLimit;
     return signalPassFailure();
   }
 

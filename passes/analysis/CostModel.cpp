@@ -7,18 +7,6 @@
 using namespace mlir;
 using namespace md;
 
-std::optional<Interconnect> md::getInterconnect(StringRef name) {
-  if (name == "nvlink")
-    return Interconnect{10.0, 150.0};
-  if (name == "pcie")
-    return Interconnect{20.0, 12.0};
-  if (name == "shm")
-    return Interconnect{5.0, 5.0};
-  return std::nullopt;
-}
-
-StringRef md::getInterconnectNames() { return "nvlink, pcie, shm"; }
-
 int64_t CostModel::collectiveNs(int64_t wireBytes) const {
   // 1 GB/s moves one byte per nanosecond.
   return std::llround(link.alphaUs * 1e3 +

@@ -13,26 +13,11 @@
 #define MD_PASSES_ANALYSIS_COSTMODEL_H
 
 #include "dialect/MdOps.h"
+#include "passes/analysis/PlanOptions.h"
 
 #include "mlir/Support/LLVM.h"
 
 namespace md {
-
-/// A link's latency (alpha, per collective) and bandwidth (beta, per rank).
-struct Interconnect {
-  double alphaUs;
-  double betaGBps;
-};
-
-/// The documented defaults (docs/passes.md, md-bucketing):
-///   nvlink  alpha 10 us  beta 150 GB/s  (NVLink 4 through NVSwitch, NCCL ring)
-///   pcie    alpha 20 us  beta  12 GB/s  (PCIe 4 x16 through host bridges)
-///   shm     alpha  5 us  beta   5 GB/s  (md's host shared-memory comm)
-/// or std::nullopt for another name.
-std::optional<Interconnect> getInterconnect(llvm::StringRef name);
-
-/// The names getInterconnect knows, for diagnostics.
-llvm::StringRef getInterconnectNames();
 
 struct CostModel {
   Interconnect link;

@@ -263,6 +263,11 @@ MemoryCategory MemoryBuilder::classify(Operation *op, unsigned result) const {
       return MemoryCategory::CommBuffers;
     if (gradientFlattens.contains(op))
       return MemoryCategory::Grads;
+    // A unit gradient md-apply-plan reduced in ranges, joined again.
+    if (llvm::all_of(op->getOperands(), [&](Value input) {
+          return categoryOf(input) == MemoryCategory::Grads;
+        }))
+      return MemoryCategory::Grads;
   }
   if (isa<CollectiveOpInterface>(op)) {
     MemoryCategory input = op->getNumOperands() != 0

@@ -126,6 +126,28 @@ cl::opt<std::string> maxMemory(
              "exceeds this many bytes (suffixes KiB, MiB, GiB, KB, MB, GB)"),
     cl::value_desc("bytes"), cl::cat(mdcCategory));
 
+// Plan options that override the selected plan's, written as in a .mdl
+// plan (docs/language.md, "Options").
+cl::opt<std::string> gradAccumulation(
+    "grad-accumulation",
+    cl::desc("Override the plan's grad_accumulation: local (accumulate full "
+             "gradients, reduce once per step) or sharded (reduce-scatter "
+             "every micro-step, accumulate the shard)"),
+    cl::value_desc("local|sharded"), cl::cat(mdcCategory));
+
+cl::opt<std::string> interconnectName(
+    "interconnect",
+    cl::desc("Override the plan's interconnect, the link md-bucketing's cost "
+             "model assumes: nvlink, pcie, infiniband, ethernet, shm or "
+             "'custom(alpha_us = A, beta_gbps = B)'"),
+    cl::value_desc("link"), cl::cat(mdcCategory));
+
+cl::opt<std::string> maxInflightAllGathers(
+    "max-inflight-allgathers",
+    cl::desc("Override the plan's max_inflight_allgathers: how many gathered "
+             "units may be live at once when prefetching (>= 1)"),
+    cl::value_desc("N"), cl::cat(mdcCategory));
+
 cl::opt<unsigned> errorLimit(
     "error-limit",
     cl::desc("Stop showing .mdl errors after this many (0: show all)"),
@@ -281,6 +303,20 @@ std::optional<IRGenOptions> getIRGenOptions() {
       return std::nullopt;
     }
     options.worldSize = worldSize;
+  }
+  for (auto [option, flag] :
+       {std::pair<const char *, cl::opt<std::string> *>{"grad_accumulation",
+                                                        &gradAccumulation},
+        {"interconnect", &interconnectName},
+        {"max_inflight_allgathers", &maxInflightAllGathers}}) {
+    if (!flag->getNumOccurrences())
+      continue;
+    if (planName.empty()) {
+      usageError("--" + flag->ArgStr + " sets a plan option: it needs --plan");
+      return std::nullopt;
+    }
+    options.planOptions.push_back(std::string(option) + " = " +
+                                  flag->getValue());
   }
   return options;
 }

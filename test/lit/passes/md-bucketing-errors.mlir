@@ -1,7 +1,7 @@
 // The options of md-bucketing are checked before anything is bucketed.
 
-// RUN: not md-opt %s --md-bucketing=interconnect=infiniband 2>&1 | FileCheck %s --check-prefix=LINK
-// LINK: error: md-bucketing: unknown interconnect 'infiniband'; expected one of nvlink, pcie, shm
+// RUN: not md-opt %s --md-bucketing=interconnect=pigeon 2>&1 | FileCheck %s --check-prefix=LINK
+// LINK: error: md-bucketing: unknown interconnect 'pigeon'; expected one of nvlink, pcie, infiniband, ethernet, shm
 // RUN: not md-opt %s --md-bucketing=beta-gbps=0 2>&1 | FileCheck %s --check-prefix=BETA
 // BETA: error: md-bucketing: beta-gbps must be > 0, got 0{{$}}
 // RUN: not md-opt %s --md-bucketing=compute-tflops=-2.5 2>&1 | FileCheck %s --check-prefix=TFLOPS

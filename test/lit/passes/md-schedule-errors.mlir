@@ -3,8 +3,8 @@
 // FORWARD: error: md-schedule: forward-prefetch must be plan, on or off, got 'maybe'
 // RUN: not md-opt %s -split-input-file --md-schedule=backward-prefetch=late 2>&1 | FileCheck %s --check-prefix=BACKWARD
 // BACKWARD: error: md-schedule: backward-prefetch must be plan, pre, post or none, got 'late'
-// RUN: not md-opt %s -split-input-file --md-schedule=max-inflight-gathers=0 2>&1 | FileCheck %s --check-prefix=INFLIGHT
-// INFLIGHT: error: md-schedule: max-inflight-gathers must be >= 1, got 0
+// RUN: not md-opt %s -split-input-file --md-schedule=max-inflight-gathers=-1 2>&1 | FileCheck %s --check-prefix=INFLIGHT
+// INFLIGHT: error: md-schedule: max-inflight-gathers must be >= 1, got -1
 
 // The collectives of a bucket are issued at once: one cannot use another's
 // result.

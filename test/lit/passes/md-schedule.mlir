@@ -2,6 +2,10 @@
 // RUN: md-opt %s -split-input-file --md-schedule="forward-prefetch=off backward-prefetch=none" | FileCheck %s --check-prefix=OFF
 // RUN: md-opt %s -split-input-file --md-schedule="backward-prefetch=post" | FileCheck %s --check-prefix=POST
 // RUN: md-opt %s -split-input-file --md-schedule="max-inflight-gathers=1" | FileCheck %s --check-prefix=OFF
+// The plan's max_inflight_allgathers (md.max_inflight_allgathers) when the
+// option is not given; the option overrides it.
+// RUN: sed 's/md.model @fsdp attributes {plan/md.model @fsdp attributes {md.max_inflight_allgathers = 1 : i64, plan/' %s | md-opt -split-input-file --md-schedule | FileCheck %s --check-prefix=OFF
+// RUN: sed 's/md.model @fsdp attributes {plan/md.model @fsdp attributes {md.max_inflight_allgathers = 1 : i64, plan/' %s | md-opt -split-input-file --md-schedule=max-inflight-gathers=2 | FileCheck %s
 // Scheduling a scheduled program changes nothing.
 // RUN: md-opt %s -split-input-file --md-schedule | md-opt -split-input-file --md-schedule | FileCheck %s
 // RUN: md-opt %s -split-input-file --md-schedule > %t.once
