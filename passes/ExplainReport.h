@@ -66,6 +66,14 @@ struct ExplainReport {
   };
   /// md-bucketing's `md.bucket_table`, empty without one.
   std::vector<Bucket> buckets;
+
+  struct OptimizerGroup {
+    std::string name; // "default", or how the recipe selected it
+    int64_t members = 0, numel = 0;
+    double weightDecay = 0, lrScale = 1;
+  };
+  /// The optimizer's parameter groups (the default first); empty without.
+  std::vector<OptimizerGroup> optimizerGroups;
 };
 
 /// The report for `model` at world size `worldSize`. Fails with a

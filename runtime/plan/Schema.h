@@ -25,7 +25,12 @@ namespace md::plan {
 
 /// The compatible revision of plan.fbs this runtime writes and the newest it
 /// reads (plan.fbs, "Versioning"). Bump it with every compatible change.
-constexpr uint32_t kSchemaVersion = 2;
+constexpr uint32_t kSchemaVersion = 3;
+
+/// Version 3 added optimizer parameter groups (Optimizer.groups,
+/// Param.group and the updates' `unit` slot); mdc writes it only for a plan
+/// whose optimizer has groups.
+constexpr uint32_t kParamGroupsSchemaVersion = 3;
 
 /// The first schema_version that has `opcode` (1 for the original set; 2
 /// added Rank and LocalRank). mdc writes the lowest version that has every
