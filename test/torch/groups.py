@@ -126,10 +126,14 @@ def main():
     source = source.replace('tokens("data/val.bin")', f'npy("{work}/val.npy")')
     source = re.sub(r"global_batch\s*=\s*\d+", f"global_batch = {SAMPLES}", source)
     source = re.sub(r"micro_batch\s*=\s*\d+", f"micro_batch = {MICRO}", source)
-    source = re.sub(r"optimizer\s*=\s*adamw\([^\n]*\)\n", f"optimizer = {OPTIMIZER}\n", source)
+    # The whole optimizer setting, which may span lines (models/gpt.mdl has
+    # groups of its own), up to the schedule that follows it.
+    source = re.sub(r"optimizer\s*=\s*adamw\(.*?\n(\s*)schedule",
+                    lambda m: f"optimizer = {OPTIMIZER}\n{m.group(1)}schedule", source,
+                    count=1, flags=re.S)
     source = re.sub(r"schedule\s*=\s*cosine\([^)]*\)", "schedule = constant", source)
     source = re.sub(r"clip_grad_norm\s*=\s*[0-9.]+", f"clip_grad_norm = {CLIP}", source)
-    if "tokens(" in source or "groups = [" not in source or "schedule = constant" not in source:
+    if "tokens(" in source or OPTIMIZER not in source or "schedule = constant" not in source:
         sys.exit("groups.py: could not rewrite models/gpt.mdl's data, batch and optimizer")
     model_path = os.path.join(work, "gpt.mdl")
     with open(model_path, "w") as f:
