@@ -5,6 +5,9 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/GlobPattern.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace md;
@@ -102,9 +105,79 @@ LogicalResult InitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 // Optimizer and schedule attributes
 //===----------------------------------------------------------------------===//
 
+LogicalResult
+ParamGroupAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                       StringRef match, int64_t ndim, APFloat weightDecayF,
+                       APFloat lrScaleF) {
+  if (match.empty() && ndim < 0)
+    return emitError() << "a parameter group needs match = \"glob\" or "
+                          "ndim = N to select its parameters";
+  if (ndim < -1)
+    return emitError() << "parameter group ndim must be >= 0, got " << ndim;
+  if (!match.empty())
+    if (llvm::Error error = llvm::GlobPattern::create(match).takeError())
+      return emitError() << "parameter group match \"" << match
+                         << "\" is not a valid glob: "
+                         << llvm::toString(std::move(error));
+  double weightDecay = weightDecayF.convertToDouble(),
+         lrScale = lrScaleF.convertToDouble();
+  if (!(weightDecay >= 0 && std::isfinite(weightDecay)))
+    return emitError() << "parameter group weight_decay must be >= 0, got "
+                       << weightDecay;
+  if (!(lrScale >= 0 && std::isfinite(lrScale)))
+    return emitError() << "parameter group lr_scale must be >= 0, got "
+                       << lrScale;
+  return success();
+}
+
+bool ParamGroupAttr::matches(StringRef name, int64_t ndim) const {
+  if (getNdim() >= 0 && ndim != getNdim())
+    return false;
+  if (getMatch().empty())
+    return true;
+  // The verifier accepted the pattern, so it compiles.
+  llvm::Expected<llvm::GlobPattern> glob =
+      llvm::GlobPattern::create(getMatch());
+  if (!glob) {
+    llvm::consumeError(glob.takeError());
+    return false;
+  }
+  return glob->match(name);
+}
+
+std::string ParamGroupAttr::describe() const {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (!getMatch().empty())
+    os << "match = \"" << getMatch() << "\"";
+  if (getNdim() >= 0)
+    os << (getMatch().empty() ? "" : ", ") << "ndim = " << getNdim();
+  return text;
+}
+
+/// Every element of an optimizer's `groups` is a #md.param_group.
+static LogicalResult
+verifyParamGroups(function_ref<InFlightDiagnostic()> emitError,
+                  ArrayAttr groups) {
+  if (!groups)
+    return success();
+  if (groups.empty())
+    return emitError() << "an optimizer's groups list must not be empty "
+                          "(leave it out instead)";
+  for (Attribute group : groups)
+    if (!isa<ParamGroupAttr>(group))
+      return emitError() << "an optimizer's groups must be #md.param_group "
+                            "attributes, got "
+                         << group;
+  return success();
+}
+
 LogicalResult AdamWAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                 APFloat lrF, APFloat beta1F, APFloat beta2F,
-                                APFloat epsF, APFloat weightDecayF) {
+                                APFloat epsF, APFloat weightDecayF,
+                                ArrayAttr groups) {
+  if (failed(verifyParamGroups(emitError, groups)))
+    return failure();
   double lr = lrF.convertToDouble(), beta1 = beta1F.convertToDouble(),
          beta2 = beta2F.convertToDouble(), eps = epsF.convertToDouble(),
          weightDecay = weightDecayF.convertToDouble();
@@ -125,7 +198,9 @@ LogicalResult AdamWAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 LogicalResult SGDAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                               APFloat lrF, APFloat momentumF,
                               APFloat dampeningF, APFloat weightDecayF,
-                              bool nesterov) {
+                              bool nesterov, ArrayAttr groups) {
+  if (failed(verifyParamGroups(emitError, groups)))
+    return failure();
   double lr = lrF.convertToDouble(), momentum = momentumF.convertToDouble(),
          dampening = dampeningF.convertToDouble(),
          weightDecay = weightDecayF.convertToDouble();
@@ -143,10 +218,9 @@ LogicalResult SGDAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-LogicalResult
-ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                     ScheduleKind kind, int64_t warmup, int64_t steps,
-                     APFloat minLrF) {
+LogicalResult ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   ScheduleKind kind, int64_t warmup,
+                                   int64_t steps, APFloat minLrF) {
   double minLr = minLrF.convertToDouble();
   if (warmup < 0)
     return emitError() << "schedule warmup must be >= 0, got " << warmup;
@@ -212,8 +286,8 @@ ParseResult parseBool(AsmParser &parser, bool &value) {
   if (parser.parseKeyword(&keyword))
     return failure();
   if (keyword != "true" && keyword != "false")
-    return parser.emitError(loc) << "expected true or false, got '" << keyword
-                                 << "'";
+    return parser.emitError(loc)
+           << "expected true or false, got '" << keyword << "'";
   value = keyword == "true";
   return success();
 }
@@ -242,7 +316,8 @@ ParseResult parseEnum(AsmParser &parser, EnumT &value) {
 }
 
 /// `(name, ...)` after `blocks`.
-ParseResult parseNameList(AsmParser &parser, SmallVectorImpl<StringAttr> &names) {
+ParseResult parseNameList(AsmParser &parser,
+                          SmallVectorImpl<StringAttr> &names) {
   return parser.parseCommaSeparatedList(
       AsmParser::Delimiter::Paren, [&]() -> ParseResult {
         std::string name;
@@ -323,12 +398,11 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
       return parser.parseInteger(bucketCap);
     if (key == "prefetch") {
       if (parser.parseLBrace() ||
-          parseKeyedList(parser, {"forward", "backward"},
-                         [&](StringRef field) {
-                           if (field == "forward")
-                             return parseBool(parser, prefetchForward);
-                           return parseEnum(parser, prefetchBackward);
-                         }))
+          parseKeyedList(parser, {"forward", "backward"}, [&](StringRef field) {
+            if (field == "forward")
+              return parseBool(parser, prefetchForward);
+            return parseEnum(parser, prefetchBackward);
+          }))
         return failure();
       return parser.parseRBrace();
     }
@@ -409,21 +483,18 @@ verifyBlockNames(function_ref<InFlightDiagnostic()> emitError, StringRef what,
     if (name.getValue().empty())
       return emitError() << what << " names an empty parameter";
     if (llvm::is_contained(names.take_front(i), name))
-      return emitError() << what << " names '" << name.getValue()
-                         << "' twice";
+      return emitError() << what << " names '" << name.getValue() << "' twice";
   }
   return success();
 }
 
-LogicalResult
-PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError, StringRef name,
-                 StringRef preset, ShardKind shard,
-                 std::optional<int64_t> shardGroupSize, WrapKind wrap,
-                 ArrayRef<StringAttr> wrapBlocks,
-                 std::optional<int64_t> wrapMinParams, Type paramDtype,
-                 Type reduceDtype, Type bufferDtype, Type masterDtype,
-                 int64_t bucketCap, bool, PrefetchBackward, bool,
-                 ArrayRef<StringAttr> checkpointActivations) {
+LogicalResult PlanAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, StringRef name,
+    StringRef preset, ShardKind shard, std::optional<int64_t> shardGroupSize,
+    WrapKind wrap, ArrayRef<StringAttr> wrapBlocks,
+    std::optional<int64_t> wrapMinParams, Type paramDtype, Type reduceDtype,
+    Type bufferDtype, Type masterDtype, int64_t bucketCap, bool,
+    PrefetchBackward, bool, ArrayRef<StringAttr> checkpointActivations) {
   if (name.empty())
     return emitError() << "plan name is empty";
   if (!llvm::is_contained(getPresetNames(), preset)) {
@@ -495,8 +566,9 @@ LogicalResult DataAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (seed < 0)
     return emitError() << "data seed must be >= 0, got " << seed;
   if (seed != 0 && kind != DataKind::synthetic)
-    return emitError() << "only synthetic data has a seed; " << stringifyDataKind(kind)
-                       << " data is read from '" << path << "'";
+    return emitError() << "only synthetic data has a seed; "
+                       << stringifyDataKind(kind) << " data is read from '"
+                       << path << "'";
   if (kind == DataKind::synthetic && !path.empty())
     return emitError() << "synthetic data has no path, got '" << path << "'";
   if (kind != DataKind::synthetic && path.empty())

@@ -30,14 +30,46 @@ def MD_InitAttr : MD_Attr<"Init", "init"> {
   let genVerifyDecl = 1;
 }
 
+def MD_ParamGroupAttr : MD_Attr<"ParamGroup", "param_group"> {
+  let summary = "an optimizer parameter group: which parameters, their decay and lr scale";
+  let description = [{
+    `#md.param_group<match = "*.bias", weight_decay = 0.0, lr_scale = 1.0>`,
+    `#md.param_group<ndim = 1, weight_decay = 0.0, lr_scale = 1.0>`. A
+    trainable parameter is a member when its name matches the glob `match`
+    (`*` any run of characters, dots included; `?` one character; `[...]`
+    a class) and, when `ndim` is given (>= 0), it has that many dims; a
+    group states at least one of the two. Members take the group's
+    `weight_decay` and the schedule's rate times `lr_scale` instead of the
+    optimizer's. The optimizer's `groups` list is searched in order and
+    the first group a parameter matches is its group; a parameter matching
+    none is in the default group (the optimizer's own values).
+  }];
+  let parameters = (ins
+      StringRefParameter<"name glob", [{""}]>:$match,
+      DefaultValuedParameter<"int64_t", "-1">:$ndim,
+      APFloatParameter<"">:$weight_decay, APFloatParameter<"">:$lr_scale);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Whether a parameter named `name` with `ndim` dims is a member.
+    bool matches(::llvm::StringRef name, int64_t ndim) const;
+    /// How the recipe selected the members: `match = "*.bias", ndim = 1`.
+    std::string describe() const;
+  }];
+}
+
 def MD_AdamWAttr : MD_Attr<"AdamW", "adamw"> {
   let summary = "AdamW hyper-parameters (decoupled weight decay)";
   let description = [{
     `#md.adamw<lr = 6.0e-4, beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, weight_decay = 0.1>`.
     The update is PyTorch's `torch.optim.AdamW` with `amsgrad=False`.
+    `groups`, when present, lists `#md.param_group`s: parameters with other
+    weight decay or learning-rate scale than these (nanoGPT's no-decay
+    group of biases and norm weights).
   }];
   let parameters = (ins APFloatParameter<"">:$lr, APFloatParameter<"">:$beta1, APFloatParameter<"">:$beta2,
-                        APFloatParameter<"">:$eps, APFloatParameter<"">:$weight_decay);
+                        APFloatParameter<"">:$eps, APFloatParameter<"">:$weight_decay,
+                        OptionalParameter<"::mlir::ArrayAttr">:$groups);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
@@ -46,10 +78,11 @@ def MD_SGDAttr : MD_Attr<"SGD", "sgd"> {
   let summary = "SGD hyper-parameters (momentum, dampening, Nesterov)";
   let description = [{
     `#md.sgd<lr = 0.1, momentum = 0.9, dampening = 0.0, weight_decay = 0.0, nesterov = false>`.
-    The update is PyTorch's `torch.optim.SGD`.
+    The update is PyTorch's `torch.optim.SGD`. `groups` as in `#md.adamw`.
   }];
   let parameters = (ins APFloatParameter<"">:$lr, APFloatParameter<"">:$momentum, APFloatParameter<"">:$dampening,
-                        APFloatParameter<"">:$weight_decay, "bool":$nesterov);
+                        APFloatParameter<"">:$weight_decay, "bool":$nesterov,
+                        OptionalParameter<"::mlir::ArrayAttr">:$groups);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

@@ -1,4 +1,5 @@
-//===- MdOptimizerOps.cpp - md optimizer ops -------------------------------------===//
+//===- MdOptimizerOps.cpp - md optimizer ops
+//-------------------------------------===//
 
 #include "dialect/MdAsmUtils.h"
 #include "dialect/MdOps.h"
@@ -100,8 +101,8 @@ static Type getStateType(Type paramType) {
 }
 
 /// `value` (named `name`) must have the shape of `param`.
-static LogicalResult verifySameShape(Operation *op, StringRef name,
-                                     Value value, Value param) {
+static LogicalResult verifySameShape(Operation *op, StringRef name, Value value,
+                                     Value param) {
   auto valueType = cast<ShapedType>(value.getType());
   auto paramType = cast<ShapedType>(param.getType());
   if (valueType.getShape() != paramType.getShape())
@@ -124,13 +125,27 @@ static LogicalResult verifyState(Operation *op, StringRef name, Value state,
   return success();
 }
 
+/// `unit N` after an update's hyper-parameters: the wrap unit whose
+/// parameters' groups give per-element decay and lr scale.
+static ParseResult parseOptionalUnit(OpAsmParser &parser,
+                                     OperationState &result, StringAttr name) {
+  if (failed(parser.parseOptionalKeyword("unit")))
+    return success();
+  int64_t unit = 0;
+  if (parser.parseInteger(unit))
+    return failure();
+  result.addAttribute(name, parser.getBuilder().getI64IntegerAttr(unit));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // AdamWUpdateOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult AdamWUpdateOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location>, Adaptor adaptor,
-    SmallVectorImpl<Type> &inferredReturnTypes) {
+LogicalResult
+AdamWUpdateOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                Adaptor adaptor,
+                                SmallVectorImpl<Type> &inferredReturnTypes) {
   inferredReturnTypes.push_back(adaptor.getParam().getType());
   inferredReturnTypes.push_back(adaptor.getM().getType());
   inferredReturnTypes.push_back(adaptor.getV().getType());
@@ -141,13 +156,12 @@ ParseResult AdamWUpdateOp::parse(OpAsmParser &parser, OperationState &result) {
   SmallVector<OpAsmParser::UnresolvedOperand, 6> operands;
   SMLoc operandsLoc = parser.getCurrentLocation();
   if (parser.parseOperandList(operands, /*requiredOperandCount=*/6) ||
-      parseKeywordF64(parser, result, "beta1",
-                      getBeta1AttrName(result.name)) ||
-      parseKeywordF64(parser, result, "beta2",
-                      getBeta2AttrName(result.name)) ||
+      parseKeywordF64(parser, result, "beta1", getBeta1AttrName(result.name)) ||
+      parseKeywordF64(parser, result, "beta2", getBeta2AttrName(result.name)) ||
       parseKeywordF64(parser, result, "eps", getEpsAttrName(result.name)) ||
       parseKeywordF64(parser, result, "weight_decay",
                       getWeightDecayAttrName(result.name)) ||
+      parseOptionalUnit(parser, result, getUnitAttrName(result.name)) ||
       parser.parseOptionalAttrDict(result.attributes) || parser.parseColon())
     return failure();
 
@@ -170,10 +184,10 @@ ParseResult AdamWUpdateOp::parse(OpAsmParser &parser, OperationState &result) {
   }
 
   Builder &b = parser.getBuilder();
-  if (parser.resolveOperands(operands,
-                             {paramType, gradType, mType, vType,
-                              b.getF32Type(), b.getI64Type()},
-                             operandsLoc, result.operands))
+  if (parser.resolveOperands(
+          operands,
+          {paramType, gradType, mType, vType, b.getF32Type(), b.getI64Type()},
+          operandsLoc, result.operands))
     return failure();
   result.addTypes({paramType, mType, vType});
   return success();
@@ -186,6 +200,8 @@ void AdamWUpdateOp::print(OpAsmPrinter &p) {
   printF64(p, "beta2", getBeta2());
   printF64(p, "eps", getEps());
   printF64(p, "weight_decay", getWeightDecay());
+  if (std::optional<uint64_t> unit = getUnit())
+    p << " unit " << *unit;
   p.printOptionalAttrDict((*this)->getAttrs(), getAttributeNames());
   p << " : " << getParam().getType() << ", " << getGrad().getType();
   Type stateType = getStateType(getParam().getType());
@@ -254,6 +270,8 @@ ParseResult SGDUpdateOp::parse(OpAsmParser &parser, OperationState &result) {
   if (succeeded(parser.parseOptionalKeyword("nesterov")))
     result.addAttribute(getNesterovAttrName(result.name),
                         parser.getBuilder().getUnitAttr());
+  if (parseOptionalUnit(parser, result, getUnitAttrName(result.name)))
+    return failure();
   if (parser.parseOptionalAttrDict(result.attributes) || parser.parseColon())
     return failure();
 
@@ -307,6 +325,8 @@ void SGDUpdateOp::print(OpAsmPrinter &p) {
     printF64(p, "weight_decay", getWeightDecay());
   if (getNesterov())
     p << " nesterov";
+  if (std::optional<uint64_t> unit = getUnit())
+    p << " unit " << *unit;
   p.printOptionalAttrDict((*this)->getAttrs(), getAttributeNames());
   p << " : " << getParam().getType() << ", " << getGrad().getType();
   if (Value buffer = getMomentumBuffer())
@@ -340,8 +360,8 @@ LogicalResult SGDUpdateOp::verify() {
   if (momentum == 0 && buffer)
     return emitOpError("has a momentum_buffer but momentum is 0; plain SGD "
                        "keeps no buffer");
-  if (buffer && failed(verifyState(*this, "momentum_buffer", buffer,
-                                   getParam())))
+  if (buffer &&
+      failed(verifyState(*this, "momentum_buffer", buffer, getParam())))
     return failure();
   return success();
 }
@@ -360,9 +380,10 @@ LogicalResult GlobalNormOp::verify() {
 // ClipOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult ClipOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
-                                       Adaptor adaptor,
-                                       SmallVectorImpl<Type> &inferredReturnTypes) {
+LogicalResult
+ClipOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                         Adaptor adaptor,
+                         SmallVectorImpl<Type> &inferredReturnTypes) {
   for (Value grad : adaptor.getGrads())
     inferredReturnTypes.push_back(grad.getType());
   return success();
@@ -379,8 +400,8 @@ ParseResult ClipOp::parse(OpAsmParser &parser, OperationState &result) {
   SmallVector<Type> gradTypes;
   if (parseKeywordF64(parser, result, "max_norm",
                       getMaxNormAttrName(result.name)) ||
-      parser.parseOptionalAttrDict(result.attributes) ||
-      parser.parseColon() || parser.parseTypeList(gradTypes))
+      parser.parseOptionalAttrDict(result.attributes) || parser.parseColon() ||
+      parser.parseTypeList(gradTypes))
     return failure();
   auto normType = RankedTensorType::get({}, parser.getBuilder().getF32Type());
   if (parser.resolveOperands(ArrayRef(operands).drop_back(), gradTypes,

@@ -48,6 +48,13 @@ def MD_AdamWUpdateOp : MD_Op<"adamw_update", [Pure, InferTypeOpAdaptor]> {
     the rules of `#md.adamw`: `0 <= beta1 < 1`, `0 <= beta2 < 1`, `eps > 0`,
     `weight_decay >= 0`.
 
+    With `unit N` (an optimizer with parameter groups, `#md.param_group`),
+    the operands are wrap unit N's flat buffer or this rank's shard of it,
+    and each element takes the weight decay and learning-rate scale of the
+    group of the parameter it belongs to (`md.param`'s offset in the unit);
+    `weight_decay` is then the default group's. Each rank finds its
+    shard's parameters at run time, so one plan serves every rank.
+
     The custom form lists the types of `param` and `grad`; those of `m` and
     `v` follow from `param`.
 
@@ -55,13 +62,17 @@ def MD_AdamWUpdateOp : MD_Op<"adamw_update", [Pure, InferTypeOpAdaptor]> {
     %p2, %m2, %v2 = md.adamw_update %p, %g, %m, %v, %lr, %step
         beta1 0.9 beta2 0.95 eps 1.0e-08 weight_decay 0.1
         : tensor<768xf32>, tensor<768xbf16>
+    %p3, %m3, %v3 = md.adamw_update %s, %gs, %ms, %vs, %lr, %step
+        beta1 0.9 beta2 0.95 eps 1.0e-08 weight_decay 0.1 unit 1
+        : tensor<?xf32>, tensor<?xf32>
     ```
   }];
   let arguments = (ins MD_FloatTensor:$param, MD_FloatTensor:$grad,
                        MD_FloatTensor:$m, MD_FloatTensor:$v,
                        F32:$lr, I64:$step,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
-                       F64Attr:$weight_decay);
+                       F64Attr:$weight_decay,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$unit);
   let results = (outs MD_FloatTensor:$new_param, MD_FloatTensor:$new_m,
                       MD_FloatTensor:$new_v);
   let hasCustomAssemblyFormat = 1;
@@ -90,6 +101,8 @@ def MD_SGDUpdateOp : MD_Op<"sgd_update", [Pure, InferTypeOpAdaptor]> {
     `momentum`, `dampening` and `weight_decay` default to 0 and are printed
     only when non-zero. `nesterov` needs `momentum > 0` and `dampening = 0`,
     as in PyTorch and `#md.sgd`; `momentum` and `weight_decay` must be >= 0.
+    `unit N` as in `md.adamw_update`: per-element weight decay and
+    learning-rate scale from the parameters' groups.
     The custom form lists the types of `param` and `grad`; the buffer's
     follows from `param`.
 
@@ -103,7 +116,8 @@ def MD_SGDUpdateOp : MD_Op<"sgd_update", [Pure, InferTypeOpAdaptor]> {
   let arguments = (ins MD_FloatTensor:$param, MD_FloatTensor:$grad,
                        Optional<MD_FloatTensor>:$momentum_buffer, F32:$lr,
                        I64:$step, F64Attr:$momentum, F64Attr:$dampening,
-                       F64Attr:$weight_decay, UnitAttr:$nesterov);
+                       F64Attr:$weight_decay, UnitAttr:$nesterov,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$unit);
   let results = (outs MD_FloatTensor:$new_param,
                       Optional<MD_FloatTensor>:$new_momentum_buffer);
   let hasCustomAssemblyFormat = 1;

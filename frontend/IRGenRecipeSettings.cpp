@@ -8,8 +8,11 @@
 
 #include "frontend/RecipeEmitter.h"
 
+#include "dialect/ParamGroups.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/GlobPattern.h"
 
 #include <cmath>
 
@@ -215,9 +218,10 @@ Attribute RecipeEmitter::getOptimizer(const Expr &expr) {
   }
   bool isAdamW = name == "adamw";
   SmallVector<StringRef> params =
-      isAdamW ? SmallVector<StringRef>{"lr", "betas", "eps", "weight_decay"}
-              : SmallVector<StringRef>{"lr", "momentum", "dampening",
-                                       "weight_decay", "nesterov"};
+      isAdamW ? SmallVector<StringRef>{"lr", "betas", "eps", "weight_decay",
+                                       "groups"}
+              : SmallVector<StringRef>{"lr",           "momentum", "dampening",
+                                       "weight_decay", "nesterov", "groups"};
   auto args = bindArgs(call->args, call->loc, name, params);
   if (!args)
     return {};
@@ -280,10 +284,17 @@ Attribute RecipeEmitter::getOptimizer(const Expr &expr) {
     double eps = number(
         2, 1e-8, [](double v) { return v > 0; }, "> 0");
     double weightDecay = number(3, 0.01, nonNegative, ">= 0");
+    ArrayAttr groups;
+    if (const Expr *arg = (*args)[4])
+      ok &= succeeded(getParamGroups(*arg, weightDecay, groups));
     if (!ok)
       return {};
-    return AdamWAttr::get(context, APFloat(lr), APFloat(beta1), APFloat(beta2),
-                          APFloat(eps), APFloat(weightDecay));
+    auto attr =
+        AdamWAttr::get(context, APFloat(lr), APFloat(beta1), APFloat(beta2),
+                       APFloat(eps), APFloat(weightDecay), groups);
+    if (groups && failed(checkParamGroups(attr, *(*args)[4])))
+      return {};
+    return attr;
   }
   double momentum = number(1, 0, nonNegative, ">= 0");
   double dampening = number(
@@ -305,10 +316,156 @@ Attribute RecipeEmitter::getOptimizer(const Expr &expr) {
       ok = false;
     }
   }
+  ArrayAttr groups;
+  if (const Expr *arg = (*args)[5])
+    ok &= succeeded(getParamGroups(*arg, weightDecay, groups));
   if (!ok)
     return {};
-  return SGDAttr::get(context, APFloat(lr), APFloat(momentum),
-                      APFloat(dampening), APFloat(weightDecay), nesterov);
+  auto attr =
+      SGDAttr::get(context, APFloat(lr), APFloat(momentum), APFloat(dampening),
+                   APFloat(weightDecay), nesterov, groups);
+  if (groups && failed(checkParamGroups(attr, *(*args)[5])))
+    return {};
+  return attr;
+}
+
+LogicalResult RecipeEmitter::getParamGroups(const Expr &expr,
+                                            double weightDecay,
+                                            ArrayAttr &groups) {
+  const auto *list = dyn_cast<ListExpr>(&expr);
+  if (!list || list->elements.empty()) {
+    diags.error(expr.loc, "'groups' must be a list of group(...) such as "
+                          "[group(ndim = 1, weight_decay = 0.0)], got " +
+                              describe(expr));
+    return failure();
+  }
+  MLIRContext *context = &ctx.context;
+  SmallVector<Attribute> result;
+  bool ok = true;
+  for (const ExprPtr &element : list->elements) {
+    const auto *call = dyn_cast<CallExpr>(element.get());
+    if (!call || call->callee != "group") {
+      diags.error(element->loc, "a parameter group is written group(match = "
+                                "\"glob\", ndim = N, weight_decay = W, "
+                                "lr_scale = S), got " +
+                                    describe(*element));
+      ok = false;
+      continue;
+    }
+    SmallVector<StringRef> params = {"match", "ndim", "weight_decay",
+                                     "lr_scale"};
+    auto args = bindArgs(call->args, call->loc, "group", params);
+    if (!args) {
+      ok = false;
+      continue;
+    }
+    std::string match;
+    int64_t ndim = -1;
+    double decay = weightDecay, lrScale = 1.0;
+    bool groupOk = true;
+    if (const Expr *arg = (*args)[0]) {
+      std::optional<std::string> value = getString(*arg, "match");
+      groupOk &= value.has_value();
+      match = value.value_or("");
+      if (value && value->empty()) {
+        diags.error(arg->loc, "group match must not be empty");
+        groupOk = false;
+      } else if (value) {
+        if (llvm::Error error = llvm::GlobPattern::create(*value).takeError()) {
+          diags.error(arg->loc, "group match \"" + *value +
+                                    "\" is not a valid glob: " +
+                                    llvm::toString(std::move(error)));
+          groupOk = false;
+        }
+      }
+    }
+    if (const Expr *arg = (*args)[1]) {
+      std::optional<int64_t> value = getInteger(*arg, "ndim");
+      if (value && *value < 0) {
+        diags.error(arg->loc,
+                    "group ndim must be >= 0, got " + std::to_string(*value));
+        value.reset();
+      }
+      groupOk &= value.has_value();
+      ndim = value.value_or(-1);
+    }
+    auto number = [&](const Expr *arg, StringRef what, double &slot) {
+      if (!arg)
+        return;
+      std::optional<double> value = getNumber(*arg, what);
+      if (value && !(*value >= 0)) {
+        diags.error(arg->loc, "group " + what + " must be >= 0, got " +
+                                  formatDouble(*value));
+        value.reset();
+      }
+      groupOk &= value.has_value();
+      slot = value.value_or(slot);
+    };
+    number((*args)[2], "weight_decay", decay);
+    number((*args)[3], "lr_scale", lrScale);
+    if (groupOk && !(*args)[0] && !(*args)[1]) {
+      diags.error(call->loc, "a group needs match = \"glob\" or ndim = N "
+                             "to say which parameters it holds");
+      groupOk = false;
+    }
+    ok &= groupOk;
+    if (groupOk)
+      result.push_back(ParamGroupAttr::get(context, match, ndim, APFloat(decay),
+                                           APFloat(lrScale)));
+  }
+  if (!ok)
+    return failure();
+  groups = ArrayAttr::get(context, result);
+  return success();
+}
+
+LogicalResult RecipeEmitter::checkParamGroups(Attribute optimizer,
+                                              const Expr &groupsExpr) {
+  const auto &list = cast<ListExpr>(groupsExpr);
+  ParamGroupAssignment assignment = assignParamGroups(model, optimizer);
+  // The name of a trainable parameter, to show what names look like.
+  std::string example;
+  for (ParamOp param : model.getBody().front().getOps<ParamOp>())
+    if (!param.getFrozen()) {
+      example = param.getSymName().str();
+      break;
+    }
+  bool ok = true;
+  for (auto [i, element] : llvm::enumerate(list.elements)) {
+    std::string what =
+        "group(" + assignment.groups[i + 1].attr.describe() + ")";
+    if (assignment.matched[i] == 0) {
+      diags.error(element->loc, what +
+                                    " matches no trainable parameter of "
+                                    "model '" +
+                                    model.getSymName() + "'");
+      if (!example.empty())
+        diags.note(element->loc, "parameters are named like '" + example +
+                                     "' (the path of the layer, then the "
+                                     "parameter)");
+      ok = false;
+      continue;
+    }
+    if (assignment.groups[i + 1].members == 0) {
+      diags.error(element->loc,
+                  what + " is empty: every parameter it matches is in an "
+                         "earlier group (the first group that matches a "
+                         "parameter holds it)");
+      // The earlier group that took the first of its matches.
+      for (ParamOp param : model.getBody().front().getOps<ParamOp>()) {
+        if (param.getFrozen() ||
+            !assignment.groups[i + 1].attr.matches(
+                param.getSymName(), param.getTensorType().getRank()))
+          continue;
+        unsigned holder = assignment.groupOf.lookup(param);
+        diags.note(list.elements[holder - 1]->loc,
+                   "'" + param.getSymName() + "' is in this group");
+        break;
+      }
+      ok = false;
+    }
+  }
+  return success(ok);
 }
 
 ScheduleAttr RecipeEmitter::getSchedule(const Expr &expr) {

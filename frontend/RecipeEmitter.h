@@ -136,6 +136,16 @@ private:
   /// false)`. The ranges are those of #md.adamw and #md.sgd.
   Attribute getOptimizer(const Expr &expr);
 
+  /// `[group(match = "glob", ndim = N, weight_decay = W, lr_scale = S),
+  /// ...]`: the optimizer's parameter groups, a group's weight decay
+  /// defaulting to the optimizer's `weightDecay`.
+  LogicalResult getParamGroups(const Expr &expr, double weightDecay,
+                               ArrayAttr &groups);
+
+  /// Reports a group of `optimizer` that holds no parameter of the model:
+  /// one that matches none, or whose matches all went to earlier groups.
+  LogicalResult checkParamGroups(Attribute optimizer, const Expr &groupsExpr);
+
   /// `constant`, `constant()`, `linear(warmup = 0, steps = N)`,
   /// `cosine(warmup = 0, steps = N, min_lr = 0.0)`.
   ScheduleAttr getSchedule(const Expr &expr);

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/ParamGroups.h"
 #include "passes/Passes.h"
 #include "passes/analysis/PlanOptions.h"
 #include "passes/analysis/StepProgram.h"
@@ -690,9 +691,14 @@ void ApplyPlanPass::buildUpdate(OpBuilder &b, ArrayRef<Value> unitGrads) {
   Value one = arith::ConstantIntOp::create(b, loc, b.getI64Type(), 1);
   Value step = arith::AddIOp::create(b, loc, step0, one);
   Value lr = LrOp::create(b, loc, f32, step0);
+  // With parameter groups an update names its unit: each element's decay
+  // and lr scale come from its parameter's group, and under sharding each
+  // rank finds its shard's parameters at run time.
+  bool grouped = static_cast<bool>(getOptimizerGroups(train.getOptimizer()));
 
   for (auto [unit, grad] : llvm::zip(units, grads)) {
     Type masterType = unit.master.getType();
+    IntegerAttr unitAttr = grouped ? i64(unit.id) : IntegerAttr();
     Value master =
         StateLoadOp::create(b, loc, masterType, unit.master.getSymName());
     Value updated;
@@ -704,7 +710,7 @@ void ApplyPlanPass::buildUpdate(OpBuilder &b, ArrayRef<Value> unitGrads) {
       auto update = AdamWUpdateOp::create(
           b, loc, masterType, masterType, masterType, master, grad, m, v, lr,
           step, adamw.getBeta1(), adamw.getBeta2(), adamw.getEps(),
-          adamw.getWeightDecay());
+          adamw.getWeightDecay(), unitAttr);
       StateStoreOp::create(b, loc, update.getNewM(), unit.expAvg.getSymName());
       StateStoreOp::create(b, loc, update.getNewV(),
                            unit.expAvgSq.getSymName());
@@ -718,7 +724,7 @@ void ApplyPlanPass::buildUpdate(OpBuilder &b, ArrayRef<Value> unitGrads) {
       auto update = SGDUpdateOp::create(
           b, loc, masterType, buffer ? masterType : Type(), master, grad,
           buffer, lr, step, sgd.getMomentum(), sgd.getDampening(),
-          sgd.getWeightDecay(), sgd.getNesterov());
+          sgd.getWeightDecay(), sgd.getNesterov(), unitAttr);
       if (buffer)
         StateStoreOp::create(b, loc, update.getNewMomentumBuffer(),
                              unit.momentum.getSymName());

@@ -1,6 +1,7 @@
 //===- ExplainReport.cpp - what mdc --explain reports ---------------------===//
 
 #include "passes/ExplainReport.h"
+#include "dialect/ParamGroups.h"
 #include "passes/analysis/PlanOptions.h"
 #include "passes/analysis/StepProgram.h"
 #include "runtime/plan/MemoryFormat.h"
@@ -11,6 +12,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <array>
+#include <cstdio>
 #include <map>
 
 using namespace mlir;
@@ -117,6 +119,12 @@ FailureOr<ExplainReport> md::computeExplainReport(ModelOp model,
     report.microBatch = train.getMicroBatch();
     report.accumulationSteps = *steps;
     report.effectiveBatch = report.microBatch * *steps * worldSize;
+    if (getOptimizerGroups(train.getOptimizer()))
+      for (const ParamGroupInfo &info :
+           assignParamGroups(model, train.getOptimizer()).groups)
+        report.optimizerGroups.push_back(
+            {info.attr ? info.attr.describe() : "default", info.members,
+             info.numel, info.weightDecay, info.lrScale});
   }
 
   FailureOr<MemoryReport> memory = computeMemory(model, worldSize);
@@ -308,6 +316,24 @@ void md::printExplainText(const ExplainReport &report, raw_ostream &os) {
               "bytes sent added", sharded->addedBytesSent,
               sharded->addedCollectives,
               sharded->addedCollectives == 1 ? "" : "s");
+  // Only a recipe with groups has the section, so other reports keep
+  // their bytes.
+  if (!report.optimizerGroups.empty()) {
+    os << "\noptimizer groups (the first that matches a parameter holds "
+          "it):\n";
+    os << llvm::formatv("  {0,-32}{1,8}{2,14}{3,14}{4,10}\n", "group", "params",
+                        "elements", "weight_decay", "lr_scale");
+    // %g: a decay of 1e-4 must not print as 0.00.
+    auto number = [](double v) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", v);
+      return std::string(text);
+    };
+    for (const ExplainReport::OptimizerGroup &group : report.optimizerGroups)
+      os << llvm::formatv("  {0,-32}{1,8}{2,14}{3,14}{4,10}\n", group.name,
+                          group.members, group.numel, number(group.weightDecay),
+                          number(group.lrScale));
+  }
 }
 
 void md::printExplainJson(const ExplainReport &report, raw_ostream &os) {
@@ -405,6 +431,18 @@ void md::printExplainJson(const ExplainReport &report, raw_ostream &os) {
                        sharded->localBytes - sharded->shardedBytes);
         json.attribute("added_bytes_sent", sharded->addedBytesSent);
         json.attribute("added_collectives", sharded->addedCollectives);
+      });
+    if (!report.optimizerGroups.empty())
+      json.attributeArray("optimizer_groups", [&] {
+        for (const ExplainReport::OptimizerGroup &group :
+             report.optimizerGroups)
+          json.object([&] {
+            json.attribute("name", group.name);
+            json.attribute("params", group.members);
+            json.attribute("elements", group.numel);
+            json.attribute("weight_decay", group.weightDecay);
+            json.attribute("lr_scale", group.lrScale);
+          });
       });
   });
   os << "\n";

@@ -94,6 +94,14 @@ struct ExplainReport {
     int64_t addedCollectives = 0;
   };
   std::optional<ShardedAccumulation> shardedAccumulation;
+
+  struct OptimizerGroup {
+    std::string name; // "default", or how the recipe selected it
+    int64_t members = 0, numel = 0;
+    double weightDecay = 0, lrScale = 1;
+  };
+  /// The optimizer's parameter groups (the default first); empty without.
+  std::vector<OptimizerGroup> optimizerGroups;
 };
 
 /// The report for `model` at world size `worldSize`. Fails with a

@@ -5,7 +5,8 @@ mdrun trains it, timed per optimizer step.
 The model is tools/torch/md_gpt.py: md's parameter names and layouts, its
 initialisation rule, tanh GELU, causal attention, the tied output head.
 The recipe is md's: AdamW(lr 6e-4, betas (0.9, 0.95), weight decay 0.1 on
-every parameter, as md's adamw), warmup + cosine schedule, clip_grad_norm 1.0,
+the parameters of 2 or more dims and none on the others, as models/gpt.mdl's
+groups), warmup + cosine schedule, clip_grad_norm 1.0,
 gradient accumulation of global_batch / (micro_batch * W) micro-steps with the
 gradient reduced once per step (DDP's no_sync, FSDP2's
 set_requires_gradient_sync(False)), and the loss all-reduced every step as
@@ -92,8 +93,12 @@ def run_rank(a):
         def set_sync(on):
             model.set_requires_gradient_sync(on)
 
-    opt = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95),
-                            weight_decay=0.1)
+    # models/gpt.mdl's groups, nanoGPT's rule: no decay below 2 dims.
+    params = list(model.parameters())
+    opt = torch.optim.AdamW(
+        [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
+        lr=6e-4, betas=(0.9, 0.95))
     accumulation = a.global_batch // (a.micro_batch * a.world_size)
     if accumulation * a.micro_batch * a.world_size != a.global_batch:
         raise SystemExit("gpt_bench.py: global batch is not micro batch x W x A")

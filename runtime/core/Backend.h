@@ -1,4 +1,5 @@
-//===- Backend.h - the interface every compute backend implements -*- C++ -*-===//
+//===- Backend.h - the interface every compute backend implements -*- C++
+//-*-===//
 //
 // The executor runs a plan's kernel instructions through this interface, so
 // the CPU backend (runtime/cpu) and the CUDA backend plug in the same way.
@@ -311,6 +312,10 @@ struct AdamWArgs {
   float lr = 0.0f;
   int64_t step = 1; // 1-based
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
+  /// With parameter groups, the wrap unit the operands belong to: the
+  /// executor runs the update once per group's range of elements
+  /// (runtime/core/OptimizerGroups.h); a backend never sees it set.
+  std::optional<int64_t> unit;
   Stream stream = kComputeStream;
 };
 
@@ -325,6 +330,7 @@ struct SgdArgs {
   int64_t step = 1; // 1-based
   double momentum = 0.0, dampening = 0.0, weightDecay = 0.0;
   bool nesterov = false;
+  std::optional<int64_t> unit; // as AdamWArgs::unit
   Stream stream = kComputeStream;
 };
 

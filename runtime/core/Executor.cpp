@@ -106,6 +106,7 @@ absl::Status Executor::Impl::init(int64_t worldSize) {
   MD_ASSIGN_OR_RETURN(steps_, StepsToRun(plan_, options_.steps));
 
   MD_ASSIGN_OR_RETURN(layout_, LayOutArenas(loaded_, world_));
+  MD_RETURN_IF_ERROR(findUpdateSegments());
   // On a backend whose streams run concurrently, only the plan's events
   // order them: a conflict they leave open would make the result depend
   // on timing.
@@ -335,6 +336,8 @@ void Executor::Impl::fillInfo() {
           o->lr(), o->momentum(), o->dampening(), o->weight_decay(),
           o->nesterov() ? ", nesterov" : "");
   }
+  for (const OptimizerGroupSummary &g : SummarizeOptimizerGroups(plan_))
+    info_.optimizerGroups.push_back(g.str());
   info_.schedule = schedule_;
   info_.clipGradNorm = r.clip_grad_norm();
   info_.seed = static_cast<int64_t>(seed_);
@@ -812,7 +815,47 @@ absl::Status Executor::Impl::executeKernel(const fb::Instruction &inst) {
     MD_ASSIGN_OR_RETURN(Scalar v, readScalar(x));
     return v.isFloat ? static_cast<int64_t>(v.f) : v.i;
   };
-  return DispatchKernel({backend_, refs_, readFloat, readInt}, inst);
+  KernelContext ctx{backend_, refs_, readFloat, readInt};
+  if (!updateSegments_.empty()) {
+    auto it = updateSegments_.find(&inst);
+    if (it != updateSegments_.end())
+      ctx.optimizerSegments = &it->second;
+  }
+  return DispatchKernel(ctx, inst);
+}
+
+absl::Status Executor::Impl::findUpdateSegments() {
+  unitSegments_ = UnitOptimizerSegments(plan_);
+  if (unitSegments_.empty())
+    return absl::OkStatus();
+  // Every update that names its unit, wherever it sits in the blocks.
+  for (const fb::Block *block : *plan_.blocks()) {
+    if (!block->instructions())
+      continue;
+    for (const fb::Instruction *inst : *block->instructions()) {
+      if ((inst->opcode() != fb::Opcode::AdamWUpdate &&
+           inst->opcode() != fb::Opcode::SgdUpdate) ||
+          !inst->ints())
+        continue;
+      // The unit slot follows the fixed int slots (none; SGD's nesterov).
+      uint32_t fixed = inst->opcode() == fb::Opcode::SgdUpdate ? 1 : 0;
+      if (inst->ints()->size() <= fixed)
+        continue;
+      int64_t unit = inst->ints()->Get(fixed);
+      if (unit < 0 || unit >= static_cast<int64_t>(unitSegments_.size()))
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: unit %d out of range %d", plan::OpcodeName(inst->opcode()),
+            unit, unitSegments_.size()));
+      // The operands are the unit's flat buffer or this rank's shard of it.
+      int32_t param = inst->inputs()->Get(0);
+      int64_t length = layout_.buffers[param].elements, offset = 0;
+      if (buf(param).size_kind() == fb::SizeKind::Shard)
+        offset = group(static_cast<int64_t>(buf(param).group())).index * length;
+      updateSegments_[inst] =
+          ShardOptimizerSegments(unitSegments_[unit], offset, length);
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status

@@ -54,6 +54,8 @@ struct RunInfo {
   std::string backend, comm;
   int64_t microBatch = 0, accumulationSteps = 0, globalBatch = 0;
   std::string optimizer;
+  /// The optimizer's parameter groups, one line each; empty without.
+  std::vector<std::string> optimizerGroups;
   LrSchedule schedule;
   double clipGradNorm = 0;
   int64_t seed = 0;

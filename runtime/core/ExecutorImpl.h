@@ -28,12 +28,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "runtime/core/CheckpointMeta.h"
 #include "runtime/core/DataFeeds.h"
 #include "runtime/core/Executor.h"
 #include "runtime/core/FlightRecorder.h"
 #include "runtime/core/HostScalars.h"
+#include "runtime/core/OptimizerGroups.h"
 #include "runtime/core/PlanAccess.h"
 #include "runtime/core/TraceRecorder.h"
 #include "runtime/plan/Schema.h"
@@ -208,6 +210,13 @@ private:
   /// device.
   HostScalars hostScalars_;
   std::vector<Event> events_;
+  /// With optimizer parameter groups: each unit's group ranges over its
+  /// flat buffer, and the ranges of each update's operands on this rank
+  /// (OptimizerGroups.h), made at set-up.
+  std::vector<std::vector<OptimizerSegment>> unitSegments_;
+  absl::flat_hash_map<const fb::Instruction *, std::vector<OptimizerSegment>>
+      updateSegments_;
+  absl::Status findUpdateSegments();
 
   std::unique_ptr<DataFeeds> feeds_; // once the world size is bound
 

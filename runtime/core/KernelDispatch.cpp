@@ -77,6 +77,34 @@ private:
   uint32_t next_ = 0;
 };
 
+/// Calls a row's Backend entry. An optimizer update that names its unit
+/// runs once per parameter group's range instead (OptimizerGroups.h).
+template <typename Args>
+absl::Status callEntry(const KernelContext &ctx, const Args &args,
+                       absl::Status (Backend::*entry)(const Args &)) {
+  return (ctx.backend.*entry)(args);
+}
+template <typename Args>
+absl::Status callGrouped(const KernelContext &ctx, const Args &args,
+                         absl::Status (Backend::*entry)(const Args &),
+                         const char *op) {
+  if (!args.unit)
+    return (ctx.backend.*entry)(args);
+  if (ctx.optimizerSegments == nullptr)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: names unit %d, but the plan's optimizer has no parameter groups",
+        op, *args.unit));
+  return RunGroupedUpdate(ctx.backend, args, *ctx.optimizerSegments);
+}
+absl::Status callEntry(const KernelContext &ctx, const AdamWArgs &args,
+                       absl::Status (Backend::*entry)(const AdamWArgs &)) {
+  return callGrouped(ctx, args, entry, "adamw_update");
+}
+absl::Status callEntry(const KernelContext &ctx, const SgdArgs &args,
+                       absl::Status (Backend::*entry)(const SgdArgs &)) {
+  return callGrouped(ctx, args, entry, "sgd_update");
+}
+
 // Pass 1: kFixedIn<Name> and kFixedOut<Name>, the items of each operand
 // list that are always there.
 #define MD_T(field) +1
@@ -131,7 +159,7 @@ private:
     [[maybe_unused]] Slots<int64_t> ints(inst.ints());                         \
     [[maybe_unused]] Slots<double> floats(inst.floats());                      \
     { MD_EXPAND Ints MD_EXPAND Floats }                                        \
-    return ctx.backend.Entry(args);                                            \
+    return callEntry(ctx, args, &Backend::Entry);                              \
   }
 #include "runtime/plan/Opcodes.def"
 #undef MD_HOST

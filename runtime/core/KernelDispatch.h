@@ -9,7 +9,8 @@
 // What the decoding needs of the executor comes in a KernelContext: the
 // backend, the tensor of every plan buffer, and the reads of the host
 // scalars some kernels take as numbers (the optimizers' learning rate and
-// step).
+// step), and for an optimizer update with parameter groups the ranges of
+// its operands each group holds.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "runtime/core/Backend.h"
+#include "runtime/core/OptimizerGroups.h"
 #include "runtime/plan/plan_generated.h"
 
 namespace md::runtime {
@@ -35,6 +37,9 @@ struct KernelContext {
   /// MD_HOST_I operands).
   absl::FunctionRef<absl::StatusOr<double>(int32_t)> readFloat;
   absl::FunctionRef<absl::StatusOr<int64_t>(int32_t)> readInt;
+  /// The parameter-group ranges of this rank's operands of an optimizer
+  /// update that names its unit (OptimizerGroups.h); null for the others.
+  const std::vector<OptimizerSegment> *optimizerSegments = nullptr;
 };
 
 /// Whether `opcode` runs as one Backend kernel.

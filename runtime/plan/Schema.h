@@ -27,6 +27,12 @@ namespace md::plan {
 /// reads (plan.fbs, "Versioning"). Bump it with every compatible change.
 constexpr uint32_t kSchemaVersion = 3;
 
+/// Version 3 added optimizer parameter groups (Optimizer.groups,
+/// Param.group and the updates' `unit` slot) as well as Save's keep and
+/// Exit's failed slots (InstructionSchemaVersion); mdc writes it only for a
+/// plan that uses one of them.
+constexpr uint32_t kParamGroupsSchemaVersion = 3;
+
 /// The first schema_version that has `opcode` (1 for the original set; 2
 /// added Rank and LocalRank). mdc writes the lowest version that has every
 /// opcode a plan uses, so that a plan without the newer opcodes still loads

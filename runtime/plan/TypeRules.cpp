@@ -271,6 +271,9 @@ private:
   // optimizer
   absl::Status adamw();
   absl::Status sgd();
+  /// An update's optional `unit` slot (parameter groups): a unit of the
+  /// plan whose flat buffer the operands are.
+  absl::Status updateUnit();
   absl::Status globalNorm();
   absl::Status clip();
   // buffers
@@ -489,6 +492,32 @@ absl::Status Rule::slots() {
     if (intAttr(0) != 0 && (floatAttr(0) <= 0 || floatAttr(1) != 0))
       return failAttr("nesterov needs momentum > 0 and dampening = 0");
   }
+  if (inst_.opcode() == fb::Opcode::AdamWUpdate ||
+      inst_.opcode() == fb::Opcode::SgdUpdate)
+    return updateUnit();
+  return absl::OkStatus();
+}
+
+absl::Status Rule::updateUnit() {
+  // The unit slot follows the fixed ones (SGD's nesterov).
+  uint32_t fixed = inst_.opcode() == fb::Opcode::SgdUpdate ? 1 : 0;
+  if (count(inst_.ints()) <= fixed)
+    return absl::OkStatus();
+  int64_t unit = intAttr(fixed);
+  const fb::Optimizer *optimizer =
+      plan_.recipe() ? plan_.recipe()->optimizer() : nullptr;
+  if (!optimizer || count(optimizer->groups()) == 0)
+    return failAttr("ints[%d] (unit) %d, but the optimizer has no parameter "
+                    "groups",
+                    fixed, unit);
+  if (unit >= static_cast<int64_t>(count(plan_.units())))
+    return failAttr("ints[%d] (unit) %d is out of range (%d units)", fixed,
+                    unit, count(plan_.units()));
+  // Full(n) or shard(n, group): n is the whole flat buffer either way.
+  int64_t numel = plan_.units()->Get(unit)->numel();
+  if (in(0).numel() != numel)
+    return failAttr("param has %d elements, but unit %d's flat buffer has %d",
+                    in(0).numel(), unit, numel);
   return absl::OkStatus();
 }
 

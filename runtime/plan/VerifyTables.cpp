@@ -142,6 +142,21 @@ absl::Status SemanticVerifier::checkDatasetsAndRecipe() {
       return invalid(
           "recipe.optimizer.nesterov: needs momentum > 0 and dampening = 0");
   }
+  if (count(opt->groups()) > 0 &&
+      plan_.schema_version() < kParamGroupsSchemaVersion)
+    return invalidf("recipe.optimizer.groups: parameter groups need "
+                    "schema_version %d, the plan says %d",
+                    kParamGroupsSchemaVersion, plan_.schema_version());
+  for (uint32_t g = 0; g < count(opt->groups()); ++g) {
+    const fb::OptimizerGroup *group = opt->groups()->Get(g);
+    std::string path = absl::StrCat("recipe.optimizer.groups[", g, "]");
+    if (str(group->name()).empty())
+      return invalidf("%s.name: missing", path);
+    MD_RETURN_IF_ERROR(checkFiniteNonNegative(
+        group->weight_decay(), absl::StrCat(path, ".weight_decay")));
+    MD_RETURN_IF_ERROR(checkFiniteNonNegative(group->lr_scale(),
+                                              absl::StrCat(path, ".lr_scale")));
+  }
 
   const fb::Schedule *schedule = recipe->schedule();
   if (!schedule)
@@ -203,6 +218,14 @@ absl::Status SemanticVerifier::checkUnitsAndParams() {
     if (param->unit() < 0 || static_cast<uint32_t>(param->unit()) >= numUnits_)
       return invalidf("%s.unit: unit %d out of range (%d units)", path,
                       param->unit(), numUnits_);
+    // Group 0 is the default group; without groups every parameter is in it.
+    const fb::Optimizer *opt = plan_.recipe()->optimizer();
+    uint32_t groups = std::max<uint32_t>(count(opt->groups()), 1);
+    if (param->group() < 0 || static_cast<uint32_t>(param->group()) >= groups ||
+        (!param->trainable() && param->group() != 0))
+      return invalidf("%s.group: %d is not a group of the optimizer (%d "
+                      "group%s; a frozen parameter is in group 0)",
+                      path, param->group(), groups, groups == 1 ? "" : "s");
     if (!param->trainable()) {
       if (param->offset() != -1)
         return invalidf(

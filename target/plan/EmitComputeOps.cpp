@@ -200,6 +200,8 @@ std::optional<LogicalResult> Emitter::emitUpdateOrBufferOp(const Pending &p) {
         a.beta2 = u.getBeta2().convertToDouble();
         a.eps = eps(u);
         a.weightDecay = u.getWeightDecay().convertToDouble();
+        if (std::optional<uint64_t> unit = u.getUnit())
+          a.unit = static_cast<int64_t>(*unit);
         return emit(a);
       })
       .Case([&](SGDUpdateOp u) {
@@ -208,6 +210,8 @@ std::optional<LogicalResult> Emitter::emitUpdateOrBufferOp(const Pending &p) {
         a.momentum = u.getMomentum().convertToDouble();
         a.dampening = u.getDampening().convertToDouble();
         a.weightDecay = u.getWeightDecay().convertToDouble();
+        if (std::optional<uint64_t> unit = u.getUnit())
+          a.unit = static_cast<int64_t>(*unit);
         return emit(a);
       })
       .Case([&](GlobalNormOp g) {

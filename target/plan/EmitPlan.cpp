@@ -13,6 +13,8 @@
 #include "target/plan/EmitPlan.h"
 #include "target/plan/Emitter.h"
 
+#include "dialect/ParamGroups.h"
+
 #include "passes/analysis/MemoryAnalysis.h"
 #include "passes/analysis/RankVariance.h"
 #include "passes/analysis/StepProgram.h"
@@ -331,6 +333,10 @@ LogicalResult Emitter::emitParamsAndState() {
   for (size_t u = 0; u < units_.size(); ++u)
     b_.addUnit(names[u], units_[u].numel);
 
+  // Each trainable parameter's optimizer group (0, the default, is not
+  // written, so a plan without groups is unchanged).
+  ParamGroupAssignment groups =
+      assignParamGroups(model_, train_.getOptimizer());
   for (ParamOp param : model_.getBody().getOps<ParamOp>()) {
     auto type = cast<RankedTensorType>(param.getType());
     InitAttr init = param.getInit();
@@ -340,12 +346,14 @@ LogicalResult Emitter::emitParamsAndState() {
     fb::DType dtype = getDType(type);
     if (dtype == fb::DType::Invalid)
       return param.emitError("unsupported parameter type ") << type;
-    b_.addParam(
+    int32_t index = b_.addParam(
         param.getSymName().str(),
         std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
         dtype, static_cast<int32_t>(*param.getUnit()),
         param.getOffset().value_or(0),
         static_cast<fb::InitKind>(init.getKind()), std::move(args));
+    b_.plan().params[index]->group =
+        static_cast<int32_t>(groups.groupOf.lookup(param));
   }
 
   for (StateOp state : model_.getBody().getOps<StateOp>()) {
@@ -429,6 +437,19 @@ LogicalResult Emitter::emitRecipe() {
     o.nesterov = sgd.getNesterov();
   } else {
     return train_.emitError("unsupported optimizer ") << optimizer;
+  }
+  if (getOptimizerGroups(optimizer)) {
+    // groups[0] is the default group: the optimizer's own values.
+    for (const ParamGroupInfo &info :
+         assignParamGroups(model_, optimizer).groups) {
+      auto group = std::make_unique<fb::OptimizerGroupT>();
+      group->name = info.attr ? info.attr.describe() : "default";
+      group->weight_decay = info.weightDecay;
+      group->lr_scale = info.lrScale;
+      o.groups.push_back(std::move(group));
+    }
+    b_.plan().schema_version =
+        std::max(b_.plan().schema_version, plan::kParamGroupsSchemaVersion);
   }
   ScheduleAttr schedule = train_.getSchedule();
   fb::ScheduleT &s = *r.schedule;

@@ -11,7 +11,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/core/NumberFormat.h"
@@ -140,6 +143,54 @@ TEST(GemmTest, Bf16GemmIsSgemmOfTheWidenedOperands) {
           ASSERT_NEAR(viaBf16[i * p.ldc + j], viaF32[i * p.ldc + j],
                       2e-6 * (1 + std::fabs(want[i * p.ldc + j])));
     }
+}
+
+// docs/runtime.md ("Determinism") says a run's bits do not depend on the
+// BLAS thread count with the oneDNN build. A primitive is built per shape
+// on the thread that runs it, with that thread's OpenMP thread count, so
+// each count runs on a fresh thread (a fresh primitive cache), as each
+// rank's process does. The shapes are the GPT models' (x = B * T rows:
+// forward nt, the weight gradient tn over all rows, the input gradient nn),
+// a large-K small-output one (where a library would split the sum over
+// threads) and an odd one.
+TEST(GemmTest, OneDnnGivesTheSameBitsForAnyThreadCount) {
+  if (std::string(blasName()).rfind("oneDNN", 0) != 0)
+    GTEST_SKIP() << "the thread-count rule is oneDNN's; this build runs "
+                 << blasName();
+  struct Shape {
+    bool ta, tb;
+    int64_t m, n, k;
+  };
+  const Shape shapes[] = {{false, true, 2048, 768, 768},
+                          {true, false, 768, 3072, 2048},
+                          {false, false, 2048, 768, 3072},
+                          {true, false, 64, 64, 16384},
+                          {false, true, 333, 517, 291}};
+  auto run = [&](int threads) {
+    std::vector<std::vector<float>> results;
+    setBlasThreads(threads);
+    std::thread worker([&] {
+      for (const Shape &s : shapes) {
+        Problem p = make(s.ta, s.tb, s.m, s.n, s.k, 11, false);
+        sgemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, p.a.data(), p.lda, p.b.data(),
+              p.ldb, 0.0f, p.c.data(), p.ldc);
+        results.push_back(p.c);
+      }
+    });
+    worker.join();
+    return results;
+  };
+  std::vector<std::vector<float>> one = run(1);
+  for (int threads : {2, 3}) {
+    std::vector<std::vector<float>> many = run(threads);
+    for (size_t i = 0; i < one.size(); ++i)
+      EXPECT_EQ(std::memcmp(one[i].data(), many[i].data(),
+                            one[i].size() * sizeof(float)),
+                0)
+          << shapes[i].m << "x" << shapes[i].n << "x" << shapes[i].k << " with "
+          << threads << " threads";
+  }
+  setBlasThreads(0);
 }
 
 } // namespace

@@ -260,8 +260,16 @@ struct Decoding {
       intReads.push_back(x);
       return 5;
     };
-    return runtime::DispatchKernel({backend, refs, readFloat, readInt},
-                                   *packed);
+    // An optimizer update's sample names a unit (its optional slot): the
+    // executor would give it its parameter groups' ranges; one range of
+    // the sample's own decay over the one element stands for them.
+    runtime::OptimizerSegment whole;
+    whole.end = 1;
+    whole.weightDecay = 0.5;
+    std::vector<runtime::OptimizerSegment> segments = {whole};
+    runtime::KernelContext ctx{backend, refs, readFloat, readInt};
+    ctx.optimizerSegments = &segments;
+    return runtime::DispatchKernel(ctx, *packed);
   }
   template <typename Args> const Args &args() const {
     return std::any_cast<const Args &>(backend.last);

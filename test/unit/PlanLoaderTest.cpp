@@ -28,6 +28,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -282,8 +283,10 @@ TEST(PlanLoaderTest, KeepAndFailedSlotsNeedSchemaVersion3) {
 TEST(PlanLoaderTest, RefusesANewerOrZeroSchemaVersion) {
   fb::PlanT plan = Tiny();
   plan.schema_version = kSchemaVersion + 1;
-  ExpectRefused(
-      plan, "schema_version: plan version 4 is newer than this runtime's 3");
+  ExpectRefused(plan, "schema_version: plan version " +
+                          std::to_string(kSchemaVersion + 1) +
+                          " is newer than this runtime's " +
+                          std::to_string(kSchemaVersion));
   plan.schema_version = 0;
   ExpectRefused(plan, "schema_version: 0 is not a version");
 }
@@ -802,6 +805,68 @@ TEST(PlanLoaderTest, AcceptsAZeroLearningRateAndRefusesANegativeOne) {
   EXPECT_TRUE(Load(plan).ok());
   ExpectRefusedAfter([](fb::PlanT &p) { p.recipe->optimizer->lr = -0.5; },
                      "recipe.optimizer.lr: -0.5 is negative");
+}
+
+// --- optimizer parameter groups ---------------------------------------------
+
+/// The tiny MLP with two parameter groups (its first parameter in group 1)
+/// and every optimizer update naming its unit, as mdc writes a plan whose
+/// recipe has `groups`.
+fb::PlanT GroupedTiny() {
+  fb::PlanT plan = Tiny();
+  plan.schema_version =
+      std::max(plan.schema_version, kParamGroupsSchemaVersion);
+  for (const char *name : {"default", "ndim = 1"}) {
+    auto group = std::make_unique<fb::OptimizerGroupT>();
+    group->name = name;
+    group->weight_decay = 0.0;
+    group->lr_scale = 1.0;
+    plan.recipe->optimizer->groups.push_back(std::move(group));
+  }
+  plan.params.at(0)->group = 1;
+  for (auto &block : plan.blocks)
+    for (auto &inst : block->instructions) {
+      // The tiny MLP has one unit.
+      if (inst->opcode == fb::Opcode::AdamWUpdate)
+        inst->ints = {0};
+      if (inst->opcode == fb::Opcode::SgdUpdate)
+        inst->ints.push_back(0);
+    }
+  return plan;
+}
+
+TEST(PlanLoaderTest, LoadsParameterGroupsAndRefusesInconsistentOnes) {
+  absl::StatusOr<LoadedPlan> loaded = Load(GroupedTiny());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+
+  fb::PlanT old = GroupedTiny();
+  old.schema_version = 2;
+  ExpectRefused(old, "recipe.optimizer.groups: parameter groups need "
+                     "schema_version 3, the plan says 2");
+  fb::PlanT negative = GroupedTiny();
+  negative.recipe->optimizer->groups.at(1)->lr_scale = -1.0;
+  ExpectRefused(negative, "recipe.optimizer.groups[1].lr_scale");
+  fb::PlanT outOfRange = GroupedTiny();
+  outOfRange.params.at(0)->group = 2;
+  ExpectRefused(outOfRange, "params[0].group: 2 is not a group of the "
+                            "optimizer (2 groups");
+  // An update that names a unit in a plan without groups, and one whose
+  // operands are not its unit's flat buffer.
+  fb::PlanT noGroups = GroupedTiny();
+  noGroups.recipe->optimizer->groups.clear();
+  noGroups.params.at(0)->group = 0;
+  ExpectRefused(noGroups, "(unit) 0, but the optimizer has no parameter "
+                          "groups");
+  fb::PlanT badUnit = GroupedTiny();
+  badUnit.units.push_back(std::make_unique<fb::UnitT>());
+  badUnit.units.back()->id = 1;
+  badUnit.units.back()->numel = 3;
+  for (auto &block : badUnit.blocks)
+    for (auto &inst : block->instructions)
+      if (inst->opcode == fb::Opcode::AdamWUpdate ||
+          inst->opcode == fb::Opcode::SgdUpdate)
+        inst->ints.back() = 1;
+  ExpectRefused(badUnit, "but unit 1's flat buffer has 3");
 }
 
 // --- world size

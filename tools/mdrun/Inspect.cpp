@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "runtime/core/ArenaLayout.h"
+#include "runtime/core/OptimizerGroups.h"
 #include "runtime/core/StreamOrder.h"
 #include "runtime/plan/Loader.h"
 #include "runtime/plan/Memory.h"
@@ -286,7 +287,7 @@ std::shared_ptr<Object> flopsJson(const plan::PlanSummary &summary) {
 }
 
 /// The training recipe: batches, optimizer, schedule.
-std::shared_ptr<Object> recipeJson(const fb::Recipe &r,
+std::shared_ptr<Object> recipeJson(const fb::Plan &p, const fb::Recipe &r,
                                    const plan::WorldBinding &w) {
   const fb::Optimizer &opt = *r.optimizer();
   auto optimizer = object();
@@ -301,6 +302,19 @@ std::shared_ptr<Object> recipeJson(const fb::Recipe &r,
         .add("dampening", opt.dampening())
         .add("nesterov", opt.nesterov());
   optimizer->add("weight_decay", opt.weight_decay());
+  std::vector<runtime::OptimizerGroupSummary> groups =
+      runtime::SummarizeOptimizerGroups(p);
+  if (!groups.empty())
+    optimizer->add("groups",
+                   listOf(groups, [](const runtime::OptimizerGroupSummary &g) {
+                     auto o = object();
+                     o->add("name", g.name)
+                         .add("params", g.members)
+                         .add("elements", g.numel)
+                         .add("weight_decay", g.weightDecay)
+                         .add("lr_scale", g.lrScale);
+                     return o;
+                   }));
   const fb::Schedule &sched = *r.schedule();
   auto schedule = object();
   schedule->add("kind", lower(fb::EnumNameScheduleKind(sched.kind())))
@@ -399,7 +413,7 @@ std::shared_ptr<Object> buildReport(const std::string &path,
            RawJson{plan::FormatMemoryJson(summary.memory, /*indent=*/2)})
       .add("collectives_per_step", collectivesJson(summary))
       .add("flops_per_step", flopsJson(summary))
-      .add("recipe", recipeJson(*p.recipe(), w))
+      .add("recipe", recipeJson(p, *p.recipe(), w))
       .add("data", dataJson(p, *p.recipe()))
       .add("hooks", hooks);
   return report;
@@ -554,6 +568,9 @@ void writeRecipe(Text &t, const Plan &p, const plan::PlanSummary &s) {
          r.micro_batch(), ", accumulation steps ", w.accumulationSteps,
          " at W = ", w.worldSize);
   t.line("              optimizer ", optimizer);
+  for (const runtime::OptimizerGroupSummary &g :
+       runtime::SummarizeOptimizerGroups(p))
+    t.line("              optimizer group ", g.str());
   t.line("              schedule ",
          lower(fb::EnumNameScheduleKind(sched.kind())),
          "(warmup = ", sched.warmup(), ", steps = ", sched.steps(),

@@ -263,6 +263,8 @@ void printBanner(const runtime::RunInfo &i, const std::string &planPath,
       i.clipGradNorm > 0
           ? absl::StrFormat(", clip_grad_norm %g", i.clipGradNorm).c_str()
           : "");
+  for (const std::string &group : i.optimizerGroups)
+    absl::PrintF("mdrun: optimizer group %s\n", group.c_str());
   absl::PrintF("mdrun: params %s elements (%d tensors, %s trainable)\n",
                cli::WithCommas(i.paramElements).c_str(), i.paramCount,
                cli::WithCommas(i.trainableElements).c_str());

@@ -206,3 +206,11 @@ func.func @clip_result_type(%g: tensor<8xbf16>, %n: tensor<f32>) {
   %c = "md.clip"(%g, %n) <{max_norm = 1.0 : f64}> : (tensor<8xbf16>, tensor<f32>) -> tensor<8xf32>
   return
 }
+
+// -----
+
+func.func @adamw_update_negative_unit(%p: tensor<8xf32>, %g: tensor<8xf32>, %m: tensor<8xf32>, %v: tensor<8xf32>, %lr: f32, %s: i64) {
+  // expected-error @+1 {{'md.adamw_update' op attribute 'unit' failed to satisfy constraint: 64-bit signless integer attribute whose value is non-negative}}
+  %p2, %m2, %v2 = md.adamw_update %p, %g, %m, %v, %lr, %s beta1 0.9 beta2 0.95 eps 1.0e-8 weight_decay 0.1 unit -1 : tensor<8xf32>, tensor<8xf32>
+  return
+}

@@ -91,3 +91,16 @@ func.func @clip_one(%a: tensor<16xf16>, %norm: tensor<f32>) -> tensor<16xf16> {
   return %c : tensor<16xf16>
 }
 
+
+// With parameter groups an update names its unit (printed last).
+// CHECK-LABEL: func.func @grouped_updates
+func.func @grouped_updates(%p: tensor<?xf32>, %g: tensor<?xf32>, %m: tensor<?xf32>,
+                           %v: tensor<?xf32>, %lr: f32, %step: i64) {
+  // CHECK: md.adamw_update {{.*}} weight_decay 0.1 unit 3 : tensor<?xf32>, tensor<?xf32>
+  %p2, %m2, %v2 = md.adamw_update %p, %g, %m, %v, %lr, %step
+      beta1 0.9 beta2 0.95 eps 1.0e-8 weight_decay 0.1 unit 3 : tensor<?xf32>, tensor<?xf32>
+  // CHECK: md.sgd_update {{.*}} momentum 0.9 nesterov unit 0 : tensor<?xf32>, tensor<?xf32>
+  %p3, %b3 = md.sgd_update %p, %g momentum_buffer %m, %lr, %step
+      momentum 0.9 nesterov unit 0 : tensor<?xf32>, tensor<?xf32>
+  return
+}

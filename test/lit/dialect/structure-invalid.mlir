@@ -479,3 +479,81 @@ md.model @data_negative_seed {
   } hooks {
   }
 }
+
+// -----
+
+md.model @train_param_group_no_selector {
+  md.forward @forward(%x: tensor<2xf32>) -> tensor<f32> {
+    %l = arith.constant dense<0.0> : tensor<f32>
+    md.return %l : tensor<f32>
+  }
+  // expected-error @+3 {{a parameter group needs match = "glob" or ndim = N to select its parameters}}
+  // expected-error @+2 {{failed to parse MD_AdamWAttr parameter 'groups'}}
+  md.train @forward data #md.data<synthetic, ""> global_batch 8 micro_batch 4
+      optimizer #md.adamw<lr = 1.0e-3, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8, weight_decay = 0.1, groups = [#md.param_group<weight_decay = 0.0, lr_scale = 1.0>]>
+      schedule #md.schedule<constant, warmup = 0, steps = 10, min_lr = 0.0> seed 0 step {
+  } hooks {
+  }
+}
+
+// -----
+
+md.model @train_param_group_bad_glob {
+  md.forward @forward(%x: tensor<2xf32>) -> tensor<f32> {
+    %l = arith.constant dense<0.0> : tensor<f32>
+    md.return %l : tensor<f32>
+  }
+  // expected-error @+3 {{parameter group match "[a" is not a valid glob: invalid glob pattern, unmatched '['}}
+  // expected-error @+2 {{failed to parse MD_AdamWAttr parameter 'groups'}}
+  md.train @forward data #md.data<synthetic, ""> global_batch 8 micro_batch 4
+      optimizer #md.adamw<lr = 1.0e-3, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8, weight_decay = 0.1, groups = [#md.param_group<match = "[a", weight_decay = 0.0, lr_scale = 1.0>]>
+      schedule #md.schedule<constant, warmup = 0, steps = 10, min_lr = 0.0> seed 0 step {
+  } hooks {
+  }
+}
+
+// -----
+
+md.model @train_param_group_negative_scale {
+  md.forward @forward(%x: tensor<2xf32>) -> tensor<f32> {
+    %l = arith.constant dense<0.0> : tensor<f32>
+    md.return %l : tensor<f32>
+  }
+  // expected-error @+3 {{parameter group lr_scale must be >= 0, got -1}}
+  // expected-error @+2 {{failed to parse MD_SGDAttr parameter 'groups'}}
+  md.train @forward data #md.data<synthetic, ""> global_batch 8 micro_batch 4
+      optimizer #md.sgd<lr = 0.1, momentum = 0.0, dampening = 0.0, weight_decay = 0.0, nesterov = false, groups = [#md.param_group<ndim = 1, weight_decay = 0.0, lr_scale = -1.0>]>
+      schedule #md.schedule<constant, warmup = 0, steps = 10, min_lr = 0.0> seed 0 step {
+  } hooks {
+  }
+}
+
+// -----
+
+md.model @train_param_groups_not_groups {
+  md.forward @forward(%x: tensor<2xf32>) -> tensor<f32> {
+    %l = arith.constant dense<0.0> : tensor<f32>
+    md.return %l : tensor<f32>
+  }
+  // expected-error @+2 {{an optimizer's groups must be #md.param_group attributes, got 1 : i64}}
+  md.train @forward data #md.data<synthetic, ""> global_batch 8 micro_batch 4
+      optimizer #md.adamw<lr = 1.0e-3, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8, weight_decay = 0.1, groups = [1]>
+      schedule #md.schedule<constant, warmup = 0, steps = 10, min_lr = 0.0> seed 0 step {
+  } hooks {
+  }
+}
+
+// -----
+
+md.model @train_param_groups_empty {
+  md.forward @forward(%x: tensor<2xf32>) -> tensor<f32> {
+    %l = arith.constant dense<0.0> : tensor<f32>
+    md.return %l : tensor<f32>
+  }
+  // expected-error @+2 {{an optimizer's groups list must not be empty (leave it out instead)}}
+  md.train @forward data #md.data<synthetic, ""> global_batch 8 micro_batch 4
+      optimizer #md.adamw<lr = 1.0e-3, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8, weight_decay = 0.1, groups = []>
+      schedule #md.schedule<constant, warmup = 0, steps = 10, min_lr = 0.0> seed 0 step {
+  } hooks {
+  }
+}
