@@ -44,8 +44,8 @@ namespace {
 /// Query rows per tile; a constant, because the bits depend on it. The
 /// GPT models' heads are small (hd = 16 to 64), so a GEMM call's overhead
 /// weighs as much as its arithmetic: with 32-row tiles the kernels took
-/// 10-25% more CPU time than the full-square kernel at T = 64 and 128,
-/// with 64-row tiles 0-10% less (docs/runtime-cpu.md).
+/// up to 31% more CPU time than the full-square kernel at T = 64 and 128,
+/// with 64-row tiles 0-10% less (docs/bench.md).
 constexpr int64_t kTile = 64;
 
 absl::Status checkRange(const char *op, const AttentionDims &d) {
