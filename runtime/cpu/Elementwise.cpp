@@ -1,10 +1,11 @@
 //===- Elementwise.cpp - add/sub/mul, scale, gelu, relu, accumulate, cast -===//
 //
 // One f32 operation per element, rounded once into the result type. The
-// unary ops, their gradients, accumulate and cast walk their tensors a
-// chunk at a time (Storage.h: bf16 widened per chunk on the stack, no heap
-// copy); the binary ops broadcast numpy-style through forEachBroadcast,
-// which walks the result in row-major order.
+// unary ops, their gradients, accumulate, cast and the binary ops on
+// same-shaped operands walk their tensors a chunk at a time (Storage.h:
+// bf16 widened per chunk on the stack, no heap copy); the binary ops that
+// broadcast go through forEachBroadcast, which walks the result in
+// row-major order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -96,7 +97,7 @@ void mapUnary(const TensorRef &x, const TensorRef &out, F f) {
 }
 
 /// dx[i] = f(dy[i], x[i]) over a whole tensor, a chunk at a time; dx may
-/// be dy or x.
+/// be dy or x. (Any two same-shaped operands: binary uses it too.)
 template <typename F>
 void mapGrad(const TensorRef &dy, const TensorRef &x, const TensorRef &dx,
              F f) {
@@ -114,6 +115,26 @@ void mapGrad(const TensorRef &dy, const TensorRef &x, const TensorRef &dx,
 
 absl::Status CpuBackend::binary(const BinaryArgs &args) {
   MD_RETURN_IF_ERROR(checkBinary(args));
+  // Same shapes (a residual add, say): elementwise, a chunk at a time like
+  // the unary ops; the same f32 operation per element as the broadcasting
+  // walk below, so the same bits.
+  if (args.lhs.shape == args.out.shape && args.rhs.shape == args.out.shape) {
+    switch (args.op) {
+    case BinaryOp::add:
+      mapGrad(args.lhs, args.rhs, args.out,
+              [](float a, float b) { return a + b; });
+      break;
+    case BinaryOp::sub:
+      mapGrad(args.lhs, args.rhs, args.out,
+              [](float a, float b) { return a - b; });
+      break;
+    case BinaryOp::mul:
+      mapGrad(args.lhs, args.rhs, args.out,
+              [](float a, float b) { return a * b; });
+      break;
+    }
+    return absl::OkStatus();
+  }
   F32In lhs(args.lhs), rhs(args.rhs);
   F32Out out(args.out);
   std::vector<int64_t> sl = broadcastStrides(args.lhs.shape, args.out.shape);
