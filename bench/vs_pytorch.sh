@@ -2,7 +2,10 @@
 # md against PyTorch on the same job, interleaved in one run.
 #
 #   bench/vs_pytorch.sh [--build DIR] [--python PY] [--reps R] [--steps N]
-#                       [--rows tiny|l4|all] [--keep DIR]
+#                       [--rows tiny|l4|all] [--comm-thread] [--keep DIR]
+#
+# --comm-thread runs md's ranks with MD_CPU_COMM_THREAD=1 (the CPU backend's
+# comm stream on a thread of its own, docs/runtime-cpu.md).
 #
 # Each row trains models/gpt.mdl's GPT on 2 ranks of the CPU, 1 thread each,
 # with the same model, token data, global and micro batch, optimizer, schedule
@@ -48,6 +51,7 @@ while [[ $# -gt 0 ]]; do
   --steps) steps=${2:?}; shift 2 ;;
   --rows) rows=${2:?}; shift 2 ;;
   --keep) keep=${2:?}; shift 2 ;;
+  --comm-thread) export MD_CPU_COMM_THREAD=1; shift ;;
   -h | --help) usage 0 ;;
   *) echo "vs_pytorch.sh: unknown argument '$1'" >&2; usage 2 ;;
   esac
@@ -77,6 +81,7 @@ bench_workdir vs_pytorch "$keep"
 cpu=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
 echo "machine: ${cpu:-unknown CPU}; $(nproc) cores; PyTorch $torch_version; md $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "2 ranks x 1 thread on each side; $steps steps per run (median of steps 2..$steps); $reps repetitions, md and PyTorch interleaved"
+echo "md's comm thread: $([[ ${MD_CPU_COMM_THREAD:-0} == 1 ]] && echo on || echo off)"
 echo
 
 # The model with its token file, global batch, and two plans besides the

@@ -393,6 +393,8 @@ absl::StatusOr<std::vector<uint8_t>> Executor::Impl::readBuffer(int32_t x) {
   if (x < 0 || static_cast<uint32_t>(x) >= count(plan_.buffers()))
     return absl::InvalidArgumentError(absl::StrFormat("no buffer %d", x));
   std::vector<uint8_t> out(static_cast<size_t>(bytes(x)));
+  // The buffer's last writer may be a collective still on the comm stream.
+  MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
   MD_RETURN_IF_ERROR(toHost(out.data(), x, 0, bytes(x)));
   return out;
 }
@@ -404,7 +406,18 @@ absl::StatusOr<std::vector<uint8_t>> Executor::Impl::readBuffer(int32_t x) {
 absl::Status Executor::Impl::run() {
   while (step_ < steps_ && !stop_)
     MD_RETURN_IF_ERROR(step());
+  // The run ends when its last collective has: a caller may read any
+  // buffer next, or free them.
+  MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
+  if (options_.recorder != nullptr)
+    options_.recorder->completeQueued();
   return absl::OkStatus();
+}
+
+Executor::Impl::~Impl() {
+  // Work still queued on a concurrent comm stream (after an error) uses the
+  // arenas freed next; its error, if any, was reported already.
+  (void)backend_.synchronize(kCommStream);
 }
 
 void Executor::Impl::enterFlight(int64_t step, int32_t micro) {
@@ -725,7 +738,16 @@ absl::Status Executor::Impl::execute(const fb::Instruction &inst) {
     // the plan's events on the comm stream (checked at creation).
     if (!comm_.streamOrdered())
       MD_RETURN_IF_ERROR(backend_.synchronize(kComputeStream));
-    return executeCollective(inst);
+    MD_RETURN_IF_ERROR(executeCollective(inst));
+    // A stream-ordered comm runs every collective on the comm stream; one
+    // the plan put on the compute stream (no events around it) must be
+    // done before the compute after it runs.
+    if (comm_.streamOrdered() && inst.stream() == kComputeStream.id) {
+      MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
+      if (options_.recorder != nullptr)
+        options_.recorder->completeQueued();
+    }
+    return absl::OkStatus();
 
   // --- state and the step ----------------------------------------------------
   case Op::StateLoad:

@@ -49,6 +49,7 @@ public:
 
   Impl(const plan::LoadedPlan &plan, Backend &backend, Comm &comm,
        const ExecutorOptions &options);
+  ~Impl();
 
   absl::Status init(int64_t worldSize);
   absl::Status step();

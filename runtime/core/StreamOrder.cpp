@@ -44,9 +44,13 @@ class Checker {
 public:
   Checker(const fb::Plan &plan, const ArenaLayout &layout, int64_t maxPairs)
       : plan_(plan), layout_(layout), budget_(maxPairs), maxPairs_(maxPairs) {
-    for (uint32_t b = 0; b < count(plan.blocks()); ++b)
-      for (const fb::Instruction *inst : *plan.blocks()->Get(b)->instructions())
-        streams_ = std::max(streams_, static_cast<int>(inst->stream()) + 1);
+    for (uint32_t b = 0; b < count(plan.blocks()); ++b) {
+      // An empty block has no instruction vector at all.
+      const auto *insts = plan.blocks()->Get(b)->instructions();
+      for (uint32_t i = 0; i < count(insts); ++i)
+        streams_ =
+            std::max(streams_, static_cast<int>(insts->Get(i)->stream()) + 1);
+    }
     streams_ = std::min(std::max(streams_, 1), kMaxStreams);
     clocks_.assign(streams_, Clock(streams_, 0));
     positions_.assign(streams_, 0);
@@ -151,7 +155,8 @@ private:
   }
 
   absl::Status instruction(int32_t b, int32_t i) {
-    const fb::Instruction *inst = plan_.blocks()->Get(b)->instructions()->Get(i);
+    const fb::Instruction *inst =
+        plan_.blocks()->Get(b)->instructions()->Get(i);
     int s = std::min(static_cast<int>(inst->stream()), streams_ - 1);
     for (uint32_t k = 0; k < count(inst->waits()); ++k) {
       int32_t e = inst->waits()->Get(k);

@@ -1,11 +1,23 @@
 //===- Attention.cpp - md.causal_attention and its gradient ---------------===//
 //
-// A reference implementation, one (batch, head) pair at a time: the head's
-// Q, K and V are column blocks of the [T, C] rows (leading dim C), so the
-// three products go straight to sgemm without copies. S = Q K^T / sqrt(d)
-// is computed in full and the upper triangle masked afterwards, which
-// wastes half of that sgemm but keeps the code obvious. The gradient
-// recomputes P instead of storing it, as the dialect says.
+// Causal attention one (batch, head) pair at a time, in tiles of kTile query
+// rows, as flash attention does on a CPU: the head's Q, K and V are column
+// blocks of the [T, C] rows (leading dim C), so every product goes straight
+// to the GEMM without copies. Rows [i0, i1) of S = Q K^T / sqrt(d) need the
+// keys [0, i1) only, so each tile multiplies its rows by the keys up to its
+// last row: the tiles above the diagonal never reach the GEMM (about half of
+// S for long sequences), and the probabilities live in one [kTile, T] panel
+// instead of a [T, T] matrix. Each row is normalised with Rows.h's softmax
+// (SLEEF exp, f64 sums), exactly as the softmax op does. The gradient
+// recomputes P tile by tile instead of storing it, as the dialect says.
+//
+// Bits: the tile size is a constant and the tiles run in order, so the
+// summation order is fixed: the same inputs give the same bits, whatever
+// the thread count of the run (up to the GEMM library's own blocking).
+// dK and dV sum over the tiles' query rows: each tile adds its part to the
+// running f32 sum (GEMM with beta = 1), tile 0 first. With T <= kTile
+// there is one tile and the GEMMs are those of the full-square kernel, so
+// the bits are too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +41,13 @@ using namespace md::runtime;
 
 namespace {
 
+/// Query rows per tile; a constant, because the bits depend on it. The
+/// GPT models' heads are small (hd = 16 to 64), so a GEMM call's overhead
+/// weighs as much as its arithmetic: with 32-row tiles the kernels took
+/// up to 31% more CPU time than the full-square kernel at T = 64 and 128,
+/// with 64-row tiles 0-10% less (docs/bench.md).
+constexpr int64_t kTile = 64;
+
 absl::Status checkRange(const char *op, const AttentionDims &d) {
   if (d.seq > INT_MAX || d.channels > INT_MAX)
     return absl::InvalidArgumentError(
@@ -37,50 +56,69 @@ absl::Status checkRange(const char *op, const AttentionDims &d) {
   return absl::OkStatus();
 }
 
-/// P = softmax(scale * Q K^T) with j > i masked, for one head; `p` is
-/// [T, T] row-major, zero above the diagonal.
-void attentionProbs(const float *q, const float *k, int64_t t, int64_t c,
-                    int64_t hd, float scale, float *p) {
-  sgemm(false, true, t, t, hd, scale, q, c, k, c, 0.0f, p, t);
-  for (int64_t i = 0; i < t; ++i) {
-    float *row = p + i * t;
+/// One head's operands: [T, hd] column blocks with leading dim c.
+struct Head {
+  int64_t t, c, hd;
+  float scale;
+};
+
+/// P rows [i0, i1) = softmax(scale * Q K^T) with j > i masked, into the
+/// panel `p` ([i1 - i0, i1] row-major, leading dim i1), zero above the
+/// diagonal.
+void tileProbs(const Head &h, const float *q, const float *k, int64_t i0,
+               int64_t i1, float *p) {
+  const int64_t rows = i1 - i0;
+  sgemm(false, true, rows, i1, h.hd, h.scale, q + i0 * h.c, h.c, k, h.c, 0.0f,
+        p, i1);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r;
+    float *row = p + r * i1;
     softmaxRow(row, row, i + 1);
-    for (int64_t j = i + 1; j < t; ++j)
-      row[j] = 0.0f;
+    std::fill(row + i + 1, row + i1, 0.0f);
   }
+}
+
+/// Zeroes rows [i0, i1) of a head's [T, hd] column block (leading dim c).
+void zeroRows(const Head &h, float *x, int64_t i0, int64_t i1) {
+  for (int64_t i = i0; i < i1; ++i)
+    std::fill(x + i * h.c, x + i * h.c + h.hd, 0.0f);
 }
 
 } // namespace
 
-// Per batch entry b and head h: S = Q K^T / sqrt(d), masked above the
-// diagonal, P = softmax(S) row by row, out = P V.
+// Per batch entry b, head h and tile of rows [i0, i1): S = Q K^T / sqrt(d)
+// against keys [0, i1), masked above the diagonal, P = softmax(S) row by
+// row, out rows = P V[0, i1).
 absl::Status CpuBackend::causalAttention(const CausalAttentionArgs &args) {
   MD_ASSIGN_OR_RETURN(AttentionDims d, checkCausalAttention(args));
   MD_RETURN_IF_ERROR(checkRange("causal_attention", d));
   F32In q(args.q), k(args.k), v(args.v);
   F32Out out(args.out);
-  const int64_t t = d.seq, c = d.channels, hd = d.headDim;
-  if (t == 0 || hd == 0 || d.batch == 0) {
+  const Head h{d.seq, d.channels, d.headDim,
+               float(1.0 / std::sqrt(double(d.headDim)))};
+  if (h.t == 0 || h.hd == 0 || d.batch == 0) {
     std::fill(out.data(), out.data() + args.out.numel(), 0.0f);
     out.store();
     return absl::OkStatus();
   }
-  const float scale = float(1.0 / std::sqrt(double(hd)));
-  std::vector<float> p(t * t);
+  std::vector<float> p(std::min(kTile, h.t) * h.t);
   for (int64_t b = 0; b < d.batch; ++b)
-    for (int64_t h = 0; h < d.heads; ++h) {
-      const int64_t off = b * t * c + h * hd;
-      attentionProbs(q.data() + off, k.data() + off, t, c, hd, scale, p.data());
-      sgemm(false, false, t, hd, t, 1.0f, p.data(), t, v.data() + off, c,
-            0.0f, out.data() + off, c);
+    for (int64_t hh = 0; hh < d.heads; ++hh) {
+      const int64_t off = b * h.t * h.c + hh * h.hd;
+      for (int64_t i0 = 0; i0 < h.t; i0 += kTile) {
+        const int64_t i1 = std::min(i0 + kTile, h.t);
+        tileProbs(h, q.data() + off, k.data() + off, i0, i1, p.data());
+        sgemm(false, false, i1 - i0, h.hd, i1, 1.0f, p.data(), i1,
+              v.data() + off, h.c, 0.0f, out.data() + off + i0 * h.c, h.c);
+      }
     }
   out.store();
   return absl::OkStatus();
 }
 
-// Per head, with P recomputed:
-//   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(dP * P)),
-//   dQ = dS K / sqrt(d),  dK = dS^T Q / sqrt(d).
+// Per head and tile of rows [i0, i1), with P recomputed for the tile:
+//   dV[0, i1) += P^T dO,  dP = dO V[0, i1)^T,  dS = P * (dP - rowsum(dP P)),
+//   dQ rows = dS K[0, i1) / sqrt(d),  dK[0, i1) += dS^T Q / sqrt(d).
 // Masked entries have P = 0 and so dS = 0.
 absl::Status
 CpuBackend::causalAttentionGrad(const CausalAttentionGradArgs &args) {
@@ -88,36 +126,49 @@ CpuBackend::causalAttentionGrad(const CausalAttentionGradArgs &args) {
   MD_RETURN_IF_ERROR(checkRange("causal_attention_grad", d));
   F32In dout(args.dout), q(args.q), k(args.k), v(args.v);
   F32Out dq(args.dq), dk(args.dk), dv(args.dv);
-  const int64_t t = d.seq, c = d.channels, hd = d.headDim;
-  if (t == 0 || hd == 0 || d.batch == 0) {
+  const Head h{d.seq, d.channels, d.headDim,
+               float(1.0 / std::sqrt(double(d.headDim)))};
+  if (h.t == 0 || h.hd == 0 || d.batch == 0) {
     for (F32Out *o : {&dq, &dk, &dv}) {
       std::fill(o->data(), o->data() + args.q.numel(), 0.0f);
       o->store();
     }
     return absl::OkStatus();
   }
-  const float scale = float(1.0 / std::sqrt(double(hd)));
-  std::vector<float> p(t * t), ds(t * t);
+  const int64_t panel = std::min(kTile, h.t) * h.t;
+  std::vector<float> p(panel), ds(panel);
   for (int64_t b = 0; b < d.batch; ++b)
-    for (int64_t h = 0; h < d.heads; ++h) {
-      const int64_t off = b * t * c + h * hd;
+    for (int64_t hh = 0; hh < d.heads; ++hh) {
+      const int64_t off = b * h.t * h.c + hh * h.hd;
       const float *qh = q.data() + off, *kh = k.data() + off,
                   *vh = v.data() + off, *doh = dout.data() + off;
-      attentionProbs(qh, kh, t, c, hd, scale, p.data());
-      sgemm(true, false, t, hd, t, 1.0f, p.data(), t, doh, c, 0.0f,
-            dv.data() + off, c);
-      sgemm(false, true, t, t, hd, 1.0f, doh, c, vh, c, 0.0f, ds.data(), t);
-      for (int64_t i = 0; i < t; ++i) {
-        const float *pr = p.data() + i * t;
-        float *dr = ds.data() + i * t;
-        softmaxGradRow(dr, pr, dr, i + 1);
-        for (int64_t j = i + 1; j < t; ++j)
-          dr[j] = 0.0f;
+      float *dkh = dk.data() + off, *dvh = dv.data() + off;
+      for (int64_t i0 = 0; i0 < h.t; i0 += kTile) {
+        const int64_t i1 = std::min(i0 + kTile, h.t), rows = i1 - i0;
+        // Tile 0 writes dK and dV rows [0, i1) (beta = 0); a later tile
+        // adds to the rows before it and starts its own from zero. So with
+        // T <= kTile this is the full-square kernel, call for call.
+        const float beta = i0 == 0 ? 0.0f : 1.0f;
+        if (i0 > 0) {
+          zeroRows(h, dkh, i0, i1);
+          zeroRows(h, dvh, i0, i1);
+        }
+        tileProbs(h, qh, kh, i0, i1, p.data());
+        sgemm(true, false, i1, h.hd, rows, 1.0f, p.data(), i1, doh + i0 * h.c,
+              h.c, beta, dvh, h.c);
+        sgemm(false, true, rows, i1, h.hd, 1.0f, doh + i0 * h.c, h.c, vh, h.c,
+              0.0f, ds.data(), i1);
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t i = i0 + r;
+          float *dr = ds.data() + r * i1;
+          softmaxGradRow(dr, p.data() + r * i1, dr, i + 1);
+          std::fill(dr + i + 1, dr + i1, 0.0f);
+        }
+        sgemm(false, false, rows, h.hd, i1, h.scale, ds.data(), i1, kh, h.c,
+              0.0f, dq.data() + off + i0 * h.c, h.c);
+        sgemm(true, false, i1, h.hd, rows, h.scale, ds.data(), i1,
+              qh + i0 * h.c, h.c, beta, dkh, h.c);
       }
-      sgemm(false, false, t, hd, t, scale, ds.data(), t, kh, c, 0.0f,
-            dq.data() + off, c);
-      sgemm(true, false, t, hd, t, scale, ds.data(), t, qh, c, 0.0f,
-            dk.data() + off, c);
     }
   dq.store();
   dk.store();

@@ -1,8 +1,11 @@
 //===- Elementwise.cpp - add/sub/mul, scale, gelu, relu, accumulate, cast -===//
 //
 // One f32 operation per element, rounded once into the result type. The
-// binary ops broadcast numpy-style through forEachBroadcast, which walks
-// the result in row-major order.
+// unary ops, their gradients, accumulate, cast and the binary ops on
+// same-shaped operands walk their tensors a chunk at a time (Storage.h:
+// bf16 widened per chunk on the stack, no heap copy); the binary ops that
+// broadcast go through forEachBroadcast, which walks the result in
+// row-major order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -79,33 +82,59 @@ void geluTanhGradArray(const float *dy, const float *x, float *dx, int64_t n) {
   });
 }
 
-/// out[i] = f(x[i]) over a whole tensor.
+/// out[i] = f(x[i]) over a whole tensor, a chunk at a time (Storage.h).
+/// out may be x.
 template <typename F>
-void mapUnary(const TensorRef &x, const TensorRef &outRef, F f) {
-  F32In in(x);
-  F32Out out(outRef);
-  int64_t n = x.numel();
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = f(in[i]);
-  out.store();
+void mapUnary(const TensorRef &x, const TensorRef &out, F f) {
+  float xb[kChunkElems], ob[kChunkElems];
+  forChunks(x.numel(), [&](int64_t i0, int64_t m) {
+    const float *in = chunkIn(x, i0, m, xb);
+    float *o = chunkOut(out, i0, ob);
+    for (int64_t k = 0; k < m; ++k)
+      o[k] = f(in[k]);
+    chunkStore(out, i0, m, o);
+  });
 }
 
-/// dx[i] = f(dy[i], x[i]) over a whole tensor.
+/// dx[i] = f(dy[i], x[i]) over a whole tensor, a chunk at a time; dx may
+/// be dy or x. (Any two same-shaped operands: binary uses it too.)
 template <typename F>
-void mapGrad(const TensorRef &dy, const TensorRef &x, const TensorRef &dxRef,
+void mapGrad(const TensorRef &dy, const TensorRef &x, const TensorRef &dx,
              F f) {
-  F32In g(dy), in(x);
-  F32Out dx(dxRef);
-  int64_t n = x.numel();
-  for (int64_t i = 0; i < n; ++i)
-    dx[i] = f(g[i], in[i]);
-  dx.store();
+  float gb[kChunkElems], xb[kChunkElems], ob[kChunkElems];
+  forChunks(x.numel(), [&](int64_t i0, int64_t m) {
+    const float *g = chunkIn(dy, i0, m, gb), *in = chunkIn(x, i0, m, xb);
+    float *o = chunkOut(dx, i0, ob);
+    for (int64_t k = 0; k < m; ++k)
+      o[k] = f(g[k], in[k]);
+    chunkStore(dx, i0, m, o);
+  });
 }
 
 } // namespace
 
 absl::Status CpuBackend::binary(const BinaryArgs &args) {
   MD_RETURN_IF_ERROR(checkBinary(args));
+  // Same shapes (a residual add, say): elementwise, a chunk at a time like
+  // the unary ops; the same f32 operation per element as the broadcasting
+  // walk below, so the same bits.
+  if (args.lhs.shape == args.out.shape && args.rhs.shape == args.out.shape) {
+    switch (args.op) {
+    case BinaryOp::add:
+      mapGrad(args.lhs, args.rhs, args.out,
+              [](float a, float b) { return a + b; });
+      break;
+    case BinaryOp::sub:
+      mapGrad(args.lhs, args.rhs, args.out,
+              [](float a, float b) { return a - b; });
+      break;
+    case BinaryOp::mul:
+      mapGrad(args.lhs, args.rhs, args.out,
+              [](float a, float b) { return a * b; });
+      break;
+    }
+    return absl::OkStatus();
+  }
   F32In lhs(args.lhs), rhs(args.rhs);
   F32Out out(args.out);
   std::vector<int64_t> sl = broadcastStrides(args.lhs.shape, args.out.shape);
@@ -144,10 +173,14 @@ absl::Status CpuBackend::scale(const ScaleArgs &args) {
 absl::Status CpuBackend::gelu(const GeluArgs &args) {
   MD_RETURN_IF_ERROR(checkGelu(args));
   if (args.approximate) {
-    F32In in(args.x);
-    F32Out out(args.out);
-    geluTanhArray(in.data(), out.data(), args.x.numel());
-    out.store();
+    // Chunk by chunk: tanh is elementwise, so the bits do not depend on
+    // where a chunk starts.
+    float xb[kChunkElems], ob[kChunkElems];
+    forChunks(args.x.numel(), [&](int64_t i0, int64_t m) {
+      float *o = chunkOut(args.out, i0, ob);
+      geluTanhArray(chunkIn(args.x, i0, m, xb), o, m);
+      chunkStore(args.out, i0, m, o);
+    });
   } else {
     mapUnary(args.x, args.out, geluExact);
   }
@@ -157,10 +190,13 @@ absl::Status CpuBackend::gelu(const GeluArgs &args) {
 absl::Status CpuBackend::geluGrad(const GeluGradArgs &args) {
   MD_RETURN_IF_ERROR(checkGeluGrad(args));
   if (args.approximate) {
-    F32In g(args.dy), in(args.x);
-    F32Out dx(args.dx);
-    geluTanhGradArray(g.data(), in.data(), dx.data(), args.x.numel());
-    dx.store();
+    float gb[kChunkElems], xb[kChunkElems], ob[kChunkElems];
+    forChunks(args.x.numel(), [&](int64_t i0, int64_t m) {
+      float *o = chunkOut(args.dx, i0, ob);
+      geluTanhGradArray(chunkIn(args.dy, i0, m, gb), chunkIn(args.x, i0, m, xb),
+                        o, m);
+      chunkStore(args.dx, i0, m, o);
+    });
   } else
     mapGrad(args.dy, args.x, args.dx,
             [](float dy, float x) { return dy * geluExactGrad(x); });
@@ -183,12 +219,7 @@ absl::Status CpuBackend::reluGrad(const ReluGradArgs &args) {
 
 absl::Status CpuBackend::accumulate(const AccumulateArgs &args) {
   MD_RETURN_IF_ERROR(checkAccumulate(args));
-  F32In acc(args.acc), g(args.g);
-  F32Out out(args.out);
-  int64_t n = args.acc.numel();
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = acc[i] + g[i];
-  out.store();
+  mapGrad(args.acc, args.g, args.out, [](float a, float g) { return a + g; });
   return absl::OkStatus();
 }
 
@@ -201,8 +232,12 @@ absl::Status CpuBackend::cast(const CastArgs &args) {
     return absl::OkStatus();
   }
   // Widening to f32 is exact, so f16 <-> bf16 through f32 rounds once.
-  F32In x(args.x);
-  fromF32(args.out.dtype, x.data(), args.out.data, n);
+  float xb[kChunkElems];
+  forChunks(n, [&](int64_t i0, int64_t m) {
+    fromF32(args.out.dtype, chunkIn(args.x, i0, m, xb),
+            static_cast<char *>(args.out.data) + i0 * dtypeSize(args.out.dtype),
+            m);
+  });
   return absl::OkStatus();
 }
 

@@ -7,7 +7,9 @@
 // deviations), which stays accurate when |mean| >> std, where the one-pass
 // E[x^2] - E[x]^2 cancels. The gradients recompute the statistics exactly
 // as the forward does, so a forward and its gradient see the same mean and
-// 1/std bit for bit.
+// 1/std bit for bit. Layer and rms norm and their gradients read and
+// write bf16 rows through a row-sized buffer instead of whole-tensor f32
+// copies (Storage.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,24 +59,26 @@ float rmsNormScale(const float *x, int64_t d, double eps) {
 void normRows(const TensorRef &xIn, const TensorRef &gammaIn,
               const std::optional<TensorRef> &betaIn, const TensorRef &outT,
               const RowDims &dims, double eps, bool rms) {
-  F32In x(xIn), gamma(gammaIn);
+  F32In gamma(gammaIn);
   std::optional<F32In> betaF32;
   const float *beta = nullptr;
   if (betaIn)
     beta = betaF32.emplace(*betaIn).data();
-  F32Out out(outT);
   const int64_t d = dims.d;
+  // A row at a time (Storage.h's chunk views, a chunk being a row): a bf16
+  // row is widened into xb and its result rounded from yb.
+  std::vector<float> xb(d), yb(d);
   for (int64_t r = 0; r < dims.rows; ++r) {
-    const float *xr = x.data() + r * d;
-    float *yr = out.data() + r * d;
+    const float *xr = chunkIn(xIn, r * d, d, xb.data());
+    float *yr = chunkOut(outT, r * d, yb.data());
     RowStats s = rms ? RowStats{0.0f, rmsNormScale(xr, d, eps)}
                      : layerNormStats(xr, d, eps);
     for (int64_t j = 0; j < d; ++j) {
       float y = (xr[j] - s.mean) * s.rstd * gamma[j];
       yr[j] = beta ? y + beta[j] : y;
     }
+    chunkStore(outT, r * d, d, yr);
   }
-  out.store();
 }
 
 } // namespace
@@ -92,13 +96,13 @@ absl::Status CpuBackend::layerNorm(const LayerNormArgs &args) {
 // and over the rows: dgamma = sum(dy * xhat), dbeta = sum(dy).
 absl::Status CpuBackend::layerNormGrad(const LayerNormGradArgs &args) {
   MD_ASSIGN_OR_RETURN(RowDims dims, checkLayerNormGrad(args));
-  F32In dy(args.dy), x(args.x), gamma(args.gamma);
-  F32Out dx(args.dx);
+  F32In gamma(args.gamma);
   const int64_t d = dims.d;
   std::vector<double> dgamma(d, 0.0), dbeta(d, 0.0);
-  std::vector<float> xhat(d), g(d);
+  std::vector<float> xhat(d), g(d), xb(d), dyb(d), dxb(d);
   for (int64_t r = 0; r < dims.rows; ++r) {
-    const float *xr = x.data() + r * d, *dyr = dy.data() + r * d;
+    const float *xr = chunkIn(args.x, r * d, d, xb.data()),
+                *dyr = chunkIn(args.dy, r * d, d, dyb.data());
     RowStats s = layerNormStats(xr, d, args.eps);
     for (int64_t j = 0; j < d; ++j) {
       xhat[j] = (xr[j] - s.mean) * s.rstd;
@@ -110,11 +114,11 @@ absl::Status CpuBackend::layerNormGrad(const LayerNormGradArgs &args) {
     const double sumGX =
         laneSum(d, [&](int64_t j) { return double(g[j]) * double(xhat[j]); });
     float meanG = float(sumG / double(d)), meanGX = float(sumGX / double(d));
-    float *dxr = dx.data() + r * d;
+    float *dxr = chunkOut(args.dx, r * d, dxb.data());
     for (int64_t j = 0; j < d; ++j)
       dxr[j] = s.rstd * (g[j] - meanG - xhat[j] * meanGX);
+    chunkStore(args.dx, r * d, d, dxr);
   }
-  dx.store();
   storeSums(args.dgamma, dgamma);
   if (args.dbeta)
     storeSums(*args.dbeta, dbeta);
@@ -133,12 +137,13 @@ absl::Status CpuBackend::rmsNorm(const RmsNormArgs &args) {
 // over the rows: dgamma = sum(dy * x * r).
 absl::Status CpuBackend::rmsNormGrad(const RmsNormGradArgs &args) {
   MD_ASSIGN_OR_RETURN(RowDims dims, checkRmsNormGrad(args));
-  F32In dy(args.dy), x(args.x), gamma(args.gamma);
-  F32Out dx(args.dx);
+  F32In gamma(args.gamma);
   const int64_t d = dims.d;
   std::vector<double> dgamma(d, 0.0);
+  std::vector<float> xb(d), dyb(d), dxb(d);
   for (int64_t r = 0; r < dims.rows; ++r) {
-    const float *xr = x.data() + r * d, *dyr = dy.data() + r * d;
+    const float *xr = chunkIn(args.x, r * d, d, xb.data()),
+                *dyr = chunkIn(args.dy, r * d, d, dyb.data());
     float s = rmsNormScale(xr, d, args.eps);
     for (int64_t j = 0; j < d; ++j)
       dgamma[j] += double(dyr[j] * xr[j] * s);
@@ -147,11 +152,11 @@ absl::Status CpuBackend::rmsNormGrad(const RmsNormGradArgs &args) {
     });
     // r^3 * mean(g * x) in f64, rounded once.
     float c = float(double(s) * s * s * (sumGX / double(d)));
-    float *dxr = dx.data() + r * d;
+    float *dxr = chunkOut(args.dx, r * d, dxb.data());
     for (int64_t j = 0; j < d; ++j)
       dxr[j] = s * (dyr[j] * gamma[j]) - xr[j] * c;
+    chunkStore(args.dx, r * d, d, dxr);
   }
-  dx.store();
   storeSums(args.dgamma, dgamma);
   return absl::OkStatus();
 }

@@ -112,13 +112,16 @@ absl::Status CpuBackend::crossEntropy(const CrossEntropyArgs &args) {
   MD_ASSIGN_OR_RETURN(
       int64_t counted,
       checkTargets("cross_entropy", args.targets, d.classes, args.ignoreIndex));
-  F32In logits(args.logits);
+  // A row at a time: bf16 logits are widened one row into `rowBuf`
+  // instead of whole into an f32 copy (Storage.h).
+  std::vector<float> rowBuf(d.classes);
   double total = 0;
   for (int64_t p = 0; p < d.positions; ++p) {
     int64_t t = indexAt(args.targets, p);
     if (args.ignoreIndex && t == *args.ignoreIndex)
       continue;
-    const float *row = logits.data() + p * d.classes;
+    const float *row =
+        chunkIn(args.logits, p * d.classes, d.classes, rowBuf.data());
     SumExp se = sumExp(row, d.classes);
     total += (double(se.max) + std::log(se.sum)) - double(row[t]);
   }
@@ -132,17 +135,18 @@ absl::Status CpuBackend::crossEntropyGrad(const CrossEntropyGradArgs &args) {
   MD_ASSIGN_OR_RETURN(int64_t counted,
                       checkTargets("cross_entropy_grad", args.targets,
                                    d.classes, args.ignoreIndex));
-  F32In logits(args.logits);
-  F32Out dlogits(args.dlogits);
   const double coeff =
       counted > 0 ? double(*args.dloss.as<const float>()) / double(counted) : 0;
+  // A row at a time, as crossEntropy.
+  std::vector<float> rowBuf(d.classes), dBuf(d.classes);
   for (int64_t p = 0; p < d.positions; ++p) {
-    const float *row = logits.data() + p * d.classes;
-    float *drow = dlogits.data() + p * d.classes;
-    int64_t t = indexAt(args.targets, p);
+    const int64_t at = p * d.classes;
+    const float *row = chunkIn(args.logits, at, d.classes, rowBuf.data());
+    float *drow = chunkOut(args.dlogits, at, dBuf.data());
+    const int64_t t = indexAt(args.targets, p);
     if (args.ignoreIndex && t == *args.ignoreIndex) {
-      for (int64_t j = 0; j < d.classes; ++j)
-        drow[j] = 0.0f;
+      std::fill(drow, drow + d.classes, 0.0f);
+      chunkStore(args.dlogits, at, d.classes, drow);
       continue;
     }
     // The exponentials go into drow, then become the gradient in place.
@@ -150,8 +154,8 @@ absl::Status CpuBackend::crossEntropyGrad(const CrossEntropyGradArgs &args) {
     const double inv = 1.0 / se.sum;
     for (int64_t j = 0; j < d.classes; ++j)
       drow[j] = float(coeff * (double(drow[j]) * inv - (j == t ? 1.0 : 0.0)));
+    chunkStore(args.dlogits, at, d.classes, drow);
   }
-  dlogits.store();
   return absl::OkStatus();
 }
 

@@ -34,8 +34,10 @@
 
 #include "absl/strings/str_format.h"
 #include "runtime/core/Safetensors.h"
+#include "runtime/cpu/CommThread.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/shm/ShmComm.h"
+#include "test/plan/ExamplePlans.h"
 #include "test/plan/TrainingPlans.h"
 
 namespace md::runtime {
@@ -122,6 +124,8 @@ struct RunOptions {
   // `preemptAfter` steps (-1: never).
   int preemptRank = 0;
   int64_t preemptAfter = -1;
+  // The comm stream on a thread of its own (cpu::CommThreadBackend).
+  bool commThread = false;
 };
 
 RunOptions forSteps(int64_t steps) {
@@ -217,11 +221,24 @@ private:
     if (binding.ok())
       co.shardSize = static_cast<int>(binding->shardGroupSize);
     co.timeout = std::chrono::milliseconds(20000);
-    absl::StatusOr<std::unique_ptr<shm::ShmComm>> comm =
+    absl::StatusOr<std::unique_ptr<shm::ShmComm>> shmComm =
         shm::ShmComm::create(co);
-    if (!comm.ok())
-      return fail(out, comm.status());
-    cpu::CpuBackend backend(1);
+    if (!shmComm.ok())
+      return fail(out, shmComm.status());
+    // The backend outlives the comm, which may queue work on it.
+    std::unique_ptr<Backend> backend;
+    std::unique_ptr<Comm> comm = std::move(*shmComm);
+    // As mdrun does: MD_CPU_COMM_THREAD=1 runs every test's comm stream on
+    // a thread.
+    const char *thread = std::getenv("MD_CPU_COMM_THREAD");
+    if (run.commThread || (thread != nullptr && std::string(thread) == "1")) {
+      auto threaded = std::make_unique<cpu::CommThreadBackend>(
+          std::make_unique<cpu::CpuBackend>(1));
+      comm = std::make_unique<cpu::CommThreadComm>(std::move(comm), *threaded);
+      backend = std::move(threaded);
+    } else {
+      backend = std::make_unique<cpu::CpuBackend>(1);
+    }
     Collector collector(out);
     ExecutorOptions eo;
     eo.rank = rank;
@@ -235,7 +252,7 @@ private:
     const char *verify = std::getenv("MD_VERIFY_HOST_SCALARS");
     eo.verifyHostScalars = verify != nullptr && std::string(verify) == "1";
     absl::StatusOr<std::unique_ptr<Executor>> exec =
-        Executor::Create(*loaded, world, backend, **comm, eo);
+        Executor::Create(*loaded, world, *backend, *comm, eo);
     if (!exec.ok())
       return fail(out, exec.status());
     while ((*exec)->stepsDone() < (*exec)->stepsToRun() &&
@@ -422,6 +439,50 @@ TEST(ExecutorTest, RunsAreDeterministic) {
   }
   EXPECT_EQ(w[0], w[1]);
   EXPECT_EQ(loss[0], loss[1]);
+}
+
+TEST(ExecutorTest, TheCommThreadChangesNoBits) {
+  // The comm stream on its own thread overlaps the collectives with the
+  // compute the plan's events allow; the weights and losses stay the same
+  // bits, for every preset, f32 and bf16, with accumulation.
+  for (Preset preset :
+       {Preset::Ddp, Preset::Zero1, Preset::FsdpGradOp, Preset::FsdpFull}) {
+    for (fb::DType dtype : {fb::DType::F32, fb::DType::BF16}) {
+      std::vector<float> w[2];
+      std::vector<double> loss[2];
+      for (int k = 0; k < 2; ++k) {
+        Ranks ranks;
+        TrainingPlanOptions o;
+        o.preset = preset;
+        o.paramDtype = dtype;
+        o.in = 9; // shards of 114 at W = 2
+        RunOptions run = forSteps(6);
+        run.commThread = k == 1;
+        ASSERT_EQ(ranks.train(TrainingPlan(o), 2, run), "")
+            << plan::examples::PresetName(preset);
+        w[k] = ranks.weights(0);
+        loss[k] = ranks.losses(1);
+        EXPECT_EQ(w[k], ranks.weights(1));
+      }
+      ASSERT_FALSE(w[0].empty());
+      EXPECT_EQ(std::memcmp(w[0].data(), w[1].data(), w[0].size() * 4), 0)
+          << plan::examples::PresetName(preset);
+      EXPECT_EQ(loss[0], loss[1]) << plan::examples::PresetName(preset);
+    }
+  }
+  // The tiny MLP gathers its parameters and reduce-scatters its gradients
+  // on the comm stream, ordered by events: there the two threads overlap.
+  std::vector<float> w[2];
+  for (int k = 0; k < 2; ++k) {
+    Ranks ranks;
+    RunOptions run = forSteps(6);
+    run.commThread = k == 1;
+    ASSERT_EQ(ranks.train(plan::examples::TinyMlpPlan(), 2, run), "");
+    w[k] = ranks.weights(0);
+    EXPECT_EQ(w[k], ranks.weights(1));
+  }
+  ASSERT_FALSE(w[0].empty());
+  EXPECT_EQ(std::memcmp(w[0].data(), w[1].data(), w[0].size() * 4), 0);
 }
 
 TEST(ExecutorTest, MixedPrecisionTrainsAndPresetsAgree) {

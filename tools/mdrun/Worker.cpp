@@ -23,6 +23,7 @@
 #include "runtime/core/Safetensors.h"
 #include "runtime/core/Status.h"
 #include "runtime/core/TraceRecorder.h"
+#include "runtime/cpu/CommThread.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/gloo/GlooComm.h"
 #include "runtime/net/Rendezvous.h"
@@ -493,7 +494,18 @@ absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
     auto cpuBackend = std::make_unique<cpu::CpuBackend>(env.threads);
     where = absl::StrFormat("%d BLAS thread%s per rank", cpuBackend->threads(),
                             cpuBackend->threads() == 1 ? "" : "s");
-    backend = std::move(cpuBackend);
+    // MD_CPU_COMM_THREAD=1: the comm stream on a thread of its own, its
+    // collectives overlapping compute (docs/runtime-cpu.md).
+    const char *thread = std::getenv("MD_CPU_COMM_THREAD");
+    cpu::CommThreadBackend *threaded = nullptr;
+    if (thread != nullptr && std::string(thread) == "1") {
+      auto t = std::make_unique<cpu::CommThreadBackend>(std::move(cpuBackend));
+      threaded = t.get();
+      backend = std::move(t);
+      absl::StrAppend(&where, ", a comm thread");
+    } else {
+      backend = std::move(cpuBackend);
+    }
     if (env.comm == CommKind::Shm) {
       MD_ASSIGN_OR_RETURN(comm, makeShmComm(options, env, loaded, fingerprint));
     } else if (env.comm == CommKind::Gloo) {
@@ -506,6 +518,8 @@ absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
           absl::StrCat("the CPU backend takes the shm or gloo comm, not ",
                        commKindName(env.comm)));
     }
+    if (threaded != nullptr)
+      comm = std::make_unique<cpu::CommThreadComm>(std::move(comm), *threaded);
   }
 
   Reporter reporter;

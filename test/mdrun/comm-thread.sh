@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The CPU backend's comm thread (MD_CPU_COMM_THREAD=1, docs/runtime-cpu.md)
+# on plans that mdc compiles, whose collectives are on the comm stream with
+# events around them: at W = 2, 5 steps with the thread end with the same
+# weights, byte for byte, as 5 steps without it, and the same losses. Plans:
+# the MLP and the tiny GPT under ddp with small buckets and fsdp-full in f32,
+# fsdp-full with bf16 parameters, and the GPT at seq 80 (two tiles of the
+# causal attention) under ddp. mdrun's banner says the thread is on, and a
+# trace of a run with it is written.
+#
+#   test/mdrun/comm-thread.sh MDC MDRUN WORK_DIR
+set -uo pipefail
+usage="usage: comm-thread.sh MDC MDRUN WORK_DIR"
+mdc=${1:?$usage}
+mdrun=${2:?$usage}
+work=${3:?$usage}
+models=$(cd "$(dirname "$0")" && pwd)/models
+mdc=$(cd "$(dirname "$mdc")" && pwd)/$(basename "$mdc")
+mdrun=$(cd "$(dirname "$mdrun")" && pwd)/$(basename "$mdrun")
+rm -rf "$work" && mkdir -p "$work" || exit 1
+cd "$work" || exit 1
+
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# train NAME THREAD ARGS...: mdrun on 2 CPU ranks, one BLAS thread each,
+# MD_CPU_COMM_THREAD=THREAD; it must succeed.
+train() {
+  local name=$1 thread=$2
+  shift 2
+  if ! MD_CPU_COMM_THREAD=$thread timeout 120 "$mdrun" --backend cpu --threads 1 \
+    --ranks 2 "$@" >"$name.out" 2>"$name.err"; then
+    fail "MD_CPU_COMM_THREAD=$thread mdrun $*:"$'\n'"$(tail -n 20 "$name.out" "$name.err")"
+    return 1
+  fi
+}
+
+# The losses of a metrics file, without the timings.
+losses() { sed -E 's/.*"loss": ([-0-9.e+]+).*/\1/' "$1"; }
+
+for spec in "mlp ddp-buckets-f32" "mlp full-f32" "mlp fsdp-full" \
+  "gpt ddp-buckets-f32" "gpt full-f32" "gpt fsdp-full" "gpt ddp-f32 -D seq=80"; do
+  read -r model plan defs <<<"$spec"
+  name=$model-$plan${defs:+-seq80}
+  # shellcheck disable=SC2086
+  if ! timeout 60 "$mdc" "$models/$model.mdl" --plan "$plan" --world-size 2 $defs \
+    -o "$name.fb" 2>"$name.mdc.err"; then
+    fail "mdc $model.mdl --plan $plan $defs:"$'\n'"$(cat "$name.mdc.err")"
+    continue
+  fi
+  for thread in 0 1; do
+    train "$name.$thread" "$thread" --steps 5 --log-every 1 \
+      --metrics "$name.$thread.jsonl" --save-final "$name.$thread.safetensors" \
+      "$name.fb" || continue 2
+  done
+  grep -q "a comm thread" "$name.1.out" ||
+    fail "$name: mdrun's banner does not mention the comm thread:"$'\n'"$(head -n 5 "$name.1.out")"
+  if grep -q "a comm thread" "$name.0.out"; then
+    fail "$name: the comm thread is on without MD_CPU_COMM_THREAD=1"
+  fi
+  cmp -s "$name.0.safetensors" "$name.1.safetensors" ||
+    fail "$name: the weights differ with the comm thread"
+  [[ "$(losses "$name.0.jsonl")" == "$(losses "$name.1.jsonl")" ]] ||
+    fail "$name: the losses differ with the comm thread:"$'\n'"$(paste "$name.0.jsonl" "$name.1.jsonl")"
+  echo "$name: the same weights and losses with and without the comm thread"
+done
+
+# A trace with the thread on: one file, a comm track with collectives.
+train traced 1 --steps 3 --trace trace.json gpt-full-f32.fb &&
+  { grep -q '"cat": *"collective"' trace.json ||
+    fail "the trace of a run with the comm thread has no collective"; }
+
+if [[ $failures -gt 0 ]]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "comm-thread: all checks passed"
