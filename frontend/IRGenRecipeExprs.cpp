@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontend/RecipeEmitter.h"
+#include "runtime/core/RankPath.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -128,6 +129,14 @@ std::optional<Typed> RecipeEmitter::emitCall(const CallExpr &call) {
       return std::nullopt;
     if (path->empty()) {
       diags.error(arg.loc, "the path of 'exists' is empty");
+      return std::nullopt;
+    }
+    // Each rank expands {rank}, {local_rank} and {world_size} when the hook
+    // runs (runtime/core/RankPath.h).
+    if (std::optional<std::string> bad = runtime::UnknownRankPlaceholder(*path)) {
+      diags.error(arg.loc, "the path of 'exists' has '" + *bad +
+                               "'; a brace in a path names a placeholder: "
+                               "{rank}, {local_rank} or {world_size}");
       return std::nullopt;
     }
     return Typed{FileExistsOp::create(builder, loc, builder.getI1Type(),

@@ -280,6 +280,16 @@ void RecipeEmitter::emitSave(const SaveStmt &save) {
       diags.error(dir.loc, "the checkpoint directory is empty");
       return;
     }
+    // One checkpoint is one directory for every rank (a sharded one already
+    // holds a file per rank), so a per-rank name would split it.
+    if (value->value.find_first_of("{}") != std::string::npos) {
+      diags.error(dir.loc,
+                  "the checkpoint directory '" + value->value +
+                      "' has a brace; a checkpoint is one directory for "
+                      "every rank, so its name cannot be per rank ({rank} "
+                      "is for the paths of 'exists')");
+      return;
+    }
     path = builder.getStringAttr(value->value);
   }
   IntegerAttr keep;

@@ -25,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "runtime/core/ExecutorImpl.h"
 #include "runtime/core/KernelDispatch.h"
+#include "runtime/core/RankPath.h"
 #include "runtime/core/Random.h"
 #include "runtime/core/Status.h"
 #include "runtime/core/StreamOrder.h"
@@ -1004,10 +1005,22 @@ absl::Status Executor::Impl::executeRunValue(const fb::Instruction &inst) {
         O(0),
         Scalar::Float(
             std::chrono::duration<double>(Clock::now() - start_).count()));
-  case Op::FileExists:
+  case Op::FileExists: {
+    // The path may name a file per rank (runtime/core/RankPath.h).
+    std::string path = str(inst.strings()->Get(0));
+    if (std::optional<std::string> bad = UnknownRankPlaceholder(path))
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "file_exists: the path \"%s\" has '%s'; a brace names a "
+          "placeholder: {rank}, {local_rank} or {world_size}",
+          path, *bad));
+    RankValues values{options_.rank,
+                      options_.localRank >= 0 ? options_.localRank
+                                              : options_.rank,
+                      world_.worldSize};
     return writeScalar(
         O(0),
-        Scalar::Int(::access(str(inst.strings()->Get(0)).c_str(), F_OK) == 0));
+        Scalar::Int(::access(ExpandRankPath(path, values).c_str(), F_OK) == 0));
+  }
   default:
     return unimplemented(inst);
   }
