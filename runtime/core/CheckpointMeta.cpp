@@ -91,6 +91,17 @@ private:
     }
     return eat('"');
   }
+  /// The members of an array or object after its opening bracket, read by
+  /// `member` and separated by commas, then `close`.
+  template <typename Member> bool members(char close, Member member) {
+    if (eat(close))
+      return true;
+    do {
+      if (!member())
+        return false;
+    } while (eat(','));
+    return eat(close);
+  }
   bool value(Json *out, int depth) {
     if (depth > 16)
       return false;
@@ -105,26 +116,18 @@ private:
     if (c == '[') {
       ++i_;
       out->kind = Json::Kind::Array;
-      if (eat(']'))
-        return true;
-      do {
+      return members(']', [&] {
         out->items.emplace_back();
-        if (!value(&out->items.back(), depth + 1))
-          return false;
-      } while (eat(','));
-      return eat(']');
+        return value(&out->items.back(), depth + 1);
+      });
     }
     if (c == '{') {
       ++i_;
       out->kind = Json::Kind::Object;
-      if (eat('}'))
-        return true;
-      do {
+      return members('}', [&] {
         std::string key;
-        if (!string(&key) || !eat(':') || !value(&out->fields[key], depth + 1))
-          return false;
-      } while (eat(','));
-      return eat('}');
+        return string(&key) && eat(':') && value(&out->fields[key], depth + 1);
+      });
     }
     if (t_.compare(i_, 4, "null") == 0) {
       i_ += 4;
