@@ -15,6 +15,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -90,6 +91,17 @@ private:
     }
     return eat('"');
   }
+  /// The members of an array or object after its opening bracket, read by
+  /// `member` and separated by commas, then `close`.
+  template <typename Member> bool members(char close, Member member) {
+    if (eat(close))
+      return true;
+    do {
+      if (!member())
+        return false;
+    } while (eat(','));
+    return eat(close);
+  }
   bool value(Json *out, int depth) {
     if (depth > 16)
       return false;
@@ -104,26 +116,18 @@ private:
     if (c == '[') {
       ++i_;
       out->kind = Json::Kind::Array;
-      if (eat(']'))
-        return true;
-      do {
+      return members(']', [&] {
         out->items.emplace_back();
-        if (!value(&out->items.back(), depth + 1))
-          return false;
-      } while (eat(','));
-      return eat(']');
+        return value(&out->items.back(), depth + 1);
+      });
     }
     if (c == '{') {
       ++i_;
       out->kind = Json::Kind::Object;
-      if (eat('}'))
-        return true;
-      do {
+      return members('}', [&] {
         std::string key;
-        if (!string(&key) || !eat(':') || !value(&out->fields[key], depth + 1))
-          return false;
-      } while (eat(','));
-      return eat('}');
+        return string(&key) && eat(':') && value(&out->fields[key], depth + 1);
+      });
     }
     if (t_.compare(i_, 4, "null") == 0) {
       i_ += 4;
@@ -178,10 +182,74 @@ public:
       return v.status();
     return (*v)->s;
   }
+  /// Calls `each` on every item of `array` (the field `field`) with its
+  /// path, "files[2]"; an item that is not an object is bad.
+  absl::Status eachObject(
+      const Json &array, const std::string &field,
+      const std::function<absl::Status(const Json &, const std::string &)>
+          &each) const {
+    for (size_t k = 0; k < array.items.size(); ++k) {
+      std::string where = absl::StrCat(field, "[", k, "]");
+      if (array.items[k].kind != Json::Kind::Object)
+        return bad(where, "not an object");
+      MD_RETURN_IF_ERROR(each(array.items[k], where));
+    }
+    return absl::OkStatus();
+  }
 
 private:
   std::string path_;
 };
+
+/// One entry of meta.json's "tensors" (at `where`): its layout, whose
+/// pieces must cover it once, on ranks below `worldSize`.
+absl::StatusOr<TensorLayout> parseTensorLayout(const Fields &f, const Json &e,
+                                               const std::string &where,
+                                               int64_t worldSize) {
+  TensorLayout t;
+  MD_ASSIGN_OR_RETURN(t.name, f.text(e, where, "name"));
+  MD_ASSIGN_OR_RETURN(t.dtype, f.text(e, where, "dtype"));
+  const Json *shape = nullptr;
+  MD_ASSIGN_OR_RETURN(shape, f.get(e, where, "shape", Json::Kind::Array));
+  for (const Json &d : shape->items) {
+    if (d.kind != Json::Kind::Int || d.i < 0 || d.i > (int64_t(1) << 40))
+      return f.bad(where + ".shape", "not a shape");
+    t.shape.push_back(d.i);
+  }
+  const int64_t numel = ShapeElements(t.shape);
+  const Json *pieces = nullptr;
+  MD_ASSIGN_OR_RETURN(pieces, f.get(e, where, "pieces", Json::Kind::Array));
+  int64_t covered = 0;
+  MD_RETURN_IF_ERROR(f.eachObject(
+      *pieces, where + ".pieces",
+      [&](const Json &q, const std::string &pw) -> absl::Status {
+        TensorPiece piece;
+        MD_ASSIGN_OR_RETURN(piece.rank, f.integer(q, pw, "rank", 0));
+        MD_ASSIGN_OR_RETURN(piece.fileTensor, f.text(q, pw, "tensor"));
+        MD_ASSIGN_OR_RETURN(piece.offset, f.integer(q, pw, "offset", 0));
+        MD_ASSIGN_OR_RETURN(piece.start, f.integer(q, pw, "start", 0));
+        MD_ASSIGN_OR_RETURN(piece.count, f.integer(q, pw, "count", 1));
+        if (piece.rank >= worldSize)
+          return f.bad(pw + ".rank",
+                       absl::StrFormat("%d, but the world size is %d",
+                                       piece.rank, worldSize));
+        // Pieces are listed by start and cover the tensor once.
+        if (piece.start != covered || piece.count > numel - piece.start)
+          return f.bad(pw,
+                       absl::StrFormat("elements [%d, %d) do not continue "
+                                       "the %d before them in a tensor "
+                                       "of %d",
+                                       piece.start, piece.start + piece.count,
+                                       covered, numel));
+        covered += piece.count;
+        t.pieces.push_back(std::move(piece));
+        return absl::OkStatus();
+      }));
+  if (covered != numel)
+    return f.bad(where, absl::StrFormat("its pieces cover %d of %d elements",
+                                        covered, numel));
+  return t;
+}
 
 } // namespace
 
@@ -270,74 +338,33 @@ absl::StatusOr<ShardedMeta> ParseShardedMeta(const std::string &text,
   if (static_cast<int64_t>(files->items.size()) != m.worldSize)
     return f.bad("files", absl::StrFormat("%d files for world size %d",
                                           files->items.size(), m.worldSize));
-  for (size_t k = 0; k < files->items.size(); ++k) {
-    const Json &e = files->items[k];
-    std::string where = absl::StrCat("files[", k, "]");
-    if (e.kind != Json::Kind::Object)
-      return f.bad(where, "not an object");
-    CheckpointFile file;
-    MD_ASSIGN_OR_RETURN(file.name, f.text(e, where, "name"));
-    if (file.name.empty() || file.name.find('/') != std::string::npos ||
-        file.name[0] == '.')
-      return f.bad(where + ".name", "\"" + file.name + "\" is not a file name");
-    MD_ASSIGN_OR_RETURN(file.bytes, f.integer(e, where, "bytes", 0));
-    std::string hex;
-    MD_ASSIGN_OR_RETURN(hex, f.text(e, where, "xxh3"));
-    if (hex.size() != 16 || !absl::SimpleHexAtoi(hex, &file.xxh3))
-      return f.bad(where + ".xxh3", "\"" + hex + "\" is not 16 hex digits");
-    m.files.push_back(std::move(file));
-  }
+  MD_RETURN_IF_ERROR(f.eachObject(
+      *files, "files",
+      [&](const Json &e, const std::string &where) -> absl::Status {
+        CheckpointFile file;
+        MD_ASSIGN_OR_RETURN(file.name, f.text(e, where, "name"));
+        if (file.name.empty() || file.name.find('/') != std::string::npos ||
+            file.name[0] == '.')
+          return f.bad(where + ".name",
+                       "\"" + file.name + "\" is not a file name");
+        MD_ASSIGN_OR_RETURN(file.bytes, f.integer(e, where, "bytes", 0));
+        std::string hex;
+        MD_ASSIGN_OR_RETURN(hex, f.text(e, where, "xxh3"));
+        if (hex.size() != 16 || !absl::SimpleHexAtoi(hex, &file.xxh3))
+          return f.bad(where + ".xxh3", "\"" + hex + "\" is not 16 hex digits");
+        m.files.push_back(std::move(file));
+        return absl::OkStatus();
+      }));
   const Json *tensors = nullptr;
   MD_ASSIGN_OR_RETURN(tensors, f.get(root, "", "tensors", Json::Kind::Array));
-  for (size_t k = 0; k < tensors->items.size(); ++k) {
-    const Json &e = tensors->items[k];
-    std::string where = absl::StrCat("tensors[", k, "]");
-    if (e.kind != Json::Kind::Object)
-      return f.bad(where, "not an object");
-    TensorLayout t;
-    MD_ASSIGN_OR_RETURN(t.name, f.text(e, where, "name"));
-    MD_ASSIGN_OR_RETURN(t.dtype, f.text(e, where, "dtype"));
-    const Json *shape = nullptr;
-    MD_ASSIGN_OR_RETURN(shape, f.get(e, where, "shape", Json::Kind::Array));
-    for (const Json &d : shape->items) {
-      if (d.kind != Json::Kind::Int || d.i < 0 || d.i > (int64_t(1) << 40))
-        return f.bad(where + ".shape", "not a shape");
-      t.shape.push_back(d.i);
-    }
-    const int64_t numel = ShapeElements(t.shape);
-    const Json *pieces = nullptr;
-    MD_ASSIGN_OR_RETURN(pieces, f.get(e, where, "pieces", Json::Kind::Array));
-    int64_t covered = 0;
-    for (size_t p = 0; p < pieces->items.size(); ++p) {
-      const Json &q = pieces->items[p];
-      std::string pw = absl::StrCat(where, ".pieces[", p, "]");
-      if (q.kind != Json::Kind::Object)
-        return f.bad(pw, "not an object");
-      TensorPiece piece;
-      MD_ASSIGN_OR_RETURN(piece.rank, f.integer(q, pw, "rank", 0));
-      MD_ASSIGN_OR_RETURN(piece.fileTensor, f.text(q, pw, "tensor"));
-      MD_ASSIGN_OR_RETURN(piece.offset, f.integer(q, pw, "offset", 0));
-      MD_ASSIGN_OR_RETURN(piece.start, f.integer(q, pw, "start", 0));
-      MD_ASSIGN_OR_RETURN(piece.count, f.integer(q, pw, "count", 1));
-      if (piece.rank >= m.worldSize)
-        return f.bad(pw + ".rank",
-                     absl::StrFormat("%d, but the world size is %d", piece.rank,
-                                     m.worldSize));
-      // Pieces are listed by start and cover the tensor once.
-      if (piece.start != covered || piece.count > numel - piece.start)
-        return f.bad(pw, absl::StrFormat("elements [%d, %d) do not continue "
-                                         "the %d before them in a tensor "
-                                         "of %d",
-                                         piece.start, piece.start + piece.count,
-                                         covered, numel));
-      covered += piece.count;
-      t.pieces.push_back(std::move(piece));
-    }
-    if (covered != numel)
-      return f.bad(where, absl::StrFormat("its pieces cover %d of %d elements",
-                                          covered, numel));
-    m.tensors.push_back(std::move(t));
-  }
+  MD_RETURN_IF_ERROR(f.eachObject(
+      *tensors, "tensors",
+      [&](const Json &e, const std::string &where) -> absl::Status {
+        MD_ASSIGN_OR_RETURN(TensorLayout t,
+                            parseTensorLayout(f, e, where, m.worldSize));
+        m.tensors.push_back(std::move(t));
+        return absl::OkStatus();
+      }));
   return m;
 }
 

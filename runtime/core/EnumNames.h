@@ -15,6 +15,8 @@
 #define MD_RUNTIME_CORE_ENUMNAMES_H
 
 #include <cstddef>
+#include <optional>
+#include <string_view>
 
 namespace md::runtime {
 
@@ -25,6 +27,17 @@ constexpr const char *enumName(const char *const (&names)[N], E value,
                                const char *unknown = "?") {
   auto index = static_cast<size_t>(value);
   return index < N ? names[index] : unknown;
+}
+
+/// The value whose name is `name`, or nullopt: the inverse of enumName,
+/// for command lines and environment variables that spell a value.
+template <typename E, size_t N>
+constexpr std::optional<E> enumFromName(const char *const (&names)[N],
+                                        std::string_view name) {
+  for (size_t i = 0; i < N; ++i)
+    if (name == names[i])
+      return static_cast<E>(i);
+  return std::nullopt;
 }
 
 /// Whether `names` has exactly one entry per value of E from 0 to `last`.

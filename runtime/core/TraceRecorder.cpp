@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/core/EnumNames.h"
 #include "runtime/core/Json.h"
 
 namespace md::runtime {
@@ -22,15 +23,13 @@ std::string micros(int64_t ns) {
   return absl::StrFormat("%d.%03d", ns / 1000, ns % 1000);
 }
 
+// The trace's thread names, in Track order.
+constexpr const char *kTrackNames[] = {"compute stream", "comm stream", "host"};
+static_assert(namesEveryValue(kTrackNames, TraceRecorder::Host));
+
+/// A track's thread name; anything past the table is the host's.
 const char *trackName(int track) {
-  switch (track) {
-  case TraceRecorder::Compute:
-    return "compute stream";
-  case TraceRecorder::Comm:
-    return "comm stream";
-  default:
-    return "host";
-  }
+  return enumName(kTrackNames, track, "host");
 }
 
 } // namespace

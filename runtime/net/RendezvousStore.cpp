@@ -51,145 +51,241 @@ std::string answer(absl::StatusCode code, std::string_view body) {
 // Rank 0's server
 //===----------------------------------------------------------------------===//
 
-void RendezvousStore::serve(Listener listener) {
+namespace {
+
+/// The state of rank 0's server loop: its clients, the values set, the
+/// gets parked on keys not yet set, and how far each rank got. run() is
+/// the loop; it writes the store's outcome to `served` and raises
+/// `failing` once the store failed.
+class StoreServer {
+public:
+  StoreServer(const RendezvousOptions &options, absl::Status &served,
+              std::atomic<bool> &failing)
+      : options_(options), w_(options.worldSize),
+        // Longer than a client's wait, so that a rank waiting for a key no
+        // one sets learns which key before the store gives up on it.
+        grace_(std::min<std::chrono::milliseconds>(options.timeout,
+                                                   std::chrono::seconds(10))),
+        until_(Clock::now() + options.timeout + grace_), served_(served),
+        failing_(failing), done_(w_, false), told_(w_, false),
+        gone_(w_, false) {}
+
+  /// Serves until every rank is done, the store failed and every rank
+  /// heard so (or the grace ran out), or `stop` is raised.
+  void run(Listener &listener, const std::atomic<bool> &stop);
+
+private:
   struct Client {
     Socket socket;
     std::string buf;
     int rank = -1;
     bool drop = false;
   };
-  const int w = options_.worldSize;
-  // Longer than a client's wait, so that a rank waiting for a key no one
-  // sets learns which key before the store gives up on it.
-  const auto grace = std::min<std::chrono::milliseconds>(
-      options_.timeout, std::chrono::seconds(10));
-  Deadline until = Clock::now() + options_.timeout + grace;
-  std::vector<std::shared_ptr<Client>> clients;
-  std::map<std::string, std::string> values;
-  std::map<std::string, std::vector<std::shared_ptr<Client>>> parked;
+
+  void reply(Client &c, absl::StatusCode code, std::string_view body);
+  /// Answers `c` with the store's failure.
+  void tell(Client &c);
+  /// The store failed: every rank connected learns why now, those still
+  /// coming when they ask, for min(timeout, 10 s) at most.
+  void failWith(absl::Status status);
+  /// Handles the complete requests in c.buf; false when the client speaks
+  /// something else.
+  bool handle(const std::shared_ptr<Client> &c);
+  /// Answers one request of a healthy store.
+  void apply(const std::shared_ptr<Client> &c, uint32_t op,
+             const std::string &key, const std::string &value);
+  /// Whether the loop is over: every rank done, or the store failed and
+  /// every rank heard so or left.
+  bool finished() const;
+  /// The deadline passed with ranks not done: the store fails.
+  void failAtDeadline();
+  /// Reads what `c` sent and handles it; a client that closed is dropped.
+  void receive(const std::shared_ptr<Client> &c);
+  /// Takes every pending connection; past 64 + 4W clients the oldest goes.
+  void acceptAll(Listener &listener);
+  std::vector<int> ranksWhere(const std::function<bool(int)> &pred) const;
+
+  const RendezvousOptions &options_;
+  const int w_;
+  const std::chrono::milliseconds grace_;
+  Deadline until_;
+  absl::Status &served_;
+  std::atomic<bool> &failing_;
+  std::vector<std::shared_ptr<Client>> clients_;
+  std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::shared_ptr<Client>>> parked_;
   // done: said so; told: answered with the store's failure; gone: its
   // connection closed.
-  std::vector<bool> done(w, false), told(w, false), gone(w, false);
-  auto reply = [&](Client &c, absl::StatusCode code, std::string_view body) {
-    std::string bytes = answer(code, body);
-    if (!c.socket
-             .sendAll(bytes.data(), bytes.size(),
-                      Clock::now() + std::chrono::seconds(10))
-             .ok())
-      c.drop = true;
-  };
-  auto tell = [&](Client &c) {
-    // The client prefixes its own "rendezvous store: rank N: ".
-    std::string full(served_.message());
-    std::string_view why = full;
-    constexpr std::string_view kPrefix = "rendezvous store: ";
-    if (why.substr(0, kPrefix.size()) == kPrefix)
-      why.remove_prefix(kPrefix.size());
-    reply(c, served_.code(), why);
-    if (c.rank >= 0)
-      told[c.rank] = true;
-  };
-  // The store failed: every rank connected learns why now, those still
-  // coming when they ask, for min(timeout, 10 s) at most.
-  auto failWith = [&](absl::Status status) {
-    served_ = std::move(status);
-    failing_.store(true);
-    until = Clock::now() + grace;
-    for (const auto &c : clients)
-      if (!c->drop && c->rank >= 0)
-        tell(*c);
-    parked.clear();
-  };
-  // Handles the complete requests in c.buf; false when the client speaks
-  // something else.
-  auto handle = [&](const std::shared_ptr<Client> &c) {
-    for (;;) {
-      if (c->buf.size() < kRequestBytes)
-        return true;
-      WireReader r(std::string_view(c->buf).substr(0, kRequestBytes));
-      const uint32_t magic = r.u32(), op = r.u32(), keyLen = r.u32(),
-                     valueLen = r.u32();
-      if (magic != kMagic || keyLen > kMaxStoreKey ||
-          valueLen > kMaxStoreValue || op < kHello || op > kDone)
-        return false;
-      const size_t need = kRequestBytes + keyLen + valueLen;
-      if (c->buf.size() < need)
-        return true;
-      std::string key = c->buf.substr(kRequestBytes, keyLen);
-      std::string value = c->buf.substr(kRequestBytes + keyLen, valueLen);
-      c->buf.erase(0, need);
-      if (op == kHello) {
-        WireReader v(value);
-        const int rank = v.i32();
-        if (!v.ok() || rank < 0 || rank >= w)
-          return false;
-        c->rank = rank;
-      }
-      if (!served_.ok()) {
-        tell(*c);
-        continue;
-      }
-      switch (op) {
-      case kHello:
-        reply(*c, absl::StatusCode::kOk, "");
-        break;
-      case kSet: {
-        values[key] = value;
-        reply(*c, absl::StatusCode::kOk, "");
-        auto it = parked.find(key);
-        if (it != parked.end()) {
-          for (const auto &waiter : it->second)
-            if (!waiter->drop)
-              reply(*waiter, absl::StatusCode::kOk, value);
-          parked.erase(it);
-        }
-        break;
-      }
-      case kGet: {
-        auto it = values.find(key);
-        if (it != values.end())
-          reply(*c, absl::StatusCode::kOk, it->second);
-        else
-          parked[key].push_back(c);
-        break;
-      }
-      case kDone:
-        if (c->rank >= 0)
-          done[c->rank] = true;
-        reply(*c, absl::StatusCode::kOk, "");
-        break;
-      }
-    }
-  };
-  auto ranksWhere = [&](const std::function<bool(int)> &pred) {
-    std::vector<int> ranks;
-    for (int r = 0; r < w; ++r)
-      if (pred(r))
-        ranks.push_back(r);
-    return ranks;
-  };
+  std::vector<bool> done_, told_, gone_;
+};
 
+void StoreServer::reply(Client &c, absl::StatusCode code,
+                        std::string_view body) {
+  std::string bytes = answer(code, body);
+  if (!c.socket
+           .sendAll(bytes.data(), bytes.size(),
+                    Clock::now() + std::chrono::seconds(10))
+           .ok())
+    c.drop = true;
+}
+
+void StoreServer::tell(Client &c) {
+  // The client prefixes its own "rendezvous store: rank N: ".
+  std::string full(served_.message());
+  std::string_view why = full;
+  constexpr std::string_view kPrefix = "rendezvous store: ";
+  if (why.substr(0, kPrefix.size()) == kPrefix)
+    why.remove_prefix(kPrefix.size());
+  reply(c, served_.code(), why);
+  if (c.rank >= 0)
+    told_[c.rank] = true;
+}
+
+void StoreServer::failWith(absl::Status status) {
+  served_ = std::move(status);
+  failing_.store(true);
+  until_ = Clock::now() + grace_;
+  for (const auto &c : clients_)
+    if (!c->drop && c->rank >= 0)
+      tell(*c);
+  parked_.clear();
+}
+
+bool StoreServer::handle(const std::shared_ptr<Client> &c) {
+  for (;;) {
+    if (c->buf.size() < kRequestBytes)
+      return true;
+    WireReader r(std::string_view(c->buf).substr(0, kRequestBytes));
+    const uint32_t magic = r.u32(), op = r.u32(), keyLen = r.u32(),
+                   valueLen = r.u32();
+    if (magic != kMagic || keyLen > kMaxStoreKey || valueLen > kMaxStoreValue ||
+        op < kHello || op > kDone)
+      return false;
+    const size_t need = kRequestBytes + keyLen + valueLen;
+    if (c->buf.size() < need)
+      return true;
+    std::string key = c->buf.substr(kRequestBytes, keyLen);
+    std::string value = c->buf.substr(kRequestBytes + keyLen, valueLen);
+    c->buf.erase(0, need);
+    if (op == kHello) {
+      WireReader v(value);
+      const int rank = v.i32();
+      if (!v.ok() || rank < 0 || rank >= w_)
+        return false;
+      c->rank = rank;
+    }
+    if (!served_.ok())
+      tell(*c);
+    else
+      apply(c, op, key, value);
+  }
+}
+
+void StoreServer::apply(const std::shared_ptr<Client> &c, uint32_t op,
+                        const std::string &key, const std::string &value) {
+  switch (op) {
+  case kHello:
+    reply(*c, absl::StatusCode::kOk, "");
+    break;
+  case kSet: {
+    values_[key] = value;
+    reply(*c, absl::StatusCode::kOk, "");
+    auto it = parked_.find(key);
+    if (it != parked_.end()) {
+      for (const auto &waiter : it->second)
+        if (!waiter->drop)
+          reply(*waiter, absl::StatusCode::kOk, value);
+      parked_.erase(it);
+    }
+    break;
+  }
+  case kGet: {
+    auto it = values_.find(key);
+    if (it != values_.end())
+      reply(*c, absl::StatusCode::kOk, it->second);
+    else
+      parked_[key].push_back(c);
+    break;
+  }
+  case kDone:
+    if (c->rank >= 0)
+      done_[c->rank] = true;
+    reply(*c, absl::StatusCode::kOk, "");
+    break;
+  }
+}
+
+std::vector<int>
+StoreServer::ranksWhere(const std::function<bool(int)> &pred) const {
+  std::vector<int> ranks;
+  for (int r = 0; r < w_; ++r)
+    if (pred(r))
+      ranks.push_back(r);
+  return ranks;
+}
+
+bool StoreServer::finished() const {
+  if (served_.ok())
+    return ranksWhere([&](int r) { return !done_[r]; }).empty();
+  return ranksWhere([&](int r) { return !told_[r] && !gone_[r]; }).empty();
+}
+
+void StoreServer::failAtDeadline() {
+  failWith(absl::DeadlineExceededError(absl::StrFormat(
+      "rendezvous store: rank(s) %s did not finish with rank 0's store "
+      "within %s",
+      absl::StrJoin(ranksWhere([&](int r) { return !done_[r]; }), ", "),
+      formatSeconds(options_.timeout + grace_))));
+}
+
+void StoreServer::receive(const std::shared_ptr<Client> &c) {
+  char chunk[65536];
+  absl::StatusOr<size_t> got = c->socket.recvSome(chunk, sizeof chunk);
+  if (!got.ok()) {
+    c->drop = true;
+    if (c->rank >= 0) {
+      gone_[c->rank] = true;
+      if (served_.ok() && !done_[c->rank])
+        failWith(absl::UnavailableError(absl::StrFormat(
+            "rendezvous store: rank %d closed its connection to rank 0's "
+            "store before it was done (did it die?)",
+            c->rank)));
+    }
+    return;
+  }
+  c->buf.append(chunk, *got);
+  if (!handle(c))
+    c->drop = true; // not a store client
+}
+
+void StoreServer::acceptAll(Listener &listener) {
+  for (;;) {
+    absl::StatusOr<Socket> s = listener.acceptNow();
+    if (!s.ok() || !s->valid())
+      break;
+    if (clients_.size() >= size_t(64 + 4 * w_)) // the oldest goes
+      clients_.erase(clients_.begin());
+    auto c = std::make_shared<Client>();
+    c->socket = std::move(*s);
+    clients_.push_back(std::move(c));
+  }
+}
+
+void StoreServer::run(Listener &listener, const std::atomic<bool> &stop) {
   std::vector<pollfd> fds;
-  while (!stop_.load()) {
-    if (served_.ok() && ranksWhere([&](int r) { return !done[r]; }).empty())
+  while (!stop.load()) {
+    if (finished())
       return;
-    if (!served_.ok() &&
-        ranksWhere([&](int r) { return !told[r] && !gone[r]; }).empty())
-      return;
-    if (Clock::now() >= until) {
+    if (Clock::now() >= until_) {
       if (!served_.ok())
-        return;
-      failWith(absl::DeadlineExceededError(absl::StrFormat(
-          "rendezvous store: rank(s) %s did not finish with rank 0's store "
-          "within %s",
-          absl::StrJoin(ranksWhere([&](int r) { return !done[r]; }), ", "),
-          formatSeconds(options_.timeout + grace))));
+        return; // the failed store's grace is over
+      failAtDeadline();
       continue;
     }
     fds.assign(1, pollfd{listener.fd(), POLLIN, 0});
-    for (const auto &c : clients)
+    for (const auto &c : clients_)
       fds.push_back({c->socket.fd(), POLLIN, 0});
-    int rc = poll(fds.data(), fds.size(), std::min(100, pollTimeoutMs(until)));
+    int rc = poll(fds.data(), fds.size(), std::min(100, pollTimeoutMs(until_)));
     if (rc < 0 && errno != EINTR) {
       failWith(absl::InternalError(
           absl::StrCat("rendezvous store: rank 0: poll: ", strerror(errno))));
@@ -197,45 +293,23 @@ void RendezvousStore::serve(Listener listener) {
     }
     if (rc <= 0)
       continue;
-    for (size_t i = 1; i < fds.size(); ++i) {
-      if (fds[i].revents == 0)
-        continue;
-      const std::shared_ptr<Client> &c = clients[i - 1];
-      char chunk[65536];
-      absl::StatusOr<size_t> got = c->socket.recvSome(chunk, sizeof chunk);
-      if (!got.ok()) {
-        c->drop = true;
-        if (c->rank >= 0) {
-          gone[c->rank] = true;
-          if (served_.ok() && !done[c->rank])
-            failWith(absl::UnavailableError(absl::StrFormat(
-                "rendezvous store: rank %d closed its connection to rank 0's "
-                "store before it was done (did it die?)",
-                c->rank)));
-        }
-        continue;
-      }
-      c->buf.append(chunk, *got);
-      if (!handle(c))
-        c->drop = true; // not a store client
-    }
-    clients.erase(std::remove_if(
-                      clients.begin(), clients.end(),
-                      [](const std::shared_ptr<Client> &c) { return c->drop; }),
-                  clients.end());
-    if (fds[0].revents != 0) {
-      for (;;) {
-        absl::StatusOr<Socket> s = listener.acceptNow();
-        if (!s.ok() || !s->valid())
-          break;
-        if (clients.size() >= size_t(64 + 4 * w)) // the oldest goes
-          clients.erase(clients.begin());
-        auto c = std::make_shared<Client>();
-        c->socket = std::move(*s);
-        clients.push_back(std::move(c));
-      }
-    }
+    for (size_t i = 1; i < fds.size(); ++i)
+      if (fds[i].revents != 0)
+        receive(clients_[i - 1]);
+    clients_.erase(std::remove_if(clients_.begin(), clients_.end(),
+                                  [](const std::shared_ptr<Client> &c) {
+                                    return c->drop;
+                                  }),
+                   clients_.end());
+    if (fds[0].revents != 0)
+      acceptAll(listener);
   }
+}
+
+} // namespace
+
+void RendezvousStore::serve(Listener listener) {
+  StoreServer(options_, served_, failing_).run(listener, stop_);
 }
 
 //===----------------------------------------------------------------------===//

@@ -9,7 +9,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "runtime/core/EnumNames.h"
 #include "runtime/core/Status.h"
 #if MD_ENABLE_CUDA
 #include "runtime/cuda/Device.h"
@@ -304,27 +306,22 @@ absl::StatusOr<Placement> ResolvePlacement(const TrainOptions &options,
   return p;
 }
 
+namespace {
+// The comms' names in MD_COMM and messages, in CommKind order.
+constexpr const char *kCommKindNames[] = {"shm", "gloo", "nccl", "shm-staged"};
+static_assert(runtime::namesEveryValue(kCommKindNames, CommKind::ShmStaged));
+} // namespace
+
 const char *commKindName(CommKind kind) {
-  switch (kind) {
-  case CommKind::Shm:
-    return "shm";
-  case CommKind::Gloo:
-    return "gloo";
-  case CommKind::Nccl:
-    return "nccl";
-  case CommKind::ShmStaged:
-    return "shm-staged";
-  }
-  return "?";
+  return runtime::enumName(kCommKindNames, kind);
 }
 
 absl::StatusOr<CommKind> parseCommKind(absl::string_view name) {
-  for (CommKind k :
-       {CommKind::Shm, CommKind::Gloo, CommKind::Nccl, CommKind::ShmStaged})
-    if (name == commKindName(k))
-      return k;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown comm '", name, "' (shm, gloo, nccl, shm-staged)"));
+  if (std::optional<CommKind> kind = runtime::enumFromName<CommKind>(
+          kCommKindNames, std::string_view(name.data(), name.size())))
+    return *kind;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown comm '", name, "' (", absl::StrJoin(kCommKindNames, ", "), ")"));
 }
 
 GpuProbe ProbeGpus() {

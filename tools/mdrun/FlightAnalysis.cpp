@@ -175,57 +175,38 @@ bool sameCall(const FlightEntry &a, const FlightEntry &b) {
          a.call.bytes == b.call.bytes && a.call.loc == b.call.loc;
 }
 
-} // namespace
-
-FlightFinding AnalyzeFlight(const std::vector<RankRing> &ranks,
-                            const std::vector<std::string> &locs,
-                            int64_t nowNs) {
+/// The finding when every rank completed all it began (`begunMax` on the
+/// furthest): no collective holds anyone, so the ranks that died, stopped
+/// or failed between collectives are the culprits.
+FlightFinding noOpenCollective(const std::vector<RankRing> &ranks,
+                               const std::vector<std::string> &locs,
+                               uint64_t begunMax) {
   FlightFinding f;
-  if (ranks.empty()) {
-    f.text = "no rank's flight recorder to analyse";
-    return f;
-  }
-  uint64_t s = UINT64_MAX, begunMax = 0;
+  std::vector<std::pair<int, std::string>> said;
   for (const RankRing &r : ranks) {
-    s = std::min(s, firstOpen(r.ring));
-    begunMax = std::max(begunMax, r.ring.begun);
+    if (!r.fate.abnormal())
+      continue;
+    f.culprits.push_back(r.rank);
+    std::string p =
+        absl::StrCat(r.fate.str(), " ", whereText(r.ring.step, r.ring.micro));
+    if (!r.ring.entries.empty())
+      absl::StrAppend(&p, ", after ", callText(r.ring.entries.back(), locs));
+    said.push_back({r.rank, p});
   }
-  if (s > begunMax) {
-    // Every rank completed all it began: no collective holds anyone.
-    f.seq = 0;
-    std::vector<int> abnormal;
-    for (const RankRing &r : ranks)
-      if (r.fate.abnormal())
-        abnormal.push_back(r.rank);
-    f.culprits = abnormal;
-    std::vector<std::pair<int, std::string>> said;
-    for (const RankRing &r : ranks) {
-      if (!r.fate.abnormal())
-        continue;
-      std::string p =
-          absl::StrCat(r.fate.str(), " ", whereText(r.ring.step, r.ring.micro));
-      if (!r.ring.entries.empty())
-        absl::StrAppend(&p, ", after ", callText(r.ring.entries.back(), locs));
-      said.push_back({r.rank, p});
-    }
-    f.text = absl::StrCat(said.empty() ? "" : absl::StrCat(byRanks(said), "; "),
-                          "no rank waits in a collective (", begunMax,
-                          " completed on the furthest rank)");
-    return f;
-  }
-  f.seq = s;
+  f.text = absl::StrCat(said.empty() ? "" : absl::StrCat(byRanks(said), "; "),
+                        "no rank waits in a collective (", begunMax,
+                        " completed on the furthest rank)");
+  return f;
+}
 
-  // Where each rank stands against collective s.
-  std::vector<const RankRing *> behind, in;
-  for (const RankRing &r : ranks) {
-    if (r.ring.begun < s)
-      behind.push_back(&r);
-    else
-      in.push_back(&r);
-  }
+/// One version of collective s as some ranks recorded it.
+using CallVariant = std::pair<const FlightEntry *, std::vector<int>>;
 
-  // A desync: the ranks that reached s disagree on what it is.
-  std::vector<std::pair<const FlightEntry *, std::vector<int>>> variants;
+/// Groups the ranks that reached collective `s` by what they recorded it
+/// as; more than one group is a desync.
+std::vector<CallVariant> callVariants(const std::vector<const RankRing *> &in,
+                                      uint64_t s) {
+  std::vector<CallVariant> variants;
   for (const RankRing *r : in) {
     const FlightEntry *e = entryOf(r->ring, s);
     if (e == nullptr)
@@ -237,60 +218,72 @@ FlightFinding AnalyzeFlight(const std::vector<RankRing> &ranks,
     else
       it->second.push_back(r->rank);
   }
-  if (variants.size() > 1) {
-    f.mismatch = true;
-    // The ranks outside the largest agreeing set are the suspects.
-    size_t largest = 0;
-    for (size_t v = 1; v < variants.size(); ++v)
-      if (variants[v].second.size() > variants[largest].second.size())
-        largest = v;
-    std::vector<std::string> parts;
-    for (size_t v = 0; v < variants.size(); ++v) {
-      parts.push_back(
-          absl::StrCat(RankListText(variants[v].second), " ",
-                       variants[v].second.size() == 1 ? "runs" : "run", " ",
-                       callText(*variants[v].first, locs), " ",
-                       whereText(variants[v].first->call.step,
-                                 variants[v].first->call.micro)));
-      if (v != largest)
-        f.culprits.insert(f.culprits.end(), variants[v].second.begin(),
-                          variants[v].second.end());
-    }
-    std::sort(f.culprits.begin(), f.culprits.end());
-    f.text = absl::StrCat("the ranks disagree on collective #", s, ": ",
-                          absl::StrJoin(parts, "; "));
-    return f;
+  return variants;
+}
+
+/// Fills `f` for a desync on collective `s`: the ranks outside the largest
+/// agreeing set are the suspects.
+void describeMismatch(const std::vector<CallVariant> &variants, uint64_t s,
+                      const std::vector<std::string> &locs, FlightFinding &f) {
+  f.mismatch = true;
+  size_t largest = 0;
+  for (size_t v = 1; v < variants.size(); ++v)
+    if (variants[v].second.size() > variants[largest].second.size())
+      largest = v;
+  std::vector<std::string> parts;
+  for (size_t v = 0; v < variants.size(); ++v) {
+    const auto &[call, who] = variants[v];
+    parts.push_back(absl::StrCat(RankListText(who), " ",
+                                 who.size() == 1 ? "runs" : "run", " ",
+                                 callText(*call, locs), " ",
+                                 whereText(call->call.step, call->call.micro)));
+    if (v != largest)
+      f.culprits.insert(f.culprits.end(), who.begin(), who.end());
   }
+  std::sort(f.culprits.begin(), f.culprits.end());
+  f.text = absl::StrCat("the ranks disagree on collective #", s, ": ",
+                        absl::StrJoin(parts, "; "));
+}
 
-  // The call itself, as some rank that reached it recorded it.
-  const FlightEntry *call = variants.empty() ? nullptr : variants[0].first;
-
-  // The culprits: the ranks that never reached s, else the ranks in it
-  // that are dead, stopped or failed.
-  std::vector<const RankRing *> culprits;
-  if (!behind.empty()) {
-    culprits = behind;
-  } else {
-    // The ranks still in s (not past it). One that failed out of s (its
-    // comm gave up waiting) noticed the hang; the dead and the stopped
-    // caused it. Only when there are none does a rank that failed count.
-    std::vector<const RankRing *> open;
-    for (const RankRing *r : in)
-      if (const FlightEntry *e = entryOf(r->ring, s);
-          e != nullptr && e->state != FlightState::Completed)
-        open.push_back(r);
+/// The culprits of a hang in collective `s`: the ranks that never reached
+/// it (`behind`), else the ranks in it (`in`) that are dead, stopped or
+/// failed.
+std::vector<const RankRing *>
+hangCulprits(const std::vector<const RankRing *> &behind,
+             const std::vector<const RankRing *> &in, uint64_t s) {
+  if (!behind.empty())
+    return behind;
+  // The ranks still in s (not past it). One that failed out of s (its
+  // comm gave up waiting) noticed the hang; the dead and the stopped
+  // caused it. Only when there are none does a rank that failed count.
+  std::vector<const RankRing *> open, culprits;
+  for (const RankRing *r : in)
+    if (const FlightEntry *e = entryOf(r->ring, s);
+        e != nullptr && e->state != FlightState::Completed)
+      open.push_back(r);
+  for (const RankRing *r : open)
+    if (r->fate.abnormal() && entryOf(r->ring, s)->state != FlightState::Failed)
+      culprits.push_back(r);
+  if (culprits.empty())
     for (const RankRing *r : open)
-      if (r->fate.abnormal() &&
-          entryOf(r->ring, s)->state != FlightState::Failed)
+      if (r->fate.abnormal())
         culprits.push_back(r);
-    if (culprits.empty())
-      for (const RankRing *r : open)
-        if (r->fate.abnormal())
-          culprits.push_back(r);
-  }
+  return culprits;
+}
+
+/// "collective #s" as the call some rank recorded, when one did.
+std::string hungCallText(const FlightEntry *call, uint64_t s,
+                         const std::vector<std::string> &locs) {
+  return call ? callText(*call, locs) : absl::StrCat("collective #", s);
+}
+
+/// Each culprit's clause: its fate, where it was, and what it was doing
+/// against collective `s`.
+std::vector<std::pair<int, std::string>>
+culpritClauses(const std::vector<const RankRing *> &culprits, uint64_t s,
+               const FlightEntry *call, const std::vector<std::string> &locs) {
   std::vector<std::pair<int, std::string>> said;
   for (const RankRing *r : culprits) {
-    f.culprits.push_back(r->rank);
     std::string p = absl::StrCat(r->fate.str(), " ",
                                  whereText(r->ring.step, r->ring.micro));
     if (const FlightEntry *e = entryOf(r->ring, s)) {
@@ -300,16 +293,19 @@ FlightFinding AnalyzeFlight(const std::vector<RankRing> &ranks,
         absl::StrAppend(&p, ", after ", callText(r->ring.entries.back(), locs));
       else
         absl::StrAppend(&p, ", before its first collective");
-      absl::StrAppend(&p, "; it never reached ",
-                      call ? callText(*call, locs)
-                           : absl::StrCat("collective #", s));
+      absl::StrAppend(&p, "; it never reached ", hungCallText(call, s, locs));
     }
     said.push_back({r->rank, p});
   }
-  std::sort(f.culprits.begin(), f.culprits.end());
+  return said;
+}
 
-  // Where the others wait (in s, or past it in a later collective the
-  // culprits never joined), and since when; who gave up waiting there.
+/// Where the ranks other than the culprits wait (in `s`, or past it in a
+/// later collective the culprits never joined), and since when; who gave
+/// up waiting there. Fills f.waiting; "" when nobody waits.
+std::string waitsText(const std::vector<RankRing> &ranks, uint64_t s,
+                      const std::vector<std::string> &locs, int64_t nowNs,
+                      FlightFinding &f) {
   struct Wait {
     uint64_t seq;
     bool gaveUp;
@@ -359,14 +355,56 @@ FlightFinding AnalyzeFlight(const std::vector<RankRing> &ranks,
                  : absl::StrCat(who, w.ranks.size() == 1 ? " waits " : " wait ",
                                 in, " since ", secondsText(w.ns)));
   }
-  std::string wait = absl::StrJoin(waitParts, ", ");
+  return absl::StrJoin(waitParts, ", ");
+}
+
+} // namespace
+
+FlightFinding AnalyzeFlight(const std::vector<RankRing> &ranks,
+                            const std::vector<std::string> &locs,
+                            int64_t nowNs) {
+  if (ranks.empty()) {
+    FlightFinding f;
+    f.text = "no rank's flight recorder to analyse";
+    return f;
+  }
+  uint64_t s = UINT64_MAX, begunMax = 0;
+  for (const RankRing &r : ranks) {
+    s = std::min(s, firstOpen(r.ring));
+    begunMax = std::max(begunMax, r.ring.begun);
+  }
+  if (s > begunMax)
+    return noOpenCollective(ranks, locs, begunMax);
+  FlightFinding f;
+  f.seq = s;
+
+  // Where each rank stands against collective s.
+  std::vector<const RankRing *> behind, in;
+  for (const RankRing &r : ranks)
+    (r.ring.begun < s ? behind : in).push_back(&r);
+
+  // A desync: the ranks that reached s disagree on what it is.
+  std::vector<CallVariant> variants = callVariants(in, s);
+  if (variants.size() > 1) {
+    describeMismatch(variants, s, locs, f);
+    return f;
+  }
+  // The call itself, as some rank that reached it recorded it.
+  const FlightEntry *call = variants.empty() ? nullptr : variants[0].first;
+
+  std::vector<const RankRing *> culprits = hangCulprits(behind, in, s);
+  for (const RankRing *r : culprits)
+    f.culprits.push_back(r->rank);
+  std::sort(f.culprits.begin(), f.culprits.end());
+  std::vector<std::pair<int, std::string>> said =
+      culpritClauses(culprits, s, call, locs);
+  std::string wait = waitsText(ranks, s, locs, nowNs, f);
   if (said.empty()) {
     // No rank is dead or stopped, none is behind: a hang inside the
     // collective itself (a comm or the network).
     f.text = absl::StrCat("no rank is dead, stopped or behind, but ",
-                          call ? callText(*call, locs)
-                               : absl::StrCat("collective #", s),
-                          " did not complete", wait.empty() ? "" : "; ", wait);
+                          hungCallText(call, s, locs), " did not complete",
+                          wait.empty() ? "" : "; ", wait);
     return f;
   }
   f.text = byRanks(said);

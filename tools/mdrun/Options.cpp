@@ -9,61 +9,70 @@
 
 #include "tools/mdrun/Options.h"
 
+#include <optional>
+#include <string_view>
+
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/core/EnumNames.h"
 #include "tools/cli/CommandLine.h"
 
 namespace md::mdrun {
+
+namespace {
+
+// The spellings of mdrun's enum-valued options, in value order.
+constexpr const char *kInspectFormatNames[] = {"text", "json"};
+static_assert(runtime::namesEveryValue(kInspectFormatNames,
+                                       InspectFormat::Json));
+constexpr const char *kBackendChoiceNames[] = {"auto", "cpu", "cuda"};
+static_assert(runtime::namesEveryValue(kBackendChoiceNames,
+                                       BackendChoice::Cuda));
+constexpr const char *kCommChoiceNames[] = {"auto", "shm", "gloo"};
+static_assert(runtime::namesEveryValue(kCommChoiceNames, CommChoice::Gloo));
+
+/// An enum-valued flag: one of `names`, else "expected auto, cpu or cuda".
+template <typename E, size_t N>
+bool parseNamed(const char *const (&names)[N], absl::string_view text, E *out,
+                std::string *error) {
+  if (std::optional<E> value = runtime::enumFromName<E>(
+          names, std::string_view(text.data(), text.size()))) {
+    *out = *value;
+    return true;
+  }
+  *error = "expected ";
+  for (size_t i = 0; i < N; ++i)
+    absl::StrAppend(error, i == 0 ? "" : i + 1 == N ? " or " : ", ", names[i]);
+  return false;
+}
+
+} // namespace
 
 // How the flags below parse mdrun's own types (found by argument-dependent
 // lookup, so they live in the types' namespace).
 bool AbslParseFlag(absl::string_view text, InspectFormat *out,
                    std::string *error) {
-  if (text == "text")
-    *out = InspectFormat::Text;
-  else if (text == "json")
-    *out = InspectFormat::Json;
-  else
-    *error = "expected text or json";
-  return error->empty();
+  return parseNamed(kInspectFormatNames, text, out, error);
 }
 std::string AbslUnparseFlag(InspectFormat f) {
-  return f == InspectFormat::Json ? "json" : "text";
+  return runtime::enumName(kInspectFormatNames, f);
 }
 
 bool AbslParseFlag(absl::string_view text, BackendChoice *out,
                    std::string *error) {
-  if (text == "auto")
-    *out = BackendChoice::Auto;
-  else if (text == "cpu")
-    *out = BackendChoice::Cpu;
-  else if (text == "cuda")
-    *out = BackendChoice::Cuda;
-  else
-    *error = "expected auto, cpu or cuda";
-  return error->empty();
+  return parseNamed(kBackendChoiceNames, text, out, error);
 }
 std::string AbslUnparseFlag(BackendChoice b) {
-  return b == BackendChoice::Cpu    ? "cpu"
-         : b == BackendChoice::Cuda ? "cuda"
-                                    : "auto";
+  return runtime::enumName(kBackendChoiceNames, b);
 }
 
 bool AbslParseFlag(absl::string_view text, CommChoice *out,
                    std::string *error) {
-  if (text == "auto")
-    *out = CommChoice::Auto;
-  else if (text == "shm")
-    *out = CommChoice::Shm;
-  else if (text == "gloo")
-    *out = CommChoice::Gloo;
-  else
-    *error = "expected auto, shm or gloo";
-  return error->empty();
+  return parseNamed(kCommChoiceNames, text, out, error);
 }
 std::string AbslUnparseFlag(CommChoice c) {
-  return c == CommChoice::Shm ? "shm" : c == CommChoice::Gloo ? "gloo" : "auto";
+  return runtime::enumName(kCommChoiceNames, c);
 }
 
 /// --timeout's type: a positive number of seconds, at most 10^6 (the
