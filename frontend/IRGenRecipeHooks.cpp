@@ -33,7 +33,8 @@ bool RecipeEmitter::define(StringRef name, SMLoc loc, Typed value) {
     diags.note(previous->loc, "previous definition is here");
     return false;
   }
-  scopes.back()[name] = Binding{value, loc};
+  scopes.back()[name] =
+      Binding{value, loc, /*used=*/false, /*literal=*/std::nullopt};
   return true;
 }
 
