@@ -67,6 +67,12 @@ constexpr auto kPreemptGrace = std::chrono::seconds(120);
 /// How long ranks get to report a lost peer themselves when another node's
 /// launcher went away without a word.
 constexpr auto kLostGrace = std::chrono::seconds(2);
+/// How long ranks get to end on their own when another node reports a
+/// failure: the failure there is often the echo of one here (a rank that
+/// found an error told its peers, whose node reported first), and the rank
+/// here is then about to exit with the first-hand message, which a SIGTERM
+/// at once would lose.
+constexpr auto kReportedGrace = std::chrono::milliseconds(500);
 /// How long node 0's launcher waits, after a failed attempt, for every
 /// other node's to say its ranks have ended (they take kGracePeriod at
 /// most once told) before the job stops rather than restarts.
@@ -641,8 +647,9 @@ Supervised superviseRanks(std::vector<Child> &children, bool stopping,
         elsewhere = f->why;
         // A launcher that went away without a word: this node's ranks
         // likely lose their peers too and say more, so they get a moment
-        // to fail first; a reported failure stops them at once.
-        actAt = f->lost ? Clock::now() + kLostGrace : Clock::now();
+        // to fail first; a reported failure gets a shorter one.
+        actAt = Clock::now() + (f->lost ? std::chrono::milliseconds(kLostGrace)
+                                        : kReportedGrace);
       }
       if (!elsewhere.empty() && Clock::now() >= actAt) {
         result.elsewhere = elsewhere;
