@@ -128,6 +128,31 @@ absl::Status Executor::Impl::broadcastInts(int64_t *values, int64_t n) {
   return backend_.synchronize(kCommStream);
 }
 
+absl::Status Executor::Impl::shareRank0Outcome(const absl::Status &mine,
+                                               absl::string_view what) {
+  // The message travels as i64 words; a longer one is cut (it is one line).
+  constexpr int64_t kMaxMessage = 4096;
+  std::string text;
+  if (options_.rank == 0 && !mine.ok())
+    text = std::string(mine.message().substr(0, kMaxMessage));
+  int64_t head[2] = {mine.ok() ? 1 : 0, static_cast<int64_t>(text.size())};
+  MD_RETURN_IF_ERROR(broadcastInts(head, 2));
+  if (head[0] == 1)
+    return mine;
+  std::vector<int64_t> words(static_cast<size_t>((head[1] + 7) / 8));
+  if (options_.rank == 0)
+    std::memcpy(words.data(), text.data(), text.size());
+  if (!words.empty())
+    MD_RETURN_IF_ERROR(
+        broadcastInts(words.data(), static_cast<int64_t>(words.size())));
+  if (options_.rank == 0)
+    return mine;
+  return absl::AbortedError(absl::StrCat(
+      "rank 0 could not ", what, ": ",
+      absl::string_view(reinterpret_cast<const char *>(words.data()),
+                        static_cast<size_t>(head[1]))));
+}
+
 absl::Status Executor::Impl::allGatherInts(const int64_t *mine, int64_t n,
                                            std::vector<int64_t> *all) {
   const Group &world = group(0);
@@ -171,14 +196,8 @@ absl::Status Executor::Impl::saveSharded(const std::string &dir) {
     if (prepared.ok())
       prepared = MakeDirectories(tmp);
   }
-  int64_t ok = prepared.ok() ? 1 : 0;
-  MD_RETURN_IF_ERROR(broadcastInts(&ok, 1));
-  if (!prepared.ok())
-    return prepared;
-  if (ok == 0)
-    return absl::AbortedError(
-        absl::StrCat("rank 0 could not prepare the checkpoint ", dir,
-                     " (its message says why)"));
+  MD_RETURN_IF_ERROR(shareRank0Outcome(
+      prepared, absl::StrCat("prepare the checkpoint ", dir)));
 
   // This rank's file: the ranges of the state it writes (CheckpointLayout.h);
   // every rank writes one, possibly empty, so that rank 0 can check that it
@@ -270,14 +289,8 @@ absl::Status Executor::Impl::saveSharded(const std::string &dir) {
         published = PublishShardedCheckpoint(tmp, dir);
     }
   }
-  ok = published.ok() ? 1 : 0;
-  MD_RETURN_IF_ERROR(broadcastInts(&ok, 1));
-  if (!published.ok())
-    return published;
-  if (ok == 0)
-    return absl::AbortedError(
-        absl::StrCat("rank 0 could not publish the checkpoint ", dir,
-                     " (its message says why)"));
+  MD_RETURN_IF_ERROR(shareRank0Outcome(
+      published, absl::StrCat("publish the checkpoint ", dir)));
   if (rank == 0 && options_.observer)
     options_.observer->onSave(
         step_, dir,

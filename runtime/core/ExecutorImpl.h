@@ -173,6 +173,12 @@ private:
   absl::Status loadWeights(const std::string &path);
   /// i64 values through the comm over the world, on the host.
   absl::Status broadcastInts(int64_t *values, int64_t n);
+  /// Rank 0's outcome `mine` of a part of a save only it does, told to every
+  /// rank: rank 0 gets `mine` back, the others an error that carries rank
+  /// 0's message ("rank 0 could not <what>: ..."), so that whichever rank's
+  /// failure reaches the user first names the cause.
+  absl::Status shareRank0Outcome(const absl::Status &mine,
+                                 absl::string_view what);
   absl::Status allGatherInts(const int64_t *mine, int64_t n,
                              std::vector<int64_t> *all);
 

@@ -113,7 +113,9 @@ for restarts in 2 0; do
       has "$dir/node$n.err" '^mdrun: restart 1 of 2 after: (.*; )?node 1: rank 1 was killed by signal 9 \(Killed\)(; .*)?; resuming from the newest checkpoint$'
     done
     # The same words on both nodes: node 0 decided for both.
-    [[ $(grep '^mdrun: restart' "$dir/node0.err") == $(grep '^mdrun: restart' "$dir/node1.err") ]] ||
+    # (Quoted: unquoted, the right side is a glob, and a cause's text such
+    # as gloo's "[./gloo/transport/tcp/pair.cc:589]" is a bracket pattern.)
+    [[ "$(grep '^mdrun: restart' "$dir/node0.err")" == "$(grep '^mdrun: restart' "$dir/node1.err")" ]] ||
       fail "the nodes' restart lines differ: $(grep -h '^mdrun: restart' "$dir"/node*.err)"
     has "$dir/node0.out" '^mdrun: resumed from ckpt/step_[0-9]+ '
     cmp -s "$dir/final.safetensors" whole/final.safetensors ||

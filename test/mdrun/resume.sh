@@ -326,6 +326,12 @@ else
   grep -Eq 'ckpt/step_00000004: rank 0 cannot see the file of rank 1 under ckpt/step_00000004\.tmp-[0-9a-f]{16} \(a sharded checkpoint needs a file system every node shares' nodeA/node.err ||
     fail "unshared disks: expected rank 0 to name rank 1's file:"$'\n'"$(cat nodeA/node.err)"
 fi
+# Rank 1 says why too (rank 0 tells every rank its message), so the cause
+# is named whichever node's failure is reported first.
+if grep -q 'rank 0 could not publish' nodeB/node.err; then
+  grep -Eq 'rank 0 could not publish the checkpoint ckpt/step_00000004: ckpt/step_00000004: rank 0 cannot see the file of rank 1 under' nodeB/node.err ||
+    fail "unshared disks: rank 1 does not say why:"$'\n'"$(cat nodeB/node.err)"
+fi
 [[ -e nodeA/ckpt/step_00000004 ]] && fail "unshared disks: a checkpoint was published"
 
 if [[ $failures -ne 0 ]]; then

@@ -67,12 +67,6 @@ constexpr auto kPreemptGrace = std::chrono::seconds(120);
 /// How long ranks get to report a lost peer themselves when another node's
 /// launcher went away without a word.
 constexpr auto kLostGrace = std::chrono::seconds(2);
-/// How long ranks get to end on their own when another node reports a
-/// failure: the failure there is often the echo of one here (a rank that
-/// found an error told its peers, whose node reported first), and the rank
-/// here is then about to exit with the first-hand message, which a SIGTERM
-/// at once would lose.
-constexpr auto kReportedGrace = std::chrono::milliseconds(500);
 /// How long node 0's launcher waits, after a failed attempt, for every
 /// other node's to say its ranks have ended (they take kGracePeriod at
 /// most once told) before the job stops rather than restarts.
@@ -643,13 +637,18 @@ Supervised superviseRanks(std::vector<Child> &children, bool stopping,
     if (w.link != nullptr && !stopping) {
       if (std::optional<std::string> warning = w.link->takeWarning())
         absl::FPrintF(stderr, "mdrun: warning: %s\n", *warning);
-      if (std::optional<ControlLink::Failure> f = w.link->poll()) {
+      // The first failure heard of is the one acted on: a later word (the
+      // link lost once that node's launcher has gone) must not push actAt
+      // back.
+      std::optional<ControlLink::Failure> f = w.link->poll();
+      if (f && elsewhere.empty()) {
         elsewhere = f->why;
         // A launcher that went away without a word: this node's ranks
         // likely lose their peers too and say more, so they get a moment
-        // to fail first; a reported failure gets a shorter one.
-        actAt = Clock::now() + (f->lost ? std::chrono::milliseconds(kLostGrace)
-                                        : kReportedGrace);
+        // to fail first; a reported failure stops them at once (the ranks'
+        // own errors carry what a peer told them: a save that rank 0 could
+        // not publish says why on every rank).
+        actAt = f->lost ? Clock::now() + kLostGrace : Clock::now();
       }
       if (!elsewhere.empty() && Clock::now() >= actAt) {
         result.elsewhere = elsewhere;
