@@ -613,16 +613,10 @@ absl::Status Executor::Impl::loadSharded(const std::string &dir,
 }
 
 absl::Status Executor::Impl::loadWeights(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return absl::NotFoundError(
-        absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  MD_ASSIGN_OR_RETURN(SafetensorsHeader header,
-                      ReadSafetensorsHeader(fd, path));
+  MD_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
+                      OpenSafetensors(path));
+  const int fd = file->fd;
+  SafetensorsHeader &header = file->header;
   if (!options_.initMap.empty()) {
     // Another framework's names: the map gives md's, with the byte ranges
     // of the (blocks of) tensors they are.
