@@ -78,6 +78,26 @@ struct CollectiveArgs {
   }
 };
 
+/// A collective as a host comm (shm, gloo) runs it: the caller's arguments,
+/// the group and the description its members exchange. Each comm's
+/// in-flight Op extends it with its own state.
+struct HostCollectiveCall {
+  const Group *group = nullptr;
+  const CollectiveArgs *args = nullptr;
+  CollectiveDesc desc;
+
+  /// Takes `args` on `group` and checks them (checkCollectiveCall, whose
+  /// messages start with `comm`).
+  absl::Status start(const char *comm, const Mesh &mesh, int rank,
+                     const Group &onGroup, const CollectiveArgs &callArgs) {
+    group = &onGroup;
+    args = &callArgs;
+    desc = callArgs.desc();
+    return checkCollectiveCall(comm, mesh, rank, onGroup, desc, callArgs.send,
+                               callArgs.recv);
+  }
+};
+
 /// Elements of the send and of the receive buffer on a group of
 /// `groupSize` ranks: reduce_scatter sends and all_gather receives
 /// groupSize blocks of `count`, a barrier moves nothing.

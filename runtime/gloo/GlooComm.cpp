@@ -231,10 +231,7 @@ std::string formatAddress(const sockaddr_storage &ss) {
 } // namespace
 
 /// One collective in flight.
-struct GlooComm::Op {
-  const Group *group = nullptr;
-  const CollectiveArgs *args = nullptr;
-  CollectiveDesc desc;
+struct GlooComm::Op : HostCollectiveCall {
   std::shared_ptr<::gloo::Context> context;
   int64_t es = 0; // element bytes
 
@@ -428,11 +425,7 @@ char *GlooComm::staging(int64_t bytes) {
 
 absl::Status GlooComm::run(const CollectiveArgs &args, const Group &group) {
   Op op;
-  op.group = &group;
-  op.args = &args;
-  op.desc = args.desc();
-  MD_RETURN_IF_ERROR(checkCollectiveCall("gloo", mesh_, options_.rank, group,
-                                         op.desc, args.send, args.recv));
+  MD_RETURN_IF_ERROR(op.start("gloo", mesh_, options_.rank, group, args));
   if (!failed_.ok())
     return failed_;
   const int k = static_cast<int>(group.kind);

@@ -159,10 +159,7 @@ bool validJobId(const std::string &id) {
 
 /// One collective in flight: what it is, and how a chunk of it is written
 /// to this rank's slot and read back from the group's.
-struct ShmComm::Op {
-  const Group *group = nullptr;
-  const CollectiveArgs *args = nullptr;
-  CollectiveDesc desc;
+struct ShmComm::Op : HostCollectiveCall {
   int64_t elemBytes = 0;
   int64_t chunkElems = 1;
   std::function<void(int64_t begin, int64_t len)> write, read;
@@ -522,11 +519,7 @@ absl::Status ShmComm::runChunks(Op &op) {
 
 absl::Status ShmComm::run(const CollectiveArgs &args, const Group &group) {
   Op op;
-  op.group = &group;
-  op.args = &args;
-  op.desc = args.desc();
-  MD_RETURN_IF_ERROR(checkCollectiveCall("shm", mesh_, options_.rank, group,
-                                         op.desc, args.send, args.recv));
+  MD_RETURN_IF_ERROR(op.start("shm", mesh_, options_.rank, group, args));
   stage(op);
   return runChunks(op);
 }
