@@ -128,6 +128,18 @@ absl::Status Executor::Impl::broadcastInts(int64_t *values, int64_t n) {
   return backend_.synchronize(kCommStream);
 }
 
+absl::Status Executor::Impl::shareRankZeroOutcome(const absl::Status &outcome,
+                                                  const std::string &what) {
+  int64_t ok = outcome.ok() ? 1 : 0;
+  MD_RETURN_IF_ERROR(broadcastInts(&ok, 1));
+  if (!outcome.ok())
+    return outcome;
+  if (ok == 0)
+    return absl::AbortedError(
+        absl::StrCat("rank 0 could not ", what, " (its message says why)"));
+  return absl::OkStatus();
+}
+
 absl::Status Executor::Impl::allGatherInts(const int64_t *mine, int64_t n,
                                            std::vector<int64_t> *all) {
   const Group &world = group(0);
@@ -171,14 +183,8 @@ absl::Status Executor::Impl::saveSharded(const std::string &dir) {
     if (prepared.ok())
       prepared = MakeDirectories(tmp);
   }
-  int64_t ok = prepared.ok() ? 1 : 0;
-  MD_RETURN_IF_ERROR(broadcastInts(&ok, 1));
-  if (!prepared.ok())
-    return prepared;
-  if (ok == 0)
-    return absl::AbortedError(
-        absl::StrCat("rank 0 could not prepare the checkpoint ", dir,
-                     " (its message says why)"));
+  MD_RETURN_IF_ERROR(
+      shareRankZeroOutcome(prepared, "prepare the checkpoint " + dir));
 
   // This rank's file: the ranges of the state it writes (CheckpointLayout.h);
   // every rank writes one, possibly empty, so that rank 0 can check that it
@@ -270,14 +276,8 @@ absl::Status Executor::Impl::saveSharded(const std::string &dir) {
         published = PublishShardedCheckpoint(tmp, dir);
     }
   }
-  ok = published.ok() ? 1 : 0;
-  MD_RETURN_IF_ERROR(broadcastInts(&ok, 1));
-  if (!published.ok())
-    return published;
-  if (ok == 0)
-    return absl::AbortedError(
-        absl::StrCat("rank 0 could not publish the checkpoint ", dir,
-                     " (its message says why)"));
+  MD_RETURN_IF_ERROR(
+      shareRankZeroOutcome(published, "publish the checkpoint " + dir));
   if (rank == 0 && options_.observer)
     options_.observer->onSave(
         step_, dir,

@@ -173,6 +173,12 @@ private:
   absl::Status loadWeights(const std::string &path);
   /// i64 values through the comm over the world, on the host.
   absl::Status broadcastInts(int64_t *values, int64_t n);
+  /// Shares how a step only rank 0 takes went: every rank learns whether
+  /// `outcome` (rank 0's; OK elsewhere) is OK. Rank 0 returns its own
+  /// error; the others Aborted "rank 0 could not <what> (its message says
+  /// why)". A collective.
+  absl::Status shareRankZeroOutcome(const absl::Status &outcome,
+                                    const std::string &what);
   absl::Status allGatherInts(const int64_t *mine, int64_t n,
                              std::vector<int64_t> *all);
 
