@@ -189,6 +189,32 @@ protected:
   virtual absl::Status run(const CollectiveArgs &args, const Group &group) = 0;
 };
 
+/// A host comm (shm, gloo) on the 2-D mesh of Comm.h: this rank's place,
+/// its groups and its count of collectives per group kind, which both keep
+/// alike. The count numbers each collective ("#N" in errors) and is what the
+/// members of a group check against each other.
+class HostMeshComm : public CollectiveComm {
+public:
+  int rank() const override { return rank_; }
+  int worldSize() const override { return mesh_.worldSize; }
+  absl::StatusOr<Group> group(GroupKind kind) const override {
+    return meshGroup(mesh_, kind, rank_);
+  }
+  /// How many collectives this rank has started on groups of `kind`; the
+  /// "#N" of error messages is this count for the failing one.
+  uint64_t sequence(GroupKind kind) const {
+    int k = static_cast<int>(kind);
+    return k >= 0 && k < 3 ? seq_[k] : 0;
+  }
+
+protected:
+  HostMeshComm(int rank, Mesh mesh) : rank_(rank), mesh_(mesh) {}
+
+  const int rank_;
+  const Mesh mesh_;
+  uint64_t seq_[3] = {0, 0, 0}; // by GroupKind
+};
+
 } // namespace md::runtime
 
 #endif // MD_RUNTIME_CORE_COLLECTIVECOMM_H

@@ -248,7 +248,7 @@ struct GlooComm::Op : HostCollectiveCall {
 //===----------------------------------------------------------------------===//
 
 GlooComm::GlooComm(const GlooCommOptions &options, Mesh mesh)
-    : options_(options), mesh_(mesh) {}
+    : HostMeshComm(options.rank, mesh), options_(options) {}
 
 GlooComm::~GlooComm() = default;
 
@@ -332,15 +332,6 @@ absl::Status GlooComm::connect() {
   }
   // Rank 0 serves the store until every rank is through.
   return store->close();
-}
-
-absl::StatusOr<Group> GlooComm::group(GroupKind kind) const {
-  return meshGroup(mesh_, kind, options_.rank);
-}
-
-uint64_t GlooComm::sequence(GroupKind kind) const {
-  int k = static_cast<int>(kind);
-  return k >= 0 && k < 3 ? seq_[k] : 0;
 }
 
 //===----------------------------------------------------------------------===//

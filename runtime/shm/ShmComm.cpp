@@ -184,7 +184,8 @@ absl::Status ShmComm::removeSegment(const std::string &jobId) {
 }
 
 ShmComm::ShmComm(const ShmCommOptions &options, Mesh mesh)
-    : options_(options), mesh_(mesh), name_(segmentName(options.jobId)) {
+    : HostMeshComm(options.rank, mesh), options_(options),
+      name_(segmentName(options.jobId)) {
   slotStride_ = roundUp(options.slotBytes, kPage);
   totalBytes_ = headerBytes() + controlBytes(options.worldSize) +
                 int64_t(options.worldSize) * slotStride_;
@@ -388,15 +389,6 @@ ShmComm::~ShmComm() {
 //===----------------------------------------------------------------------===//
 // The protocol
 //===----------------------------------------------------------------------===//
-
-absl::StatusOr<Group> ShmComm::group(GroupKind kind) const {
-  return meshGroup(mesh_, kind, options_.rank);
-}
-
-uint64_t ShmComm::sequence(GroupKind kind) const {
-  int k = static_cast<int>(kind);
-  return k >= 0 && k < 3 ? seq_[k] : 0;
-}
 
 char *ShmComm::slot(int rank) const {
   return base_ + headerBytes() + controlBytes(options_.worldSize) +
