@@ -85,8 +85,6 @@ public:
   create(const GlooCommOptions &options);
 
   ~GlooComm() override;
-  GlooComm(const GlooComm &) = delete;
-  GlooComm &operator=(const GlooComm &) = delete;
 
   const char *name() const override { return "gloo"; }
   // rank(), worldSize(), group() and sequence() are HostMeshComm's.

@@ -77,8 +77,6 @@ public:
   static absl::Status removeSegment(const std::string &jobId);
 
   ~ShmComm() override;
-  ShmComm(const ShmComm &) = delete;
-  ShmComm &operator=(const ShmComm &) = delete;
 
   const char *name() const override { return "shm"; }
   // rank(), worldSize(), group() and sequence() are HostMeshComm's.
