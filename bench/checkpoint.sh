@@ -19,6 +19,8 @@
 # time is every rank's. Prints one line per model and W.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$repo/bench/lib.sh"
 build=$repo/build
 work=${TMPDIR:-/tmp}/md-ckpt-bench
 ranks="1 2 4"
@@ -29,7 +31,7 @@ while [[ $# -gt 0 ]]; do
   --work) work=${2:?}; shift 2 ;;
   --ranks) ranks=${2:?}; shift 2 ;;
   --models) models=${2:?}; shift 2 ;;
-  -h | --help) sed -n '2,/^[^#]/{/^#/{s/^# \{0,1\}//;p}}' "$0"; exit 0 ;;
+  -h | --help) bench_usage "$0" ;;
   *) echo "checkpoint.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -39,17 +41,6 @@ mdrun=$build/bin/mdrun
 rm -rf "$work" && mkdir -p "$work"
 cd "$work"
 
-# rewrite FILE TRAIN_BLOCK: FILE with its train { ... } block replaced.
-rewrite() {
-  awk -v train="$2" '
-    /^train \{/ { skipping = 1; depth = 0 }
-    skipping {
-      n = gsub(/\{/, "{"); m = gsub(/\}/, "}"); depth += n - m
-      if (depth == 0) { skipping = 0; print train }
-      next
-    }
-    { print }' "$1"
-}
 bench_train='train {
   data           = synthetic(seed = 0)
   global_batch   = 4
@@ -63,11 +54,11 @@ bench_train='train {
 }'
 precision='precision = { param = bf16, reduce = f32, buffer = f32, master = f32 }'
 {
-  rewrite "$repo/test/mdrun/models/gpt.mdl" "$bench_train"
+  bench_rewrite_train "$repo/test/mdrun/models/gpt.mdl" "$bench_train"
   printf '\nplan bench extends fsdp-full {\n  wrap = blocks(h)\n  %s\n}\n' "$precision"
 } >tiny.mdl
 "$mdc" tiny.mdl --plan bench -o tiny.fb
-rewrite "$repo/models/gpt.mdl" "$bench_train" >gpt2.mdl
+bench_rewrite_train "$repo/models/gpt.mdl" "$bench_train" >gpt2.mdl
 "$mdc" gpt2.mdl -D seq=64 --plan fsdp-full -o gpt2.fb
 
 printf '%-6s %3s  %14s  %8s  %8s\n' model W "MiB per rank" "save s" "load s"

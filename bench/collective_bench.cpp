@@ -52,6 +52,7 @@
 #include "absl/strings/str_split.h"
 #include "runtime/core/Backend.h"
 #include "runtime/core/Comm.h"
+#include "runtime/core/Status.h"
 #include "runtime/gloo/GlooComm.h"
 #include "runtime/net/Rendezvous.h"
 #include "runtime/net/Socket.h"
@@ -224,6 +225,19 @@ std::chrono::milliseconds timeoutMs() {
       int64_t(absl::GetFlag(FLAGS_timeout) * 1000));
 }
 
+/// Where the ranks of a gloo or nccl run meet (127.0.0.1:port, rank 0
+/// listening); `fingerprint` keeps another job on the port out.
+net::RendezvousOptions rendezvousAt(int port, int rank, int n,
+                                    const char *fingerprint) {
+  net::RendezvousOptions o;
+  o.masterPort = port;
+  o.rank = rank;
+  o.worldSize = n;
+  o.fingerprint = fingerprint;
+  o.timeout = timeoutMs();
+  return o;
+}
+
 /// Exit status 77: the comm cannot run here (nccl without a GPU).
 struct Skip {
   std::string why;
@@ -239,24 +253,14 @@ absl::StatusOr<RankComm> makeComm(const std::string &kind, int rank, int n,
     o.rank = rank;
     o.worldSize = n;
     o.timeout = timeoutMs();
-    absl::StatusOr<std::unique_ptr<shm::ShmComm>> c = shm::ShmComm::create(o);
-    if (!c.ok())
-      return c.status();
-    rc.comm = std::move(*c);
+    MD_ASSIGN_OR_RETURN(rc.comm, shm::ShmComm::create(o));
     return rc;
   }
   if (kind == "gloo") {
     gloo::GlooCommOptions o;
-    o.masterPort = port;
-    o.rank = rank;
-    o.worldSize = n;
-    o.fingerprint = "md-collective-bench";
-    o.timeout = timeoutMs();
-    absl::StatusOr<std::unique_ptr<gloo::GlooComm>> c =
-        gloo::GlooComm::create(o);
-    if (!c.ok())
-      return c.status();
-    rc.comm = std::move(*c);
+    static_cast<net::RendezvousOptions &>(o) =
+        rendezvousAt(port, rank, n, "md-collective-bench");
+    MD_ASSIGN_OR_RETURN(rc.comm, gloo::GlooComm::create(o));
     return rc;
   }
 #if MD_ENABLE_CUDA
@@ -281,12 +285,8 @@ absl::StatusOr<RankComm> makeComm(const std::string &kind, int rank, int n,
         return made.status();
       id = *made;
     }
-    net::RendezvousOptions ro;
-    ro.masterPort = port;
-    ro.rank = rank;
-    ro.worldSize = n;
-    ro.fingerprint = "md-collective-bench nccl";
-    ro.timeout = timeoutMs();
+    net::RendezvousOptions ro =
+        rendezvousAt(port, rank, n, "md-collective-bench nccl");
     absl::StatusOr<std::vector<std::string>> ids =
         net::Rendezvous(ro, rank == 0 ? std::string_view(id.data(), id.size())
                                       : std::string_view());
@@ -300,12 +300,8 @@ absl::StatusOr<RankComm> makeComm(const std::string &kind, int rank, int n,
     no.uniqueId = id;
     no.backend = device->get();
     no.timeout = timeoutMs();
-    absl::StatusOr<std::unique_ptr<nccl::NcclComm>> c =
-        nccl::NcclComm::create(no);
-    if (!c.ok())
-      return c.status();
+    MD_ASSIGN_OR_RETURN(rc.comm, nccl::NcclComm::create(no));
     rc.device = std::move(*device);
-    rc.comm = std::move(*c);
     return rc;
   }
 #else

@@ -34,16 +34,14 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$repo/bench/lib.sh"
 build=$repo/build
 gpt_steps=20
 mlp_steps=300
 reps=5
 keep=
 
-usage() {
-  sed -n '2,/^[^#]/{/^#/{s/^# \{0,1\}//;p}}' "$0"
-  exit "${1:-0}"
-}
 while [[ $# -gt 0 ]]; do
   case $1 in
   --build) build=${2:?--build needs a directory}; shift 2 ;;
@@ -51,8 +49,8 @@ while [[ $# -gt 0 ]]; do
   --mlp-steps) mlp_steps=${2:?}; shift 2 ;;
   --reps) reps=${2:?}; shift 2 ;;
   --keep) keep=${2:?}; shift 2 ;;
-  -h | --help) usage 0 ;;
-  *) echo "cpu_step.sh: unknown argument '$1'" >&2; usage 2 ;;
+  -h | --help) bench_usage "$0" ;;
+  *) echo "cpu_step.sh: unknown argument '$1'" >&2; bench_usage "$0" 2 ;;
   esac
 done
 for n in "$gpt_steps" "$mlp_steps" "$reps"; do
@@ -68,8 +66,6 @@ for tool in "$mdc" "$mdrun" "$sgemm"; do
   [[ -x $tool ]] || { echo "cpu_step.sh: $tool not found: build first (README.md)" >&2; exit 1; }
 done
 
-# shellcheck source=bench/lib.sh
-source "$repo/bench/lib.sh"
 bench_workdir cpu_step "$keep"
 
 # --- the machine -------------------------------------------------------------

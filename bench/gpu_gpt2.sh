@@ -36,6 +36,8 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$repo/bench/lib.sh"
 build=$repo/build
 plans=$repo/.devplans
 steps=30
@@ -48,7 +50,7 @@ while [[ $# -gt 0 ]]; do
   --steps) steps=${2:?}; shift 2 ;;
   --keep) keep=${2:?}; shift 2 ;;
   --peak-tflops) peak=${2:?}; shift 2 ;;
-  -h | --help) sed -n '2,/^[^#]/{/^#/{s/^# \{0,1\}//;p}}' "$0"; exit 0 ;;
+  -h | --help) bench_usage "$0" ;;
   *) echo "gpu_gpt2.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done

@@ -19,6 +19,8 @@
 #       (the tiny GPT the CPU tests train), bf16 parameters, W not pinned.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$repo/bench/lib.sh"
 build=$repo/build
 out=$repo/.devplans
 micro=8
@@ -27,7 +29,7 @@ while [[ $# -gt 0 ]]; do
   --build) build=${2:?}; shift 2 ;;
   --out) out=${2:?}; shift 2 ;;
   --micro-batch) micro=${2:?}; shift 2 ;;
-  -h | --help) sed -n '2,/^[^#]/{/^#/{s/^# \{0,1\}//;p}}' "$0"; exit 0 ;;
+  -h | --help) bench_usage "$0" ;;
   *) echo "gpu_plans.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -37,17 +39,6 @@ mdc=$build/bin/mdc
 mkdir -p "$out"
 
 precision='precision = { param = bf16, reduce = f32, buffer = f32, master = f32 }'
-# rewrite FILE TRAIN_BLOCK: FILE with its train { ... } block replaced.
-rewrite() {
-  awk -v train="$2" '
-    /^train \{/ { skipping = 1; depth = 0 }
-    skipping {
-      n = gsub(/\{/, "{"); m = gsub(/\}/, "}"); depth += n - m
-      if (depth == 0) { skipping = 0; print train }
-      next
-    }
-    { print }' "$1"
-}
 
 bench_train="train {
   data           = synthetic(seed = 0)
@@ -59,7 +50,7 @@ bench_train="train {
   seed           = 1337
 }"
 {
-  rewrite "$repo/models/gpt.mdl" "$bench_train"
+  bench_rewrite_train "$repo/models/gpt.mdl" "$bench_train"
   printf '\nplan bench-single extends single {\n  %s\n}\n' "$precision"
 } >"$out/gpt2.mdl"
 "$mdc" "$out/gpt2.mdl" --plan bench-single -o "$out/gpt2-single.fb"

@@ -1,5 +1,26 @@
 # Shared by the bench scripts (sourced, not run).
 
+# bench_usage SCRIPT [CODE]: prints SCRIPT's header comment (its --help)
+# and exits with CODE (default 0).
+bench_usage() {
+  sed -n '2,/^[^#]/{/^#/{s/^# \{0,1\}//;p}}' "$1"
+  exit "${2:-0}"
+}
+
+# bench_rewrite_train FILE TRAIN_BLOCK: prints FILE with its top-level
+# train { ... } block replaced by TRAIN_BLOCK, so a bench runs a model's
+# network under its own batch and data settings.
+bench_rewrite_train() {
+  awk -v train="$2" '
+    /^train \{/ { skipping = 1; depth = 0 }
+    skipping {
+      n = gsub(/\{/, "{"); m = gsub(/\}/, "}"); depth += n - m
+      if (depth == 0) { skipping = 0; print train }
+      next
+    }
+    { print }' "$1"
+}
+
 # bench_workdir NAME KEEP: sets `work` to KEEP (reused only when empty or
 # made by an earlier run: its .md-bench marker) or, without KEEP, to a
 # temporary directory removed when the script exits.

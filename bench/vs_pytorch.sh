@@ -32,6 +32,8 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$repo/bench/lib.sh"
 build=$repo/build
 python=${MD_TORCH_PYTHON:-$HOME/.cache/md/torch-venv/bin/python}
 reps=3
@@ -39,10 +41,6 @@ steps=8
 rows=all
 keep=
 
-usage() {
-  sed -n '2,/^[^#]/{/^#/{s/^# \{0,1\}//;p}}' "$0"
-  exit "${1:-0}"
-}
 while [[ $# -gt 0 ]]; do
   case $1 in
   --build) build=${2:?--build needs a directory}; shift 2 ;;
@@ -52,8 +50,8 @@ while [[ $# -gt 0 ]]; do
   --rows) rows=${2:?}; shift 2 ;;
   --keep) keep=${2:?}; shift 2 ;;
   --comm-thread) export MD_CPU_COMM_THREAD=1; shift ;;
-  -h | --help) usage 0 ;;
-  *) echo "vs_pytorch.sh: unknown argument '$1'" >&2; usage 2 ;;
+  -h | --help) bench_usage "$0" ;;
+  *) echo "vs_pytorch.sh: unknown argument '$1'" >&2; bench_usage "$0" 2 ;;
   esac
 done
 for n in "$reps" "$steps"; do
@@ -74,8 +72,6 @@ if ! torch_version=$("$python" -c 'import torch, numpy; print(torch.__version__)
   exit 0
 fi
 
-# shellcheck source=bench/lib.sh
-source "$repo/bench/lib.sh"
 bench_workdir vs_pytorch "$keep"
 
 cpu=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)

@@ -400,4 +400,19 @@ public:
 
 } // namespace md::runtime
 
+/// Declares, inside a backend class, the overrides of Backend's copies,
+/// events and synchronization, which every backend implements with these
+/// signatures: one list, so a change to the interface is made once.
+#define MD_BACKEND_STREAM_OVERRIDES                                            \
+  absl::Status copy(void *dst, const void *src, int64_t bytes,                 \
+                    ::md::runtime::Stream stream) override;                    \
+  absl::Status zero(void *dst, int64_t bytes, ::md::runtime::Stream stream)    \
+      override;                                                                \
+  absl::StatusOr<::md::runtime::Event> createEvent() override;                 \
+  absl::Status recordEvent(::md::runtime::Stream stream,                       \
+                           ::md::runtime::Event event) override;               \
+  absl::Status waitEvent(::md::runtime::Stream stream,                         \
+                         ::md::runtime::Event event) override;                 \
+  absl::Status synchronize(::md::runtime::Stream stream) override;
+
 #endif // MD_RUNTIME_CORE_BACKEND_H

@@ -26,6 +26,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "runtime/core/CheckpointMeta.h"
+#include "runtime/core/EnumNames.h"
 #include "runtime/core/Safetensors.h"
 #include "runtime/core/Status.h"
 
@@ -43,25 +44,13 @@ std::string ShardFileName(const std::string &dir, int rank) {
   return absl::StrFormat("%s/rank_%05d.safetensors", dir, rank);
 }
 
+// safetensors' spelling of each plan dtype, in fb::DType order.
+constexpr const char *kSafetensorsDTypeNames[] = {"?",   "F32", "BF16", "F16",
+                                                  "I32", "I64", "F64",  "BOOL"};
+static_assert(namesEveryValue(kSafetensorsDTypeNames, fb::DType::MAX));
+
 const char *SafetensorsDType(fb::DType t) {
-  switch (t) {
-  case fb::DType::F32:
-    return "F32";
-  case fb::DType::BF16:
-    return "BF16";
-  case fb::DType::F16:
-    return "F16";
-  case fb::DType::I32:
-    return "I32";
-  case fb::DType::I64:
-    return "I64";
-  case fb::DType::F64:
-    return "F64";
-  case fb::DType::Bool:
-    return "BOOL";
-  default:
-    return "?";
-  }
+  return enumName(kSafetensorsDTypeNames, t);
 }
 
 absl::Status

@@ -78,6 +78,26 @@ struct CollectiveArgs {
   }
 };
 
+/// A collective as a host comm (shm, gloo) runs it: the caller's arguments,
+/// the group and the description its members exchange. Each comm's
+/// in-flight Op extends it with its own state.
+struct HostCollectiveCall {
+  const Group *group = nullptr;
+  const CollectiveArgs *args = nullptr;
+  CollectiveDesc desc;
+
+  /// Takes `args` on `group` and checks them (checkCollectiveCall, whose
+  /// messages start with `comm`).
+  absl::Status start(const char *comm, const Mesh &mesh, int rank,
+                     const Group &onGroup, const CollectiveArgs &callArgs) {
+    group = &onGroup;
+    args = &callArgs;
+    desc = callArgs.desc();
+    return checkCollectiveCall(comm, mesh, rank, onGroup, desc, callArgs.send,
+                               callArgs.recv);
+  }
+};
+
 /// Elements of the send and of the receive buffer on a group of
 /// `groupSize` ranks: reduce_scatter sends and all_gather receives
 /// groupSize blocks of `count`, a barrier moves nothing.
@@ -167,6 +187,32 @@ protected:
   /// rank's group of its kind: run() checks that, and everything else a
   /// rank can check alone, before it moves any data.
   virtual absl::Status run(const CollectiveArgs &args, const Group &group) = 0;
+};
+
+/// A host comm (shm, gloo) on the 2-D mesh of Comm.h: this rank's place,
+/// its groups and its count of collectives per group kind, which both keep
+/// alike. The count numbers each collective ("#N" in errors) and is what the
+/// members of a group check against each other.
+class HostMeshComm : public CollectiveComm {
+public:
+  int rank() const override { return rank_; }
+  int worldSize() const override { return mesh_.worldSize; }
+  absl::StatusOr<Group> group(GroupKind kind) const override {
+    return meshGroup(mesh_, kind, rank_);
+  }
+  /// How many collectives this rank has started on groups of `kind`; the
+  /// "#N" of error messages is this count for the failing one.
+  uint64_t sequence(GroupKind kind) const {
+    int k = static_cast<int>(kind);
+    return k >= 0 && k < 3 ? seq_[k] : 0;
+  }
+
+protected:
+  HostMeshComm(int rank, Mesh mesh) : rank_(rank), mesh_(mesh) {}
+
+  const int rank_;
+  const Mesh mesh_;
+  uint64_t seq_[3] = {0, 0, 0}; // by GroupKind
 };
 
 } // namespace md::runtime

@@ -148,6 +148,11 @@ using ShardLayout = mesh::ShardLayout;
 
 class Comm {
 public:
+  // A comm owns its connections, segment or communicators: never copied,
+  // so no comm needs to say so again.
+  Comm() = default;
+  Comm(const Comm &) = delete;
+  Comm &operator=(const Comm &) = delete;
   virtual ~Comm();
 
   /// "shm", "nccl".

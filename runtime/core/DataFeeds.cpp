@@ -18,6 +18,7 @@
 namespace md::runtime {
 
 using plan_access::count;
+using plan_access::planInstructions;
 using plan_access::str;
 
 /// A data source read batch by batch: one per training dataset, and one
@@ -88,15 +89,10 @@ int64_t DataFeeds::indexBound(int32_t start) const {
   while (!work.empty()) {
     int32_t x = work.back();
     work.pop_back();
-    for (uint32_t bl = 0; bl < count(plan_.blocks()); ++bl) {
-      const fb::Block *block = plan_.blocks()->Get(bl);
-      for (uint32_t i = 0; i < count(block->instructions()); ++i) {
-        const fb::Instruction *inst = block->instructions()->Get(i);
-        for (uint32_t k = 0; k < count(inst->inputs()); ++k)
-          if (inst->inputs()->Get(k) == x)
-            visit(*inst, k);
-      }
-    }
+    for (const fb::Instruction *inst : planInstructions(plan_))
+      for (uint32_t k = 0; k < count(inst->inputs()); ++k)
+        if (inst->inputs()->Get(k) == x)
+          visit(*inst, k);
   }
   return bound;
 }

@@ -25,8 +25,8 @@
 #include "absl/strings/str_join.h"
 #include "runtime/core/ExecutorImpl.h"
 #include "runtime/core/KernelDispatch.h"
-#include "runtime/core/RankPath.h"
 #include "runtime/core/Random.h"
+#include "runtime/core/RankPath.h"
 #include "runtime/core/Status.h"
 #include "runtime/core/StreamOrder.h"
 #include "runtime/plan/Schema.h"
@@ -667,37 +667,32 @@ absl::Status Executor::Impl::evaluate(const fb::Instruction &inst) {
 
 absl::StatusOr<std::vector<Evaluation>> Executor::Impl::evaluateAll() {
   std::vector<Evaluation> out;
-  for (uint32_t bl = 0; bl < count(plan_.blocks()); ++bl) {
-    const fb::Block *block = plan_.blocks()->Get(bl);
-    for (uint32_t i = 0; i < count(block->instructions()); ++i) {
-      const fb::Instruction *inst = block->instructions()->Get(i);
-      if (inst->opcode() != fb::Opcode::Evaluate)
-        continue;
-      forgetScalarsWrittenBy(*inst);
-      MD_RETURN_IF_ERROR(evaluate(*inst));
-      MD_ASSIGN_OR_RETURN(Scalar loss, readScalar(inst->outputs()->Get(0)));
-      Evaluation e;
-      e.loss = loss.asDouble();
-      if (inst->loc() >= 0) {
-        const fb::SourceLocation *loc = plan_.locations()->Get(inst->loc());
-        e.where =
-            absl::StrCat(str(loc->file()), ":", loc->line(), ":", loc->col());
-      }
-      const fb::DataSpec *d =
-          plan_.datasets()->Get(static_cast<uint32_t>(inst->ints()->Get(0)));
-      switch (d->kind()) {
-      case fb::DataKind::Synthetic:
-        e.dataset = absl::StrFormat("synthetic(seed = %d)", d->seed());
-        break;
-      case fb::DataKind::Npy:
-        e.dataset = absl::StrFormat("npy(%s)", str(d->path()));
-        break;
-      case fb::DataKind::Tokens:
-        e.dataset = absl::StrFormat("tokens(%s)", str(d->path()));
-        break;
-      }
-      out.push_back(std::move(e));
+  for (const fb::Instruction *inst :
+       planInstructions(plan_, fb::Opcode::Evaluate)) {
+    forgetScalarsWrittenBy(*inst);
+    MD_RETURN_IF_ERROR(evaluate(*inst));
+    MD_ASSIGN_OR_RETURN(Scalar loss, readScalar(inst->outputs()->Get(0)));
+    Evaluation e;
+    e.loss = loss.asDouble();
+    if (inst->loc() >= 0) {
+      const fb::SourceLocation *loc = plan_.locations()->Get(inst->loc());
+      e.where =
+          absl::StrCat(str(loc->file()), ":", loc->line(), ":", loc->col());
     }
+    const fb::DataSpec *d =
+        plan_.datasets()->Get(static_cast<uint32_t>(inst->ints()->Get(0)));
+    switch (d->kind()) {
+    case fb::DataKind::Synthetic:
+      e.dataset = absl::StrFormat("synthetic(seed = %d)", d->seed());
+      break;
+    case fb::DataKind::Npy:
+      e.dataset = absl::StrFormat("npy(%s)", str(d->path()));
+      break;
+    case fb::DataKind::Tokens:
+      e.dataset = absl::StrFormat("tokens(%s)", str(d->path()));
+      break;
+    }
+    out.push_back(std::move(e));
   }
   if (out.empty())
     return absl::InvalidArgumentError(

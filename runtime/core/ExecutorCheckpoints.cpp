@@ -323,19 +323,14 @@ absl::Status Executor::Impl::checkPreemption() {
   stopReason_ = "preempted (SIGTERM)";
   // The plan's first sharded save, else its first save, at this step.
   const fb::Instruction *chosen = nullptr;
-  for (uint32_t bl = 0; bl < count(plan_.blocks()); ++bl) {
-    const fb::Block *block = plan_.blocks()->Get(bl);
-    for (uint32_t i = 0; i < count(block->instructions()); ++i) {
-      const fb::Instruction *inst = block->instructions()->Get(i);
-      if (inst->opcode() != fb::Opcode::Save)
-        continue;
-      bool sharded = static_cast<fb::CheckpointFormat>(inst->ints()->Get(0)) ==
-                     fb::CheckpointFormat::Sharded;
-      if (chosen == nullptr ||
-          (sharded && static_cast<fb::CheckpointFormat>(chosen->ints()->Get(
-                          0)) != fb::CheckpointFormat::Sharded))
-        chosen = inst;
-    }
+  for (const fb::Instruction *inst :
+       planInstructions(plan_, fb::Opcode::Save)) {
+    bool sharded = static_cast<fb::CheckpointFormat>(inst->ints()->Get(0)) ==
+                   fb::CheckpointFormat::Sharded;
+    if (chosen == nullptr ||
+        (sharded && static_cast<fb::CheckpointFormat>(chosen->ints()->Get(0)) !=
+                        fb::CheckpointFormat::Sharded))
+      chosen = inst;
   }
   if (chosen == nullptr || lastSaveStep_ == step_)
     return absl::OkStatus();
@@ -462,15 +457,13 @@ absl::StatusOr<std::string> Executor::Impl::resolveResume() {
   }
   // auto: the directory of the plan's first sharded save.
   std::optional<std::string> saveDir;
-  for (uint32_t bl = 0; bl < count(plan_.blocks()) && !saveDir; ++bl) {
-    const fb::Block *block = plan_.blocks()->Get(bl);
-    for (uint32_t i = 0; i < count(block->instructions()) && !saveDir; ++i) {
-      const fb::Instruction *inst = block->instructions()->Get(i);
-      if (inst->opcode() == fb::Opcode::Save &&
-          static_cast<fb::CheckpointFormat>(inst->ints()->Get(0)) ==
-              fb::CheckpointFormat::Sharded)
-        saveDir = count(inst->strings()) > 0 ? str(inst->strings()->Get(0))
-                                             : std::string();
+  for (const fb::Instruction *inst :
+       planInstructions(plan_, fb::Opcode::Save)) {
+    if (static_cast<fb::CheckpointFormat>(inst->ints()->Get(0)) ==
+        fb::CheckpointFormat::Sharded) {
+      saveDir = count(inst->strings()) > 0 ? str(inst->strings()->Get(0))
+                                           : std::string();
+      break;
     }
   }
   if (!saveDir) {
@@ -633,16 +626,10 @@ absl::Status Executor::Impl::loadSharded(const std::string &dir,
 }
 
 absl::Status Executor::Impl::loadWeights(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return absl::NotFoundError(
-        absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  MD_ASSIGN_OR_RETURN(SafetensorsHeader header,
-                      ReadSafetensorsHeader(fd, path));
+  MD_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
+                      OpenSafetensors(path));
+  const int fd = file->fd;
+  SafetensorsHeader &header = file->header;
   if (!options_.initMap.empty()) {
     // Another framework's names: the map gives md's, with the byte ranges
     // of the (blocks of) tensors they are.

@@ -22,79 +22,59 @@ bool isFloatPlanDType(fb::DType t) {
          t == fb::DType::F64;
 }
 
+namespace {
+
+// A host scalar's bytes are unaligned in its buffer: copied, never cast.
+template <typename T> void store(uint8_t *out, T x) {
+  std::memcpy(out, &x, sizeof x);
+}
+template <typename T> T load(const uint8_t *in) {
+  T x;
+  std::memcpy(&x, in, sizeof x);
+  return x;
+}
+
+} // namespace
+
 void encodeScalar(fb::DType t, const Scalar &v, uint8_t *out) {
+  // Only for the integer types: a float value out of int64's range would
+  // not convert.
+  auto asInt = [&] { return v.isFloat ? static_cast<int64_t>(v.f) : v.i; };
   switch (t) {
-  case fb::DType::F32: {
-    float x = static_cast<float>(v.asDouble());
-    std::memcpy(out, &x, 4);
-    break;
-  }
-  case fb::DType::F64: {
-    double x = v.asDouble();
-    std::memcpy(out, &x, 8);
-    break;
-  }
-  case fb::DType::BF16: {
-    uint16_t x = f32ToBf16(static_cast<float>(v.asDouble()));
-    std::memcpy(out, &x, 2);
-    break;
-  }
-  case fb::DType::F16: {
-    uint16_t x = f32ToF16(static_cast<float>(v.asDouble()));
-    std::memcpy(out, &x, 2);
-    break;
-  }
-  case fb::DType::I32: {
-    int32_t x =
-        static_cast<int32_t>(v.isFloat ? static_cast<int64_t>(v.f) : v.i);
-    std::memcpy(out, &x, 4);
-    break;
-  }
-  case fb::DType::I64: {
-    int64_t x = v.isFloat ? static_cast<int64_t>(v.f) : v.i;
-    std::memcpy(out, &x, 8);
-    break;
-  }
+  case fb::DType::F32:
+    return store(out, static_cast<float>(v.asDouble()));
+  case fb::DType::F64:
+    return store(out, v.asDouble());
+  case fb::DType::BF16:
+    return store(out, f32ToBf16(static_cast<float>(v.asDouble())));
+  case fb::DType::F16:
+    return store(out, f32ToF16(static_cast<float>(v.asDouble())));
+  case fb::DType::I32:
+    return store(out, static_cast<int32_t>(asInt()));
+  case fb::DType::I64:
+    return store(out, asInt());
   case fb::DType::Bool:
     out[0] = (v.isFloat ? v.f != 0 : v.i != 0) ? 1 : 0;
-    break;
+    return;
   default:
-    break;
+    return;
   }
 }
 
 Scalar decodeScalar(fb::DType t, const uint8_t *in) {
   switch (t) {
-  case fb::DType::F32: {
-    float x;
-    std::memcpy(&x, in, 4);
-    return Scalar::Float(x);
-  }
-  case fb::DType::F64: {
-    double x;
-    std::memcpy(&x, in, 8);
-    return Scalar::Float(x);
-  }
-  case fb::DType::BF16: {
-    uint16_t x;
-    std::memcpy(&x, in, 2);
-    return Scalar::Float(bf16ToF32(x));
-  }
-  case fb::DType::F16: {
-    uint16_t x;
-    std::memcpy(&x, in, 2);
-    return Scalar::Float(f16ToF32(x));
-  }
-  case fb::DType::I32: {
-    int32_t x;
-    std::memcpy(&x, in, 4);
-    return Scalar::Int(x);
-  }
-  case fb::DType::I64: {
-    int64_t x;
-    std::memcpy(&x, in, 8);
-    return Scalar::Int(x);
-  }
+  case fb::DType::F32:
+    return Scalar::Float(load<float>(in));
+  case fb::DType::F64:
+    return Scalar::Float(load<double>(in));
+  case fb::DType::BF16:
+    return Scalar::Float(bf16ToF32(load<uint16_t>(in)));
+  case fb::DType::F16:
+    return Scalar::Float(f16ToF32(load<uint16_t>(in)));
+  case fb::DType::I32:
+    return Scalar::Int(load<int32_t>(in));
+  case fb::DType::I64:
+    return Scalar::Int(load<int64_t>(in));
   case fb::DType::Bool:
     return Scalar::Int(in[0] != 0 ? 1 : 0);
   default:

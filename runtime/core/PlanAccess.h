@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "runtime/core/Tensor.h"
 #include "runtime/plan/Schema.h"
@@ -26,6 +27,24 @@ template <typename T> uint32_t count(const flatbuffers::Vector<T> *v) {
 /// A string the plan may leave out.
 inline std::string str(const flatbuffers::String *s) {
   return s ? std::string(s->c_str(), s->size()) : std::string();
+}
+
+/// The plan's instructions block by block, in plan order; only those of
+/// `opcode` when it is given. For the walks made once per run (evaluation,
+/// saves, data feeds), not the step loop.
+inline std::vector<const fb::Instruction *>
+planInstructions(const fb::Plan &plan,
+                 std::optional<fb::Opcode> opcode = std::nullopt) {
+  std::vector<const fb::Instruction *> out;
+  for (uint32_t b = 0; b < count(plan.blocks()); ++b) {
+    const fb::Block *block = plan.blocks()->Get(b);
+    for (uint32_t i = 0; i < count(block->instructions()); ++i) {
+      const fb::Instruction *inst = block->instructions()->Get(i);
+      if (!opcode || inst->opcode() == *opcode)
+        out.push_back(inst);
+    }
+  }
+  return out;
 }
 
 /// The runtime element type of a plan dtype; F64 and Bool are host scalars

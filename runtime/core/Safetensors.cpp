@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runtime/core/Status.h"
 
 namespace md::runtime {
 namespace {
@@ -312,28 +313,35 @@ WriteSafetensors(const std::string &path,
   });
 }
 
+SafetensorsFile::~SafetensorsFile() {
+  if (fd >= 0)
+    ::close(fd);
+}
+
+absl::StatusOr<std::unique_ptr<SafetensorsFile>>
+OpenSafetensors(const std::string &path) {
+  auto file = std::make_unique<SafetensorsFile>();
+  file->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (file->fd < 0)
+    return absl::NotFoundError(
+        absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+  MD_ASSIGN_OR_RETURN(file->header, ReadSafetensorsHeader(file->fd, path));
+  return file;
+}
+
 absl::StatusOr<std::vector<SafetensorsTensor>>
 ReadSafetensors(const std::string &path,
                 std::map<std::string, std::string> *metadata) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return absl::NotFoundError(
-        absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
   // The header, checked as every reader checks it, then each tensor's bytes.
-  absl::StatusOr<SafetensorsHeader> header = ReadSafetensorsHeader(fd, path);
-  if (!header.ok())
-    return header.status();
+  MD_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
+                      OpenSafetensors(path));
   if (metadata)
-    *metadata = header->metadata;
+    *metadata = file->header.metadata;
   std::vector<SafetensorsTensor> out;
-  for (const auto &[name, e] : header->tensors) {
+  for (const auto &[name, e] : file->header.tensors) {
     SafetensorsTensor t{name, e.dtype, e.shape, {}};
     t.data.resize(static_cast<size_t>(e.end - e.begin));
-    if (!ReadAllAt(fd, t.data.data(), t.data.size(), e.begin))
+    if (!ReadAllAt(file->fd, t.data.data(), t.data.size(), e.begin))
       return ioError(path, "cannot read a tensor");
     out.push_back(std::move(t));
   }

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,21 @@ struct SafetensorsHeader {
 /// and its dtype and shape.
 absl::StatusOr<SafetensorsHeader>
 ReadSafetensorsHeader(int fd, const std::string &path);
+/// A safetensors file open for reading, with its checked header; the
+/// descriptor closes with it. Readers of a whole file and of a rank's
+/// ranges both start here.
+struct SafetensorsFile {
+  int fd = -1;
+  SafetensorsHeader header;
+  SafetensorsFile() = default;
+  SafetensorsFile(const SafetensorsFile &) = delete;
+  SafetensorsFile &operator=(const SafetensorsFile &) = delete;
+  ~SafetensorsFile();
+};
+/// Opens `path` and reads its header (ReadSafetensorsHeader). NotFound
+/// "<path>: cannot open: <why>" when it cannot be opened.
+absl::StatusOr<std::unique_ptr<SafetensorsFile>>
+OpenSafetensors(const std::string &path);
 /// pread(2) of exactly `bytes` at `offset`; false with errno set (0 at the
 /// end of the file).
 bool ReadAllAt(int fd, void *data, size_t bytes, int64_t offset);

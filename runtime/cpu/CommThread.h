@@ -65,18 +65,12 @@ public:
   absl::StatusOr<runtime::Buffer> allocate(int64_t bytes) override {
     return cpu_->allocate(bytes);
   }
-  absl::Status copy(void *dst, const void *src, int64_t bytes,
-                    runtime::Stream stream) override;
-  absl::Status zero(void *dst, int64_t bytes, runtime::Stream stream) override;
 
   int numStreams() const override { return 2; }
   /// True: the executor checks that the plan's events order its streams.
   bool concurrentStreams() const override { return true; }
-  absl::StatusOr<runtime::Event> createEvent() override;
-  absl::Status recordEvent(runtime::Stream stream,
-                           runtime::Event event) override;
-  absl::Status waitEvent(runtime::Stream stream, runtime::Event event) override;
-  absl::Status synchronize(runtime::Stream stream) override;
+  // copy, zero, createEvent, recordEvent, waitEvent, synchronize.
+  MD_BACKEND_STREAM_OVERRIDES
 
   // A kernel on the comm stream is queued with a copy of its arguments.
 #define MD_BACKEND_OP(entry, Args)                                             \

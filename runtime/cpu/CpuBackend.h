@@ -38,16 +38,10 @@ public:
   const char *name() const override { return "cpu"; }
 
   absl::StatusOr<runtime::Buffer> allocate(int64_t bytes) override;
-  absl::Status copy(void *dst, const void *src, int64_t bytes,
-                    runtime::Stream stream) override;
-  absl::Status zero(void *dst, int64_t bytes, runtime::Stream stream) override;
 
   int numStreams() const override { return 2; }
-  absl::StatusOr<runtime::Event> createEvent() override;
-  absl::Status recordEvent(runtime::Stream stream,
-                           runtime::Event event) override;
-  absl::Status waitEvent(runtime::Stream stream, runtime::Event event) override;
-  absl::Status synchronize(runtime::Stream stream) override;
+  // copy, zero, createEvent, recordEvent, waitEvent, synchronize.
+  MD_BACKEND_STREAM_OVERRIDES
 
   // The kernels, one override per row of BackendOps.def.
 #define MD_BACKEND_OP(entry, Args)                                             \

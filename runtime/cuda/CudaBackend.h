@@ -50,17 +50,11 @@ public:
   int device() const { return device_; }
 
   absl::StatusOr<runtime::Buffer> allocate(int64_t bytes) override;
-  absl::Status copy(void *dst, const void *src, int64_t bytes,
-                    runtime::Stream stream) override;
-  absl::Status zero(void *dst, int64_t bytes, runtime::Stream stream) override;
 
   int numStreams() const override { return 2; }
   bool concurrentStreams() const override { return true; }
-  absl::StatusOr<runtime::Event> createEvent() override;
-  absl::Status recordEvent(runtime::Stream stream,
-                           runtime::Event event) override;
-  absl::Status waitEvent(runtime::Stream stream, runtime::Event event) override;
-  absl::Status synchronize(runtime::Stream stream) override;
+  // copy, zero, createEvent, recordEvent, waitEvent, synchronize.
+  MD_BACKEND_STREAM_OVERRIDES
 
   /// The cudaStream_t behind `stream`; null for a stream that does not
   /// exist.

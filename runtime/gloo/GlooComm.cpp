@@ -231,10 +231,7 @@ std::string formatAddress(const sockaddr_storage &ss) {
 } // namespace
 
 /// One collective in flight.
-struct GlooComm::Op {
-  const Group *group = nullptr;
-  const CollectiveArgs *args = nullptr;
-  CollectiveDesc desc;
+struct GlooComm::Op : HostCollectiveCall {
   std::shared_ptr<::gloo::Context> context;
   int64_t es = 0; // element bytes
 
@@ -251,7 +248,7 @@ struct GlooComm::Op {
 //===----------------------------------------------------------------------===//
 
 GlooComm::GlooComm(const GlooCommOptions &options, Mesh mesh)
-    : options_(options), mesh_(mesh) {}
+    : HostMeshComm(options.rank, mesh), options_(options) {}
 
 GlooComm::~GlooComm() = default;
 
@@ -337,15 +334,6 @@ absl::Status GlooComm::connect() {
   return store->close();
 }
 
-absl::StatusOr<Group> GlooComm::group(GroupKind kind) const {
-  return meshGroup(mesh_, kind, options_.rank);
-}
-
-uint64_t GlooComm::sequence(GroupKind kind) const {
-  int k = static_cast<int>(kind);
-  return k >= 0 && k < 3 ? seq_[k] : 0;
-}
-
 //===----------------------------------------------------------------------===//
 // Errors
 //===----------------------------------------------------------------------===//
@@ -428,11 +416,7 @@ char *GlooComm::staging(int64_t bytes) {
 
 absl::Status GlooComm::run(const CollectiveArgs &args, const Group &group) {
   Op op;
-  op.group = &group;
-  op.args = &args;
-  op.desc = args.desc();
-  MD_RETURN_IF_ERROR(checkCollectiveCall("gloo", mesh_, options_.rank, group,
-                                         op.desc, args.send, args.recv));
+  MD_RETURN_IF_ERROR(op.start("gloo", mesh_, options_.rank, group, args));
   if (!failed_.ok())
     return failed_;
   const int k = static_cast<int>(group.kind);

@@ -75,7 +75,7 @@ struct GlooCommOptions : net::RendezvousOptions {
   int shardSize = 0;
 };
 
-class GlooComm final : public runtime::CollectiveComm {
+class GlooComm final : public runtime::HostMeshComm {
 public:
   /// Meets the other ranks and connects the groups. Errors: InvalidArgument
   /// for bad options; the rendezvous' errors (a mismatched fingerprint is
@@ -85,17 +85,9 @@ public:
   create(const GlooCommOptions &options);
 
   ~GlooComm() override;
-  GlooComm(const GlooComm &) = delete;
-  GlooComm &operator=(const GlooComm &) = delete;
 
   const char *name() const override { return "gloo"; }
-  int rank() const override { return options_.rank; }
-  int worldSize() const override { return options_.worldSize; }
-  absl::StatusOr<runtime::Group> group(runtime::GroupKind kind) const override;
-
-  /// How many collectives this rank has started on groups of `kind`; the
-  /// "#N" of error messages is this count for the failing one.
-  uint64_t sequence(runtime::GroupKind kind) const;
+  // rank(), worldSize(), group() and sequence() are HostMeshComm's.
   /// Where each rank's Gloo device listens, "host:port" (empty at world
   /// size 1).
   const std::vector<std::string> &addresses() const { return addresses_; }
@@ -141,14 +133,12 @@ private:
   char *staging(int64_t bytes);
 
   GlooCommOptions options_;
-  runtime::Mesh mesh_;
   std::shared_ptr<::gloo::transport::Device> device_;
   /// By group kind; null for a group of one rank. When the shard or the
   /// replicate group is the world, it shares the world's.
   std::shared_ptr<::gloo::Context> contexts_[3];
   std::vector<std::string> addresses_;
   std::vector<char> staging_;
-  uint64_t seq_[3] = {0, 0, 0};
   absl::Status failed_;
 };
 

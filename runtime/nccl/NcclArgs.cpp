@@ -3,6 +3,7 @@
 #include "runtime/nccl/NcclArgs.h"
 
 #include <climits>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -12,38 +13,36 @@ namespace md::nccl {
 
 using namespace md::runtime;
 
-absl::StatusOr<ncclDataType_t> toNcclDataType(DType dtype) {
-  switch (dtype) {
-  case DType::f32:
-    return ncclFloat32;
-  case DType::bf16:
-    return ncclBfloat16;
-  case DType::f16:
-    return ncclFloat16;
-  case DType::i32:
-    return ncclInt32;
-  case DType::i64:
-    return ncclInt64;
-  }
+namespace {
+
+// NCCL's value for each md value, in the md enum's order (as EnumNames.h
+// orders names); the static_asserts keep each table as long as its enum.
+constexpr ncclDataType_t kNcclDataTypes[] = {ncclFloat32, ncclBfloat16,
+                                             ncclFloat16, ncclInt32, ncclInt64};
+static_assert(std::size(kNcclDataTypes) == size_t(DType::i64) + 1);
+constexpr ncclRedOp_t kNcclRedOps[] = {ncclSum, ncclAvg, ncclMax, ncclMin,
+                                       ncclProd};
+static_assert(std::size(kNcclRedOps) == size_t(ReduceOp::prod) + 1);
+
+/// table[value]; InvalidArgument "<what> <value> has no NCCL equivalent"
+/// for a value past it.
+template <typename To, size_t N, typename From>
+absl::StatusOr<To> toNccl(const To (&table)[N], From value, const char *what) {
+  auto index = static_cast<size_t>(value);
+  if (index < N)
+    return table[index];
   return absl::InvalidArgumentError(absl::StrFormat(
-      "element type %d has no NCCL equivalent", static_cast<int>(dtype)));
+      "%s %d has no NCCL equivalent", what, static_cast<int>(value)));
+}
+
+} // namespace
+
+absl::StatusOr<ncclDataType_t> toNcclDataType(DType dtype) {
+  return toNccl(kNcclDataTypes, dtype, "element type");
 }
 
 absl::StatusOr<ncclRedOp_t> toNcclRedOp(ReduceOp op) {
-  switch (op) {
-  case ReduceOp::sum:
-    return ncclSum;
-  case ReduceOp::avg:
-    return ncclAvg;
-  case ReduceOp::max:
-    return ncclMax;
-  case ReduceOp::min:
-    return ncclMin;
-  case ReduceOp::prod:
-    return ncclProd;
-  }
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "reduction %d has no NCCL equivalent", static_cast<int>(op)));
+  return toNccl(kNcclRedOps, op, "reduction");
 }
 
 std::string ncclVersionName(int code) {

@@ -90,8 +90,6 @@ public:
   /// aborting them when that runs out), or only lets go of them after an
   /// abort; clears the backend's sync poll.
   ~NcclComm() override;
-  NcclComm(const NcclComm &) = delete;
-  NcclComm &operator=(const NcclComm &) = delete;
 
   const char *name() const override { return "nccl"; }
   bool streamOrdered() const override { return true; }

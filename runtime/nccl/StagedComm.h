@@ -33,8 +33,6 @@ public:
   StagedComm(std::unique_ptr<runtime::Comm> host, cuda::CudaBackend &backend);
   /// Waits for the comm stream, then frees the staging memory.
   ~StagedComm() override;
-  StagedComm(const StagedComm &) = delete;
-  StagedComm &operator=(const StagedComm &) = delete;
 
   const char *name() const override { return "shm-staged"; }
   /// Its staging copies run on the comm stream, after the plan's waits.

@@ -159,10 +159,7 @@ bool validJobId(const std::string &id) {
 
 /// One collective in flight: what it is, and how a chunk of it is written
 /// to this rank's slot and read back from the group's.
-struct ShmComm::Op {
-  const Group *group = nullptr;
-  const CollectiveArgs *args = nullptr;
-  CollectiveDesc desc;
+struct ShmComm::Op : HostCollectiveCall {
   int64_t elemBytes = 0;
   int64_t chunkElems = 1;
   std::function<void(int64_t begin, int64_t len)> write, read;
@@ -187,7 +184,8 @@ absl::Status ShmComm::removeSegment(const std::string &jobId) {
 }
 
 ShmComm::ShmComm(const ShmCommOptions &options, Mesh mesh)
-    : options_(options), mesh_(mesh), name_(segmentName(options.jobId)) {
+    : HostMeshComm(options.rank, mesh), options_(options),
+      name_(segmentName(options.jobId)) {
   slotStride_ = roundUp(options.slotBytes, kPage);
   totalBytes_ = headerBytes() + controlBytes(options.worldSize) +
                 int64_t(options.worldSize) * slotStride_;
@@ -392,15 +390,6 @@ ShmComm::~ShmComm() {
 // The protocol
 //===----------------------------------------------------------------------===//
 
-absl::StatusOr<Group> ShmComm::group(GroupKind kind) const {
-  return meshGroup(mesh_, kind, options_.rank);
-}
-
-uint64_t ShmComm::sequence(GroupKind kind) const {
-  int k = static_cast<int>(kind);
-  return k >= 0 && k < 3 ? seq_[k] : 0;
-}
-
 char *ShmComm::slot(int rank) const {
   return base_ + headerBytes() + controlBytes(options_.worldSize) +
          int64_t(rank) * slotStride_;
@@ -522,11 +511,7 @@ absl::Status ShmComm::runChunks(Op &op) {
 
 absl::Status ShmComm::run(const CollectiveArgs &args, const Group &group) {
   Op op;
-  op.group = &group;
-  op.args = &args;
-  op.desc = args.desc();
-  MD_RETURN_IF_ERROR(checkCollectiveCall("shm", mesh_, options_.rank, group,
-                                         op.desc, args.send, args.recv));
+  MD_RETURN_IF_ERROR(op.start("shm", mesh_, options_.rank, group, args));
   stage(op);
   return runChunks(op);
 }

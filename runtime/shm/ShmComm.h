@@ -57,7 +57,7 @@ struct ShmCommOptions {
   std::string fingerprint;
 };
 
-class ShmComm final : public runtime::CollectiveComm {
+class ShmComm final : public runtime::HostMeshComm {
 public:
   /// Rank 0 creates the segment, the others attach to it (waiting up to the
   /// timeout for it to appear); then every rank waits until all have
@@ -77,17 +77,9 @@ public:
   static absl::Status removeSegment(const std::string &jobId);
 
   ~ShmComm() override;
-  ShmComm(const ShmComm &) = delete;
-  ShmComm &operator=(const ShmComm &) = delete;
 
   const char *name() const override { return "shm"; }
-  int rank() const override { return options_.rank; }
-  int worldSize() const override { return options_.worldSize; }
-  absl::StatusOr<runtime::Group> group(runtime::GroupKind kind) const override;
-
-  /// How many collectives this rank has started on groups of `kind`; the
-  /// "#N" of error messages is this count for the failing one.
-  uint64_t sequence(runtime::GroupKind kind) const;
+  // rank(), worldSize(), group() and sequence() are HostMeshComm's.
 
 private:
   struct Op; // one collective in flight, defined in ShmComm.cpp
@@ -118,14 +110,12 @@ private:
   char *slot(int rank) const;
 
   ShmCommOptions options_;
-  runtime::Mesh mesh_;
   std::string name_;
   int64_t totalBytes_ = 0;
   int64_t slotStride_ = 0;
   char *base_ = nullptr;
   bool ownsName_ = false; // this rank created the name (rank 0)
   bool unlinked_ = false;
-  uint64_t seq_[3] = {0, 0, 0};
   uint64_t phase_[3] = {0, 0, 0};
   absl::Status failed_;
 };
