@@ -11,8 +11,9 @@
 # The test model is test/mdrun/models/mlp.mdl under fsdp-full at W = 2 on
 # the CPU backend. Each trial picks the rank, the checkpoint after whose
 # publication it is killed (none: from the start, so that some resume from
-# nothing) and a delay of 0 to 40 ms after that (a step and its save take
-# about that long), from bash's RANDOM seeded with the seed printed first:
+# nothing; else one of the first 24 of the run's 64 steps) and a delay of 0
+# to 20 ms after that (a step and its save take 1 to 20 ms, idle to
+# loaded), from bash's RANDOM seeded with the seed printed first:
 # `MD_KILL_SEED=S kill-trials.sh ...` repeats a run (up to the timing of the
 # machine).
 #
@@ -36,7 +37,10 @@ RANDOM=$seed
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
-steps=24
+# Long enough after the last checkpoint a kill may follow (`after` below)
+# that the run is still going when the kill comes, even on a quick idle
+# machine, where a step with its save takes about a millisecond.
+steps=64
 for every in 1 2; do
   sed "/^train {/a\\  every $every steps { save checkpoint(sharded, \"ckpt\") }" \
     "$here/models/mlp.mdl" >"mlp-every$every.mdl"
@@ -56,15 +60,16 @@ inside=0 killed=0
 for trial in $(seq 1 "$trials"); do
   every=$((trial % 2 + 1))
   victim=$((RANDOM % 2))
-  # A checkpoint the plan writes (0: none), at least 8 steps before the end.
-  after=$((RANDOM % (steps - 8) / every * every))
-  delay=$(printf '0.%03d' $((RANDOM % 40)))
+  # A checkpoint the plan writes (0: none), in the first 24 steps, so that
+  # 40 or more steps are left to kill a rank in.
+  after=$((RANDOM % 24 / every * every))
+  delay=$(printf '0.%03d' $((RANDOM % 20)))
   dir=trial$trial
   mkdir -p "$dir"
   (cd "$dir" && exec timeout 60 "$mdrun" "${run[@]}" --log-every 1 \
     --save-final final.safetensors "$work/mlp-every$every.fb" >run.out 2>run.err) &
   job=$!
-  # The victim's process id first (the ranks of 24 steps are quick, a
+  # The victim's process id first (the ranks are quick, a
   # lookup is not), then the file system, not the (buffered) progress
   # lines, says how far the run is.
   rank=
