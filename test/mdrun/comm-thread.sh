@@ -15,13 +15,8 @@ mdc=${1:?$usage}
 mdrun=${2:?$usage}
 work=${3:?$usage}
 models=$(cd "$(dirname "$0")" && pwd)/models
-mdc=$(cd "$(dirname "$mdc")" && pwd)/$(basename "$mdc")
-mdrun=$(cd "$(dirname "$mdrun")" && pwd)/$(basename "$mdrun")
-rm -rf "$work" && mkdir -p "$work" || exit 1
-cd "$work" || exit 1
-
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/lib.sh"
+md_setup "$mdc" "$mdrun" "$work"
 
 # train NAME THREAD ARGS...: mdrun on 2 CPU ranks, one BLAS thread each,
 # MD_CPU_COMM_THREAD=THREAD; it must succeed.

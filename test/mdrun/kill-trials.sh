@@ -25,17 +25,12 @@ mdrun=${2:?$usage}
 work=${3:?$usage}
 trials=${4:-20}
 here=$(cd "$(dirname "$0")" && pwd)
-mdc=$(cd "$(dirname "$mdc")" && pwd)/$(basename "$mdc")
-mdrun=$(cd "$(dirname "$mdrun")" && pwd)/$(basename "$mdrun")
-rm -rf "$work" && mkdir -p "$work" || exit 1
-cd "$work" || exit 1
+source "$(dirname "$0")/lib.sh"
+md_setup "$mdc" "$mdrun" "$work"
 
 seed=${MD_KILL_SEED:-$(((RANDOM << 15) | RANDOM))}
 echo "kill-trials: seed $seed (MD_KILL_SEED=$seed repeats these trials)"
 RANDOM=$seed
-
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # Long enough after the last checkpoint a kill may follow (`after` below)
 # that the run is still going when the kill comes, even on a quick idle

@@ -21,13 +21,8 @@ mdc=${1:?$usage}
 mdrun=${2:?$usage}
 work=${3:?$usage}
 here=$(cd "$(dirname "$0")" && pwd)
-mdc=$(cd "$(dirname "$mdc")" && pwd)/$(basename "$mdc")
-mdrun=$(cd "$(dirname "$mdrun")" && pwd)/$(basename "$mdrun")
-rm -rf "$work" && mkdir -p "$work" || exit 1
-cd "$work" || exit 1
-
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/lib.sh"
+md_setup "$mdc" "$mdrun" "$work"
 
 sed '/^train {/a\  every 1000 steps { save checkpoint(sharded, "ckpt") }' \
   "$here/models/mlp.mdl" >mlp.mdl

@@ -17,13 +17,9 @@ mdc=${1:?$usage}
 mdrun=${2:?$usage}
 work=${3:?$usage}
 here=$(cd "$(dirname "$0")" && pwd)
-mdc=$(cd "$(dirname "$mdc")" && pwd)/$(basename "$mdc")
-mdrun=$(cd "$(dirname "$mdrun")" && pwd)/$(basename "$mdrun")
-rm -rf "$work" && mkdir -p "$work/run" || exit 1
-cd "$work" || exit 1
-
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/lib.sh"
+md_setup "$mdc" "$mdrun" "$work"
+mkdir -p run || exit 1
 
 awk -v hooks='  if any(exists("stop.{rank}-of-{world_size}")) { stop }' \
   '{ print } /^train {/ { print hooks }' "$here/models/mlp.mdl" >paths.mdl

@@ -24,13 +24,9 @@ mdc=${1:?$usage}
 mdrun=${2:?$usage}
 work=${3:?$usage}
 here=$(cd "$(dirname "$0")" && pwd)
-mdc=$(cd "$(dirname "$mdc")" && pwd)/$(basename "$mdc")
-mdrun=$(cd "$(dirname "$mdrun")" && pwd)/$(basename "$mdrun")
-rm -rf "$work" && mkdir -p "$work" || exit 1
-cd "$work" || exit 1
+source "$(dirname "$0")/lib.sh"
+md_setup "$mdc" "$mdrun" "$work"
 
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 has() { # has FILE PATTERN: FILE matches the extended regex PATTERN
   grep -Eq -- "$2" "$1" || fail "$1 does not match /$2/:"$'\n'"$(cat "$1")"
 }
