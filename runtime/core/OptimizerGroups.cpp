@@ -167,46 +167,57 @@ absl::Status checkSegments(const TensorRef &param,
   return absl::OkStatus();
 }
 
-} // namespace
-
-absl::Status RunGroupedUpdate(Backend &backend, const AdamWArgs &args,
-                              absl::Span<const OptimizerSegment> segments) {
-  MD_RETURN_IF_ERROR(checkSegments(args.param, segments, "adamw_update"));
+/// Runs `update` once per segment on a copy of `args` whose operands
+/// `sliceOperands` has cut to the segment and whose weight decay and lr are
+/// the segment's group's: what the two optimizers' grouped updates share.
+template <typename Args, typename Slice, typename Update>
+absl::Status
+forEachSegment(const Args &args, absl::Span<const OptimizerSegment> segments,
+               const char *op, Slice sliceOperands, Update update) {
+  MD_RETURN_IF_ERROR(checkSegments(args.param, segments, op));
   for (const OptimizerSegment &s : segments) {
-    AdamWArgs part = args;
+    Args part = args;
     part.unit.reset();
-    part.param = slice(args.param, s.begin, s.end);
-    part.grad = slice(args.grad, s.begin, s.end);
-    part.m = slice(args.m, s.begin, s.end);
-    part.v = slice(args.v, s.begin, s.end);
-    part.newParam = slice(args.newParam, s.begin, s.end);
-    part.newM = slice(args.newM, s.begin, s.end);
-    part.newV = slice(args.newV, s.begin, s.end);
+    sliceOperands(part, s.begin, s.end);
     part.weightDecay = s.weightDecay;
     part.lr = static_cast<float>(double(args.lr) * s.lrScale);
-    MD_RETURN_IF_ERROR(backend.adamwUpdate(part));
+    MD_RETURN_IF_ERROR(update(part));
   }
   return absl::OkStatus();
 }
 
+} // namespace
+
+absl::Status RunGroupedUpdate(Backend &backend, const AdamWArgs &args,
+                              absl::Span<const OptimizerSegment> segments) {
+  return forEachSegment(
+      args, segments, "adamw_update",
+      [&](AdamWArgs &part, int64_t begin, int64_t end) {
+        part.param = slice(args.param, begin, end);
+        part.grad = slice(args.grad, begin, end);
+        part.m = slice(args.m, begin, end);
+        part.v = slice(args.v, begin, end);
+        part.newParam = slice(args.newParam, begin, end);
+        part.newM = slice(args.newM, begin, end);
+        part.newV = slice(args.newV, begin, end);
+      },
+      [&](const AdamWArgs &part) { return backend.adamwUpdate(part); });
+}
+
 absl::Status RunGroupedUpdate(Backend &backend, const SgdArgs &args,
                               absl::Span<const OptimizerSegment> segments) {
-  MD_RETURN_IF_ERROR(checkSegments(args.param, segments, "sgd_update"));
-  for (const OptimizerSegment &s : segments) {
-    SgdArgs part = args;
-    part.unit.reset();
-    part.param = slice(args.param, s.begin, s.end);
-    part.grad = slice(args.grad, s.begin, s.end);
-    part.newParam = slice(args.newParam, s.begin, s.end);
-    if (args.momentumBuffer)
-      part.momentumBuffer = slice(*args.momentumBuffer, s.begin, s.end);
-    if (args.newMomentumBuffer)
-      part.newMomentumBuffer = slice(*args.newMomentumBuffer, s.begin, s.end);
-    part.weightDecay = s.weightDecay;
-    part.lr = static_cast<float>(double(args.lr) * s.lrScale);
-    MD_RETURN_IF_ERROR(backend.sgdUpdate(part));
-  }
-  return absl::OkStatus();
+  return forEachSegment(
+      args, segments, "sgd_update",
+      [&](SgdArgs &part, int64_t begin, int64_t end) {
+        part.param = slice(args.param, begin, end);
+        part.grad = slice(args.grad, begin, end);
+        part.newParam = slice(args.newParam, begin, end);
+        if (args.momentumBuffer)
+          part.momentumBuffer = slice(*args.momentumBuffer, begin, end);
+        if (args.newMomentumBuffer)
+          part.newMomentumBuffer = slice(*args.newMomentumBuffer, begin, end);
+      },
+      [&](const SgdArgs &part) { return backend.sgdUpdate(part); });
 }
 
 } // namespace md::runtime

@@ -18,12 +18,8 @@ mdrun=${2:?$usage}
 python=${3:?$usage}
 work=${4:?$usage}
 here=$(cd "$(dirname "$0")" && pwd)
-mdc=$(cd "$(dirname "$mdc")" && pwd)/$(basename "$mdc")
-mdrun=$(cd "$(dirname "$mdrun")" && pwd)/$(basename "$mdrun")
-rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$here/lib.sh"
+md_setup "$mdc" "$mdrun" "$work"
 groups='groups = [group(ndim = 1, weight_decay = 0.0), group(match = "h.*.attn.*", lr_scale = 0.5)]'
 
 # test/mdrun/models/gpt.mdl with its optimizer replaced by OPTIMIZER.
