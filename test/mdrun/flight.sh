@@ -153,7 +153,10 @@ EOF
 # The analysis's parts: where the culprit was and what it was doing.
 where='(in step [0-9]+, micro-step [12]|in the hooks after step [0-9]+)'
 call='(all_gather|reduce_scatter|all_reduce|broadcast) #[0-9]+ \((f32|bf16), [0-9.]+ (B|KiB), world group of 2(, bucket [0-9]+)?(, [^)]*mlp\.mdl:[0-9]+:[0-9]+)?\)'
-doing="(while in $call|after $call; it never reached $call)"
+# Between two collectives with no rank yet in the next (the other rank
+# still computing, or on another node whose ring this launcher lacks):
+# what the culprit did last, and that nobody waits.
+doing="(while in $call|after $call; it never reached $call|after $call; no rank waits in a collective \\([0-9]+ completed on the furthest rank\\))"
 # Where rank 0 waits: in the same collective, or in a later one the
 # culprit never joined; or nowhere, between two.
 waits="(; rank 0 (waits in (it|$call) since|gave up waiting in (it|$call) after) [0-9.]+ s)?"
