@@ -15,9 +15,8 @@ absl::Status cudaStatus(int code, const char *what) {
     return absl::OkStatus();
   const char *name = cudaGetErrorName(err);
   const char *text = cudaGetErrorString(err);
-  std::string message = absl::StrFormat("%s: %s: %s", what,
-                                        name ? name : "unknown CUDA error",
-                                        text ? text : "");
+  std::string message = absl::StrFormat(
+      "%s: %s: %s", what, name ? name : "unknown CUDA error", text ? text : "");
   switch (err) {
   case cudaErrorNoDevice:
   case cudaErrorInsufficientDriver:
@@ -40,11 +39,23 @@ absl::StatusOr<CudaVersions> queryVersions() {
                                   "cudaRuntimeGetVersion");
       !s.ok())
     return s;
-  if (absl::Status s = cudaStatus(cudaDriverGetVersion(&v.driver),
-                                  "cudaDriverGetVersion");
+  if (absl::Status s =
+          cudaStatus(cudaDriverGetVersion(&v.driver), "cudaDriverGetVersion");
       !s.ok())
     return s;
   return v;
+}
+
+std::optional<std::string> noDeviceReason() {
+  int driver = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess || driver == 0)
+    return std::string("no CUDA driver installed");
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err == cudaErrorNoDevice || (err == cudaSuccess && count == 0))
+    return absl::StrFormat("no CUDA device (driver %d.%d sees none)",
+                           driver / 1000, driver % 1000 / 10);
+  return std::nullopt;
 }
 
 absl::StatusOr<DeviceMemory> queryMemoryAndRelease(int ordinal) {
@@ -63,8 +74,8 @@ absl::StatusOr<DeviceMemory> queryMemoryAndRelease(int ordinal) {
 
 absl::StatusOr<std::vector<DeviceInfo>> queryDevices() {
   int count = 0;
-  if (absl::Status s = cudaStatus(cudaGetDeviceCount(&count),
-                                  "cudaGetDeviceCount");
+  if (absl::Status s =
+          cudaStatus(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
       !s.ok())
     return s;
   if (count == 0)

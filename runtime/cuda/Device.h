@@ -1,4 +1,5 @@
-//===- Device.h - CUDA device discovery and errors as absl::Status -*- C++ -*-===//
+//===- Device.h - CUDA device discovery and errors as absl::Status -*- C++
+//-*-===//
 //
 // The first thing mdrun asks of a machine: which GPUs can this process use,
 // and can they run the code md was compiled for? Every CUDA error becomes an
@@ -12,6 +13,7 @@
 #define MD_RUNTIME_CUDA_DEVICE_H
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +49,14 @@ absl::StatusOr<CudaVersions> queryVersions();
 /// The devices this process can use. An error (not an empty list) when none
 /// is usable, naming the CUDA error: no driver, driver too old, no device.
 absl::StatusOr<std::vector<DeviceInfo>> queryDevices();
+
+/// Why this machine has no CUDA device, or nullopt when it has one, whether
+/// or not md can use it. No device means no driver installed (the runtime
+/// reports driver version 0; cudaGetDeviceCount would say
+/// cudaErrorInsufficientDriver, as for a driver that is merely too old) or
+/// a driver that sees none (cudaErrorNoDevice, or a count of 0). Tests skip
+/// only then: with a device present, failing to use it is a failure.
+std::optional<std::string> noDeviceReason();
 
 /// Launches a small kernel on `ordinal` and checks its result, proving the
 /// binary holds code for that device's architecture (the error otherwise is

@@ -1,4 +1,5 @@
-//===- BackendTestUtil.h - tensors and references for the kernel tests -*- C++ -*-===//
+//===- BackendTestUtil.h - tensors and references for the kernel tests -*- C++
+//-*-===//
 //
 // The kernel tests talk to a backend only through runtime::Backend:
 // DeviceTensor allocates backend memory, uploads host values (rounded to
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -24,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "runtime/core/Backend.h"
 #include "runtime/core/NumberFormat.h"
 
@@ -34,26 +37,60 @@ using runtime::DType;
 using runtime::Shape;
 using runtime::TensorRef;
 
-/// `make` fails (with the reason) when the backend cannot run on this
-/// machine, e.g. CUDA without a usable GPU; the suites then skip.
+/// `make` fails (with the reason) when the backend cannot be set up.
+/// `absent`, where set, says why the machine has no device for the backend
+/// at all (CUDA: no driver, no GPU), or nullopt when it has one.
 struct BackendFactory {
   std::string name;
   std::function<absl::StatusOr<std::unique_ptr<Backend>>()> make;
+  std::function<std::optional<std::string>()> absent;
 };
 
-/// The backend of a suite's parameter, or a GTEST_SKIP() with the reason it
-/// cannot run here. Call from SetUp().
-#define MD_MAKE_BACKEND_OR_SKIP(factory, backend)                              \
+/// What a suite does with its backend: run, skip (the machine has no
+/// device for it), or fail (it has one, and setting the backend up failed:
+/// a broken GPU path must not pass as a skip).
+struct BackendSetUp {
+  std::unique_ptr<Backend> backend;
+  enum class Verdict { Run, Skip, Fail } verdict = Verdict::Run;
+  std::string why;
+};
+
+inline BackendSetUp setUpBackend(const BackendFactory &factory) {
+  BackendSetUp out;
+  absl::StatusOr<std::unique_ptr<Backend>> made = factory.make();
+  if (made.ok()) {
+    out.backend = std::move(*made);
+    return out;
+  }
+  std::optional<std::string> none =
+      factory.absent ? factory.absent() : std::nullopt;
+  out.verdict =
+      none ? BackendSetUp::Verdict::Skip : BackendSetUp::Verdict::Fail;
+  out.why = none ? absl::StrCat(factory.name, " backend: ", *none)
+                 : absl::StrCat(factory.name,
+                                " backend failed to set up with its device "
+                                "present: ",
+                                made.status().ToString());
+  return out;
+}
+
+/// The backend of a suite's parameter; GTEST_SKIP() when the machine has no
+/// device for it, a fatal failure when it has one and the set-up failed.
+/// Call from SetUp().
+#define MD_MAKE_BACKEND_OR_SKIP(factory, out)                                  \
   do {                                                                         \
-    auto made_ = (factory).make();                                             \
-    if (!made_.ok())                                                           \
-      GTEST_SKIP() << (factory).name << " backend unusable here: "            \
-                   << made_.status();                                          \
-    (backend) = std::move(*made_);                                             \
+    ::md::test::BackendSetUp setUp_ = ::md::test::setUpBackend(factory);       \
+    if (setUp_.verdict == ::md::test::BackendSetUp::Verdict::Skip)             \
+      GTEST_SKIP() << setUp_.why;                                              \
+    if (setUp_.verdict == ::md::test::BackendSetUp::Verdict::Fail)             \
+      FAIL() << setUp_.why;                                                    \
+    (out) = std::move(setUp_.backend);                                         \
   } while (0)
-inline void PrintTo(const BackendFactory &f, std::ostream *os) { *os << f.name; }
-inline std::string backendName(
-    const ::testing::TestParamInfo<BackendFactory> &info) {
+inline void PrintTo(const BackendFactory &f, std::ostream *os) {
+  *os << f.name;
+}
+inline std::string
+backendName(const ::testing::TestParamInfo<BackendFactory> &info) {
   return info.param.name;
 }
 
@@ -118,7 +155,8 @@ public:
       if (dtype == DType::f32)
         std::memcpy(host.data() + 4 * i, &f, 4);
       else {
-        uint16_t h = dtype == DType::bf16 ? runtime::f32ToBf16(f) : runtime::f32ToF16(f);
+        uint16_t h =
+            dtype == DType::bf16 ? runtime::f32ToBf16(f) : runtime::f32ToF16(f);
         std::memcpy(host.data() + 2 * i, &h, 2);
       }
     }
@@ -169,7 +207,8 @@ public:
       } else {
         uint16_t h;
         std::memcpy(&h, host.data() + 2 * i, 2);
-        v[i] = ref_.dtype == DType::bf16 ? runtime::bf16ToF32(h) : runtime::f16ToF32(h);
+        v[i] = ref_.dtype == DType::bf16 ? runtime::bf16ToF32(h)
+                                         : runtime::f16ToF32(h);
       }
     }
     return v;
@@ -245,8 +284,8 @@ inline ::testing::AssertionResult sameValues(const std::vector<double> &got,
   for (size_t i = 0; i < got.size(); ++i)
     if (got[i] != want[i] && !(std::isnan(got[i]) && std::isnan(want[i]))) {
       std::ostringstream os;
-      os << "element " << i << ": got " << std::hexfloat << got[i]
-         << ", want " << want[i];
+      os << "element " << i << ": got " << std::hexfloat << got[i] << ", want "
+         << want[i];
       return ::testing::AssertionFailure() << os.str();
     }
   return ::testing::AssertionSuccess();
@@ -266,13 +305,11 @@ inline ::testing::AssertionResult sameBits(const std::vector<uint8_t> &a,
 /// The central-difference vector-Jacobian product: for each element i of
 /// input `which`, (L(x + h e_i) - L(x - h e_i)) / 2h with
 /// L(x) = sum(dy * f(x)). f is an f64 reference forward.
-using RefForward =
-    std::function<std::vector<double>(const std::vector<std::vector<double>> &)>;
-inline std::vector<double> numericGrad(const RefForward &f,
-                                       std::vector<std::vector<double>> inputs,
-                                       size_t which,
-                                       const std::vector<double> &dy,
-                                       double h = 1e-6) {
+using RefForward = std::function<std::vector<double>(
+    const std::vector<std::vector<double>> &)>;
+inline std::vector<double>
+numericGrad(const RefForward &f, std::vector<std::vector<double>> inputs,
+            size_t which, const std::vector<double> &dy, double h = 1e-6) {
   auto loss = [&](const std::vector<std::vector<double>> &in) {
     std::vector<double> y = f(in);
     double l = 0;

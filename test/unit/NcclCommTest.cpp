@@ -2,7 +2,8 @@
 //
 // Two parts. The argument checks, the type mapping, version names, unique
 // ids and option validation need no GPU and run everywhere. The rest needs
-// device 0 and skips, with the reason, where it is not usable.
+// device 0: it skips, with the reason, on a machine without a GPU, and fails
+// when a GPU is there but cannot be used.
 //
 // Every GPU case runs its CUDA work in forked children (CommTestUtil.h) and
 // this process never initialises CUDA: a child cannot use CUDA once its
@@ -20,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -232,30 +234,52 @@ TEST(NcclComm, CreateRefusesBadOptionsBeforeTouchingADevice) {
 // With a GPU: every CUDA call in forked children
 //===----------------------------------------------------------------------===//
 
-/// Empty when device 0 can run md's kernels, else why not. Asked in a child,
-/// so that this process never initialises CUDA.
-std::string noGpuReason() {
-  static const std::string reason = [] {
+/// Whether device 0 can run md's kernels: `why` is empty when it can; else
+/// `absent` says whether the machine has no GPU at all (the cases skip) or
+/// has one that fails (they fail, naming the cause; a crashed probe child
+/// too). Asked in a child, so that this process never initialises CUDA.
+struct GpuVerdict {
+  bool absent = false;
+  std::string why;
+};
+
+/// The probe child's statusCode when the machine has no GPU.
+constexpr int kNoDevice = -77;
+
+const GpuVerdict &gpuVerdict() {
+  static const GpuVerdict verdict = [] {
     Ranks probe;
     std::string failures = probe.run(1, [](int, Shared::Rank &out) {
+      if (std::optional<std::string> none = cuda::noDeviceReason()) {
+        out.statusCode = kNoDevice;
+        std::snprintf(out.message, sizeof out.message, "%s", none->c_str());
+        return false;
+      }
       absl::StatusOr<std::unique_ptr<cuda::CudaBackend>> b =
           cuda::CudaBackend::create(0);
       if (!b.ok())
-        return record(out, b.status(), "no usable CUDA device");
+        return record(out, b.status(), "CUDA backend on device 0");
       return true;
     });
+    GpuVerdict v;
     if (failures.empty())
-      return std::string();
-    return probe.rank(0).message[0] != '\0' ? std::string(probe.rank(0).message)
-                                            : failures;
+      return v;
+    const Shared::Rank &r = probe.rank(0);
+    v.absent = r.statusCode == kNoDevice;
+    v.why = r.message[0] != '\0' ? std::string(r.message)
+                                 : "the GPU probe failed: " + failures;
+    return v;
   }();
-  return reason;
+  return verdict;
 }
 
 #define MD_REQUIRE_GPU()                                                       \
   do {                                                                         \
-    if (std::string why = noGpuReason(); !why.empty())                         \
-      GTEST_SKIP() << why;                                                     \
+    const GpuVerdict &gpu_ = gpuVerdict();                                     \
+    if (gpu_.absent)                                                           \
+      GTEST_SKIP() << gpu_.why;                                                \
+    if (!gpu_.why.empty())                                                     \
+      FAIL() << "a GPU is present but unusable: " << gpu_.why;                 \
   } while (0)
 
 /// Writes a failure into the child's record; returns false.

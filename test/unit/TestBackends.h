@@ -1,9 +1,10 @@
-//===- TestBackends.h - the backends the kernel suites run against -*- C++ -*-===//
+//===- TestBackends.h - the backends the kernel suites run against -*- C++
+//-*-===//
 //
 // Every backend-agnostic suite is instantiated with these: "cpu" always,
-// "cuda" wherever the CUDA backend is compiled. On a machine without a
-// usable GPU the cuda factory fails with the CUDA error, and every cuda
-// case skips with it as the reason.
+// "cuda" wherever the CUDA backend is compiled. On a machine without a GPU
+// every cuda case skips, saying why (no driver, no device); with a GPU, a
+// failure to set the backend up fails every cuda case with the CUDA error.
 //
 // The suites compare each backend with f64 references (KernelReference.h)
 // or hand-computed values, not with each other; the CUDA backend is held to
@@ -21,6 +22,7 @@
 #include "test/unit/BackendTestUtil.h"
 #ifdef MD_ENABLE_CUDA
 #include "runtime/cuda/CudaBackend.h"
+#include "runtime/cuda/Device.h"
 #endif
 
 namespace md::test {
@@ -32,14 +34,15 @@ inline std::vector<BackendFactory> testBackends() {
                         return std::make_unique<cpu::CpuBackend>(1);
                       }});
 #ifdef MD_ENABLE_CUDA
-  backends.push_back(
-      {"cuda", []() -> absl::StatusOr<std::unique_ptr<Backend>> {
-         absl::StatusOr<std::unique_ptr<cuda::CudaBackend>> b =
-             cuda::CudaBackend::create(0);
-         if (!b.ok())
-           return b.status();
-         return std::unique_ptr<Backend>(std::move(*b));
-       }});
+  backends.push_back({"cuda",
+                      []() -> absl::StatusOr<std::unique_ptr<Backend>> {
+                        absl::StatusOr<std::unique_ptr<cuda::CudaBackend>> b =
+                            cuda::CudaBackend::create(0);
+                        if (!b.ok())
+                          return b.status();
+                        return std::unique_ptr<Backend>(std::move(*b));
+                      },
+                      cuda::noDeviceReason});
 #endif
   return backends;
 }

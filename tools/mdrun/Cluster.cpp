@@ -327,6 +327,12 @@ absl::StatusOr<CommKind> parseCommKind(absl::string_view name) {
 GpuProbe ProbeGpus() {
   GpuProbe probe;
 #if MD_ENABLE_CUDA
+  // No device at all, said as such ("no CUDA driver installed"), apart
+  // from a device that is there but cannot be used (the CUDA error).
+  if (std::optional<std::string> none = cuda::noDeviceReason()) {
+    probe.unusableReason = *none;
+    return probe;
+  }
   absl::StatusOr<std::vector<cuda::DeviceInfo>> devices = cuda::queryDevices();
   if (!devices.ok()) {
     probe.unusableReason = std::string(devices.status().message());
