@@ -37,8 +37,15 @@ if(MD_ENABLE_CUDA)
   if(NOT _md_cuda_default)
     message(FATAL_ERROR "MD_ENABLE_CUDA=ON but ${_md_cuda_why}")
   endif()
+  # The GPUs users train on, each with its own machine code: Ampere (80
+  # A100, 86 RTX 30xx/A40), Ada (89 RTX 40xx/L40), Hopper (90 H100/H200),
+  # Blackwell (100 B200/GB200, 120 RTX 50xx); sm_103 and sm_121 run the code
+  # of 100 and 120. Plus compute_120 PTX, which the driver compiles for
+  # GPUs newer than this list. -DCMAKE_CUDA_ARCHITECTURES=native builds for
+  # the GPUs of the building machine alone (bench/gpu_check.sh does).
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-    set(CMAKE_CUDA_ARCHITECTURES "80;90a" CACHE STRING "CUDA architectures")
+    set(CMAKE_CUDA_ARCHITECTURES "80-real;86-real;89-real;90-real;100-real;120"
+        CACHE STRING "CUDA architectures")
   endif()
   # Link cudart once, as a shared library.
   set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)

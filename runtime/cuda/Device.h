@@ -75,7 +75,8 @@ struct DeviceMemory {
 /// they err on the safe side by its size).
 absl::StatusOr<DeviceMemory> queryMemoryAndRelease(int ordinal);
 
-/// The CUDA architectures this binary was compiled for, e.g. "80;90a".
+/// The CUDA architectures this binary was compiled for, e.g.
+/// "80,86,89,90,100,120".
 const char *compiledArchitectures();
 
 } // namespace md::cuda
