@@ -69,8 +69,10 @@ export LD_LIBRARY_PATH=$md_lib:$md_lib/openblas-pthread${LD_LIBRARY_PATH:+:$LD_L
 # NCCL as the machine has it: the toolkit's, a system package's, or a
 # Python wheel's (nvidia/nccl); cmake/MdCuda.cmake reads NCCL_ROOT.
 if [ -z "${NCCL_ROOT:-}" ]; then
+  md_site=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+  # shellcheck disable=SC2086 # md_site is a list of directories
   for h in /usr/include/nccl.h /usr/local/cuda/include/nccl.h \
-    $(find /usr/local /opt /usr/lib/python3* -name nccl.h -path '*nccl*' 2>/dev/null | head -3); do
+    $(find $md_site /usr/local /opt -name nccl.h -path '*nccl*' 2>/dev/null | head -3); do
     [ -f "$h" ] && { export NCCL_ROOT=$(dirname "$(dirname "$h")"); break; }
   done
 fi
