@@ -118,20 +118,22 @@ struct CommKindInfo {
   /// The op as the user wrote it; empty where the op itself says
   /// (describeLeaf).
   StringLiteral text;
-  /// Where the ranks that reached it wait; for a call, where they wait in
-  /// what it calls.
+  /// Where the ranks that reached it wait; empty for a call, whose callee
+  /// says (describeWait).
   StringLiteral wait;
 };
 
 constexpr CommKindInfo kCommKinds[] = {
-    {"", "in it"},
+    /*Collective*/ {"", "in it"},
+    /*SaveFull*/
     {"'save checkpoint(full)'", "in its gather of the parameters to rank 0"},
+    /*SaveSharded*/
     {"'save checkpoint(sharded)'",
      "at its barrier before the checkpoint is renamed into place"},
-    {"'evaluate(...)'", "in its all-reduce of the loss"},
-    {"", "in its broadcast of rank 0's decision"},
-    {"", "in their next collective"},
-    {"", ""},
+    /*Evaluate*/ {"'evaluate(...)'", "in its all-reduce of the loss"},
+    /*TimedEvery*/ {"", "in its broadcast of rank 0's decision"},
+    /*Exit*/ {"", "in their next collective"},
+    /*Call*/ {"", ""},
 };
 static_assert(std::size(kCommKinds) == size_t(CommKind::Call) + 1,
               "one row per CommKind");
