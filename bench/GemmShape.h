@@ -2,7 +2,8 @@
 //
 // md-sgemm-bench and md-gemm-bench-cuda both take GEMM shapes on their
 // command lines as `MxNxK` with an optional `:nn`, `:nt`, `:tn` or `:tt`
-// for op(A) and op(B); this parses that form once for both.
+// for op(A) and op(B); this parses that form once for both, and walks their
+// hand-written option loops (BenchArgs).
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +12,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -56,6 +58,32 @@ inline bool ParseGemmShape(const char *text, GemmShape &s,
   s.tb = ops[1] == 't';
   return true;
 }
+
+/// The command line of a GEMM bench, one argument at a time: next() moves
+/// to the next argument, value() takes the one after an option and calls
+/// `usage` (which does not return) with "<option> needs a value" when there
+/// is none.
+class BenchArgs {
+public:
+  BenchArgs(int argc, char **argv, void (*usage)(const char *))
+      : argc_(argc), argv_(argv), usage_(usage) {}
+
+  bool next() { return ++i_ < argc_; }
+  std::string arg() const { return argv_[i_]; }
+  const char *value() {
+    if (i_ + 1 >= argc_) {
+      usage_((arg() + " needs a value").c_str());
+      std::abort(); // usage exits
+    }
+    return argv_[++i_];
+  }
+
+private:
+  int argc_;
+  char **argv_;
+  void (*usage_)(const char *);
+  int i_ = 0;
+};
 
 } // namespace md::bench
 

@@ -21,20 +21,9 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/lib.sh
 source "$repo/bench/lib.sh"
-build=$repo/build
-work=${TMPDIR:-/tmp}/md-ckpt-bench
-ranks="1 2 4"
-models="tiny gpt2"
-while [[ $# -gt 0 ]]; do
-  case $1 in
-  --build) build=${2:?}; shift 2 ;;
-  --work) work=${2:?}; shift 2 ;;
-  --ranks) ranks=${2:?}; shift 2 ;;
-  --models) models=${2:?}; shift 2 ;;
-  -h | --help) bench_usage "$0" ;;
-  *) echo "checkpoint.sh: unknown argument '$1'" >&2; exit 2 ;;
-  esac
-done
+bench_options "$0" --build=build="$repo/build" \
+  --work=work="${TMPDIR:-/tmp}/md-ckpt-bench" --ranks=ranks="1 2 4" \
+  --models=models="tiny gpt2" -- "$@"
 mdc=$build/bin/mdc
 mdrun=$build/bin/mdrun
 [[ -x $mdc && -x $mdrun ]] || { echo "checkpoint.sh: build mdc and mdrun first (README.md)" >&2; exit 1; }

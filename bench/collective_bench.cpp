@@ -85,31 +85,22 @@ using Clock = std::chrono::steady_clock;
 constexpr int kMaxRanks = 16;
 constexpr int kMaxRows = 512;
 
-enum class Kind { allReduce, allGather, reduceScatter, broadcast };
-
-const char *kindName(Kind k) {
-  switch (k) {
-  case Kind::allReduce:
-    return "all_reduce";
-  case Kind::allGather:
-    return "all_gather";
-  case Kind::reduceScatter:
-    return "reduce_scatter";
-  case Kind::broadcast:
-    return "broadcast";
-  }
-  return "?";
-}
+/// The collectives the bench measures: all of Comm's but the barrier, which
+/// moves no data.
+constexpr Collective kMeasured[] = {
+    Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
+    Collective::broadcast};
 
 /// nccl-tests' bus bandwidth factor at n ranks.
-double busFactor(Kind k, int n) {
+double busFactor(Collective k, int n) {
   switch (k) {
-  case Kind::allReduce:
+  case Collective::all_reduce:
     return 2.0 * (n - 1) / n;
-  case Kind::allGather:
-  case Kind::reduceScatter:
+  case Collective::all_gather:
+  case Collective::reduce_scatter:
     return double(n - 1) / n;
-  case Kind::broadcast:
+  case Collective::broadcast:
+  case Collective::barrier: // not measured (kMeasured)
     return 1.0;
   }
   return 1.0;
@@ -117,7 +108,7 @@ double busFactor(Kind k, int n) {
 
 /// One collective at one size, as every rank runs it.
 struct Row {
-  Kind kind;
+  Collective kind;
   int64_t bytes; // nccl-tests' size: the whole buffer
   int64_t count; // the Comm call's count (per rank for gather/scatter)
   int iters;
@@ -137,31 +128,33 @@ struct Report {
 float inputValue(int r, int64_t i) { return float(r + 1 + i % 13); }
 
 int64_t sendElems(const Row &row, int n) {
-  return row.kind == Kind::reduceScatter ? row.count * n : row.count;
+  return row.kind == Collective::reduce_scatter ? row.count * n : row.count;
 }
 int64_t recvElems(const Row &row, int n) {
-  return row.kind == Kind::allGather ? row.count * n : row.count;
+  return row.kind == Collective::all_gather ? row.count * n : row.count;
 }
 
 /// Element j of rank r's result.
 float expectedValue(const Row &row, int r, int n, int64_t j) {
   switch (row.kind) {
-  case Kind::allReduce: {
+  case Collective::all_reduce: {
     float s = 0;
     for (int q = 0; q < n; ++q)
       s += inputValue(q, j);
     return s;
   }
-  case Kind::reduceScatter: {
+  case Collective::reduce_scatter: {
     float s = 0;
     for (int q = 0; q < n; ++q)
       s += inputValue(q, r * row.count + j);
     return s;
   }
-  case Kind::allGather:
+  case Collective::all_gather:
     return inputValue(int(j / row.count), j % row.count);
-  case Kind::broadcast:
+  case Collective::broadcast:
     return inputValue(0, j);
+  case Collective::barrier: // not measured (kMeasured)
+    break;
   }
   return 0;
 }
@@ -201,15 +194,17 @@ private:
 absl::Status call(Comm &comm, const Group &g, const Row &row, const void *send,
                   void *recv) {
   switch (row.kind) {
-  case Kind::allReduce:
+  case Collective::all_reduce:
     return comm.allReduce(send, recv, row.count, DType::f32, ReduceOp::sum, g);
-  case Kind::allGather:
+  case Collective::all_gather:
     return comm.allGather(send, recv, row.count, DType::f32, g);
-  case Kind::reduceScatter:
+  case Collective::reduce_scatter:
     return comm.reduceScatter(send, recv, row.count, DType::f32, ReduceOp::sum,
                               g);
-  case Kind::broadcast:
+  case Collective::broadcast:
     return comm.broadcast(send, recv, row.count, DType::f32, 0, g);
+  case Collective::barrier:
+    return comm.barrier(g);
   }
   return absl::OkStatus();
 }
@@ -378,13 +373,12 @@ absl::Status runRank(const std::string &kind, int rank, int n, int port,
   return absl::OkStatus();
 }
 
-std::vector<Kind> parseKinds(const std::string &list) {
-  std::vector<Kind> kinds;
+std::vector<Collective> parseKinds(const std::string &list) {
+  std::vector<Collective> kinds;
   for (absl::string_view name : absl::StrSplit(list, ',')) {
     bool found = false;
-    for (Kind k : {Kind::allReduce, Kind::allGather, Kind::reduceScatter,
-                   Kind::broadcast})
-      if (name == kindName(k)) {
+    for (Collective k : kMeasured)
+      if (name == collectiveName(k)) {
         kinds.push_back(k);
         found = true;
       }
@@ -420,18 +414,19 @@ int run() {
     return 2;
   }
   std::vector<Row> rows;
-  for (Kind k : parseKinds(absl::GetFlag(FLAGS_collectives)))
+  for (Collective k : parseKinds(absl::GetFlag(FLAGS_collectives)))
     for (int64_t bytes = minBytes; bytes <= maxBytes; bytes *= 2) {
       Row row{k, 0, 0, 0};
       // The per-rank count of the gather and the scatter is a whole number
       // of elements: their sizes round down to a multiple of 4n.
       const int64_t elems = bytes / 4;
-      row.count = k == Kind::allGather || k == Kind::reduceScatter
+      row.count = k == Collective::all_gather || k == Collective::reduce_scatter
                       ? std::max<int64_t>(1, elems / n)
                       : std::max<int64_t>(1, elems);
       row.bytes =
-          4 * (k == Kind::allGather || k == Kind::reduceScatter ? row.count * n
-                                                                : row.count);
+          4 * (k == Collective::all_gather || k == Collective::reduce_scatter
+                   ? row.count * n
+                   : row.count);
       row.iters =
           absl::GetFlag(FLAGS_iters) > 0
               ? absl::GetFlag(FLAGS_iters)
@@ -507,7 +502,7 @@ int run() {
     const double algbw = t > 0 ? row.bytes / t / 1e9 : 0;
     wrongRows += wrong > 0;
     std::printf("%s %s %d %lld %lld %d %.2f %.3f %.3f %s\n", kind.c_str(),
-                kindName(row.kind), n, static_cast<long long>(row.bytes),
+                collectiveName(row.kind), n, static_cast<long long>(row.bytes),
                 static_cast<long long>(row.count), row.iters, t * 1e6, algbw,
                 algbw * busFactor(row.kind, n),
                 wrong > 0 ? absl::StrCat("wrong(", wrong, ")").c_str() : "ok");

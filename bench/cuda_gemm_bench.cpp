@@ -85,29 +85,25 @@ struct Options {
 /// The command line; exits through usage() on a bad one or --help.
 Options parseOptions(int argc, char **argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> const char * {
-      if (i + 1 >= argc)
-        usage((a + " needs a value").c_str());
-      return argv[++i];
-    };
+  md::bench::BenchArgs args(argc, argv, usage);
+  while (args.next()) {
+    std::string a = args.arg();
     if (a == "--device") {
-      o.device = std::atoi(value());
+      o.device = std::atoi(args.value());
     } else if (a == "--reps") {
-      o.reps = std::atoi(value());
+      o.reps = std::atoi(args.value());
       if (o.reps < 1)
         usage("--reps must be positive");
     } else if (a == "--min-ms") {
-      o.minMs = std::atof(value());
+      o.minMs = std::atof(args.value());
       if (!(o.minMs > 0))
         usage("--min-ms must be positive");
     } else if (a == "--peak-tflops") {
-      o.peak = std::atof(value());
+      o.peak = std::atof(args.value());
       if (!(o.peak > 0))
         usage("--peak-tflops must be positive");
     } else if (a == "--dtype") {
-      std::string d = value();
+      std::string d = args.value();
       if (d == "bf16")
         o.dtype = DType::bf16;
       else if (d == "f32")
@@ -118,7 +114,7 @@ Options parseOptions(int argc, char **argv) {
       usage(nullptr);
     } else {
       GemmShape s;
-      if (!md::bench::ParseGemmShape(argv[i], s))
+      if (!md::bench::ParseGemmShape(a.c_str(), s))
         usage(("bad shape '" + a + "'").c_str());
       o.shapes.push_back(s);
     }

@@ -38,22 +38,8 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/lib.sh
 source "$repo/bench/lib.sh"
-build=$repo/build
-plans=$repo/.devplans
-steps=30
-keep=
-peak=
-while [[ $# -gt 0 ]]; do
-  case $1 in
-  --build) build=${2:?}; shift 2 ;;
-  --plans) plans=${2:?}; shift 2 ;;
-  --steps) steps=${2:?}; shift 2 ;;
-  --keep) keep=${2:?}; shift 2 ;;
-  --peak-tflops) peak=${2:?}; shift 2 ;;
-  -h | --help) bench_usage "$0" ;;
-  *) echo "gpu_gpt2.sh: unknown argument '$1'" >&2; exit 2 ;;
-  esac
-done
+bench_options "$0" --build=build="$repo/build" --plans=plans="$repo/.devplans" \
+  --steps=steps=30 --keep=keep= --peak-tflops=peak= -- "$@"
 [[ $steps =~ ^[0-9]+$ && $steps -ge 8 ]] || { echo "gpu_gpt2.sh: --steps must be at least 8" >&2; exit 2; }
 mdrun=$build/bin/mdrun
 gemm=$build/bin/md-gemm-bench-cuda

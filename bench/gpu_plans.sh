@@ -21,18 +21,8 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/lib.sh
 source "$repo/bench/lib.sh"
-build=$repo/build
-out=$repo/.devplans
-micro=8
-while [[ $# -gt 0 ]]; do
-  case $1 in
-  --build) build=${2:?}; shift 2 ;;
-  --out) out=${2:?}; shift 2 ;;
-  --micro-batch) micro=${2:?}; shift 2 ;;
-  -h | --help) bench_usage "$0" ;;
-  *) echo "gpu_plans.sh: unknown argument '$1'" >&2; exit 2 ;;
-  esac
-done
+bench_options "$0" --build=build="$repo/build" --out=out="$repo/.devplans" \
+  --micro-batch=micro=8 -- "$@"
 [[ $micro =~ ^[0-9]+$ && $micro -ge 1 ]] || { echo "gpu_plans.sh: --micro-batch $micro: not a positive integer" >&2; exit 2; }
 mdc=$build/bin/mdc
 [[ -x $mdc ]] || { echo "gpu_plans.sh: $mdc not found: build the compiler first (README.md)" >&2; exit 1; }

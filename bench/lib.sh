@@ -7,6 +7,40 @@ bench_usage() {
   exit "${2:-0}"
 }
 
+# bench_options SCRIPT --OPTION=VAR=DEFAULT... -- ARGS...: sets each
+# variable VAR to DEFAULT, then to the value after --OPTION where ARGS give
+# one; -h/--help prints SCRIPT's usage; an unknown argument or an option
+# without its value is an error (exit 2). The benches whose options all take
+# a value declare them this way, one place per option.
+bench_options() {
+  local script=$1 name spec
+  shift
+  local -A vars=()
+  while [[ $# -gt 0 && $1 != -- ]]; do
+    spec=${1#*=}
+    vars[${1%%=*}]=${spec%%=*}
+    printf -v "${spec%%=*}" '%s' "${spec#*=}"
+    shift
+  done
+  shift
+  name=$(basename "$script")
+  while [[ $# -gt 0 ]]; do
+    case $1 in
+    -h | --help) bench_usage "$script" ;;
+    esac
+    if [[ -z ${vars[$1]:-} ]]; then
+      echo "$name: unknown argument '$1'" >&2
+      exit 2
+    fi
+    if [[ $# -lt 2 || -z $2 ]]; then
+      echo "$name: $1 needs a value" >&2
+      exit 2
+    fi
+    printf -v "${vars[$1]}" '%s' "$2"
+    shift 2
+  done
+}
+
 # bench_rewrite_train FILE TRAIN_BLOCK: prints FILE with its top-level
 # train { ... } block replaced by TRAIN_BLOCK, so a bench runs a model's
 # network under its own batch and data settings.

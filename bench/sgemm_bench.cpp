@@ -169,28 +169,24 @@ int main(int argc, char **argv) {
   std::vector<std::string> names;
   int reps = 5;
   double minMs = 50;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&]() -> const char * {
-      if (i + 1 >= argc)
-        usage((arg + " needs a value").c_str());
-      return argv[++i];
-    };
+  md::bench::BenchArgs args(argc, argv, usage);
+  while (args.next()) {
+    std::string arg = args.arg();
     if (arg == "--help" || arg == "-h") {
       usage(nullptr);
     } else if (arg == "--config") {
       Config c;
-      const char *v = value();
+      const char *v = args.value();
       if (std::sscanf(v, "%dx%d", &c.procs, &c.threads) != 2 || c.procs < 1 ||
           c.threads < 1)
         usage("--config takes PROCSxTHREADS, e.g. 2x1");
       configs.push_back(c);
     } else if (arg == "--reps") {
-      reps = std::atoi(value());
+      reps = std::atoi(args.value());
       if (reps < 1)
         usage("--reps must be at least 1");
     } else if (arg == "--min-ms") {
-      minMs = std::atof(value());
+      minMs = std::atof(args.value());
       if (!(minMs >= 0))
         usage("--min-ms must be >= 0");
     } else if (!arg.empty() && arg[0] == '-') {

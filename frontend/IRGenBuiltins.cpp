@@ -102,40 +102,45 @@ Val ModelGen::applyLayer(FnState &fn, Instance *inst, const Val &x,
                  std::to_string(d) + "], got " + formatType(xt));
     return false;
   };
+  // The weight and, `withBias`, the bias of a norm over the last dimension
+  // of an input of rank `minRank` or more; nullopt once an error is reported.
+  auto normParams =
+      [&](int64_t minRank,
+          bool withBias) -> std::optional<std::pair<mlir::Value, mlir::Value>> {
+    if (!lastDim(inst->dimA, minRank))
+      return std::nullopt;
+    Val g = leafValue(fn, inst->child("weight"), l);
+    Val bt = withBias ? leafValue(fn, inst->child("bias"), l) : Val();
+    if (g.isError() || (withBias && bt.isError()))
+      return std::nullopt;
+    return std::make_pair(g.value, bt.value);
+  };
   switch (inst->layer) {
   case LayerKind::Linear:
     return linear(fn, inst, x, calleeName, l);
   case LayerKind::LayerNorm: {
-    if (!lastDim(inst->dimA, 1))
+    auto gb = normParams(1, /*withBias=*/true);
+    if (!gb)
       return Val::error();
-    Val g = leafValue(fn, inst->child("weight"), l);
-    Val bt = leafValue(fn, inst->child("bias"), l);
-    if (g.isError() || bt.isError())
-      return Val::error();
-    return Val::tensor(md::LayerNormOp::create(b, loc(l), xt, x.value, g.value,
-                                               bt.value,
+    return Val::tensor(md::LayerNormOp::create(b, loc(l), xt, x.value,
+                                               gb->first, gb->second,
                                                b.getF64FloatAttr(inst->eps)));
   }
   case LayerKind::RMSNorm: {
-    if (!lastDim(inst->dimA, 1))
+    auto gb = normParams(1, /*withBias=*/false);
+    if (!gb)
       return Val::error();
-    Val g = leafValue(fn, inst->child("weight"), l);
-    if (g.isError())
-      return g;
-    return Val::tensor(md::RmsNormOp::create(b, loc(l), xt, x.value, g.value,
+    return Val::tensor(md::RmsNormOp::create(b, loc(l), xt, x.value, gb->first,
                                              b.getF64FloatAttr(inst->eps)));
   }
   case LayerKind::BatchNorm: {
-    if (!lastDim(inst->dimA, 2))
-      return Val::error();
-    Val g = leafValue(fn, inst->child("weight"), l);
-    Val bt = leafValue(fn, inst->child("bias"), l);
-    if (g.isError() || bt.isError())
+    auto gb = normParams(2, /*withBias=*/true);
+    if (!gb)
       return Val::error();
     auto stats = tensorType({inst->dimA}, b.getF32Type());
     auto op =
-        md::BatchNormOp::create(b, loc(l), xt, stats, stats, x.value, g.value,
-                                bt.value, b.getF64FloatAttr(inst->eps));
+        md::BatchNormOp::create(b, loc(l), xt, stats, stats, x.value, gb->first,
+                                gb->second, b.getF64FloatAttr(inst->eps));
     return Val::tensor(op.getY());
   }
   case LayerKind::Attention: {
@@ -276,6 +281,17 @@ std::optional<bool> ModelGen::constBool(FnState &fn, const Expr &e,
   return v.boolean;
 }
 
+std::optional<int64_t> ModelGen::constIntOr(FnState &fn, const Expr *e,
+                                            int64_t fallback,
+                                            const Twine &what) {
+  return e ? constInt(fn, *e, what) : fallback;
+}
+
+std::optional<bool> ModelGen::constBoolOr(FnState &fn, const Expr *e,
+                                          bool fallback, const Twine &what) {
+  return e ? constBool(fn, *e, what) : fallback;
+}
+
 Val ModelGen::reshape(FnState &fn, const Val &x, const Expr &shapeExpr,
                       SMLoc l) {
   auto *list = llvm::dyn_cast<ListExpr>(&shapeExpr);
@@ -359,13 +375,11 @@ Val ModelGen::reduce(FnState &fn, const CallExpr &call, const Val &x,
                      const Expr *dimsExpr, const Expr *keepdimExpr,
                      bool isMean) {
   const char *name = isMean ? "mean" : "sum";
-  bool keepdim = false;
-  if (keepdimExpr) {
-    auto k = constBool(fn, *keepdimExpr, "keepdim");
-    if (!k)
-      return Val::error();
-    keepdim = *k;
-  }
+  std::optional<bool> keepdimArg =
+      constBoolOr(fn, keepdimExpr, /*fallback=*/false, "keepdim");
+  if (!keepdimArg)
+    return Val::error();
+  bool keepdim = *keepdimArg;
   if (!expectFloat(x, call.loc, Twine("the input of ") + name))
     return Val::error();
   RankedTensorType xt = x.type();
@@ -449,28 +463,24 @@ Val ModelGen::callBuiltin(FnState &fn, const CallExpr &call,
   std::string what = "the input of " + name;
 
   if (name == "gelu" || name == "relu") {
-    bool approximate = false;
-    if (name == "gelu" && args[1]) {
-      auto a = constBool(fn, *args[1], "approximate");
-      if (!a)
-        return Val::error();
-      approximate = *a;
-    }
+    std::optional<bool> approximate =
+        constBoolOr(fn, name == "gelu" ? args[1] : nullptr,
+                    /*fallback=*/false, "approximate");
+    if (!approximate)
+      return Val::error();
     if (!expectFloat(x, l, what))
       return Val::error();
     if (name == "relu")
       return Val::tensor(md::ReluOp::create(b, loc(l), x.type(), x.value));
     return Val::tensor(
-        md::GeluOp::create(b, loc(l), x.type(), x.value, approximate));
+        md::GeluOp::create(b, loc(l), x.type(), x.value, *approximate));
   }
   if (name == "softmax") {
-    int64_t axis = -1;
-    if (args[1]) {
-      auto a = constInt(fn, *args[1], "axis");
-      if (!a)
-        return Val::error();
-      axis = *a;
-    }
+    std::optional<int64_t> axisArg =
+        constIntOr(fn, args[1], /*fallback=*/-1, "axis");
+    if (!axisArg)
+      return Val::error();
+    int64_t axis = *axisArg;
     if (!expectFloat(x, l, what))
       return Val::error();
     int64_t rank = x.type().getRank();

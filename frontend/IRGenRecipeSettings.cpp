@@ -78,13 +78,20 @@ RecipeEmitter::bindArgs(ArrayRef<Argument> args, SMLoc loc, StringRef callee,
   return bound;
 }
 
+/// Reports that `expr`, the value of setting `what`, is not `expected`;
+/// nullopt for the getters below to return.
+static std::nullopt_t reportNot(Diagnostics &diags, const Expr &expr,
+                                const Twine &what, StringRef expected) {
+  diags.error(expr.loc,
+              "'" + what + "' must be " + expected + ", got " + describe(expr));
+  return std::nullopt;
+}
+
 std::optional<double> RecipeEmitter::getNumber(const Expr &expr,
                                                const Twine &what) {
   if (std::optional<Literal> literal = getLiteral(expr))
     return literal->floatValue;
-  diags.error(expr.loc,
-              "'" + what + "' must be a number, got " + describe(expr));
-  return std::nullopt;
+  return reportNot(diags, expr, what, "a number");
 }
 
 std::optional<int64_t> RecipeEmitter::getInteger(const Expr &expr,
@@ -92,27 +99,21 @@ std::optional<int64_t> RecipeEmitter::getInteger(const Expr &expr,
   std::optional<Literal> literal = getLiteral(expr);
   if (literal && literal->isInteger)
     return literal->intValue;
-  diags.error(expr.loc,
-              "'" + what + "' must be an integer, got " + describe(expr));
-  return std::nullopt;
+  return reportNot(diags, expr, what, "an integer");
 }
 
 std::optional<bool> RecipeEmitter::getBool(const Expr &expr,
                                            const Twine &what) {
   if (const auto *value = dyn_cast<BoolExpr>(&expr))
     return value->value;
-  diags.error(expr.loc,
-              "'" + what + "' must be true or false, got " + describe(expr));
-  return std::nullopt;
+  return reportNot(diags, expr, what, "true or false");
 }
 
 std::optional<std::string> RecipeEmitter::getString(const Expr &expr,
                                                     const Twine &what) {
   if (const auto *value = dyn_cast<StringExpr>(&expr))
     return value->value;
-  diags.error(expr.loc,
-              "'" + what + "' must be a string, got " + describe(expr));
-  return std::nullopt;
+  return reportNot(diags, expr, what, "a string");
 }
 
 DataAttr RecipeEmitter::getDataSource(const Expr &expr, StringRef what) {
@@ -251,6 +252,22 @@ Attribute RecipeEmitter::getOptimizer(const Expr &expr) {
     return *value;
   };
   auto nonNegative = [](double v) { return v >= 0; };
+  // The attribute `build` makes from the parameter groups at argument
+  // `index` (null when not given), once every argument is well formed; null
+  // when one is not or the groups do not fit the optimizer.
+  auto withGroups = [&](size_t index, double weightDecay,
+                        function_ref<Attribute(ArrayAttr)> build) {
+    ArrayAttr groups;
+    const Expr *arg = (*args)[index];
+    if (arg)
+      ok &= succeeded(getParamGroups(*arg, weightDecay, groups));
+    if (!ok)
+      return Attribute();
+    Attribute attr = build(groups);
+    if (groups && failed(checkParamGroups(attr, *arg)))
+      return Attribute();
+    return attr;
+  };
   double lr = number(0, 0, nonNegative, ">= 0");
   MLIRContext *context = &ctx.context;
   if (isAdamW) {
@@ -284,17 +301,11 @@ Attribute RecipeEmitter::getOptimizer(const Expr &expr) {
     double eps = number(
         2, 1e-8, [](double v) { return v > 0; }, "> 0");
     double weightDecay = number(3, 0.01, nonNegative, ">= 0");
-    ArrayAttr groups;
-    if (const Expr *arg = (*args)[4])
-      ok &= succeeded(getParamGroups(*arg, weightDecay, groups));
-    if (!ok)
-      return {};
-    auto attr =
-        AdamWAttr::get(context, APFloat(lr), APFloat(beta1), APFloat(beta2),
-                       APFloat(eps), APFloat(weightDecay), groups);
-    if (groups && failed(checkParamGroups(attr, *(*args)[4])))
-      return {};
-    return attr;
+    return withGroups(4, weightDecay, [&](ArrayAttr groups) -> Attribute {
+      return AdamWAttr::get(context, APFloat(lr), APFloat(beta1),
+                            APFloat(beta2), APFloat(eps), APFloat(weightDecay),
+                            groups);
+    });
   }
   double momentum = number(1, 0, nonNegative, ">= 0");
   double dampening = number(
@@ -316,17 +327,11 @@ Attribute RecipeEmitter::getOptimizer(const Expr &expr) {
       ok = false;
     }
   }
-  ArrayAttr groups;
-  if (const Expr *arg = (*args)[5])
-    ok &= succeeded(getParamGroups(*arg, weightDecay, groups));
-  if (!ok)
-    return {};
-  auto attr =
-      SGDAttr::get(context, APFloat(lr), APFloat(momentum), APFloat(dampening),
-                   APFloat(weightDecay), nesterov, groups);
-  if (groups && failed(checkParamGroups(attr, *(*args)[5])))
-    return {};
-  return attr;
+  return withGroups(5, weightDecay, [&](ArrayAttr groups) -> Attribute {
+    return SGDAttr::get(context, APFloat(lr), APFloat(momentum),
+                        APFloat(dampening), APFloat(weightDecay), nesterov,
+                        groups);
+  });
 }
 
 LogicalResult RecipeEmitter::getParamGroups(const Expr &expr,

@@ -329,6 +329,12 @@ private:
   std::optional<int64_t> constInt(FnState &fn, const Expr &e,
                                   const Twine &what);
   std::optional<bool> constBool(FnState &fn, const Expr &e, const Twine &what);
+  /// constInt and constBool of an optional argument `e`: `fallback` when it
+  /// is absent (null).
+  std::optional<int64_t> constIntOr(FnState &fn, const Expr *e,
+                                    int64_t fallback, const Twine &what);
+  std::optional<bool> constBoolOr(FnState &fn, const Expr *e, bool fallback,
+                                  const Twine &what);
   Val linear(FnState &fn, Instance *lin, const Val &x,
              const std::string &calleeName, SMLoc loc);
   Val scale(const Val &x, double factor, SMLoc loc);

@@ -121,12 +121,8 @@ bool Parser::parseHyperParams(BlockDecl &decl) {
         HyperParam hp;
         if (!parseName("a hyper-parameter name", hp.name, hp.loc))
           return false;
-        if (tok.is(TokenKind::Equal)) {
-          consume();
-          hp.defaultValue = parseExpr();
-          if (!hp.defaultValue)
-            return false;
-        }
+        if (!parseOptionalClause(TokenKind::Equal, hp.defaultValue))
+          return false;
         decl.hyperParams.push_back(std::move(hp));
         return true;
       });
@@ -140,22 +136,18 @@ bool Parser::parseParam(BlockDecl &decl) {
     return false;
   ParamDecl param;
   takeName(param.name, param.loc);
-  if (!expect(TokenKind::Colon,
-              "expected ':' after parameter name '" + param.name + "'"))
+  if (!expectAndConsume(TokenKind::Colon,
+                        "expected ':' after parameter name '" + param.name +
+                            "'"))
     return false;
-  consume();
 
   if (tok.is(TokenKind::Identifier) && peek().is(TokenKind::LBracket)) {
     // A raw tensor: `f32[a, b] [init expr]`.
     param.isRaw = true;
     if (!parseTensorType(param.type))
       return false;
-    if (tok.is(TokenKind::KwInit)) {
-      consume();
-      param.init = parseExpr();
-      if (!param.init)
-        return false;
-    }
+    if (!parseOptionalClause(TokenKind::KwInit, param.init))
+      return false;
   } else if (tok.is(TokenKind::Identifier)) {
     // A layer or block instance: `Linear(d, 4 * d)`, `Block(d)[layers]`.
     takeName(param.layer, param.layerLoc);
@@ -354,10 +346,9 @@ void Parser::parsePlan(Module &module) {
     }
     Setting option;
     takeName(option.key, option.keyLoc);
-    if (!expect(TokenKind::Equal,
-                "expected '=' after plan option '" + option.key + "'"))
+    if (!expectAndConsume(TokenKind::Equal, "expected '=' after plan option '" +
+                                                option.key + "'"))
       return false;
-    consume();
     if (!parseValueOnSameLine())
       return false;
     option.value = parseExpr();

@@ -276,10 +276,10 @@ ExprPtr Parser::parseRecord() {
         }
         Setting field;
         takeName(field.key, field.keyLoc);
-        if (!expect(TokenKind::Equal, "expected '=' after field '" + field.key +
-                                          "' in the record"))
+        if (!expectAndConsume(TokenKind::Equal, "expected '=' after field '" +
+                                                    field.key +
+                                                    "' in the record"))
           return false;
-        consume();
         field.value = parseExpr();
         if (!field.value)
           return false;

@@ -172,6 +172,26 @@ private:
     return false;
   }
 
+  /// expect, then consumes the `kind` token: for punctuation and keywords
+  /// that only separate what comes before and after them.
+  bool expectAndConsume(TokenKind kind, const Twine &message) {
+    if (!expect(kind, message))
+      return false;
+    consume();
+    return true;
+  }
+
+  /// An optional `<kind> expr` clause (`= default`, `init expr`): when the
+  /// current token is a `kind`, consumes it and parses the expression after
+  /// it into `out`. False only when that expression does not parse.
+  bool parseOptionalClause(TokenKind kind, ExprPtr &out) {
+    if (!tok.is(kind))
+      return true;
+    consume();
+    out = parseExpr();
+    return out != nullptr;
+  }
+
   /// An identifier naming a `what` ("a hyper-parameter name"): stores its
   /// spelling and location and consumes it. Otherwise reports "expected
   /// <what>, found <token>" at the token and consumes nothing.

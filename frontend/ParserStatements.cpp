@@ -100,11 +100,10 @@ StmtPtr Parser::parseLet() {
       break;
     consume();
   }
-  if (!expect(TokenKind::Equal,
-              "expected '=' after the names of a destructuring "
-              "assignment"))
+  if (!expectAndConsume(TokenKind::Equal,
+                        "expected '=' after the names of a destructuring "
+                        "assignment"))
     return nullptr;
-  consume();
   if (!parseValueOnSameLine())
     return nullptr;
   ExprPtr value = parseExpr();
@@ -184,17 +183,16 @@ StmtPtr Parser::parseFor() {
   std::string var = tok.spelling.str();
   SMLoc varLoc = tok.getLoc();
   consume();
-  if (!expect(TokenKind::KwIn,
-              "expected 'in' after the loop variable '" + var + "'"))
+  if (!expectAndConsume(TokenKind::KwIn,
+                        "expected 'in' after the loop variable '" + var + "'"))
     return nullptr;
-  consume();
   ExprPtr lo = parseExpr();
   if (!lo)
     return nullptr;
-  if (!expect(TokenKind::DotDot, "expected '..' in the range of 'for' (as in "
-                                 "'for i in 0..n')"))
+  if (!expectAndConsume(TokenKind::DotDot,
+                        "expected '..' in the range of 'for' (as in "
+                        "'for i in 0..n')"))
     return nullptr;
-  consume();
   ExprPtr hi = parseExpr();
   if (!hi)
     return nullptr;

@@ -19,6 +19,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVectorExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/Casting.h"
@@ -38,17 +39,6 @@ namespace {
 
 /// 25 MiB, the default bucket size of PyTorch DDP and FSDP.
 constexpr int64_t kDefaultBucketCap = 25 * 1024 * 1024;
-
-const StringRef kPlanOptions[] = {"shard",
-                                  "wrap",
-                                  "precision",
-                                  "bucket_cap",
-                                  "prefetch",
-                                  "reshard_after_forward",
-                                  "checkpoint_activations",
-                                  "grad_accumulation",
-                                  "interconnect",
-                                  "max_inflight_allgathers"};
 
 /// The values of a plan while its options are applied.
 struct PlanValues {
@@ -164,29 +154,11 @@ public:
   /// Applies the options of `decl` to `plan`; the options of a plan of the
   /// file, or those `mdc` flags set (applyOverrides).
   void apply(const PlanDecl &decl, PlanValues &plan) {
-    forEachKnownSetting(diags, decl.options, "plan option", kPlanOptions,
+    forEachKnownSetting(diags, decl.options, "plan option", optionKeys(),
                         [&](const Setting &option) {
-                          const Expr &value = *option.value;
-                          if (option.key == "shard")
-                            applyShard(value, plan);
-                          else if (option.key == "wrap")
-                            applyWrap(value, plan);
-                          else if (option.key == "precision")
-                            applyPrecision(value, plan);
-                          else if (option.key == "bucket_cap")
-                            applyBucketCap(value, plan);
-                          else if (option.key == "prefetch")
-                            applyPrefetch(value, plan);
-                          else if (option.key == "reshard_after_forward")
-                            applyBool(option, plan.reshardAfterForward);
-                          else if (option.key == "grad_accumulation")
-                            applyGradAccumulation(value, plan);
-                          else if (option.key == "interconnect")
-                            applyInterconnect(value, plan);
-                          else if (option.key == "max_inflight_allgathers")
-                            applyMaxInflightAllGathers(value, plan);
-                          else
-                            applyCheckpointActivations(value, plan);
+                          for (const PlanOption &known : options())
+                            if (known.key == option.key)
+                              (this->*known.apply)(*option.value, plan);
                         });
     // Checked once every option is applied: `shard` may come after it.
     if (plan.shardedGradAccumulation && plan.shard != ShardKind::grad_op &&
@@ -207,8 +179,54 @@ public:
   }
 
 private:
+  /// A plan option and what applies its value.
+  struct PlanOption {
+    StringRef key;
+    void (PlanBuilder::*apply)(const Expr &value, PlanValues &plan);
+  };
+  /// Every plan option, in the order messages list them.
+  static ArrayRef<PlanOption> options() {
+    static const PlanOption table[] = {
+        {"shard", &PlanBuilder::applyShard},
+        {"wrap", &PlanBuilder::applyWrap},
+        {"precision", &PlanBuilder::applyPrecision},
+        {"bucket_cap", &PlanBuilder::applyBucketCap},
+        {"prefetch", &PlanBuilder::applyPrefetch},
+        {"reshard_after_forward", &PlanBuilder::applyReshardAfterForward},
+        {"checkpoint_activations", &PlanBuilder::applyCheckpointActivations},
+        {"grad_accumulation", &PlanBuilder::applyGradAccumulation},
+        {"interconnect", &PlanBuilder::applyInterconnect},
+        {"max_inflight_allgathers", &PlanBuilder::applyMaxInflightAllGathers}};
+    return table;
+  }
+
+  /// The options' names, for forEachKnownSetting.
+  static ArrayRef<StringRef> optionKeys() {
+    static const SmallVector<StringRef> keys = llvm::map_to_vector(
+        options(), [](const PlanOption &option) { return option.key; });
+    return keys;
+  }
+
   static const NameExpr *asName(const Expr &expr) {
     return dyn_cast<NameExpr>(&expr);
+  }
+
+  /// Whether `call` has one argument, positional or named `name`.
+  static bool hasOneArgument(const CallExpr &call, StringRef name) {
+    return call.args.size() == 1 &&
+           (call.args[0].name.empty() || call.args[0].name == name);
+  }
+
+  /// The integer `value` of argument `name` when it is at least `min`;
+  /// otherwise reports that it must be `expected` and returns nullopt.
+  std::optional<int64_t> integerAtLeast(const Expr &value, int64_t min,
+                                        StringRef name, StringRef expected) {
+    const auto *number = dyn_cast<NumberExpr>(&value);
+    if (number && number->isInteger && number->intValue >= min)
+      return number->intValue;
+    diags.error(value.loc, "'" + name + "' must be " + expected + ", got " +
+                               describe(value));
+    return std::nullopt;
   }
 
   /// `shard = none | optimizer | grad_op | full | hybrid(shard_group = N)`.
@@ -237,8 +255,7 @@ private:
       fail();
       return;
     }
-    if (call->args.size() != 1 ||
-        (!call->args[0].name.empty() && call->args[0].name != "shard_group")) {
+    if (!hasOneArgument(*call, "shard_group")) {
       SMLoc loc = call->args.empty()           ? call->loc
                   : call->args[0].name.empty() ? call->args[0].value->loc
                                                : call->args[0].nameLoc;
@@ -246,20 +263,18 @@ private:
       return;
     }
     const Expr &group = *call->args[0].value;
-    const auto *number = dyn_cast<NumberExpr>(&group);
-    if (!number || !number->isInteger || number->intValue <= 1) {
-      diags.error(group.loc, "'shard_group' must be an integer > 1, got " +
-                                 describe(group));
+    std::optional<int64_t> size =
+        integerAtLeast(group, 2, "shard_group", "an integer > 1");
+    if (!size)
       return;
-    }
-    if (worldSize && worldSize % number->intValue != 0) {
-      diags.error(group.loc, "shard group of " + llvm::Twine(number->intValue) +
+    if (worldSize && worldSize % *size != 0) {
+      diags.error(group.loc, "shard group of " + llvm::Twine(*size) +
                                  " ranks does not divide the world size " +
                                  llvm::Twine(worldSize));
       return;
     }
     plan.shard = ShardKind::hybrid;
-    plan.shardGroupSize = number->intValue;
+    plan.shardGroupSize = *size;
   }
 
   /// `blocks(h, ...)`: each name a repeated param of the model. `what` is the
@@ -333,21 +348,17 @@ private:
     }
     if (call->callee != "size")
       return fail();
-    if (call->args.size() != 1 ||
-        (!call->args[0].name.empty() && call->args[0].name != "min_params")) {
+    if (!hasOneArgument(*call, "min_params")) {
       diags.error(call->loc, "'size' takes one argument, min_params = N");
       return;
     }
-    const Expr &count = *call->args[0].value;
-    const auto *number = dyn_cast<NumberExpr>(&count);
-    if (!number || !number->isInteger || number->intValue <= 0) {
-      diags.error(count.loc, "'min_params' must be a positive integer, got " +
-                                 describe(count));
+    std::optional<int64_t> minParams = integerAtLeast(
+        *call->args[0].value, 1, "min_params", "a positive integer");
+    if (!minParams)
       return;
-    }
     plan.wrap = WrapKind::size;
     plan.wrapBlocks.clear();
-    plan.wrapMinParams = number->intValue;
+    plan.wrapMinParams = *minParams;
   }
 
   /// `checkpoint_activations = blocks(h) | none`.
@@ -442,7 +453,7 @@ private:
     forEachField(value, "prefetch", "{ forward = true, backward = pre }",
                  fields, [&](const Setting &field) {
                    if (field.key == "forward") {
-                     applyBool(field, plan.prefetchForward);
+                     applyBool(*field.value, field.key, plan.prefetchForward);
                      return;
                    }
                    const NameExpr *name = asName(*field.value);
@@ -529,25 +540,25 @@ private:
 
   /// `max_inflight_allgathers = N`, N >= 1.
   void applyMaxInflightAllGathers(const Expr &value, PlanValues &plan) {
-    const auto *number = dyn_cast<NumberExpr>(&value);
-    if (!number || !number->isInteger || number->intValue < 1) {
-      diags.error(value.loc,
-                  "'max_inflight_allgathers' must be an integer >= 1, got " +
-                      describe(value));
-      return;
-    }
-    plan.maxInflightAllGathers = number->intValue;
+    if (std::optional<int64_t> limit = integerAtLeast(
+            value, 1, "max_inflight_allgathers", "an integer >= 1"))
+      plan.maxInflightAllGathers = *limit;
   }
 
-  void applyBool(const Setting &setting, bool &slot) {
-    const auto *value = dyn_cast<BoolExpr>(setting.value.get());
-    if (!value) {
-      diags.error(setting.value->loc, "'" + setting.key +
-                                          "' must be true or false, got " +
-                                          describe(*setting.value));
+  /// `reshard_after_forward = true | false`.
+  void applyReshardAfterForward(const Expr &value, PlanValues &plan) {
+    applyBool(value, "reshard_after_forward", plan.reshardAfterForward);
+  }
+
+  /// Sets `slot` to `value`, which option `key` needs to be a bool.
+  void applyBool(const Expr &value, StringRef key, bool &slot) {
+    const auto *boolean = dyn_cast<BoolExpr>(&value);
+    if (!boolean) {
+      diags.error(value.loc, "'" + key + "' must be true or false, got " +
+                                 describe(value));
       return;
     }
-    slot = value->value;
+    slot = boolean->value;
   }
 
   static std::string describe(const Expr &expr) { return describeExpr(expr); }

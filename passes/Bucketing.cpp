@@ -177,11 +177,18 @@ private:
   bool canHoist(const BlockDependences &deps, ArrayRef<unsigned> members,
                 SmallVectorImpl<unsigned> *producers);
   Operation *pack(ArrayRef<Operation *> members);
+  /// canSink or canHoist: whether a bucket's members can gather, and the
+  /// positions of the other ops that move with them.
+  using CanGather = bool (BucketingPass::*)(const BlockDependences &,
+                                            ArrayRef<unsigned>,
+                                            SmallVectorImpl<unsigned> *);
   /// Marks the members of the buckets from `first` on bucketed and calls
   /// `place` on each one of several members, with the block's dependences
-  /// read afresh (placing a bucket moves ops) and the members' positions.
+  /// read afresh (placing a bucket moves ops) and the positions of the ops
+  /// that `canGather` says move with them.
   void placeBuckets(
       Block &block, size_t first, llvm::DenseSet<Operation *> &bucketed,
+      CanGather canGather,
       function_ref<void(Bucket &, const BlockDependences &, ArrayRef<unsigned>)>
           place);
 };
@@ -244,6 +251,47 @@ BucketingPass::computeTimeline(const BlockDependences &deps) {
   return finish;
 }
 
+namespace {
+/// The positions from the first member of a bucket to the last, which
+/// canSink and canHoist scan: which are members, and which ops move when the
+/// members gather.
+struct MemberSpan {
+  explicit MemberSpan(ArrayRef<unsigned> members)
+      : lo(members.front()), hi(members.back()), isMember(hi - lo + 1, false),
+        moves(hi - lo + 1, false) {
+    for (unsigned m : members)
+      isMember[m - lo] = true;
+  }
+
+  /// Whether the ops that move can move past those that `stays`: each
+  /// non-member that moves is `movable`, and none has an access that
+  /// conflicts with one of a staying op. Appends the non-members that move
+  /// to `moved`.
+  bool canMovePast(const BlockDependences &deps,
+                   function_ref<bool(unsigned)> stays,
+                   function_ref<bool(Operation *)> movable,
+                   SmallVectorImpl<unsigned> *moved) const {
+    for (unsigned i = lo; i <= hi; ++i) {
+      if (!moves[i - lo])
+        continue;
+      if (!isMember[i - lo] && !movable(deps.getOps()[i]))
+        return false;
+      const OpAccess &access = deps.getAccessAt(i);
+      if (access.hasEffects())
+        for (unsigned j = lo; j <= hi; ++j)
+          if (stays(j) && accessesConflict(access, deps.getAccessAt(j)))
+            return false;
+      if (moved && !isMember[i - lo])
+        moved->push_back(i);
+    }
+    return true;
+  }
+
+  unsigned lo, hi;
+  SmallVector<bool> isMember, moves;
+};
+} // namespace
+
 /// Whether the collectives at `members` (positions, increasing) can move to
 /// the last one's place: none depends on another, and what depends on the
 /// earlier ones (collected in `dependents`, members excluded) can move after
@@ -251,36 +299,26 @@ BucketingPass::computeTimeline(const BlockDependences &deps) {
 bool BucketingPass::canSink(const BlockDependences &deps,
                             ArrayRef<unsigned> members,
                             SmallVectorImpl<unsigned> *dependents) {
-  unsigned lo = members.front(), hi = members.back();
-  SmallVector<bool> tainted(hi - lo + 1, false);
-  SmallVector<bool> isMember(hi - lo + 1, false);
-  for (unsigned m : members)
-    isMember[m - lo] = true;
+  MemberSpan span(members);
+  unsigned lo = span.lo, hi = span.hi;
+  // An op moves (after the last member) when it is an earlier member or
+  // depends on an op that moves.
   for (unsigned i = lo; i <= hi; ++i) {
     bool depends = llvm::any_of(deps.getPredecessors(i), [&](unsigned p) {
-      return p >= lo && tainted[p - lo];
+      return p >= lo && span.moves[p - lo];
     });
-    if (isMember[i - lo]) {
+    if (span.isMember[i - lo]) {
       if (depends)
         return false;
-      tainted[i - lo] = i != hi;
+      span.moves[i - lo] = i != hi;
       continue;
     }
-    tainted[i - lo] = depends;
+    span.moves[i - lo] = depends;
   }
-  for (unsigned i = lo; i <= hi; ++i) {
-    if (!tainted[i - lo])
-      continue;
-    const OpAccess &moved = deps.getAccessAt(i);
-    if (moved.hasEffects())
-      for (unsigned j = lo; j <= hi; ++j)
-        if (!tainted[j - lo] && !isMember[j - lo] &&
-            accessesConflict(moved, deps.getAccessAt(j)))
-          return false;
-    if (dependents && !isMember[i - lo])
-      dependents->push_back(i);
-  }
-  return true;
+  return span.canMovePast(
+      deps,
+      [&](unsigned j) { return !span.moves[j - lo] && !span.isMember[j - lo]; },
+      [](Operation *) { return true; }, dependents);
 }
 
 /// Whether the collectives at `members` (positions, increasing) can move up
@@ -291,38 +329,26 @@ bool BucketingPass::canSink(const BlockDependences &deps,
 bool BucketingPass::canHoist(const BlockDependences &deps,
                              ArrayRef<unsigned> members,
                              SmallVectorImpl<unsigned> *producers) {
-  unsigned lo = members.front(), hi = members.back();
-  SmallVector<bool> needed(hi - lo + 1, false);
-  SmallVector<bool> isMember(hi - lo + 1, false);
-  for (unsigned m : members)
-    isMember[m - lo] = true;
+  MemberSpan span(members);
+  unsigned lo = span.lo;
+  // An op moves (up to the first member) when it is a later member or a
+  // later member needs it; the first member stays.
   for (unsigned m : members.drop_front())
-    needed[m - lo] = true;
-  for (unsigned i = hi + 1; i-- > lo;) {
-    if (!needed[i - lo])
+    span.moves[m - lo] = true;
+  for (unsigned i = span.hi + 1; i-- > lo;) {
+    if (!span.moves[i - lo])
       continue;
     for (unsigned p : deps.getPredecessors(i)) {
       if (p < lo)
         continue;
-      if (isMember[p - lo])
+      if (span.isMember[p - lo])
         return false; // a member needs another one
-      needed[p - lo] = true;
+      span.moves[p - lo] = true;
     }
   }
-  for (unsigned i = lo + 1; i <= hi; ++i) {
-    if (!needed[i - lo])
-      continue;
-    if (!isMember[i - lo] && !isMovableProducer(deps.getOps()[i]))
-      return false;
-    const OpAccess &moved = deps.getAccessAt(i);
-    if (moved.hasEffects())
-      for (unsigned j = lo; j <= hi; ++j)
-        if (!needed[j - lo] && accessesConflict(moved, deps.getAccessAt(j)))
-          return false;
-    if (producers && !isMember[i - lo])
-      producers->push_back(i);
-  }
-  return true;
+  return span.canMovePast(
+      deps, [&](unsigned j) { return !span.moves[j - lo]; }, isMovableProducer,
+      producers);
 }
 
 /// Replaces the adjacent all-reduces `members` by one all-reduce of the
@@ -454,11 +480,7 @@ void BucketingPass::bucketGradientReductions(
     // earlier members after it. Positions shift as ops move; recompute them.
     bool packable = cls.packable;
     auto sink = [&](Bucket &bucket, const BlockDependences &now,
-                    ArrayRef<unsigned> memberPos) {
-      SmallVector<unsigned> dependents;
-      bool ok = canSink(now, memberPos, &dependents);
-      assert(ok && "the dynamic program only forms buckets that can sink");
-      (void)ok;
+                    ArrayRef<unsigned> dependents) {
       Operation *last = bucket.members.back();
       Operation *after = last;
       for (unsigned d : dependents) {
@@ -474,7 +496,8 @@ void BucketingPass::bucketGradientReductions(
         bucket.members = {packed};
       }
     };
-    placeBuckets(block, buckets.size() - ranges.size(), bucketed, sink);
+    placeBuckets(block, buckets.size() - ranges.size(), bucketed,
+                 &BucketingPass::canSink, sink);
   }
 }
 
@@ -553,11 +576,7 @@ void BucketingPass::bucketAllGathers(Block &block,
     // Place each bucket: what the later members need, then the members,
     // right before the first one.
     auto hoist = [&](Bucket &bucket, const BlockDependences &now,
-                     ArrayRef<unsigned> memberPos) {
-      SmallVector<unsigned> producers;
-      bool ok = canHoist(now, memberPos, &producers);
-      assert(ok && "buckets of all-gathers are formed only when they hoist");
-      (void)ok;
+                     ArrayRef<unsigned> producers) {
       Operation *head = bucket.members.front();
       for (unsigned p : producers)
         now.getOps()[p]->moveBefore(head);
@@ -567,12 +586,14 @@ void BucketingPass::bucketAllGathers(Block &block,
         after = member;
       }
     };
-    placeBuckets(block, buckets.size() - groups.size(), bucketed, hoist);
+    placeBuckets(block, buckets.size() - groups.size(), bucketed,
+                 &BucketingPass::canHoist, hoist);
   }
 }
 
 void BucketingPass::placeBuckets(
     Block &block, size_t first, llvm::DenseSet<Operation *> &bucketed,
+    CanGather canGather,
     function_ref<void(Bucket &, const BlockDependences &, ArrayRef<unsigned>)>
         place) {
   for (size_t b = first; b < buckets.size(); ++b) {
@@ -582,7 +603,14 @@ void BucketingPass::placeBuckets(
     if (bucket.members.size() == 1)
       continue;
     BlockDependences now(block);
-    place(bucket, now, positionsOf(now, bucket.members));
+    SmallVector<unsigned> moving;
+    bool ok =
+        (this->*canGather)(now, positionsOf(now, bucket.members), &moving);
+    // The dynamic program forms only buckets that can sink; all-gathers are
+    // bucketed only where they hoist.
+    assert(ok && "a bucket is formed only where its members can gather");
+    (void)ok;
+    place(bucket, now, moving);
   }
 }
 

@@ -154,23 +154,10 @@ FailureOr<ExplainReport> md::computeExplainReport(ModelOp model,
       row.perStep = op->getParentOfType<MicroStepsOp>()
                         ? report.accumulationSteps - 1
                         : 1;
-      int64_t total = row.bytesSent * row.perStep;
-      switch (collective.getCollectiveKind()) {
-      case CollectiveKind::all_gather:
-        report.allGatherBytes += total;
-        break;
-      case CollectiveKind::reduce_scatter:
-        report.reduceScatterBytes += total;
-        break;
-      case CollectiveKind::all_reduce:
-        report.allReduceBytes += total;
-        break;
-      case CollectiveKind::broadcast:
-        report.broadcastBytes += total;
-        break;
-      case CollectiveKind::barrier:
-        break;
-      }
+      CollectiveKind kind = collective.getCollectiveKind();
+      if (kind != CollectiveKind::barrier)
+        report.bytesByKind[static_cast<size_t>(kind)] +=
+            row.bytesSent * row.perStep;
       report.collectives.push_back(std::move(row));
     });
   }
@@ -223,10 +210,14 @@ static std::array<Row, 4> modelStateRows(const MemoryReport &memory) {
 
 /// Bytes one rank sends per step, by kind of collective.
 static std::array<Row, 4> communicationRows(const ExplainReport &report) {
-  return {{{"all_gather", report.allGatherBytes},
-           {"reduce_scatter", report.reduceScatterBytes},
-           {"all_reduce", report.allReduceBytes},
-           {"broadcast", report.broadcastBytes}}};
+  static_assert(static_cast<size_t>(CollectiveKind::barrier) ==
+                    std::tuple_size_v<decltype(report.bytesByKind)>,
+                "one count per kind of collective but the barrier");
+  std::array<Row, 4> rows;
+  for (size_t k = 0; k < rows.size(); ++k)
+    rows[k] = {stringifyCollectiveKind(static_cast<CollectiveKind>(k)),
+               report.bytesByKind[k]};
+  return rows;
 }
 
 static std::string formatUs(double us) {

@@ -15,6 +15,7 @@
 
 #include "llvm/Support/raw_ostream.h"
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -34,10 +35,10 @@ struct ExplainReport {
 
   MemoryReport memory;
 
-  /// Bytes one rank sends per optimizer step, by kind of collective: the
+  /// Bytes one rank sends per optimizer step, by kind of collective
+  /// (indexed by CollectiveKind; a barrier, the last kind, sends none): the
   /// step's collectives once, those of md.micro_steps A − 1 times.
-  int64_t allGatherBytes = 0, reduceScatterBytes = 0, allReduceBytes = 0,
-          broadcastBytes = 0;
+  std::array<int64_t, 4> bytesByKind{};
 
   struct Collective {
     std::string kind, group, dtype;

@@ -112,6 +112,36 @@ enum class CommKind {
   Call,
 };
 
+/// What findings say of each kind, one row per CommKind in declaration
+/// order.
+struct CommKindInfo {
+  /// The op as the user wrote it; empty where the op itself says
+  /// (describeLeaf).
+  StringLiteral text;
+  /// Where the ranks that reached it wait; empty for a call, whose callee
+  /// says (describeWait).
+  StringLiteral wait;
+};
+
+constexpr CommKindInfo kCommKinds[] = {
+    /*Collective*/ {"", "in it"},
+    /*SaveFull*/
+    {"'save checkpoint(full)'", "in its gather of the parameters to rank 0"},
+    /*SaveSharded*/
+    {"'save checkpoint(sharded)'",
+     "at its barrier before the checkpoint is renamed into place"},
+    /*Evaluate*/ {"'evaluate(...)'", "in its all-reduce of the loss"},
+    /*TimedEvery*/ {"", "in its broadcast of rank 0's decision"},
+    /*Exit*/ {"", "in their next collective"},
+    /*Call*/ {"", ""},
+};
+static_assert(std::size(kCommKinds) == size_t(CommKind::Call) + 1,
+              "one row per CommKind");
+
+const CommKindInfo &info(CommKind kind) {
+  return kCommKinds[static_cast<size_t>(kind)];
+}
+
 /// An op that communicates or stops training. For a call, `leaf` is the op
 /// inside the callee (or deeper) that does, and `path` the callees on the
 /// way, outermost first.
@@ -170,15 +200,11 @@ std::string describeEvery(EveryOp every) {
 
 /// The op itself, as the user wrote it.
 std::string describeLeaf(CommKind kind, Operation *op) {
+  if (!info(kind).text.empty())
+    return info(kind).text.str();
   switch (kind) {
   case CommKind::Collective:
     return describeCollective(op);
-  case CommKind::SaveFull:
-    return "'save checkpoint(full)'";
-  case CommKind::SaveSharded:
-    return "'save checkpoint(sharded)'";
-  case CommKind::Evaluate:
-    return "'evaluate(...)'";
   case CommKind::TimedEvery:
     return describeEvery(cast<EveryOp>(op));
   case CommKind::Exit:
@@ -187,28 +213,19 @@ std::string describeLeaf(CommKind kind, Operation *op) {
     return "'stop'";
   case CommKind::Call:
     return ("the call to '@" + cast<CallOp>(op).getCallee() + "'").str();
+  case CommKind::SaveFull:
+  case CommKind::SaveSharded:
+  case CommKind::Evaluate:
+    break; // their text is fixed (kCommKinds)
   }
-  llvm_unreachable("unknown kind");
+  llvm_unreachable("a kind with fixed text returns it above");
 }
 
 /// Where the ranks that did reach it wait.
 std::string describeWait(const Communication &c) {
   if (c.kind == CommKind::Call)
     return "in " + describeLeaf(c.leafKind, c.leaf) + " inside it";
-  switch (c.kind) {
-  case CommKind::Collective:
-    return "in it";
-  case CommKind::SaveFull:
-    return "in its gather of the parameters to rank 0";
-  case CommKind::SaveSharded:
-    return "at its barrier before the checkpoint is renamed into place";
-  case CommKind::Evaluate:
-    return "in its all-reduce of the loss";
-  case CommKind::TimedEvery:
-    return "in its broadcast of rank 0's decision";
-  default:
-    return "in their next collective";
-  }
+  return info(c.kind).wait.str();
 }
 
 //===----------------------------------------------------------------------===//

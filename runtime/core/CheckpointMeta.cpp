@@ -2,7 +2,8 @@
 //
 // Writing and parsing meta.json, and the files' checksums
 // (CheckpointMeta.h). The parser reads the JSON md writes (objects,
-// arrays, strings, integers); anything else is a foreign file.
+// arrays, strings, integers, null) through JsonReader, the cursor the
+// safetensors header reader uses too; anything else is a foreign file.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runtime/core/JsonReader.h"
 #include "runtime/core/Safetensors.h"
 #include "runtime/core/Status.h"
 
@@ -38,112 +40,44 @@ struct Json {
   std::map<std::string, Json> fields;
 };
 
+/// Reads the JSON md writes into a Json tree.
 class Parser {
 public:
-  explicit Parser(const std::string &text) : t_(text) {}
+  explicit Parser(const std::string &text) : json_(text) {}
 
-  bool parse(Json *out) {
-    if (!value(out, 0))
-      return false;
-    ws();
-    return i_ == t_.size();
-  }
-  size_t offset() const { return i_; }
+  bool parse(Json *out) { return value(out, 0) && json_.done(); }
+  size_t offset() const { return json_.offset(); }
 
 private:
-  void ws() {
-    while (i_ < t_.size() && (t_[i_] == ' ' || t_[i_] == '\n' ||
-                              t_[i_] == '\t' || t_[i_] == '\r'))
-      ++i_;
-  }
-  bool eat(char c) {
-    ws();
-    if (i_ < t_.size() && t_[i_] == c) {
-      ++i_;
-      return true;
-    }
-    return false;
-  }
-  bool string(std::string *out) {
-    if (!eat('"'))
-      return false;
-    while (i_ < t_.size() && t_[i_] != '"') {
-      char c = t_[i_++];
-      if (c == '\\') {
-        if (i_ >= t_.size())
-          return false;
-        char e = t_[i_++];
-        // md writes \" \\ and \u00XX only.
-        if (e == 'u') {
-          unsigned v = 0;
-          if (i_ + 4 > t_.size() ||
-              !absl::SimpleHexAtoi(t_.substr(i_, 4), &v) || v > 0x7f)
-            return false;
-          i_ += 4;
-          c = static_cast<char>(v);
-        } else if (e == '"' || e == '\\' || e == '/') {
-          c = e;
-        } else {
-          return false;
-        }
-      }
-      out->push_back(c);
-    }
-    return eat('"');
-  }
-  /// The members of an array or object after its opening bracket, read by
-  /// `member` and separated by commas, then `close`.
-  template <typename Member> bool members(char close, Member member) {
-    if (eat(close))
-      return true;
-    do {
-      if (!member())
-        return false;
-    } while (eat(','));
-    return eat(close);
-  }
   bool value(Json *out, int depth) {
     if (depth > 16)
       return false;
-    ws();
-    if (i_ >= t_.size())
-      return false;
-    char c = t_[i_];
-    if (c == '"') {
+    if (json_.peek('"')) {
       out->kind = Json::Kind::String;
-      return string(&out->s);
+      return json_.string(&out->s);
     }
-    if (c == '[') {
-      ++i_;
+    if (json_.eat('[')) {
       out->kind = Json::Kind::Array;
-      return members(']', [&] {
+      return json_.items(']', [&] {
         out->items.emplace_back();
         return value(&out->items.back(), depth + 1);
       });
     }
-    if (c == '{') {
-      ++i_;
+    if (json_.eat('{')) {
       out->kind = Json::Kind::Object;
-      return members('}', [&] {
+      return json_.items('}', [&] {
         std::string key;
-        return string(&key) && eat(':') && value(&out->fields[key], depth + 1);
+        return json_.string(&key) && json_.eat(':') &&
+               value(&out->fields[key], depth + 1);
       });
     }
-    if (t_.compare(i_, 4, "null") == 0) {
-      i_ += 4;
+    if (json_.literal("null"))
       return true;
-    }
-    size_t start = i_;
-    if (t_[i_] == '-')
-      ++i_;
-    while (i_ < t_.size() && t_[i_] >= '0' && t_[i_] <= '9')
-      ++i_;
     out->kind = Json::Kind::Int;
-    return absl::SimpleAtoi(t_.substr(start, i_ - start), &out->i);
+    return json_.integer(&out->i);
   }
 
-  const std::string &t_;
-  size_t i_ = 0;
+  JsonReader json_;
 };
 
 /// Field access with messages naming the file and the field.

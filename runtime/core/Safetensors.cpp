@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runtime/core/JsonReader.h"
 #include "runtime/core/Status.h"
 
 namespace md::runtime {
@@ -43,122 +44,6 @@ int64_t dtypeBytes(const std::string &dtype) {
     return 1;
   return 0;
 }
-
-/// A minimal JSON reader for safetensors headers: objects, arrays, strings,
-/// integers.
-class JsonReader {
-public:
-  explicit JsonReader(absl::string_view text) : s_(text) {}
-
-  bool ws() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' ||
-                              s_[i_] == '\t' || s_[i_] == '\r'))
-      ++i_;
-    return i_ < s_.size();
-  }
-  bool eat(char c) {
-    if (!ws() || s_[i_] != c)
-      return false;
-    ++i_;
-    return true;
-  }
-  bool peek(char c) { return ws() && s_[i_] == c; }
-  bool string(std::string *out) {
-    if (!eat('"'))
-      return false;
-    out->clear();
-    while (i_ < s_.size() && s_[i_] != '"') {
-      char c = s_[i_++];
-      if (c == '\\') {
-        if (i_ >= s_.size())
-          return false;
-        char e = s_[i_++];
-        switch (e) {
-        case 'n':
-          c = '\n';
-          break;
-        case 't':
-          c = '\t';
-          break;
-        case 'r':
-          c = '\r';
-          break;
-        case 'b':
-          c = '\b';
-          break;
-        case 'f':
-          c = '\f';
-          break;
-        case 'u': {
-          if (i_ + 4 > s_.size())
-            return false;
-          unsigned v = 0;
-          for (int k = 0; k < 4; ++k) {
-            char h = s_[i_++];
-            v = v * 16 + (h >= 'a'   ? h - 'a' + 10
-                          : h >= 'A' ? h - 'A' + 10
-                                     : h - '0');
-          }
-          if (v < 0x80) {
-            c = static_cast<char>(v);
-          } else if (v < 0x800) {
-            out->push_back(static_cast<char>(0xc0 | (v >> 6)));
-            c = static_cast<char>(0x80 | (v & 0x3f));
-          } else {
-            out->push_back(static_cast<char>(0xe0 | (v >> 12)));
-            out->push_back(static_cast<char>(0x80 | ((v >> 6) & 0x3f)));
-            c = static_cast<char>(0x80 | (v & 0x3f));
-          }
-          break;
-        }
-        default:
-          c = e;
-          break;
-        }
-      }
-      out->push_back(c);
-    }
-    return eat('"');
-  }
-  bool integer(int64_t *out) {
-    if (!ws())
-      return false;
-    bool neg = false;
-    if (s_[i_] == '-') {
-      neg = true;
-      ++i_;
-    }
-    size_t start = i_;
-    int64_t v = 0;
-    while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') {
-      if (__builtin_mul_overflow(v, 10, &v) ||
-          __builtin_add_overflow(v, s_[i_] - '0', &v))
-        return false;
-      ++i_;
-    }
-    *out = neg ? -v : v;
-    return i_ > start;
-  }
-  bool intArray(std::vector<int64_t> *out) {
-    out->clear();
-    if (!eat('['))
-      return false;
-    if (eat(']'))
-      return true;
-    do {
-      int64_t v;
-      if (!integer(&v))
-        return false;
-      out->push_back(v);
-    } while (eat(','));
-    return eat(']');
-  }
-  bool done() { return !ws(); }
-
-private:
-  absl::string_view s_;
-  size_t i_ = 0;
-};
 
 } // namespace
 

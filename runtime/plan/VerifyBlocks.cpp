@@ -113,9 +113,7 @@ absl::Status SemanticVerifier::checkBlockTree() {
 
 absl::Status SemanticVerifier::checkBuffers() {
   numBuffers_ = count(plan_.buffers());
-  for (uint32_t i = 0; i < numBuffers_; ++i) {
-    const fb::Buffer *buffer = plan_.buffers()->Get(i);
-    std::string path = absl::StrCat("buffers[", i, "]");
+  for (auto [i, buffer, path] : entries(plan_.buffers(), "buffers")) {
     if (DTypeSize(buffer->dtype()) == 0)
       return invalidf("%s.dtype: %d is not an element type", path,
                       static_cast<int>(buffer->dtype()));

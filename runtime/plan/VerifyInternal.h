@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "runtime/core/Status.h"
 #include "runtime/plan/Schema.h"
@@ -29,6 +30,55 @@ constexpr int kMaxRank = 8;
 /// Elements of a vector field, 0 when the field is absent.
 template <typename T> uint32_t count(const flatbuffers::Vector<T> *v) {
   return v ? v->size() : 0;
+}
+
+/// One entry of a table field, with its path for messages ("buffers[3]").
+template <typename T> struct TableEntry {
+  uint32_t index;
+  const T *entry;
+  std::string path;
+};
+
+/// The entries of a table field, none when the field is absent, for a
+/// range-for: `for (auto [i, buffer, path] : entries(plan.buffers(),
+/// "buffers"))`.
+template <typename T> class TableEntries {
+public:
+  using Table = flatbuffers::Vector<flatbuffers::Offset<T>>;
+  TableEntries(const Table *table, absl::string_view name)
+      : table_(table), name_(name) {}
+
+  class iterator {
+  public:
+    iterator(const TableEntries *entries, uint32_t i)
+        : entries_(entries), i_(i) {}
+    TableEntry<T> operator*() const {
+      return {i_, entries_->table_->Get(i_),
+              absl::StrCat(entries_->name_, "[", i_, "]")};
+    }
+    iterator &operator++() {
+      ++i_;
+      return *this;
+    }
+    bool operator!=(const iterator &other) const { return i_ != other.i_; }
+
+  private:
+    const TableEntries *entries_;
+    uint32_t i_;
+  };
+  iterator begin() const { return {this, 0}; }
+  iterator end() const { return {this, count(table_)}; }
+
+private:
+  const Table *table_;
+  absl::string_view name_;
+};
+
+template <typename T>
+TableEntries<T>
+entries(const flatbuffers::Vector<flatbuffers::Offset<T>> *table,
+        absl::string_view name) {
+  return {table, name};
 }
 
 /// A string field, "" when absent.

@@ -75,9 +75,7 @@ absl::Status SemanticVerifier::checkHeader() {
 
 absl::Status SemanticVerifier::checkDatasetsAndRecipe() {
   numDatasets_ = count(plan_.datasets());
-  for (uint32_t i = 0; i < numDatasets_; ++i) {
-    const fb::DataSpec *data = plan_.datasets()->Get(i);
-    std::string path = absl::StrCat("datasets[", i, "]");
+  for (auto [i, data, path] : entries(plan_.datasets(), "datasets")) {
     MD_RETURN_IF_ERROR(
         checkEnum(data->kind(), absl::StrCat(path, ".kind"), "data kind"));
     bool synthetic = data->kind() == fb::DataKind::Synthetic;
@@ -147,9 +145,8 @@ absl::Status SemanticVerifier::checkDatasetsAndRecipe() {
     return invalidf("recipe.optimizer.groups: parameter groups need "
                     "schema_version %d, the plan says %d",
                     kParamGroupsSchemaVersion, plan_.schema_version());
-  for (uint32_t g = 0; g < count(opt->groups()); ++g) {
-    const fb::OptimizerGroup *group = opt->groups()->Get(g);
-    std::string path = absl::StrCat("recipe.optimizer.groups[", g, "]");
+  for (auto [g, group, path] :
+       entries(opt->groups(), "recipe.optimizer.groups")) {
     if (str(group->name()).empty())
       return invalidf("%s.name: missing", path);
     MD_RETURN_IF_ERROR(checkFiniteNonNegative(
@@ -196,9 +193,7 @@ absl::Status SemanticVerifier::checkUnitsAndParams() {
   std::vector<std::vector<std::tuple<int64_t, int64_t, uint32_t>>> packed(
       numUnits_);
   absl::flat_hash_set<absl::string_view> names;
-  for (uint32_t i = 0; i < count(plan_.params()); ++i) {
-    const fb::Param *param = plan_.params()->Get(i);
-    std::string path = absl::StrCat("params[", i, "]");
+  for (auto [i, param, path] : entries(plan_.params(), "params")) {
     absl::string_view name = str(param->name());
     if (name.empty())
       return invalidf("%s.name: missing", path);

@@ -19,42 +19,31 @@ namespace md::emitter {
 
 namespace {
 
+/// The comparisons a plan has, one row each with the arith.cmpi and
+/// arith.cmpf predicates that lower to it (signed for integers; ordered for
+/// floats, but unordered for `!=`).
+struct CompareRow {
+  arith::CmpIPredicate integer;
+  arith::CmpFPredicate real;
+  fb::CompareKind kind;
+};
+constexpr CompareRow kCompares[] = {
+    {arith::CmpIPredicate::eq, arith::CmpFPredicate::OEQ, fb::CompareKind::Eq},
+    {arith::CmpIPredicate::ne, arith::CmpFPredicate::UNE, fb::CompareKind::Ne},
+    {arith::CmpIPredicate::slt, arith::CmpFPredicate::OLT, fb::CompareKind::Lt},
+    {arith::CmpIPredicate::sle, arith::CmpFPredicate::OLE, fb::CompareKind::Le},
+    {arith::CmpIPredicate::sgt, arith::CmpFPredicate::OGT, fb::CompareKind::Gt},
+    {arith::CmpIPredicate::sge, arith::CmpFPredicate::OGE,
+     fb::CompareKind::Ge}};
+
 /// The plan's comparison of an arith.cmpi or arith.cmpf, if it has one.
 std::optional<fb::CompareKind> compareKindOf(Operation *cmp) {
-  if (auto i = dyn_cast<arith::CmpIOp>(cmp)) {
-    switch (i.getPredicate()) {
-    case arith::CmpIPredicate::eq:
-      return fb::CompareKind::Eq;
-    case arith::CmpIPredicate::ne:
-      return fb::CompareKind::Ne;
-    case arith::CmpIPredicate::slt:
-      return fb::CompareKind::Lt;
-    case arith::CmpIPredicate::sle:
-      return fb::CompareKind::Le;
-    case arith::CmpIPredicate::sgt:
-      return fb::CompareKind::Gt;
-    case arith::CmpIPredicate::sge:
-      return fb::CompareKind::Ge;
-    default:
-      return std::nullopt;
-    }
-  }
-  switch (cast<arith::CmpFOp>(cmp).getPredicate()) {
-  case arith::CmpFPredicate::OEQ:
-    return fb::CompareKind::Eq;
-  case arith::CmpFPredicate::UNE:
-    return fb::CompareKind::Ne;
-  case arith::CmpFPredicate::OLT:
-    return fb::CompareKind::Lt;
-  case arith::CmpFPredicate::OLE:
-    return fb::CompareKind::Le;
-  case arith::CmpFPredicate::OGT:
-    return fb::CompareKind::Gt;
-  case arith::CmpFPredicate::OGE:
-    return fb::CompareKind::Ge;
-  default:
-    return std::nullopt;
-  }
+  auto i = dyn_cast<arith::CmpIOp>(cmp);
+  auto f = dyn_cast<arith::CmpFOp>(cmp);
+  for (const CompareRow &row : kCompares)
+    if (i ? i.getPredicate() == row.integer : f.getPredicate() == row.real)
+      return row.kind;
+  return std::nullopt;
 }
 
 /// The plan's arithmetic of one of the arith ops emitHostOp lists.
@@ -93,14 +82,19 @@ LogicalResult Emitter::emitStepOp(Operation &op, Context ctx, bool &handled) {
     loadedFrom_[(*out)[0]] = *s;
     return success();
   }
-  if (auto store = dyn_cast<StateStoreOp>(op)) {
-    FailureOr<int32_t> s = state(store.getState(), &op);
-    FailureOr<int32_t> value = use(store.getValue(), block, &op);
-    if (failed(s) || failed(value))
+  // An op that writes `value` into state `name`: the value in, the state out.
+  auto intoState = [&](fb::Opcode opcode, StringRef name,
+                       Value value) -> LogicalResult {
+    FailureOr<int32_t> s = state(name, &op);
+    FailureOr<int32_t> in = use(value, block, &op);
+    if (failed(s) || failed(in))
       return failure();
-    add(ctx, &op, fb::Opcode::StateStore, {*value}, {*s});
+    add(ctx, &op, opcode, {*in}, {*s});
     return success();
-  }
+  };
+  if (auto store = dyn_cast<StateStoreOp>(op))
+    return intoState(fb::Opcode::StateStore, store.getState(),
+                     store.getValue());
   if (auto batch = dyn_cast<BatchOp>(op)) {
     FailureOr<SmallVector<int32_t>> out = results(op);
     if (failed(out))
@@ -111,14 +105,8 @@ LogicalResult Emitter::emitStepOp(Operation &op, Context ctx, bool &handled) {
                   add(ctx, &op, fb::Opcode::Batch, {},
                       std::vector<int32_t>(out->begin(), out->end())));
   }
-  if (auto acc = dyn_cast<GradAccumulateOp>(op)) {
-    FailureOr<int32_t> s = state(acc.getAcc(), &op);
-    FailureOr<int32_t> g = use(acc.getGrad(), block, &op);
-    if (failed(s) || failed(g))
-      return failure();
-    add(ctx, &op, fb::Opcode::GradAccumulate, {*g}, {*s});
-    return success();
-  }
+  if (auto acc = dyn_cast<GradAccumulateOp>(op))
+    return intoState(fb::Opcode::GradAccumulate, acc.getAcc(), acc.getGrad());
   if (auto total = dyn_cast<GradTotalOp>(op)) {
     FailureOr<int32_t> s = state(total.getAcc(), &op);
     FailureOr<int32_t> g = use(total.getGrad(), block, &op);
