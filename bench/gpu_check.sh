@@ -8,7 +8,7 @@
 #
 #   bench/gpu_check.sh [--out DIR] [--build DIR] [--arch SM] [--jobs N]
 #                      [--deadline S] [--steps N] [--stages LIST]
-#                      [--cmake-arg ARG]...
+#                      [--cmake-args "ARG..."]
 #
 # --out DIR: logs and summary.txt (default $OUT, else gpu-check/); --build
 # DIR: the runtime's build directory (default build-gpu/); --arch SM: the
@@ -17,8 +17,9 @@
 # cores); --deadline S: seconds for everything (default 540); --steps N:
 # the benchmark's optimizer steps per plan (default 20); --stages LIST:
 # comma-separated, of configure,build,tests,e2e,bench (default all);
-# --cmake-arg ARG: passed to the configure (e.g. the rehearsal's
-# -DCMAKE_IGNORE_PREFIX_PATH=/usr, which proves .devdeps/ complete).
+# --cmake-args "ARG...": passed to the configure, split at spaces (e.g.
+# the rehearsal's -DCMAKE_IGNORE_PREFIX_PATH=/usr, which proves .devdeps/
+# complete).
 #
 # Prepared beforehand, where mdc is (docs/runtime-cuda.md, "On a GPU
 # machine"): bench/gpu_plans.sh writes the plans to .devplans/, which the
@@ -36,28 +37,10 @@ set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/lib.sh
 source "$repo/bench/lib.sh"
-out=${OUT:-$repo/gpu-check}
-build=$repo/build-gpu
-arch=
-jobs=$(nproc)
-deadline=540
-steps=20
-stages=configure,build,tests,e2e,bench
-cmake_args=()
-while [[ $# -gt 0 ]]; do
-  case $1 in
-  --out) out=${2:?}; shift 2 ;;
-  --build) build=${2:?}; shift 2 ;;
-  --arch) arch=${2:?}; shift 2 ;;
-  --jobs) jobs=${2:?}; shift 2 ;;
-  --deadline) deadline=${2:?}; shift 2 ;;
-  --steps) steps=${2:?}; shift 2 ;;
-  --stages) stages=${2:?}; shift 2 ;;
-  --cmake-arg) cmake_args+=("${2:?}"); shift 2 ;;
-  -h | --help) bench_usage "$0" ;;
-  *) echo "gpu_check.sh: unknown argument '$1'" >&2; exit 2 ;;
-  esac
-done
+bench_options "$0" --out=out="${OUT:-$repo/gpu-check}" --build=build="$repo/build-gpu" \
+  --arch=arch= --jobs=jobs="$(nproc)" --deadline=deadline=540 --steps=steps=20 \
+  --stages=stages=configure,build,tests,e2e,bench --cmake-args=cmake_args_text= -- "$@"
+read -ra cmake_args <<<"$cmake_args_text"
 for v in jobs deadline steps; do
   [[ ${!v} =~ ^[0-9]+$ && ${!v} -ge 1 ]] || { echo "gpu_check.sh: --$v ${!v}: not a positive integer" >&2; exit 2; }
 done

@@ -17,14 +17,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/lib.sh
 source "$repo/bench/lib.sh"
-out=$repo/.devdeps
-while [[ $# -gt 0 ]]; do
-  case $1 in
-  --out) out=${2:?}; shift 2 ;;
-  -h | --help) bench_usage "$0" ;;
-  *) echo "gpu_deps.sh: unknown argument '$1'" >&2; exit 2 ;;
-  esac
-done
+bench_options "$0" --out=out="$repo/.devdeps" -- "$@"
 
 # What runtime/, tools/mdrun and test/unit find with CMake (and the shared
 # libraries those pull in): plan files, status types, tests, the CPU
