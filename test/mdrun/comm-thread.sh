@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The CPU backend's comm thread (MD_CPU_COMM_THREAD=1, docs/runtime-cpu.md)
-# on plans that mdc compiles, whose collectives are on the comm stream with
-# events around them: at W = 2, 5 steps with the thread end with the same
-# weights, byte for byte, as 5 steps without it, and the same losses. Plans:
+# The CPU backend's comm thread (mdrun --comm-thread on, the default;
+# docs/runtime-cpu.md) on plans that mdc compiles, whose collectives are on
+# the comm stream with events around them: at W = 2, 5 steps with the
+# thread (the default) end with the same weights, byte for byte, as 5 steps
+# with --comm-thread off, and the same losses. Plans:
 # the MLP and the tiny GPT under ddp with small buckets and fsdp-full in f32,
 # fsdp-full with bf16 parameters, and the GPT at seq 80 (two tiles of the
-# causal attention) under ddp. mdrun's banner says the thread is on, and a
-# trace of a run with it is written.
+# causal attention) under ddp. mdrun's banner says whether the thread is on,
+# and a trace of a run with it is written.
 #
 #   test/mdrun/comm-thread.sh MDC MDRUN WORK_DIR
 set -uo pipefail
@@ -19,13 +20,16 @@ source "$(dirname "$0")/lib.sh"
 md_setup "$mdc" "$mdrun" "$work"
 
 # train NAME THREAD ARGS...: mdrun on 2 CPU ranks, one BLAS thread each,
-# MD_CPU_COMM_THREAD=THREAD; it must succeed.
+# with --comm-thread off (THREAD 0) or mdrun's default (THREAD 1); it must
+# succeed.
 train() {
   local name=$1 thread=$2
   shift 2
-  if ! MD_CPU_COMM_THREAD=$thread timeout 120 "$mdrun" --backend cpu --threads 1 \
-    --ranks 2 "$@" >"$name.out" 2>"$name.err"; then
-    fail "MD_CPU_COMM_THREAD=$thread mdrun $*:"$'\n'"$(tail -n 20 "$name.out" "$name.err")"
+  local off=()
+  [[ $thread == 0 ]] && off=(--comm-thread off)
+  if ! timeout 120 "$mdrun" --backend cpu --threads 1 --ranks 2 "${off[@]}" \
+    "$@" >"$name.out" 2>"$name.err"; then
+    fail "mdrun ${off[*]} $*:"$'\n'"$(tail -n 20 "$name.out" "$name.err")"
     return 1
   fi
 }
@@ -48,11 +52,10 @@ for spec in "mlp ddp-buckets-f32" "mlp full-f32" "mlp fsdp-full" \
       --metrics "$name.$thread.jsonl" --save-final "$name.$thread.safetensors" \
       "$name.fb" || continue 2
   done
-  grep -q "a comm thread" "$name.1.out" ||
-    fail "$name: mdrun's banner does not mention the comm thread:"$'\n'"$(head -n 5 "$name.1.out")"
-  if grep -q "a comm thread" "$name.0.out"; then
-    fail "$name: the comm thread is on without MD_CPU_COMM_THREAD=1"
-  fi
+  grep -q "per rank, a comm thread)" "$name.1.out" ||
+    fail "$name: mdrun's banner does not say the comm thread is on:"$'\n'"$(head -n 5 "$name.1.out")"
+  grep -q "per rank, no comm thread)" "$name.0.out" ||
+    fail "$name: mdrun's banner does not say the comm thread is off:"$'\n'"$(head -n 5 "$name.0.out")"
   cmp -s "$name.0.safetensors" "$name.1.safetensors" ||
     fail "$name: the weights differ with the comm thread"
   [[ "$(losses "$name.0.jsonl")" == "$(losses "$name.1.jsonl")" ]] ||

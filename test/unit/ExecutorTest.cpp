@@ -228,8 +228,8 @@ private:
     // The backend outlives the comm, which may queue work on it.
     std::unique_ptr<Backend> backend;
     std::unique_ptr<Comm> comm = std::move(*shmComm);
-    // As mdrun does: MD_CPU_COMM_THREAD=1 runs every test's comm stream on
-    // a thread.
+    // MD_CPU_COMM_THREAD=1 runs every test's comm stream on a thread, as
+    // mdrun does by default (--comm-thread on).
     const char *thread = std::getenv("MD_CPU_COMM_THREAD");
     if (run.commThread || (thread != nullptr && std::string(thread) == "1")) {
       auto threaded = std::make_unique<cpu::CommThreadBackend>(

@@ -494,17 +494,17 @@ absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
     auto cpuBackend = std::make_unique<cpu::CpuBackend>(env.threads);
     where = absl::StrFormat("%d BLAS thread%s per rank", cpuBackend->threads(),
                             cpuBackend->threads() == 1 ? "" : "s");
-    // MD_CPU_COMM_THREAD=1: the comm stream on a thread of its own, its
-    // collectives overlapping compute (docs/runtime-cpu.md).
-    const char *thread = std::getenv("MD_CPU_COMM_THREAD");
+    // --comm-thread on (the default): the comm stream on a thread of its
+    // own, its collectives overlapping compute (docs/runtime-cpu.md).
     cpu::CommThreadBackend *threaded = nullptr;
-    if (thread != nullptr && std::string(thread) == "1") {
+    if (options.commThread) {
       auto t = std::make_unique<cpu::CommThreadBackend>(std::move(cpuBackend));
       threaded = t.get();
       backend = std::move(t);
       absl::StrAppend(&where, ", a comm thread");
     } else {
       backend = std::move(cpuBackend);
+      absl::StrAppend(&where, ", no comm thread");
     }
     if (env.comm == CommKind::Shm) {
       MD_ASSIGN_OR_RETURN(comm, makeShmComm(options, env, loaded, fingerprint));
@@ -519,7 +519,8 @@ absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
                        commKindName(env.comm)));
     }
     if (threaded != nullptr)
-      comm = std::make_unique<cpu::CommThreadComm>(std::move(comm), *threaded);
+      comm = std::make_unique<cpu::CommThreadComm>(std::move(comm), *threaded,
+                                                   recorder);
   }
 
   Reporter reporter;
