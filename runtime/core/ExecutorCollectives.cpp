@@ -68,12 +68,7 @@ absl::Status Executor::Impl::recorded(const FlightCall &call,
   uint64_t seq =
       rec->begin(call, queued ? FlightState::Queued : FlightState::Started);
   absl::Status s = run();
-  if (rec->claimed(seq))
-    return s; // refused (the stream failed before): it never started
-  if (!s.ok())
-    rec->end(seq, FlightState::Failed);
-  else if (!queued)
-    rec->end(seq, FlightState::Completed);
+  rec->settle(seq, s.ok());
   return s;
 }
 

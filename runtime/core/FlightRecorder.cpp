@@ -281,6 +281,24 @@ void FlightRecorder::end(uint64_t seq, FlightState state) {
     progress();
 }
 
+void FlightRecorder::settle(uint64_t seq, bool ok) {
+  // Not claimed now, never: a later collective run outside the recorder
+  // must not take this entry.
+  if (seq == claimable_)
+    claimable_ = 0;
+  if (claimed(seq))
+    return; // the comm stamps it
+  if (!ok) {
+    end(seq, FlightState::Failed);
+    return;
+  }
+  // A host comm's collective has run; a queued one completes when the
+  // host waits for its stream (completeQueued).
+  if (move(seq, bit(FlightState::Started), FlightState::Completed,
+           &Slot::endedNs))
+    progress();
+}
+
 void FlightRecorder::completeQueued() {
   if (hostQueued_.empty())
     return; // nothing queued since the last call

@@ -158,6 +158,11 @@ public:
   uint64_t claim();
   /// Whether entry `seq` is the one claim() took last.
   bool claimed(uint64_t seq) const { return seq != 0 && seq == claimed_; }
+  /// The call that ran collective `seq` (the entry begun last) returned,
+  /// `ok` or not. Unless its comm claimed the entry: Failed if not `ok`,
+  /// else Completed if Started (a host comm's), while a Queued one waits
+  /// for completeQueued(). No comm can claim it after this.
+  void settle(uint64_t seq, bool ok);
   /// Marks every Queued entry that no comm claimed Completed: the host has
   /// waited for the stream they were queued on.
   void completeQueued();

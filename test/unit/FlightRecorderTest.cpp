@@ -184,6 +184,37 @@ TEST(FlightRecorder, AClaimedEntryIsStampedByItsComm) {
   EXPECT_EQ(r.snapshot().entries[2].state, FlightState::Failed);
 }
 
+TEST(FlightRecorder, SettleEndsWhatNoCommClaimed) {
+  auto rec = FlightRecorder::Create(0, 8);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  FlightRecorder &r = **rec;
+  uint64_t hostRan = r.begin(callOf(1), FlightState::Started);
+  r.settle(hostRan, true);
+  uint64_t hostFailed = r.begin(callOf(2), FlightState::Started);
+  r.settle(hostFailed, false);
+  uint64_t deviceQueued = r.begin(callOf(3), FlightState::Queued);
+  r.settle(deviceQueued, true);
+  // Failed before it reached the comm: no later call may claim it.
+  uint64_t neverReached = r.begin(callOf(4), FlightState::Queued);
+  r.settle(neverReached, false);
+  EXPECT_EQ(r.claim(), 0u);
+  uint64_t claimed = r.begin(callOf(5), FlightState::Queued);
+  ASSERT_EQ(r.claim(), claimed);
+  r.settle(claimed, false); // refused: never started, stays queued
+  FlightSnapshot s = r.snapshot();
+  ASSERT_EQ(s.entries.size(), 5u);
+  EXPECT_EQ(s.entries[0].state, FlightState::Completed);
+  EXPECT_EQ(s.entries[1].state, FlightState::Failed);
+  EXPECT_EQ(s.entries[2].state, FlightState::Queued);
+  EXPECT_EQ(s.entries[3].state, FlightState::Failed);
+  EXPECT_EQ(s.entries[4].state, FlightState::Queued);
+  r.completeQueued();
+  s = r.snapshot();
+  EXPECT_EQ(s.entries[2].state, FlightState::Completed);
+  EXPECT_EQ(s.entries[3].state, FlightState::Failed);
+  EXPECT_EQ(s.entries[4].state, FlightState::Queued);
+}
+
 TEST(FlightRecorder, ALateStampLeavesANewerEntryAlone) {
   // The comm thread stamps entry 1 after the writer reused its slot for
   // entry 3: entry 3 stays Queued, with no times of states it lacks.
