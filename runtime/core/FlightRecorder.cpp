@@ -233,7 +233,7 @@ uint64_t FlightRecorder::begin(const FlightCall &c, FlightState state) {
     // Entries older than the ring are gone: the list stays bounded when
     // the host rarely waits.
     if (hostQueued_.size() >= capacity())
-      hostQueued_.erase(hostQueued_.begin());
+      hostQueued_.pop_front();
     hostQueued_.push_back(seq);
   }
   return seq;

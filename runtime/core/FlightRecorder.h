@@ -42,6 +42,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -200,8 +201,8 @@ private:
   Slot &slot(uint64_t seq) const;
   void progress();
   /// Moves entry `seq` from a state in `from` (a bit per FlightState) to
-  /// `to`, storing `ns` in `stamp` first; false when the slot holds another
-  /// entry or another state.
+  /// `to`, storing the time in `stamp` first; false when the slot holds
+  /// another entry or another state.
   bool move(uint64_t seq, uint32_t from, FlightState to,
             std::atomic<int64_t> Slot::*stamp);
 
@@ -210,7 +211,7 @@ private:
   size_t bytes_ = 0;
   // The writer's: the Queued entries that no comm claimed (completeQueued
   // ends them), the entry claim() may take, and the last one it took.
-  std::vector<uint64_t> hostQueued_;
+  std::deque<uint64_t> hostQueued_;
   uint64_t claimable_ = 0;
   uint64_t claimed_ = 0;
 };
