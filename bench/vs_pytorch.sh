@@ -2,10 +2,13 @@
 # md against PyTorch on the same job, interleaved in one run.
 #
 #   bench/vs_pytorch.sh [--build DIR] [--python PY] [--reps R] [--steps N]
-#                       [--rows tiny|l4|all] [--comm-thread] [--keep DIR]
+#                       [--rows tiny|l4|all] [--comm-thread on|off|both]
+#                       [--keep DIR]
 #
-# --comm-thread runs md's ranks with MD_CPU_COMM_THREAD=1 (the CPU backend's
-# comm stream on a thread of its own, docs/runtime-cpu.md).
+# --comm-thread is passed to md's ranks (mdrun --comm-thread: the CPU
+# backend's comm stream on a thread of its own, docs/runtime-cpu.md; on by
+# default). `both` runs md with it and without it in each repetition, the
+# rows without it marked ", thread off", so the two compare within one run.
 #
 # Each row trains models/gpt.mdl's GPT on 2 ranks of the CPU, 1 thread each,
 # with the same model, token data, global and micro batch, optimizer, schedule
@@ -25,7 +28,9 @@
 # scheduler's autogroups treat them alike. A side's step time is the median
 # of its steps 2..N (step 1 is start-up); each repetition runs md then
 # PyTorch. The ratio is md / PyTorch per repetition; the table gives its
-# median and its range over --reps (default 3) repetitions. PyTorch comes
+# median and its range over --reps (default 3) repetitions, and md's CPU
+# time (user + system of all its ranks over the whole run, start-up
+# included; /usr/bin/time). PyTorch comes
 # from --python, else $MD_TORCH_PYTHON, else ~/.cache/md/torch-venv (what
 # scripts/test.sh installs); without one the benchmark says why and exits 0.
 # This is a benchmark, not a test: it fails only when a run fails.
@@ -40,6 +45,7 @@ reps=3
 steps=8
 rows=all
 keep=
+thread=on
 
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -49,7 +55,7 @@ while [[ $# -gt 0 ]]; do
   --steps) steps=${2:?}; shift 2 ;;
   --rows) rows=${2:?}; shift 2 ;;
   --keep) keep=${2:?}; shift 2 ;;
-  --comm-thread) export MD_CPU_COMM_THREAD=1; shift ;;
+  --comm-thread) thread=${2:?--comm-thread needs on, off or both}; shift 2 ;;
   -h | --help) bench_usage "$0" ;;
   *) echo "vs_pytorch.sh: unknown argument '$1'" >&2; bench_usage "$0" 2 ;;
   esac
@@ -59,6 +65,8 @@ for n in "$reps" "$steps"; do
 done
 [[ $steps -ge 3 ]] || { echo "vs_pytorch.sh: --steps must be at least 3 (step 1 is left out)" >&2; exit 2; }
 case $rows in tiny | l4 | all) ;; *) echo "vs_pytorch.sh: --rows is tiny, l4 or all" >&2; exit 2 ;; esac
+case $thread in on | off | both) ;; *) echo "vs_pytorch.sh: --comm-thread is on, off or both" >&2; exit 2 ;; esac
+[[ -x /usr/bin/time ]] || { echo "vs_pytorch.sh: /usr/bin/time not found (Debian: apt-get install time)" >&2; exit 1; }
 
 mdc=$build/bin/mdc
 mdrun=$build/bin/mdrun
@@ -77,7 +85,7 @@ bench_workdir vs_pytorch "$keep"
 cpu=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
 echo "machine: ${cpu:-unknown CPU}; $(nproc) cores; PyTorch $torch_version; md $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "2 ranks x 1 thread on each side; $steps steps per run (median of steps 2..$steps); $reps repetitions, md and PyTorch interleaved"
-echo "md's comm thread: $([[ ${MD_CPU_COMM_THREAD:-0} == 1 ]] && echo on || echo off)"
+echo "md's comm thread: $thread; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
 # The model with its token file, global batch, and two plans besides the
@@ -101,14 +109,17 @@ EOF
   grep -Eq "global_batch *= *$2( |$)" "$3" || { echo "vs_pytorch.sh: could not set global_batch in $3" >&2; exit 1; }
 }
 
-# md_run NAME PLAN: prints the median step time in seconds.
+# md_run NAME PLAN THREAD: prints the median step time and the run's CPU
+# time (all ranks), in seconds, with --comm-thread THREAD.
 md_run() {
   local log=$work/$1.md.jsonl
   rm -f "$log"
-  setsid -w "$mdrun" --ranks 2 --backend cpu --threads 1 --steps "$steps" --log-every 1 \
+  # mdrun waits for its ranks, so their CPU time is in its children's.
+  /usr/bin/time -f '%U %S' -o "$work/$1.md.time" setsid -w "$mdrun" --ranks 2 \
+    --backend cpu --threads 1 --comm-thread "$3" --steps "$steps" --log-every 1 \
     --metrics "$log" "$2" >"$work/$1.md.out" 2>"$work/$1.md.err" ||
     { echo "vs_pytorch.sh: mdrun failed on $1:" >&2; cat "$work/$1.md.err" >&2; exit 1; }
-  awk '
+  printf '%s ' "$(awk '
     !/"time"/ { next }
     { t = $0; sub(/.*"time": /, "", t); sub(/}.*/, "", t)
       if (n++ > 0) d[n - 1] = t - prev; prev = t }
@@ -117,7 +128,8 @@ md_run() {
       for (i = 2; i < n; ++i) v[++m] = d[i]
       for (i = 2; i <= m; ++i) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; --j) v[j + 1] = v[j]; v[j + 1] = x }
       printf "%.6f\n", m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
-    }' "$log"
+    }' "$log")"
+  awk 'END { printf "%.3f\n", $1 + $2 }' "$work/$1.md.time"
 }
 
 # torch_run NAME ARGS...: prints the median step time in seconds.
@@ -142,14 +154,23 @@ row() {
   tag=$(tr -c 'a-zA-Z0-9\n' '_' <<<"$name")
   # shellcheck disable=SC2086
   "$mdc" "$source" $defs --plan "$plan" -o "$work/$tag.fb"
+  local settings=("$thread")
+  [[ $thread == both ]] && settings=(on off)
   for ((rep = 1; rep <= reps; ++rep)); do
-    local md torch
-    md=$(md_run "$tag" "$work/$tag.fb")
+    local md=() torch t label
+    for t in "${settings[@]}"; do
+      md+=("$(md_run "$tag" "$work/$tag.fb" "$t")")
+    done
     # shellcheck disable=SC2086
     torch=$(torch_run "$tag" $tdims $targs --data "$data")
-    echo "$name $rep $md $torch" >>"$results"
-    printf '  %-34s rep %d: md %7.1f ms  PyTorch %7.1f ms\n' "$name" "$rep" \
-      "$(awk -v s="$md" 'BEGIN { print 1e3 * s }')" "$(awk -v s="$torch" 'BEGIN { print 1e3 * s }')"
+    for i in "${!settings[@]}"; do
+      label=$name
+      [[ $thread == both && ${settings[$i]} == off ]] && label="$name, thread off"
+      read -r step cpu <<<"${md[$i]}"
+      echo "$label $rep $step $torch $cpu" >>"$results"
+      printf '  %-44s rep %d: md %7.1f ms (CPU %6.2f s)  PyTorch %7.1f ms\n' "$label" "$rep" \
+        "$(awk -v s="$step" 'BEGIN { print 1e3 * s }')" "$cpu" "$(awk -v s="$torch" 'BEGIN { print 1e3 * s }')"
+    done
   done
 }
 
@@ -172,14 +193,15 @@ for spec in "${models[@]}"; do
 done
 
 echo
-echo "| job | md ms | PyTorch ms | md / PyTorch (median) | range |"
-echo "| --- | --- | --- | --- | --- |"
-# Rows keep their order; names hold spaces, so the last three fields are
-# rep, md and torch.
+echo "| job | md ms | PyTorch ms | md / PyTorch (median) | range | md CPU s |"
+echo "| --- | --- | --- | --- | --- | --- |"
+# Rows keep their order; names hold spaces, so the last four fields are
+# rep, md, torch and md's CPU time.
 awk '
-  { name = $1; for (i = 2; i <= NF - 3; ++i) name = name " " $i
+  { name = $1; for (i = 2; i <= NF - 4; ++i) name = name " " $i
     if (!(name in k)) order[++n] = name
-    k[name]++; md[name, k[name]] = $(NF - 1); pt[name, k[name]] = $NF; r[name, k[name]] = $(NF - 1) / $NF }
+    k[name]++; md[name, k[name]] = $(NF - 2); pt[name, k[name]] = $(NF - 1)
+    r[name, k[name]] = $(NF - 2) / $(NF - 1); cpu[name, k[name]] = $NF }
   function median(a, name, m,   i, j, x, v) {
     for (i = 1; i <= m; ++i) v[i] = a[name, i]
     for (i = 2; i <= m; ++i) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; --j) v[j + 1] = v[j]; v[j + 1] = x }
@@ -189,7 +211,7 @@ awk '
     for (i = 1; i <= n; ++i) {
       name = order[i]; m = k[name]; lo = 1e9; hi = 0
       for (j = 1; j <= m; ++j) { if (r[name, j] < lo) lo = r[name, j]; if (r[name, j] > hi) hi = r[name, j] }
-      printf "| %s | %.1f | %.1f | %.2f | %.2f-%.2f |\n", name, 1e3 * median(md, name, m),
-        1e3 * median(pt, name, m), median(r, name, m), lo, hi
+      printf "| %s | %.1f | %.1f | %.2f | %.2f-%.2f | %.2f |\n", name, 1e3 * median(md, name, m),
+        1e3 * median(pt, name, m), median(r, name, m), lo, hi, median(cpu, name, m)
     }
   }' "$results"

@@ -658,11 +658,19 @@ absl::Status Executor::Impl::evaluate(const fb::Instruction &inst) {
   float meanF = static_cast<float>(mean);
   int32_t out = inst.outputs()->Get(0);
   MD_RETURN_IF_ERROR(fromHost(out, &meanF, 0, 4));
-  return recorded(flightCall(Collective::all_reduce, group(0), DType::f32, 4),
-                  [&] {
-                    return comm_.allReduce(ptrs_[out], ptrs_[out], 1,
-                                           DType::f32, ReduceOp::avg, group(0));
-                  });
+  MD_RETURN_IF_ERROR(recorded(
+      flightCall(Collective::all_reduce, group(0), DType::f32, 4), [&] {
+        return comm_.allReduce(ptrs_[out], ptrs_[out], 1, DType::f32,
+                               ReduceOp::avg, group(0));
+      }));
+  // The host reads the mean next (readScalar reads through the compute
+  // stream): a stream-ordered comm's all-reduce must have run.
+  if (!comm_.streamOrdered())
+    return absl::OkStatus();
+  MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
+  if (options_.recorder != nullptr)
+    options_.recorder->completeQueued();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<Evaluation>> Executor::Impl::evaluateAll() {
@@ -1157,6 +1165,15 @@ absl::StatusOr<int64_t> StepsToRun(const fb::Plan &plan, int64_t steps) {
 
 Executor::Executor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Executor::~Executor() = default;
+
+absl::StatusOr<std::string>
+Executor::UnorderedStreams(const plan::LoadedPlan &plan, int64_t worldSize) {
+  MD_ASSIGN_OR_RETURN(plan::WorldBinding world,
+                      plan::BindWorldSize(plan, worldSize));
+  MD_ASSIGN_OR_RETURN(ArenaLayout layout, LayOutArenas(plan, world));
+  absl::Status order = CheckStreamOrder(plan, layout);
+  return order.ok() ? std::string() : std::string(order.message());
+}
 
 absl::StatusOr<std::unique_ptr<Executor>>
 Executor::Create(const plan::LoadedPlan &plan, int64_t worldSize,

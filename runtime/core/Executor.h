@@ -187,6 +187,14 @@ public:
   static absl::StatusOr<std::unique_ptr<Executor>>
   Create(const plan::LoadedPlan &plan, int64_t worldSize, Backend &backend,
          Comm &comm, const ExecutorOptions &options);
+  /// Create's check on a backend whose streams run concurrently, without
+  /// a backend: "" when the plan's events order every conflict between its
+  /// two streams at `worldSize`, else the first they leave unordered (or
+  /// that there are too many to check). An error when the plan cannot be
+  /// bound to `worldSize` or laid out. mdrun asks before it starts the CPU
+  /// backend's comm thread.
+  static absl::StatusOr<std::string>
+  UnorderedStreams(const plan::LoadedPlan &plan, int64_t worldSize);
   ~Executor();
   Executor(const Executor &) = delete;
   Executor &operator=(const Executor &) = delete;

@@ -62,15 +62,13 @@ absl::Status Executor::Impl::recorded(const FlightCall &call,
     return run();
   // A host comm runs the collective inside the call; a stream-ordered one
   // only queues it, and it completes when the host next waits for the
-  // comm stream (completeQueued).
+  // comm stream (completeQueued), unless the comm claimed the entry and
+  // stamps it itself when it runs the collective (the CPU comm thread).
   bool queued = comm_.streamOrdered();
   uint64_t seq =
       rec->begin(call, queued ? FlightState::Queued : FlightState::Started);
   absl::Status s = run();
-  if (!s.ok())
-    rec->end(seq, FlightState::Failed);
-  else if (!queued)
-    rec->end(seq, FlightState::Completed);
+  rec->settle(seq, s.ok());
   return s;
 }
 

@@ -1,7 +1,8 @@
 //===- FlightRecorder.cpp - a rank's last collectives in shared memory ----===//
 //
-// The ring's layout in its memfd and the seqlock protocol between the one
-// writer and the readers (FlightRecorder.h).
+// The ring's layout in its memfd, the seqlock protocol between the one
+// writer and the readers, and the seq-tagged state word that lets a comm
+// thread stamp the entries it claimed (FlightRecorder.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,7 +28,9 @@ namespace {
 // "mdflight" and a layout version: a reader refuses any other layout.
 constexpr uint64_t kMagic =
     0x7468'6769'6c66'646dull; // "mdflight", little-endian
-constexpr uint32_t kVersion = 1;
+// 2: the state word carries the entry's seq, a slot has startedNs and the
+// header commStamps.
+constexpr uint32_t kVersion = 2;
 // No ring the launcher makes is bigger (the flag's own limit is lower).
 constexpr uint32_t kMaxCapacity = 1u << 24;
 
@@ -51,6 +54,7 @@ struct FlightRecorder::Header {
   A<uint32_t> phase;
   A<int64_t> stepsDone;
   A<int64_t> progressNs;
+  A<uint32_t> commStamps; // 1 once a comm claimed an entry
 };
 
 struct FlightRecorder::Slot {
@@ -58,9 +62,18 @@ struct FlightRecorder::Slot {
   A<uint32_t> kind, group, dtype;
   A<int32_t> groupSize, loc, micro;
   A<int64_t> bytes, bucket, step;
-  A<uint32_t> state;
-  A<int64_t> beganNs, endedNs;
+  // seq << 2 | FlightState: a stamp compares-and-swaps the whole word, so
+  // it cannot move a newer entry that reused the slot.
+  A<uint64_t> state;
+  A<int64_t> beganNs, startedNs, endedNs;
 };
+
+namespace {
+uint64_t stateWord(uint64_t seq, FlightState state) {
+  return seq << 2 | static_cast<uint64_t>(state);
+}
+constexpr uint32_t bit(FlightState s) { return 1u << static_cast<uint32_t>(s); }
+} // namespace
 
 size_t FlightRecorder::ringBytes(uint32_t capacity) {
   return sizeof(Header) + static_cast<size_t>(capacity) * sizeof(Slot);
@@ -207,44 +220,91 @@ uint64_t FlightRecorder::begin(const FlightCall &c, FlightState state) {
   s.bytes.store(c.bytes, rel);
   s.bucket.store(c.bucket, rel);
   s.step.store(c.step, rel);
-  s.state.store(static_cast<uint32_t>(state), rel);
-  s.beganNs.store(MonotonicNs(), rel);
+  s.state.store(stateWord(seq, state), rel);
+  int64_t now = MonotonicNs();
+  s.beganNs.store(now, rel);
+  s.startedNs.store(state == FlightState::Started ? now : 0, rel);
   s.endedNs.store(0, rel);
   s.seq.store(seq, std::memory_order_release);
   h.begun.store(seq, std::memory_order_release);
-  if (state == FlightState::Queued && oldestQueued_ == 0)
-    oldestQueued_ = seq;
+  claimable_ = 0;
+  if (state == FlightState::Queued) {
+    claimable_ = seq;
+    // Entries older than the ring are gone: the list stays bounded when
+    // the host rarely waits.
+    if (hostQueued_.size() >= capacity())
+      hostQueued_.pop_front();
+    hostQueued_.push_back(seq);
+  }
   return seq;
 }
 
-void FlightRecorder::end(uint64_t seq, FlightState state) {
+uint64_t FlightRecorder::claim() {
+  uint64_t seq = claimable_;
+  if (seq == 0)
+    return 0;
+  claimable_ = 0;
+  claimed_ = seq;
+  hostQueued_.pop_back(); // begin() pushed it last
+  header().commStamps.store(1, std::memory_order_relaxed);
+  return seq;
+}
+
+bool FlightRecorder::move(uint64_t seq, uint32_t from, FlightState to,
+                          std::atomic<int64_t> Slot::*stamp) {
   Slot &s = slot(seq);
-  if (s.seq.load(std::memory_order_relaxed) != seq)
-    return; // evicted
-  s.endedNs.store(MonotonicNs(), std::memory_order_relaxed);
-  s.state.store(static_cast<uint32_t>(state), std::memory_order_release);
-  if (state == FlightState::Completed)
+  uint64_t word = s.state.load(std::memory_order_relaxed);
+  auto holds = [&] { return word >> 2 == seq && (from & (1u << (word & 3))); };
+  if (!holds())
+    return false; // evicted, or already past `from`
+  // The time before the state, so that a reader who sees the state sees
+  // its time. Should the writer reuse the slot right now, the time lands
+  // in a state the newer entry has not reached, where readers ignore it
+  // (only this comm stamps that entry, later), and the swap below fails.
+  (s.*stamp).store(MonotonicNs(), std::memory_order_relaxed);
+  while (!s.state.compare_exchange_weak(word, stateWord(seq, to),
+                                        std::memory_order_release,
+                                        std::memory_order_relaxed))
+    if (!holds())
+      return false;
+  return true;
+}
+
+void FlightRecorder::start(uint64_t seq) {
+  move(seq, bit(FlightState::Queued), FlightState::Started, &Slot::startedNs);
+}
+
+void FlightRecorder::end(uint64_t seq, FlightState state) {
+  if (move(seq, bit(FlightState::Queued) | bit(FlightState::Started), state,
+           &Slot::endedNs) &&
+      state == FlightState::Completed)
+    progress();
+}
+
+void FlightRecorder::settle(uint64_t seq, bool ok) {
+  // Not claimed now, never: a later collective run outside the recorder
+  // must not take this entry.
+  if (seq == claimable_)
+    claimable_ = 0;
+  if (claimed(seq))
+    return; // the comm stamps it
+  if (!ok) {
+    end(seq, FlightState::Failed);
+    return;
+  }
+  // A host comm's collective has run; a queued one completes when the
+  // host waits for its stream (completeQueued).
+  if (move(seq, bit(FlightState::Started), FlightState::Completed,
+           &Slot::endedNs))
     progress();
 }
 
 void FlightRecorder::completeQueued() {
-  if (oldestQueued_ == 0)
+  if (hostQueued_.empty())
     return; // nothing queued since the last call
-  uint64_t last = header().begun.load(std::memory_order_relaxed);
-  uint64_t first = oldestQueued_;
-  if (last >= capacity() && first < last - capacity() + 1)
-    first = last - capacity() + 1; // the older ones were overwritten
-  int64_t now = MonotonicNs();
-  for (uint64_t seq = first; seq <= last; ++seq) {
-    Slot &s = slot(seq);
-    if (s.state.load(std::memory_order_relaxed) !=
-        static_cast<uint32_t>(FlightState::Queued))
-      continue;
-    s.endedNs.store(now, std::memory_order_relaxed);
-    s.state.store(static_cast<uint32_t>(FlightState::Completed),
-                  std::memory_order_release);
-  }
-  oldestQueued_ = 0;
+  for (uint64_t seq : hostQueued_)
+    move(seq, bit(FlightState::Queued), FlightState::Completed, &Slot::endedNs);
+  hostQueued_.clear();
   progress();
 }
 
@@ -286,6 +346,7 @@ FlightSnapshot FlightRecorder::snapshot() const {
   snap.stepsDone = h.stepsDone.load(rel);
   snap.phase = static_cast<RankPhase>(h.phase.load(rel));
   snap.progressNs = h.progressNs.load(std::memory_order_acquire);
+  snap.commStamps = h.commStamps.load(rel) != 0;
   uint64_t first =
       snap.begun >= snap.capacity ? snap.begun - snap.capacity + 1 : 1;
   for (uint64_t seq = first; seq <= snap.begun; ++seq) {
@@ -303,12 +364,20 @@ FlightSnapshot FlightRecorder::snapshot() const {
     e.call.bytes = s.bytes.load(rel);
     e.call.bucket = s.bucket.load(rel);
     e.call.step = s.step.load(rel);
-    e.state = static_cast<FlightState>(s.state.load(std::memory_order_acquire));
+    uint64_t word = s.state.load(std::memory_order_acquire);
+    e.state = static_cast<FlightState>(word & 3);
     e.beganNs = s.beganNs.load(rel);
+    e.startedNs = s.startedNs.load(rel);
     e.endedNs = s.endedNs.load(rel);
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (s.seq.load(rel) != seq)
+    if (s.seq.load(rel) != seq || word >> 2 != seq)
       continue;
+    // Only the times of the states it reached (a late stamp of an older
+    // entry may have left one in this slot).
+    if (e.state == FlightState::Queued)
+      e.startedNs = 0;
+    if (e.state == FlightState::Queued || e.state == FlightState::Started)
+      e.endedNs = 0;
     snap.entries.push_back(e);
   }
   return snap;

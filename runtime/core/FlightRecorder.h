@@ -10,14 +10,26 @@
 // could do on its way out would run. The launcher reads the rings of a
 // failed job and tools/mdrun/FlightAnalysis names the culprit.
 //
-// One writer (the thread that runs the executor) and any number of readers
-// in other processes. A slot is published seqlock-style: its `seq` is
-// zeroed, the fields written, then `seq` stored with release; a reader
-// keeps a slot only if it reads the same non-zero `seq` before and after
-// copying it. States and timestamps of a published slot change in place,
-// each one atomic word, so a reader sees every state a collective reached
-// in order. All shared fields are lock-free std::atomic words, so the
-// layout is address-free and the same in every process.
+// One writer (the thread that runs the executor) begins entries, and any
+// number of readers in other processes copy them. A slot is published
+// seqlock-style: its `seq` is zeroed, the fields written, then `seq` stored
+// with release; a reader keeps a slot only if it reads the same non-zero
+// `seq` before and after copying it. States and timestamps of a published
+// slot change in place, each one atomic word, so a reader sees every state
+// a collective reached in order. All shared fields are lock-free
+// std::atomic words, so the layout is address-free and the same in every
+// process.
+//
+// A comm that runs its collectives on a thread of its own (the CPU
+// backend's comm thread) claims the entries the executor begins for it and
+// stamps them from that thread when it starts and ends each collective
+// (start(), end()), so their states are exact: queued, started, then
+// completed or failed. The state word carries the entry's seq, and a stamp
+// is a compare-and-swap on it, so a stamp that comes after the writer has
+// reused the slot for a newer entry changes nothing. A timestamp is stored
+// before the state that makes it meaningful, and readers ignore the
+// timestamps of states an entry has not reached, so the stale timestamp
+// such a late stamp may leave in a reused slot is never read.
 //
 // Timestamps are CLOCK_MONOTONIC nanoseconds, one clock for every process
 // of a machine.
@@ -27,8 +39,10 @@
 #ifndef MD_RUNTIME_CORE_FLIGHTRECORDER_H
 #define MD_RUNTIME_CORE_FLIGHTRECORDER_H
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -41,7 +55,9 @@ namespace md::runtime {
 /// How far a recorded collective got. A host comm (shm, tcp) runs a
 /// collective inside the call: Started, then Completed. A stream-ordered
 /// comm (NCCL) only queues it on the comm stream: Queued, and Completed
-/// once the host has waited for that stream.
+/// once the host has waited for that stream. The CPU comm thread queues it
+/// and stamps it itself: Queued, Started when the thread starts it, then
+/// Completed or Failed (FlightSnapshot::commStamps).
 enum class FlightState : uint32_t {
   Queued = 0,
   Started = 1,
@@ -81,9 +97,11 @@ struct FlightEntry {
   uint64_t seq = 0; // 1-based, the same on every rank for the same call
   FlightCall call;
   FlightState state = FlightState::Queued;
-  /// When it was queued or started, and when it completed or failed
-  /// (CLOCK_MONOTONIC ns; 0: not yet).
-  int64_t beganNs = 0, endedNs = 0;
+  /// When it was queued or started (begun), when it started (the same as
+  /// beganNs for a host comm), and when it completed or failed
+  /// (CLOCK_MONOTONIC ns; 0: not yet, or not known: a stream-ordered
+  /// comm's start).
+  int64_t beganNs = 0, startedNs = 0, endedNs = 0;
 };
 
 /// A consistent copy of one rank's ring.
@@ -100,6 +118,10 @@ struct FlightSnapshot {
   int32_t micro = 0;
   int64_t stepsDone = 0;
   RankPhase phase = RankPhase::Starting;
+  /// Whether the rank's comm stamps its queued collectives itself (the CPU
+  /// comm thread): then Queued means not started yet. Otherwise a Queued
+  /// entry may be running on a device stream (NCCL).
+  bool commStamps = false;
   /// The last time the rank completed something (a collective, a
   /// micro-step, a step, a phase): what the launcher's watchdog reads.
   int64_t progressNs = 0;
@@ -130,11 +152,29 @@ public:
   // --- the writer (one thread of the rank) --------------------------------
   /// Records `call` as Queued or Started now; returns its seq.
   uint64_t begin(const FlightCall &call, FlightState state);
-  /// Moves entry `seq` (if still in the ring) to Completed or Failed now.
-  void end(uint64_t seq, FlightState state);
-  /// Marks every Queued entry Completed: the host has waited for the
-  /// stream they were queued on.
+  /// The comm that runs the collective just begun as Queued takes its
+  /// entry over: it stamps it with start() and end() (from any thread),
+  /// and completeQueued() leaves it alone. Returns its seq; 0 when the
+  /// last begin() was not Queued or its entry is already claimed.
+  uint64_t claim();
+  /// Whether entry `seq` is the one claim() took last.
+  bool claimed(uint64_t seq) const { return seq != 0 && seq == claimed_; }
+  /// The call that ran collective `seq` (the entry begun last) returned,
+  /// `ok` or not. Unless its comm claimed the entry: Failed if not `ok`,
+  /// else Completed if Started (a host comm's), while a Queued one waits
+  /// for completeQueued(). No comm can claim it after this.
+  void settle(uint64_t seq, bool ok);
+  /// Marks every Queued entry that no comm claimed Completed: the host has
+  /// waited for the stream they were queued on.
   void completeQueued();
+
+  // --- the writer or the comm that claimed the entry ----------------------
+  /// Moves entry `seq` from Queued to Started now, if it is still in the
+  /// ring and Queued.
+  void start(uint64_t seq);
+  /// Moves entry `seq` to Completed or Failed now, if it is still in the
+  /// ring and neither yet.
+  void end(uint64_t seq, FlightState state);
   /// The rank entered `step` (1-based), micro-step `micro` (as FlightCall).
   void enter(int64_t step, int32_t micro);
   /// The rank completed `stepsDone` steps.
@@ -160,11 +200,20 @@ private:
   Header &header() const;
   Slot &slot(uint64_t seq) const;
   void progress();
+  /// Moves entry `seq` from a state in `from` (a bit per FlightState) to
+  /// `to`, storing the time in `stamp` first; false when the slot holds
+  /// another entry or another state.
+  bool move(uint64_t seq, uint32_t from, FlightState to,
+            std::atomic<int64_t> Slot::*stamp);
 
   int fd_ = -1;
   void *memory_ = nullptr;
   size_t bytes_ = 0;
-  uint64_t oldestQueued_ = 0; // writer's: lowest seq that may be Queued
+  // The writer's: the Queued entries that no comm claimed (completeQueued
+  // ends them), the entry claim() may take, and the last one it took.
+  std::deque<uint64_t> hostQueued_;
+  uint64_t claimable_ = 0;
+  uint64_t claimed_ = 0;
 };
 
 } // namespace md::runtime

@@ -132,15 +132,26 @@ absl::Status CommThreadBackend::synchronize(Stream stream) {
 }
 
 CommThreadComm::CommThreadComm(std::unique_ptr<Comm> host,
-                               CommThreadBackend &backend)
-    : host_(std::move(host)), backend_(backend) {}
+                               CommThreadBackend &backend,
+                               FlightRecorder *recorder)
+    : host_(std::move(host)), backend_(backend), recorder_(recorder) {}
 
 CommThreadComm::~CommThreadComm() { (void)backend_.synchronize(kCommStream); }
 
 absl::Status CommThreadComm::run(const CollectiveArgs &args,
                                  const Group &group) {
-  return backend_.enqueue(
-      [this, args, g = group] { return runCollective(*host_, args, g); });
+  // The entry the executor just began for this collective, if any (a
+  // collective it runs outside the recorder has none).
+  uint64_t seq = recorder_ != nullptr ? recorder_->claim() : 0;
+  return backend_.enqueue([this, args, g = group, seq] {
+    if (seq != 0)
+      recorder_->start(seq);
+    absl::Status s = runCollective(*host_, args, g);
+    if (seq != 0)
+      recorder_->end(seq,
+                     s.ok() ? FlightState::Completed : FlightState::Failed);
+    return s;
+  });
 }
 
 } // namespace md::cpu

@@ -45,6 +45,7 @@
 
 #include "runtime/core/Backend.h"
 #include "runtime/core/CollectiveComm.h"
+#include "runtime/core/FlightRecorder.h"
 #include "runtime/cpu/CpuBackend.h"
 
 namespace md::cpu {
@@ -111,10 +112,19 @@ private:
 /// on the backend's comm stream, behind the plan's waits, and the call
 /// returns at once, as a NCCL collective does. The host comm is then used
 /// by the comm thread alone.
+///
+/// With a flight recorder, each collective claims the entry the executor
+/// began for it (Queued) and the comm thread stamps it Started when it
+/// starts the collective and Completed or Failed when it returns, so the
+/// ring says exactly which collective the rank is in. A collective the
+/// stream refuses (it failed before) stays Queued: it never started.
 class CommThreadComm final : public runtime::CollectiveComm {
 public:
+  /// `recorder` (may be null) is the rank's flight recorder, the one the
+  /// executor files collectives in; it must outlive this comm.
   CommThreadComm(std::unique_ptr<runtime::Comm> host,
-                 CommThreadBackend &backend);
+                 CommThreadBackend &backend,
+                 runtime::FlightRecorder *recorder = nullptr);
   /// Waits for the collectives still queued (they use the host comm).
   ~CommThreadComm() override;
 
@@ -132,6 +142,7 @@ private:
 
   std::unique_ptr<runtime::Comm> host_;
   CommThreadBackend &backend_;
+  runtime::FlightRecorder *recorder_;
 };
 
 } // namespace md::cpu

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # When a job fails, mdrun says why (docs/runtime.md, "When a job fails"):
 # faults injected into a job of the MLP compiled by mdc (fsdp-full, 2 ranks,
-# the CPU backend), each of which must end the job within its timeout plus
-# a few seconds, with exit status 1, one flight recorder analysis naming the
-# culprit rank, its step and its collective, every rank's ring as JSON
-# (checked: schema, ascending sequence numbers, every rank present), and no
-# process left in this test's process group:
+# the CPU backend with its comm thread, mdrun's default), each of which must
+# end the job within its timeout plus a few seconds, with exit status 1, one
+# flight recorder analysis naming the culprit rank, its step and its
+# collective, every rank's ring as JSON (checked: schema, ascending sequence
+# numbers, states and their times, every rank present), and no process left
+# in this test's process group:
 #   1. a rank killed with SIGKILL;
-#   2. a rank stopped with SIGSTOP (the other rank's comm times out);
+#   2. a rank stopped with SIGSTOP (the other rank's comm times out), with
+#      the comm thread and without it (--comm-thread off);
 #   3. every rank stopped with SIGSTOP (the launcher's progress watchdog);
 #   4. --flight-recorder 0: a killed rank, and no analysis;
 #   5. two launchers over loopback: node 1's rank stopped, node 0's killed;
@@ -101,19 +103,24 @@ check_rings() {
     fail "$name: no line naming the rings' files: $(cat "$name.err")"
     return
   fi
-  check_json "$name" "$dir" "0 1" "$culprit" "$fate"
+  # Only a run without the comm thread has a ring its comm does not stamp.
+  check_json "$name" "$dir" "0 1" "$culprit" "$fate" \
+    "$([[ $name == *-off ]] && echo false || echo true)"
 }
 
-# check_json NAME DIR RANKS CULPRIT FATE: DIR/rank-R.json for each of
-# RANKS, as check_rings says.
+# check_json NAME DIR RANKS CULPRIT FATE STAMPS: DIR/rank-R.json for each
+# of RANKS, as check_rings says; comm_stamps is STAMPS (true or false).
 check_json() {
-  "$python" - "$2" "$3" "$4" "$5" <<'EOF' || fail "$1: the rings in $2"
+  "$python" - "$2" "$3" "$4" "$5" "$6" <<'EOF' || fail "$1: the rings in $2"
 import json, sys
 d, ranks, culprit, fate = sys.argv[1], sys.argv[2].split(), int(sys.argv[3]), sys.argv[4]
+stamps = sys.argv[5] == "true"
 keys = {"rank", "pid", "fate", "phase", "capacity", "begun", "step",
-        "micro_step", "steps_done", "progress_ns", "written_ns", "collectives"}
+        "micro_step", "steps_done", "progress_ns", "written_ns", "comm_stamps",
+        "collectives"}
 ckeys = {"seq", "kind", "group", "group_size", "dtype", "bytes", "bucket",
-         "location", "step", "micro_step", "state", "began_ns", "ended_ns"}
+         "location", "step", "micro_step", "state", "began_ns", "started_ns",
+         "ended_ns"}
 ok = True
 def bad(msg):
     global ok
@@ -124,8 +131,9 @@ for rank in map(int, ranks):
     if set(r) != keys:
         bad(f"rank {rank}: keys {sorted(r)}")
         continue
-    if r["rank"] != rank or r["capacity"] != 2048:
-        bad(f"rank {rank}: rank {r['rank']}, capacity {r['capacity']}")
+    if r["rank"] != rank or r["capacity"] != 2048 or r["comm_stamps"] != stamps:
+        bad(f"rank {rank}: rank {r['rank']}, capacity {r['capacity']}, "
+            f"comm_stamps {r['comm_stamps']}")
     cs = r["collectives"]
     if not cs or len(cs) > 2048 or cs[-1]["seq"] != r["begun"]:
         bad(f"rank {rank}: {len(cs)} collectives, begun {r['begun']}")
@@ -140,7 +148,12 @@ for rank in map(int, ranks):
                              "broadcast", "barrier") or \
            c["state"] not in ("queued", "started", "completed", "failed"):
             bad(f"rank {rank}: {c}"); break
-        if c["state"] == "completed" and not (c["ended_ns"] >= c["began_ns"] > 0):
+        # A time for each state reached, in order; none for the others.
+        began, started, ended = c["began_ns"], c["started_ns"], c["ended_ns"]
+        if not {"queued": started is None and ended is None,
+                "started": ended is None and started and started >= began > 0,
+                "completed": ended and started and ended >= started >= began > 0,
+                "failed": ended and ended >= began > 0}[c["state"]]:
             bad(f"rank {rank}: times of {c}"); break
     if not any(c["location"] and ".mdl:" in c["location"] for c in cs):
         bad(f"rank {rank}: no collective with an .mdl location")
@@ -174,18 +187,22 @@ else
   kill -KILL $(pgrep -g $$ -x mdrun) 2>/dev/null
 fi
 
-# 2. A rank stopped: rank 0 waits --timeout seconds, then the job ends.
-if start stop-one --timeout 3; then
-  fault=$(date +%s%N)
-  kill -STOP "$(rank_pid 1)"
-  finish stop-one 8000
-  has stop-one.err "^mdrun: flight recorder: rank 1 was stopped \(SIGSTOP, SIGTSTP or a debugger\) $where, $doing$waits$"
-  has stop-one.err '^mdrun: error: (rank 0 failed: .*timed out after 3 s waiting for rank\(s\) 1|no rank completed a collective or a step in 3 s \(--timeout\); stopped 2 ranks)'
-  check_rings stop-one 1 "was stopped"
-else
-  fail "stop-one: the job did not start: $(cat stop-one.out stop-one.err)"
-  kill -KILL $(pgrep -g $$ -x mdrun) 2>/dev/null
-fi
+# 2. A rank stopped: rank 0 waits --timeout seconds, then the job ends;
+# with the comm thread (the default) and without it.
+for thread in on off; do
+  name=stop-one-$thread
+  if start $name --timeout 3 --comm-thread $thread; then
+    fault=$(date +%s%N)
+    kill -STOP "$(rank_pid 1)"
+    finish $name 8000
+    has $name.err "^mdrun: flight recorder: rank 1 was stopped \(SIGSTOP, SIGTSTP or a debugger\) $where, $doing$waits$"
+    has $name.err '^mdrun: error: (rank 0 failed: .*timed out after 3 s waiting for rank\(s\) 1|no rank completed a collective or a step in 3 s \(--timeout\); stopped 2 ranks)'
+    check_rings $name 1 "was stopped"
+  else
+    fail "$name: the job did not start: $(cat $name.out $name.err)"
+    kill -KILL $(pgrep -g $$ -x mdrun) 2>/dev/null
+  fi
+done
 
 # 3. Every rank stopped: no comm can notice; the launcher's watchdog does.
 if start stop-all --timeout 2; then
@@ -291,7 +308,7 @@ else
   { wait $task1; } 2>/dev/null
   has task0.err '^mdrun: error: rank 0: .*; its last collectives are in .*/rank-0\.json$'
   dir=$(sed -nE 's/^mdrun: error: rank 0: .*; its last collectives are in (.*)\/rank-0\.json$/\1/p' task0.err)
-  [[ -n $dir ]] && check_json task0 "$dir" 0 0 "exited with status 1"
+  [[ -n $dir ]] && check_json task0 "$dir" 0 0 "exited with status 1" true
 fi
 
 if [[ $failures -ne 0 ]]; then

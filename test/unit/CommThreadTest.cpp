@@ -3,9 +3,11 @@
 // cpu::CommThreadBackend and cpu::CommThreadComm (runtime/cpu/CommThread.h):
 // comm-stream work runs on another thread in queue order, events and
 // synchronize wait for exactly what they should, an error on the comm
-// thread fails the stream, and a collective queued through the comm gives
-// the host comm's result. ExecutorTest checks that training with the comm
-// thread gives the same bits as without.
+// thread fails the stream, a collective queued through the comm gives
+// the host comm's result, and the comm thread stamps the flight recorder's
+// entries queued, started, then completed or failed as the collective
+// goes, with a peer that comes late or never. ExecutorTest checks that training
+// with the comm thread gives the same bits as without.
 //
 //===----------------------------------------------------------------------===//
 
@@ -178,6 +180,116 @@ TEST(CommThreadTest, CollectivesAreQueuedOnTheCommStream) {
   EXPECT_EQ(y[2], 0.0f); // queued, not run
   ASSERT_TRUE(be->synchronize(kCommStream).ok());
   EXPECT_EQ(y, x); // one rank: the sum is its own contribution
+}
+
+/// The state of entry `seq` in `rec` (Queued when absent).
+runtime::FlightState stateOf(const runtime::FlightRecorder &rec, uint64_t seq) {
+  for (const runtime::FlightEntry &e : rec.snapshot().entries)
+    if (e.seq == seq)
+      return e.state;
+  return runtime::FlightState::Queued;
+}
+
+/// Polls until entry `seq` of `rec` is in `state` (false after 5 s).
+bool reaches(const runtime::FlightRecorder &rec, uint64_t seq,
+             runtime::FlightState state) {
+  for (int i = 0; i < 5000; ++i) {
+    if (stateOf(rec, seq) == state)
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+TEST(CommThreadTest, TheCommThreadStampsTheFlightRecorder) {
+  // Two ranks in this process. Rank 0 queues an all_reduce behind slow
+  // work: its entry is queued, then started while rank 0 waits for rank 1,
+  // then completed once rank 1 joins.
+  using runtime::FlightState;
+  const std::string job = absl::StrFormat("comm-thread-flight-%d", getpid());
+  auto rankComm = [&](int rank, int timeoutMs) {
+    shm::ShmCommOptions co;
+    co.jobId = job;
+    co.rank = rank;
+    co.worldSize = 2;
+    co.timeout = std::chrono::milliseconds(timeoutMs);
+    return shm::ShmComm::create(co);
+  };
+  std::unique_ptr<shm::ShmComm> host1;
+  std::thread attach([&] {
+    auto c = rankComm(1, 5000);
+    ASSERT_TRUE(c.ok()) << c.status();
+    host1 = std::move(*c);
+  });
+  auto host0 = rankComm(0, 1000);
+  attach.join();
+  ASSERT_TRUE(host0.ok()) << host0.status();
+  ASSERT_NE(host1, nullptr);
+
+  auto rec = runtime::FlightRecorder::Create(0, 16);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  runtime::FlightRecorder &r = **rec;
+  auto be = makeBackend();
+  CommThreadComm comm(std::move(*host0), *be, &r);
+  absl::StatusOr<runtime::Group> world = comm.group(runtime::GroupKind::world);
+  ASSERT_TRUE(world.ok());
+  runtime::FlightCall call;
+  call.kind = runtime::Collective::all_reduce;
+
+  std::atomic<bool> go{false};
+  ASSERT_TRUE(be->enqueue([&] {
+                  while (!go)
+                    std::this_thread::yield();
+                  return absl::OkStatus();
+                }).ok());
+  std::vector<float> x = {1.0f, 2.0f}, y(2, 0.0f);
+  uint64_t a = r.begin(call, FlightState::Queued);
+  ASSERT_TRUE(comm.allReduce(x.data(), y.data(), 2, DType::f32,
+                             runtime::ReduceOp::sum, *world)
+                  .ok());
+  EXPECT_TRUE(r.claimed(a));
+  EXPECT_TRUE(r.snapshot().commStamps);
+  EXPECT_EQ(stateOf(r, a), FlightState::Queued);
+  go = true;
+  EXPECT_TRUE(reaches(r, a, FlightState::Started));
+  // Rank 1 joins; the sum comes back.
+  std::vector<float> x1 = {10.0f, 20.0f}, y1(2, 0.0f);
+  absl::StatusOr<runtime::Group> world1 =
+      host1->group(runtime::GroupKind::world);
+  ASSERT_TRUE(world1.ok());
+  absl::Status joined = host1->allReduce(x1.data(), y1.data(), 2, DType::f32,
+                                         runtime::ReduceOp::sum, *world1);
+  ASSERT_TRUE(joined.ok()) << joined;
+  ASSERT_TRUE(be->synchronize(kCommStream).ok());
+  EXPECT_EQ(stateOf(r, a), FlightState::Completed);
+  EXPECT_EQ(y, (std::vector<float>{11.0f, 22.0f}));
+  // The host's wait does not touch what the comm thread stamps.
+  r.completeQueued();
+
+  // Rank 1 never comes: the comm thread gives up after rank 0's timeout
+  // and files the collective failed; the one queued behind it never
+  // started, and one queued after the failure is refused and stays queued.
+  uint64_t b = r.begin(call, FlightState::Queued);
+  ASSERT_TRUE(comm.allReduce(x.data(), y.data(), 2, DType::f32,
+                             runtime::ReduceOp::sum, *world)
+                  .ok());
+  uint64_t c = r.begin(call, FlightState::Queued);
+  ASSERT_TRUE(comm.allReduce(x.data(), y.data(), 2, DType::f32,
+                             runtime::ReduceOp::sum, *world)
+                  .ok());
+  EXPECT_EQ(be->synchronize(kCommStream).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  uint64_t d = r.begin(call, FlightState::Queued);
+  EXPECT_EQ(comm.allReduce(x.data(), y.data(), 2, DType::f32,
+                           runtime::ReduceOp::sum, *world)
+                .code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(stateOf(r, b), FlightState::Failed);
+  EXPECT_EQ(stateOf(r, c), FlightState::Queued);
+  EXPECT_EQ(stateOf(r, d), FlightState::Queued);
+  for (const runtime::FlightEntry &e : r.snapshot().entries)
+    if (e.seq == b)
+      EXPECT_GE(e.endedNs - e.startedNs, 900'000'000) << "failed too early";
 }
 
 } // namespace

@@ -228,8 +228,8 @@ private:
     // The backend outlives the comm, which may queue work on it.
     std::unique_ptr<Backend> backend;
     std::unique_ptr<Comm> comm = std::move(*shmComm);
-    // As mdrun does: MD_CPU_COMM_THREAD=1 runs every test's comm stream on
-    // a thread.
+    // MD_CPU_COMM_THREAD=1 runs every test's comm stream on a thread, as
+    // mdrun does by default (--comm-thread on).
     const char *thread = std::getenv("MD_CPU_COMM_THREAD");
     if (run.commThread || (thread != nullptr && std::string(thread) == "1")) {
       auto threaded = std::make_unique<cpu::CommThreadBackend>(
@@ -483,6 +483,41 @@ TEST(ExecutorTest, TheCommThreadChangesNoBits) {
   }
   ASSERT_FALSE(w[0].empty());
   EXPECT_EQ(std::memcmp(w[0].data(), w[1].data(), w[0].size() * 4), 0);
+}
+
+TEST(ExecutorTest, UnorderedStreamsNamesWhatTheCommThreadCannotRun) {
+  // The tiny MLP's events order its gathers and reduce-scatters.
+  plan::PlanBuilder ordered = plan::examples::TinyMlpPlan();
+  absl::StatusOr<plan::LoadedPlan> loaded = plan::LoadPlan(ordered.finish());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  absl::StatusOr<std::string> why = Executor::UnorderedStreams(*loaded, 2);
+  ASSERT_TRUE(why.ok()) << why.status();
+  EXPECT_EQ(*why, "");
+  // A world size the plan cannot take is an error, not an answer.
+  EXPECT_FALSE(Executor::UnorderedStreams(*loaded, 0).ok());
+
+  // An all-reduce on the comm stream that does not wait for the relu on
+  // the compute stream that writes its input.
+  plan::PlanBuilder b = plan::examples::MinimalPlan();
+  int32_t step = b.plan().step_block;
+  int32_t x = b.plan().blocks[step]->instructions[0]->outputs[0];
+  b.plan().buffers[x]->block = -1; // its uses grow: infer its interval again
+  int32_t a = b.addBuffer(plan::PlanBuilder::full("a", fb::DType::F32, {4, 2}));
+  int32_t y = b.addBuffer(plan::PlanBuilder::full("y", fb::DType::F32, {4, 2}));
+  b.add(step, fb::Opcode::Relu, {x}, {a});
+  fb::InstructionT &reduce = b.add(step, fb::Opcode::AllReduce, {a}, {y});
+  reduce.ints = {0, 0, -1}; // world, sum, no bucket
+  reduce.stream = 1;
+  ASSERT_TRUE(b.inferLiveness().ok());
+  loaded = plan::LoadPlan(b.finish());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  why = Executor::UnorderedStreams(*loaded, 1);
+  ASSERT_TRUE(why.ok()) << why.status();
+  EXPECT_NE(why->find("blocks[0].instructions[2] (all_reduce on stream 1) "
+                      "reads bytes that blocks[0].instructions[1] (relu on "
+                      "stream 0) writes"),
+            std::string::npos)
+      << *why;
 }
 
 TEST(ExecutorTest, MixedPrecisionTrainsAndPresetsAgree) {

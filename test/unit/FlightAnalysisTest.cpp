@@ -3,7 +3,9 @@
 // tools/mdrun/FlightAnalysis on rings built by hand: a rank killed inside a
 // collective, a rank stopped between two, every rank stopped, a rank that
 // exited with an error, ranks that disagree on a collective, a job with
-// nothing open; and the JSON of a ring, field by field.
+// nothing open; the same jobs with the CPU comm thread (collectives queued
+// ahead of the one each rank is in), whose findings must be the same; and
+// the JSON of a ring, field by field.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +42,8 @@ FlightEntry entry(uint64_t n, FlightState state, int64_t began,
   e.call.micro = 2;
   e.state = state;
   e.beganNs = began;
+  // As a host comm files it: started when begun.
+  e.startedNs = state == FlightState::Queued ? 0 : began;
   e.endedNs = ended;
   return e;
 }
@@ -238,6 +242,116 @@ TEST(FlightAnalysis, NothingOpen) {
       << f.text;
 }
 
+/// `r` as a rank with the CPU comm thread would have filed it: its host
+/// queued each collective `ahead` s before its comm thread started it,
+/// and queued the ones up to `queuedTo` that the thread never started.
+RankRing withCommThread(RankRing r, uint64_t queuedTo,
+                        int64_t ahead = kSecond) {
+  r.ring.commStamps = true;
+  for (FlightEntry &e : r.ring.entries)
+    e.beganNs -= ahead;
+  for (uint64_t n = r.ring.begun + 1; n <= queuedTo; ++n)
+    r.ring.entries.push_back(entry(n, FlightState::Queued, 1));
+  r.ring.begun = std::max(r.ring.begun, queuedTo);
+  return r;
+}
+
+/// The finding on `ranks` with every rank's comm thread queued `extra`
+/// collectives past what it began without: the same as without.
+void expectTheSameWithCommThreads(const std::vector<RankRing> &ranks,
+                                  int64_t nowNs, uint64_t extra) {
+  FlightFinding without = AnalyzeFlight(ranks, kLocs, nowNs);
+  std::vector<RankRing> threaded;
+  for (const RankRing &r : ranks)
+    threaded.push_back(withCommThread(r, r.ring.begun + extra));
+  FlightFinding with = AnalyzeFlight(threaded, kLocs, nowNs);
+  EXPECT_EQ(with.seq, without.seq);
+  EXPECT_EQ(with.culprits, without.culprits);
+  EXPECT_EQ(with.waiting, without.waiting);
+  EXPECT_EQ(with.mismatch, without.mismatch);
+  EXPECT_EQ(with.text, without.text);
+}
+
+TEST(FlightAnalysis, TheCommThreadsQueuedCollectivesChangeNoFinding) {
+  const int64_t now = 26 * kSecond;
+  for (uint64_t extra : {1, 3}) {
+    SCOPED_TRACE(extra);
+    // Rank 1 stopped after #52 (its comm thread never started #53);
+    // rank 0 gave up in #53.
+    expectTheSameWithCommThreads(
+        {rankAt(0, kFailed, 52, 53, FlightState::Failed, 20 * kSecond),
+         rankAt(1, kStopped, 52)},
+        now, extra);
+    // Rank 1 stopped inside #54, rank 0 gave up in it.
+    expectTheSameWithCommThreads(
+        {rankAt(0, kFailed, 53, 54, FlightState::Failed, 20 * kSecond),
+         rankAt(1, kStopped, 53, 54, FlightState::Started, 20 * kSecond)},
+        now, extra);
+    // Rank 3 killed inside #388, the others wait in it.
+    expectTheSameWithCommThreads(
+        {rankAt(0, kRunning, 387, 388, FlightState::Started, 10 * kSecond),
+         rankAt(1, kRunning, 387, 388, FlightState::Started, 10 * kSecond),
+         rankAt(2, kKilled, 387, 388, FlightState::Started, 10 * kSecond)},
+        now, extra);
+    // Ranks 1 and 3 stopped before #10, ranks 0 and 2 in it.
+    expectTheSameWithCommThreads(
+        {rankAt(0, kStopped, 9, 10, FlightState::Started, kSecond),
+         rankAt(1, kStopped, 9),
+         rankAt(2, kStopped, 9, 10, FlightState::Started, 2 * kSecond),
+         rankAt(3, kStopped, 9)},
+        now, extra);
+    // Nobody dead: a hang inside #5.
+    expectTheSameWithCommThreads(
+        {rankAt(0, kRunning, 4, 5, FlightState::Started, kSecond),
+         rankAt(1, kRunning, 4, 5, FlightState::Started, 2 * kSecond)},
+        now, extra);
+  }
+}
+
+TEST(FlightAnalysis, ACommThreadsWaitCountsFromItsStart) {
+  // Rank 1 killed inside #388; rank 0's host queued #388 at 2 s, its comm
+  // thread started it at 10 s, and queued #389-#390 behind it.
+  RankRing r0 = withCommThread(
+      rankAt(0, kRunning, 387, 388, FlightState::Started, 10 * kSecond), 390,
+      8 * kSecond);
+  RankRing r1 = withCommThread(
+      rankAt(1, kKilled, 387, 388, FlightState::Started, 10 * kSecond), 389);
+  FlightFinding f = AnalyzeFlight({r0, r1}, kLocs, 11 * kSecond + kSecond / 5);
+  EXPECT_EQ(f.seq, 388u);
+  EXPECT_EQ(f.culprits, std::vector<int>({1}));
+  EXPECT_EQ(f.waiting, std::vector<int>({0}));
+  EXPECT_EQ(f.text,
+            "rank 1 was killed by signal 9 (Killed) in step 38, micro-step 2, "
+            "while in all_gather #388 (bf16, 4.0 KiB, shard group of 4, "
+            "bucket 1, mlp.mdl:17:23); rank 0 waits in it since 1.2 s");
+}
+
+TEST(FlightAnalysis, ACommThreadQueuedTheCallThatHangs) {
+  // Rank 1's host queued #53, its comm thread never started it: it never
+  // reached it, and what it did last is #52, not the queued #53-#54.
+  RankRing r0 = rankAt(0, kFailed, 52, 53, FlightState::Failed, 20 * kSecond);
+  RankRing r1 = withCommThread(rankAt(1, kStopped, 52), 54);
+  FlightFinding f = AnalyzeFlight({r0, r1}, kLocs, 26 * kSecond);
+  EXPECT_EQ(f.seq, 53u);
+  EXPECT_EQ(f.culprits, std::vector<int>({1}));
+  EXPECT_EQ(f.text,
+            "rank 1 was stopped (SIGSTOP, SIGTSTP or a debugger) in step 38, "
+            "micro-step 2, after all_gather #52 (bf16, 4.0 KiB, shard group "
+            "of 4, bucket 1, mlp.mdl:17:23); it never reached all_gather #53 "
+            "(bf16, 4.0 KiB, shard group of 4, bucket 2, mlp.mdl:9:5); rank 0 "
+            "gave up waiting in it after 5.0 s");
+
+  // A comm that does not stamp its entries (NCCL): a Queued #53 may be
+  // running on the device, so rank 1 counts as in it.
+  r1 = rankAt(1, kStopped, 52, 53, FlightState::Queued, 19 * kSecond);
+  f = AnalyzeFlight({r0, r1}, kLocs, 26 * kSecond);
+  EXPECT_EQ(f.culprits, std::vector<int>({1}));
+  EXPECT_NE(f.text.find("rank 1 was stopped (SIGSTOP, SIGTSTP or a debugger) "
+                        "in step 38, micro-step 2, while in all_gather #53"),
+            std::string::npos)
+      << f.text;
+}
+
 TEST(FlightAnalysis, RankLists) {
   EXPECT_EQ(RankListText({3}), "rank 3");
   EXPECT_EQ(RankListText({0, 1, 2}), "ranks 0-2");
@@ -266,15 +380,16 @@ TEST(FlightAnalysis, JsonOfARing) {
       "  \"steps_done\": 37,\n"
       "  \"progress_ns\": 5,\n"
       "  \"written_ns\": 99,\n"
+      "  \"comm_stamps\": false,\n"
       "  \"collectives\": [\n"
       "    {\"seq\": 1, \"kind\": \"all_gather\", \"group\": \"shard\", "
       "\"group_size\": 4, \"dtype\": \"bf16\", \"bytes\": 4096, \"bucket\": 1, "
       "\"location\": null, \"step\": 1, \"micro_step\": 2, \"state\": "
-      "\"completed\", \"began_ns\": 1, \"ended_ns\": 2},\n"
+      "\"completed\", \"began_ns\": 1, \"started_ns\": 1, \"ended_ns\": 2},\n"
       "    {\"seq\": 2, \"kind\": \"barrier\", \"group\": \"shard\", "
       "\"group_size\": 4, \"dtype\": \"bf16\", \"bytes\": 4096, \"bucket\": 2, "
       "\"location\": null, \"step\": 1, \"micro_step\": 2, \"state\": "
-      "\"started\", \"began_ns\": 7, \"ended_ns\": null}\n"
+      "\"started\", \"began_ns\": 7, \"started_ns\": 7, \"ended_ns\": null}\n"
       "  ]\n"
       "}\n");
   // Locations are escaped.
@@ -282,6 +397,25 @@ TEST(FlightAnalysis, JsonOfARing) {
   EXPECT_NE(FlightJson(r, {"a\"b.mdl:1:2"}, 99)
                 .find("\"location\": \"a\\\"b.mdl:1:2\""),
             std::string::npos);
+
+  // A comm thread's ring: its stamps, and a queued entry not yet started.
+  std::string json =
+      FlightJson(withCommThread(rankAt(0, kRunning, 1, 2, FlightState::Started,
+                                       5 * kSecond),
+                                3, kSecond),
+                 {}, 99);
+  EXPECT_NE(json.find("\"comm_stamps\": true"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"state\": \"started\", \"began_ns\": 4000000000, "
+                      "\"started_ns\": 5000000000, \"ended_ns\": null}"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("{\"seq\": 3, \"kind\": \"all_gather\""),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"state\": \"queued\", \"began_ns\": 1, "
+                      "\"started_ns\": null, \"ended_ns\": null}"),
+            std::string::npos)
+      << json;
 }
 
 } // namespace

@@ -3,7 +3,9 @@
 // The ring in runtime/core/FlightRecorder.h: what a snapshot holds, states
 // and their times, wrap-around, a second mapping of the same memfd (what
 // the launcher holds), a writer killed with SIGKILL in the middle of a
-// collective, a reader racing the writer, and headers it must refuse.
+// collective, a reader racing the writer, entries a comm thread claims and
+// stamps (late stamps on reused slots included, and racing the writer and a
+// reader), and headers it must refuse.
 //
 //===----------------------------------------------------------------------===//
 
@@ -137,6 +139,176 @@ TEST(FlightRecorder, QueuedEntriesCompleteWhenTheHostWaits) {
   }
 }
 
+TEST(FlightRecorder, AClaimedEntryIsStampedByItsComm) {
+  auto rec = FlightRecorder::Create(0, 8);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  FlightRecorder &r = **rec;
+  EXPECT_EQ(r.claim(), 0u); // nothing begun
+  uint64_t host = r.begin(callOf(1), FlightState::Queued);
+  uint64_t a = r.begin(callOf(2), FlightState::Queued);
+  EXPECT_EQ(r.claim(), a);
+  EXPECT_EQ(r.claim(), 0u); // taken
+  EXPECT_TRUE(r.claimed(a));
+  EXPECT_FALSE(r.claimed(host));
+  uint64_t started = r.begin(callOf(3), FlightState::Started);
+  EXPECT_EQ(r.claim(), 0u); // not queued
+  EXPECT_TRUE(r.snapshot().commStamps);
+
+  // The host's wait completes the entry no comm claimed, not the other.
+  r.completeQueued();
+  FlightSnapshot s = r.snapshot();
+  ASSERT_EQ(s.entries.size(), 3u);
+  EXPECT_EQ(s.entries[0].state, FlightState::Completed);
+  EXPECT_EQ(s.entries[1].state, FlightState::Queued);
+  EXPECT_EQ(s.entries[1].startedNs, 0);
+  EXPECT_EQ(s.entries[2].state, FlightState::Started);
+  EXPECT_EQ(s.entries[2].startedNs, s.entries[2].beganNs);
+
+  // The comm's thread stamps it.
+  std::thread([&] { r.start(a); }).join();
+  s = r.snapshot();
+  EXPECT_EQ(s.entries[1].state, FlightState::Started);
+  EXPECT_GE(s.entries[1].startedNs, s.entries[1].beganNs);
+  EXPECT_EQ(s.entries[1].endedNs, 0);
+  int64_t before = s.progressNs;
+  std::thread([&] { r.end(a, FlightState::Completed); }).join();
+  s = r.snapshot();
+  EXPECT_EQ(s.entries[1].state, FlightState::Completed);
+  EXPECT_GE(s.entries[1].endedNs, s.entries[1].startedNs);
+  EXPECT_GE(s.progressNs, before);
+  // A state is never left again, nor one skipped backwards.
+  r.start(a);
+  r.end(a, FlightState::Failed);
+  EXPECT_EQ(r.snapshot().entries[1].state, FlightState::Completed);
+  r.end(started, FlightState::Failed);
+  EXPECT_EQ(r.snapshot().entries[2].state, FlightState::Failed);
+}
+
+TEST(FlightRecorder, SettleEndsWhatNoCommClaimed) {
+  auto rec = FlightRecorder::Create(0, 8);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  FlightRecorder &r = **rec;
+  uint64_t hostRan = r.begin(callOf(1), FlightState::Started);
+  r.settle(hostRan, true);
+  uint64_t hostFailed = r.begin(callOf(2), FlightState::Started);
+  r.settle(hostFailed, false);
+  uint64_t deviceQueued = r.begin(callOf(3), FlightState::Queued);
+  r.settle(deviceQueued, true);
+  // Failed before it reached the comm: no later call may claim it.
+  uint64_t neverReached = r.begin(callOf(4), FlightState::Queued);
+  r.settle(neverReached, false);
+  EXPECT_EQ(r.claim(), 0u);
+  uint64_t claimed = r.begin(callOf(5), FlightState::Queued);
+  ASSERT_EQ(r.claim(), claimed);
+  r.settle(claimed, false); // refused: never started, stays queued
+  FlightSnapshot s = r.snapshot();
+  ASSERT_EQ(s.entries.size(), 5u);
+  EXPECT_EQ(s.entries[0].state, FlightState::Completed);
+  EXPECT_EQ(s.entries[1].state, FlightState::Failed);
+  EXPECT_EQ(s.entries[2].state, FlightState::Queued);
+  EXPECT_EQ(s.entries[3].state, FlightState::Failed);
+  EXPECT_EQ(s.entries[4].state, FlightState::Queued);
+  r.completeQueued();
+  s = r.snapshot();
+  EXPECT_EQ(s.entries[2].state, FlightState::Completed);
+  EXPECT_EQ(s.entries[3].state, FlightState::Failed);
+  EXPECT_EQ(s.entries[4].state, FlightState::Queued);
+}
+
+TEST(FlightRecorder, ALateStampLeavesANewerEntryAlone) {
+  // The comm thread stamps entry 1 after the writer reused its slot for
+  // entry 3: entry 3 stays Queued, with no times of states it lacks.
+  auto rec = FlightRecorder::Create(0, 2);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  FlightRecorder &r = **rec;
+  uint64_t first = r.begin(callOf(1), FlightState::Queued);
+  ASSERT_EQ(r.claim(), first);
+  r.begin(callOf(2), FlightState::Queued);
+  r.claim();
+  uint64_t third = r.begin(callOf(3), FlightState::Queued);
+  r.claim();
+  r.start(first);
+  r.end(first, FlightState::Completed);
+  FlightSnapshot s = r.snapshot();
+  ASSERT_EQ(s.entries.size(), 2u);
+  EXPECT_EQ(s.entries[1].seq, third);
+  expectCallOf(s.entries[1]);
+  EXPECT_EQ(s.entries[1].state, FlightState::Queued);
+  EXPECT_EQ(s.entries[1].startedNs, 0);
+  EXPECT_EQ(s.entries[1].endedNs, 0);
+  r.start(third);
+  r.end(third, FlightState::Failed);
+  s = r.snapshot();
+  EXPECT_EQ(s.entries[1].state, FlightState::Failed);
+  EXPECT_GE(s.entries[1].endedNs, s.entries[1].startedNs);
+  EXPECT_GE(s.entries[1].startedNs, s.entries[1].beganNs);
+}
+
+TEST(FlightRecorder, ACommThreadRacesTheWriterAndAReader) {
+  // The writer begins and claims entries in a ring of 8; a comm thread
+  // stamps them in order, often after their slot was reused; a reader in
+  // another mapping checks every copy: whole entries, and a time for each
+  // state reached, in order.
+  constexpr uint64_t kCalls = 100000;
+  auto writer = FlightRecorder::Create(0, 8);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  auto reader = FlightRecorder::Open(::dup((*writer)->fd()));
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  std::atomic<uint64_t> claimedUpTo{0};
+  std::atomic<bool> done{false};
+  std::thread w([&] {
+    for (uint64_t n = 1; n <= kCalls; ++n) {
+      uint64_t seq = (*writer)->begin(callOf(n), FlightState::Queued);
+      if ((*writer)->claim() == seq)
+        claimedUpTo.store(seq, std::memory_order_release);
+    }
+  });
+  std::thread comm([&] {
+    for (uint64_t seq = 1; seq <= kCalls;) {
+      if (seq > claimedUpTo.load(std::memory_order_acquire))
+        continue;
+      (*writer)->start(seq);
+      (*writer)->end(seq, FlightState::Completed);
+      ++seq;
+    }
+    done = true;
+  });
+  bool ok = true;
+  uint64_t snapshots = 0;
+  while (ok && (!done || snapshots == 0)) {
+    FlightSnapshot s = (*reader)->snapshot();
+    ++snapshots;
+    ok = ok && s.commStamps;
+    for (const FlightEntry &e : s.entries) {
+      bool times = e.beganNs > 0;
+      switch (e.state) {
+      case FlightState::Queued:
+        times = times && e.startedNs == 0 && e.endedNs == 0;
+        break;
+      case FlightState::Started:
+        times = times && e.startedNs >= e.beganNs && e.endedNs == 0;
+        break;
+      default:
+        times = times && e.startedNs >= e.beganNs && e.endedNs >= e.startedNs;
+      }
+      ok = ok && e.state != FlightState::Failed && times &&
+           e.call.bytes == static_cast<int64_t>(e.seq) * 3;
+      EXPECT_TRUE(ok) << "entry " << e.seq << " in state "
+                      << flightStateName(e.state) << ", times " << e.beganNs
+                      << " " << e.startedNs << " " << e.endedNs;
+    }
+  }
+  w.join();
+  comm.join();
+  FlightSnapshot last = (*reader)->snapshot();
+  EXPECT_GT(snapshots, 0u);
+  ASSERT_EQ(last.entries.size(), 8u);
+  for (const FlightEntry &e : last.entries) {
+    EXPECT_EQ(e.state, FlightState::Completed) << e.seq;
+    EXPECT_GE(e.endedNs, e.startedNs) << e.seq;
+  }
+}
+
 TEST(FlightRecorder, AnotherMappingSeesEveryWrite) {
   auto writer = FlightRecorder::Create(2, 16);
   ASSERT_TRUE(writer.ok()) << writer.status();
@@ -251,7 +423,7 @@ TEST(FlightRecorder, RefusesWhatIsNotARing) {
   ASSERT_EQ(::ftruncate(fd, 4096), 0);
   auto r = FlightRecorder::Open(fd);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("is not a version 1 ring"),
+  EXPECT_NE(r.status().message().find("is not a version 2 ring"),
             std::string::npos)
       << r.status();
 

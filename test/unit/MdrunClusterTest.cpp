@@ -94,6 +94,8 @@ TEST(MdrunCommandLine, Training) {
                                           "--flight-recorder",
                                           "16",
                                           "--trace=run/t.json",
+                                          "--comm-thread",
+                                          "off",
                                           "plan.fb"});
   ASSERT_TRUE(cl.ok()) << cl.status();
   EXPECT_EQ(cl->mode, CommandLine::Mode::Launch);
@@ -117,6 +119,7 @@ TEST(MdrunCommandLine, Training) {
   EXPECT_EQ(t.masterPort, 0);
   EXPECT_EQ(t.flightRecorder, 16);
   EXPECT_EQ(t.tracePath, "run/t.json");
+  EXPECT_FALSE(t.commThread);
 
   // Every parse starts from the defaults: nothing above carries over.
   cl = parse({"plan.fb", "--worker"});
@@ -138,6 +141,7 @@ TEST(MdrunCommandLine, Training) {
   EXPECT_EQ(cl->train.nodeRank, d.nodeRank);
   EXPECT_EQ(cl->train.masterAddr, d.masterAddr);
   EXPECT_EQ(cl->train.masterPort, d.masterPort);
+  EXPECT_TRUE(cl->train.commThread); // on unless asked
 }
 
 TEST(MdrunCommandLine, InspectAndHelp) {
@@ -176,6 +180,7 @@ TEST(MdrunCommandLine, ABadCommandLineNamesTheArgument) {
       {{"--gpus", "0", "p"}, "--gpus 0: not a positive integer"},
       {{"--backend", "gpu", "p"}, "--backend gpu: expected auto, cpu or cuda"},
       {{"--comm", "tcp", "p"}, "--comm tcp: expected auto, shm or gloo"},
+      {{"--comm-thread=yes", "p"}, "--comm-thread yes: expected off or on"},
       {{"--inspect", "p", "--format", "xml"},
        "--format xml: expected text or json"},
       {{"--inspect", "p", "--world-size", "0"},

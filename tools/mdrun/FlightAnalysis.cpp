@@ -128,6 +128,33 @@ const FlightEntry *entryOf(const FlightSnapshot &s, uint64_t seq) {
   return nullptr;
 }
 
+/// Whether the rank reached `e`: a comm that stamps its entries (the CPU
+/// comm thread) has not started a Queued one; a Queued entry of another
+/// stream-ordered comm (NCCL) may be running on the device.
+bool reached(const FlightSnapshot &s, const FlightEntry &e) {
+  return !s.commStamps || e.state != FlightState::Queued;
+}
+
+/// The rank's last entry that it reached, or null.
+const FlightEntry *lastReached(const FlightSnapshot &s) {
+  for (auto it = s.entries.rbegin(); it != s.entries.rend(); ++it)
+    if (reached(s, *it))
+      return &*it;
+  return nullptr;
+}
+
+/// Whether the rank reached collective `seq`.
+bool reachedSeq(const FlightSnapshot &s, uint64_t seq) {
+  const FlightEntry *e = entryOf(s, seq);
+  return e != nullptr && reached(s, *e);
+}
+
+/// When the rank began waiting in `e`: when it started it, where the ring
+/// knows (a host comm's start is its begin), else when it was queued.
+int64_t waitBeganNs(const FlightEntry &e) {
+  return e.startedNs > 0 ? e.startedNs : e.beganNs;
+}
+
 /// The lowest seq this rank began and did not complete; begun + 1 when it
 /// completed all it began.
 uint64_t firstOpen(const FlightSnapshot &s) {
@@ -189,8 +216,8 @@ FlightFinding noOpenCollective(const std::vector<RankRing> &ranks,
     f.culprits.push_back(r.rank);
     std::string p =
         absl::StrCat(r.fate.str(), " ", whereText(r.ring.step, r.ring.micro));
-    if (!r.ring.entries.empty())
-      absl::StrAppend(&p, ", after ", callText(r.ring.entries.back(), locs));
+    if (const FlightEntry *last = lastReached(r.ring))
+      absl::StrAppend(&p, ", after ", callText(*last, locs));
     said.push_back({r.rank, p});
   }
   f.text = absl::StrCat(said.empty() ? "" : absl::StrCat(byRanks(said), "; "),
@@ -259,7 +286,8 @@ hangCulprits(const std::vector<const RankRing *> &behind,
   std::vector<const RankRing *> open, culprits;
   for (const RankRing *r : in)
     if (const FlightEntry *e = entryOf(r->ring, s);
-        e != nullptr && e->state != FlightState::Completed)
+        e != nullptr && reached(r->ring, *e) &&
+        e->state != FlightState::Completed)
       open.push_back(r);
   for (const RankRing *r : open)
     if (r->fate.abnormal() && entryOf(r->ring, s)->state != FlightState::Failed)
@@ -286,11 +314,11 @@ culpritClauses(const std::vector<const RankRing *> &culprits, uint64_t s,
   for (const RankRing *r : culprits) {
     std::string p = absl::StrCat(r->fate.str(), " ",
                                  whereText(r->ring.step, r->ring.micro));
-    if (const FlightEntry *e = entryOf(r->ring, s)) {
-      absl::StrAppend(&p, ", while in ", callText(*e, locs));
+    if (reachedSeq(r->ring, s)) {
+      absl::StrAppend(&p, ", while in ", callText(*entryOf(r->ring, s), locs));
     } else {
-      if (!r->ring.entries.empty())
-        absl::StrAppend(&p, ", after ", callText(r->ring.entries.back(), locs));
+      if (const FlightEntry *last = lastReached(r->ring))
+        absl::StrAppend(&p, ", after ", callText(*last, locs));
       else
         absl::StrAppend(&p, ", before its first collective");
       absl::StrAppend(&p, "; it never reached ", hungCallText(call, s, locs));
@@ -320,10 +348,10 @@ std::string waitsText(const std::vector<RankRing> &ranks, uint64_t s,
         f.culprits.end())
       continue;
     const FlightEntry *e = entryOf(r.ring, firstOpen(r.ring));
-    if (e == nullptr)
-      continue; // between collectives, or done
+    if (e == nullptr || !reached(r.ring, *e))
+      continue; // between collectives (its next one queued), or done
     bool gaveUp = e->state == FlightState::Failed;
-    int64_t ns = gaveUp ? e->endedNs - e->beganNs : nowNs - e->beganNs;
+    int64_t ns = (gaveUp ? e->endedNs : nowNs) - waitBeganNs(*e);
     // A waiter that is stopped or dead too says so (one that exited after
     // giving up needs no mention).
     std::string fate = r.fate.kind == RankFate::Kind::Stopped ||
@@ -378,13 +406,20 @@ FlightFinding AnalyzeFlight(const std::vector<RankRing> &ranks,
   FlightFinding f;
   f.seq = s;
 
-  // Where each rank stands against collective s.
-  std::vector<const RankRing *> behind, in;
-  for (const RankRing &r : ranks)
-    (r.ring.begun < s ? behind : in).push_back(&r);
+  // Where each rank stands against collective s: one whose comm has only
+  // queued it has not reached it.
+  std::vector<const RankRing *> behind, in, all;
+  for (const RankRing &r : ranks) {
+    (reachedSeq(r.ring, s) || (r.ring.begun >= s && !r.ring.commStamps)
+         ? in
+         : behind)
+        .push_back(&r);
+    all.push_back(&r);
+  }
 
-  // A desync: the ranks that reached s disagree on what it is.
-  std::vector<CallVariant> variants = callVariants(in, s);
+  // A desync: the ranks that reached s, or queued it, disagree on what it
+  // is.
+  std::vector<CallVariant> variants = callVariants(all, s);
   if (variants.size() > 1) {
     describeMismatch(variants, s, locs, f);
     return f;
@@ -426,10 +461,11 @@ std::string FlightJson(const RankRing &r, const std::vector<std::string> &locs,
       "{\n  \"rank\": %d,\n  \"pid\": %d,\n  \"fate\": %s,\n  \"phase\": "
       "%s,\n  \"capacity\": %d,\n  \"begun\": %d,\n  \"step\": %d,\n  "
       "\"micro_step\": %d,\n  \"steps_done\": %d,\n  \"progress_ns\": %d,\n  "
-      "\"written_ns\": %d,\n  \"collectives\": [",
+      "\"written_ns\": %d,\n  \"comm_stamps\": %s,\n  \"collectives\": [",
       r.rank, s.pid, runtime::JsonQuote(r.fate.str()),
       runtime::JsonQuote(runtime::rankPhaseName(s.phase)), s.capacity, s.begun,
-      s.step, s.micro, s.stepsDone, s.progressNs, nowNs);
+      s.step, s.micro, s.stepsDone, s.progressNs, nowNs,
+      s.commStamps ? "true" : "false");
   for (size_t i = 0; i < s.entries.size(); ++i) {
     const FlightEntry &e = s.entries[i];
     std::string loc = locationText(e.call.loc, locs);
@@ -438,7 +474,7 @@ std::string FlightJson(const RankRing &r, const std::vector<std::string> &locs,
         "%s\n    {\"seq\": %d, \"kind\": %s, \"group\": %s, \"group_size\": "
         "%d, \"dtype\": %s, \"bytes\": %d, \"bucket\": %d, \"location\": %s, "
         "\"step\": %d, \"micro_step\": %d, \"state\": %s, \"began_ns\": %s, "
-        "\"ended_ns\": %s}",
+        "\"started_ns\": %s, \"ended_ns\": %s}",
         i == 0 ? "" : ",", e.seq,
         runtime::JsonQuote(runtime::collectiveName(e.call.kind)),
         runtime::JsonQuote(runtime::groupKindName(e.call.group)),
@@ -446,7 +482,7 @@ std::string FlightJson(const RankRing &r, const std::vector<std::string> &locs,
         e.call.bytes, e.call.bucket,
         loc.empty() ? "null" : runtime::JsonQuote(loc), e.call.step,
         e.call.micro, runtime::JsonQuote(runtime::flightStateName(e.state)),
-        nsOrNull(e.beganNs), nsOrNull(e.endedNs));
+        nsOrNull(e.beganNs), nsOrNull(e.startedNs), nsOrNull(e.endedNs));
   }
   absl::StrAppend(&out, s.entries.empty() ? "]\n}\n" : "\n  ]\n}\n");
   return out;

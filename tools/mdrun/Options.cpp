@@ -31,6 +31,8 @@ static_assert(runtime::namesEveryValue(kBackendChoiceNames,
                                        BackendChoice::Cuda));
 constexpr const char *kCommChoiceNames[] = {"auto", "shm", "gloo"};
 static_assert(runtime::namesEveryValue(kCommChoiceNames, CommChoice::Gloo));
+constexpr const char *kOnOffNames[] = {"off", "on"};
+static_assert(runtime::namesEveryValue(kOnOffNames, OnOff::On));
 
 /// An enum-valued flag: one of `names`, else "expected auto, cpu or cuda".
 template <typename E, size_t N>
@@ -73,6 +75,13 @@ bool AbslParseFlag(absl::string_view text, CommChoice *out,
 }
 std::string AbslUnparseFlag(CommChoice c) {
   return runtime::enumName(kCommChoiceNames, c);
+}
+
+bool AbslParseFlag(absl::string_view text, OnOff *out, std::string *error) {
+  return parseNamed(kOnOffNames, text, out, error);
+}
+std::string AbslUnparseFlag(OnOff o) {
+  return runtime::enumName(kOnOffNames, o);
 }
 
 /// --timeout's type: a positive number of seconds, at most 10^6 (the
@@ -165,6 +174,11 @@ ABSL_FLAG(std::string, trace, kTrainDefaults.tracePath,
           "FILE as Chrome trace-event JSON");
 ABSL_FLAG(md::cli::Count, threads, md::cli::Count{kTrainDefaults.threads},
           "BLAS threads per rank (default: cores / ranks)");
+ABSL_FLAG(md::mdrun::OnOff, comm_thread,
+          kTrainDefaults.commThread ? md::mdrun::OnOff::On
+                                    : md::mdrun::OnOff::Off,
+          "on (default) or off: the CPU backend's collectives on a thread "
+          "of their own, overlapping compute");
 ABSL_FLAG(absl::optional<md::cli::PositiveCount>, nnodes, absl::nullopt,
           "nodes in the job (default 1); --gpus N is per node");
 ABSL_FLAG(absl::optional<md::cli::Count>, node_rank, absl::nullopt,
@@ -227,6 +241,8 @@ const std::vector<cli::Section> &sections() {
         FlagOption(FLAGS_evaluate, {"--evaluate"}, "").withTag(kTrain),
         FlagOption(FLAGS_timeout, {"--timeout"}, "SECONDS").withTag(kTrain),
         FlagOption(FLAGS_threads, {"--threads"}, "N").withTag(kTrain),
+        FlagOption(FLAGS_comm_thread, {"--comm-thread"}, "on|off")
+            .withTag(kTrain),
         FlagOption(FLAGS_flight_recorder, {"--flight-recorder"}, "N",
                    [](const cli::Count &n) -> std::string {
                      return n.value > (int64_t(1) << 20)
@@ -380,6 +396,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
   t.nnodes = valueOr(absl::GetFlag(FLAGS_nnodes), t.nnodes);
   t.nodeRank = valueOr(absl::GetFlag(FLAGS_node_rank), t.nodeRank);
   t.threads = absl::GetFlag(FLAGS_threads).value;
+  t.commThread = absl::GetFlag(FLAGS_comm_thread) == OnOff::On;
   t.flightRecorder = absl::GetFlag(FLAGS_flight_recorder).value;
   t.maxRestarts = absl::GetFlag(FLAGS_max_restarts).value;
   t.tracePath = absl::GetFlag(FLAGS_trace);

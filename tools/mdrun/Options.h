@@ -25,6 +25,8 @@ enum class BackendChoice { Auto, Cpu, Cuda };
 /// The CPU backend's comm (--comm): shared memory on one node and Gloo
 /// across nodes (auto), or either by name.
 enum class CommChoice { Auto, Shm, Gloo };
+/// A yes-or-no option spelt on or off (--comm-thread).
+enum class OnOff { Off, On };
 
 struct TrainOptions {
   std::string planPath;
@@ -64,6 +66,9 @@ struct TrainOptions {
   int64_t nodeRank = -1;
   /// BLAS threads per rank; 0: cores / ranks.
   int64_t threads = 0;
+  /// The CPU backend's comm stream on a thread of its own, so collectives
+  /// overlap compute (--comm-thread; docs/runtime-cpu.md).
+  bool commThread = true;
 
   // --- when a job fails (docs/runtime.md, "When a job fails") -------------
   /// Collectives each rank's flight recorder keeps; 0: no recorder, no

@@ -441,6 +441,7 @@ absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
   std::unique_ptr<runtime::Backend> backend;
   std::unique_ptr<runtime::Comm> comm;
   std::string where;
+  std::string refusal; // why the CPU comm thread is off although asked for
   if (env.backend == BackendChoice::Cuda) {
 #if MD_ENABLE_CUDA
     MD_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> cb,
@@ -494,17 +495,24 @@ absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
     auto cpuBackend = std::make_unique<cpu::CpuBackend>(env.threads);
     where = absl::StrFormat("%d BLAS thread%s per rank", cpuBackend->threads(),
                             cpuBackend->threads() == 1 ? "" : "s");
-    // MD_CPU_COMM_THREAD=1: the comm stream on a thread of its own, its
-    // collectives overlapping compute (docs/runtime-cpu.md).
-    const char *thread = std::getenv("MD_CPU_COMM_THREAD");
+    // --comm-thread on (the default): the comm stream on a thread of its
+    // own, its collectives overlapping compute (docs/runtime-cpu.md), when
+    // the plan's events order the two streams; without the thread the
+    // backend runs them in program order, so any plan runs.
     cpu::CommThreadBackend *threaded = nullptr;
-    if (thread != nullptr && std::string(thread) == "1") {
+    // A plan that cannot be laid out fails in Executor::Create, which says
+    // why.
+    if (options.commThread)
+      refusal = runtime::Executor::UnorderedStreams(loaded, env.worldSize)
+                    .value_or("");
+    if (options.commThread && refusal.empty()) {
       auto t = std::make_unique<cpu::CommThreadBackend>(std::move(cpuBackend));
       threaded = t.get();
       backend = std::move(t);
       absl::StrAppend(&where, ", a comm thread");
     } else {
       backend = std::move(cpuBackend);
+      absl::StrAppend(&where, ", no comm thread");
     }
     if (env.comm == CommKind::Shm) {
       MD_ASSIGN_OR_RETURN(comm, makeShmComm(options, env, loaded, fingerprint));
@@ -519,7 +527,8 @@ absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
                        commKindName(env.comm)));
     }
     if (threaded != nullptr)
-      comm = std::make_unique<cpu::CommThreadComm>(std::move(comm), *threaded);
+      comm = std::make_unique<cpu::CommThreadComm>(std::move(comm), *threaded,
+                                                   recorder);
   }
 
   Reporter reporter;
@@ -548,6 +557,12 @@ absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
     MD_RETURN_IF_ERROR(reporter.openMetrics(options.metricsPath,
                                             !exec->info().resumedFrom.empty()));
     printBanner(exec->info(), options.planPath, where, options.evaluate);
+    // Why the comm thread was asked for and is off: a note, not a warning
+    // (the run is right, only slower), after the banner.
+    if (!refusal.empty())
+      absl::PrintF("mdrun: no comm thread for this plan: its events do not "
+                   "order its two streams (%s)\n",
+                   refusal);
   }
   if (options.evaluate) {
     MD_ASSIGN_OR_RETURN(std::vector<runtime::Evaluation> evals,
