@@ -157,6 +157,52 @@ TEST(StreamOrder, TheCheckIsBounded) {
   EXPECT_TRUE(CheckStreamOrder(*loaded, *layout, 1000).ok());
 }
 
+/// An optimizer-like step that updates state in place: [1] l = state_load
+/// s (the load aliases s: nothing else writes s while l lives); [2] l = relu
+/// l in place (records e0); [3] state_store l -> s; [4] y = all_reduce l on
+/// the comm stream (waits for e0 only, as mdc's zero1 plans gather the
+/// master weights they just stored); [5] z = relu y (waits for e1). With
+/// `writeInstead`, [3] is a second in-place relu of l: a real write.
+std::vector<uint8_t> inPlaceStateUpdate(bool writeInstead) {
+  PlanBuilder b = plan::examples::MinimalPlan();
+  int32_t step = b.plan().step_block;
+  int32_t unit = b.addUnit("u", 8);
+  int32_t state = b.addBuffer(PlanBuilder::state(
+      PlanBuilder::full("u.master", DT::F32, {8}), fb::StateRole::Master, unit));
+  int32_t l = b.addBuffer(PlanBuilder::full("l", DT::F32, {8}));
+  int32_t y = b.addBuffer(PlanBuilder::full("y", DT::F32, {8}));
+  int32_t z = b.addBuffer(PlanBuilder::full("z", DT::F32, {8}));
+  int32_t updated = b.addEvent("updated"), reduced = b.addEvent("reduced");
+  b.add(step, Op::StateLoad, {state}, {l});
+  b.add(step, Op::Relu, {l}, {l}).record = updated;
+  if (writeInstead)
+    b.add(step, Op::Relu, {l}, {l});
+  else
+    b.add(step, Op::StateStore, {l}, {state});
+  fb::InstructionT &reduce = b.add(step, Op::AllReduce, {l}, {y});
+  reduce.ints = {0, 0, -1};
+  reduce.stream = 1;
+  reduce.record = reduced;
+  reduce.waits = {updated};
+  b.add(step, Op::Relu, {y}, {z}).waits = {reduced};
+  absl::Status s = b.inferLiveness();
+  EXPECT_TRUE(s.ok()) << s;
+  return b.finish();
+}
+
+// The store of a state updated in place copies nothing (the executor skips
+// a copy onto the same bytes), so a collective reading the update need not
+// wait for it; a kernel writing those bytes there instead is a race.
+TEST(StreamOrder, AStoreOfStateUpdatedInPlaceTouchesNothing) {
+  absl::Status s = check(inPlaceStateUpdate(/*writeInstead=*/false));
+  EXPECT_TRUE(s.ok()) << s.message();
+  s = check(inPlaceStateUpdate(/*writeInstead=*/true));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(),
+              HasSubstr("(all_reduce on stream 1) reads bytes that "
+                        "blocks[0].instructions[3] (relu on stream 0) writes"));
+}
+
 /// The CPU backend, claiming that its streams run concurrently.
 class ConcurrentCpu final : public cpu::CpuBackend {
 public:
