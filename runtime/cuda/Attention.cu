@@ -35,6 +35,11 @@
 // column order (padding columns add exact zeros), P V and the gradients' sums
 // run over the tiles in order and within a tile in row order.
 //
+// CudaAttentionEmulationTest runs this file on the host, with stand-ins for
+// what it takes from KernelUtil.cuh (test/unit/emulated/): so it reaches
+// shared memory and launches only through sharedFloats() and launchShared(),
+// and uses no CUDA built-in that the stand-in lacks.
+//
 //===----------------------------------------------------------------------===//
 
 #include <climits>
@@ -49,9 +54,6 @@ namespace {
 /// of 129 floats, four of them in the backward) fill most of the 99 KiB a
 /// block may opt in to on sm_86/89/120.
 constexpr int64_t kMaxHeadDim = 128;
-
-/// Shared memory a block gets without opting in.
-constexpr size_t kDefaultSharedBytes = 48 * 1024;
 
 /// One attention call's shape.
 struct Geometry {
@@ -186,7 +188,7 @@ __global__ void __launch_bounds__(kThreads)
     attentionKernel(const void *q, const void *k, const void *v, int t,
                     void *out, int ot, Geometry g) {
   using T = Tiles<HD, TILE>;
-  extern __shared__ float smem[];
+  float *smem = sharedFloats();
   float *sQ = smem, *sK = sQ + T::kTile, *sV = sK + T::kTile,
         *sP = sV + T::kTile;
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
@@ -264,7 +266,7 @@ __global__ void __launch_bounds__(kThreads)
                             const void *k, const void *v, int t, void *dq,
                             int gt, double *stats, Geometry g) {
   using T = Tiles<HD, TILE>;
-  extern __shared__ float smem[];
+  float *smem = sharedFloats();
   float *sQ = smem, *sDO = sQ + T::kTile, *sK = sDO + T::kTile,
         *sV = sK + T::kTile, *sP = sV + T::kTile;
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
@@ -383,7 +385,7 @@ __global__ void __launch_bounds__(kThreads)
                             const void *k, const void *v, int t, void *dk,
                             void *dv, int gt, const double *stats, Geometry g) {
   using T = Tiles<HD, TILE>;
-  extern __shared__ float smem[];
+  float *smem = sharedFloats();
   float *sK = smem, *sV = sK + T::kTile, *sQ = sV + T::kTile,
         *sDO = sQ + T::kTile, *sP = sDO + T::kTile, *sM = sP + T::kPanel,
         *sL = sM + TILE, *sD = sL + TILE;
@@ -464,22 +466,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-/// Launches `kernel` on `grid` blocks with `bytes` of dynamic shared
-/// memory, opting in first when that exceeds the default 48 KiB (every
-/// architecture md builds for, sm_80 on, allows at least 99 KiB).
-template <typename... Params, typename... Args>
-cudaError_t launchTiled(void (*kernel)(Params...), unsigned grid, size_t bytes,
-                        cudaStream_t stream, Args... args) {
-  if (bytes > kDefaultSharedBytes) {
-    cudaError_t e = cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-    if (e != cudaSuccess)
-      return e;
-  }
-  kernel<<<grid, kThreads, bytes, stream>>>(args...);
-  return cudaGetLastError();
-}
-
 /// Blocks of one call: (batch, head) pairs times tiles, or 0 when the grid
 /// would exceed the 2^31 - 1 blocks of its x dimension.
 int64_t gridSize(int64_t batch, int64_t heads, int64_t seq, int tile) {
@@ -496,9 +482,9 @@ cudaError_t forward(const void *q, const void *k, const void *v, int t,
   const int64_t blocks = gridSize(batch, g.heads, g.t, TILE);
   if (blocks == 0)
     return cudaErrorInvalidConfiguration;
-  return launchTiled(attentionKernel<HD, TILE>, unsigned(blocks),
-                     Tiles<HD, TILE>::kForwardBytes, stream, q, k, v, t, out,
-                     ot, g);
+  return launchShared(attentionKernel<HD, TILE>, unsigned(blocks),
+                      Tiles<HD, TILE>::kForwardBytes, stream, q, k, v, t, out,
+                      ot, g);
 }
 
 template <int HD, int TILE>
@@ -510,14 +496,14 @@ cudaError_t backward(const void *dout, int dot, const void *q, const void *k,
   if (blocks == 0)
     return cudaErrorInvalidConfiguration;
   constexpr size_t bytes = Tiles<HD, TILE>::kBackwardBytes;
-  if (cudaError_t e = launchTiled(attentionGradRowsKernel<HD, TILE>,
-                                  unsigned(blocks), bytes, stream, dout, dot, q,
-                                  k, v, t, dq, gt, rowStats, g);
+  if (cudaError_t e = launchShared(attentionGradRowsKernel<HD, TILE>,
+                                   unsigned(blocks), bytes, stream, dout, dot,
+                                   q, k, v, t, dq, gt, rowStats, g);
       e != cudaSuccess)
     return e;
-  return launchTiled(attentionGradColsKernel<HD, TILE>, unsigned(blocks), bytes,
-                     stream, dout, dot, q, k, v, t, dk, dv, gt,
-                     static_cast<const double *>(rowStats), g);
+  return launchShared(attentionGradColsKernel<HD, TILE>, unsigned(blocks),
+                      bytes, stream, dout, dot, q, k, v, t, dk, dv, gt,
+                      static_cast<const double *>(rowStats), g);
 }
 
 Geometry geometryOf(int64_t seq, int64_t heads, int64_t headDim) {
