@@ -237,10 +237,11 @@ absl::Status CudaBackend::softmaxGrad(const SoftmaxGradArgs &args) {
 
 namespace {
 absl::Status attentionLimit(const char *op, const AttentionDims &d) {
-  if (d.seq > k::maxAttentionSeq() || d.headDim > k::maxAttentionSeq())
+  if (d.seq > k::maxAttentionSeq() || d.headDim > k::maxAttentionHeadDim())
     return absl::UnimplementedError(absl::StrFormat(
-        "%s: T = %d (head dim %d) exceeds the CUDA kernel's limit of %d", op,
-        d.seq, d.headDim, k::maxAttentionSeq()));
+        "%s: T = %d or head dim %d exceeds the CUDA kernels' limits (T <= "
+        "%d, head dim <= %d)",
+        op, d.seq, d.headDim, k::maxAttentionSeq(), k::maxAttentionHeadDim()));
   return absl::OkStatus();
 }
 } // namespace

@@ -76,6 +76,28 @@ cudaError_t launch(void (*kernel)(Params...), int64_t work, unsigned grid,
   return cudaGetLastError();
 }
 
+/// The block's dynamic shared memory, as floats (the size is the launch's).
+__device__ inline float *sharedFloats() {
+  extern __shared__ float dynamicShared[];
+  return dynamicShared;
+}
+
+/// Runs `kernel` on `grid` blocks of kThreads threads with `bytes` of
+/// dynamic shared memory on `stream`, opting in first when that exceeds
+/// the 48 KiB a block gets by default, and returns the first error.
+template <typename... Params, typename... Args>
+cudaError_t launchShared(void (*kernel)(Params...), unsigned grid,
+                         size_t bytes, cudaStream_t stream, Args... args) {
+  if (bytes > 48 * 1024) {
+    cudaError_t e = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+    if (e != cudaSuccess)
+      return e;
+  }
+  kernel<<<grid, kThreads, bytes, stream>>>(args...);
+  return cudaGetLastError();
+}
+
 #define MD_GRID_STRIDE(i, n)                                                   \
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);    \
        i += int64_t(gridDim.x) * blockDim.x)

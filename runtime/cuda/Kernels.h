@@ -153,9 +153,11 @@ cudaError_t crossEntropyGrad(const float *dloss, const void *logits, int lt,
                              int dt, cudaStream_t stream);
 
 // --- Attention.cu -----------------------------------------------------------
-/// The longest sequence the kernels take (their shared memory holds rows
-/// of T floats).
+/// The longest sequence the tiled kernels take (the grid's 2^31 - 1 blocks
+/// bound it; no buffer grows with T) and the largest head dim (their widest
+/// instantiation).
 int64_t maxAttentionSeq();
+int64_t maxAttentionHeadDim();
 cudaError_t attention(const void *q, const void *k, const void *v, int t,
                       void *out, int ot, int64_t batch, int64_t seq,
                       int64_t heads, int64_t headDim, cudaStream_t stream);

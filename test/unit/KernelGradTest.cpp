@@ -293,6 +293,43 @@ TEST_P(GradTest, CausalAttentionGrad) {
   }
 }
 
+TEST_P(GradTest, CausalAttentionGradAcrossTiles) {
+  // Sizes where finite differences would cost too much: T not a multiple
+  // of the CUDA kernels' 32- or 64-row tiles (so several query and key
+  // tiles), head dims in each of their widths. Checked against the
+  // analytic gradient, which the case above checks at small sizes.
+  struct Size {
+    int64_t t, heads, hd;
+  };
+  const int64_t b = 2;
+  for (Size sz : {Size{130, 3, 17}, Size{100, 2, 64}, Size{70, 1, 100}}) {
+    SCOPED_TRACE(testing::Message()
+                 << "T " << sz.t << " heads " << sz.heads << " hd " << sz.hd);
+    const int64_t c = sz.heads * sz.hd, n = b * sz.t * c;
+    Vec qv = inputs(n, 41), kv = inputs(n, 42), vv = inputs(n, 43),
+        dov = inputs(n, 44);
+    DeviceTensor q = f32({b, sz.t, c}, qv), k = f32({b, sz.t, c}, kv),
+                 v = f32({b, sz.t, c}, vv), dout = f32({b, sz.t, c}, dov);
+    DeviceTensor dq = zeros({b, sz.t, c}), dk = zeros({b, sz.t, c}),
+                 dv = zeros({b, sz.t, c});
+    CausalAttentionGradArgs args;
+    args.dout = dout;
+    args.q = q;
+    args.k = k;
+    args.v = v;
+    args.dq = dq;
+    args.dk = dk;
+    args.dv = dv;
+    args.numHeads = sz.heads;
+    ASSERT_TRUE(be().causalAttentionGrad(args).ok());
+    std::vector<Vec> want =
+        ref::causalAttentionGrad(qv, kv, vv, dov, b, sz.t, c, sz.heads);
+    EXPECT_TRUE(allClose(dq.values(), want[0], 1e-4, 1e-5)) << "dq";
+    EXPECT_TRUE(allClose(dk.values(), want[1], 1e-4, 1e-5)) << "dk";
+    EXPECT_TRUE(allClose(dv.values(), want[2], 1e-4, 1e-5)) << "dv";
+  }
+}
+
 TEST_P(GradTest, CrossEntropyGradIgnoresRows) {
   const int64_t rows = 5, classes = 4;
   Vec lv = inputs(rows * classes, 29, -3, 3);

@@ -197,6 +197,54 @@ inline Vec causalAttention(const Vec &q, const Vec &k, const Vec &v,
   return out;
 }
 
+/// The analytic f64 gradients of causal attention for upstream dout, as
+/// {dq, dk, dv}: dV_j = sum_i p_ij dO_i, dP_ij = dO_i . v_j,
+/// dS_ij = p_ij (dP_ij - sum_k p_ik dP_ik), dQ_i = sum_j dS_ij k_j / sqrt(d),
+/// dK_j = sum_i dS_ij q_i / sqrt(d).
+inline std::vector<Vec> causalAttentionGrad(const Vec &q, const Vec &k,
+                                            const Vec &v, const Vec &dout,
+                                            int64_t batch, int64_t t, int64_t c,
+                                            int64_t heads) {
+  const int64_t d = c / heads;
+  const double scale = 1.0 / std::sqrt(double(d));
+  std::vector<Vec> g(3, Vec(q.size(), 0.0));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < t; ++i) {
+        auto at = [&](int64_t pos, int64_t ch) {
+          return (b * t + pos) * c + h * d + ch;
+        };
+        Vec p(i + 1), dp(i + 1);
+        double m = -INFINITY, sum = 0, dsum = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          double s = 0;
+          for (int64_t ch = 0; ch < d; ++ch)
+            s += q[at(i, ch)] * k[at(j, ch)];
+          p[j] = s * scale;
+          m = std::max(m, p[j]);
+        }
+        for (int64_t j = 0; j <= i; ++j) {
+          p[j] = std::exp(p[j] - m);
+          sum += p[j];
+        }
+        for (int64_t j = 0; j <= i; ++j) {
+          p[j] /= sum;
+          for (int64_t ch = 0; ch < d; ++ch)
+            dp[j] += dout[at(i, ch)] * v[at(j, ch)];
+          dsum += p[j] * dp[j];
+        }
+        for (int64_t j = 0; j <= i; ++j) {
+          const double ds = p[j] * (dp[j] - dsum);
+          for (int64_t ch = 0; ch < d; ++ch) {
+            g[0][at(i, ch)] += ds * k[at(j, ch)] * scale;
+            g[1][at(j, ch)] += ds * q[at(i, ch)] * scale;
+            g[2][at(j, ch)] += p[j] * dout[at(i, ch)];
+          }
+        }
+      }
+  return g;
+}
+
 /// Mean cross-entropy; targets equal to ignore are skipped.
 inline double crossEntropy(const Vec &logits, int64_t rows, int64_t classes,
                            const std::vector<int64_t> &targets,

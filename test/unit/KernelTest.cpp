@@ -545,6 +545,42 @@ TEST_P(KernelTest, CausalAttentionFirstPositionSeesOnlyItself) {
     EXPECT_EQ(o[j], vv[j]);
 }
 
+TEST_P(KernelTest, CausalAttentionAcrossTiles) {
+  // Longer rows than the case above: T is not a multiple of the CUDA
+  // kernels' 32- or 64-row tiles, so their online softmax rescales over
+  // several key tiles, and the head dims fall in each of their widths
+  // (<= 32, <= 64, <= 128), odd ones included.
+  struct Size {
+    int64_t t, heads, hd;
+  };
+  const int64_t b = 2;
+  for (Size sz : {Size{130, 3, 17}, Size{100, 2, 64}, Size{70, 1, 100}})
+    for (DType dt : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(testing::Message()
+                   << "T " << sz.t << " heads " << sz.heads << " hd " << sz.hd
+                   << " " << dtypeName(dt));
+      const int64_t c = sz.heads * sz.hd, n = b * sz.t * c;
+      auto qv = roundAll(dt, randomValues(n, 37)),
+           kv = roundAll(dt, randomValues(n, 38)),
+           vv = roundAll(dt, randomValues(n, 39));
+      DeviceTensor q = floats(dt, {b, sz.t, c}, qv),
+                   k = floats(dt, {b, sz.t, c}, kv),
+                   v = floats(dt, {b, sz.t, c}, vv),
+                   out = zeros(dt, {b, sz.t, c});
+      CausalAttentionArgs args;
+      args.q = q;
+      args.k = k;
+      args.v = v;
+      args.out = out;
+      args.numHeads = sz.heads;
+      ASSERT_TRUE(be().causalAttention(args).ok());
+      EXPECT_TRUE(allClose(
+          out.values(),
+          roundAll(dt, ref::causalAttention(qv, kv, vv, b, sz.t, c, sz.heads)),
+          rtolFor(dt), dt == DType::f32 ? 1e-6 : 1e-2));
+    }
+}
+
 TEST_P(KernelTest, EmbeddingCopiesRowsExactly) {
   auto tv = roundAll(DType::bf16, randomValues(7 * 3, 40));
   for (DType idt : {DType::i32, DType::i64}) {
