@@ -13,6 +13,13 @@
 // flags. Any other permutation moves a batch dim, which no GEMM layout (one
 // leading dim, one batch stride) can express, so it stays.
 //
+// An md.matmul read only by an md.gelu becomes md.matmul_gelu, whose
+// kernels write both the product (`pre`, which the backward needs) and its
+// GELU (`out`): the CPU backend with the same GEMM and GELU as the two ops,
+// bit for bit, the CUDA backend with cuBLASLt's GELU epilogue where it
+// applies. Transposes are folded first, so that a fused matmul has its
+// final flags.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
@@ -52,6 +59,10 @@ public:
     getOperation().walk([&](TransposeOp op) { transposes.push_back(op); });
     for (TransposeOp op : transposes)
       foldIntoMatmuls(op);
+    SmallVector<GeluOp> gelus;
+    getOperation().walk([&](GeluOp op) { gelus.push_back(op); });
+    for (GeluOp op : gelus)
+      fuseMatmulGelu(op);
   }
 
 private:
@@ -73,6 +84,25 @@ private:
     }
     op->erase();
     ++numTransposesFolded;
+  }
+
+  /// gelu(matmul(...)) as one md.matmul_gelu, when the GELU is the only
+  /// reader of the product (another would need the product on its own,
+  /// which the fused op also returns, but nothing is gained then).
+  void fuseMatmulGelu(GeluOp gelu) {
+    auto matmul = gelu.getX().getDefiningOp<MatmulOp>();
+    if (!matmul || !matmul->hasOneUse())
+      return;
+    OpBuilder b(gelu);
+    Type type = matmul.getType();
+    auto fused = MatmulGeluOp::create(
+        b, matmul.getLoc(), type, type, matmul.getA(), matmul.getB(),
+        matmul.getBias(), matmul.getTransposeAAttr(),
+        matmul.getTransposeBAttr(), gelu.getApproximateAttr());
+    gelu.replaceAllUsesWith(fused.getOut());
+    gelu->erase();
+    matmul->erase();
+    ++numMatmulGelus;
   }
 };
 

@@ -69,7 +69,7 @@ def SyncBatchNorm : Pass<"md-sync-batch-norm", "::md::ModelOp"> {
 }
 
 def Fuse : Pass<"md-fuse", "::md::ModelOp"> {
-  let summary = "folds transposes into matmuls before md-autodiff derives the backward";
+  let summary = "fuses what the kernels take (transposes into matmuls, matmul + GELU) before md-autodiff";
   let description = [{
     Runs on the forward functions before md-autodiff, so that the backward
     is derived from the fused ops and the plan never holds what a fusion
@@ -79,6 +79,11 @@ def Fuse : Pass<"md-fuse", "::md::ModelOp"> {
     `x @ transpose(wte.weight)` neither copies the [V, C] table forward nor
     transposes its gradient back. A transpose with another use, or one that
     moves a batch dim, stays as it is.
+
+    Then an `md.matmul` whose result only an `md.gelu` reads becomes one
+    `md.matmul_gelu` (the MLP's first layer): its `out` replaces the
+    GELU's result, and its `pre` (the matmul's value) is what the backward
+    reads, as it read the matmul's result before.
 
     Before:
 
@@ -92,10 +97,25 @@ def Fuse : Pass<"md-fuse", "::md::ModelOp"> {
     ```mlir
     %y = md.matmul %x, %w transpose_b : tensor<8x64x64xf32>, tensor<512x64xf32> -> tensor<8x64x512xf32>
     ```
+
+    Before:
+
+    ```mlir
+    %h = md.matmul %x, %w bias %b transpose_b : tensor<8x64xf32>, tensor<256x64xf32>, tensor<256xf32> -> tensor<8x256xf32>
+    %g = md.gelu %h approximate : tensor<8x256xf32>
+    ```
+
+    After:
+
+    ```mlir
+    %g, %h = md.matmul_gelu %x, %w bias %b transpose_b approximate : tensor<8x64xf32>, tensor<256x64xf32>, tensor<256xf32> -> tensor<8x256xf32>
+    ```
   }];
   let statistics = [
     Statistic<"numTransposesFolded", "transposes-folded",
-              "md.transpose ops folded into md.matmul flags">
+              "md.transpose ops folded into md.matmul flags">,
+    Statistic<"numMatmulGelus", "matmul-gelus",
+              "md.matmul and md.gelu pairs fused into md.matmul_gelu">
   ];
 }
 

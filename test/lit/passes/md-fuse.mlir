@@ -64,3 +64,29 @@ md.model @kept {
     md.return %y, %s, %o : tensor<4x8xf32>, tensor<f32>, tensor<2x3x8xf32>
   }
 }
+
+// -----
+
+// The MLP's first layer: a matmul read only by a GELU becomes one
+// md.matmul_gelu whose `out` replaces the GELU's result. A matmul another
+// op also reads stays unfused, and so does a GELU of something else.
+// CHECK-LABEL: md.model @mlp
+// CHECK: %[[OUT:.*]], %{{.*}} = md.matmul_gelu %{{.*}}, %{{.*}} bias %{{.*}} transpose_b approximate : tensor<8x16xf32>, tensor<32x16xf32>, tensor<32xf32> -> tensor<8x32xf32>
+// CHECK-NEXT: %[[Y:.*]] = md.matmul %[[OUT]], %{{.*}} transpose_b : tensor<8x32xf32>, tensor<16x32xf32> -> tensor<8x16xf32>
+// CHECK-NEXT: %[[K:.*]] = md.matmul %[[Y]], %{{.*}} : tensor<8x16xf32>, tensor<16x16xf32> -> tensor<8x16xf32>
+// CHECK-NEXT: md.gelu %[[K]] : tensor<8x16xf32>
+// CHECK-NEXT: md.add %[[K]]
+// CHECK-NEXT: md.gelu %{{.*}} : tensor<8x16xf32>
+// CHECK-NOT: md.matmul_gelu
+md.model @mlp {
+  md.func @f(%x: tensor<8x16xf32>, %w1: tensor<32x16xf32>, %b1: tensor<32xf32>, %w2: tensor<16x32xf32>, %s: tensor<16x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {
+    %h = md.matmul %x, %w1 bias %b1 transpose_b : tensor<8x16xf32>, tensor<32x16xf32>, tensor<32xf32> -> tensor<8x32xf32>
+    %g = md.gelu %h approximate : tensor<8x32xf32>
+    %y = md.matmul %g, %w2 transpose_b : tensor<8x32xf32>, tensor<16x32xf32> -> tensor<8x16xf32>
+    %k = md.matmul %y, %s : tensor<8x16xf32>, tensor<16x16xf32> -> tensor<8x16xf32>
+    %kg = md.gelu %k : tensor<8x16xf32>
+    %sum = md.add %k, %kg : tensor<8x16xf32>, tensor<8x16xf32> -> tensor<8x16xf32>
+    %xg = md.gelu %sum : tensor<8x16xf32>
+    md.return %xg, %y : tensor<8x16xf32>, tensor<8x16xf32>
+  }
+}
