@@ -1,5 +1,4 @@
-//===- Fuse.cpp - md-fuse
-//----------------------------------------------------===//
+//===- Fuse.cpp - md-fuse: transposes into matmuls, matmul + GELU -------===//
 //
 // Fusions the kernels can take, made on the forward before md-autodiff so
 // that the backward is derived from the fused ops (one rule per fused op in

@@ -224,8 +224,7 @@ private:
         return success();
       }
       if (auto ref = dyn_cast<ParamRefOp>(op)) {
-        if (failed(paramRef(ref)))
-          return failure();
+        paramRef(ref);
         continue;
       }
       if (auto call = dyn_cast<CallOp>(op)) {
@@ -276,17 +275,23 @@ private:
 
   /// A parameter: a view of its unit's weights, made on the unit's first
   /// use.
-  LogicalResult paramRef(ParamRefOp ref) {
+  void paramRef(ParamRefOp ref) {
     auto param = dyn_cast_or_null<ParamOp>(
         SymbolTable::lookupSymbolIn(model, ref.getParamAttr()));
-    if (!param || !param.getUnit())
-      return ref.emitError("no md.param @") << ref.getParam() << " in a unit";
+    StateOp master = param && param.getUnit()
+                         ? masterOf(static_cast<int64_t>(*param.getUnit()))
+                         : nullptr;
+    if (!master) {
+      // A parameter in no unit, or a unit without master weights (IR before
+      // md-apply-plan): read where it is, no bytes of its own. The emitter
+      // refuses to write such a plan, so no runtime count differs.
+      ++position;
+      bufferOf[ref.getResult()] = std::nullopt;
+      return;
+    }
     int64_t unit = static_cast<int64_t>(*param.getUnit());
     auto found = units.find(unit);
     if (found == units.end()) {
-      StateOp master = masterOf(unit);
-      if (!master)
-        return ref.emitError("unit ") << unit << " has no master weights";
       Flat flat;
       flat.numel = master.getFlatNumel();
       flat.elementType = master.getTensorType().getElementType();
@@ -311,7 +316,6 @@ private:
     ++position; // the view
     use(flat.buffer);
     bufferOf[ref.getResult()] = flat.buffer;
-    return success();
   }
 
   StateOp masterOf(int64_t unit) {
