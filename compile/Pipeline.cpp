@@ -14,6 +14,8 @@ void md::buildTrainingPipeline(OpPassManager &pm,
   OpPassManager &model = pm.nest<ModelOp>();
   model.addPass(createWrapUnits());
   model.addPass(createSyncBatchNorm());
+  // Before md-autodiff: the backward is derived from the fused ops.
+  model.addPass(createFuse());
   model.addPass(createAutodiff());
   model.addPass(createApplyPlan());
   model.addPass(createMixedPrecision());

@@ -269,18 +269,29 @@ void MatmulOp::build(OpBuilder &builder, OperationState &state, Value a,
   build(builder, state, resultType, a, b, bias, transposeA, transposeB);
 }
 
-LogicalResult MatmulOp::verify() {
-  FailureOr<SmallVector<int64_t>> shape = verifyMatmulOperands(*this);
+/// md.matmul and md.matmul_gelu: the operands, the optional bias [N] and
+/// the product's type, which `result` (named `name`) must have.
+template <typename OpT>
+static LogicalResult verifyMatmulProduct(OpT op, Type result, StringRef name) {
+  FailureOr<SmallVector<int64_t>> shape = verifyMatmulOperands(op);
   if (failed(shape))
     return failure();
-  Type elementType = getA().getType().getElementType();
-  if (getBias() &&
-      failed(expectType(*this, "bias", getBias().getType(), {shape->back()},
-                        elementType, "N of rhs " + str(getB().getType()))))
+  Type elementType = op.getA().getType().getElementType();
+  if (op.getBias() &&
+      failed(expectType(op, "bias", op.getBias().getType(), {shape->back()},
+                        elementType, "N of rhs " + str(op.getB().getType()))))
     return failure();
-  return expectType(*this, "result", getType(), *shape, elementType,
-                    "the product of lhs " + str(getA().getType()) +
-                        " and rhs " + str(getB().getType()));
+  return expectType(op, name, result, *shape, elementType,
+                    "the product of lhs " + str(op.getA().getType()) +
+                        " and rhs " + str(op.getB().getType()));
+}
+
+LogicalResult MatmulOp::verify() {
+  return verifyMatmulProduct(*this, getType(), "result");
+}
+
+LogicalResult MatmulGeluOp::verify() {
+  return verifyMatmulProduct(*this, getOut().getType(), "out");
 }
 
 LogicalResult MatmulGradOp::verify() {

@@ -77,6 +77,35 @@ def MD_MatmulOp : MD_ComputeOp<"matmul", [AllElementTypesMatch<["a", "b", "resul
   ];
 }
 
+def MD_MatmulGeluOp : MD_ComputeOp<"matmul_gelu", [
+    AllElementTypesMatch<["a", "b", "out"]>, AllTypesMatch<["out", "pre"]>]> {
+  let summary = "matrix product, bias and GELU in one op";
+  let description = [{
+    `pre = op_a(a) · op_b(b) + bias` as `md.matmul` computes it (the same
+    operands, transposes and rounding), and `out = gelu(pre)` as `md.gelu`
+    computes it, exact or, with `approximate`, the tanh form: the MLP's
+    first linear layer and its activation. `pre` is also a result because
+    the gradient needs it: `md.gelu_grad` of `out`'s gradient and `pre`,
+    then `md.matmul_grad`. md-fuse forms it from an `md.matmul` whose only
+    user is an `md.gelu`; both results have the matmul's type.
+
+    ```mlir
+    %h, %pre = md.matmul_gelu %x, %w bias %b transpose_b approximate : tensor<8x768xf32>, tensor<3072x768xf32>, tensor<3072xf32> -> tensor<8x3072xf32>
+    ```
+  }];
+  let arguments = (ins MD_FloatTensor:$a, MD_FloatTensor:$b,
+                       Optional<MD_FloatTensor>:$bias,
+                       UnitAttr:$transpose_a, UnitAttr:$transpose_b,
+                       UnitAttr:$approximate);
+  let results = (outs MD_FloatTensor:$out, MD_FloatTensor:$pre);
+  let assemblyFormat = [{
+    $a `,` $b (`bias` $bias^)? (`transpose_a` $transpose_a^)? (`transpose_b` $transpose_b^)?
+    (`approximate` $approximate^)? attr-dict `:` type($a) `,` type($b) (`,` type($bias)^)?
+    `->` type($out)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise ops
 //===----------------------------------------------------------------------===//

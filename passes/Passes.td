@@ -68,6 +68,57 @@ def SyncBatchNorm : Pass<"md-sync-batch-norm", "::md::ModelOp"> {
   }];
 }
 
+def Fuse : Pass<"md-fuse", "::md::ModelOp"> {
+  let summary = "fuses what the kernels take (transposes into matmuls, matmul + GELU) before md-autodiff";
+  let description = [{
+    Runs on the forward functions before md-autodiff, so that the backward
+    is derived from the fused ops and the plan never holds what a fusion
+    saves. An `md.transpose` that swaps the last two dims and whose every
+    use is an `a` or `b` operand of an `md.matmul` is folded into those
+    matmuls' `transpose_a` / `transpose_b` flags, and erased: weight tying's
+    `x @ transpose(wte.weight)` neither copies the [V, C] table forward nor
+    transposes its gradient back. A transpose with another use, or one that
+    moves a batch dim, stays as it is.
+
+    Then an `md.matmul` whose result only an `md.gelu` reads becomes one
+    `md.matmul_gelu` (the MLP's first layer): its `out` replaces the
+    GELU's result, and its `pre` (the matmul's value) is what the backward
+    reads, as it read the matmul's result before.
+
+    Before:
+
+    ```mlir
+    %t = md.transpose %w perm [1, 0] : tensor<512x64xf32> to tensor<64x512xf32>
+    %y = md.matmul %x, %t : tensor<8x64x64xf32>, tensor<64x512xf32> -> tensor<8x64x512xf32>
+    ```
+
+    After:
+
+    ```mlir
+    %y = md.matmul %x, %w transpose_b : tensor<8x64x64xf32>, tensor<512x64xf32> -> tensor<8x64x512xf32>
+    ```
+
+    Before:
+
+    ```mlir
+    %h = md.matmul %x, %w bias %b transpose_b : tensor<8x64xf32>, tensor<256x64xf32>, tensor<256xf32> -> tensor<8x256xf32>
+    %g = md.gelu %h approximate : tensor<8x256xf32>
+    ```
+
+    After:
+
+    ```mlir
+    %g, %h = md.matmul_gelu %x, %w bias %b transpose_b approximate : tensor<8x64xf32>, tensor<256x64xf32>, tensor<256xf32> -> tensor<8x256xf32>
+    ```
+  }];
+  let statistics = [
+    Statistic<"numTransposesFolded", "transposes-folded",
+              "md.transpose ops folded into md.matmul flags">,
+    Statistic<"numMatmulGelus", "matmul-gelus",
+              "md.matmul and md.gelu pairs fused into md.matmul_gelu">
+  ];
+}
+
 def Autodiff : Pass<"md-autodiff", "::md::ModelOp"> {
   let summary = "builds the gradient function of the forward (reverse mode)";
   let description = [{

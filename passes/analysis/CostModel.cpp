@@ -57,6 +57,12 @@ int64_t md::estimateFlops(Operation *op) {
   if (auto matmul = dyn_cast<MatmulOp>(op))
     return matmulFlops(matmul.getA().getType(), matmul.getTransposeA(),
                        matmul.getResult().getType());
+  if (auto fused = dyn_cast<MatmulGeluOp>(op))
+    // The product, then one operation per element for the GELU, as the
+    // unfused md.matmul and md.gelu count.
+    return matmulFlops(fused.getA().getType(), fused.getTransposeA(),
+                       fused.getOut().getType()) +
+           numel(fused.getOut().getType());
   if (auto grad = dyn_cast<MatmulGradOp>(op))
     // dA and dB are one product each, as large as the forward one.
     return 2 * matmulFlops(grad.getA().getType(), grad.getTransposeA(),

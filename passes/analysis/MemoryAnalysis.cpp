@@ -6,6 +6,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -76,6 +77,9 @@ struct Linearization {
   std::vector<Block *> blocks;
   /// Whether the body of md.micro_steps runs (A > 1).
   bool microSteps = true;
+  /// Positions an op without regions runs nested under it: those of the
+  /// forward an md.evaluate runs (the plan gives it a block of its own).
+  llvm::DenseMap<Operation *, int64_t> nestedPositions;
 
   void number(Block &block) {
     blocks.push_back(&block);
@@ -89,7 +93,8 @@ struct Linearization {
         end[&op] = opAt.size();
         opAt.push_back(&op);
       } else {
-        end[&op] = start[&op];
+        opAt.insert(opAt.end(), nestedPositions.lookup(&op), &op);
+        end[&op] = static_cast<int64_t>(opAt.size()) - 1;
       }
     }
     blockEnd[&block] = static_cast<int64_t>(opAt.size()) - 1;
@@ -167,6 +172,215 @@ FailureOr<int64_t> md::getAccumulationSteps(ModelOp model, int64_t worldSize) {
 }
 
 namespace {
+
+/// The buffers of the forward an md.evaluate runs, as the plan emitter
+/// writes its block (target/plan/EmitControl.cpp, emitEvaluate): the batch;
+/// per unit, at its first md.param_ref, its master weights (loaded, which
+/// aliases the state, or all-gathered over their group when sharded) and,
+/// when the parameters' dtype differs, one cast of the whole unit; views of
+/// them; the forward's ops with every md.call inlined; the loss yielded.
+/// One position per instruction of that block, from 0; a constant is
+/// written where it is first used. The hooks run after the step, so the
+/// evaluation's peak adds to the persistent state alone, and it is the
+/// step's peak when it is the larger one.
+class EvaluationBuffers {
+public:
+  EvaluationBuffers(ModelOp model, int64_t worldSize)
+      : model(model), worldSize(worldSize) {}
+
+  /// The buffers of `op`'s forward, positions counted from its block's
+  /// first instruction, and the number of positions.
+  LogicalResult build(EvaluateOp op, std::vector<BufferInterval> &out,
+                      int64_t &positions) {
+    auto forward = dyn_cast_or_null<ForwardOp>(
+        SymbolTable::lookupSymbolIn(model, op.getForwardAttr()));
+    if (!forward)
+      return op.emitError("no md.forward @") << op.getForward();
+    buffers = &out;
+    Block &entry = forward.getBody().front();
+    // The batch instruction writes every argument.
+    for (BlockArgument arg : entry.getArguments())
+      if (failed(define(arg, op, MemoryCategory::Activations)))
+        return failure();
+    Value loss;
+    if (failed(body(entry, loss)))
+      return failure();
+    ++position; // the yield of the loss
+    use(loss);
+    positions = position + 1;
+    return success();
+  }
+
+private:
+  /// The forward ops of `block` (a forward's or a callee's body), in order;
+  /// `result` is what its md.return returns first.
+  LogicalResult body(Block &block, Value &result) {
+    for (Operation &op : block) {
+      if (auto ret = dyn_cast<ReturnOp>(op)) {
+        for (Value operand : ret.getOperands())
+          materialize(operand);
+        if (ret.getNumOperands() != 0)
+          result = ret.getOperand(0);
+        return success();
+      }
+      if (auto ref = dyn_cast<ParamRefOp>(op)) {
+        paramRef(ref);
+        continue;
+      }
+      if (auto call = dyn_cast<CallOp>(op)) {
+        if (failed(inlineCall(call)))
+          return failure();
+        continue;
+      }
+      if (isa<arith::ConstantOp, RankOp, LocalRankOp>(op))
+        continue; // written where it is used
+      for (Value operand : op.getOperands())
+        materialize(operand);
+      ++position;
+      for (Value operand : op.getOperands())
+        use(operand);
+      for (Value result : op.getResults()) {
+        if (isa<ViewOp, ReshapeOp>(op)) {
+          bufferOf[result] = lookup(op.getOperand(0));
+        } else if (!isa<RankedTensorType>(result.getType())) {
+          bufferOf[result] = std::nullopt; // a host scalar
+        } else if (failed(define(result, &op, MemoryCategory::Activations))) {
+          return failure();
+        }
+      }
+    }
+    return block.getParentOp()->emitError("a forward body without md.return");
+  }
+
+  /// A callee's body with the caller's values for its arguments.
+  LogicalResult inlineCall(CallOp call) {
+    auto callee = dyn_cast_or_null<FuncOp>(
+        SymbolTable::lookupSymbolIn(model, call.getCalleeAttr()));
+    if (!callee)
+      return call.emitError("no md.func @") << call.getCallee();
+    for (Value operand : call.getOperands())
+      materialize(operand);
+    Block &entry = callee.getBody().front();
+    for (auto [arg, operand] :
+         llvm::zip(entry.getArguments(), call.getOperands()))
+      bufferOf[arg] = lookup(operand);
+    auto ret = cast<ReturnOp>(entry.getTerminator());
+    Value first;
+    if (failed(body(entry, first)))
+      return failure();
+    for (auto [result, value] : llvm::zip(call.getResults(), ret.getOperands()))
+      bufferOf[result] = lookup(value);
+    return success();
+  }
+
+  /// A parameter: a view of its unit's weights, made on the unit's first
+  /// use.
+  void paramRef(ParamRefOp ref) {
+    auto param = dyn_cast_or_null<ParamOp>(
+        SymbolTable::lookupSymbolIn(model, ref.getParamAttr()));
+    StateOp master = param && param.getUnit()
+                         ? masterOf(static_cast<int64_t>(*param.getUnit()))
+                         : nullptr;
+    if (!master) {
+      // A parameter in no unit, or a unit without master weights (IR before
+      // md-apply-plan): read where it is, no bytes of its own. The emitter
+      // refuses to write such a plan, so no runtime count differs.
+      ++position;
+      bufferOf[ref.getResult()] = std::nullopt;
+      return;
+    }
+    int64_t unit = static_cast<int64_t>(*param.getUnit());
+    auto found = units.find(unit);
+    if (found == units.end()) {
+      Flat flat;
+      flat.numel = master.getFlatNumel();
+      flat.elementType = master.getTensorType().getElementType();
+      ++position; // the load of the master weights (or of this rank's shard)
+      if (master.isSharded()) {
+        ++position; // the gather of the whole unit
+        flat.buffer =
+            defineBytes(ref, flat.numel * getElementBytes(flat.elementType),
+                        MemoryCategory::Params);
+      }
+      found = units.insert({unit, flat}).first;
+    }
+    Flat &flat = found->second;
+    Type elementType = ref.getType().getElementType();
+    if (flat.elementType != elementType) {
+      ++position; // the unit cast to the parameters' dtype, once
+      use(flat.buffer);
+      flat.buffer = defineBytes(ref, flat.numel * getElementBytes(elementType),
+                                MemoryCategory::Params);
+      flat.elementType = elementType;
+    }
+    ++position; // the view
+    use(flat.buffer);
+    bufferOf[ref.getResult()] = flat.buffer;
+  }
+
+  StateOp masterOf(int64_t unit) {
+    for (StateOp state : model.getOps<StateOp>())
+      if (state.getRole() == StateRole::master && state.getUnit() &&
+          static_cast<int64_t>(*state.getUnit()) == unit)
+        return state;
+    return nullptr;
+  }
+
+  /// A constant or rank the emitter writes into the block at its first use.
+  void materialize(Value value) {
+    if (bufferOf.count(value) ||
+        !isa_and_nonnull<arith::ConstantOp, RankOp, LocalRankOp>(
+            value.getDefiningOp()))
+      return;
+    ++position;
+    bufferOf[value] = std::nullopt; // a host scalar
+  }
+
+  LogicalResult define(Value value, Operation *op, MemoryCategory category) {
+    FailureOr<int64_t> bytes = getValueBytes(model, value, worldSize);
+    if (failed(bytes))
+      return op->emitError("cannot size a value of type ")
+             << value.getType() << " in the evaluation of the forward";
+    bufferOf[value] = defineBytes(op, *bytes, category);
+    return success();
+  }
+
+  size_t defineBytes(Operation *op, int64_t bytes, MemoryCategory category) {
+    BufferInterval buffer;
+    buffer.op = op;
+    buffer.bytes = bytes;
+    buffer.category = category;
+    buffer.start = buffer.end = position;
+    buffers->push_back(buffer);
+    return buffers->size() - 1;
+  }
+
+  std::optional<size_t> lookup(Value value) const {
+    auto it = bufferOf.find(value);
+    return it == bufferOf.end() ? std::nullopt : it->second;
+  }
+  void use(std::optional<size_t> buffer) {
+    if (buffer)
+      (*buffers)[*buffer].end = std::max((*buffers)[*buffer].end, position);
+  }
+  void use(Value value) { use(lookup(value)); }
+
+  /// A unit's weights in the block: the gathered or cast buffer, or none
+  /// of its own when the forward reads the state as it is.
+  struct Flat {
+    std::optional<size_t> buffer;
+    int64_t numel = 0;
+    Type elementType;
+  };
+
+  ModelOp model;
+  int64_t worldSize;
+  std::vector<BufferInterval> *buffers = nullptr;
+  int64_t position = 0;
+  llvm::DenseMap<int64_t, Flat> units;
+  /// Each value's buffer; none for a host scalar or a state read in place.
+  llvm::DenseMap<Value, std::optional<size_t>> bufferOf;
+};
 
 /// computeMemory's steps over one model at one world size: the buffers (the
 /// md.states, then every tensor value of the step), their live intervals, the
@@ -333,8 +547,29 @@ LogicalResult MemoryBuilder::addResultBuffer(Operation *op, unsigned i) {
 LogicalResult MemoryBuilder::addStepBuffers() {
   step = getStepBlock(model);
   order.microSteps = accumulates;
+  // The hooks run after the step (a plan's hooks block): their positions
+  // follow the step's, with each evaluation's forward nested in its
+  // md.evaluate, as the runtime nests the blocks.
+  Block *hooks = nullptr;
+  if (step && !model.getTrain().getHooks().empty())
+    hooks = &model.getTrain().getHooks().front();
+  llvm::MapVector<Operation *, std::vector<BufferInterval>> evaluations;
+  if (hooks) {
+    WalkResult walk = hooks->walk([&](EvaluateOp op) {
+      int64_t positions = 0;
+      if (failed(EvaluationBuffers(model, worldSize)
+                     .build(op, evaluations[op], positions)))
+        return WalkResult::interrupt();
+      order.nestedPositions[op] = positions;
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+  }
   if (step)
     order.number(*step);
+  if (hooks)
+    order.number(*hooks);
   report.positions = order.opAt.size();
   for (BufferInterval &buffer : report.buffers)
     buffer.end = std::max<int64_t>(0, report.positions - 1);
@@ -350,7 +585,7 @@ LogicalResult MemoryBuilder::addStepBuffers() {
       gradientPieces.insert(input);
   });
 
-  WalkResult walk = step->walk<WalkOrder::PreOrder>([&](Operation *op) {
+  auto addResults = [&](Operation *op) {
     if (isa<MicroStepsOp>(op) && !accumulates)
       return WalkResult::skip();
     for (auto [i, result] : llvm::enumerate(op->getResults()))
@@ -358,8 +593,20 @@ LogicalResult MemoryBuilder::addStepBuffers() {
           failed(addResultBuffer(op, i)))
         return WalkResult::interrupt();
     return WalkResult::advance();
-  });
-  return failure(walk.wasInterrupted());
+  };
+  if (step->walk<WalkOrder::PreOrder>(addResults).wasInterrupted() ||
+      (hooks && hooks->walk<WalkOrder::PreOrder>(addResults).wasInterrupted()))
+    return failure();
+  // The evaluations' buffers, moved to their place in the hooks.
+  for (auto &[op, buffers] : evaluations) {
+    int64_t first = order.start.lookup(op) + 1;
+    for (BufferInterval &buffer : buffers) {
+      buffer.start += first;
+      buffer.end += first;
+      report.buffers.push_back(buffer);
+    }
+  }
+  return success();
 }
 
 llvm::DenseMap<Operation *, int64_t> MemoryBuilder::commStreamCompletion() {

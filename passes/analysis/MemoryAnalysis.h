@@ -1,8 +1,10 @@
 //===- MemoryAnalysis.h - per-rank buffers of the step ----------*- C++ -*-===//
 //
 // The memory analysis md-plan-memory, mdc --explain and the plan emitter
-// share: every buffer of the step program at a world size W, its size, its
-// category and its liveness interval, and the per-rank peak. It adapts the
+// share: every buffer of the step program and of the hooks after it (an
+// evaluation's forward included, as the emitter writes it) at a world size
+// W, its size, its category and its liveness interval, and the per-rank
+// peak. It adapts the
 // IR to the one memory model of runtime/plan/Memory.h, which mdrun --inspect
 // runs on the emitted plan: the categories are the plan's, the bytes live at
 // each position are summed by its sweep (LiveBytes) and the totals at the
@@ -91,8 +93,8 @@ mlir::FailureOr<int64_t> getValueBytes(ModelOp model, mlir::Value value,
 /// diagnostic on md.train when the batch does not split evenly.
 mlir::FailureOr<int64_t> getAccumulationSteps(ModelOp model, int64_t worldSize);
 
-/// The buffers of the step program of `model` at world size `worldSize`
-/// and its peak. Fails with a diagnostic when a buffer cannot be sized.
+/// The buffers of the step program of `model` and of its hooks at world
+/// size `worldSize`, and their peak. Fails with a diagnostic when a buffer cannot be sized.
 /// Reads md.stream/md.record/md.wait when md-schedule has run: a collective
 /// on the comm stream keeps its operands until an op waits for it. With one
 /// micro-step per step (A = 1) the grad_acc states are not allocated and the

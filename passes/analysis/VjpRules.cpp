@@ -30,6 +30,7 @@ public:
       : b(op->getLoc(), context.builder), context(context) {}
 
   LogicalResult vjp(MatmulOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(MatmulGeluOp op, ArrayRef<Value> dy);
   LogicalResult vjp(AddOp op, ArrayRef<Value> dy);
   LogicalResult vjp(SubOp op, ArrayRef<Value> dy);
   LogicalResult vjp(MulOp op, ArrayRef<Value> dy);
@@ -53,6 +54,9 @@ public:
   LogicalResult vjp(AllReduceOp op, ArrayRef<Value> dy);
 
 private:
+  /// md.matmul's VJP, shared by md.matmul_gelu: the gradients of a, b and
+  /// the bias from dy, the product's gradient.
+  template <typename OpT> void matmulVjp(OpT op, Value dy);
   bool needs(Value operand) const {
     return operand && context.needsGradient(operand);
   }
@@ -80,16 +84,33 @@ private:
 // transpose flags, da = dy · op_b(b)^T (transposed back under transpose_a),
 // db = op_a(a)^T · dy (summed over the batch dims when b is shared, i.e. 2-D)
 // and dbias = dy summed over every dim but the last.
-LogicalResult VjpRules::vjp(MatmulOp op, ArrayRef<Value> dy) {
+template <typename OpT> void VjpRules::matmulVjp(OpT op, Value dy) {
   Value bias = op.getBias();
   auto grad = MatmulGradOp::create(
       b, op.getA().getType(), op.getB().getType(),
-      bias ? bias.getType() : Type(), dy[0], op.getA(), op.getB(),
+      bias ? bias.getType() : Type(), dy, op.getA(), op.getB(),
       op.getTransposeA(), op.getTransposeB(), /*has_bias=*/bias != nullptr);
   add(op.getA(), grad.getDa());
   add(op.getB(), grad.getDb());
   if (bias)
     add(bias, grad.getDbias());
+}
+
+LogicalResult VjpRules::vjp(MatmulOp op, ArrayRef<Value> dy) {
+  matmulVjp(op, dy[0]);
+  return success();
+}
+
+// out = gelu(pre), pre = op_a(a) · op_b(b) + bias: d(pre) = md.gelu_grad
+// of d(out) and pre (plus pre's own gradient if the forward reads pre),
+// then md.matmul's rule, as the unfused md.matmul and md.gelu would give.
+LogicalResult VjpRules::vjp(MatmulGeluOp op, ArrayRef<Value> dy) {
+  Value dpre;
+  if (dy[0])
+    dpre = GeluGradOp::create(b, dy[0], op.getPre(), op.getApproximateAttr());
+  if (dy[1])
+    dpre = dpre ? AddOp::create(b, dpre, dy[1]).getResult() : dy[1];
+  matmulVjp(op, dpre);
   return success();
 }
 
@@ -311,10 +332,10 @@ LogicalResult md::emitVjp(Operation *op, ArrayRef<Value> resultGradients,
          "an op is differentiated only when the loss depends on a result");
   VjpRules rules(op, context);
   return TypeSwitch<Operation *, LogicalResult>(op)
-      .Case<MatmulOp, AddOp, SubOp, MulOp, ScaleOp, GeluOp, ReluOp, LayerNormOp,
-            RmsNormOp, BatchNormOp, SoftmaxOp, CausalAttentionOp, EmbeddingOp,
-            CrossEntropyOp, ReshapeOp, TransposeOp, SumOp, MeanOp, CastOp,
-            SqrtOp, RsqrtOp, AllReduceOp>(
+      .Case<MatmulOp, MatmulGeluOp, AddOp, SubOp, MulOp, ScaleOp, GeluOp,
+            ReluOp, LayerNormOp, RmsNormOp, BatchNormOp, SoftmaxOp,
+            CausalAttentionOp, EmbeddingOp, CrossEntropyOp, ReshapeOp,
+            TransposeOp, SumOp, MeanOp, CastOp, SqrtOp, RsqrtOp, AllReduceOp>(
           [&](auto typed) { return rules.vjp(typed, resultGradients); })
       .Default([&](Operation *) {
         return op->emitOpError(

@@ -102,6 +102,17 @@ struct MatmulArgs {
   Stream stream = kComputeStream;
 };
 
+/// md.matmul_gelu: pre = op_a(a) · op_b(b) + bias, as md.matmul computes
+/// it, and out = gelu(pre), as md.gelu computes it.
+struct MatmulGeluArgs {
+  TensorRef a, b;
+  std::optional<TensorRef> bias; // [N]
+  TensorRef out, pre;            // [..., M, N] each
+  bool transposeA = false, transposeB = false;
+  bool approximate = false;
+  Stream stream = kComputeStream;
+};
+
 /// md.matmul_grad: da, db and (with has_bias) dbias from dy.
 struct MatmulGradArgs {
   TensorRef dy, a, b;

@@ -145,6 +145,18 @@ Shape matmulShape(const TensorRef &a, const MatmulDims &d) {
   return s;
 }
 
+/// md.matmul's and md.matmul_gelu's operands, the optional bias [N] and
+/// `out`, the product.
+template <typename Args>
+absl::StatusOr<MatmulDims> matmulProduct(const char *op, const Args &args) {
+  MD_ASSIGN_OR_RETURN(MatmulDims d, matmulOperands(op, args));
+  if (args.bias)
+    MD_RETURN_IF_ERROR(expectType(op, "bias", *args.bias, args.a.dtype, {d.n}));
+  MD_RETURN_IF_ERROR(
+      expectType(op, "out", args.out, args.a.dtype, matmulShape(args.a, d)));
+  return d;
+}
+
 /// x float; out (or dx) with x's type.
 absl::Status unary(const char *op, const TensorRef &x, const TensorRef &out,
                    const char *outWhat) {
@@ -298,11 +310,14 @@ absl::StatusOr<Shape> broadcastShapes(absl::Span<const int64_t> a,
 
 absl::StatusOr<MatmulDims> checkMatmul(const MatmulArgs &args) {
   const char *op = "matmul";
-  MD_ASSIGN_OR_RETURN(MatmulDims d, matmulOperands(op, args));
-  if (args.bias)
-    MD_RETURN_IF_ERROR(expectType(op, "bias", *args.bias, args.a.dtype, {d.n}));
+  return matmulProduct(op, args);
+}
+
+absl::StatusOr<MatmulDims> checkMatmulGelu(const MatmulGeluArgs &args) {
+  const char *op = "matmul_gelu";
+  MD_ASSIGN_OR_RETURN(MatmulDims d, matmulProduct(op, args));
   MD_RETURN_IF_ERROR(
-      expectType(op, "out", args.out, args.a.dtype, matmulShape(args.a, d)));
+      expectType(op, "pre", args.pre, args.a.dtype, matmulShape(args.a, d)));
   return d;
 }
 

@@ -35,6 +35,7 @@ struct MatmulDims {
 };
 absl::StatusOr<MatmulDims> checkMatmul(const MatmulArgs &args);
 absl::StatusOr<MatmulDims> checkMatmulGrad(const MatmulGradArgs &args);
+absl::StatusOr<MatmulDims> checkMatmulGelu(const MatmulGeluArgs &args);
 
 absl::Status checkBinary(const BinaryArgs &args);
 absl::Status checkScale(const ScaleArgs &args);

@@ -1,4 +1,4 @@
-//===- Matmul.cpp - md.matmul and md.matmul_grad through sgemm ------------===//
+//===- Matmul.cpp - md.matmul, md.matmul_gelu and md.matmul_grad ---------===//
 //
 // Every product is a GEMM (Gemm.h): when every operand of the op is bf16
 // and the library has a bf16 GEMM, on the bf16 data as it is (f32
@@ -117,6 +117,29 @@ absl::Status CpuBackend::matmul(const MatmulArgs &args) {
   }
   out.store();
   return absl::OkStatus();
+}
+
+// md.matmul into pre, then md.gelu of pre into out: the same GEMM (and
+// bias) and the same vectorised GELU as the two unfused ops, so the bits
+// are theirs; what the fusion saves on the CPU is the plan's separate
+// instruction and its dispatch.
+absl::Status CpuBackend::matmulGelu(const MatmulGeluArgs &args) {
+  MD_RETURN_IF_ERROR(checkMatmulGelu(args).status());
+  MatmulArgs product;
+  product.a = args.a;
+  product.b = args.b;
+  product.bias = args.bias;
+  product.out = args.pre;
+  product.transposeA = args.transposeA;
+  product.transposeB = args.transposeB;
+  product.stream = args.stream;
+  MD_RETURN_IF_ERROR(matmul(product));
+  GeluArgs activation;
+  activation.x = args.pre;
+  activation.out = args.out;
+  activation.approximate = args.approximate;
+  activation.stream = args.stream;
+  return gelu(activation);
 }
 
 // With y = op_a(a) op_b(b):  d op_a(a) = dy op_b(b)^T,  d op_b(b) = op_a(a)^T

@@ -85,6 +85,12 @@ public:
     int64_t ldc = 0;
     float alpha = 1.0f, beta = 0.0f;
     const void *bias = nullptr;
+    /// With geluAux: C = gelu_tanh(product + bias), and the product plus
+    /// bias written to `aux` ([m, n], leading dim auxLd), cuBLASLt's
+    /// GELU_AUX(_BIAS) epilogue; one GEMM only (batch 1).
+    bool geluAux = false;
+    void *aux = nullptr;
+    int64_t auxLd = 0;
     int in = 0, out = 0;
     int64_t batch = 1, strideA = 0, strideB = 0, strideC = 0;
   };

@@ -1,11 +1,11 @@
-//===- CudaGemm.cpp - cuBLASLt GEMMs: gemm, matmul, matmul_grad -----------===//
+//===- CudaGemm.cpp - cuBLASLt GEMMs: matmul, matmul_gelu, matmul_grad ----===//
 //
 // GEMMs go through cuBLASLt in gemm(): row-major products are computed as
 // their column-major transposes (C^T = op(B)^T op(A)^T), f32 compute for
 // every input type (bf16 and f16 inputs accumulate in f32, f32 inputs are
 // not rounded to TF32), the bias fused as the BIAS epilogue, and the
 // heuristic's choice cached per shape, layout, types and pointer alignment.
-// matmul and matmul_grad lower onto it.
+// matmul, matmul_gelu (the GELU_AUX epilogue) and matmul_grad lower onto it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,12 +64,26 @@ absl::Status CudaBackend::gemm(const Gemm &g, Stream stream) {
                                        &opFirst, sizeof opFirst));
   MD_LT(cublasLtMatmulDescSetAttribute(desc.h, CUBLASLT_MATMUL_DESC_TRANSB,
                                        &opSecond, sizeof opSecond));
-  if (g.bias) {
-    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+  if (g.bias || g.geluAux) {
+    cublasLtEpilogue_t epi =
+        !g.geluAux ? CUBLASLT_EPILOGUE_BIAS
+                   : (g.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                             : CUBLASLT_EPILOGUE_GELU_AUX);
     MD_LT(cublasLtMatmulDescSetAttribute(desc.h, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                          &epi, sizeof epi));
+    if (g.bias)
+      MD_LT(cublasLtMatmulDescSetAttribute(
+          desc.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias));
+  }
+  if (g.geluAux) {
+    // The aux matrix is the GELU's input in D's layout: column-major
+    // [n, m] with leading dim auxLd, i.e. row-major [m, n] like C.
     MD_LT(cublasLtMatmulDescSetAttribute(
-        desc.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias));
+        desc.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux,
+        sizeof g.aux));
+    MD_LT(cublasLtMatmulDescSetAttribute(desc.h,
+                                         CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                         &g.auxLd, sizeof g.auxLd));
   }
   LtHandle<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> la, lb, lc;
   // First operand (B's buffer): stored [n, k] column-major without
@@ -100,6 +114,8 @@ absl::Status CudaBackend::gemm(const Gemm &g, Stream stream) {
                               g.strideB,
                               g.strideC,
                               g.bias != nullptr,
+                              g.geluAux,
+                              g.auxLd,
                               g.beta != 0.0f,
                               alA,
                               alB,
@@ -131,7 +147,8 @@ absl::Status CudaBackend::gemm(const Gemm &g, Stream stream) {
           "(m %d, n %d, k %d, batch %d%s)",
           dtypeName(DType(g.in)), dtypeName(DType(g.in)),
           dtypeName(DType(g.out)), g.m, g.n, g.k, g.batch,
-          g.bias ? ", bias epilogue" : ""));
+          g.geluAux ? ", gelu aux epilogue"
+                    : (g.bias ? ", bias epilogue" : "")));
     it = impl_->algos.emplace(key, result.algo).first;
   }
   MD_LT(cublasLtMatmul(impl_->lt, desc.h, &g.alpha, g.b, la.h, g.a, lb.h,
@@ -194,6 +211,60 @@ absl::Status CudaBackend::matmul(const MatmulArgs &args) {
                       rows * d.n, s),
             "matmul bias");
   return absl::OkStatus();
+}
+
+// cuBLASLt's GELU_AUX(_BIAS) epilogue computes both results in one GEMM
+// where it applies: the tanh GELU (`approximate`; its GELU is that form),
+// one GEMM (b shared and a not transposed, so that the batch folds into M,
+// as in matmul), an aux leading dim divisible by 8 and an aux pointer
+// aligned to 16 bytes, as the cuBLASLt documentation requires, and an
+// algorithm for it. Otherwise, and for the exact GELU, md.matmul into pre
+// and then md.gelu of it. The epilogue's GELU runs inside the GEMM kernel,
+// with its own arithmetic, so `out` need not have the unfused pair's bits:
+// the conformance tests compare it within the GELU's tolerance.
+absl::Status CudaBackend::matmulGelu(const MatmulGeluArgs &args) {
+  MD_ASSIGN_OR_RETURN(MatmulDims d, checkMatmulGelu(args));
+  MD_RETURN_IF_ERROR(checkStream(args.stream));
+  const int64_t rows = d.batch * d.m;
+  const bool epilogue = args.approximate && !d.batchedB && !args.transposeA &&
+                        rows > 0 && d.n > 0 && d.k > 0 && d.n % 8 == 0 &&
+                        alignmentOf(args.pre.data) >= 16;
+  if (epilogue) {
+    Gemm g;
+    g.transB = args.transposeB;
+    g.m = rows;
+    g.n = d.n;
+    g.k = d.k;
+    g.lda = d.k;
+    g.ldb = g.transB ? d.k : d.n;
+    g.ldc = d.n;
+    g.a = args.a.data;
+    g.b = args.b.data;
+    g.c = args.out.data;
+    g.in = g.out = dt(args.a);
+    g.bias = args.bias ? args.bias->data : nullptr;
+    g.geluAux = true;
+    g.aux = args.pre.data;
+    g.auxLd = d.n;
+    absl::Status fused = gemm(g, args.stream);
+    if (fused.code() != absl::StatusCode::kUnimplemented)
+      return fused;
+  }
+  MatmulArgs product;
+  product.a = args.a;
+  product.b = args.b;
+  product.bias = args.bias;
+  product.out = args.pre;
+  product.transposeA = args.transposeA;
+  product.transposeB = args.transposeB;
+  product.stream = args.stream;
+  MD_RETURN_IF_ERROR(matmul(product));
+  GeluArgs activation;
+  activation.x = args.pre;
+  activation.out = args.out;
+  activation.approximate = args.approximate;
+  activation.stream = args.stream;
+  return gelu(activation);
 }
 
 // The CPU backend's formulas (runtime/cpu/Matmul.cpp), one GEMM each:

@@ -25,7 +25,7 @@ namespace md::plan {
 
 /// The compatible revision of plan.fbs this runtime writes and the newest it
 /// reads (plan.fbs, "Versioning"). Bump it with every compatible change.
-constexpr uint32_t kSchemaVersion = 3;
+constexpr uint32_t kSchemaVersion = 4;
 
 /// Version 3 added optimizer parameter groups (Optimizer.groups,
 /// Param.group and the updates' `unit` slot) as well as Save's keep and
@@ -33,12 +33,17 @@ constexpr uint32_t kSchemaVersion = 3;
 /// plan that uses one of them.
 constexpr uint32_t kParamGroupsSchemaVersion = 3;
 
+/// Version 4 added MatmulGelu (md.matmul_gelu), which mdc writes into a
+/// plan only when md-fuse formed one.
+
 /// The first schema_version that has `opcode` (1 for the original set; 2
-/// added Rank and LocalRank). mdc writes the lowest version that has every
-/// opcode a plan uses, so that a plan without the newer opcodes still loads
-/// in an older runtime; the loader refuses a plan that uses an opcode its
+/// added Rank and LocalRank, 4 MatmulGelu). mdc writes the lowest version that
+/// has every opcode a plan uses, so that a plan without the newer opcodes still
+/// loads in an older runtime; the loader refuses a plan that uses an opcode its
 /// version does not have.
 inline uint32_t OpcodeSchemaVersion(fb::Opcode opcode) {
+  if (opcode == fb::Opcode::MatmulGelu)
+    return 4;
   return opcode == fb::Opcode::Rank || opcode == fb::Opcode::LocalRank ? 2 : 1;
 }
 

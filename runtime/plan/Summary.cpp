@@ -24,6 +24,8 @@ const char *const kCollectiveKinds[] = {"all_gather", "reduce_scatter",
                                         "all_reduce", "broadcast", "barrier"};
 
 /// The opcodes whose floating-point operations are counted, in report order.
+/// A matmul_gelu counts as the matmul it is (its row; the GELU is not a
+/// GEMM-class operation), so that fusing leaves the report as it was.
 const fb::Opcode kFlopOpcodes[] = {fb::Opcode::Matmul, fb::Opcode::MatmulGrad,
                                    fb::Opcode::CausalAttention,
                                    fb::Opcode::CausalAttentionGrad};
@@ -223,6 +225,8 @@ public:
 
 private:
   static size_t flopIndex(fb::Opcode opcode) {
+    if (opcode == fb::Opcode::MatmulGelu)
+      opcode = fb::Opcode::Matmul;
     for (size_t i = 0; i < std::size(kFlopOpcodes); ++i)
       if (opcode == kFlopOpcodes[i])
         return i;
@@ -245,7 +249,8 @@ private:
 } // namespace
 
 bool CountsFlops(fb::Opcode opcode) {
-  return std::find(std::begin(kFlopOpcodes), std::end(kFlopOpcodes), opcode) !=
+  return opcode == fb::Opcode::MatmulGelu ||
+         std::find(std::begin(kFlopOpcodes), std::end(kFlopOpcodes), opcode) !=
          std::end(kFlopOpcodes);
 }
 
@@ -255,6 +260,7 @@ int64_t InstructionFlops(const fb::Plan &plan, const fb::Instruction &inst) {
   };
   switch (inst.opcode()) {
   case fb::Opcode::Matmul:
+  case fb::Opcode::MatmulGelu:
   case fb::Opcode::MatmulGrad: {
     // matmul: in [a, b, [bias]]; matmul_grad: in [dy, a, b] out [da, db,
     // [dbias]]. a is [batch..., m, k] ([batch..., k, m] transposed), b

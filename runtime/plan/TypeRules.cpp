@@ -525,6 +525,7 @@ absl::Status Rule::operands() {
   switch (inst_.opcode()) {
   // --- compute
   case Op::Matmul:
+  case Op::MatmulGelu:
     return matmul();
   case Op::MatmulGrad:
     return matmulGrad();
@@ -670,7 +671,8 @@ absl::Status Rule::operands() {
 
 // --- compute rules ----------------------------------------------------------
 
-/// out = a @ b (+ bias): b's last dim, matmul's result.
+/// out = a @ b (+ bias): b's last dim, matmul's result; matmul_gelu's
+/// second result, pre, has the type of its first.
 absl::Status Rule::matmul() {
   Shape y;
   MD_RETURN_IF_ERROR(matmulShape(I(0), I(1), &y));
@@ -679,7 +681,10 @@ absl::Status Rule::matmul() {
     MD_RETURN_IF_ERROR(dtypeOf(I(2), I(0)));
   }
   MD_RETURN_IF_ERROR(shapeIs(O(0), y));
-  return dtypeOf(O(0), I(0));
+  MD_RETURN_IF_ERROR(dtypeOf(O(0), I(0)));
+  if (outs() == 2)
+    return typeOf(O(1), O(0));
+  return absl::OkStatus();
 }
 
 /// dy, a, b: dy has the shape of matmul(a, b).

@@ -125,6 +125,11 @@ std::optional<LogicalResult> Emitter::emitNnOp(const Pending &p) {
   return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(&p.op)
       .Case([&](MatmulOp m) { return withTransposes(A::Matmul(), m); })
       .Case([&](MatmulGradOp m) { return withTransposes(A::MatmulGrad(), m); })
+      .Case([&](MatmulGeluOp m) {
+        A::MatmulGelu a;
+        a.approximate = m.getApproximate();
+        return withTransposes(a, m);
+      })
       .Case([&](AddOp) { return emit(A::Add()); })
       .Case([&](SubOp) { return emit(A::Sub()); })
       .Case([&](MulOp) { return emit(A::Mul()); })

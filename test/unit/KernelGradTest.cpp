@@ -1,4 +1,5 @@
-//===- KernelGradTest.cpp - every gradient kernel against finite differences ===//
+//===- KernelGradTest.cpp - every gradient kernel against finite differences
+//===//
 //
 // Each gradient kernel (f32) is compared with the central-difference
 // vector-Jacobian product of the op's f64 reference forward
@@ -37,8 +38,8 @@ protected:
   std::unique_ptr<Backend> backend_;
 };
 
-INSTANTIATE_TEST_SUITE_P(Backends, GradTest, ::testing::ValuesIn(testBackends()),
-                         backendName);
+INSTANTIATE_TEST_SUITE_P(Backends, GradTest,
+                         ::testing::ValuesIn(testBackends()), backendName);
 
 Vec inputs(int64_t n, uint32_t seed, double lo = -1, double hi = 1) {
   return roundAll(DType::f32, randomValues(n, seed, lo, hi));
@@ -58,14 +59,15 @@ TEST_P(GradTest, MatmulGradForEveryLayout) {
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (bool batchedB : {false, true}) {
-        SCOPED_TRACE(testing::Message()
-                     << "ta=" << ta << " tb=" << tb << " batchedB=" << batchedB);
+        SCOPED_TRACE(testing::Message() << "ta=" << ta << " tb=" << tb
+                                        << " batchedB=" << batchedB);
         Shape as = ta ? Shape{b0, k, m} : Shape{b0, m, k};
         Shape bs2 = tb ? Shape{n, k} : Shape{k, n};
         Shape bs = batchedB ? Shape{b0, bs2[0], bs2[1]} : bs2;
         Vec av = inputs(numel(as), 1), bv = inputs(numel(bs), 2),
             biasv = inputs(n, 3), dyv = inputs(b0 * m * n, 4);
-        DeviceTensor a = f32(as, av), b = f32(bs, bv), dy = f32({b0, m, n}, dyv);
+        DeviceTensor a = f32(as, av), b = f32(bs, bv),
+                     dy = f32({b0, m, n}, dyv);
         DeviceTensor da = zeros(as), db = zeros(bs), dbias = zeros({n});
         MatmulGradArgs args;
         args.dy = dy;
@@ -78,13 +80,67 @@ TEST_P(GradTest, MatmulGradForEveryLayout) {
         args.transposeB = tb;
         ASSERT_TRUE(be().matmulGrad(args).ok());
         RefForward f = [&](const std::vector<Vec> &in) {
-          return ref::matmul(in[0], in[1], &in[2], b0, m, n, k, ta, tb, batchedB);
+          return ref::matmul(in[0], in[1], &in[2], b0, m, n, k, ta, tb,
+                             batchedB);
         };
         std::vector<Vec> in = {av, bv, biasv};
         EXPECT_TRUE(matchesNumeric(da.values(), f, in, 0, dyv)) << "da";
         EXPECT_TRUE(matchesNumeric(db.values(), f, in, 1, dyv)) << "db";
         EXPECT_TRUE(matchesNumeric(dbias.values(), f, in, 2, dyv)) << "dbias";
       }
+}
+
+// md.matmul_gelu's gradient, as md-autodiff builds it: md.gelu_grad of
+// out's gradient and pre, then md.matmul_grad, against the finite
+// differences of gelu(a · b + bias).
+TEST_P(GradTest, MatmulGeluGradIsGeluGradThenMatmulGrad) {
+  const int64_t m = 3, k = 4, n = 5;
+  for (bool approximate : {false, true}) {
+    SCOPED_TRACE(testing::Message() << "approximate=" << approximate);
+    Vec av = inputs(m * k, 31), bv = inputs(n * k, 32), biasv = inputs(n, 33),
+        dyv = inputs(m * n, 34);
+    DeviceTensor a = f32({m, k}, av), b = f32({n, k}, bv),
+                 bias = f32({n}, biasv);
+    DeviceTensor out = zeros({m, n}), pre = zeros({m, n});
+    MatmulGeluArgs forward;
+    forward.a = a;
+    forward.b = b;
+    forward.bias = bias.ref();
+    forward.out = out;
+    forward.pre = pre;
+    forward.transposeB = true;
+    forward.approximate = approximate;
+    ASSERT_TRUE(be().matmulGelu(forward).ok());
+
+    DeviceTensor dy = f32({m, n}, dyv), dpre = zeros({m, n});
+    GeluGradArgs gelu;
+    gelu.dy = dy;
+    gelu.x = pre;
+    gelu.dx = dpre;
+    gelu.approximate = approximate;
+    ASSERT_TRUE(be().geluGrad(gelu).ok());
+    DeviceTensor da = zeros({m, k}), db = zeros({n, k}), dbias = zeros({n});
+    MatmulGradArgs grad;
+    grad.dy = dpre;
+    grad.a = a;
+    grad.b = b;
+    grad.da = da;
+    grad.db = db;
+    grad.dbias = dbias.ref();
+    grad.transposeB = true;
+    ASSERT_TRUE(be().matmulGrad(grad).ok());
+
+    RefForward f = [&](const std::vector<Vec> &in) {
+      Vec y = ref::matmul(in[0], in[1], &in[2], 1, m, n, k, false, true, false);
+      for (double &v : y)
+        v = ref::gelu(v, approximate);
+      return y;
+    };
+    std::vector<Vec> in = {av, bv, biasv};
+    EXPECT_TRUE(matchesNumeric(da.values(), f, in, 0, dyv)) << "da";
+    EXPECT_TRUE(matchesNumeric(db.values(), f, in, 1, dyv)) << "db";
+    EXPECT_TRUE(matchesNumeric(dbias.values(), f, in, 2, dyv)) << "dbias";
+  }
 }
 
 TEST_P(GradTest, MatmulGradWithoutBiasLeavesNoDbias) {
@@ -154,7 +210,8 @@ TEST_P(GradTest, LayerNormGradWithAndWithoutBeta) {
       bv = inputs(d, 14), dyv = inputs(rows * d, 15);
   for (bool hasBeta : {false, true}) {
     SCOPED_TRACE(hasBeta);
-    DeviceTensor x = f32({2, 3, d}, xv), g = f32({d}, gv), dy = f32({2, 3, d}, dyv);
+    DeviceTensor x = f32({2, 3, d}, xv), g = f32({d}, gv),
+                 dy = f32({2, 3, d}, dyv);
     DeviceTensor dx = zeros({2, 3, d}), dg = zeros({d}), db = zeros({d});
     LayerNormGradArgs args;
     args.dy = dy;
@@ -181,7 +238,8 @@ TEST_P(GradTest, RmsNormGrad) {
   const int64_t rows = 5, d = 6;
   Vec xv = inputs(rows * d, 16, -2, 2), gv = inputs(d, 17, 0.5, 1.5),
       dyv = inputs(rows * d, 18);
-  DeviceTensor x = f32({rows, d}, xv), g = f32({d}, gv), dy = f32({rows, d}, dyv);
+  DeviceTensor x = f32({rows, d}, xv), g = f32({d}, gv),
+               dy = f32({rows, d}, dyv);
   DeviceTensor dx = zeros({rows, d}), dg = zeros({d});
   RmsNormGradArgs args;
   args.dy = dy;
@@ -272,7 +330,8 @@ TEST_P(GradTest, CausalAttentionGrad) {
         vv = inputs(b * t * c, 27), dov = inputs(b * t * c, 28);
     DeviceTensor q = f32({b, t, c}, qv), k = f32({b, t, c}, kv),
                  v = f32({b, t, c}, vv), dout = f32({b, t, c}, dov);
-    DeviceTensor dq = zeros({b, t, c}), dk = zeros({b, t, c}), dv = zeros({b, t, c});
+    DeviceTensor dq = zeros({b, t, c}), dk = zeros({b, t, c}),
+                 dv = zeros({b, t, c});
     CausalAttentionGradArgs args;
     args.dout = dout;
     args.q = q;
@@ -379,9 +438,11 @@ TEST_P(GradTest, EmbeddingGradScatterAddsRepeatedIds) {
     EXPECT_EQ(got[2 * d + j], 0.0);
     EXPECT_EQ(got[5 * d + j], 0.0);
   }
-  DeviceTensor bad = DeviceTensor::indices(be(), DType::i32, {2, 3}, {0, 1, 2, 3, 4, 6});
+  DeviceTensor bad =
+      DeviceTensor::indices(be(), DType::i32, {2, 3}, {0, 1, 2, 3, 4, 6});
   args.ids = bad;
-  EXPECT_EQ(be().embeddingGrad(args).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(be().embeddingGrad(args).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_P(GradTest, SumAndMeanGrad) {
@@ -438,7 +499,8 @@ TEST_P(GradTest, SumToIsTheGradientOfBroadcasting) {
 TEST_P(GradTest, MulVjpComposedFromForwardOps) {
   std::vector<int64_t> ls = {2, 1, 4}, rs = {3, 1};
   Vec lv = inputs(8, 36), rv = inputs(3, 37), dyv = inputs(24, 38);
-  DeviceTensor l = f32({2, 1, 4}, lv), r = f32({3, 1}, rv), dy = f32({2, 3, 4}, dyv);
+  DeviceTensor l = f32({2, 1, 4}, lv), r = f32({3, 1}, rv),
+               dy = f32({2, 3, 4}, dyv);
   DeviceTensor t = zeros({2, 3, 4}), dl = zeros({2, 1, 4}), dr = zeros({3, 1});
   BinaryArgs mul;
   mul.op = BinaryOp::mul;

@@ -57,14 +57,17 @@ TEST_P(KernelTest, AllocationsAreAlignedAndZeroed) {
   for (int64_t bytes : {1, 63, 64, 1000}) {
     auto buffer = be().allocate(bytes);
     ASSERT_TRUE(buffer.ok()) << buffer.status();
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(buffer->data()) % kAllocAlignment, 0u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(buffer->data()) % kAllocAlignment,
+              0u);
     EXPECT_EQ(buffer->bytes(), bytes);
     std::vector<uint8_t> host(bytes, 0xff);
-    ASSERT_TRUE(be().copy(host.data(), buffer->data(), bytes, kComputeStream).ok());
+    ASSERT_TRUE(
+        be().copy(host.data(), buffer->data(), bytes, kComputeStream).ok());
     for (uint8_t b : host)
       ASSERT_EQ(b, 0);
   }
-  EXPECT_EQ(be().allocate(-1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(be().allocate(-1).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_P(KernelTest, ArenaHandsOutAlignedBlocksUntilFull) {
@@ -80,7 +83,8 @@ TEST_P(KernelTest, ArenaHandsOutAlignedBlocksUntilFull) {
   EXPECT_TRUE(arena.take(100).ok()); // 128..228 still fits
   EXPECT_EQ(arena.used(), 228);
   EXPECT_EQ(*arena.at(64, 64), base + 64);
-  EXPECT_EQ(arena.at(32, 8).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(arena.at(32, 8).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(arena.at(192, 128).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
@@ -141,6 +145,121 @@ TEST_P(KernelTest, MatmulMatchesReferenceForEveryLayout) {
           }
 }
 
+// md.matmul_gelu: pre is md.matmul's product (plus bias), out its GELU,
+// for every layout, both GELU forms and every float type. The GELU of a
+// bf16/f16 pre is within one ulp of the reference of the rounded pre; the
+// CUDA backend's epilogue computes it inside the GEMM, so its out is
+// compared with the GELU of the unrounded product, within the same ulp.
+TEST_P(KernelTest, MatmulGeluMatchesReferenceForEveryLayout) {
+  const int64_t b0 = 2, m = 5, k = 8, n = 8;
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (bool batchedB : {false, true})
+          for (bool withBias : {false, true})
+            for (bool approximate : {false, true}) {
+              SCOPED_TRACE(testing::Message()
+                           << dtypeName(dt) << " ta=" << ta << " tb=" << tb
+                           << " batchedB=" << batchedB << " bias=" << withBias
+                           << " approximate=" << approximate);
+              Shape as = ta ? Shape{b0, k, m} : Shape{b0, m, k};
+              Shape bs2 = tb ? Shape{n, k} : Shape{k, n};
+              Shape bs = batchedB ? Shape{b0, bs2[0], bs2[1]} : bs2;
+              auto av = roundAll(dt, randomValues(numel(as), 21));
+              auto bv = roundAll(dt, randomValues(numel(bs), 22));
+              auto biasv = roundAll(dt, randomValues(n, 23));
+              DeviceTensor a = floats(dt, as, av), b = floats(dt, bs, bv);
+              DeviceTensor bias = floats(dt, {n}, biasv);
+              DeviceTensor out = zeros(dt, {b0, m, n}),
+                           pre = zeros(dt, {b0, m, n});
+              MatmulGeluArgs args;
+              args.a = a;
+              args.b = b;
+              if (withBias)
+                args.bias = bias.ref();
+              args.out = out;
+              args.pre = pre;
+              args.transposeA = ta;
+              args.transposeB = tb;
+              args.approximate = approximate;
+              ASSERT_TRUE(be().matmulGelu(args).ok());
+              auto product = ref::matmul(av, bv, withBias ? &biasv : nullptr,
+                                         b0, m, n, k, ta, tb, batchedB);
+              const double atol = dt == DType::f32 ? 1e-6 : 1e-2;
+              EXPECT_TRUE(allClose(pre.values(), roundAll(dt, product),
+                                   rtolFor(dt), atol))
+                  << "pre";
+              std::vector<double> want;
+              for (double v : product)
+                want.push_back(roundTo(dt, ref::gelu(v, approximate)));
+              EXPECT_TRUE(allClose(out.values(), want, 2 * rtolFor(dt), atol))
+                  << "out";
+            }
+}
+
+// On the CPU the fused op runs md.matmul's GEMM and md.gelu's vectorised
+// GELU: its results are the unfused pair's, bit for bit, so that md-fuse
+// changes no number of a CPU run. (The CUDA backend's epilogue need not,
+// and is held to the tolerance above.)
+TEST_P(KernelTest, MatmulGeluIsMatmulThenGeluBitForBitOnTheCpu) {
+  if (GetParam().name != "cpu")
+    GTEST_SKIP() << "bit-for-bit equality with the unfused ops is the CPU "
+                    "backend's promise";
+  const int64_t rows = 37, k = 48, n = 40;
+  for (DType dt : {DType::f32, DType::bf16})
+    for (bool approximate : {false, true}) {
+      SCOPED_TRACE(testing::Message()
+                   << dtypeName(dt) << " approximate=" << approximate);
+      DeviceTensor a = floats(dt, {rows, k}, randomValues(rows * k, 24, -3, 3));
+      DeviceTensor w = floats(dt, {n, k}, randomValues(n * k, 25));
+      DeviceTensor bias = floats(dt, {n}, randomValues(n, 26));
+      DeviceTensor out = zeros(dt, {rows, n}), pre = zeros(dt, {rows, n});
+      MatmulGeluArgs fused;
+      fused.a = a;
+      fused.b = w;
+      fused.bias = bias.ref();
+      fused.out = out;
+      fused.pre = pre;
+      fused.transposeB = true;
+      fused.approximate = approximate;
+      ASSERT_TRUE(be().matmulGelu(fused).ok());
+
+      DeviceTensor y = zeros(dt, {rows, n}), g = zeros(dt, {rows, n});
+      MatmulArgs product;
+      product.a = a;
+      product.b = w;
+      product.bias = bias.ref();
+      product.out = y;
+      product.transposeB = true;
+      ASSERT_TRUE(be().matmul(product).ok());
+      GeluArgs activation;
+      activation.x = y;
+      activation.out = g;
+      activation.approximate = approximate;
+      ASSERT_TRUE(be().gelu(activation).ok());
+      EXPECT_EQ(pre.values(), y.values());
+      EXPECT_EQ(out.values(), g.values());
+    }
+}
+
+TEST_P(KernelTest, MatmulGeluRefusesAPreOfAnotherType) {
+  DeviceTensor a = floats(DType::f32, {4, 3}, randomValues(12, 27));
+  DeviceTensor b = floats(DType::f32, {3, 2}, randomValues(6, 28));
+  DeviceTensor out = floats(DType::f32, {4, 2}, std::vector<double>(8, 7.0));
+  DeviceTensor pre = zeros(DType::f32, {4, 3});
+  MatmulGeluArgs args;
+  args.a = a;
+  args.b = b;
+  args.out = out;
+  args.pre = pre;
+  absl::Status s = be().matmulGelu(args);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("matmul_gelu: pre must be f32[4, 2]"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ(out.values(), std::vector<double>(8, 7.0));
+}
+
 TEST_P(KernelTest, MatmulWithEmptyContractionIsTheBias) {
   DeviceTensor a = zeros(DType::f32, {3, 0}), b = zeros(DType::f32, {0, 2});
   DeviceTensor bias = floats(DType::f32, {2}, {1.5, -2});
@@ -164,7 +283,8 @@ TEST_P(KernelTest, MatmulRefusesBadShapesAndWritesNothing) {
   args.out = out;
   absl::Status s = be().matmul(args);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("contracting dims differ"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("contracting dims differ"), std::string::npos)
+      << s;
   EXPECT_NE(s.message().find("K = 3"), std::string::npos) << s;
   EXPECT_EQ(out.values(), std::vector<double>(8, 7.0));
 
@@ -187,9 +307,11 @@ TEST_P(KernelTest, MatmulRefusesBadShapesAndWritesNothing) {
 }
 
 TEST_P(KernelTest, MatmulIsDeterministic) {
-  DeviceTensor a = floats(DType::f32, {4, 33, 65}, randomValues(4 * 33 * 65, 6));
+  DeviceTensor a =
+      floats(DType::f32, {4, 33, 65}, randomValues(4 * 33 * 65, 6));
   DeviceTensor b = floats(DType::f32, {65, 17}, randomValues(65 * 17, 7));
-  DeviceTensor o1 = zeros(DType::f32, {4, 33, 17}), o2 = zeros(DType::f32, {4, 33, 17});
+  DeviceTensor o1 = zeros(DType::f32, {4, 33, 17}),
+               o2 = zeros(DType::f32, {4, 33, 17});
   MatmulArgs args;
   args.a = a;
   args.b = b;
@@ -208,15 +330,16 @@ TEST_P(KernelTest, BinaryOpsBroadcastLikeNumpy) {
   struct Case {
     Shape l, r, out;
   };
-  for (const Case &c : {Case{{2, 1, 4}, {3, 1}, {2, 3, 4}},
-                        Case{{5}, {}, {5}}, Case{{3, 4}, {3, 4}, {3, 4}},
-                        Case{{1, 3}, {2, 1}, {2, 3}}})
+  for (const Case &c :
+       {Case{{2, 1, 4}, {3, 1}, {2, 3, 4}}, Case{{5}, {}, {5}},
+        Case{{3, 4}, {3, 4}, {3, 4}}, Case{{1, 3}, {2, 1}, {2, 3}}})
     for (int op = 0; op < 3; ++op) {
       SCOPED_TRACE(testing::Message() << "op " << op << " " << shapeString(c.l)
                                       << " x " << shapeString(c.r));
       auto lv = roundAll(DType::f32, randomValues(numel(c.l), 10));
       auto rv = roundAll(DType::f32, randomValues(numel(c.r), 11));
-      DeviceTensor l = floats(DType::f32, c.l, lv), r = floats(DType::f32, c.r, rv);
+      DeviceTensor l = floats(DType::f32, c.l, lv),
+                   r = floats(DType::f32, c.r, rv);
       DeviceTensor out = zeros(DType::f32, c.out);
       BinaryArgs args;
       args.op = static_cast<BinaryOp>(op);
@@ -224,9 +347,11 @@ TEST_P(KernelTest, BinaryOpsBroadcastLikeNumpy) {
       args.rhs = r;
       args.out = out;
       ASSERT_TRUE(be().binary(args).ok());
-      std::vector<int64_t> ls(c.l.begin(), c.l.end()), rs(c.r.begin(), c.r.end());
+      std::vector<int64_t> ls(c.l.begin(), c.l.end()),
+          rs(c.r.begin(), c.r.end());
       // One f32 operation per element: exactly the f64 result rounded.
-      EXPECT_EQ(out.values(), roundAll(DType::f32, ref::binary(op, lv, ls, rv, rs)));
+      EXPECT_EQ(out.values(),
+                roundAll(DType::f32, ref::binary(op, lv, ls, rv, rs)));
     }
 }
 
@@ -245,7 +370,8 @@ TEST_P(KernelTest, BinaryRefusesShapesThatDoNotBroadcast) {
 TEST_P(KernelTest, BinaryInBf16RoundsOnceOnStore) {
   auto lv = roundAll(DType::bf16, randomValues(24, 12, -4, 4));
   auto rv = roundAll(DType::bf16, randomValues(6, 13, -4, 4));
-  DeviceTensor l = floats(DType::bf16, {4, 6}, lv), r = floats(DType::bf16, {6}, rv);
+  DeviceTensor l = floats(DType::bf16, {4, 6}, lv),
+               r = floats(DType::bf16, {6}, rv);
   DeviceTensor out = zeros(DType::bf16, {4, 6});
   BinaryArgs args;
   args.op = BinaryOp::mul;
@@ -253,12 +379,14 @@ TEST_P(KernelTest, BinaryInBf16RoundsOnceOnStore) {
   args.rhs = r;
   args.out = out;
   ASSERT_TRUE(be().binary(args).ok());
-  EXPECT_EQ(out.values(), roundAll(DType::bf16, ref::binary(2, lv, {4, 6}, rv, {6})));
+  EXPECT_EQ(out.values(),
+            roundAll(DType::bf16, ref::binary(2, lv, {4, 6}, rv, {6})));
 }
 
 TEST_P(KernelTest, ScaleMultipliesByTheFactorRoundedToF32) {
   auto xv = roundAll(DType::f32, randomValues(9, 14));
-  DeviceTensor x = floats(DType::f32, {3, 3}, xv), out = zeros(DType::f32, {3, 3});
+  DeviceTensor x = floats(DType::f32, {3, 3}, xv),
+               out = zeros(DType::f32, {3, 3});
   ScaleArgs args;
   args.x = x;
   args.out = out;
@@ -275,7 +403,8 @@ TEST_P(KernelTest, ScaleMultipliesByTheFactorRoundedToF32) {
 TEST_P(KernelTest, GeluExactAndTanhMatchTheirFormulas) {
   auto xv = roundAll(DType::f32, randomValues(37, 15, -6, 6));
   for (bool approximate : {false, true}) {
-    DeviceTensor x = floats(DType::f32, {37}, xv), out = zeros(DType::f32, {37});
+    DeviceTensor x = floats(DType::f32, {37}, xv),
+                 out = zeros(DType::f32, {37});
     GeluArgs args;
     args.x = x;
     args.out = out;
@@ -319,7 +448,8 @@ TEST_P(KernelTest, ElementwiseOpsMayRunInPlace) {
 TEST_P(KernelTest, AccumulateAddsABf16GradientIntoAnF32Accumulator) {
   auto accv = roundAll(DType::f32, randomValues(11, 17));
   auto gv = roundAll(DType::bf16, randomValues(11, 18));
-  DeviceTensor acc = floats(DType::f32, {11}, accv), g = floats(DType::bf16, {11}, gv);
+  DeviceTensor acc = floats(DType::f32, {11}, accv),
+               g = floats(DType::bf16, {11}, gv);
   AccumulateArgs args;
   args.acc = acc;
   args.g = g;
@@ -337,8 +467,8 @@ TEST_P(KernelTest, AccumulateAddsABf16GradientIntoAnF32Accumulator) {
 TEST_P(KernelTest, CastRoundsToNearestEven) {
   // 1 + 2^-8 is halfway between two bf16 values (1 and 1 + 2^-7): even
   // wins, so it rounds down; 1 + 3 * 2^-8 rounds up to 1 + 2^-6.
-  std::vector<double> xv = {1.0 + 1.0 / 256, 1.0 + 3.0 / 256, -2.5, 65519.0,
-                            65520.0, 1e-8};
+  std::vector<double> xv = {1.0 + 1.0 / 256, 1.0 + 3.0 / 256, -2.5,
+                            65519.0,         65520.0,         1e-8};
   DeviceTensor x = floats(DType::f32, {6}, xv);
   DeviceTensor b = zeros(DType::bf16, {6}), h = zeros(DType::f16, {6});
   CastArgs args;
@@ -407,7 +537,8 @@ TEST_P(KernelTest, LayerNormRefusesBadOperands) {
   args.out = out;
   absl::Status s = be().layerNorm(args);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("layer_norm: gamma must be f32[4]"), std::string::npos)
+  EXPECT_NE(s.message().find("layer_norm: gamma must be f32[4]"),
+            std::string::npos)
       << s;
   DeviceTensor g4 = zeros(DType::f32, {4});
   args.gamma = g4;
@@ -418,22 +549,25 @@ TEST_P(KernelTest, LayerNormRefusesBadOperands) {
 TEST_P(KernelTest, RmsNormMatchesReference) {
   auto xv = roundAll(DType::f32, randomValues(4 * 9, 23, -3, 3));
   auto gv = roundAll(DType::f32, randomValues(9, 24, 0.5, 1.5));
-  DeviceTensor x = floats(DType::f32, {4, 9}, xv), g = floats(DType::f32, {9}, gv);
+  DeviceTensor x = floats(DType::f32, {4, 9}, xv),
+               g = floats(DType::f32, {9}, gv);
   DeviceTensor out = zeros(DType::f32, {4, 9});
   RmsNormArgs args;
   args.x = x;
   args.gamma = g;
   args.out = out;
   ASSERT_TRUE(be().rmsNorm(args).ok());
-  EXPECT_TRUE(allClose(out.values(), ref::rmsNorm(xv, 4, 9, gv, 1e-6), 1e-5, 1e-6));
+  EXPECT_TRUE(
+      allClose(out.values(), ref::rmsNorm(xv, 4, 9, gv, 1e-6), 1e-5, 1e-6));
 }
 
 TEST_P(KernelTest, BatchNormReturnsOutputAndBatchStatistics) {
   auto xv = roundAll(DType::f32, randomValues(2 * 3 * 5, 25, 9, 11));
   auto gv = roundAll(DType::f32, randomValues(5, 26, 0.5, 1.5));
   auto bv = roundAll(DType::f32, randomValues(5, 27));
-  DeviceTensor x = floats(DType::f32, {2, 3, 5}, xv), g = floats(DType::f32, {5}, gv),
-               b = floats(DType::f32, {5}, bv), out = zeros(DType::f32, {2, 3, 5}),
+  DeviceTensor x = floats(DType::f32, {2, 3, 5}, xv),
+               g = floats(DType::f32, {5}, gv), b = floats(DType::f32, {5}, bv),
+               out = zeros(DType::f32, {2, 3, 5}),
                mean = zeros(DType::f32, {5}), invstd = zeros(DType::f32, {5});
   BatchNormArgs args;
   args.x = x;
@@ -462,7 +596,8 @@ TEST_P(KernelTest, SoftmaxAlongEveryAxis) {
   auto xv = roundAll(DType::f32, randomValues(60, 30, -5, 5));
   for (int64_t axis : {-1, 0, 1, 2, -3}) {
     SCOPED_TRACE(axis);
-    DeviceTensor x = floats(DType::f32, shape, xv), out = zeros(DType::f32, shape);
+    DeviceTensor x = floats(DType::f32, shape, xv),
+                 out = zeros(DType::f32, shape);
     SoftmaxArgs args;
     args.x = x;
     args.out = out;
@@ -477,7 +612,8 @@ TEST_P(KernelTest, SoftmaxAlongEveryAxis) {
     EXPECT_TRUE(allClose(out.values(), ref::softmax(xv, outer, shape[a], inner),
                          1e-5, 1e-7));
   }
-  DeviceTensor x = floats(DType::f32, shape, xv), out = zeros(DType::f32, shape);
+  DeviceTensor x = floats(DType::f32, shape, xv),
+               out = zeros(DType::f32, shape);
   SoftmaxArgs args;
   args.x = x;
   args.out = out;
@@ -493,7 +629,8 @@ TEST_P(KernelTest, SoftmaxSubtractsTheMaximum) {
   args.x = x;
   args.out = out;
   ASSERT_TRUE(be().softmax(args).ok());
-  EXPECT_TRUE(allClose(out.values(), ref::softmax({-1052, -2, 0}, 1, 3, 1), 1e-6, 0));
+  EXPECT_TRUE(
+      allClose(out.values(), ref::softmax({-1052, -2, 0}, 1, 3, 1), 1e-6, 0));
 }
 
 TEST_P(KernelTest, CausalAttentionMatchesReference) {
@@ -513,26 +650,32 @@ TEST_P(KernelTest, CausalAttentionMatchesReference) {
       args.out = out;
       args.numHeads = heads;
       ASSERT_TRUE(be().causalAttention(args).ok());
-      EXPECT_TRUE(allClose(out.values(),
-                           roundAll(dt, ref::causalAttention(qv, kv, vv, b, t, c, heads)),
-                           rtolFor(dt), dt == DType::f32 ? 1e-6 : 1e-2));
+      EXPECT_TRUE(allClose(
+          out.values(),
+          roundAll(dt, ref::causalAttention(qv, kv, vv, b, t, c, heads)),
+          rtolFor(dt), dt == DType::f32 ? 1e-6 : 1e-2));
     }
-  DeviceTensor q = zeros(DType::f32, {1, 2, 6}), out = zeros(DType::f32, {1, 2, 6});
+  DeviceTensor q = zeros(DType::f32, {1, 2, 6}),
+               out = zeros(DType::f32, {1, 2, 6});
   CausalAttentionArgs args;
   args.q = args.k = args.v = q;
   args.out = out;
   args.numHeads = 4;
   absl::Status s = be().causalAttention(args);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("not divisible by num_heads = 4"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("not divisible by num_heads = 4"),
+            std::string::npos)
+      << s;
 }
 
 TEST_P(KernelTest, CausalAttentionFirstPositionSeesOnlyItself) {
   // Row 0 attends to position 0 alone, whatever the scores: out[0] = v[0].
   auto qv = randomValues(12, 34, -30, 30), kv = randomValues(12, 35, -30, 30);
   auto vv = roundAll(DType::f32, randomValues(12, 36));
-  DeviceTensor q = floats(DType::f32, {1, 3, 4}, qv), k = floats(DType::f32, {1, 3, 4}, kv),
-               v = floats(DType::f32, {1, 3, 4}, vv), out = zeros(DType::f32, {1, 3, 4});
+  DeviceTensor q = floats(DType::f32, {1, 3, 4}, qv),
+               k = floats(DType::f32, {1, 3, 4}, kv),
+               v = floats(DType::f32, {1, 3, 4}, vv),
+               out = zeros(DType::f32, {1, 3, 4});
   CausalAttentionArgs args;
   args.q = q;
   args.k = k;
@@ -631,7 +774,8 @@ TEST_P(KernelTest, CrossEntropyIsTheMeanOverTargetsNotIgnored) {
     args.out = loss;
     args.ignoreIndex = -100;
     ASSERT_TRUE(be().crossEntropy(args).ok());
-    EXPECT_NEAR(loss.scalar(), ref::crossEntropy(lr, rows, classes, tv, -100), 1e-6);
+    EXPECT_NEAR(loss.scalar(), ref::crossEntropy(lr, rows, classes, tv, -100),
+                1e-6);
     // Without ignore_index, -100 is an out-of-range target.
     args.ignoreIndex.reset();
     absl::Status s = be().crossEntropy(args);
@@ -641,7 +785,8 @@ TEST_P(KernelTest, CrossEntropyIsTheMeanOverTargetsNotIgnored) {
 }
 
 TEST_P(KernelTest, CrossEntropyOfLargeLogitsAndAllIgnored) {
-  DeviceTensor logits = floats(DType::f32, {2, 3}, {1000, 0, -1000, 500, 501, 502});
+  DeviceTensor logits =
+      floats(DType::f32, {2, 3}, {1000, 0, -1000, 500, 501, 502});
   DeviceTensor targets = ids(DType::i64, {2}, {0, 1});
   DeviceTensor loss = zeros(DType::f32, {});
   CrossEntropyArgs args;
@@ -674,13 +819,13 @@ TEST_P(KernelTest, SumAndMeanOverDims) {
     bool keepdim;
     Shape out;
   };
-  for (const Case &c :
-       {Case{{0, 2}, {true, false, true}, false, {4}},
-        Case{{-1}, {false, false, true}, true, {3, 4, 1}},
-        Case{{0, 1, 2}, {true, true, true}, false, {}},
-        Case{{1}, {false, true, false}, false, {3, 5}}})
+  for (const Case &c : {Case{{0, 2}, {true, false, true}, false, {4}},
+                        Case{{-1}, {false, false, true}, true, {3, 4, 1}},
+                        Case{{0, 1, 2}, {true, true, true}, false, {}},
+                        Case{{1}, {false, true, false}, false, {3, 5}}})
     for (ReduceKind kind : {ReduceKind::sum, ReduceKind::mean}) {
-      DeviceTensor x = floats(DType::f32, shape, xv), out = zeros(DType::f32, c.out);
+      DeviceTensor x = floats(DType::f32, shape, xv),
+                   out = zeros(DType::f32, c.out);
       ReduceArgs args;
       args.kind = kind;
       args.x = x;
@@ -688,9 +833,10 @@ TEST_P(KernelTest, SumAndMeanOverDims) {
       args.dims = c.dims;
       args.keepdim = c.keepdim;
       ASSERT_TRUE(be().reduce(args).ok()) << shapeString(c.out);
-      EXPECT_TRUE(allClose(out.values(),
-                           ref::reduce(xv, s3, c.reduced, kind == ReduceKind::mean),
-                           1e-6, 1e-6));
+      EXPECT_TRUE(
+          allClose(out.values(),
+                   ref::reduce(xv, s3, c.reduced, kind == ReduceKind::mean),
+                   1e-6, 1e-6));
     }
   DeviceTensor x = floats(DType::f32, shape, xv), out = zeros(DType::f32, {3});
   ReduceArgs args;
@@ -707,17 +853,21 @@ TEST_P(KernelTest, SumAndMeanOverDims) {
 TEST_P(KernelTest, SumToUndoesBroadcasting) {
   std::vector<int64_t> gs = {4, 3, 5};
   auto gv = roundAll(DType::f32, randomValues(60, 51));
-  for (const Shape &to : {Shape{3, 1}, Shape{1}, Shape{}, Shape{4, 1, 5}, Shape{3, 5}}) {
-    DeviceTensor g = floats(DType::f32, {4, 3, 5}, gv), out = zeros(DType::f32, to);
+  for (const Shape &to :
+       {Shape{3, 1}, Shape{1}, Shape{}, Shape{4, 1, 5}, Shape{3, 5}}) {
+    DeviceTensor g = floats(DType::f32, {4, 3, 5}, gv),
+                 out = zeros(DType::f32, to);
     SumToArgs args;
     args.g = g;
     args.out = out;
     ASSERT_TRUE(be().sumTo(args).ok()) << shapeString(to);
-    EXPECT_TRUE(allClose(out.values(),
-                         ref::sumTo(gv, gs, std::vector<int64_t>(to.begin(), to.end())),
-                         1e-6, 1e-6));
+    EXPECT_TRUE(
+        allClose(out.values(),
+                 ref::sumTo(gv, gs, std::vector<int64_t>(to.begin(), to.end())),
+                 1e-6, 1e-6));
   }
-  DeviceTensor g = floats(DType::f32, {4, 3, 5}, gv), out = zeros(DType::f32, {2, 5});
+  DeviceTensor g = floats(DType::f32, {4, 3, 5}, gv),
+               out = zeros(DType::f32, {2, 5});
   SumToArgs args;
   args.g = g;
   args.out = out;
@@ -728,7 +878,8 @@ TEST_P(KernelTest, TransposeMovesElementsOfEveryType) {
   std::vector<int64_t> xv(2 * 3 * 4);
   for (size_t i = 0; i < xv.size(); ++i)
     xv[i] = int64_t(i) * 1000003;
-  DeviceTensor x = ids(DType::i64, {2, 3, 4}, xv), out = zeros(DType::i64, {4, 2, 3});
+  DeviceTensor x = ids(DType::i64, {2, 3, 4}, xv),
+               out = zeros(DType::i64, {4, 2, 3});
   TransposeArgs args;
   args.x = x;
   args.out = out;
@@ -740,19 +891,22 @@ TEST_P(KernelTest, TransposeMovesElementsOfEveryType) {
       for (int64_t k = 0; k < 3; ++k)
         EXPECT_EQ(o[(i * 2 + j) * 3 + k], xv[(j * 3 + k) * 4 + i]);
   auto fv = roundAll(DType::bf16, randomValues(6, 52));
-  DeviceTensor f = floats(DType::bf16, {2, 3}, fv), ft = zeros(DType::bf16, {3, 2});
+  DeviceTensor f = floats(DType::bf16, {2, 3}, fv),
+               ft = zeros(DType::bf16, {3, 2});
   args.x = f;
   args.out = ft;
   args.perm = {1, 0};
   ASSERT_TRUE(be().transpose(args).ok());
-  EXPECT_EQ(ft.values(), (std::vector<double>{fv[0], fv[3], fv[1], fv[4], fv[2], fv[5]}));
+  EXPECT_EQ(ft.values(),
+            (std::vector<double>{fv[0], fv[3], fv[1], fv[4], fv[2], fv[5]}));
   args.perm = {0, 0};
   EXPECT_EQ(be().transpose(args).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_P(KernelTest, ReshapeArangeFlattenView) {
   auto xv = roundAll(DType::f32, randomValues(12, 53));
-  DeviceTensor x = floats(DType::f32, {3, 4}, xv), r = zeros(DType::f32, {2, 6});
+  DeviceTensor x = floats(DType::f32, {3, 4}, xv),
+               r = zeros(DType::f32, {2, 6});
   ReshapeArgs rs;
   rs.x = x;
   rs.out = r;
@@ -774,7 +928,8 @@ TEST_P(KernelTest, ReshapeArangeFlattenView) {
     EXPECT_EQ(be().arange(ar).code(), absl::StatusCode::kInvalidArgument);
   }
 
-  DeviceTensor w = floats(DType::f32, {2, 2}, {1, 2, 3, 4}), b = floats(DType::f32, {3}, {5, 6, 7});
+  DeviceTensor w = floats(DType::f32, {2, 2}, {1, 2, 3, 4}),
+               b = floats(DType::f32, {3}, {5, 6, 7});
   DeviceTensor flat = floats(DType::f32, {10}, std::vector<double>(10, 9.0));
   FlattenArgs fl;
   fl.inputs = {w.ref(), b.ref()};

@@ -599,6 +599,41 @@ TEST(PlanLoaderTest, RefusesOperandsOfTheWrongType) {
       "so a constant needs exactly its 1 values in floats and none in ints");
 }
 
+TEST(PlanLoaderTest, ChecksAMatmulGeluAsAMatmulWithItsPreAndVersion4) {
+  // fc1's matmul (x [4, 8] by w1 [16, 8]^T) as a matmul_gelu: its second
+  // output, pre, has the type of its first.
+  auto fuse = [](fb::PlanT &p) {
+    fb::InstructionT &inst = Inst(p, kStep, 8);
+    inst.opcode = fb::Opcode::MatmulGelu;
+    inst.ints.push_back(1); // approximate
+    auto pre = std::make_unique<fb::BufferT>(Buf(p, inst.outputs[0]));
+    pre->name = "pre";
+    p.buffers.push_back(std::move(pre));
+    inst.outputs.push_back(static_cast<int32_t>(p.buffers.size()) - 1);
+    p.schema_version = 4;
+  };
+  fb::PlanT plan = Tiny();
+  fuse(plan);
+  absl::StatusOr<LoadedPlan> loaded = Load(plan);
+  EXPECT_TRUE(loaded.ok()) << loaded.status();
+  plan.schema_version = 3;
+  ExpectRefused(plan, "blocks[0].instructions[8].opcode: matmul_gelu needs "
+                      "schema_version 4, the plan says 3");
+  ExpectRefusedAfter(
+      [&](fb::PlanT &p) {
+        fuse(p);
+        p.buffers.back()->dtype = fb::DType::BF16;
+      },
+      "blocks[0].instructions[8].outputs[1]: matmul_gelu: buffer");
+  ExpectRefusedAfter(
+      [&](fb::PlanT &p) {
+        fuse(p);
+        Inst(p, kStep, 8).inputs[1] = Inst(p, kStep, 10).inputs[1];
+      },
+      "but its contracted dim 16 differs from "
+      "blocks[0].instructions[8].inputs[0]'s 8");
+}
+
 // --- rank0_only
 // ------------------------------------------------------------------------------
 
