@@ -1,4 +1,4 @@
-//===- Backend.cpp - buffers and arenas -----------------------------------===//
+//===- Backend.cpp - buffers, arenas, kernels made of kernels -------------===//
 
 #include "runtime/core/Backend.h"
 
@@ -18,9 +18,9 @@ absl::StatusOr<void *> Arena::take(int64_t bytes) {
         absl::StrFormat("arena: negative allocation of %d bytes", bytes));
   int64_t start = alignUp(used_);
   if (bytes > block_.bytes() - start)
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "arena: %d bytes requested, %d of %d left", bytes,
-        block_.bytes() - start, block_.bytes()));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("arena: %d bytes requested, %d of %d left", bytes,
+                        block_.bytes() - start, block_.bytes()));
   used_ = start + bytes;
   return static_cast<char *>(block_.data()) + start;
 }
@@ -33,6 +33,25 @@ absl::StatusOr<void *> Arena::at(int64_t offset, int64_t bytes) const {
         "arena",
         offset, offset, bytes, block_.bytes()));
   return static_cast<char *>(block_.data()) + offset;
+}
+
+absl::Status Backend::matmulThenGelu(const MatmulGeluArgs &args) {
+  MatmulArgs product;
+  product.a = args.a;
+  product.b = args.b;
+  product.bias = args.bias;
+  product.out = args.pre;
+  product.transposeA = args.transposeA;
+  product.transposeB = args.transposeB;
+  product.stream = args.stream;
+  if (absl::Status s = matmul(product); !s.ok())
+    return s;
+  GeluArgs activation;
+  activation.x = args.pre;
+  activation.out = args.out;
+  activation.approximate = args.approximate;
+  activation.stream = args.stream;
+  return gelu(activation);
 }
 
 } // namespace md::runtime

@@ -407,6 +407,12 @@ public:
 #define MD_BACKEND_OP(entry, Args)                                             \
   virtual absl::Status entry(const Args &args) = 0;
 #include "runtime/core/BackendOps.def"
+
+protected:
+  /// md.matmul_gelu unfused: matmul into `pre`, then gelu of `pre` into
+  /// `out`, with this backend's two kernels (so their bits), for a
+  /// matmulGelu without a fused kernel for the case at hand.
+  absl::Status matmulThenGelu(const MatmulGeluArgs &args);
 };
 
 } // namespace md::runtime

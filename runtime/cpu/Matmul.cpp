@@ -125,21 +125,7 @@ absl::Status CpuBackend::matmul(const MatmulArgs &args) {
 // instruction and its dispatch.
 absl::Status CpuBackend::matmulGelu(const MatmulGeluArgs &args) {
   MD_RETURN_IF_ERROR(checkMatmulGelu(args).status());
-  MatmulArgs product;
-  product.a = args.a;
-  product.b = args.b;
-  product.bias = args.bias;
-  product.out = args.pre;
-  product.transposeA = args.transposeA;
-  product.transposeB = args.transposeB;
-  product.stream = args.stream;
-  MD_RETURN_IF_ERROR(matmul(product));
-  GeluArgs activation;
-  activation.x = args.pre;
-  activation.out = args.out;
-  activation.approximate = args.approximate;
-  activation.stream = args.stream;
-  return gelu(activation);
+  return matmulThenGelu(args);
 }
 
 // With y = op_a(a) op_b(b):  d op_a(a) = dy op_b(b)^T,  d op_b(b) = op_a(a)^T

@@ -1,4 +1,5 @@
-//===- CudaBackend.h - the GPU backend: cuBLASLt GEMMs and own kernels -*- C++ -*-===//
+//===- CudaBackend.h - the GPU backend: cuBLASLt GEMMs and own kernels -*- C++
+//-*-===//
 //
 // Implements runtime::Backend on one CUDA device with the CPU backend's
 // semantics (runtime/cpu is the reference; docs/runtime-cuda.md says how
@@ -36,6 +37,10 @@
 #include <vector>
 
 #include "runtime/core/Backend.h"
+
+namespace md::runtime {
+struct MatmulDims; // runtime/core/OpChecks.h
+} // namespace md::runtime
 
 namespace md::cuda {
 
@@ -95,6 +100,11 @@ public:
     int64_t batch = 1, strideA = 0, strideB = 0, strideC = 0;
   };
   absl::Status gemm(const Gemm &g, runtime::Stream stream);
+  /// md.matmul's product as a Gemm (CudaGemm.cpp).
+  static Gemm productGemm(const runtime::TensorRef &a,
+                          const runtime::TensorRef &b,
+                          const runtime::TensorRef &c, bool transA, bool transB,
+                          const runtime::MatmulDims &d);
 
 private:
   struct Impl;

@@ -157,6 +157,37 @@ absl::Status CudaBackend::gemm(const Gemm &g, Stream stream) {
   return absl::OkStatus();
 }
 
+/// The GEMM of op_a(a) · op_b(b) into c (md.matmul's product, in a's
+/// element type): one GEMM with the batch folded into M when b is shared
+/// and a is not transposed, else a strided batch of them.
+CudaBackend::Gemm CudaBackend::productGemm(const TensorRef &a,
+                                           const TensorRef &b,
+                                           const TensorRef &c, bool transA,
+                                           bool transB, const MatmulDims &d) {
+  Gemm g;
+  g.transA = transA;
+  g.transB = transB;
+  g.lda = transA ? d.m : d.k;
+  g.ldb = transB ? d.k : d.n;
+  g.ldc = d.n;
+  g.a = a.data;
+  g.b = b.data;
+  g.c = c.data;
+  g.in = g.out = dt(a);
+  g.n = d.n;
+  g.k = d.k;
+  if (!d.batchedB && !transA) {
+    g.m = d.batch * d.m; // the batch folds into M
+  } else {
+    g.m = d.m;
+    g.batch = d.batch;
+    g.strideA = d.m * d.k;
+    g.strideB = d.batchedB ? d.k * d.n : 0;
+    g.strideC = d.m * d.n;
+  }
+  return g;
+}
+
 absl::Status CudaBackend::matmul(const MatmulArgs &args) {
   MD_ASSIGN_OR_RETURN(MatmulDims d, checkMatmul(args));
   MD_RETURN_IF_ERROR(checkStream(args.stream));
@@ -171,27 +202,8 @@ absl::Status CudaBackend::matmul(const MatmulArgs &args) {
               "matmul (empty contraction)");
     return absl::OkStatus();
   }
-  Gemm g;
-  g.transA = args.transposeA;
-  g.transB = args.transposeB;
-  g.lda = g.transA ? d.m : d.k;
-  g.ldb = g.transB ? d.k : d.n;
-  g.ldc = d.n;
-  g.a = args.a.data;
-  g.b = args.b.data;
-  g.c = args.out.data;
-  g.in = g.out = dt(args.a);
-  g.n = d.n;
-  g.k = d.k;
-  if (!d.batchedB && !g.transA) {
-    g.m = rows; // the batch folds into M
-  } else {
-    g.m = d.m;
-    g.batch = d.batch;
-    g.strideA = d.m * d.k;
-    g.strideB = d.batchedB ? d.k * d.n : 0;
-    g.strideC = d.m * d.n;
-  }
+  Gemm g = productGemm(args.a, args.b, args.out, args.transposeA,
+                       args.transposeB, d);
   g.bias = bias;
   absl::Status fused = gemm(g, args.stream);
   if (fused.ok() || !bias || fused.code() != absl::StatusCode::kUnimplemented)
@@ -230,18 +242,8 @@ absl::Status CudaBackend::matmulGelu(const MatmulGeluArgs &args) {
                         rows > 0 && d.n > 0 && d.k > 0 && d.n % 8 == 0 &&
                         alignmentOf(args.pre.data) >= 16;
   if (epilogue) {
-    Gemm g;
-    g.transB = args.transposeB;
-    g.m = rows;
-    g.n = d.n;
-    g.k = d.k;
-    g.lda = d.k;
-    g.ldb = g.transB ? d.k : d.n;
-    g.ldc = d.n;
-    g.a = args.a.data;
-    g.b = args.b.data;
-    g.c = args.out.data;
-    g.in = g.out = dt(args.a);
+    // One GEMM: the batch folds into M (b shared, a not transposed).
+    Gemm g = productGemm(args.a, args.b, args.out, false, args.transposeB, d);
     g.bias = args.bias ? args.bias->data : nullptr;
     g.geluAux = true;
     g.aux = args.pre.data;
@@ -250,21 +252,7 @@ absl::Status CudaBackend::matmulGelu(const MatmulGeluArgs &args) {
     if (fused.code() != absl::StatusCode::kUnimplemented)
       return fused;
   }
-  MatmulArgs product;
-  product.a = args.a;
-  product.b = args.b;
-  product.bias = args.bias;
-  product.out = args.pre;
-  product.transposeA = args.transposeA;
-  product.transposeB = args.transposeB;
-  product.stream = args.stream;
-  MD_RETURN_IF_ERROR(matmul(product));
-  GeluArgs activation;
-  activation.x = args.pre;
-  activation.out = args.out;
-  activation.approximate = args.approximate;
-  activation.stream = args.stream;
-  return gelu(activation);
+  return matmulThenGelu(args);
 }
 
 // The CPU backend's formulas (runtime/cpu/Matmul.cpp), one GEMM each:

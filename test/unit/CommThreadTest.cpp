@@ -288,8 +288,9 @@ TEST(CommThreadTest, TheCommThreadStampsTheFlightRecorder) {
   EXPECT_EQ(stateOf(r, c), FlightState::Queued);
   EXPECT_EQ(stateOf(r, d), FlightState::Queued);
   for (const runtime::FlightEntry &e : r.snapshot().entries)
-    if (e.seq == b)
+    if (e.seq == b) {
       EXPECT_GE(e.endedNs - e.startedNs, 900'000'000) << "failed too early";
+    }
 }
 
 } // namespace

@@ -229,8 +229,9 @@ TEST_P(GradTest, LayerNormGradWithAndWithoutBeta) {
     std::vector<Vec> in = {xv, gv, bv};
     EXPECT_TRUE(matchesNumeric(dx.values(), f, in, 0, dyv)) << "dx";
     EXPECT_TRUE(matchesNumeric(dg.values(), f, in, 1, dyv)) << "dgamma";
-    if (hasBeta)
+    if (hasBeta) {
       EXPECT_TRUE(matchesNumeric(db.values(), f, in, 2, dyv)) << "dbeta";
+    }
   }
 }
 

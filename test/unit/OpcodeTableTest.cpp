@@ -140,8 +140,9 @@ TEST(OpcodeTableTest, EveryEncoderWritesTheSignaturesLayout) {
     EXPECT_TRUE(info.floats.contains(static_cast<int64_t>(inst.floats.size())))
         << info.name << ": " << inst.floats.size() << " floats";
     for (size_t k = 0; k < inst.ints.size(); ++k) {
-      if (info.intKind(k) == IntAttr::Bool)
+      if (info.intKind(k) == IntAttr::Bool) {
         EXPECT_EQ(inst.ints[k], 1) << info.name << " ints[" << k << "]";
+      }
     }
   }
 }

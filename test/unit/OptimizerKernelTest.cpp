@@ -188,8 +188,9 @@ TEST_P(OptimizerTest, SgdThreeStepsMatchTheHandComputedValues) {
       args.nesterov = c.nesterov;
       ASSERT_TRUE(be().sgdUpdate(args).ok());
       EXPECT_TRUE(sameValues(p.values(), c.wantP[step - 1]));
-      if (c.momentum > 0)
+      if (c.momentum > 0) {
         EXPECT_TRUE(sameValues(buf.values(), c.wantBuf[step - 1]));
+      }
     }
   }
 }
