@@ -183,6 +183,55 @@ __device__ inline BlockTile blockTile(const Geometry &g, int64_t tiles,
   return {bh / g.heads, bh % g.heads, reversed ? tiles - 1 - n : n};
 }
 
+/// Zeroes a thread's accumulator.
+template <int R, int NC> __device__ inline void zero(float (&acc)[R][NC]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int c = 0; c < NC; ++c)
+      acc[r][c] = 0.0f;
+}
+
+/// Scales the thread's scores of query row i (its row r) and masks the keys
+/// j > i and j >= T to -inf; returns their maximum over the row's 16
+/// threads (rowMax).
+template <int R>
+__device__ inline float maskedScores(float (&s)[R][R], int r, int64_t i,
+                                     int64_t j0, const Geometry &g) {
+  const int tx = threadIdx.x % 16;
+  float mx = -INFINITY;
+#pragma unroll
+  for (int c = 0; c < R; ++c) {
+    const int64_t j = j0 + tx + 16 * c;
+    s[r][c] = j > i || j >= g.t ? -INFINITY : g.scale * s[r][c];
+    mx = fmaxf(mx, s[r][c]);
+  }
+  return rowMax(mx);
+}
+
+/// Writes the thread's elements of tile rows [r0, r0 + TILE) of head h of
+/// batch entry b: value(r, c) for row r0 + ty * R + r and head column
+/// tx + 16 c, skipping rows >= T and columns >= hd.
+template <int HD, int TILE, typename Value>
+__device__ inline void storeRows(void *dst, int type, const Geometry &g,
+                                 const BlockTile &bt, int64_t r0, Value value) {
+  using T = Tiles<HD, TILE>;
+  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+#pragma unroll
+  for (int r = 0; r < T::R; ++r) {
+    const int64_t i = r0 + ty * T::R + r;
+    if (i >= g.t)
+      continue;
+    const int64_t o = (bt.b * g.t + i) * g.c + bt.h * g.hd;
+#pragma unroll
+    for (int c = 0; c < T::NC; ++c) {
+      const int d = tx + 16 * c;
+      if (d < g.hd)
+        st(dst, type, o + d, value(r, c));
+    }
+  }
+}
+
 template <int HD, int TILE>
 __global__ void __launch_bounds__(kThreads)
     attentionKernel(const void *q, const void *k, const void *v, int t,
@@ -198,13 +247,11 @@ __global__ void __launch_bounds__(kThreads)
   loadTile<HD, TILE>(sQ, q, t, g, bt.b, bt.h, i0);
 
   float m[T::R], l[T::R], acc[T::R][T::NC];
+  zero(acc);
 #pragma unroll
   for (int r = 0; r < T::R; ++r) {
     m[r] = -INFINITY;
     l[r] = 0.0f;
-#pragma unroll
-    for (int c = 0; c < T::NC; ++c)
-      acc[r][c] = 0.0f;
   }
   // Key tiles up to the one holding the diagonal. Every row i >= i0 of the
   // tile has the valid key j0 <= i in each, so m stays finite.
@@ -217,15 +264,8 @@ __global__ void __launch_bounds__(kThreads)
     tileDots<HD, TILE>(sQ, sK, s);
 #pragma unroll
     for (int r = 0; r < T::R; ++r) {
-      const int64_t i = i0 + ty * T::R + r;
-      float mx = -INFINITY;
-#pragma unroll
-      for (int c = 0; c < T::R; ++c) {
-        const int64_t j = j0 + tx + 16 * c;
-        s[r][c] = j > i || j >= g.t ? -INFINITY : g.scale * s[r][c];
-        mx = fmaxf(mx, s[r][c]);
-      }
-      const float mNew = fmaxf(m[r], rowMax(mx));
+      const float mNew =
+          fmaxf(m[r], maskedScores(s, r, i0 + ty * T::R + r, j0, g));
       const float alpha = expf(m[r] - mNew); // 0 on the first tile
       float sum = 0.0f;
 #pragma unroll
@@ -243,19 +283,8 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     panelTimesTile<HD, TILE>(sP, sV, acc);
   }
-#pragma unroll
-  for (int r = 0; r < T::R; ++r) {
-    const int64_t i = i0 + ty * T::R + r;
-    if (i >= g.t)
-      continue;
-    const int64_t o = (bt.b * g.t + i) * g.c + bt.h * g.hd;
-#pragma unroll
-    for (int c = 0; c < T::NC; ++c) {
-      const int d = tx + 16 * c;
-      if (d < g.hd)
-        st(out, ot, o + d, acc[r][c] / l[r]);
-    }
-  }
+  storeRows<HD, TILE>(out, ot, g, bt, i0,
+                      [&](int r, int c) { return acc[r][c] / l[r]; });
 }
 
 /// Backward kernel 1: one block per query tile; writes dQ and the rows'
@@ -295,15 +324,8 @@ __global__ void __launch_bounds__(kThreads)
     tileDots<HD, TILE>(sDO, sV, dp);
 #pragma unroll
     for (int r = 0; r < T::R; ++r) {
-      const int64_t i = i0 + ty * T::R + r;
-      float mx = -INFINITY;
-#pragma unroll
-      for (int c = 0; c < T::R; ++c) {
-        const int64_t j = j0 + tx + 16 * c;
-        s[r][c] = j > i || j >= g.t ? -INFINITY : g.scale * s[r][c];
-        mx = fmaxf(mx, s[r][c]);
-      }
-      const float mNew = fmaxf(m[r], rowMax(mx));
+      const float mNew =
+          fmaxf(m[r], maskedScores(s, r, i0 + ty * T::R + r, j0, g));
       const float alpha = expf(m[r] - mNew);
       float sum = 0.0f, dsum = 0.0f;
 #pragma unroll
@@ -332,11 +354,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // Pass 2: dS = P (dP - D), dQ = scale dS K.
   float acc[T::R][T::NC];
-#pragma unroll
-  for (int r = 0; r < T::R; ++r)
-#pragma unroll
-    for (int c = 0; c < T::NC; ++c)
-      acc[r][c] = 0.0f;
+  zero(acc);
   for (int64_t j0 = 0; j0 <= i0; j0 += TILE) {
     __syncthreads(); // the previous tile's readers of sK, sV, sP are done
     loadTile<HD, TILE>(sK, k, t, g, bt.b, bt.h, j0);
@@ -361,19 +379,8 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     panelTimesTile<HD, TILE>(sP, sK, acc);
   }
-#pragma unroll
-  for (int r = 0; r < T::R; ++r) {
-    const int64_t i = i0 + ty * T::R + r;
-    if (i >= g.t)
-      continue;
-    const int64_t o = (bt.b * g.t + i) * g.c + bt.h * g.hd;
-#pragma unroll
-    for (int c = 0; c < T::NC; ++c) {
-      const int d = tx + 16 * c;
-      if (d < g.hd)
-        st(dq, gt, o + d, g.scale * acc[r][c]);
-    }
-  }
+  storeRows<HD, TILE>(dq, gt, g, bt, i0,
+                      [&](int r, int c) { return g.scale * acc[r][c]; });
 }
 
 /// Backward kernel 2: one block per key tile; reads the statistics kernel 1
@@ -398,13 +405,8 @@ __global__ void __launch_bounds__(kThreads)
   loadTile<HD, TILE>(sV, v, t, g, bt.b, bt.h, j0);
 
   float accK[T::R][T::NC], accV[T::R][T::NC];
-#pragma unroll
-  for (int r = 0; r < T::R; ++r)
-#pragma unroll
-    for (int c = 0; c < T::NC; ++c) {
-      accK[r][c] = 0.0f;
-      accV[r][c] = 0.0f;
-    }
+  zero(accK);
+  zero(accV);
   // Query tiles from the diagonal one on: rows i < j0 see none of the keys.
   for (int64_t i0 = j0; i0 < g.t; i0 += TILE) {
     __syncthreads(); // the previous tile's readers of sQ, sDO, sP are done
@@ -449,21 +451,10 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     panelTimesTile<HD, TILE>(sP, sQ, accK);
   }
-#pragma unroll
-  for (int r = 0; r < T::R; ++r) {
-    const int64_t j = j0 + ty * T::R + r;
-    if (j >= g.t)
-      continue;
-    const int64_t o = (bt.b * g.t + j) * g.c + bt.h * g.hd;
-#pragma unroll
-    for (int c = 0; c < T::NC; ++c) {
-      const int d = tx + 16 * c;
-      if (d < g.hd) {
-        st(dk, gt, o + d, g.scale * accK[r][c]);
-        st(dv, gt, o + d, accV[r][c]);
-      }
-    }
-  }
+  storeRows<HD, TILE>(dk, gt, g, bt, j0,
+                      [&](int r, int c) { return g.scale * accK[r][c]; });
+  storeRows<HD, TILE>(dv, gt, g, bt, j0,
+                      [&](int r, int c) { return accV[r][c]; });
 }
 
 /// Blocks of one call: (batch, head) pairs times tiles, or 0 when the grid
