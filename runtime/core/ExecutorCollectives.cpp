@@ -15,11 +15,13 @@
 //===----------------------------------------------------------------------===//
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "runtime/core/ExecutorImpl.h"
 #include "runtime/core/Mesh.h"
 #include "runtime/core/Status.h"
+#include "runtime/plan/Schema.h"
 
 namespace md::runtime {
 
@@ -77,34 +79,26 @@ Executor::Impl::describeCollective(const fb::Instruction &inst) const {
   // The payload as the larger of send and receive, the plan's bucket and
   // the .mdl location.
   const Group &g = group(inst.ints()->Get(0));
+  // The comm's name for each collective opcode (a barrier otherwise).
+  static constexpr std::pair<fb::Opcode, Collective> kKinds[] = {
+      {fb::Opcode::AllGather, Collective::all_gather},
+      {fb::Opcode::ReduceScatter, Collective::reduce_scatter},
+      {fb::Opcode::AllReduce, Collective::all_reduce},
+      {fb::Opcode::Broadcast, Collective::broadcast}};
   Collective kind = Collective::barrier;
+  for (const auto &[opcode, k] : kKinds)
+    if (inst.opcode() == opcode)
+      kind = k;
+  // The full-size side: an all-gather's output, the others' input (a
+  // barrier has neither); the bucket from its slot in the opcode table.
   int32_t x = -1;
-  int64_t bucket = -1, payload = 0;
-  switch (inst.opcode()) {
-  case fb::Opcode::AllGather:
-    kind = Collective::all_gather;
+  if (kind == Collective::all_gather)
     x = inst.outputs()->Get(0);
-    bucket = inst.ints()->Get(1);
-    break;
-  case fb::Opcode::ReduceScatter:
-    kind = Collective::reduce_scatter;
+  else if (kind != Collective::barrier)
     x = inst.inputs()->Get(0);
-    bucket = inst.ints()->Get(2);
-    break;
-  case fb::Opcode::AllReduce:
-    kind = Collective::all_reduce;
-    x = inst.inputs()->Get(0);
-    bucket = inst.ints()->Get(2);
-    break;
-  case fb::Opcode::Broadcast:
-    kind = Collective::broadcast;
-    x = inst.inputs()->Get(0);
-    bucket = inst.ints()->Get(1);
-    break;
-  default:
-    bucket = inst.ints()->Get(1);
-    break;
-  }
+  const int slot = plan::GetOpcodeInfo(inst.opcode())->bucketIndex();
+  const int64_t bucket = slot >= 0 ? inst.ints()->Get(slot) : -1;
+  int64_t payload = 0;
   DType dtype = DType::f32;
   if (x >= 0) {
     payload = bytes(x);

@@ -170,17 +170,20 @@ __device__ inline float probability(float s, float m, float l) {
   return expf(s - m) / l;
 }
 
-/// The (batch entry, head, tile) of a block. Blocks run over tiles slowest:
-/// `reversed` puts the last tiles first (the query tiles with the most keys
-/// to visit), so the longest blocks start first.
+/// The (batch entry, head, tile) of a block, and the first row of its
+/// tile. Blocks run over tiles slowest: `reversed` puts the last tiles
+/// first (the query tiles with the most keys to visit), so the longest
+/// blocks start first.
 struct BlockTile {
-  int64_t b, h, tile;
+  int64_t b, h, tile, row0;
 };
-__device__ inline BlockTile blockTile(const Geometry &g, int64_t tiles,
-                                      bool reversed) {
+template <int TILE>
+__device__ inline BlockTile blockTile(const Geometry &g, bool reversed) {
+  const int64_t tiles = (g.t + TILE - 1) / TILE;
   const int64_t pairs = int64_t(gridDim.x) / tiles;
   const int64_t bh = blockIdx.x % pairs, n = blockIdx.x / pairs;
-  return {bh / g.heads, bh % g.heads, reversed ? tiles - 1 - n : n};
+  const int64_t tile = reversed ? tiles - 1 - n : n;
+  return {bh / g.heads, bh % g.heads, tile, tile * TILE};
 }
 
 /// Zeroes a thread's accumulator.
@@ -207,6 +210,30 @@ __device__ inline float maskedScores(float (&s)[R][R], int r, int64_t i,
     mx = fmaxf(mx, s[r][c]);
   }
   return rowMax(mx);
+}
+
+/// Stages the key and value tile [j0, j0 + TILE) of the block's head in sK
+/// and sV, once every thread is done with the previous ones, and waits for
+/// the whole tile.
+template <int HD, int TILE>
+__device__ inline void nextKeyTile(float *sK, float *sV, const void *k,
+                                   const void *v, int t, const Geometry &g,
+                                   const BlockTile &bt, int64_t j0) {
+  __syncthreads(); // the previous tile's readers of sK, sV (and sP) are done
+  loadTile<HD, TILE>(sK, k, t, g, bt.b, bt.h, j0);
+  loadTile<HD, TILE>(sV, v, t, g, bt.b, bt.h, j0);
+  __syncthreads();
+}
+
+/// The running softmax statistics of a thread's rows before any key: max
+/// -inf, sum 0.
+template <int R>
+__device__ inline void startRows(float (&m)[R], float (&l)[R]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+  }
 }
 
 /// Writes the thread's elements of tile rows [r0, r0 + TILE) of head h of
@@ -241,25 +268,17 @@ __global__ void __launch_bounds__(kThreads)
   float *sQ = smem, *sK = sQ + T::kTile, *sV = sK + T::kTile,
         *sP = sV + T::kTile;
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-  const int64_t tiles = (g.t + TILE - 1) / TILE;
-  const BlockTile bt = blockTile(g, tiles, true);
-  const int64_t i0 = bt.tile * TILE;
+  const BlockTile bt = blockTile<TILE>(g, true);
+  const int64_t i0 = bt.row0;
   loadTile<HD, TILE>(sQ, q, t, g, bt.b, bt.h, i0);
 
   float m[T::R], l[T::R], acc[T::R][T::NC];
   zero(acc);
-#pragma unroll
-  for (int r = 0; r < T::R; ++r) {
-    m[r] = -INFINITY;
-    l[r] = 0.0f;
-  }
+  startRows(m, l);
   // Key tiles up to the one holding the diagonal. Every row i >= i0 of the
   // tile has the valid key j0 <= i in each, so m stays finite.
   for (int64_t j0 = 0; j0 <= i0; j0 += TILE) {
-    __syncthreads(); // the previous tile's readers of sK, sV, sP are done
-    loadTile<HD, TILE>(sK, k, t, g, bt.b, bt.h, j0);
-    loadTile<HD, TILE>(sV, v, t, g, bt.b, bt.h, j0);
-    __syncthreads();
+    nextKeyTile<HD, TILE>(sK, sV, k, v, t, g, bt, j0);
     float s[T::R][T::R];
     tileDots<HD, TILE>(sQ, sK, s);
 #pragma unroll
@@ -299,26 +318,20 @@ __global__ void __launch_bounds__(kThreads)
   float *sQ = smem, *sDO = sQ + T::kTile, *sK = sDO + T::kTile,
         *sV = sK + T::kTile, *sP = sV + T::kTile;
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-  const int64_t tiles = (g.t + TILE - 1) / TILE;
-  const BlockTile bt = blockTile(g, tiles, true);
-  const int64_t i0 = bt.tile * TILE;
+  const BlockTile bt = blockTile<TILE>(g, true);
+  const int64_t i0 = bt.row0;
   loadTile<HD, TILE>(sQ, q, t, g, bt.b, bt.h, i0);
   loadTile<HD, TILE>(sDO, dout, dot, g, bt.b, bt.h, i0);
 
   // Pass 1: m and l as the forward computes them, and D_i = sum_j p_ij
   // dp_ij as (sum_j exp(s_ij - m) dp_ij) / l with the same rescaling.
   float m[T::R], l[T::R], dn[T::R];
+  startRows(m, l);
 #pragma unroll
-  for (int r = 0; r < T::R; ++r) {
-    m[r] = -INFINITY;
-    l[r] = 0.0f;
+  for (int r = 0; r < T::R; ++r)
     dn[r] = 0.0f;
-  }
   for (int64_t j0 = 0; j0 <= i0; j0 += TILE) {
-    __syncthreads();
-    loadTile<HD, TILE>(sK, k, t, g, bt.b, bt.h, j0);
-    loadTile<HD, TILE>(sV, v, t, g, bt.b, bt.h, j0);
-    __syncthreads();
+    nextKeyTile<HD, TILE>(sK, sV, k, v, t, g, bt, j0);
     float s[T::R][T::R], dp[T::R][T::R];
     tileDots<HD, TILE>(sQ, sK, s);
     tileDots<HD, TILE>(sDO, sV, dp);
@@ -356,10 +369,7 @@ __global__ void __launch_bounds__(kThreads)
   float acc[T::R][T::NC];
   zero(acc);
   for (int64_t j0 = 0; j0 <= i0; j0 += TILE) {
-    __syncthreads(); // the previous tile's readers of sK, sV, sP are done
-    loadTile<HD, TILE>(sK, k, t, g, bt.b, bt.h, j0);
-    loadTile<HD, TILE>(sV, v, t, g, bt.b, bt.h, j0);
-    __syncthreads();
+    nextKeyTile<HD, TILE>(sK, sV, k, v, t, g, bt, j0);
     float s[T::R][T::R], dp[T::R][T::R];
     tileDots<HD, TILE>(sQ, sK, s);
     tileDots<HD, TILE>(sDO, sV, dp);
@@ -397,9 +407,8 @@ __global__ void __launch_bounds__(kThreads)
         *sDO = sQ + T::kTile, *sP = sDO + T::kTile, *sM = sP + T::kPanel,
         *sL = sM + TILE, *sD = sL + TILE;
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-  const int64_t tiles = (g.t + TILE - 1) / TILE;
-  const BlockTile bt = blockTile(g, tiles, false);
-  const int64_t j0 = bt.tile * TILE;
+  const BlockTile bt = blockTile<TILE>(g, false);
+  const int64_t j0 = bt.row0;
   const double *headStats = stats + 3 * (bt.b * g.heads + bt.h) * g.t;
   loadTile<HD, TILE>(sK, k, t, g, bt.b, bt.h, j0);
   loadTile<HD, TILE>(sV, v, t, g, bt.b, bt.h, j0);
