@@ -425,6 +425,121 @@ makeShmComm(const TrainOptions &options, const WorkerEnv &env,
 
 namespace {
 
+/// A rank's backend and comm, and how the banner describes them. The comm
+/// holds on to the backend's streams: it is declared after the backend, so
+/// it goes first.
+struct RankDevice {
+  std::unique_ptr<runtime::Backend> backend;
+  std::unique_ptr<runtime::Comm> comm;
+  std::string where;
+  std::string refusal; // why the CPU comm thread is off although asked for
+};
+
+/// The CUDA backend on env.device and the NCCL or staged comm.
+absl::StatusOr<RankDevice> makeCudaRank(const TrainOptions &options,
+                                        const WorkerEnv &env,
+                                        const plan::LoadedPlan &loaded,
+                                        const std::string &fingerprint,
+                                        int shardSize) {
+  RankDevice r;
+#if MD_ENABLE_CUDA
+  MD_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> cb,
+                      cuda::CudaBackend::create(env.device));
+  cuda::CudaBackend &device = *cb;
+  r.backend = std::move(cb);
+  r.where = absl::StrFormat("rank 0 on cuda:%d", env.device);
+  if (absl::StatusOr<std::vector<cuda::DeviceInfo>> devices =
+          cuda::queryDevices();
+      devices.ok() && env.device < static_cast<int>(devices->size()))
+    absl::StrAppend(&r.where, " (", (*devices)[env.device].name, ")");
+  if (env.comm == CommKind::Nccl) {
+    // Rank 0 makes the NCCL id; the TCP rendezvous hands it to all.
+    nccl::UniqueId id{};
+    if (env.rank == 0) {
+      MD_ASSIGN_OR_RETURN(id, nccl::NewUniqueId());
+    }
+    net::RendezvousOptions ro;
+    setMeeting(ro, options, env, fingerprint);
+    MD_ASSIGN_OR_RETURN(
+        std::vector<std::string> payloads,
+        net::Rendezvous(ro, env.rank == 0
+                                ? std::string_view(id.data(), id.size())
+                                : std::string_view()));
+    if (payloads.empty() || payloads[0].size() != id.size())
+      return absl::InternalError(
+          "the rendezvous did not deliver rank 0's NCCL id");
+    std::copy(payloads[0].begin(), payloads[0].end(), id.begin());
+    nccl::NcclCommOptions no;
+    no.rank = env.rank;
+    no.worldSize = env.worldSize;
+    no.shardSize = shardSize;
+    no.uniqueId = id;
+    no.backend = &device;
+    no.timeout = timeoutOf(options);
+    MD_ASSIGN_OR_RETURN(r.comm, nccl::NcclComm::create(no));
+  } else if (env.comm == CommKind::ShmStaged) {
+    MD_ASSIGN_OR_RETURN(std::unique_ptr<shm::ShmComm> host,
+                        makeShmComm(options, env, loaded, fingerprint));
+    r.comm = std::make_unique<nccl::StagedComm>(std::move(host), device);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the CUDA backend takes the nccl or shm-staged comm, not ",
+                     commKindName(env.comm)));
+  }
+#else
+  return absl::UnimplementedError(
+      "this mdrun was built without CUDA; it runs the CPU backend only");
+#endif
+  return r;
+}
+
+/// The CPU backend (with the comm thread unless it is off or the plan's
+/// streams are unordered) and the shm or gloo comm.
+absl::StatusOr<RankDevice>
+makeCpuRank(const TrainOptions &options, const WorkerEnv &env,
+            const plan::LoadedPlan &loaded, const std::string &fingerprint,
+            int shardSize, runtime::FlightRecorder *recorder) {
+  RankDevice r;
+  auto cpuBackend = std::make_unique<cpu::CpuBackend>(env.threads);
+  r.where = absl::StrFormat("%d BLAS thread%s per rank", cpuBackend->threads(),
+                            cpuBackend->threads() == 1 ? "" : "s");
+  // --comm-thread on (the default): the comm stream on a thread of its
+  // own, its collectives overlapping compute (docs/runtime-cpu.md), when
+  // the plan's events order the two streams; without the thread the
+  // backend runs them in program order, so any plan runs.
+  cpu::CommThreadBackend *threaded = nullptr;
+  // A plan that cannot be laid out fails in Executor::Create, which says
+  // why.
+  if (options.commThread)
+    r.refusal =
+        runtime::Executor::UnorderedStreams(loaded, env.worldSize).value_or("");
+  if (options.commThread && r.refusal.empty()) {
+    auto t = std::make_unique<cpu::CommThreadBackend>(std::move(cpuBackend));
+    threaded = t.get();
+    r.backend = std::move(t);
+    absl::StrAppend(&r.where, ", a comm thread");
+  } else {
+    r.backend = std::move(cpuBackend);
+    absl::StrAppend(&r.where, ", no comm thread");
+  }
+  if (env.comm == CommKind::Shm) {
+    MD_ASSIGN_OR_RETURN(r.comm, makeShmComm(options, env, loaded, fingerprint));
+  } else if (env.comm == CommKind::Gloo) {
+    gloo::GlooCommOptions go;
+    setMeeting(go, options, env, fingerprint);
+    go.shardSize = shardSize;
+    MD_ASSIGN_OR_RETURN(r.comm, gloo::GlooComm::create(go));
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the CPU backend takes the shm or gloo comm, not ",
+                     commKindName(env.comm)));
+  }
+  if (threaded != nullptr)
+    r.comm = std::make_unique<cpu::CommThreadComm>(std::move(r.comm), *threaded,
+                                                   recorder);
+  return r;
+}
+
 absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
                        runtime::FlightRecorder *recorder,
                        runtime::TraceRecorder *trace) {
@@ -436,100 +551,15 @@ absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
                       planFingerprint(options.planPath, env));
   const int shardSize = static_cast<int>(loaded.world().shardGroupSize);
 
-  // The comm holds on to the backend's streams: it is declared after the
-  // backend, so it goes first.
-  std::unique_ptr<runtime::Backend> backend;
-  std::unique_ptr<runtime::Comm> comm;
-  std::string where;
-  std::string refusal; // why the CPU comm thread is off although asked for
-  if (env.backend == BackendChoice::Cuda) {
-#if MD_ENABLE_CUDA
-    MD_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> cb,
-                        cuda::CudaBackend::create(env.device));
-    cuda::CudaBackend &device = *cb;
-    backend = std::move(cb);
-    where = absl::StrFormat("rank 0 on cuda:%d", env.device);
-    if (absl::StatusOr<std::vector<cuda::DeviceInfo>> devices =
-            cuda::queryDevices();
-        devices.ok() && env.device < static_cast<int>(devices->size()))
-      absl::StrAppend(&where, " (", (*devices)[env.device].name, ")");
-    if (env.comm == CommKind::Nccl) {
-      // Rank 0 makes the NCCL id; the TCP rendezvous hands it to all.
-      nccl::UniqueId id{};
-      if (env.rank == 0) {
-        MD_ASSIGN_OR_RETURN(id, nccl::NewUniqueId());
-      }
-      net::RendezvousOptions ro;
-      setMeeting(ro, options, env, fingerprint);
-      MD_ASSIGN_OR_RETURN(
-          std::vector<std::string> payloads,
-          net::Rendezvous(ro, env.rank == 0
-                                  ? std::string_view(id.data(), id.size())
-                                  : std::string_view()));
-      if (payloads.empty() || payloads[0].size() != id.size())
-        return absl::InternalError(
-            "the rendezvous did not deliver rank 0's NCCL id");
-      std::copy(payloads[0].begin(), payloads[0].end(), id.begin());
-      nccl::NcclCommOptions no;
-      no.rank = env.rank;
-      no.worldSize = env.worldSize;
-      no.shardSize = shardSize;
-      no.uniqueId = id;
-      no.backend = &device;
-      no.timeout = timeoutOf(options);
-      MD_ASSIGN_OR_RETURN(comm, nccl::NcclComm::create(no));
-    } else if (env.comm == CommKind::ShmStaged) {
-      MD_ASSIGN_OR_RETURN(std::unique_ptr<shm::ShmComm> host,
-                          makeShmComm(options, env, loaded, fingerprint));
-      comm = std::make_unique<nccl::StagedComm>(std::move(host), device);
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the CUDA backend takes the nccl or shm-staged comm, not ",
-          commKindName(env.comm)));
-    }
-#else
-    return absl::UnimplementedError(
-        "this mdrun was built without CUDA; it runs the CPU backend only");
-#endif
-  } else {
-    auto cpuBackend = std::make_unique<cpu::CpuBackend>(env.threads);
-    where = absl::StrFormat("%d BLAS thread%s per rank", cpuBackend->threads(),
-                            cpuBackend->threads() == 1 ? "" : "s");
-    // --comm-thread on (the default): the comm stream on a thread of its
-    // own, its collectives overlapping compute (docs/runtime-cpu.md), when
-    // the plan's events order the two streams; without the thread the
-    // backend runs them in program order, so any plan runs.
-    cpu::CommThreadBackend *threaded = nullptr;
-    // A plan that cannot be laid out fails in Executor::Create, which says
-    // why.
-    if (options.commThread)
-      refusal = runtime::Executor::UnorderedStreams(loaded, env.worldSize)
-                    .value_or("");
-    if (options.commThread && refusal.empty()) {
-      auto t = std::make_unique<cpu::CommThreadBackend>(std::move(cpuBackend));
-      threaded = t.get();
-      backend = std::move(t);
-      absl::StrAppend(&where, ", a comm thread");
-    } else {
-      backend = std::move(cpuBackend);
-      absl::StrAppend(&where, ", no comm thread");
-    }
-    if (env.comm == CommKind::Shm) {
-      MD_ASSIGN_OR_RETURN(comm, makeShmComm(options, env, loaded, fingerprint));
-    } else if (env.comm == CommKind::Gloo) {
-      gloo::GlooCommOptions go;
-      setMeeting(go, options, env, fingerprint);
-      go.shardSize = shardSize;
-      MD_ASSIGN_OR_RETURN(comm, gloo::GlooComm::create(go));
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the CPU backend takes the shm or gloo comm, not ",
-                       commKindName(env.comm)));
-    }
-    if (threaded != nullptr)
-      comm = std::make_unique<cpu::CommThreadComm>(std::move(comm), *threaded,
-                                                   recorder);
-  }
+  MD_ASSIGN_OR_RETURN(
+      RankDevice rd,
+      env.backend == BackendChoice::Cuda
+          ? makeCudaRank(options, env, loaded, fingerprint, shardSize)
+          : makeCpuRank(options, env, loaded, fingerprint, shardSize,
+                        recorder));
+  runtime::Backend &backend = *rd.backend;
+  runtime::Comm &comm = *rd.comm;
+  const std::string &where = rd.where, &refusal = rd.refusal;
 
   Reporter reporter;
   runtime::ExecutorOptions eo;
@@ -550,7 +580,7 @@ absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
   eo.preempt = &gPreempt;
   MD_ASSIGN_OR_RETURN(
       std::unique_ptr<runtime::Executor> exec,
-      runtime::Executor::Create(loaded, env.worldSize, *backend, *comm, eo));
+      runtime::Executor::Create(loaded, env.worldSize, backend, comm, eo));
   if (env.rank == 0) {
     // Once the executor knows whether it resumed: a resumed run's metrics
     // continue the file.
