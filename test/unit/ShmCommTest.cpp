@@ -340,6 +340,12 @@ TEST_F(ShmCommTest, RanksWithAnotherPlanFailEveryRankAtOnce) {
     ShmCommOptions o = options(job, rank, 3);
     o.fingerprint =
         rank == 2 ? "plan 00000000000000bb" : "plan 00000000000000aa";
+    // Rank 2 comes last, once ranks 0 and 1 wait in the segment: a rank
+    // that starts after the job has failed finds no segment (rank 0 removed
+    // it) and waits for its attach timeout, which under mdrun's launcher
+    // never comes (it ends the other ranks at the first failure).
+    if (rank == 2)
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
     auto comm = ShmComm::create(o);
     if (!comm.ok())
       record(out, comm.status(), "create");
