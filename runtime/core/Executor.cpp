@@ -390,6 +390,15 @@ absl::Status Executor::Impl::copyBuffer(int32_t dst, int32_t src,
   return backend_.copy(ptrs_[dst], ptrs_[src], bytes(src), stream);
 }
 
+absl::Status Executor::Impl::waitForComm() {
+  MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
+  // A stream-ordered comm's collectives the recorder filed as queued are
+  // done now (those the comm stamps itself already are).
+  if (options_.recorder != nullptr)
+    options_.recorder->completeQueued();
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<uint8_t>> Executor::Impl::readBuffer(int32_t x) {
   if (x < 0 || static_cast<uint32_t>(x) >= count(plan_.buffers()))
     return absl::InvalidArgumentError(absl::StrFormat("no buffer %d", x));
@@ -409,10 +418,7 @@ absl::Status Executor::Impl::run() {
     MD_RETURN_IF_ERROR(step());
   // The run ends when its last collective has: a caller may read any
   // buffer next, or free them.
-  MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
-  if (options_.recorder != nullptr)
-    options_.recorder->completeQueued();
-  return absl::OkStatus();
+  return waitForComm();
 }
 
 Executor::Impl::~Impl() {
@@ -478,9 +484,7 @@ absl::Status Executor::Impl::report() {
       }));
   float mean = 0;
   MD_RETURN_IF_ERROR(backend_.copy(&mean, control_.data(), 4, kCommStream));
-  MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
-  if (options_.recorder != nullptr)
-    options_.recorder->completeQueued();
+  MD_RETURN_IF_ERROR(waitForComm());
   Clock::time_point now = Clock::now();
   if (options_.rank == 0 && options_.observer) {
     Progress p;
@@ -665,12 +669,7 @@ absl::Status Executor::Impl::evaluate(const fb::Instruction &inst) {
       }));
   // The host reads the mean next (readScalar reads through the compute
   // stream): a stream-ordered comm's all-reduce must have run.
-  if (!comm_.streamOrdered())
-    return absl::OkStatus();
-  MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
-  if (options_.recorder != nullptr)
-    options_.recorder->completeQueued();
-  return absl::OkStatus();
+  return comm_.streamOrdered() ? waitForComm() : absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<Evaluation>> Executor::Impl::evaluateAll() {
@@ -747,9 +746,7 @@ absl::Status Executor::Impl::execute(const fb::Instruction &inst) {
     // the plan put on the compute stream (no events around it) must be
     // done before the compute after it runs.
     if (comm_.streamOrdered() && inst.stream() == kComputeStream.id) {
-      MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
-      if (options_.recorder != nullptr)
-        options_.recorder->completeQueued();
+      MD_RETURN_IF_ERROR(waitForComm());
     }
     return absl::OkStatus();
 
@@ -1110,9 +1107,7 @@ absl::Status Executor::Impl::executeControl(const fb::Instruction &inst) {
                                    DType::i64, 0, group(0));
           }));
       MD_RETURN_IF_ERROR(backend_.copy(&flag, control_.data(), 8, kCommStream));
-      MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
-      if (options_.recorder != nullptr)
-        options_.recorder->completeQueued();
+      MD_RETURN_IF_ERROR(waitForComm());
       due = flag != 0;
       if (due)
         everyFired_[&inst] = now;

@@ -313,9 +313,7 @@ absl::Status Executor::Impl::checkPreemption() {
                                ReduceOp::max, group(0));
       }));
   MD_RETURN_IF_ERROR(backend_.copy(&flag, control_.data(), 4, kCommStream));
-  MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
-  if (options_.recorder != nullptr)
-    options_.recorder->completeQueued();
+  MD_RETURN_IF_ERROR(waitForComm());
   if (flag == 0.0f || stop_ || step_ >= steps_)
     return absl::OkStatus(); // not asked, or ending here anyway
   preempted_ = true;

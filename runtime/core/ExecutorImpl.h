@@ -192,6 +192,9 @@ private:
   absl::Status toHost(void *dst, int32_t x, int64_t offset, int64_t n);
   absl::Status fromHost(int32_t x, const void *src, int64_t offset, int64_t n);
   absl::Status copyBuffer(int32_t dst, int32_t src, Stream stream);
+  /// Waits for the comm stream to drain and files what it ran as completed
+  /// in the flight recorder.
+  absl::Status waitForComm();
   /// Copies or casts `n` f32 host values into buffer x (any float dtype).
   absl::Status storeFloats(int32_t x, const float *values, int64_t n);
   const Group &group(int64_t kind) const { return groups_[kind]; }
