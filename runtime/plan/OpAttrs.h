@@ -78,8 +78,8 @@ namespace attrs {
 #define MD_I_LIST(field, name, Kind, min) std::vector<int64_t> field;
 #define MD_F(field, name, Kind) Required<double> field;
 #define MD_F_LIST(field, name, min) std::vector<double> field;
-#define MD_OP(Name, Value, Str, Flags, Ins, Outs, Ints, Floats, Strings,       \
-              Blocks)                                                          \
+#define MD_OP(Name, Value, Str, Flags, Since, Rule, Ins, Outs, Ints, Floats,   \
+              Strings, Blocks)                                                 \
   struct Name {                                                                \
     static constexpr fb::Opcode kOpcode = fb::Opcode::Name;                    \
     static constexpr const char *kName = Str;                                  \
@@ -133,8 +133,8 @@ void put(std::vector<T> &list, const std::vector<T> &slots) {
 #define MD_F_LIST(field, name, min) detail::put(inst.floats, a.field);
 /// Replaces inst's ints and floats with the slots of `a`; InvalidArgument
 /// (and inst's attributes unspecified) when a required slot is unset.
-#define MD_OP(Name, Value, Str, Flags, Ins, Outs, Ints, Floats, Strings,       \
-              Blocks)                                                          \
+#define MD_OP(Name, Value, Str, Flags, Since, Rule, Ins, Outs, Ints, Floats,   \
+              Strings, Blocks)                                                 \
   inline absl::Status Encode([[maybe_unused]] const attrs::Name &a,            \
                              fb::InstructionT &inst) {                         \
     [[maybe_unused]] const char *op = attrs::Name::kName;                      \

@@ -49,6 +49,13 @@ constexpr bool rowsAreEveryOpcodeInOrder() {
 static_assert(rowsAreEveryOpcodeInOrder(),
               "Opcodes.def must have one row per opcode of plan.fbs, in order");
 
+// Every row's opcode came with a schema_version this runtime knows.
+#define MD_OP(Name, Value, Str, Flags, Since, ...)                             \
+  static_assert((Since) >= 1 && (Since) <= kSchemaVersion,                     \
+                "Opcodes.def: " #Name "'s since is not a schema_version of "   \
+                "this runtime (kSchemaVersion)");
+#include "runtime/plan/Opcodes.def"
+
 // Each operand list and the ints have at most one optional or repeated
 // item, which is what places the others (KernelDispatch.cpp reads them so).
 #define MD_T(field)
@@ -60,8 +67,8 @@ static_assert(rowsAreEveryOpcodeInOrder(),
 #define MD_I_NOARG(field, name, Kind)
 #define MD_I_OPT(field, name, Kind) +1
 #define MD_I_LIST(field, name, Kind, min) +1
-#define MD_OP(Name, Value, Str, Flags, Ins, Outs, Ints, Floats, Strings,       \
-              Blocks)                                                          \
+#define MD_OP(Name, Value, Str, Flags, Since, Rule, Ins, Outs, Ints, Floats,   \
+              Strings, Blocks)                                                 \
   static_assert(0 MD_EXPAND Ins <= 1 && 0 MD_EXPAND Outs <= 1 &&               \
                     0 MD_EXPAND Ints <= 1,                                     \
                 "Opcodes.def: " #Name " has two optional or repeated items "   \
@@ -75,8 +82,8 @@ static_assert(rowsAreEveryOpcodeInOrder(),
 #define MD_I_LIST(field, name, Kind, min)
 #define MD_F(field, name, Kind) +1
 #define MD_F_LIST(field, name, min)
-#define MD_OP(Name, Value, Str, Flags, Ins, Outs, Ints, Floats, Strings,       \
-              Blocks)                                                          \
+#define MD_OP(Name, Value, Str, Flags, Since, Rule, Ins, Outs, Ints, Floats,   \
+              Strings, Blocks)                                                 \
   static_assert(0 MD_EXPAND Ints <= OpcodeInfo::kLeadingSlots &&               \
                     0 MD_EXPAND Floats <= OpcodeInfo::kLeadingSlots,           \
                 "Opcodes.def: " #Name " has more slots than "                  \
@@ -110,7 +117,8 @@ Arity arityOf(std::initializer_list<Slot<Kind>> slots) {
 }
 
 OpcodeInfo makeInfo(Opcode opcode, const char *name, uint32_t flags,
-                    bool kernel, std::initializer_list<Item> inputs,
+                    uint32_t since, bool kernel,
+                    std::initializer_list<Item> inputs,
                     std::initializer_list<Item> outputs,
                     std::initializer_list<Slot<IntAttr>> ints,
                     std::initializer_list<Slot<FloatAttr>> floats,
@@ -119,6 +127,7 @@ OpcodeInfo makeInfo(Opcode opcode, const char *name, uint32_t flags,
   info.opcode = opcode;
   info.name = name;
   info.flags = flags;
+  info.since = since;
   info.kernel = kernel;
   info.inputs = arityOf(inputs);
   info.outputs = arityOf(outputs);
@@ -163,17 +172,18 @@ std::vector<OpcodeInfo> buildTable() {
 #define MD_F(field, name, Kind) Slot<FloatAttr>{1, 1, FloatAttr::Kind, name},
 #define MD_F_LIST(field, name, min)                                            \
   Slot<FloatAttr>{min, Arity::kMany, FloatAttr::Any, name},
-#define MD_ROW(Name, Str, Flags, Kernel, Ins, Outs, Ints, Floats, Strings,     \
-               Blocks)                                                         \
-  makeInfo(Opcode::Name, Str, Flags, Kernel, {MD_EXPAND Ins},                  \
+#define MD_ROW(Name, Str, Flags, Since, Kernel, Ins, Outs, Ints, Floats,       \
+               Strings, Blocks)                                                \
+  makeInfo(Opcode::Name, Str, Flags, Since, Kernel, {MD_EXPAND Ins},           \
            {MD_EXPAND Outs}, {MD_EXPAND Ints}, {MD_EXPAND Floats},             \
            Arity{MD_EXPAND Strings}, Arity{MD_EXPAND Blocks}),
-#define MD_OP(Name, Value, Str, Flags, Ins, Outs, Ints, Floats, Strings,       \
-              Blocks)                                                          \
-  MD_ROW(Name, Str, Flags, false, Ins, Outs, Ints, Floats, Strings, Blocks)
-#define MD_KERNEL(Name, Value, Str, Flags, Entry, Args, Preset, Ins, Outs,     \
-                  Ints, Floats)                                                \
-  MD_ROW(Name, Str, Flags, true, Ins, Outs, Ints, Floats, (0, 0), (0, 0))
+#define MD_OP(Name, Value, Str, Flags, Since, Rule, Ins, Outs, Ints, Floats,   \
+              Strings, Blocks)                                                 \
+  MD_ROW(Name, Str, Flags, Since, false, Ins, Outs, Ints, Floats, Strings,     \
+         Blocks)
+#define MD_KERNEL(Name, Value, Str, Flags, Since, Rule, Entry, Args, Preset,   \
+                  Ins, Outs, Ints, Floats)                                     \
+  MD_ROW(Name, Str, Flags, Since, true, Ins, Outs, Ints, Floats, (0, 0), (0, 0))
 #include "runtime/plan/Opcodes.def"
 #undef MD_ROW
   };
@@ -197,6 +207,11 @@ const OpcodeInfo *GetOpcodeInfo(fb::Opcode opcode) {
   if (index >= rows.size() || rows[index].opcode == fb::Opcode::Invalid)
     return nullptr;
   return &rows[index];
+}
+
+uint32_t OpcodeSchemaVersion(fb::Opcode opcode) {
+  const OpcodeInfo *info = GetOpcodeInfo(opcode);
+  return info ? info->since : 1;
 }
 
 std::string OpcodeName(fb::Opcode opcode) {

@@ -33,19 +33,13 @@ constexpr uint32_t kSchemaVersion = 4;
 /// plan that uses one of them.
 constexpr uint32_t kParamGroupsSchemaVersion = 3;
 
-/// Version 4 added MatmulGelu (md.matmul_gelu), which mdc writes into a
-/// plan only when md-fuse formed one.
-
-/// The first schema_version that has `opcode` (1 for the original set; 2
-/// added Rank and LocalRank, 4 MatmulGelu). mdc writes the lowest version that
-/// has every opcode a plan uses, so that a plan without the newer opcodes still
-/// loads in an older runtime; the loader refuses a plan that uses an opcode its
-/// version does not have.
-inline uint32_t OpcodeSchemaVersion(fb::Opcode opcode) {
-  if (opcode == fb::Opcode::MatmulGelu)
-    return 4;
-  return opcode == fb::Opcode::Rank || opcode == fb::Opcode::LocalRank ? 2 : 1;
-}
+/// The first schema_version that has `opcode`: its row's `since` in
+/// Opcodes.def (2 added Rank and LocalRank, 4 MatmulGelu), 1 for a value
+/// that is no opcode. mdc writes the lowest version that has every opcode a
+/// plan uses, so that a plan without the newer opcodes still loads in an
+/// older runtime; the loader refuses a plan that uses an opcode its version
+/// does not have.
+uint32_t OpcodeSchemaVersion(fb::Opcode opcode);
 
 /// The first schema_version that has an instruction of `opcode` with
 /// `ints` attribute ints: OpcodeSchemaVersion, or 3 for the slots version 3
@@ -120,6 +114,8 @@ struct OpcodeInfo {
       FloatAttr::Any, FloatAttr::Any, FloatAttr::Any, FloatAttr::Any};
   std::array<const char *, kLeadingSlots> floatNames{"", "", "", ""};
   uint32_t flags = 0;
+  /// The first schema_version that has the opcode (its row's `since`).
+  uint32_t since = 1;
   /// Whether the executor runs it as one Backend kernel (an MD_KERNEL row).
   bool kernel = false;
 

@@ -25,6 +25,7 @@ using Shape = std::vector<int64_t>;
 using Op = fb::Opcode;
 constexpr fb::DType I64 = fb::DType::I64;
 constexpr fb::DType F32 = fb::DType::F32;
+constexpr fb::DType F64 = fb::DType::F64;
 
 Shape shapeOf(const fb::Buffer &b) {
   Shape shape;
@@ -248,9 +249,14 @@ private:
   absl::Status normGrad(uint32_t gradients);
   absl::Status collective();
   absl::Status constant();
-  // One rule per opcode, or per opcodes that share one, by family; operands()
-  // routes each opcode to its rule.
+  // One rule per opcode, or per opcodes that share one, by family; each row
+  // of Opcodes.def names its rule, and operands() calls it.
+  /// Nothing to check beyond the layout (io and control whose operands
+  /// any type will do).
+  absl::Status none() { return absl::OkStatus(); }
   // compute
+  /// out = f(x) elementwise: a floating x, out of x's type.
+  absl::Status unary();
   absl::Status matmul();
   absl::Status matmulGrad();
   absl::Status binary();
@@ -286,10 +292,12 @@ private:
   absl::Status gradAccumulate();
   absl::Status gradTotal();
   // values of the run
+  absl::Status lr();
   absl::Status fileExists();
   // host scalars
   absl::Status scalarArith();
   absl::Status scalarCompare();
+  absl::Status scalarConvert();
   // io and control
   absl::Status evaluate();
   absl::Status ifOp();
@@ -523,146 +531,10 @@ absl::Status Rule::updateUnit() {
 
 absl::Status Rule::operands() {
   switch (inst_.opcode()) {
-  // --- compute
-  case Op::Matmul:
-  case Op::MatmulGelu:
-    return matmul();
-  case Op::MatmulGrad:
-    return matmulGrad();
-  case Op::Add:
-  case Op::Sub:
-  case Op::Mul:
-    return binary();
-  case Op::Scale:
-  case Op::Gelu:
-  case Op::Relu:
-  case Op::Sqrt:
-  case Op::Rsqrt:
-    MD_RETURN_IF_ERROR(floating(I(0)));
-    return typeOf(O(0), I(0));
-  case Op::Softmax:
-    return softmax();
-  case Op::GeluGrad:
-  case Op::ReluGrad:
-  case Op::SoftmaxGrad:
-    return unaryGrad();
-  case Op::LayerNorm:
-  case Op::RmsNorm:
-    return norm();
-  case Op::LayerNormGrad:
-    return normGrad(outs());
-  case Op::RmsNormGrad:
-    return normGrad(2);
-  case Op::BatchNorm:
-    return batchNorm();
-  case Op::BatchNormGrad:
-    return batchNormGrad();
-  case Op::CausalAttention:
-  case Op::CausalAttentionGrad:
-    return attention();
-  case Op::Embedding:
-    return embedding();
-  case Op::EmbeddingGrad:
-    return embeddingGrad();
-  case Op::CrossEntropy:
-  case Op::CrossEntropyGrad:
-    return crossEntropy();
-  case Op::Mean:
-  case Op::Sum:
-    return reduce(I(0), O(0));
-  case Op::MeanGrad:
-  case Op::SumGrad:
-    return reduce(O(0), I(0));
-  case Op::SumTo:
-    return sumTo();
-  case Op::Reshape:
-    return reshape();
-  case Op::Transpose:
-    return transpose();
-  case Op::Arange:
-    return arange();
-  case Op::Accumulate:
-    return accumulate();
-  // --- optimizer
-  case Op::AdamWUpdate:
-    return adamw();
-  case Op::SgdUpdate:
-    return sgd();
-  case Op::GlobalNorm:
-    return globalNorm();
-  case Op::Clip:
-    return clip();
-  // --- buffers
-  case Op::Cast:
-    return cast();
-  case Op::Flatten:
-    return flatten();
-  case Op::View:
-    return view();
-  case Op::ShardSlice:
-    return shardSlice();
-  // --- collectives
-  case Op::AllGather:
-  case Op::ReduceScatter:
-  case Op::AllReduce:
-  case Op::Broadcast:
-  case Op::Barrier:
-    return collective();
-  // --- state and the step
-  case Op::StateLoad:
-    return typeOf(O(0), I(0));
-  case Op::StateStore:
-    return typeOf(I(0), O(0));
-  case Op::Batch:
-    return batch();
-  case Op::AccumScale:
-  case Op::Loss:
-    return scalar(O(0), {F32});
-  case Op::RecordLoss:
-    return scalar(I(0), {F32});
-  case Op::GradAccumulate:
-    return gradAccumulate();
-  case Op::GradTotal:
-    return gradTotal();
-  // --- values of the run
-  case Op::Step:
-  case Op::Epoch:
-  case Op::WorldSize:
-  case Op::Rank:
-  case Op::LocalRank:
-    return scalar(O(0), {I64});
-  case Op::Lr:
-    MD_RETURN_IF_ERROR(scalar(I(0), {I64}));
-    return scalar(O(0), {F32});
-  case Op::WallTime:
-    return scalar(O(0), {fb::DType::F64});
-  case Op::FileExists:
-    return fileExists();
-  // --- host scalars
-  case Op::Constant:
-    return constant();
-  case Op::ScalarArith:
-    return scalarArith();
-  case Op::ScalarCompare:
-    return scalarCompare();
-  case Op::ScalarConvert:
-    MD_RETURN_IF_ERROR(scalar(I(0)));
-    return scalar(O(0));
-  // --- io and control
-  case Op::Evaluate:
-    return evaluate();
-  case Op::If:
-    return ifOp();
-  case Op::For:
-    return forOp();
-  case Op::Print:
-  case Op::Log:
-  case Op::Save:
-  case Op::Exit:
-  case Op::Every:
-  case Op::MicroSteps:
-  case Op::Yield:
-    return absl::OkStatus();
+#define MD_OP(Name, Value, Str, Flags, Since, Rule, ...)                       \
+  case Op::Name:                                                               \
+    return Rule;
+#include "runtime/plan/Opcodes.def"
   case Op::Invalid:
     break;
   }
@@ -673,6 +545,11 @@ absl::Status Rule::operands() {
 
 /// out = a @ b (+ bias): b's last dim, matmul's result; matmul_gelu's
 /// second result, pre, has the type of its first.
+absl::Status Rule::unary() {
+  MD_RETURN_IF_ERROR(floating(I(0)));
+  return typeOf(O(0), I(0));
+}
+
 absl::Status Rule::matmul() {
   Shape y;
   MD_RETURN_IF_ERROR(matmulShape(I(0), I(1), &y));
@@ -1018,6 +895,11 @@ absl::Status Rule::gradTotal() {
 
 // --- values of the run rules ------------------------------------------------
 
+absl::Status Rule::lr() {
+  MD_RETURN_IF_ERROR(scalar(I(0), {I64}));
+  return scalar(O(0), {F32});
+}
+
 absl::Status Rule::fileExists() {
   if (str(inst_.strings()->Get(0)).empty())
     return failAttr("strings[0]: the path is empty");
@@ -1051,6 +933,11 @@ absl::Status Rule::scalarCompare() {
 // --- io and control rules ---------------------------------------------------
 
 /// The evaluation body yields an f32 loss.
+absl::Status Rule::scalarConvert() {
+  MD_RETURN_IF_ERROR(scalar(I(0)));
+  return scalar(O(0));
+}
+
 absl::Status Rule::evaluate() {
   MD_RETURN_IF_ERROR(scalar(O(0), {F32}));
   const fb::Block *body = plan_.blocks()->Get(inst_.blocks()->Get(0));

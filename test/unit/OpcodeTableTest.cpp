@@ -92,8 +92,8 @@ template <IntAttr K> typename plan::IntSlot<K>::type sample() {
   a.field.assign((min) + 1, sample<IntAttr::Kind>());
 #define MD_F(field, name, Kind) a.field = 0.5;
 #define MD_F_LIST(field, name, min) a.field.assign((min) + 1, 0.5);
-#define MD_OP(Name, Value, Str, Flags, Ins, Outs, Ints, Floats, Strings,       \
-              Blocks)                                                          \
+#define MD_OP(Name, Value, Str, Flags, Since, Rule, Ins, Outs, Ints, Floats,   \
+              Strings, Blocks)                                                 \
   plan::attrs::Name sample##Name() {                                           \
     plan::attrs::Name a;                                                       \
     { MD_EXPAND Ints MD_EXPAND Floats }                                        \
