@@ -1,10 +1,12 @@
 //===- EmitComputeOps.cpp - md's compute ops as plan instructions --------===//
 //
 // The emitter's compute ops (Emitter.h): the kernels of the forward and
-// backward, the optimizer updates, the buffer ops and the collectives. One
-// op becomes one instruction with the same operands in the same order; each
-// family fills its opcode's attribute struct (runtime/plan/OpAttrs.h, from
-// Opcodes.def) by slot name, and the struct's type gives the opcode.
+// backward and the optimizer, the buffer ops and the collectives. One op
+// becomes one instruction with the same operands in the same order, and its
+// opcode's attribute struct (runtime/plan/OpAttrs.h, from Opcodes.def) is
+// filled by slot name. A kernel needs nothing here: md.<name> is the row
+// named "name", and each slot is read from the op's attribute of the slot's
+// name (SlotReader). Only what is not a kernel row is written out below.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,13 +23,96 @@ namespace A = plan::attrs;
 namespace {
 
 template <typename T> int64_t i64(T v) { return static_cast<int64_t>(v); }
-template <typename Op> double eps(Op n) { return n.getEps().convertToDouble(); }
 template <typename Op> fb::Group group(Op c) {
   return static_cast<fb::Group>(c.getGroup());
 }
 template <typename Op> fb::Reduction reduction(Op c) {
   return static_cast<fb::Reduction>(c.getReductionKind());
 }
+
+/// Reads an attribute slot of a kernel's row from the md op's attribute of
+/// the slot's name: a unit or bool attribute into a flag (absent: false),
+/// an integer, float or array attribute into its number(s). A number the op
+/// lacks, or an attribute of another kind, is an error on the op (the
+/// dialect materialises its default-valued attributes, so only a table and
+/// dialect that disagree get here; OpcodeTableTest proves they agree).
+class SlotReader {
+public:
+  explicit SlotReader(Operation &op) : op_(op) {}
+
+  LogicalResult operator()(StringRef name, plan::Required<bool> &slot) {
+    Attribute attr = op_.getAttr(name);
+    if (auto flag = dyn_cast_or_null<BoolAttr>(attr))
+      slot = flag.getValue();
+    else if (!attr || isa<UnitAttr>(attr))
+      slot = static_cast<bool>(attr);
+    else
+      return wrongKind(name, "a flag");
+    return success();
+  }
+  LogicalResult operator()(StringRef name, plan::Required<int64_t> &slot) {
+    auto attr = dyn_cast_or_null<IntegerAttr>(op_.getAttr(name));
+    if (!attr)
+      return wrongKind(name, "an integer");
+    slot = attr.getValue().getSExtValue();
+    return success();
+  }
+  LogicalResult operator()(StringRef name, std::optional<int64_t> &slot) {
+    Attribute attr = op_.getAttr(name);
+    if (!attr)
+      return success();
+    auto value = dyn_cast<IntegerAttr>(attr);
+    if (!value)
+      return wrongKind(name, "an integer");
+    slot = value.getValue().getSExtValue();
+    return success();
+  }
+  LogicalResult operator()(StringRef name, plan::Required<double> &slot) {
+    auto attr = dyn_cast_or_null<FloatAttr>(op_.getAttr(name));
+    if (!attr)
+      return wrongKind(name, "a float");
+    slot = attr.getValueAsDouble();
+    return success();
+  }
+  LogicalResult operator()(StringRef name, std::vector<int64_t> &slots) {
+    Attribute attr = op_.getAttr(name);
+    if (auto dense = dyn_cast_or_null<DenseI64ArrayAttr>(attr)) {
+      slots.assign(dense.asArrayRef().begin(), dense.asArrayRef().end());
+      return success();
+    }
+    auto array = dyn_cast_or_null<ArrayAttr>(attr);
+    if (!array)
+      return wrongKind(name, "an array of integers");
+    for (Attribute element : array) {
+      auto value = dyn_cast<IntegerAttr>(element);
+      if (!value)
+        return wrongKind(name, "an array of integers");
+      slots.push_back(value.getValue().getSExtValue());
+    }
+    return success();
+  }
+  LogicalResult operator()(StringRef name, std::vector<double> &slots) {
+    auto array = dyn_cast_or_null<ArrayAttr>(op_.getAttr(name));
+    if (!array)
+      return wrongKind(name, "an array of floats");
+    for (Attribute element : array) {
+      auto value = dyn_cast<FloatAttr>(element);
+      if (!value)
+        return wrongKind(name, "an array of floats");
+      slots.push_back(value.getValueAsDouble());
+    }
+    return success();
+  }
+
+private:
+  LogicalResult wrongKind(StringRef name, StringRef kind) {
+    return op_.emitError("'")
+           << op_.getName() << "' needs attribute '" << name << "' to be "
+           << kind << " for its plan instruction";
+  }
+
+  Operation &op_;
+};
 
 } // namespace
 
@@ -43,8 +128,8 @@ LogicalResult Emitter::emitComputeOp(Operation &op, Context ctx) {
     return failure();
   Pending p{op, ctx, std::vector<int32_t>(in->begin(), in->end()),
             std::move(*out)};
-  for (auto emit : {&Emitter::emitNnOp, &Emitter::emitUpdateOrBufferOp,
-                    &Emitter::emitCollectiveOp})
+  for (auto emit : {&Emitter::emitBufferOp, &Emitter::emitCollectiveOp,
+                    &Emitter::emitKernelOp})
     if (std::optional<LogicalResult> emitted = (this->*emit)(p))
       return *emitted;
   return op.emitError("'") << op.getName() << "' cannot be emitted into a plan";
@@ -86,151 +171,57 @@ FailureOr<std::vector<int32_t>> Emitter::computeOutputs(Operation &op) {
   return outputs;
 }
 
-std::optional<LogicalResult> Emitter::emitNnOp(const Pending &p) {
-  auto emit = [&](const auto &a) { return emitAs(p, a); };
-  // Mean, Sum and their gradients share keepdim and dims.
-  auto reduce = [&](auto a, auto r) {
-    a.keepdim = r.getKeepdim();
-    a.dims.assign(r.getDims().begin(), r.getDims().end());
-    return emit(a);
-  };
-  // An op and its gradient share their attributes: one setter each.
-  auto withEps = [&](auto a, auto n) {
-    a.eps = eps(n);
-    return emit(a);
-  };
-  auto withTransposes = [&](auto a, auto m) {
-    a.transposeA = m.getTransposeA();
-    a.transposeB = m.getTransposeB();
-    return emit(a);
-  };
-  auto withApproximate = [&](auto a, auto g) {
-    a.approximate = g.getApproximate();
-    return emit(a);
-  };
-  auto withAxis = [&](auto a, auto s) {
-    a.axis = i64(s.getAxis());
-    return emit(a);
-  };
-  auto withHeads = [&](auto a, auto c) {
-    a.numHeads = i64(c.getNumHeads());
-    return emit(a);
-  };
-  auto withIgnoreIndex = [&](auto a, auto c) {
-    if (std::optional<uint64_t> index = c.getIgnoreIndex())
-      a.ignoreIndex = i64(*index);
-    return emit(a);
-  };
+// readSlots(read, a): every slot of a row's attribute struct, by name (a
+// template, so that only the rows read here need a reader of their slots'
+// types: the collectives' enums have none).
+#define MD_EXPAND(...) __VA_ARGS__
+#define MD_I(field, slot, Kind) &&succeeded(read(slot, a.field))
+#define MD_I_NOARG(field, slot, Kind) &&succeeded(read(slot, a.field))
+#define MD_I_OPT(field, slot, Kind) &&succeeded(read(slot, a.field))
+#define MD_I_LIST(field, slot, Kind, min) &&succeeded(read(slot, a.field))
+#define MD_F(field, slot, Kind) &&succeeded(read(slot, a.field))
+#define MD_F_LIST(field, slot, min) &&succeeded(read(slot, a.field))
+#define MD_OP(Name, Value, Str, Flags, Since, Rule, Ins, Outs, Ints, Floats,   \
+              Strings, Blocks)                                                 \
+  template <typename Reader>                                                   \
+  LogicalResult readSlots([[maybe_unused]] Reader &read,                       \
+                          [[maybe_unused]] A::Name &a) {                       \
+    return success(true MD_EXPAND Ints MD_EXPAND Floats);                      \
+  }
+#include "runtime/plan/Opcodes.def"
 
-  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(&p.op)
-      .Case([&](MatmulOp m) { return withTransposes(A::Matmul(), m); })
-      .Case([&](MatmulGradOp m) { return withTransposes(A::MatmulGrad(), m); })
-      .Case([&](MatmulGeluOp m) {
-        A::MatmulGelu a;
-        a.approximate = m.getApproximate();
-        return withTransposes(a, m);
-      })
-      .Case([&](AddOp) { return emit(A::Add()); })
-      .Case([&](SubOp) { return emit(A::Sub()); })
-      .Case([&](MulOp) { return emit(A::Mul()); })
-      .Case([&](ScaleOp s) {
-        A::Scale a;
-        a.factor = s.getFactor().convertToDouble();
-        return emit(a);
-      })
-      .Case([&](GeluOp g) { return withApproximate(A::Gelu(), g); })
-      .Case([&](GeluGradOp g) { return withApproximate(A::GeluGrad(), g); })
-      .Case([&](ReluOp) { return emit(A::Relu()); })
-      .Case([&](ReluGradOp) { return emit(A::ReluGrad()); })
-      .Case([&](SqrtOp) { return emit(A::Sqrt()); })
-      .Case([&](RsqrtOp r) { return withEps(A::Rsqrt(), r); })
-      .Case([&](LayerNormOp n) { return withEps(A::LayerNorm(), n); })
-      .Case([&](LayerNormGradOp n) { return withEps(A::LayerNormGrad(), n); })
-      .Case([&](RmsNormOp n) { return withEps(A::RmsNorm(), n); })
-      .Case([&](RmsNormGradOp n) { return withEps(A::RmsNormGrad(), n); })
-      .Case([&](BatchNormOp n) { return withEps(A::BatchNorm(), n); })
-      .Case([&](BatchNormGradOp) { return emit(A::BatchNormGrad()); })
-      .Case([&](SoftmaxOp s) { return withAxis(A::Softmax(), s); })
-      .Case([&](SoftmaxGradOp s) { return withAxis(A::SoftmaxGrad(), s); })
-      .Case([&](CausalAttentionOp c) {
-        return withHeads(A::CausalAttention(), c);
-      })
-      .Case([&](CausalAttentionGradOp c) {
-        return withHeads(A::CausalAttentionGrad(), c);
-      })
-      .Case([&](EmbeddingOp) { return emit(A::Embedding()); })
-      .Case([&](EmbeddingGradOp e) {
-        A::EmbeddingGrad a;
-        a.numEmbeddings = i64(e.getNumEmbeddings());
-        return emit(a);
-      })
-      .Case([&](CrossEntropyOp c) {
-        return withIgnoreIndex(A::CrossEntropy(), c);
-      })
-      .Case([&](CrossEntropyGradOp c) {
-        return withIgnoreIndex(A::CrossEntropyGrad(), c);
-      })
-      .Case([&](MeanOp r) { return reduce(A::Mean(), r); })
-      .Case([&](MeanGradOp r) { return reduce(A::MeanGrad(), r); })
-      .Case([&](SumOp r) { return reduce(A::Sum(), r); })
-      .Case([&](SumGradOp r) { return reduce(A::SumGrad(), r); })
-      .Case([&](SumToOp) { return emit(A::SumTo()); })
-      .Case([&](ReshapeOp) {
-        // A reshape aliases its operand: a view of all of it.
-        A::View a;
-        a.offset = int64_t{0};
-        return emit(a);
-      })
-      .Case([&](TransposeOp t) {
-        A::Transpose a;
-        a.perm.assign(t.getPerm().begin(), t.getPerm().end());
-        return emit(a);
-      })
-      .Case([&](ArangeOp r) {
-        A::Arange a;
-        a.start = i64(r.getStart());
-        a.end = i64(r.getEnd());
-        return emit(a);
-      })
-      .Default([](Operation *) { return std::nullopt; });
+std::optional<LogicalResult> Emitter::emitKernelOp(const Pending &p) {
+  SlotReader read(p.op);
+  auto emitRow = [&](auto a) -> LogicalResult {
+    if (failed(readSlots(read, a)))
+      return failure();
+    return emitAs(p, a);
+  };
+  // A reshape aliases its operand: a view of all of it.
+  if (isa<ReshapeOp>(p.op)) {
+    A::View a;
+    a.offset = int64_t{0};
+    return emitAs(p, a);
+  }
+  // The host's elementwise ops (rows, but no kernels: the executor computes
+  // them).
+  if (isa<SqrtOp>(p.op))
+    return emitRow(A::Sqrt());
+  if (isa<RsqrtOp>(p.op))
+    return emitRow(A::Rsqrt());
+  // Every other kernel is its row of Opcodes.def: the op md.<name>.
+  StringRef name = p.op.getName().stripDialect();
+#define MD_KERNEL(Name, Value, Str, ...)                                       \
+  if (name == Str)                                                             \
+    return emitRow(A::Name());
+#include "runtime/plan/Opcodes.def"
+  return std::nullopt;
 }
+#undef MD_EXPAND
 
-std::optional<LogicalResult> Emitter::emitUpdateOrBufferOp(const Pending &p) {
+std::optional<LogicalResult> Emitter::emitBufferOp(const Pending &p) {
   auto emit = [&](const auto &a) { return emitAs(p, a); };
   return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(&p.op)
-      .Case([&](AccumulateOp) { return emit(A::Accumulate()); })
-      .Case([&](AdamWUpdateOp u) {
-        A::AdamWUpdate a;
-        a.beta1 = u.getBeta1().convertToDouble();
-        a.beta2 = u.getBeta2().convertToDouble();
-        a.eps = eps(u);
-        a.weightDecay = u.getWeightDecay().convertToDouble();
-        if (std::optional<uint64_t> unit = u.getUnit())
-          a.unit = static_cast<int64_t>(*unit);
-        return emit(a);
-      })
-      .Case([&](SGDUpdateOp u) {
-        A::SgdUpdate a;
-        a.nesterov = u.getNesterov();
-        a.momentum = u.getMomentum().convertToDouble();
-        a.dampening = u.getDampening().convertToDouble();
-        a.weightDecay = u.getWeightDecay().convertToDouble();
-        if (std::optional<uint64_t> unit = u.getUnit())
-          a.unit = static_cast<int64_t>(*unit);
-        return emit(a);
-      })
-      .Case([&](GlobalNormOp g) {
-        A::GlobalNorm a;
-        a.squared = g.getSquared();
-        return emit(a);
-      })
-      .Case([&](ClipOp c) {
-        A::Clip a;
-        a.maxNorm = c.getMaxNorm().convertToDouble();
-        return emit(a);
-      })
-      .Case([&](CastOp) { return emit(A::Cast()); })
-      .Case([&](FlattenOp) { return emit(A::Flatten()); })
       .Case([&](ViewOp v) {
         A::View a;
         a.offset = i64(v.getOffset());

@@ -85,13 +85,14 @@ private:
   /// The buffers of a compute op's results: new ones, or for an optimizer
   /// update the state it updates in place.
   FailureOr<std::vector<int32_t>> computeOutputs(Operation &op);
-  /// Kernels of the forward and backward (matmul to arange), whose ops and
-  /// gradients share attribute setters.
   /// Each family answers nothing for an op not its own.
-  std::optional<LogicalResult> emitNnOp(const Pending &p);
-  /// Optimizer updates, gradient clipping and the buffer ops.
-  std::optional<LogicalResult> emitUpdateOrBufferOp(const Pending &p);
+  /// md.view and md.shard_slice (no kernels: views of their operand).
+  std::optional<LogicalResult> emitBufferOp(const Pending &p);
+  /// The collectives: group and reduction enums, bucket -1 for none.
   std::optional<LogicalResult> emitCollectiveOp(const Pending &p);
+  /// Every kernel (an MD_KERNEL row of Opcodes.def, md.reshape a view):
+  /// md.<name> becomes opcode <Name>, each slot read by name from the op.
+  std::optional<LogicalResult> emitKernelOp(const Pending &p);
   LogicalResult emitEvaluate(EvaluateOp op, Context ctx);
   LogicalResult emitForwardBody(Block &body, ArrayRef<int32_t> args,
                                 int32_t block, SmallVectorImpl<int32_t> &out,

@@ -13,6 +13,11 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Parser/Parser.h"
 
+#include "llvm/ADT/STLExtras.h"
+
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 using namespace mlir;
@@ -76,7 +81,8 @@ TEST_F(DialectTest, GroupSizesAreSymbolicWithoutAPinnedWorld) {
 TEST_F(DialectTest, InitAttrChecksItsArguments) {
   auto emitError = [&] { return mlir::emitError(UnknownLoc::get(&context)); };
   // Keep the expected diagnostics out of the test log.
-  ScopedDiagnosticHandler quiet(&context, [](Diagnostic &) { return success(); });
+  ScopedDiagnosticHandler quiet(&context,
+                                [](Diagnostic &) { return success(); });
   auto init = [&](md::InitKind kind, std::vector<double> args) {
     SmallVector<APFloat> values;
     for (double v : args)
@@ -129,6 +135,47 @@ TEST_F(DialectTest, RankZeroOnlyEffectsThatCommunicateAreFound) {
   ASSERT_EQ(hooks.size(), 2u);
   EXPECT_TRUE(md::containsCollective(hooks[0]));
   EXPECT_FALSE(md::containsCollective(hooks[1]));
+}
+
+// The plan emitter turns md.<name> into the kernel row "name" of
+// runtime/plan/Opcodes.def and reads each attribute slot from the op's
+// attribute of the slot's name: every kernel row must be an md op that has
+// an attribute of each of its slots' names.
+struct KernelRow {
+  const char *name;
+  std::vector<const char *> slots;
+};
+
+#define MD_EXPAND(...) __VA_ARGS__
+#define MD_I(field, name, Kind) name,
+#define MD_I_NOARG(field, name, Kind) name,
+#define MD_I_OPT(field, name, Kind) name,
+#define MD_I_LIST(field, name, Kind, min) name,
+#define MD_F(field, name, Kind) name,
+#define MD_F_LIST(field, name, min) name,
+#define MD_KERNEL(Name, Value, Str, Flags, Since, Rule, Entry, Args, Preset,   \
+                  Ins, Outs, Ints, Floats)                                     \
+  KernelRow{Str, {MD_EXPAND Ints MD_EXPAND Floats}},
+const KernelRow kKernelRows[] = {
+#include "runtime/plan/Opcodes.def"
+};
+#undef MD_EXPAND
+
+TEST_F(DialectTest, EveryKernelRowIsAnOpWithAnAttributePerSlot) {
+  EXPECT_GE(std::size(kKernelRows), 38u);
+  for (const KernelRow &row : kKernelRows) {
+    std::string opName = std::string("md.") + row.name;
+    std::optional<RegisteredOperationName> op =
+        RegisteredOperationName::lookup(opName, &context);
+    ASSERT_TRUE(op.has_value()) << opName << " is not an op of the dialect";
+    std::vector<std::string> attributes;
+    for (StringAttr attribute : op->getAttributeNames())
+      attributes.push_back(attribute.str());
+    for (const char *slot : row.slots)
+      EXPECT_TRUE(llvm::is_contained(attributes, slot))
+          << opName << " has no attribute '" << slot
+          << "' for the plan's slot of that name";
+  }
 }
 
 } // namespace
