@@ -90,37 +90,55 @@ struct Event {
 };
 
 //===----------------------------------------------------------------------===//
-// Kernel arguments, one struct per op family.
+// Kernel arguments
 //===----------------------------------------------------------------------===//
 
-/// md.matmul: out = op_a(a) · op_b(b) + bias.
-struct MatmulArgs {
-  TensorRef a, b;
-  std::optional<TensorRef> bias; // [N]
-  TensorRef out;                 // [..., M, N]
-  bool transposeA = false, transposeB = false;
-  Stream stream = kComputeStream;
-};
+// One struct per MD_KERNEL row of runtime/plan/Opcodes.def, named by its
+// Args column: a member per operand and attribute slot, named by the item's
+// `field` (a tensor is a TensorRef, an optional one a std::optional, a list
+// a std::vector; a bool slot a bool, another int slot an int64_t, a float
+// slot a double; the host scalars lr and step a float and an int64_t), then
+// the stream. Every member starts zero, false or empty: a caller sets each
+// one the kernel reads. The rows' comments say what each kernel computes;
+// md.<name> in docs/dialect.md says it in full.
+//
+//   struct MatmulArgs {
+//     TensorRef a, b; std::optional<TensorRef> bias; TensorRef out;
+//     bool transposeA, transposeB; Stream stream = kComputeStream;
+//   };
+#define MD_EXPAND(...) __VA_ARGS__
+#define MD_INT_Bool bool
+#define MD_INT_Any int64_t
+#define MD_INT_Positive int64_t
+#define MD_INT_NonNegative int64_t
+#define MD_T(field) TensorRef field;
+#define MD_T_OPT(field) std::optional<TensorRef> field;
+#define MD_T_LIST(field, min) std::vector<TensorRef> field;
+#define MD_HOST_F(field) float field = 0.0f;
+#define MD_HOST_I(field) int64_t field = 0;
+#define MD_I(field, name, Kind) MD_INT_##Kind field{};
+#define MD_I_NOARG(field, name, Kind)
+#define MD_I_OPT(field, name, Kind) std::optional<int64_t> field;
+#define MD_I_LIST(field, name, Kind, min) std::vector<int64_t> field;
+#define MD_F(field, name, Kind) double field = 0.0;
+#define MD_F_LIST(field, name, min) std::vector<double> field;
+#define MD_KERNEL(Name, Value, Str, Flags, Since, Rule, Entry, Args, Ins,      \
+                  Outs, Ints, Floats)                                          \
+  struct Args {                                                                \
+    MD_EXPAND Ins MD_EXPAND Outs MD_EXPAND Ints MD_EXPAND Floats               \
+    Stream stream = kComputeStream;                                            \
+  };
+#define MD_KERNEL_SHARED(...)
+#include "runtime/plan/Opcodes.def"
+#undef MD_EXPAND
+#undef MD_INT_Bool
+#undef MD_INT_Any
+#undef MD_INT_Positive
+#undef MD_INT_NonNegative
 
-/// md.matmul_gelu: pre = op_a(a) · op_b(b) + bias, as md.matmul computes
-/// it, and out = gelu(pre), as md.gelu computes it.
-struct MatmulGeluArgs {
-  TensorRef a, b;
-  std::optional<TensorRef> bias; // [N]
-  TensorRef out, pre;            // [..., M, N] each
-  bool transposeA = false, transposeB = false;
-  bool approximate = false;
-  Stream stream = kComputeStream;
-};
-
-/// md.matmul_grad: da, db and (with has_bias) dbias from dy.
-struct MatmulGradArgs {
-  TensorRef dy, a, b;
-  TensorRef da, db;
-  std::optional<TensorRef> dbias;
-  bool transposeA = false, transposeB = false;
-  Stream stream = kComputeStream;
-};
+// The structs of the entries that several rows share (MD_KERNEL_SHARED),
+// and of view, which no opcode calls (a plan's view aliases its source) but
+// hand-built callers do.
 
 enum class BinaryOp { add, sub, mul };
 
@@ -128,144 +146,6 @@ enum class BinaryOp { add, sub, mul };
 struct BinaryArgs {
   BinaryOp op = BinaryOp::add;
   TensorRef lhs, rhs, out;
-  Stream stream = kComputeStream;
-};
-
-/// md.scale: out = x * factor.
-struct ScaleArgs {
-  TensorRef x, out;
-  double factor = 1.0;
-  Stream stream = kComputeStream;
-};
-
-/// md.gelu (approximate: the tanh form) and md.relu.
-struct GeluArgs {
-  TensorRef x, out;
-  bool approximate = false;
-  Stream stream = kComputeStream;
-};
-struct GeluGradArgs {
-  TensorRef dy, x, dx;
-  bool approximate = false;
-  Stream stream = kComputeStream;
-};
-struct ReluArgs {
-  TensorRef x, out;
-  Stream stream = kComputeStream;
-};
-struct ReluGradArgs {
-  TensorRef dy, x, dx;
-  Stream stream = kComputeStream;
-};
-
-/// md.layer_norm over the last dim; beta is optional.
-struct LayerNormArgs {
-  TensorRef x, gamma;
-  std::optional<TensorRef> beta;
-  TensorRef out;
-  double eps = 1e-5;
-  Stream stream = kComputeStream;
-};
-/// md.layer_norm_grad; dbeta is present exactly when has_beta.
-struct LayerNormGradArgs {
-  TensorRef dy, x, gamma;
-  TensorRef dx, dgamma;
-  std::optional<TensorRef> dbeta;
-  double eps = 1e-5;
-  Stream stream = kComputeStream;
-};
-
-/// md.rms_norm over the last dim.
-struct RmsNormArgs {
-  TensorRef x, gamma, out;
-  double eps = 1e-6;
-  Stream stream = kComputeStream;
-};
-struct RmsNormGradArgs {
-  TensorRef dy, x, gamma;
-  TensorRef dx, dgamma;
-  double eps = 1e-6;
-  Stream stream = kComputeStream;
-};
-
-/// md.batch_norm, channels last; mean and invstd are f32 [C] results.
-struct BatchNormArgs {
-  TensorRef x, gamma, beta;
-  TensorRef out, mean, invstd;
-  double eps = 1e-5;
-  Stream stream = kComputeStream;
-};
-struct BatchNormGradArgs {
-  TensorRef dy, x, gamma, mean, invstd;
-  TensorRef dx, dgamma, dbeta;
-  Stream stream = kComputeStream;
-};
-
-/// md.softmax along `axis` (negative counts from the end).
-struct SoftmaxArgs {
-  TensorRef x, out;
-  int64_t axis = -1;
-  Stream stream = kComputeStream;
-};
-/// md.softmax_grad from the softmax output y.
-struct SoftmaxGradArgs {
-  TensorRef dy, y, dx;
-  int64_t axis = -1;
-  Stream stream = kComputeStream;
-};
-
-/// md.causal_attention on [B, T, C] with C split into numHeads heads.
-struct CausalAttentionArgs {
-  TensorRef q, k, v, out;
-  int64_t numHeads = 1;
-  Stream stream = kComputeStream;
-};
-struct CausalAttentionGradArgs {
-  TensorRef dout, q, k, v;
-  TensorRef dq, dk, dv;
-  int64_t numHeads = 1;
-  Stream stream = kComputeStream;
-};
-
-/// md.embedding: out[i..., :] = table[ids[i...], :].
-struct EmbeddingArgs {
-  TensorRef table, ids, out;
-  Stream stream = kComputeStream;
-};
-/// md.embedding_grad: a scatter-add of dy into out [num_embeddings, D].
-struct EmbeddingGradArgs {
-  TensorRef dy, ids, out;
-  Stream stream = kComputeStream;
-};
-
-/// md.cross_entropy: out is the mean loss, a 0-D f32 tensor.
-struct CrossEntropyArgs {
-  TensorRef logits, targets, out;
-  std::optional<int64_t> ignoreIndex;
-  Stream stream = kComputeStream;
-};
-/// md.cross_entropy_grad: dlogits from the 0-D f32 dloss.
-struct CrossEntropyGradArgs {
-  TensorRef dloss, logits, targets, dlogits;
-  std::optional<int64_t> ignoreIndex;
-  Stream stream = kComputeStream;
-};
-
-/// md.reshape (a row-major copy; nothing to do when out.data == x.data).
-struct ReshapeArgs {
-  TensorRef x, out;
-  Stream stream = kComputeStream;
-};
-/// md.transpose: out dim i is x dim perm[i].
-struct TransposeArgs {
-  TensorRef x, out;
-  std::vector<int64_t> perm;
-  Stream stream = kComputeStream;
-};
-/// md.arange: out = [start, end) as i32 or i64.
-struct ArangeArgs {
-  TensorRef out;
-  int64_t start = 0, end = 0;
   Stream stream = kComputeStream;
 };
 
@@ -287,78 +167,10 @@ struct ReduceGradArgs {
   bool keepdim = false;
   Stream stream = kComputeStream;
 };
-/// md.sum_to: sums g down to out's (pre-broadcast) shape.
-struct SumToArgs {
-  TensorRef g, out;
-  Stream stream = kComputeStream;
-};
-/// md.accumulate: out = acc + g in f32, with acc's type.
-struct AccumulateArgs {
-  TensorRef acc, g, out;
-  Stream stream = kComputeStream;
-};
-
-/// md.cast between bf16, f16 and f32 (round to nearest even).
-struct CastArgs {
-  TensorRef x, out;
-  Stream stream = kComputeStream;
-};
-/// md.flatten: the inputs back to back in a zero-padded 1-D out.
-struct FlattenArgs {
-  std::vector<TensorRef> inputs;
-  TensorRef out;
-  Stream stream = kComputeStream;
-};
 /// md.view: elements [offset, offset + numel(out)) of the 1-D source.
 struct ViewArgs {
   TensorRef source, out;
   int64_t offset = 0;
-  Stream stream = kComputeStream;
-};
-
-/// md.adamw_update. newParam/newM/newV may be param/m/v themselves.
-struct AdamWArgs {
-  TensorRef param, grad, m, v;
-  TensorRef newParam, newM, newV;
-  float lr = 0.0f;
-  int64_t step = 1; // 1-based
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
-  /// With parameter groups, the wrap unit the operands belong to: the
-  /// executor runs the update once per group's range of elements
-  /// (runtime/core/OptimizerGroups.h); a backend never sees it set.
-  std::optional<int64_t> unit;
-  Stream stream = kComputeStream;
-};
-
-/// md.sgd_update. The momentum buffer (and newMomentumBuffer) are present
-/// exactly when momentum > 0.
-struct SgdArgs {
-  TensorRef param, grad;
-  std::optional<TensorRef> momentumBuffer;
-  TensorRef newParam;
-  std::optional<TensorRef> newMomentumBuffer;
-  float lr = 0.0f;
-  int64_t step = 1; // 1-based
-  double momentum = 0.0, dampening = 0.0, weightDecay = 0.0;
-  bool nesterov = false;
-  std::optional<int64_t> unit; // as AdamWArgs::unit
-  Stream stream = kComputeStream;
-};
-
-/// md.global_norm: out (0-D f32) is the 2-norm of all inputs together, or
-/// its square.
-struct GlobalNormArgs {
-  std::vector<TensorRef> inputs;
-  TensorRef out;
-  bool squared = false;
-  Stream stream = kComputeStream;
-};
-/// md.clip: outs[i] = grads[i] * min(1, maxNorm / (norm + 1e-6)).
-struct ClipArgs {
-  std::vector<TensorRef> grads;
-  TensorRef norm; // 0-D f32
-  std::vector<TensorRef> outs;
-  double maxNorm = 1.0;
   Stream stream = kComputeStream;
 };
 
@@ -402,7 +214,8 @@ public:
   virtual absl::Status synchronize(Stream stream) = 0;
 
   // --- Kernels (docs/dialect.md) --------------------------------------------
-  // One pure virtual per row of BackendOps.def:
+  // One pure virtual per entry of BackendOps.def (the MD_KERNEL rows of
+  // Opcodes.def and the shared entries above):
   //   virtual absl::Status matmul(const MatmulArgs &args) = 0; ...
 #define MD_BACKEND_OP(entry, Args)                                             \
   virtual absl::Status entry(const Args &args) = 0;

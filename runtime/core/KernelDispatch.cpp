@@ -112,8 +112,8 @@ absl::Status callEntry(const KernelContext &ctx, const SgdArgs &args,
 #define MD_T_LIST(field, min)
 #define MD_HOST_F(field) +1
 #define MD_HOST_I(field) +1
-#define MD_KERNEL(Name, Value, Str, Flags, Since, Rule, Entry, Args, Preset,   \
-                  Ins, Outs, Ints, Floats)                                     \
+#define MD_KERNEL(Name, Value, Str, Flags, Since, Rule, Entry, Args, Ins,      \
+                  Outs, Ints, Floats)                                          \
   constexpr uint32_t kFixedIn##Name = 0 MD_EXPAND Ins;                         \
   constexpr uint32_t kFixedOut##Name = 0 MD_EXPAND Outs;
 #include "runtime/plan/Opcodes.def"
@@ -141,8 +141,7 @@ absl::Status callEntry(const KernelContext &ctx, const SgdArgs &args,
 #define MD_F(field, name, Kind)                                                \
   args.field = static_cast<decltype(args.field)>(floats.next());
 #define MD_F_LIST(field, name, min) args.field = floats.rest();
-#define MD_KERNEL(Name, Value, Str, Flags, Since, Rule, Entry, Args, Preset,   \
-                  Ins, Outs, Ints, Floats)                                     \
+#define MD_RUN(Name, Entry, Args, Preset, Ins, Outs, Ints, Floats)             \
   absl::Status run##Name(const KernelContext &ctx,                             \
                          const fb::Instruction &inst) {                        \
     Args args;                                                                 \
@@ -161,7 +160,14 @@ absl::Status callEntry(const KernelContext &ctx, const SgdArgs &args,
     { MD_EXPAND Ints MD_EXPAND Floats }                                        \
     return callEntry(ctx, args, &Backend::Entry);                              \
   }
+#define MD_KERNEL(Name, Value, Str, Flags, Since, Rule, Entry, Args, Ins,      \
+                  Outs, Ints, Floats)                                          \
+  MD_RUN(Name, Entry, Args, (), Ins, Outs, Ints, Floats)
+#define MD_KERNEL_SHARED(Name, Value, Str, Flags, Since, Rule, Entry, Args,    \
+                         Preset, Ins, Outs, Ints, Floats)                      \
+  MD_RUN(Name, Entry, Args, Preset, Ins, Outs, Ints, Floats)
 #include "runtime/plan/Opcodes.def"
+#undef MD_RUN
 #undef MD_HOST
 
 } // namespace

@@ -158,19 +158,6 @@ absl::StatusOr<MatmulDims> matmulProduct(const char *op, const Args &args) {
 }
 
 /// x float; out (or dx) with x's type.
-absl::Status unary(const char *op, const TensorRef &x, const TensorRef &out,
-                   const char *outWhat) {
-  MD_RETURN_IF_ERROR(expectFloat(op, "x", x));
-  return expectLike(op, outWhat, out, x, "x");
-}
-
-absl::Status unaryGrad(const char *op, const TensorRef &dy, const TensorRef &x,
-                       const TensorRef &dx) {
-  MD_RETURN_IF_ERROR(expectFloat(op, "x", x));
-  MD_RETURN_IF_ERROR(expectLike(op, "dy", dy, x, "x"));
-  return expectLike(op, "dx", dx, x, "x");
-}
-
 RowDims lastDimRows(const TensorRef &x) {
   RowDims d;
   d.d = x.shape.back();
@@ -348,22 +335,22 @@ absl::Status checkBinary(const BinaryArgs &args) {
   return expectType(op, "out", args.out, args.lhs.dtype, shape);
 }
 
+absl::Status checkUnary(const char *op, const TensorRef &x,
+                        const TensorRef &out) {
+  MD_RETURN_IF_ERROR(expectFloat(op, "x", x));
+  return expectLike(op, "out", out, x, "x");
+}
+absl::Status checkUnaryGrad(const char *op, const TensorRef &dy,
+                            const TensorRef &x, const TensorRef &dx) {
+  MD_RETURN_IF_ERROR(expectFloat(op, "x", x));
+  MD_RETURN_IF_ERROR(expectLike(op, "dy", dy, x, "x"));
+  return expectLike(op, "dx", dx, x, "x");
+}
+
 absl::Status checkScale(const ScaleArgs &args) {
   if (!std::isfinite(args.factor))
     return invalid("scale", "factor must be finite, got %g", args.factor);
-  return unary("scale", args.x, args.out, "out");
-}
-absl::Status checkGelu(const GeluArgs &args) {
-  return unary("gelu", args.x, args.out, "out");
-}
-absl::Status checkGeluGrad(const GeluGradArgs &args) {
-  return unaryGrad("gelu_grad", args.dy, args.x, args.dx);
-}
-absl::Status checkRelu(const ReluArgs &args) {
-  return unary("relu", args.x, args.out, "out");
-}
-absl::Status checkReluGrad(const ReluGradArgs &args) {
-  return unaryGrad("relu_grad", args.dy, args.x, args.dx);
+  return checkUnary("scale", args.x, args.out);
 }
 
 absl::StatusOr<RowDims> checkLayerNorm(const LayerNormArgs &args) {

@@ -5,7 +5,8 @@
 // messages. Each check validates every operand and result against the op's
 // rules in docs/dialect.md and returns the sizes the kernel loops over.
 // Messages name the op and the operand:
-//   "matmul: contracting dims differ: a f32[4, 3] has K = 3, b f32[5, 2] has K = 5"
+//   "matmul: contracting dims differ: a f32[4, 3] has K = 3, b f32[5, 2] has K
+//   = 5"
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,10 +40,13 @@ absl::StatusOr<MatmulDims> checkMatmulGelu(const MatmulGeluArgs &args);
 
 absl::Status checkBinary(const BinaryArgs &args);
 absl::Status checkScale(const ScaleArgs &args);
-absl::Status checkGelu(const GeluArgs &args);
-absl::Status checkGeluGrad(const GeluGradArgs &args);
-absl::Status checkRelu(const ReluArgs &args);
-absl::Status checkReluGrad(const ReluGradArgs &args);
+/// An elementwise op of one tensor (md.gelu, md.relu, ...): x floating,
+/// out of x's type and shape; `op` names it in the message.
+absl::Status checkUnary(const char *op, const TensorRef &x,
+                        const TensorRef &out);
+/// Its gradient: dy, x and dx of one type and shape, x floating.
+absl::Status checkUnaryGrad(const char *op, const TensorRef &dy,
+                            const TensorRef &x, const TensorRef &dx);
 
 /// A normalisation over the last dim (layer/rms norm) or over every dim but
 /// the last (batch norm): `rows` vectors of `d` elements.
@@ -83,15 +87,16 @@ absl::StatusOr<EmbeddingDims> checkEmbeddingGrad(const EmbeddingGradArgs &args);
 /// of the index values themselves need the data, so each backend runs them
 /// where the data lives; this keeps their messages identical:
 ///   "embedding: ids[1] = 4 is out of range [0, 4)"
-absl::Status indexOutOfRange(const char *op, const char *what,
-                             int64_t position, int64_t value, int64_t rows,
+absl::Status indexOutOfRange(const char *op, const char *what, int64_t position,
+                             int64_t value, int64_t rows,
                              std::optional<int64_t> ignoreIndex);
 
 /// `positions` rows of `classes` logits.
 struct CrossEntropyDims {
   int64_t positions = 0, classes = 0;
 };
-absl::StatusOr<CrossEntropyDims> checkCrossEntropy(const CrossEntropyArgs &args);
+absl::StatusOr<CrossEntropyDims>
+checkCrossEntropy(const CrossEntropyArgs &args);
 absl::StatusOr<CrossEntropyDims>
 checkCrossEntropyGrad(const CrossEntropyGradArgs &args);
 

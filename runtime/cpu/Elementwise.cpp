@@ -171,7 +171,7 @@ absl::Status CpuBackend::scale(const ScaleArgs &args) {
 }
 
 absl::Status CpuBackend::gelu(const GeluArgs &args) {
-  MD_RETURN_IF_ERROR(checkGelu(args));
+  MD_RETURN_IF_ERROR(checkUnary("gelu", args.x, args.out));
   if (args.approximate) {
     // Chunk by chunk: tanh is elementwise, so the bits do not depend on
     // where a chunk starts.
@@ -188,7 +188,7 @@ absl::Status CpuBackend::gelu(const GeluArgs &args) {
 }
 
 absl::Status CpuBackend::geluGrad(const GeluGradArgs &args) {
-  MD_RETURN_IF_ERROR(checkGeluGrad(args));
+  MD_RETURN_IF_ERROR(checkUnaryGrad("gelu_grad", args.dy, args.x, args.dx));
   if (args.approximate) {
     float gb[kChunkElems], xb[kChunkElems], ob[kChunkElems];
     forChunks(args.x.numel(), [&](int64_t i0, int64_t m) {
@@ -204,14 +204,14 @@ absl::Status CpuBackend::geluGrad(const GeluGradArgs &args) {
 }
 
 absl::Status CpuBackend::relu(const ReluArgs &args) {
-  MD_RETURN_IF_ERROR(checkRelu(args));
+  MD_RETURN_IF_ERROR(checkUnary("relu", args.x, args.out));
   // max(x, 0) that keeps NaN a NaN, as torch.relu does.
   mapUnary(args.x, args.out, [](float x) { return x < 0.0f ? 0.0f : x; });
   return absl::OkStatus();
 }
 
 absl::Status CpuBackend::reluGrad(const ReluGradArgs &args) {
-  MD_RETURN_IF_ERROR(checkReluGrad(args));
+  MD_RETURN_IF_ERROR(checkUnaryGrad("relu_grad", args.dy, args.x, args.dx));
   mapGrad(args.dy, args.x, args.dx,
           [](float dy, float x) { return x > 0.0f ? dy : 0.0f; });
   return absl::OkStatus();

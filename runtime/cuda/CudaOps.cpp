@@ -51,7 +51,7 @@ absl::Status CudaBackend::scale(const ScaleArgs &args) {
 }
 
 absl::Status CudaBackend::gelu(const GeluArgs &args) {
-  MD_RETURN_IF_ERROR(checkGelu(args));
+  MD_RETURN_IF_ERROR(checkUnary("gelu", args.x, args.out));
   MD_STREAM(args);
   MD_LAUNCH(
       k::unary(args.approximate ? k::Unary::geluTanh : k::Unary::geluExact,
@@ -62,7 +62,7 @@ absl::Status CudaBackend::gelu(const GeluArgs &args) {
 }
 
 absl::Status CudaBackend::geluGrad(const GeluGradArgs &args) {
-  MD_RETURN_IF_ERROR(checkGeluGrad(args));
+  MD_RETURN_IF_ERROR(checkUnaryGrad("gelu_grad", args.dy, args.x, args.dx));
   MD_STREAM(args);
   MD_LAUNCH(k::unaryGrad(args.approximate ? k::UnaryGrad::geluTanh
                                           : k::UnaryGrad::geluExact,
@@ -73,7 +73,7 @@ absl::Status CudaBackend::geluGrad(const GeluGradArgs &args) {
 }
 
 absl::Status CudaBackend::relu(const ReluArgs &args) {
-  MD_RETURN_IF_ERROR(checkRelu(args));
+  MD_RETURN_IF_ERROR(checkUnary("relu", args.x, args.out));
   MD_STREAM(args);
   MD_LAUNCH(k::unary(k::Unary::relu, args.x.data, dt(args.x), args.out.data,
                      dt(args.out), args.x.numel(), 1.0f, s),
@@ -82,7 +82,7 @@ absl::Status CudaBackend::relu(const ReluArgs &args) {
 }
 
 absl::Status CudaBackend::reluGrad(const ReluGradArgs &args) {
-  MD_RETURN_IF_ERROR(checkReluGrad(args));
+  MD_RETURN_IF_ERROR(checkUnaryGrad("relu_grad", args.dy, args.x, args.dx));
   MD_STREAM(args);
   MD_LAUNCH(k::unaryGrad(k::UnaryGrad::relu, args.dy.data, dt(args.dy),
                          args.x.data, dt(args.x), args.dx.data, dt(args.dx),

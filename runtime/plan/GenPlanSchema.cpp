@@ -101,8 +101,8 @@ std::vector<Row> rows() {
               Strings, Blocks)                                                 \
   MD_ROW(Name, Value, Str, false, Since, Ins, Outs, Ints, Floats, Strings,     \
          Blocks)
-#define MD_KERNEL(Name, Value, Str, Flags, Since, Rule, Entry, Args, Preset,   \
-                  Ins, Outs, Ints, Floats)                                     \
+#define MD_KERNEL(Name, Value, Str, Flags, Since, Rule, Entry, Args, Ins,      \
+                  Outs, Ints, Floats)                                          \
   MD_ROW(Name, Value, Str, true, Since, Ins, Outs, Ints, Floats, (0, 0), (0, 0))
 #include "runtime/plan/Opcodes.def"
 #undef MD_ROW

@@ -14,6 +14,7 @@
 #ifndef MD_RUNTIME_PLAN_SCHEMA_H
 #define MD_RUNTIME_PLAN_SCHEMA_H
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -23,15 +24,23 @@
 
 namespace md::plan {
 
-/// The compatible revision of plan.fbs this runtime writes and the newest it
-/// reads (plan.fbs, "Versioning"). Bump it with every compatible change.
-constexpr uint32_t kSchemaVersion = 4;
-
 /// Version 3 added optimizer parameter groups (Optimizer.groups,
 /// Param.group and the updates' `unit` slot) as well as Save's keep and
 /// Exit's failed slots (InstructionSchemaVersion); mdc writes it only for a
-/// plan that uses one of them.
+/// plan that uses one of them. It is the newest version a field or slot
+/// (rather than an opcode) came with.
 constexpr uint32_t kParamGroupsSchemaVersion = 3;
+
+/// The compatible revision of plan.fbs this runtime writes and the newest it
+/// reads (plan.fbs, "Versioning"): the newest of kParamGroupsSchemaVersion
+/// and every opcode's `since` in Opcodes.def, so that a row with a new
+/// version raises it. Bump it by hand (a constant beside
+/// kParamGroupsSchemaVersion) with every other compatible change.
+constexpr uint32_t kSchemaVersion = std::max({
+    kParamGroupsSchemaVersion,
+#define MD_OP(Name, Value, Str, Flags, Since, ...) uint32_t{Since},
+#include "runtime/plan/Opcodes.def"
+});
 
 /// The first schema_version that has `opcode`: its row's `since` in
 /// Opcodes.def (2 added Rank and LocalRank, 4 MatmulGelu), 1 for a value

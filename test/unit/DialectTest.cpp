@@ -153,8 +153,8 @@ struct KernelRow {
 #define MD_I_LIST(field, name, Kind, min) name,
 #define MD_F(field, name, Kind) name,
 #define MD_F_LIST(field, name, min) name,
-#define MD_KERNEL(Name, Value, Str, Flags, Since, Rule, Entry, Args, Preset,   \
-                  Ins, Outs, Ints, Floats)                                     \
+#define MD_KERNEL(Name, Value, Str, Flags, Since, Rule, Entry, Args, Ins,      \
+                  Outs, Ints, Floats)                                          \
   KernelRow{Str, {MD_EXPAND Ints MD_EXPAND Floats}},
 const KernelRow kKernelRows[] = {
 #include "runtime/plan/Opcodes.def"

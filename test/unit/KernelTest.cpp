@@ -556,6 +556,7 @@ TEST_P(KernelTest, RmsNormMatchesReference) {
   args.x = x;
   args.gamma = g;
   args.out = out;
+  args.eps = 1e-6;
   ASSERT_TRUE(be().rmsNorm(args).ok());
   EXPECT_TRUE(
       allClose(out.values(), ref::rmsNorm(xv, 4, 9, gv, 1e-6), 1e-5, 1e-6));
@@ -576,6 +577,7 @@ TEST_P(KernelTest, BatchNormReturnsOutputAndBatchStatistics) {
   args.out = out;
   args.mean = mean;
   args.invstd = invstd;
+  args.eps = 1e-5;
   ASSERT_TRUE(be().batchNorm(args).ok());
   auto want = ref::batchNorm(xv, 6, 5, gv, bv, 1e-5);
   EXPECT_TRUE(allClose(out.values(), want.y, 1e-4, 1e-5));
@@ -628,6 +630,7 @@ TEST_P(KernelTest, SoftmaxSubtractsTheMaximum) {
   SoftmaxArgs args;
   args.x = x;
   args.out = out;
+  args.axis = -1;
   ASSERT_TRUE(be().softmax(args).ok());
   EXPECT_TRUE(
       allClose(out.values(), ref::softmax({-1052, -2, 0}, 1, 3, 1), 1e-6, 0));

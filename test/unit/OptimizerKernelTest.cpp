@@ -112,6 +112,11 @@ TEST_P(OptimizerTest, AdamWTakesBf16GradsAndBf16Params) {
   DeviceTensor m2 = floats(DType::f32, {3}, {0, 0, 0}), v2 = floats(DType::f32, {3}, {0, 0, 0});
   AdamWArgs args;
   args.lr = 0.1f;
+  args.step = 1;
+  args.beta1 = 0.9;
+  args.beta2 = 0.999;
+  args.eps = 1e-8;
+  args.weightDecay = 0.01;
   args.param = args.newParam = p32;
   args.grad = g32;
   args.m = args.newM = m1;
