@@ -200,6 +200,22 @@ def MD_ReluOp : MD_ComputeOp<"relu", [SameOperandsAndResultType]> {
   let assemblyFormat = "$x attr-dict `:` type($x)";
 }
 
+def MD_SiluOp : MD_ComputeOp<"silu", [SameOperandsAndResultType]> {
+  let summary = "sigmoid linear unit (swish)";
+  let description = [{
+    `silu(x) = x * sigmoid(x) = x / (1 + exp(-x))`, evaluated in f32, same
+    type in and out (the activation of the SwiGLU MLP). The gradient is
+    `md.silu_grad`.
+
+    ```mlir
+    %h = md.silu %x : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins MD_FloatTensor:$x);
+  let results = (outs MD_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
 def MD_SqrtOp : MD_ComputeOp<"sqrt", [SameOperandsAndResultType]> {
   let summary = "elementwise square root";
   let description = [{
@@ -594,6 +610,21 @@ def MD_ReluGradOp : MD_ComputeOp<"relu_grad", [SameOperandsAndResultType]> {
 
     ```mlir
     %dx = md.relu_grad %dy, %x : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins MD_FloatTensor:$dy, MD_FloatTensor:$x);
+  let results = (outs MD_FloatTensor:$dx);
+  let assemblyFormat = "$dy `,` $x attr-dict `:` type($x)";
+}
+
+def MD_SiluGradOp : MD_ComputeOp<"silu_grad", [SameOperandsAndResultType]> {
+  let summary = "gradient of md.silu";
+  let description = [{
+    `dx = dy * s * (1 + x * (1 - s))` with `s = sigmoid(x)`, evaluated in
+    f32. `dy`, `x` and `dx` have the same type.
+
+    ```mlir
+    %dx = md.silu_grad %dy, %x : tensor<8x64xf32>
     ```
   }];
   let arguments = (ins MD_FloatTensor:$dy, MD_FloatTensor:$x);

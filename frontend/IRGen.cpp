@@ -52,6 +52,7 @@ const std::map<std::string, std::vector<Formal>> &builtinFunctions() {
   static const std::map<std::string, std::vector<Formal>> functions = {
       {"gelu", {{"x", true}, {"approximate", false}}},
       {"relu", {{"x", true}}},
+      {"silu", {{"x", true}}},
       {"softmax", {{"x", true}, {"axis", false}}},
       {"cross_entropy",
        {{"logits", true}, {"targets", true}, {"ignore_index", false}}},

@@ -462,7 +462,7 @@ Val ModelGen::callBuiltin(FnState &fn, const CallExpr &call,
     return x;
   std::string what = "the input of " + name;
 
-  if (name == "gelu" || name == "relu") {
+  if (name == "gelu" || name == "relu" || name == "silu") {
     std::optional<bool> approximate =
         constBoolOr(fn, name == "gelu" ? args[1] : nullptr,
                     /*fallback=*/false, "approximate");
@@ -472,6 +472,8 @@ Val ModelGen::callBuiltin(FnState &fn, const CallExpr &call,
       return Val::error();
     if (name == "relu")
       return Val::tensor(md::ReluOp::create(b, loc(l), x.type(), x.value));
+    if (name == "silu")
+      return Val::tensor(md::SiluOp::create(b, loc(l), x.type(), x.value));
     return Val::tensor(
         md::GeluOp::create(b, loc(l), x.type(), x.value, *approximate));
   }

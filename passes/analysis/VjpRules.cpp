@@ -37,6 +37,7 @@ public:
   LogicalResult vjp(ScaleOp op, ArrayRef<Value> dy);
   LogicalResult vjp(GeluOp op, ArrayRef<Value> dy);
   LogicalResult vjp(ReluOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(SiluOp op, ArrayRef<Value> dy);
   LogicalResult vjp(LayerNormOp op, ArrayRef<Value> dy);
   LogicalResult vjp(RmsNormOp op, ArrayRef<Value> dy);
   LogicalResult vjp(BatchNormOp op, ArrayRef<Value> dy);
@@ -162,6 +163,12 @@ LogicalResult VjpRules::vjp(GeluOp op, ArrayRef<Value> dy) {
 // dx = dy where x > 0, else 0.
 LogicalResult VjpRules::vjp(ReluOp op, ArrayRef<Value> dy) {
   add(op.getX(), ReluGradOp::create(b, dy[0], op.getX()));
+  return success();
+}
+
+// dx = dy * silu'(x), which md.silu_grad computes from x.
+LogicalResult VjpRules::vjp(SiluOp op, ArrayRef<Value> dy) {
+  add(op.getX(), SiluGradOp::create(b, dy[0], op.getX()));
   return success();
 }
 
@@ -333,7 +340,7 @@ LogicalResult md::emitVjp(Operation *op, ArrayRef<Value> resultGradients,
   VjpRules rules(op, context);
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case<MatmulOp, MatmulGeluOp, AddOp, SubOp, MulOp, ScaleOp, GeluOp,
-            ReluOp, LayerNormOp, RmsNormOp, BatchNormOp, SoftmaxOp,
+            ReluOp, SiluOp, LayerNormOp, RmsNormOp, BatchNormOp, SoftmaxOp,
             CausalAttentionOp, EmbeddingOp, CrossEntropyOp, ReshapeOp,
             TransposeOp, SumOp, MeanOp, CastOp, SqrtOp, RsqrtOp, AllReduceOp>(
           [&](auto typed) { return rules.vjp(typed, resultGradients); })

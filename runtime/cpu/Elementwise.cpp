@@ -1,4 +1,4 @@
-//===- Elementwise.cpp - add/sub/mul, scale, gelu, relu, accumulate, cast -===//
+//===- Elementwise.cpp - add/sub/mul, scale, gelu, relu, silu, cast, ... -===//
 //
 // One f32 operation per element, rounded once into the result type. The
 // unary ops, their gradients, accumulate, cast and the binary ops on
@@ -214,6 +214,23 @@ absl::Status CpuBackend::reluGrad(const ReluGradArgs &args) {
   MD_RETURN_IF_ERROR(checkUnaryGrad("relu_grad", args.dy, args.x, args.dx));
   mapGrad(args.dy, args.x, args.dx,
           [](float dy, float x) { return x > 0.0f ? dy : 0.0f; });
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::silu(const SiluArgs &args) {
+  MD_RETURN_IF_ERROR(checkUnary("silu", args.x, args.out));
+  // x / (1 + exp(-x)), as torch.nn.functional.silu computes it.
+  mapUnary(args.x, args.out,
+           [](float x) { return x / (1.0f + std::exp(-x)); });
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::siluGrad(const SiluGradArgs &args) {
+  MD_RETURN_IF_ERROR(checkUnaryGrad("silu_grad", args.dy, args.x, args.dx));
+  mapGrad(args.dy, args.x, args.dx, [](float dy, float x) {
+    const float s = 1.0f / (1.0f + std::exp(-x));
+    return dy * (s * (1.0f + x * (1.0f - s)));
+  });
   return absl::OkStatus();
 }
 

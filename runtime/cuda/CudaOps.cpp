@@ -91,6 +91,25 @@ absl::Status CudaBackend::reluGrad(const ReluGradArgs &args) {
   return absl::OkStatus();
 }
 
+absl::Status CudaBackend::silu(const SiluArgs &args) {
+  MD_RETURN_IF_ERROR(checkUnary("silu", args.x, args.out));
+  MD_STREAM(args);
+  MD_LAUNCH(k::unary(k::Unary::silu, args.x.data, dt(args.x), args.out.data,
+                     dt(args.out), args.x.numel(), 1.0f, s),
+            "silu");
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::siluGrad(const SiluGradArgs &args) {
+  MD_RETURN_IF_ERROR(checkUnaryGrad("silu_grad", args.dy, args.x, args.dx));
+  MD_STREAM(args);
+  MD_LAUNCH(k::unaryGrad(k::UnaryGrad::silu, args.dy.data, dt(args.dy),
+                         args.x.data, dt(args.x), args.dx.data, dt(args.dx),
+                         args.x.numel(), s),
+            "silu_grad");
+  return absl::OkStatus();
+}
+
 absl::Status CudaBackend::accumulate(const AccumulateArgs &args) {
   MD_RETURN_IF_ERROR(checkAccumulate(args));
   MD_STREAM(args);

@@ -42,6 +42,14 @@ __device__ float geluTanhGrad(float x) {
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
 }
 
+// x / (1 + exp(-x)) and its derivative s (1 + x (1 - s)), s = sigmoid(x),
+// as the CPU backend writes them.
+__device__ float silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ float siluGrad(float x) {
+  float s = 1.0f / (1.0f + expf(-x));
+  return s * (1.0f + x * (1.0f - s));
+}
+
 __global__ void binaryKernel(Binary op, const void *lhs, int lt,
                              const void *rhs, int rt, void *out, int ot,
                              Strided space, int64_t n) {
@@ -71,6 +79,9 @@ __global__ void unaryKernel(Unary op, const void *x, int xt, void *out, int ot,
     case Unary::relu:
       v = v < 0.0f ? 0.0f : v; // keeps NaN
       break;
+    case Unary::silu:
+      v = silu(v);
+      break;
     }
     st(out, ot, i, v);
   }
@@ -88,7 +99,10 @@ __global__ void unaryGradKernel(UnaryGrad op, const void *dy, int dyt,
     case UnaryGrad::geluTanh:
       r = g * geluTanhGrad(v);
       break;
-    default:
+    case UnaryGrad::silu:
+      r = g * siluGrad(v);
+      break;
+    default: // relu
       r = v > 0.0f ? g : 0.0f;
       break;
     }

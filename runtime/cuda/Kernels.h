@@ -35,8 +35,8 @@ struct Strided {
 };
 
 // --- Elementwise.cu ---------------------------------------------------------
-enum class Unary { scale, geluExact, geluTanh, relu };
-enum class UnaryGrad { geluExact, geluTanh, relu };
+enum class Unary { scale, geluExact, geluTanh, relu, silu };
+enum class UnaryGrad { geluExact, geluTanh, relu, silu };
 enum class Binary { add, sub, mul };
 
 cudaError_t binary(Binary op, const void *lhs, int lt, const void *rhs, int rt,

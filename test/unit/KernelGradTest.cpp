@@ -184,6 +184,27 @@ TEST_P(GradTest, GeluGradExactAndTanh) {
   }
 }
 
+TEST_P(GradTest, SiluGrad) {
+  Vec xv = inputs(23, 26, -6, 6), dyv = inputs(23, 27);
+  DeviceTensor x = f32({23}, xv), dy = f32({23}, dyv), dx = zeros({23});
+  SiluGradArgs args;
+  args.dy = dy;
+  args.x = x;
+  args.dx = dx;
+  ASSERT_TRUE(be().siluGrad(args).ok());
+  RefForward f = [](const std::vector<Vec> &in) {
+    Vec y;
+    for (double v : in[0])
+      y.push_back(v / (1.0 + std::exp(-v)));
+    return y;
+  };
+  EXPECT_TRUE(matchesNumeric(dx.values(), f, {xv}, 0, dyv));
+  // dx of another shape is refused.
+  DeviceTensor wrong = zeros({22});
+  args.dx = wrong;
+  EXPECT_EQ(be().siluGrad(args).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_P(GradTest, ReluGradAwayFromZero) {
   Vec xv = inputs(17, 10), dyv = inputs(17, 11);
   for (double &v : xv)

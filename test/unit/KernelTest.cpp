@@ -432,6 +432,36 @@ TEST_P(KernelTest, ReluZeroesNegativesAndKeepsNaN) {
   EXPECT_TRUE(std::isnan(v[3]));
 }
 
+TEST_P(KernelTest, SiluMatchesItsFormulaInEveryFloatType) {
+  // Far out on both sides too: exp(-x) overflows to inf for x < -88, where
+  // silu is -0, and vanishes for large x, where it is x.
+  std::vector<double> xv = randomValues(29, 25, -8, 8);
+  xv.insert(xv.end(), {-100.0, -0.0, 0.0, 100.0});
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtypeName(dt));
+    auto rounded = roundAll(dt, xv);
+    const int64_t n = static_cast<int64_t>(rounded.size());
+    DeviceTensor x = floats(dt, {n}, rounded), out = zeros(dt, {n});
+    SiluArgs args;
+    args.x = x;
+    args.out = out;
+    ASSERT_TRUE(be().silu(args).ok());
+    std::vector<double> want;
+    for (double v : rounded)
+      want.push_back(v / (1.0 + std::exp(-v)));
+    EXPECT_TRUE(allClose(out.values(), roundAll(dt, want),
+                         dt == DType::f32 ? 4e-6 : 1.0 / 128, 1e-7));
+  }
+  // An integer tensor is refused, naming the op.
+  DeviceTensor ids = zeros(DType::i32, {3}), out = zeros(DType::i32, {3});
+  SiluArgs bad;
+  bad.x = ids;
+  bad.out = out;
+  absl::Status s = be().silu(bad);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("silu: x must be"), std::string::npos) << s;
+}
+
 TEST_P(KernelTest, ElementwiseOpsMayRunInPlace) {
   auto xv = roundAll(DType::bf16, randomValues(10, 16));
   DeviceTensor x = floats(DType::bf16, {10}, xv);
