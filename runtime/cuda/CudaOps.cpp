@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "runtime/core/OpChecks.h"
 #include "runtime/core/Strides.h"
 
@@ -50,64 +51,63 @@ absl::Status CudaBackend::scale(const ScaleArgs &args) {
   return absl::OkStatus();
 }
 
+namespace {
+
+/// An elementwise kernel of one tensor, x into out, after checkUnary; and
+/// of its gradient, dy and x into dx, after checkUnaryGrad.
+absl::Status launchUnary(const char *op, k::Unary kind, const TensorRef &x,
+                         const TensorRef &out, cudaStream_t s) {
+  MD_RETURN_IF_ERROR(checkUnary(op, x, out));
+  return cudaStatus(
+      k::unary(kind, x.data, dt(x), out.data, dt(out), x.numel(), 1.0f, s),
+      absl::StrCat(op, " kernel launch").c_str());
+}
+absl::Status launchUnaryGrad(const char *op, k::UnaryGrad kind,
+                             const TensorRef &dy, const TensorRef &x,
+                             const TensorRef &dx, cudaStream_t s) {
+  MD_RETURN_IF_ERROR(checkUnaryGrad(op, dy, x, dx));
+  return cudaStatus(k::unaryGrad(kind, dy.data, dt(dy), x.data, dt(x), dx.data,
+                                 dt(dx), x.numel(), s),
+                    absl::StrCat(op, " kernel launch").c_str());
+}
+
+} // namespace
+
 absl::Status CudaBackend::gelu(const GeluArgs &args) {
-  MD_RETURN_IF_ERROR(checkUnary("gelu", args.x, args.out));
   MD_STREAM(args);
-  MD_LAUNCH(
-      k::unary(args.approximate ? k::Unary::geluTanh : k::Unary::geluExact,
-               args.x.data, dt(args.x), args.out.data, dt(args.out),
-               args.x.numel(), 1.0f, s),
-      "gelu");
-  return absl::OkStatus();
+  return launchUnary(
+      "gelu", args.approximate ? k::Unary::geluTanh : k::Unary::geluExact,
+      args.x, args.out, s);
 }
 
 absl::Status CudaBackend::geluGrad(const GeluGradArgs &args) {
-  MD_RETURN_IF_ERROR(checkUnaryGrad("gelu_grad", args.dy, args.x, args.dx));
   MD_STREAM(args);
-  MD_LAUNCH(k::unaryGrad(args.approximate ? k::UnaryGrad::geluTanh
+  return launchUnaryGrad("gelu_grad",
+                         args.approximate ? k::UnaryGrad::geluTanh
                                           : k::UnaryGrad::geluExact,
-                         args.dy.data, dt(args.dy), args.x.data, dt(args.x),
-                         args.dx.data, dt(args.dx), args.x.numel(), s),
-            "gelu_grad");
-  return absl::OkStatus();
+                         args.dy, args.x, args.dx, s);
 }
 
 absl::Status CudaBackend::relu(const ReluArgs &args) {
-  MD_RETURN_IF_ERROR(checkUnary("relu", args.x, args.out));
   MD_STREAM(args);
-  MD_LAUNCH(k::unary(k::Unary::relu, args.x.data, dt(args.x), args.out.data,
-                     dt(args.out), args.x.numel(), 1.0f, s),
-            "relu");
-  return absl::OkStatus();
+  return launchUnary("relu", k::Unary::relu, args.x, args.out, s);
 }
 
 absl::Status CudaBackend::reluGrad(const ReluGradArgs &args) {
-  MD_RETURN_IF_ERROR(checkUnaryGrad("relu_grad", args.dy, args.x, args.dx));
   MD_STREAM(args);
-  MD_LAUNCH(k::unaryGrad(k::UnaryGrad::relu, args.dy.data, dt(args.dy),
-                         args.x.data, dt(args.x), args.dx.data, dt(args.dx),
-                         args.x.numel(), s),
-            "relu_grad");
-  return absl::OkStatus();
+  return launchUnaryGrad("relu_grad", k::UnaryGrad::relu, args.dy, args.x,
+                         args.dx, s);
 }
 
 absl::Status CudaBackend::silu(const SiluArgs &args) {
-  MD_RETURN_IF_ERROR(checkUnary("silu", args.x, args.out));
   MD_STREAM(args);
-  MD_LAUNCH(k::unary(k::Unary::silu, args.x.data, dt(args.x), args.out.data,
-                     dt(args.out), args.x.numel(), 1.0f, s),
-            "silu");
-  return absl::OkStatus();
+  return launchUnary("silu", k::Unary::silu, args.x, args.out, s);
 }
 
 absl::Status CudaBackend::siluGrad(const SiluGradArgs &args) {
-  MD_RETURN_IF_ERROR(checkUnaryGrad("silu_grad", args.dy, args.x, args.dx));
   MD_STREAM(args);
-  MD_LAUNCH(k::unaryGrad(k::UnaryGrad::silu, args.dy.data, dt(args.dy),
-                         args.x.data, dt(args.x), args.dx.data, dt(args.dx),
-                         args.x.numel(), s),
-            "silu_grad");
-  return absl::OkStatus();
+  return launchUnaryGrad("silu_grad", k::UnaryGrad::silu, args.dy, args.x,
+                         args.dx, s);
 }
 
 absl::Status CudaBackend::accumulate(const AccumulateArgs &args) {

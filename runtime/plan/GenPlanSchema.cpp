@@ -38,32 +38,33 @@ struct Row {
   int32_t stringsMin, stringsMax, blocksMin, blocksMax;
 };
 
-// What a slot's kind adds to its name ("eps > 0", "transpose_a: bool").
+// What a slot's kind adds to its name ("eps > 0", "transpose_a: bool"); an
+// int kind not listed is a plan.fbs enum (": Group"), a float kind not
+// listed adds nothing.
+struct KindText {
+  const char *kind, *text;
+};
+constexpr KindText kIntKinds[] = {
+    {"Any", ""},          {"Bool", ": bool"},
+    {"Positive", " > 0"}, {"NonNegative", " >= 0"},
+    {"Bucket", " >= -1"}, {"Dataset", ": dataset index"}};
+constexpr KindText kFloatKinds[] = {{"Positive", " > 0"},
+                                    {"NonNegative", " >= 0"},
+                                    {"UnitInterval", " in [0, 1)"}};
+
+template <size_t N>
+std::string kindText(const KindText (&table)[N], const std::string &kind,
+                     const std::string &otherwise) {
+  for (const KindText &entry : table)
+    if (kind == entry.kind)
+      return entry.text;
+  return otherwise;
+}
 std::string intKind(const char *kind) {
-  const std::string k = kind;
-  if (k == "Any")
-    return "";
-  if (k == "Bool")
-    return ": bool";
-  if (k == "Positive")
-    return " > 0";
-  if (k == "NonNegative")
-    return " >= 0";
-  if (k == "Bucket")
-    return " >= -1";
-  if (k == "Dataset")
-    return ": dataset index";
-  return ": " + k; // a plan.fbs enum: Group, Reduction, ...
+  return kindText(kIntKinds, kind, std::string(": ") + kind);
 }
 std::string floatKind(const char *kind) {
-  const std::string k = kind;
-  if (k == "Positive")
-    return " > 0";
-  if (k == "NonNegative")
-    return " >= 0";
-  if (k == "UnitInterval")
-    return " in [0, 1)";
-  return "";
+  return kindText(kFloatKinds, kind, "");
 }
 std::string optional(const std::string &item) { return "[" + item + "]"; }
 std::string repeated(const std::string &item, int min) {
@@ -84,8 +85,8 @@ std::vector<Row> rows() {
 #define MD_I_LIST(field, name, Kind, min) repeated(name + intKind(#Kind), min),
 #define MD_F(field, name, Kind) name + floatKind(#Kind),
 #define MD_F_LIST(field, name, min) repeated(name, min),
-#define MD_ROW(Name, Value, Str, Kernel, Since, Ins, Outs, Ints, Floats,       \
-               Strings, Blocks)                                                \
+#define MD_ROW(Name, Value, Str, Flags, Since, Rule, Kernel, Ins, Outs, Ints,  \
+               Floats, Strings, Blocks)                                        \
   Row{#Name,                                                                   \
       Value,                                                                   \
       Str,                                                                     \
@@ -97,15 +98,7 @@ std::vector<Row> rows() {
       {MD_EXPAND Floats},                                                      \
       MD_EXPAND Strings,                                                       \
       MD_EXPAND Blocks},
-#define MD_OP(Name, Value, Str, Flags, Since, Rule, Ins, Outs, Ints, Floats,   \
-              Strings, Blocks)                                                 \
-  MD_ROW(Name, Value, Str, false, Since, Ins, Outs, Ints, Floats, Strings,     \
-         Blocks)
-#define MD_KERNEL(Name, Value, Str, Flags, Since, Rule, Entry, Args, Ins,      \
-                  Outs, Ints, Floats)                                          \
-  MD_ROW(Name, Value, Str, true, Since, Ins, Outs, Ints, Floats, (0, 0), (0, 0))
 #include "runtime/plan/Opcodes.def"
-#undef MD_ROW
 #undef MD_EXPAND
   };
 }

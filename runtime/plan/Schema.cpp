@@ -172,20 +172,12 @@ std::vector<OpcodeInfo> buildTable() {
 #define MD_F(field, name, Kind) Slot<FloatAttr>{1, 1, FloatAttr::Kind, name},
 #define MD_F_LIST(field, name, min)                                            \
   Slot<FloatAttr>{min, Arity::kMany, FloatAttr::Any, name},
-#define MD_ROW(Name, Str, Flags, Since, Kernel, Ins, Outs, Ints, Floats,       \
-               Strings, Blocks)                                                \
+#define MD_ROW(Name, Value, Str, Flags, Since, Rule, Kernel, Ins, Outs, Ints,  \
+               Floats, Strings, Blocks)                                        \
   makeInfo(Opcode::Name, Str, Flags, Since, Kernel, {MD_EXPAND Ins},           \
            {MD_EXPAND Outs}, {MD_EXPAND Ints}, {MD_EXPAND Floats},             \
            Arity{MD_EXPAND Strings}, Arity{MD_EXPAND Blocks}),
-#define MD_OP(Name, Value, Str, Flags, Since, Rule, Ins, Outs, Ints, Floats,   \
-              Strings, Blocks)                                                 \
-  MD_ROW(Name, Str, Flags, Since, false, Ins, Outs, Ints, Floats, Strings,     \
-         Blocks)
-#define MD_KERNEL(Name, Value, Str, Flags, Since, Rule, Entry, Args, Ins,      \
-                  Outs, Ints, Floats)                                          \
-  MD_ROW(Name, Str, Flags, Since, true, Ins, Outs, Ints, Floats, (0, 0), (0, 0))
 #include "runtime/plan/Opcodes.def"
-#undef MD_ROW
   };
   // Index the rows by opcode value; Invalid stays a hole.
   std::vector<OpcodeInfo> table(static_cast<size_t>(Opcode::MAX) + 1);

@@ -15,6 +15,9 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <array>
+#include <optional>
+#include <type_traits>
+#include <vector>
 
 namespace md::emitter {
 
@@ -30,12 +33,26 @@ template <typename Op> fb::Reduction reduction(Op c) {
   return static_cast<fb::Reduction>(c.getReductionKind());
 }
 
+/// The attribute that holds a number slot of type T, and its value.
+template <typename T> struct NumberAttr;
+template <> struct NumberAttr<int64_t> {
+  using type = IntegerAttr;
+  static constexpr const char *kKind = "an integer";
+  static int64_t value(IntegerAttr a) { return a.getValue().getSExtValue(); }
+};
+template <> struct NumberAttr<double> {
+  using type = FloatAttr;
+  static constexpr const char *kKind = "a float";
+  static double value(FloatAttr a) { return a.getValueAsDouble(); }
+};
+
 /// Reads an attribute slot of a kernel's row from the md op's attribute of
 /// the slot's name: a unit or bool attribute into a flag (absent: false),
-/// an integer, float or array attribute into its number(s). A number the op
-/// lacks, or an attribute of another kind, is an error on the op (the
-/// dialect materialises its default-valued attributes, so only a table and
-/// dialect that disagree get here; OpcodeTableTest proves they agree).
+/// an integer or float attribute into its number, an array of them (or a
+/// dense i64 array) into its numbers. A required number the op lacks, or an
+/// attribute of another kind, is an error on the op (the dialect
+/// materialises its default-valued attributes, so only a table and dialect
+/// that disagree get here; DialectTest proves they agree).
 class SlotReader {
 public:
   explicit SlotReader(Operation &op) : op_(op) {}
@@ -50,56 +67,43 @@ public:
       return wrongKind(name, "a flag");
     return success();
   }
-  LogicalResult operator()(StringRef name, plan::Required<int64_t> &slot) {
-    auto attr = dyn_cast_or_null<IntegerAttr>(op_.getAttr(name));
-    if (!attr)
-      return wrongKind(name, "an integer");
-    slot = attr.getValue().getSExtValue();
-    return success();
-  }
-  LogicalResult operator()(StringRef name, std::optional<int64_t> &slot) {
+  template <typename T>
+  LogicalResult operator()(StringRef name, std::optional<T> &slot) {
     Attribute attr = op_.getAttr(name);
     if (!attr)
       return success();
-    auto value = dyn_cast<IntegerAttr>(attr);
+    auto number = dyn_cast<typename NumberAttr<T>::type>(attr);
+    if (!number)
+      return wrongKind(name, NumberAttr<T>::kKind);
+    slot = NumberAttr<T>::value(number);
+    return success();
+  }
+  template <typename T>
+  LogicalResult operator()(StringRef name, plan::Required<T> &slot) {
+    std::optional<T> value;
+    if (failed((*this)(name, value)))
+      return failure();
     if (!value)
-      return wrongKind(name, "an integer");
-    slot = value.getValue().getSExtValue();
+      return wrongKind(name, NumberAttr<T>::kKind);
+    slot = *value;
     return success();
   }
-  LogicalResult operator()(StringRef name, plan::Required<double> &slot) {
-    auto attr = dyn_cast_or_null<FloatAttr>(op_.getAttr(name));
-    if (!attr)
-      return wrongKind(name, "a float");
-    slot = attr.getValueAsDouble();
-    return success();
-  }
-  LogicalResult operator()(StringRef name, std::vector<int64_t> &slots) {
+  template <typename T>
+  LogicalResult operator()(StringRef name, std::vector<T> &slots) {
     Attribute attr = op_.getAttr(name);
-    if (auto dense = dyn_cast_or_null<DenseI64ArrayAttr>(attr)) {
-      slots.assign(dense.asArrayRef().begin(), dense.asArrayRef().end());
-      return success();
-    }
+    if constexpr (std::is_same_v<T, int64_t>)
+      if (auto dense = dyn_cast_or_null<DenseI64ArrayAttr>(attr)) {
+        slots.assign(dense.asArrayRef().begin(), dense.asArrayRef().end());
+        return success();
+      }
     auto array = dyn_cast_or_null<ArrayAttr>(attr);
     if (!array)
-      return wrongKind(name, "an array of integers");
+      return wrongKind(name, "an array");
     for (Attribute element : array) {
-      auto value = dyn_cast<IntegerAttr>(element);
-      if (!value)
-        return wrongKind(name, "an array of integers");
-      slots.push_back(value.getValue().getSExtValue());
-    }
-    return success();
-  }
-  LogicalResult operator()(StringRef name, std::vector<double> &slots) {
-    auto array = dyn_cast_or_null<ArrayAttr>(op_.getAttr(name));
-    if (!array)
-      return wrongKind(name, "an array of floats");
-    for (Attribute element : array) {
-      auto value = dyn_cast<FloatAttr>(element);
-      if (!value)
-        return wrongKind(name, "an array of floats");
-      slots.push_back(value.getValueAsDouble());
+      auto number = dyn_cast<typename NumberAttr<T>::type>(element);
+      if (!number)
+        return wrongKind(name, "an array of numbers");
+      slots.push_back(NumberAttr<T>::value(number));
     }
     return success();
   }
