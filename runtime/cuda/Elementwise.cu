@@ -287,22 +287,17 @@ cudaError_t columnSums(const void *x, int xt, int64_t rows, int64_t n,
 
 cudaError_t permute(const void *x, void *out, int elemBytes,
                     const Strided &space, int64_t n, cudaStream_t stream) {
-  if (n == 0)
-    return cudaSuccess;
-  unsigned grid = gridFor(n);
   if (elemBytes == 2)
-    permuteKernel<<<grid, kThreads, 0, stream>>>(
-        static_cast<const uint16_t *>(x), static_cast<uint16_t *>(out), space,
-        n);
-  else if (elemBytes == 4)
-    permuteKernel<<<grid, kThreads, 0, stream>>>(
-        static_cast<const uint32_t *>(x), static_cast<uint32_t *>(out), space,
-        n);
-  else
-    permuteKernel<<<grid, kThreads, 0, stream>>>(
-        static_cast<const uint64_t *>(x), static_cast<uint64_t *>(out), space,
-        n);
-  return cudaGetLastError();
+    return launch(permuteKernel<uint16_t>, n, gridFor(n), stream,
+                  static_cast<const uint16_t *>(x),
+                  static_cast<uint16_t *>(out), space, n);
+  if (elemBytes == 4)
+    return launch(permuteKernel<uint32_t>, n, gridFor(n), stream,
+                  static_cast<const uint32_t *>(x),
+                  static_cast<uint32_t *>(out), space, n);
+  return launch(permuteKernel<uint64_t>, n, gridFor(n), stream,
+                static_cast<const uint64_t *>(x), static_cast<uint64_t *>(out),
+                space, n);
 }
 
 cudaError_t arange(void *out, bool i32, int64_t start, int64_t n,
@@ -313,12 +308,9 @@ cudaError_t arange(void *out, bool i32, int64_t start, int64_t n,
 cudaError_t reduceSum(const void *x, int xt, void *out, int ot,
                       const Strided &kept, int64_t outN, const Strided &reduced,
                       int64_t reducedN, double divisor, cudaStream_t stream) {
-  if (outN == 0)
-    return cudaSuccess;
   unsigned grid = outN > 65535 ? 65535u : unsigned(outN);
-  reduceSumKernel<<<grid, kThreads, 0, stream>>>(x, xt, out, ot, kept, outN,
-                                                 reduced, reducedN, divisor);
-  return cudaGetLastError();
+  return launch(reduceSumKernel, outN, grid, stream, x, xt, out, ot, kept,
+                outN, reduced, reducedN, divisor);
 }
 
 cudaError_t broadcastTo(const void *dy, int dyt, void *dx, int dxt,
@@ -345,17 +337,14 @@ cudaError_t sgd(const void *param, int pt, const void *grad, int gt,
 
 cudaError_t normPartials(const void *x, int xt, int64_t n, double *partials,
                          cudaStream_t stream) {
-  if (n == 0)
-    return cudaSuccess;
-  normPartialsKernel<<<kNormPartials, kThreads, 0, stream>>>(x, xt, n,
-                                                             partials);
-  return cudaGetLastError();
+  return launch(normPartialsKernel, n, kNormPartials, stream, x, xt, n,
+                partials);
 }
 
 cudaError_t normFinish(const double *partials, float *out, bool squared,
                        cudaStream_t stream) {
-  normFinishKernel<<<1, kThreads, 0, stream>>>(partials, out, squared);
-  return cudaGetLastError();
+  return launch(normFinishKernel, /*work=*/1, 1, stream, partials, out,
+                squared);
 }
 
 cudaError_t clip(const void *g, int gt, void *out, int ot, int64_t n,

@@ -17,7 +17,11 @@
 
 #include <cstdint>
 
+// A host test that runs the kernels without a GPU
+// (test/unit/emulated/runtime/cuda/KernelUtil.cuh) defines the two types.
+#ifndef MD_CUDA_EMULATED
 #include <cuda_runtime_api.h>
+#endif
 
 #include "runtime/core/OptimizerScalars.h"
 

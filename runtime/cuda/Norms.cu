@@ -375,15 +375,12 @@ cudaError_t batchNorm(const void *x, int xt, const void *gamma, int gt,
                       const void *beta, int bt, void *out, int ot, float *mean,
                       float *invstd, int64_t rows, int64_t c, double eps,
                       cudaStream_t stream) {
-  if (c == 0)
-    return cudaSuccess;
-  batchNormStatsKernel<<<gridFor(c), kThreads, 0, stream>>>(x, xt, mean, invstd,
-                                                            rows, c, eps);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess || rows == 0)
+  if (cudaError_t e = launch(batchNormStatsKernel, c, gridFor(c), stream, x,
+                             xt, mean, invstd, rows, c, eps);
+      e != cudaSuccess || rows == 0)
     return e;
-  batchNormOutKernel<<<gridFor(rows * c), kThreads, 0, stream>>>(
-      x, xt, gamma, gt, beta, bt, out, ot, mean, invstd, rows * c, c);
-  return cudaGetLastError();
+  return launch(batchNormOutKernel, rows * c, gridFor(rows * c), stream, x, xt,
+                gamma, gt, beta, bt, out, ot, mean, invstd, rows * c, c);
 }
 
 cudaError_t batchNormGrad(const void *dy, int dyt, const void *x, int xt,
@@ -391,34 +388,27 @@ cudaError_t batchNormGrad(const void *dy, int dyt, const void *x, int xt,
                           const float *invstd, void *dx, int dxt, void *dgamma,
                           int dgt, void *dbeta, int dbt, float *sums,
                           int64_t rows, int64_t c, cudaStream_t stream) {
-  if (c == 0)
-    return cudaSuccess;
-  batchNormGradSumsKernel<<<gridFor(c), kThreads, 0, stream>>>(
-      dy, dyt, x, xt, mean, invstd, dgamma, dgt, dbeta, dbt, sums, rows, c);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess || rows == 0)
+  if (cudaError_t e = launch(batchNormGradSumsKernel, c, gridFor(c), stream, dy,
+                             dyt, x, xt, mean, invstd, dgamma, dgt, dbeta, dbt,
+                             sums, rows, c);
+      e != cudaSuccess || rows == 0)
     return e;
-  batchNormGradDxKernel<<<gridFor(rows * c), kThreads, 0, stream>>>(
-      dy, dyt, x, xt, gamma, gt, mean, invstd, sums, dx, dxt, rows * c, c);
-  return cudaGetLastError();
+  return launch(batchNormGradDxKernel, rows * c, gridFor(rows * c), stream, dy,
+                dyt, x, xt, gamma, gt, mean, invstd, sums, dx, dxt, rows * c,
+                c);
 }
 
 cudaError_t softmax(const void *x, int xt, void *out, int ot, int64_t outer,
                     int64_t n, int64_t inner, cudaStream_t stream) {
-  if (outer * inner == 0 || n == 0)
-    return cudaSuccess;
-  softmaxKernel<<<rowGrid(outer * inner), kThreads, 0, stream>>>(
-      x, xt, out, ot, outer, n, inner);
-  return cudaGetLastError();
+  return launch(softmaxKernel, outer * inner * n, rowGrid(outer * inner),
+                stream, x, xt, out, ot, outer, n, inner);
 }
 
 cudaError_t softmaxGrad(const void *dy, int dyt, const void *y, int yt,
                         void *dx, int dxt, int64_t outer, int64_t n,
                         int64_t inner, cudaStream_t stream) {
-  if (outer * inner == 0 || n == 0)
-    return cudaSuccess;
-  softmaxGradKernel<<<rowGrid(outer * inner), kThreads, 0, stream>>>(
-      dy, dyt, y, yt, dx, dxt, outer, n, inner);
-  return cudaGetLastError();
+  return launch(softmaxGradKernel, outer * inner * n, rowGrid(outer * inner),
+                stream, dy, dyt, y, yt, dx, dxt, outer, n, inner);
 }
 
 cudaError_t checkIndices(const void *ids, bool i32, int64_t n, int64_t rows,
@@ -432,22 +422,17 @@ cudaError_t embedding(const void *table, int elemBytes, const void *ids,
                       bool i32, void *out, int64_t positions, int64_t d,
                       cudaStream_t stream) {
   int64_t n = positions * d;
-  if (n == 0)
-    return cudaSuccess;
-  unsigned grid = gridFor(n);
   if (elemBytes == 2)
-    embeddingKernel<<<grid, kThreads, 0, stream>>>(
-        static_cast<const uint16_t *>(table), ids, i32,
-        static_cast<uint16_t *>(out), positions, d);
-  else if (elemBytes == 4)
-    embeddingKernel<<<grid, kThreads, 0, stream>>>(
-        static_cast<const uint32_t *>(table), ids, i32,
-        static_cast<uint32_t *>(out), positions, d);
-  else
-    embeddingKernel<<<grid, kThreads, 0, stream>>>(
-        static_cast<const uint64_t *>(table), ids, i32,
-        static_cast<uint64_t *>(out), positions, d);
-  return cudaGetLastError();
+    return launch(embeddingKernel<uint16_t>, n, gridFor(n), stream,
+                  static_cast<const uint16_t *>(table), ids, i32,
+                  static_cast<uint16_t *>(out), positions, d);
+  if (elemBytes == 4)
+    return launch(embeddingKernel<uint32_t>, n, gridFor(n), stream,
+                  static_cast<const uint32_t *>(table), ids, i32,
+                  static_cast<uint32_t *>(out), positions, d);
+  return launch(embeddingKernel<uint64_t>, n, gridFor(n), stream,
+                static_cast<const uint64_t *>(table), ids, i32,
+                static_cast<uint64_t *>(out), positions, d);
 }
 
 cudaError_t embeddingGrad(const void *dy, int dyt, const void *ids, bool i32,
@@ -462,16 +447,15 @@ cudaError_t crossEntropy(const void *logits, int lt, const void *targets,
                          bool i32, bool hasIgnore, int64_t ignoreIndex,
                          int64_t positions, int64_t classes, double *losses,
                          int64_t counted, float *out, cudaStream_t stream) {
-  if (positions > 0) {
-    crossEntropyRowsKernel<<<rowGrid(positions), kThreads, 0, stream>>>(
-        logits, lt, targets, i32, hasIgnore, ignoreIndex, positions, classes,
-        losses);
-    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
-      return e;
-  }
-  crossEntropyFinishKernel<<<1, kThreads, 0, stream>>>(losses, positions,
-                                                       counted, out);
-  return cudaGetLastError();
+  if (cudaError_t e = launch(crossEntropyRowsKernel, positions,
+                             rowGrid(positions), stream, logits, lt, targets,
+                             i32, hasIgnore, ignoreIndex, positions, classes,
+                             losses);
+      e != cudaSuccess)
+    return e;
+  // Always: with no positions the loss is still written (0 / 0, as the CPU).
+  return launch(crossEntropyFinishKernel, /*work=*/1, 1, stream, losses,
+                positions, counted, out);
 }
 
 cudaError_t crossEntropyGrad(const float *dloss, const void *logits, int lt,
@@ -479,12 +463,9 @@ cudaError_t crossEntropyGrad(const float *dloss, const void *logits, int lt,
                              int64_t ignoreIndex, int64_t positions,
                              int64_t classes, int64_t counted, void *dlogits,
                              int dt, cudaStream_t stream) {
-  if (positions == 0 || classes == 0)
-    return cudaSuccess;
-  crossEntropyGradKernel<<<rowGrid(positions), kThreads, 0, stream>>>(
-      dloss, logits, lt, targets, i32, hasIgnore, ignoreIndex, positions,
-      classes, counted, dlogits, dt);
-  return cudaGetLastError();
+  return launch(crossEntropyGradKernel, positions * classes, rowGrid(positions),
+                stream, dloss, logits, lt, targets, i32, hasIgnore, ignoreIndex,
+                positions, classes, counted, dlogits, dt);
 }
 
 } // namespace md::cuda::kernels

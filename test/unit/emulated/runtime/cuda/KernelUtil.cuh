@@ -8,11 +8,14 @@
 // calling thread sharing one shared-memory buffer (filled with NaNs, so a
 // read before a write shows). __syncthreads switches to the next fiber:
 // the launch resumes fiber 0, 1, ..., 255 in turn, each running to its next
-// barrier, so none passes a barrier before all have reached it. A warp
+// barrier, so none passes a barrier before all have reached it. A static
+// __shared__ array is a function-local static (one block runs at a time),
+// and atomics are plain updates (one fiber runs at a time). A warp
 // shuffle is a block-wide exchange through two alternating buffers and one
 // barrier, which is the same thing for a kernel whose threads all shuffle
-// together (as those of Attention.cu do). Loads and stores of f32 and bf16
-// use the real conversions (runtime/core/NumberFormat.h).
+// together (as those of Attention.cu do). Everything else the kernels use,
+// loads, stores and block reductions, is the real
+// runtime/cuda/KernelCommon.cuh, included below.
 //
 // It checks indexing, masking, tile bounds and barrier placement; not
 // speed, not the device's exp (glibc's is used), not memory ordering
@@ -31,25 +34,36 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/core/NumberFormat.h"
-
+#define MD_CUDA_EMULATED 1
 #define __global__
 #define __device__
 #define __launch_bounds__(n)
+#define __shared__ static
 
 using cudaError_t = int;
 using cudaStream_t = void *;
 inline constexpr cudaError_t cudaSuccess = 0, cudaErrorInvalidValue = 1,
                              cudaErrorInvalidConfiguration = 9;
 
+// One fiber runs at a time: an atomic is a plain update.
+inline float atomicAdd(float *address, float v) {
+  float old = *address;
+  *address = old + v;
+  return old;
+}
+inline unsigned long long atomicAdd(unsigned long long *address,
+                                    unsigned long long v) {
+  unsigned long long old = *address;
+  *address = old + v;
+  return old;
+}
+inline long long atomicMin(long long *address, long long v) {
+  long long old = *address;
+  *address = v < old ? v : old;
+  return old;
+}
+
 namespace md::cuda::kernels {
-
-inline constexpr int kF32 = 0, kBf16 = 1, kF16 = 2;
-inline constexpr int kThreads = 256;
-/// The most dynamic shared memory a launch may ask for: the 99 KiB opt-in
-/// limit of sm_86/89/120, the smallest of the architectures md builds for.
-inline constexpr size_t kMaxSharedBytes = 99 * 1024;
-
 namespace emulated {
 
 struct Index {
@@ -66,12 +80,7 @@ inline std::vector<Fiber> fibers;
 inline ucontext_t scheduler;
 
 inline Index threadIdx;
-inline Index blockIdx, gridDim, blockDim{kThreads};
-inline std::vector<float> shared;
-inline float exchange[2][kThreads];
-inline int exchangeTurn = 0;
-/// Set when a launch asked for more shared memory than allowed.
-inline bool sharedOverflow = false;
+inline Index blockIdx, gridDim, blockDim{256};
 
 } // namespace emulated
 
@@ -86,6 +95,26 @@ inline void __syncthreads() {
   swapcontext(&emulated::fibers[threadIdx.x].context, &emulated::scheduler);
 }
 
+} // namespace md::cuda::kernels
+
+#include "runtime/cuda/KernelCommon.cuh"
+
+namespace md::cuda::kernels {
+
+static_assert(kThreads == 256, "blockDim above starts at kThreads");
+
+/// The most dynamic shared memory a launch may ask for: the 99 KiB opt-in
+/// limit of sm_86/89/120, the smallest of the architectures md builds for.
+inline constexpr size_t kMaxSharedBytes = 99 * 1024;
+
+namespace emulated {
+inline std::vector<float> shared;
+inline float exchange[2][kThreads];
+inline int exchangeTurn = 0;
+/// Set when a launch asked for more shared memory than allowed.
+inline bool sharedOverflow = false;
+} // namespace emulated
+
 /// A thread reads buffer k after barrier k and writes the other one next;
 /// it can write buffer k again only after barrier k + 1, which waits for
 /// every reader of buffer k.
@@ -99,19 +128,6 @@ inline float __shfl_xor_sync(unsigned, float v, int laneMask) {
 }
 
 inline float *sharedFloats() { return emulated::shared.data(); }
-
-inline float ld(const void *p, int t, int64_t i) {
-  if (t == kBf16)
-    return md::runtime::bf16ToF32(static_cast<const uint16_t *>(p)[i]);
-  return static_cast<const float *>(p)[i];
-}
-
-inline void st(void *p, int t, int64_t i, float v) {
-  if (t == kBf16)
-    static_cast<uint16_t *>(p)[i] = md::runtime::f32ToBf16(v);
-  else
-    static_cast<float *>(p)[i] = v;
-}
 
 /// Runs the kernel's blocks in order, each as kThreads fibers.
 template <typename... Params, typename... Args>
@@ -164,6 +180,16 @@ cudaError_t launchShared(void (*kernel)(Params...), unsigned grid, size_t bytes,
     }
   }
   return cudaSuccess;
+}
+
+
+/// KernelUtil.cuh's launch: no work launches nothing.
+template <typename... Params, typename... Args>
+cudaError_t launch(void (*kernel)(Params...), int64_t work, unsigned grid,
+                   cudaStream_t stream, Args &&...args) {
+  if (work == 0)
+    return cudaSuccess;
+  return launchShared(kernel, grid, 0, stream, Params(args)...);
 }
 
 } // namespace md::cuda::kernels
