@@ -87,14 +87,15 @@ private:
   std::vector<uint8_t> bytes_;
 };
 
-/// got and want agree elementwise: within 1e-5 relative (1e-6 absolute) in
-/// f32, within an ulp or two (1/128 relative, 1e-3 absolute) in bf16 and
-/// f16. NaN matches NaN.
+/// got and want agree elementwise: within 1e-5 relative (1e-6 absolute,
+/// or `f32Atol`) in f32, within an ulp or two (1/128 relative, 1e-3
+/// absolute) in bf16 and f16. NaN matches NaN.
 inline ::testing::AssertionResult close(const HostTensor &got,
                                         const HostTensor &want,
-                                        runtime::DType t) {
+                                        runtime::DType t,
+                                        double f32Atol = 1e-6) {
   const bool f32 = t == runtime::DType::f32;
-  const double rtol = f32 ? 1e-5 : 1.0 / 128, atol = f32 ? 1e-6 : 1e-3;
+  const double rtol = f32 ? 1e-5 : 1.0 / 128, atol = f32 ? f32Atol : 1e-3;
   if (got.numel() != want.numel())
     return ::testing::AssertionFailure() << "sizes differ";
   for (int64_t i = 0; i < got.numel(); ++i) {
