@@ -17,7 +17,9 @@ packages=(
   libflatbuffers-dev flatbuffers-compiler libabsl-dev libgtest-dev libgmock-dev
   libopenblas-dev
   # The CPU backend's GEMMs (oneDNN matmul; OpenBLAS is the fallback).
-  libdnnl-dev
+  # oneDNN's CMake config looks for OpenCL, whose -dev package libdnnl-dev
+  # only recommends (and recommends are not installed here).
+  libdnnl-dev ocl-icd-opencl-dev
   # Vectorised exp/tanh for the CPU backend's GELU, softmax and cross-entropy.
   libsleef-dev
   # Checkpoint checksums (XXH3) and the CPU collectives across nodes (Gloo).
