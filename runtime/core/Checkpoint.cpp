@@ -146,6 +146,8 @@ absl::Status PublishShardedCheckpoint(const std::string &tmp,
           absl::StrFormat("%s: cannot exchange it with %s: %s", dir, tmp,
                           std::strerror(errno)));
     // A file system without RENAME_EXCHANGE: move the old one aside first.
+    // A crash before the second rename leaves no `dir`; the next save or
+    // --resume auto puts the set-aside one back (RestoreSetAsideCheckpoints).
     std::string old = tmp + ".old";
     if (::rename(dir.c_str(), old.c_str()) != 0)
       return absl::InternalError(absl::StrFormat("%s: cannot move it aside: %s",
@@ -172,8 +174,40 @@ std::string SaveTempDir(const std::string &dir, const std::string &id) {
   return absl::StrCat(dir, ".tmp-", id);
 }
 
+absl::Status RestoreSetAsideCheckpoints(const std::string &parent) {
+  DIR *d = ::opendir(parent.c_str());
+  if (d == nullptr)
+    return absl::OkStatus(); // nothing saved there yet
+  std::vector<std::string> names;
+  while (struct dirent *e = ::readdir(d))
+    names.push_back(e->d_name);
+  ::closedir(d);
+  bool restored = false;
+  for (const std::string &name : names) {
+    size_t tmp = name.find(".tmp");
+    if (!absl::StartsWith(name, "step_") || tmp == std::string::npos ||
+        !absl::EndsWith(name, ".old"))
+      continue;
+    const std::string from = absl::StrCat(parent, "/", name);
+    const std::string to = absl::StrCat(parent, "/", name.substr(0, tmp));
+    // Only a whole published checkpoint was ever set aside; when `to` is
+    // there, the publication finished and this one is merely stale.
+    if (::access(to.c_str(), F_OK) == 0 ||
+        ::access((from + "/meta.json").c_str(), F_OK) != 0)
+      continue;
+    if (::rename(from.c_str(), to.c_str()) != 0)
+      return absl::InternalError(absl::StrFormat(
+          "%s: cannot put back the checkpoint a failed save set aside as "
+          "%s: %s",
+          to, from, std::strerror(errno)));
+    restored = true;
+  }
+  return restored ? SyncDirectory(parent) : absl::OkStatus();
+}
+
 absl::Status RemoveStaleTemporaries(const std::string &parent,
                                     const std::string &keep) {
+  MD_RETURN_IF_ERROR(RestoreSetAsideCheckpoints(parent));
   DIR *d = ::opendir(parent.c_str());
   if (d == nullptr)
     return absl::OkStatus(); // nothing saved there yet

@@ -58,8 +58,14 @@ absl::Status PublishShardedCheckpoint(const std::string &tmp,
 std::string NewSaveId();
 /// The temporary directory of save `id` of the checkpoint `dir`.
 std::string SaveTempDir(const std::string &dir, const std::string &id);
+/// Puts back under its own name each published checkpoint that a save on a
+/// file system without RENAME_EXCHANGE set aside (step_N.tmp-ID.old) and
+/// that no step_N replaced: the save died between its two renames, so the
+/// old checkpoint is the one to keep.
+absl::Status RestoreSetAsideCheckpoints(const std::string &parent);
 /// Removes the temporary directories (step_N.tmp, step_N.tmp-ID) that
-/// saves of dead runs left in `parent`, but `keep`.
+/// saves of dead runs left in `parent`, but `keep`, after putting back what
+/// RestoreSetAsideCheckpoints finds.
 absl::Status RemoveStaleTemporaries(const std::string &parent,
                                     const std::string &keep);
 

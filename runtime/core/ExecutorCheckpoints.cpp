@@ -469,7 +469,13 @@ absl::StatusOr<std::string> Executor::Impl::resolveResume() {
                        "starting fresh";
     return std::string();
   }
-  // Rank 0 looks, every rank loads what it found.
+  // Rank 0 looks (after putting back a checkpoint that a save which died
+  // mid-publication set aside), every rank loads what it found.
+  MD_RETURN_IF_ERROR(shareRank0Outcome(
+      options_.rank == 0 ? RestoreSetAsideCheckpoints(
+                               saveDir->empty() ? "checkpoints" : *saveDir)
+                         : absl::OkStatus(),
+      "look for the newest checkpoint"));
   int64_t step =
       options_.rank == 0 ? LatestShardedCheckpointStep(*saveDir) : -1;
   MD_RETURN_IF_ERROR(broadcastInts(&step, 1));

@@ -14,10 +14,13 @@
 #    groups of 2) at W = 4, with weights right after loading equal bit for
 #    bit to those saved; training then continues. Resumed under zero1 (at
 #    one precision the presets train alike), it ends with fsdp-full's
-#    weights.
+#    weights. The ddp checkpoint (f32 parameters) loads under fsdp-full at
+#    W = 4 and fsdp-grad-op at W = 2, their bf16 working copies cast from
+#    the f32 masters.
 # 3. Refusals naming the file or tensor: a corrupt, a truncated and a
 #    missing rank file, a foreign meta.json, another model (a tensor of
-#    another shape), a full checkpoint given to --resume; a dead save's
+#    another shape), another optimizer (a state the plan has none of, a
+#    state the checkpoint lacks), a full checkpoint given to --resume; a dead save's
 #    temporary directory is never resumed from and is removed by the next
 #    save; --resume auto without a checkpoint starts fresh in one line.
 # 4. --init: the weights saved at step 8 (W = 2, fsdp-full) start a ddp run
@@ -154,6 +157,30 @@ if [[ -d $saved ]]; then
 else
   fail "no checkpoint $saved to reshard"
 fi
+# The ddp checkpoint (f32 parameters, no bf16 working copy saved) under
+# fsdp-full at W = 4 and fsdp-grad-op at W = 2, whose bf16 working copies
+# are cast from the saved f32 master weights: the weights right after
+# loading are ddp's bit for bit, and training continues.
+ddpsaved=$work/mlp-ddp/split/ckpt/step_00000008
+if [[ -d $ddpsaved ]]; then
+  train ddp8 loaded 2 mlp-ddp.fb --steps 8 --log-every 0 --resume "$ddpsaved" \
+    --save-final loaded.safetensors
+  for target in "fsdp-full 4" "fsdp-grad-op 2"; do
+    read -r plan w <<<"$target"
+    name=from-ddp-$plan-$w
+    compile "$name.fb" mlp "$w" "$plan" || continue
+    train "$name" loaded "$w" "$name.fb" --steps 8 --log-every 0 \
+      --resume "$ddpsaved" --save-final loaded.safetensors || continue
+    compare --bitwise ddp8/loaded.safetensors "$name/loaded.safetensors" >cmp.txt ||
+      fail "ddp's checkpoint under $plan at W = $w: the weights after loading differ:"$'\n'"$(cat cmp.txt)"
+    train "$name" continued "$w" "$name.fb" --steps 12 --log-every 4 \
+      --resume "$ddpsaved" &&
+      { grep -Eq '^step 12/12  loss [0-9.]+ ' "$name/continued.out" ||
+        fail "ddp's checkpoint under $plan at W = $w: training did not continue:"$'\n'"$(tail -n 5 "$name/continued.out")"; }
+  done
+else
+  fail "no checkpoint $ddpsaved to reshard"
+fi
 
 # ---------------------------------------------------------------------------
 # 3. Refusals.
@@ -190,6 +217,16 @@ if [[ -d $saved ]]; then
   compile mlp-hidden32.fb mlp 2 fsdp-full -D hidden=32
   refused other-model "master/fc1.weight has shape \[64, 32\] in the checkpoint but \[32, 32\] in this plan" \
     2 mlp-hidden32.fb --resume "$saved" --steps 12
+  # Another optimizer: AdamW's moments are state SGD has none of, and SGD
+  # with momentum needs a state AdamW's checkpoint lacks.
+  sed 's/adamw(lr = 1e-2, weight_decay = 0.01)/sgd(lr = 1e-2)/' mlp.mdl >mlp-sgd.mdl
+  sed 's/adamw(lr = 1e-2, weight_decay = 0.01)/sgd(lr = 1e-2, momentum = 0.9)/' mlp.mdl >mlp-momentum.mdl
+  compile mlp-sgd.fb mlp-sgd 2 fsdp-full &&
+    refused other-optimizer "step_00000008 \(model mlp, plan fsdp-full\) holds exp_avg/fc1.bias \[64\], which this plan \(fsdp-full\) has no state for: another model or optimizer\?" \
+      2 mlp-sgd.fb --resume "$saved" --steps 12
+  compile mlp-momentum.fb mlp-momentum 2 fsdp-full &&
+    refused missing-state "step_00000008 \(model mlp, plan fsdp-full\) holds no momentum/fc1.weight, which this plan \(fsdp-full\) needs: another model or optimizer\?" \
+      2 mlp-momentum.fb --resume "$saved" --steps 12
   refused full-checkpoint "at8.safetensors: a full checkpoint \(parameters only\) cannot be resumed from" \
     2 "$plan" --resume "$work/at8/at8.safetensors" --steps 12
 

@@ -408,6 +408,53 @@ TEST(CheckpointFiles, StaleTemporariesAreRemovedAndNeverFound) {
   std::filesystem::remove_all(root);
 }
 
+TEST(CheckpointFiles, ACheckpointSetAsideByADeadSaveIsPutBack) {
+  // A save on a file system without RENAME_EXCHANGE moves the published
+  // step_5 aside, then renames its own directory in; it died in between.
+  std::string root = tempDir();
+  std::string aside = root + "/step_00000005.tmp-00000000000000aa.old";
+  std::string unpublished = root + "/step_00000005.tmp-00000000000000aa";
+  for (const std::string &dir : {aside, unpublished}) {
+    ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+    write(dir + "/meta.json", dir == aside ? "old" : "new");
+  }
+  EXPECT_EQ(LatestShardedCheckpointStep(root), -1);
+  ASSERT_TRUE(RestoreSetAsideCheckpoints(root).ok());
+  EXPECT_EQ(read(root + "/step_00000005/meta.json"), "old");
+  EXPECT_FALSE(exists(aside));
+  EXPECT_EQ(LatestShardedCheckpointStep(root), 5);
+
+  EXPECT_TRUE(exists(unpublished)); // only a save's cleanup removes it
+
+  // The next save's cleanup puts back what it finds set aside (step_13)
+  // first. When step_7 was published after all, its set-aside predecessor
+  // is stale, and so is one without meta.json: neither is put back, and
+  // the cleanup removes them.
+  std::string aside13 = root + "/step_00000013.tmp-00000000000000ee.old";
+  std::string published = root + "/step_00000007";
+  std::string staleAside = published + ".tmp-00000000000000bb.old";
+  std::string halfAside = root + "/step_00000009.tmp-00000000000000cc.old";
+  for (const std::string &dir : {aside13, published, staleAside, halfAside})
+    ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  write(aside13 + "/meta.json", "13");
+  write(published + "/meta.json", "new");
+  write(staleAside + "/meta.json", "old");
+  write(ShardFileName(halfAside, 0), "x");
+  std::string mine = SaveTempDir(root + "/step_00000011", "00000000000000dd");
+  ASSERT_EQ(::mkdir(mine.c_str(), 0755), 0);
+  ASSERT_TRUE(RemoveStaleTemporaries(root, mine).ok());
+  EXPECT_EQ(read(published + "/meta.json"), "new");
+  EXPECT_FALSE(exists(staleAside));
+  EXPECT_FALSE(exists(halfAside));
+  EXPECT_FALSE(exists(root + "/step_00000009"));
+  EXPECT_FALSE(exists(unpublished));
+  EXPECT_TRUE(exists(mine));
+  EXPECT_EQ(read(root + "/step_00000013/meta.json"), "13");
+  EXPECT_FALSE(exists(aside13));
+  EXPECT_EQ(LatestShardedCheckpointStep(root), 13);
+  std::filesystem::remove_all(root);
+}
+
 TEST(CheckpointFiles, PublishingReplacesAnOlderCheckpointOnlyWhenComplete) {
   std::string root = tempDir();
   std::string dir = root + "/step_00000005";
