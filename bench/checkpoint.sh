@@ -24,6 +24,7 @@ source "$repo/bench/lib.sh"
 bench_options "$0" --build=build="$repo/build" \
   --work=work="${TMPDIR:-/tmp}/md-ckpt-bench" --ranks=ranks="1 2 4" \
   --models=models="tiny gpt2" -- "$@"
+build=$(cd "$build" 2>/dev/null && pwd) || { echo "checkpoint.sh: no build directory $build (README.md)" >&2; exit 1; }
 mdc=$build/bin/mdc
 mdrun=$build/bin/mdrun
 [[ -x $mdc && -x $mdrun ]] || { echo "checkpoint.sh: build mdc and mdrun first (README.md)" >&2; exit 1; }

@@ -4,7 +4,8 @@
 // md-apply-plan built (docs/passes.md, "After md-mixed-precision"):
 //
 //   master f32 shard --cast P--> all-gather (moves P) --> views in P
-//   batch --cast P--> compute in P (losses and batch-norm statistics f32)
+//   batch --cast P--> compute in P (losses f32; md.batch_norm's mean and
+//     inverse std f32; SyncBatchNorm's means in P, all-reduced in f32)
 //   gradient in P --> accumulate / total in f32 --cast R--> reduce
 //     --cast f32--> optimizer
 //
@@ -188,8 +189,8 @@ void MixedPrecisionPass::refreshParams(Block &block) {
   }
 }
 
-/// Operands that stay f32 whatever P is: the loss seed and batch-norm
-/// statistics.
+/// Operands that stay f32 whatever P is: the loss seed and the statistics
+/// (mean, inverse std) md.batch_norm hands its gradient.
 static bool keepsF32Operand(Operation *op, unsigned index) {
   if (isa<CrossEntropyGradOp>(op))
     return index == 0;
@@ -343,7 +344,8 @@ void MixedPrecisionPass::runOnOperation() {
   if (!plan.getBufferDtype().isF32()) {
     model.emitOpError("buffer dtype ")
         << plan.getBufferDtype()
-        << " is not supported: batch-norm statistics are f32";
+        << " is not supported: batch-norm statistics are all-reduced and "
+           "kept in f32";
     return signalPassFailure();
   }
   paramType = plan.getParamDtype();

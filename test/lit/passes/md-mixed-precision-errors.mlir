@@ -1,6 +1,6 @@
 // RUN: md-opt %s -split-input-file -verify-diagnostics --pass-pipeline='builtin.module(md.model(md-mixed-precision))'
 
-// expected-error @+1 {{'md.model' op buffer dtype 'bf16' is not supported: batch-norm statistics are f32}}
+// expected-error @+1 {{'md.model' op buffer dtype 'bf16' is not supported: batch-norm statistics are all-reduced and kept in f32}}
 md.model @bf16_buffer attributes {plan = #md.plan<name = "ddp", preset = "ddp", shard = none, wrap = none, precision = {param = bf16, reduce = bf16, buffer = bf16, master = f32}, bucket_cap = 26214400, prefetch = {forward = true, backward = pre}, reshard_after_forward = false, checkpoint_activations = none>} {
   md.forward @forward(%x: tensor<2xf32>) -> tensor<f32> {
     %l = md.sum %x dims [0] : tensor<2xf32> to tensor<f32>
