@@ -145,14 +145,15 @@ TEST(GemmTest, Bf16GemmIsSgemmOfTheWidenedOperands) {
     }
 }
 
-// docs/runtime.md ("Determinism") says a run's bits do not depend on the
-// BLAS thread count with the oneDNN build. A primitive is built per shape
-// on the thread that runs it, with that thread's OpenMP thread count, so
-// each count runs on a fresh thread (a fresh primitive cache), as each
-// rank's process does. The shapes are the GPT models' (x = B * T rows:
-// forward nt, the weight gradient tn over all rows, the input gradient nn),
-// a large-K small-output one (where a library would split the sum over
-// threads) and an odd one.
+// docs/runtime.md ("Determinism") says which GEMMs' bits depend on the BLAS
+// thread count with the oneDNN build. A primitive is built per shape on the
+// thread that runs it, with that thread's OpenMP thread count, so each count
+// runs on a fresh thread (a fresh primitive cache), as each rank's process
+// does. The GPT models' shapes (x = B * T rows: forward nt, the weight
+// gradient tn over all rows, the input gradient nn) and an odd one give the
+// same bits at 1, 2, 3, 4 and 8 threads; a small output with a long sum
+// (64 x 64, K = 16384), which oneDNN splits over threads (f32 from 8, bf16
+// from 3), only at 1 and 2.
 TEST(GemmTest, OneDnnGivesTheSameBitsForAnyThreadCount) {
   if (std::string(blasName()).rfind("oneDNN", 0) != 0)
     GTEST_SKIP() << "the thread-count rule is oneDNN's; this build runs "
@@ -160,12 +161,16 @@ TEST(GemmTest, OneDnnGivesTheSameBitsForAnyThreadCount) {
   struct Shape {
     bool ta, tb;
     int64_t m, n, k;
+    int maxThreads; // the most threads that give the same bits as one
   };
-  const Shape shapes[] = {{false, true, 2048, 768, 768},
-                          {true, false, 768, 3072, 2048},
-                          {false, false, 2048, 768, 3072},
-                          {true, false, 64, 64, 16384},
-                          {false, true, 333, 517, 291}};
+  const Shape shapes[] = {{false, true, 2048, 768, 768, 8},
+                          {true, false, 768, 3072, 2048, 8},
+                          {false, false, 2048, 768, 3072, 8},
+                          {true, false, 64, 64, 16384, 2},
+                          {false, true, 333, 517, 291, 8}};
+  // Each shape in f32 (sgemm) and, where the build has it, with bf16
+  // operands (gemmBf16: the zero1 and fsdp presets' bf16 parameters).
+  const bool bf16 = haveGemmBf16();
   auto run = [&](int threads) {
     std::vector<std::vector<float>> results;
     setBlasThreads(threads);
@@ -175,20 +180,30 @@ TEST(GemmTest, OneDnnGivesTheSameBitsForAnyThreadCount) {
         sgemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, p.a.data(), p.lda, p.b.data(),
               p.ldb, 0.0f, p.c.data(), p.ldc);
         results.push_back(p.c);
+        if (!bf16)
+          continue;
+        std::vector<uint16_t> a = toBf16(p.a), b = toBf16(p.b);
+        gemmBf16(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a.data(), p.lda, b.data(),
+                 p.ldb, 0.0f, p.c.data(), p.ldc);
+        results.push_back(p.c);
       }
     });
     worker.join();
     return results;
   };
   std::vector<std::vector<float>> one = run(1);
-  for (int threads : {2, 3}) {
+  for (int threads : {2, 3, 4, 8}) {
     std::vector<std::vector<float>> many = run(threads);
-    for (size_t i = 0; i < one.size(); ++i)
+    for (size_t i = 0; i < one.size(); ++i) {
+      const Shape &s = shapes[bf16 ? i / 2 : i];
+      if (threads > s.maxThreads)
+        continue;
       EXPECT_EQ(std::memcmp(one[i].data(), many[i].data(),
                             one[i].size() * sizeof(float)),
                 0)
-          << shapes[i].m << "x" << shapes[i].n << "x" << shapes[i].k << " with "
-          << threads << " threads";
+          << (bf16 && i % 2 ? "bf16 " : "f32 ") << s.m << "x" << s.n << "x"
+          << s.k << " with " << threads << " threads";
+    }
   }
   setBlasThreads(0);
 }
