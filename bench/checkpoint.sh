@@ -16,7 +16,9 @@
 # then a second run resumes from that checkpoint and trains no step (the
 # banner's "loaded in S s": verification of every file's size and, shared
 # out, checksum, then each rank's byte ranges). Both are collectives, so the
-# time is every rank's. Prints one line per model and W.
+# time is every rank's. Beside each save, the disk alone: W writers writing
+# and fsyncing a rank file's bytes at once (dd), and the ratio of the save
+# to it. Prints one line per model and W.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=bench/lib.sh
@@ -51,7 +53,24 @@ precision='precision = { param = bf16, reduce = f32, buffer = f32, master = f32 
 bench_rewrite_train "$repo/models/gpt.mdl" "$bench_train" >gpt2.mdl
 "$mdc" gpt2.mdl -D seq=64 --plan fsdp-full -o gpt2.fb
 
-printf '%-6s %3s  %14s  %8s  %8s\n' model W "MiB per rank" "save s" "load s"
+# disk_seconds BYTES W: how long W writers take to write BYTES each and
+# fsync them, at once, in this directory (dd with conv=fsync): the disk's
+# part of a save, measured beside it.
+disk_seconds() {
+  local bytes=$1 w=$2 start end i
+  start=$(date +%s.%N)
+  for ((i = 0; i < w; i++)); do
+    dd if=/dev/zero of="disk.$i" bs=1M count=$(((bytes + 1048575) / 1048576)) \
+      conv=fsync status=none &
+  done
+  wait
+  end=$(date +%s.%N)
+  rm -f disk.*
+  awk -v s="$start" -v e="$end" 'BEGIN { printf "%.2f", e - s }'
+}
+
+printf '%-6s %3s  %14s  %8s  %8s  %8s  %9s\n' model W "MiB per rank" "save s" \
+  "disk s" "save/disk" "load s"
 for model in $models; do
   for w in $ranks; do
     rm -rf ckpt
@@ -59,12 +78,16 @@ for model in $models; do
       --skip-memory-check "$model.fb" >save.out 2>save.err ||
       { echo "checkpoint.sh: $model at W = $w: $(cat save.err)" >&2; exit 1; }
     save=$(sed -nE 's/^step 1: saved ckpt\/step_00000001 in ([0-9.]+) s$/\1/p' save.out)
-    mib=$(du -b ckpt/step_00000001/rank_00000.safetensors | awk '{ printf "%.1f", $1 / 1048576 }')
+    bytes=$(du -b ckpt/step_00000001/rank_00000.safetensors | cut -f1)
+    mib=$(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1048576 }')
+    disk=$(disk_seconds "$bytes" "$w")
+    ratio=$(awk -v s="$save" -v d="$disk" 'BEGIN { printf "%.2f", (d > 0 ? s / d : 0) }')
     "$mdrun" --backend cpu --ranks "$w" --steps 1 --log-every 0 \
       --skip-memory-check --resume ckpt/step_00000001 "$model.fb" >load.out 2>load.err ||
       { echo "checkpoint.sh: $model at W = $w: $(cat load.err)" >&2; exit 1; }
     load=$(sed -nE 's/^mdrun: resumed from .*; loaded in ([0-9.]+) s\)$/\1/p' load.out)
-    printf '%-6s %3d  %14s  %8s  %8s\n' "$model" "$w" "$mib" "$save" "$load"
+    printf '%-6s %3d  %14s  %8s  %8s  %8s  %9s\n' "$model" "$w" "$mib" "$save" \
+      "$disk" "$ratio" "$load"
   done
 done
 rm -rf ckpt

@@ -1026,9 +1026,13 @@ absl::Status Executor::Impl::executeRunValue(const fb::Instruction &inst) {
   }
 }
 
-/// log and print: rank 0 hands the values to the observer.
+/// log and print: the observer gets rank 0's logs, and the prints of every
+/// rank that runs them (a print the same on every rank is rank0_only).
 absl::Status Executor::Impl::executeOutput(const fb::Instruction &inst) {
-  if (options_.rank != 0 || options_.observer == nullptr)
+  const bool shown = inst.opcode() == fb::Opcode::Print
+                         ? options_.rank == 0 || !inst.rank0_only()
+                         : options_.rank == 0;
+  if (!shown || options_.observer == nullptr)
     return absl::OkStatus();
   auto I = [&](uint32_t k) { return inst.inputs()->Get(k); };
   const uint32_t ins = count(inst.inputs());
@@ -1055,7 +1059,7 @@ absl::Status Executor::Impl::executeOutput(const fb::Instruction &inst) {
     for (double e : v)
       absl::StrAppend(&line, " ", formatValue(e));
   }
-  options_.observer->onPrint(step_, line);
+  options_.observer->onPrint(step_, line, !inst.rank0_only());
   return absl::OkStatus();
 }
 

@@ -100,8 +100,12 @@ public:
   /// A plan `log`: a tag and named values.
   virtual void onLog(int64_t /*step*/, const std::string & /*tag*/,
                      const std::vector<std::pair<std::string, double>> &) {}
-  /// A plan `print`: the line to show.
-  virtual void onPrint(int64_t /*step*/, const std::string & /*line*/) {}
+  /// A plan `print`: the line to show. A rank0_only print (the same on
+  /// every rank) is reported by rank 0; any other by every rank that runs
+  /// it, with `perRank` set, since its line or whether it runs may differ
+  /// by rank.
+  virtual void onPrint(int64_t /*step*/, const std::string & /*line*/,
+                       bool /*perRank*/) {}
   /// A checkpoint written by rank 0 (or, sharded, by all ranks), and the
   /// seconds the save took (gathering, writing, syncing, publishing).
   virtual void onSave(int64_t /*step*/, const std::string & /*path*/,

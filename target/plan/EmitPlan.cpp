@@ -172,6 +172,28 @@ void foldRankArithmetic(Region &hooks) {
       op->erase();
 }
 
+void markUniformPrints(ModelOp model, Region &hooks) {
+  RankVariance variance(model);
+  if (!variance.succeeded())
+    return; // every print stays per rank: shown by each rank that runs it
+  hooks.walk([&](PrintOp print) {
+    if (print.getRank0Only() || variance.getNonUniformControl(print))
+      return;
+    for (Value value : print.getValues())
+      if (variance.isVarying(value))
+        return;
+    // Whether it runs: an enclosing op with a varying operand (an md.if on
+    // `rank`, even one whose arms communicate alike, an md.for to `rank`)
+    // runs it on some ranks only.
+    for (Operation *parent = print->getParentOp();
+         parent && !isa<TrainOp>(parent); parent = parent->getParentOp())
+      for (Value operand : parent->getOperands())
+        if (variance.isVarying(operand))
+          return;
+    print.setRank0Only(true);
+  });
+}
+
 bool isRankZeroIo(IfOp ifOp) {
   if (!isRankZeroTest(ifOp.getCondition()) || ifOp.getNumResults() != 0 ||
       !ifOp.getElseRegion().empty())
@@ -196,6 +218,8 @@ FailureOr<std::vector<uint8_t>> Emitter::run() {
   // 0`, `rank >= 0`, `rank - rank`) become constants, as the desync check
   // reasons, so that the loader sees them uniform too.
   foldRankArithmetic(train_.getHooks());
+  // A print that every rank makes alike is shown once, by rank 0.
+  markUniformPrints(model_, train_.getHooks());
   FailureOr<MemoryReport> memory = computeMemory(model_, 1);
   if (failed(memory))
     return failure();

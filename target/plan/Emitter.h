@@ -44,6 +44,12 @@ fb::DType getDType(Type type);
 /// decide (`rank >= 0`, `rank < world_size`), `rank - rank`.
 void foldRankArithmetic(Region &hooks);
 
+/// Marks rank0_only each `md.print` of `hooks` that every rank reaches and
+/// whose values are the same on every rank (RankVariance): rank 0 alone
+/// shows it. A print that differs between ranks stays on every rank that
+/// reaches it, and each of them shows its line (docs/language.md).
+void markUniformPrints(ModelOp model, Region &hooks);
+
 /// Whether `cond` is `md.rank == 0` (either way round).
 bool isRankZeroTest(Value cond);
 /// An `if rank == 0` without results or else whose body does not

@@ -100,8 +100,8 @@ public:
     std::snprintf(r_.logs + used, sizeof r_.logs - used, "%s", s.c_str());
     ++r_.numLogs;
   }
-  void onPrint(int64_t step, const std::string &line) override {
-    onLog(step, "print", {{line, 0}});
+  void onPrint(int64_t step, const std::string &line, bool perRank) override {
+    onLog(step, perRank ? "print/rank" : "print", {{line, 0}});
   }
   void onExit(int64_t, const std::string &) override { ++r_.exitReports; }
 
@@ -1153,14 +1153,17 @@ plan::PlanBuilder ControlPlan() {
     return b.addBuffer(plan::PlanBuilder::full(name, t, std::move(shape)));
   };
   auto group = [](fb::Group g) { return static_cast<int64_t>(g); };
-  // for i in 0..3 { print("iteration", i) }
+  // for i in 0..3 { print("iteration", i) }: the same on every rank, so
+  // rank0_only (mdc marks such prints).
   int32_t lb = buf("lb", {}, DType::I64), ub = buf("ub", {}, DType::I64),
           iv = buf("iv", {}, DType::I64);
   b.add(hooks, Opcode::Constant, {}, {lb}).ints = {0};
   b.add(hooks, Opcode::Constant, {}, {ub}).ints = {3};
   int32_t body = b.addBlock(fb::BlockKind::ForBody);
   b.add(hooks, Opcode::For, {lb, ub}, {iv}).blocks = {body};
-  b.add(body, Opcode::Print, {iv}).strings = {"iteration"};
+  fb::InstructionT &iteration = b.add(body, Opcode::Print, {iv});
+  iteration.strings = {"iteration"};
+  iteration.rank0_only = true;
   // branch = step >= 2 ? 1.5 : 2.5
   int32_t st = buf("step", {}, DType::I64), two = buf("two", {}, DType::I64),
           cond = buf("cond", {}, DType::Bool), branch = buf("branch", {});
@@ -1215,6 +1218,9 @@ TEST(ExecutorTest, ControlFlowAndInnerAxisCollectives) {
                       "iteration 2=0;"),
             std::string::npos)
       << logs;
+  EXPECT_EQ(std::string(ranks.rank(1).logs).find("iteration"),
+            std::string::npos)
+      << ranks.rank(1).logs;
   EXPECT_NE(logs.find("1 branch branch=2.5;"), std::string::npos) << logs;
   EXPECT_NE(logs.find("2 branch branch=1.5;"), std::string::npos) << logs;
   EXPECT_EQ(logs.find("a minute passed"), std::string::npos) << logs;
@@ -1337,8 +1343,11 @@ TEST(ExecutorTest, EveryNestsInTheHooksButNotInTheStep) {
   };
   Ranks ranks;
   ASSERT_EQ(ranks.train(nested(false), 2, forSteps(1)), "");
-  std::string logs = ranks.rank(0).logs;
-  EXPECT_NE(logs.find("print inner"), std::string::npos) << logs;
+  // A print that is not rank0_only is every rank's own.
+  for (int r = 0; r < 2; ++r)
+    EXPECT_NE(std::string(ranks.rank(r).logs).find("1 print/rank inner"),
+              std::string::npos)
+        << r << ": " << ranks.rank(r).logs;
   absl::StatusOr<plan::LoadedPlan> loaded =
       plan::LoadPlan(nested(true).finish());
   ASSERT_FALSE(loaded.ok());

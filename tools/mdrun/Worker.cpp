@@ -93,9 +93,11 @@ std::string jsonNumber(double v) {
   return absl::StrFormat("%.9g", v);
 }
 
-/// Rank 0's console and metrics file.
+/// Rank 0's console and metrics file, and every rank's own prints.
 class Reporter final : public runtime::RunObserver {
 public:
+  explicit Reporter(int rank) : rank_(rank) {}
+
   /// Opens the metrics file; a resumed run appends to it.
   absl::Status openMetrics(const std::string &path, bool append) {
     if (path.empty())
@@ -181,8 +183,11 @@ public:
     pending_.clear();
   }
 
-  void onPrint(int64_t, const std::string &line) override {
-    absl::PrintF("%s\n", line.c_str());
+  void onPrint(int64_t, const std::string &line, bool perRank) override {
+    // One write per line, so that the ranks' lines do not interleave.
+    std::string text = perRank ? absl::StrFormat("[rank %d] %s\n", rank_, line)
+                               : absl::StrCat(line, "\n");
+    std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
   }
   void onSave(int64_t step, const std::string &path, double seconds) override {
@@ -196,6 +201,7 @@ public:
   }
 
 private:
+  int rank_;
   struct Log {
     std::string tag;
     std::vector<std::pair<std::string, double>> values;
@@ -561,7 +567,7 @@ absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
   runtime::Comm &comm = *rd.comm;
   const std::string &where = rd.where, &refusal = rd.refusal;
 
-  Reporter reporter;
+  Reporter reporter(env.rank);
   runtime::ExecutorOptions eo;
   eo.rank = env.rank;
   eo.localRank = env.localRank;
