@@ -259,14 +259,12 @@ void DataFeeds::describe(RunInfo &info) const {
     info.sampler = absl::StrFormat(
         "endless; rank r reads samples r, r + %d, ...", so.worldSize);
   else
+    // Only token files are not shuffled: their samples are windows at
+    // offsets drawn from (seed, epoch, index) (docs/runtime.md).
     info.sampler = absl::StrFormat(
-        "seed %d, %s, tail %s; %d batches per rank per epoch", so.seed,
-        // Only token files are not shuffled: their samples are windows at
-        // offsets drawn from (seed, epoch, index) (docs/runtime.md).
-        !so.shuffle             ? "random windows redrawn each epoch"
-        : so.reshuffleEachEpoch ? "reshuffled each epoch"
-                                : "shuffled once",
-        so.tail == data::Tail::Drop ? "dropped" : "padded", perEpoch);
+        "seed %d, %s; %d batches per rank per epoch", so.seed,
+        data::DescribeOrder(so.shuffle, so.reshuffleEachEpoch, so.tail),
+        perEpoch);
   const data::Field &f0 = train_->dataset->fields()[0];
   if (f0.dtype != DType::f32)
     info.tokensPerSample = f0.numel();

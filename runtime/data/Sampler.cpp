@@ -4,6 +4,7 @@
 
 #include <numeric>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/core/Random.h"
 
@@ -93,6 +94,13 @@ BatchStream::Next BatchStream::next() {
   ++inEpoch_;
   ++read_;
   return n;
+}
+
+std::string DescribeOrder(bool shuffle, bool reshuffleEachEpoch, Tail tail) {
+  return absl::StrCat(!shuffle              ? "random windows redrawn each epoch"
+                      : reshuffleEachEpoch ? "reshuffled each epoch"
+                                           : "shuffled once",
+                      ", tail ", tail == Tail::Drop ? "dropped" : "padded");
 }
 
 } // namespace md::data

@@ -21,6 +21,7 @@
 #define MD_RUNTIME_DATA_SAMPLER_H
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -45,6 +46,13 @@ struct SamplerOptions {
   bool reshuffleEachEpoch = true;
   Tail tail = Tail::Drop;
 };
+
+/// How a training sampler orders its epochs and ends them, as mdrun's
+/// banner and `--inspect` both say it: "random windows redrawn each epoch"
+/// (no shuffle: a token file's samples are windows at offsets drawn from
+/// (seed, epoch, index)), "reshuffled each epoch" or "shuffled once", then
+/// "tail dropped" or "tail padded".
+std::string DescribeOrder(bool shuffle, bool reshuffleEachEpoch, Tail tail);
 
 class DistributedSampler {
 public:

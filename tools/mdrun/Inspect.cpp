@@ -21,6 +21,7 @@
 #include "runtime/core/ArenaLayout.h"
 #include "runtime/core/OptimizerGroups.h"
 #include "runtime/core/StreamOrder.h"
+#include "runtime/data/Sampler.h"
 #include "runtime/plan/Loader.h"
 #include "runtime/plan/Memory.h"
 #include "runtime/plan/MemoryFormat.h"
@@ -584,14 +585,14 @@ void writeRecipe(Text &t, const Plan &p, const plan::PlanSummary &s) {
          d.kind() == fb::DataKind::Synthetic
              ? absl::StrCat(" (seed ", d.seed(), ")")
              : absl::StrCat(" \"", printable(str(d.path())), "\""),
-         "; sampler seed ", r.sampler()->seed(),
+         "; sampler seed ", r.sampler()->seed(), ", ",
          // As the banner says it (DataFeeds.cpp): token windows are drawn
          // at random offsets each epoch, whatever the flag.
-         d.kind() == fb::DataKind::Tokens
-             ? ", random windows redrawn each epoch"
-         : r.sampler()->reshuffle_each_epoch() ? ", reshuffled each epoch"
-                                               : ", same order each epoch",
-         ", tail ", lower(fb::EnumNameTailPolicy(r.sampler()->tail())));
+         data::DescribeOrder(d.kind() != fb::DataKind::Tokens,
+                             r.sampler()->reshuffle_each_epoch(),
+                             r.sampler()->tail() == fb::TailPolicy::Pad
+                                 ? data::Tail::Pad
+                                 : data::Tail::Drop));
   t.line("hooks         ",
          s.hooks.empty() ? std::string("none") : absl::StrCat(s.hooks.size()));
   for (const plan::HookSummary &hk : s.hooks) {
