@@ -18,7 +18,12 @@
 #     run 3 steps at W = 2;
 #   * every rejected example (and check.md's rejected program) must fail
 #     `mdc --check` with an error at a line of the file, and every fix mdc
-#     prints for it, as quoted code, must compile and run as above.
+#     prints for it, as quoted code, must compile and run as above;
+#   * every hook statement the pages' prose quotes (`if local_rank == 0 {
+#     print(...) }`, `print("rank", rank % 2)`, ...) and every expression
+#     on `rank` it quotes (`rank - rank`) either runs as above or, being
+#     one of the prose's unsafe examples, fails `mdc --check` with desync
+#     errors only, at a line of the file (never another error).
 #
 #   test/mdrun/doc-examples.py MDC MDRUN DOCS_DIR WORK_DIR
 import concurrent.futures
@@ -65,11 +70,15 @@ CALLS = {
     "min(...)": "min(loss)",
     "all(...)": "all(loss < 3.0)",
     "mean/sum/max(...)": "mean(loss)",
+    "checkpoint(...)": "checkpoint(sharded)",
+    "print(...)": 'print("body")',
+    "seconds/minutes": "minutes",
     'tokens("val.bin")': "synthetic(seed = 1)",
 }
 NAMES = {"N": "2", "lo": "0", "hi": "2", "c": "step > 1", "expr": "step + 1",
          "v1": "step", "v2": "loss", "source": "synthetic(seed = 1)",
-         "x": "loss", "b": "loss < 3.0"}
+         "x": "loss", "b": "loss < 3.0", "avg": "mean(loss)",
+         "format": "sharded", "K": "2", "eval_every": "2"}
 VALUES = {"rank", "local_rank", "world_size", "step", "epoch", "loss"}
 STATEMENT = re.compile(
     r"^(if |for |every |stop$|save |log\(|print\(|evaluate\(|fail\(|"
@@ -133,6 +142,7 @@ class Runner:
         self.failures = []
         self.count = 0
         self.runs = 0
+        self.rejected = 0  # prose examples mdc --check rightly rejected
         self.queue = []
 
     def fail(self, what, why):
@@ -149,14 +159,18 @@ class Runner:
         return subprocess.run([self.mdc] + args, capture_output=True,
                               text=True, timeout=120, cwd=self.work)
 
-    def accept(self, what, text, extra=(), plans=PRESETS, run=True):
-        """Queues an example that must check, compile and run (finish())."""
+    def accept(self, what, text, extra=(), plans=PRESETS, run=True,
+               may_reject=False):
+        """Queues an example that must check, compile and run (finish());
+        with may_reject, one that mdc --check may instead reject with desync
+        errors at lines of the file."""
         path = self.file(text)
         preset = None
         if run:
             preset = RUN_PRESETS[self.runs % len(RUN_PRESETS)]
             self.runs += 1
-        self.queue.append((what, text, path, list(extra), plans, preset))
+        self.queue.append((what, text, path, list(extra), plans, preset,
+                           may_reject))
 
     def finish(self):
         # Examples are independent: two at a time (mdc and mdrun's ranks are
@@ -164,10 +178,22 @@ class Runner:
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
             list(pool.map(lambda job: self.check(*job), self.queue))
 
-    def check(self, what, text, path, extra, plans, preset):
+    def check(self, what, text, path, extra, plans, preset, may_reject):
         # Without a train block there is no plan to write: the module after
         # md's passes instead.
         emit = [] if "train {" in text else ["--emit=mlir"]
+        if may_reject:
+            r = self.mdc_run(["--check", path, "--plan", "all",
+                              "--format=json"] + list(extra))
+            if r.returncode == 1:
+                errors = [f for f in json.loads(r.stdout)["findings"]
+                          if f["level"] == "error"]
+                if not all(f["rule"].startswith("desync/") and f["line"] > 0
+                           for f in errors):
+                    self.fail(what, "mdc --check: not only desync errors at "
+                              "lines: " + r.stdout[-1500:])
+                self.rejected += 1
+                return
         r = self.mdc_run(["--check", path, "--plan", "all"] + list(extra))
         if r.returncode != 0:
             self.fail(what, "mdc --check: " + r.stderr[-1500:])
@@ -291,7 +317,28 @@ def main():
         r.accept("hook example:\n" + hook, TEMPLATE % hook)
         note("hook examples")
 
+    # The prose's hook statements and expressions on `rank`.
+    for page in (language, check):
+        prose = re.sub(r"^```.*?^```", "", page, flags=re.S | re.M)
+        prose = "\n".join(l for l in prose.splitlines()
+                          if not l.startswith("|"))
+        for span in spans(prose):
+            span = re.sub(r"\s+", " ", span).strip()
+            code = concrete(span)
+            if not (re.match(r"^(if |for |every |save |log\(|print\(|fail\()",
+                             code) or
+                    re.search(r"\brank\b.*[-+*%<>=]", code)):
+                continue
+            hook = hook_of(span)
+            if not hook or hook in seen:
+                continue
+            seen.add(hook)
+            r.accept("prose example:\n" + hook, TEMPLATE % hook,
+                     may_reject=True)
+            note("prose examples")
+
     r.finish()
+    print("prose examples mdc --check rejects: %d" % r.rejected)
     for kind in sorted(counts):
         print("%s: %d" % (kind, counts[kind]))
     print("W = 2 runs: %d" % r.runs)
