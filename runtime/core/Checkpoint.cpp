@@ -303,13 +303,14 @@ bool isCompleteCheckpoint(const std::string &path, fb::CheckpointFormat format,
 
 } // namespace
 
-int64_t LatestShardedCheckpointStep(const std::string &saveDir) {
+int64_t LatestShardedCheckpointStep(const std::string &saveDir,
+                                    int64_t before) {
   std::string dir = saveDir.empty() ? std::string("checkpoints") : saveDir;
   int64_t best = -1;
   for (const std::string &name : listDirectory(dir)) {
     std::optional<int64_t> step =
         checkpointStep(name, fb::CheckpointFormat::Sharded);
-    if (!step || *step <= best ||
+    if (!step || *step <= best || *step >= before ||
         ::access(absl::StrCat(dir, "/", name, "/meta.json").c_str(), F_OK) != 0)
       continue;
     best = *step;

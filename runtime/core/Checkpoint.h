@@ -70,9 +70,11 @@ absl::Status RemoveStaleTemporaries(const std::string &parent,
                                     const std::string &keep);
 
 /// The step of the newest published sharded checkpoint under `dir` (a
-/// step_NNNNNNNN directory holding meta.json), or -1 when there is none.
-/// `dir` is a save's directory ("" for "checkpoints").
-int64_t LatestShardedCheckpointStep(const std::string &dir);
+/// step_NNNNNNNN directory holding meta.json) of a step below `before`, or
+/// -1 when there is none. `dir` is a save's directory ("" for
+/// "checkpoints").
+int64_t LatestShardedCheckpointStep(const std::string &dir,
+                                    int64_t before = INT64_MAX);
 
 /// A save's `keep = K`: of the complete md checkpoints of `format` under the
 /// save's directory `dir` ("" for "checkpoints"), keeps the one of step

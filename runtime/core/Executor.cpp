@@ -125,10 +125,9 @@ absl::Status Executor::Impl::init(int64_t worldSize) {
   }
   // A checkpoint to resume from: its seeds draw the data and the frozen
   // parameters, so its meta.json is read before the feeds open.
-  MD_ASSIGN_OR_RETURN(std::string resume, resolveResume());
   std::optional<ShardedMeta> meta;
-  if (!resume.empty()) {
-    MD_ASSIGN_OR_RETURN(meta, ReadShardedMeta(resume));
+  MD_ASSIGN_OR_RETURN(std::string resume, resolveResume(&meta));
+  if (meta) {
     if (options_.seed && *options_.seed != meta->seed)
       return absl::InvalidArgumentError(absl::StrFormat(
           "--seed %d: the checkpoint %s was trained with seed %d, which a "

@@ -72,6 +72,10 @@ struct RunInfo {
   /// says of itself (step, world size, plan), and, for `--resume auto`
   /// that found none, why the run starts fresh.
   std::string resumedFrom, resumedWhat, resumeNote;
+  /// Checkpoints `--resume auto` passed over, newest first: "DIR: why"
+  /// (a meta.json that does not read, a file missing, truncated or
+  /// corrupt).
+  std::vector<std::string> resumeSkipped;
   /// The weights file the run started from (ExecutorOptions::init), and
   /// what it held.
   std::string initFrom, initWhat;

@@ -433,10 +433,32 @@ std::string shapeText(const std::vector<int64_t> &shape) {
 
 } // namespace
 
-absl::StatusOr<std::string> Executor::Impl::resolveResume() {
+absl::StatusOr<std::string>
+Executor::Impl::resolveResume(std::optional<ShardedMeta> *meta) {
   const std::string &resume = options_.resume;
   if (resume.empty())
     return std::string();
+  // A checkpoint's meta.json, read on every rank, and its files verified.
+  // Whether every rank read it is agreed first, so that the ranks call the
+  // verification's collective alike.
+  auto readAndVerify = [&](const std::string &dir) -> absl::Status {
+    const Clock::time_point begin = Clock::now();
+    absl::StatusOr<ShardedMeta> read = ReadShardedMeta(dir);
+    int64_t ok = read.ok() ? 1 : 0;
+    std::vector<int64_t> oks;
+    MD_RETURN_IF_ERROR(allGatherInts(&ok, 1, &oks));
+    if (!read.ok())
+      return read.status();
+    for (int64_t r = 0; r < static_cast<int64_t>(oks.size()); ++r)
+      if (oks[r] == 0)
+        return absl::DataLossError(absl::StrFormat(
+            "%s/meta.json: rank %d cannot read it", dir, r));
+    MD_RETURN_IF_ERROR(verifySharded(dir, *read));
+    *meta = std::move(*read);
+    verifySeconds_ =
+        std::chrono::duration<double>(Clock::now() - begin).count();
+    return absl::OkStatus();
+  };
   if (resume != "auto") {
     struct stat st;
     if (::stat(resume.c_str(), &st) != 0)
@@ -451,6 +473,7 @@ absl::StatusOr<std::string> Executor::Impl::resolveResume() {
           "--resume takes a sharded checkpoint directory, which also holds "
           "the optimizer state and the data position (save "
           "checkpoint(sharded, ...) in the recipe)"));
+    MD_RETURN_IF_ERROR(readAndVerify(resume));
     return resume;
   }
   // auto: the directory of the plan's first sharded save.
@@ -470,34 +493,47 @@ absl::StatusOr<std::string> Executor::Impl::resolveResume() {
     return std::string();
   }
   // Rank 0 looks (after putting back a checkpoint that a save which died
-  // mid-publication set aside), every rank loads what it found.
+  // mid-publication set aside), every rank loads what it found. A damaged
+  // checkpoint (meta.json unreadable, a file missing, truncated or
+  // corrupt) is passed over for the one before it, and said so.
   MD_RETURN_IF_ERROR(shareRank0Outcome(
       options_.rank == 0 ? RestoreSetAsideCheckpoints(
                                saveDir->empty() ? "checkpoints" : *saveDir)
                          : absl::OkStatus(),
       "look for the newest checkpoint"));
-  int64_t step =
-      options_.rank == 0 ? LatestShardedCheckpointStep(*saveDir) : -1;
-  MD_RETURN_IF_ERROR(broadcastInts(&step, 1));
-  if (step < 0) {
-    info_.resumeNote =
-        absl::StrCat("--resume auto: no checkpoint under ",
-                     saveDir->empty() ? std::string("checkpoints") : *saveDir,
-                     "; starting fresh");
-    return std::string();
+  for (int64_t before = INT64_MAX;;) {
+    int64_t step = options_.rank == 0
+                       ? LatestShardedCheckpointStep(*saveDir, before)
+                       : -1;
+    MD_RETURN_IF_ERROR(broadcastInts(&step, 1));
+    if (step < 0)
+      break;
+    std::string dir =
+        CheckpointPath(*saveDir, fb::CheckpointFormat::Sharded, step);
+    absl::Status found = readAndVerify(dir);
+    if (found.ok())
+      return dir;
+    // Only what a damaged checkpoint causes is passed over; a failing
+    // comm is the run's error.
+    if (!absl::IsDataLoss(found) && !absl::IsNotFound(found) &&
+        !absl::IsInvalidArgument(found))
+      return found;
+    info_.resumeSkipped.push_back(std::string(found.message()));
+    before = step;
   }
-  return CheckpointPath(*saveDir, fb::CheckpointFormat::Sharded, step);
+  info_.resumeNote =
+      absl::StrCat("--resume auto: no ",
+                   info_.resumeSkipped.empty() ? "" : "undamaged ",
+                   "checkpoint under ",
+                   saveDir->empty() ? std::string("checkpoints") : *saveDir,
+                   "; starting fresh");
+  return std::string();
 }
 
-absl::Status Executor::Impl::loadSharded(const std::string &dir,
-                                         const ShardedMeta &meta) {
-  const Clock::time_point begin = Clock::now();
+absl::Status Executor::Impl::verifySharded(const std::string &dir,
+                                           const ShardedMeta &meta) {
   const int rank = options_.rank;
   const int64_t W = world_.worldSize;
-
-  // 1. Every file's size on every rank, each file's checksum on one rank
-  //    (file f on rank f mod W): the files are read once in all. The
-  //    lowest rank's finding is every rank's error, word for word.
   int64_t finding[3] = {-1, 0, 0}; // file, FileProblem, what was found
   for (size_t f = 0; f < meta.files.size(); ++f) {
     FileCheck check = CheckCheckpointFile(dir, meta.files[f],
@@ -519,7 +555,15 @@ absl::Status Executor::Impl::loadSharded(const std::string &dir,
                     findings[3 * r + 2]};
     return FileCheckStatus(dir, meta.files[f], check);
   }
+  return absl::OkStatus();
+}
 
+absl::Status Executor::Impl::loadSharded(const std::string &dir,
+                                         const ShardedMeta &meta) {
+  const Clock::time_point begin = Clock::now();
+  const int rank = options_.rank;
+
+  // 1. (resolveResume verified the files.)
   // 2. The same model and optimizer: every state tensor of this plan is in
   //    the checkpoint at its shape, and every saved state has a place here
   //    (the working copy of the parameters may change precision: it is
@@ -625,7 +669,8 @@ absl::Status Executor::Impl::loadSharded(const std::string &dir,
   info_.resumedWhat = absl::StrFormat(
       "step %d, saved at %d rank%s under plan %s; loaded in %.2f s", meta.step,
       meta.worldSize, meta.worldSize == 1 ? "" : "s", meta.plan,
-      std::chrono::duration<double>(Clock::now() - begin).count());
+      verifySeconds_ +
+          std::chrono::duration<double>(Clock::now() - begin).count());
   return absl::OkStatus();
 }
 

@@ -162,12 +162,21 @@ private:
   /// without masters). A collective.
   absl::StatusOr<std::vector<std::optional<std::vector<float>>>> gatherUnits();
   /// ExecutorOptions::resume: the checkpoint directory to load, "" for
-  /// none ("auto" is resolved on rank 0 and broadcast). A collective.
-  absl::StatusOr<std::string> resolveResume();
-  /// Verifies the checkpoint `dir` (meta.json read as `meta`) and fills
-  /// this rank's state from it, reading only the ranges it holds. A
-  /// collective (the ranks share the verification).
+  /// none, with its meta.json read into `meta` and its files verified.
+  /// "auto" is resolved on rank 0 and broadcast: the newest checkpoint
+  /// whose meta.json reads and whose files verify (the damaged ones passed
+  /// over are listed in RunInfo::resumeSkipped). A collective.
+  absl::StatusOr<std::string> resolveResume(std::optional<ShardedMeta> *meta);
+  /// Every file of the checkpoint `dir` at its size, and each file's
+  /// checksum read on one rank; the lowest rank's finding is every rank's
+  /// error, word for word. A collective.
+  absl::Status verifySharded(const std::string &dir, const ShardedMeta &meta);
+  /// Fills this rank's state from the verified checkpoint `dir` (meta.json
+  /// read as `meta`), reading only the ranges it holds.
   absl::Status loadSharded(const std::string &dir, const ShardedMeta &meta);
+  /// How long resolveResume took to read and verify the checkpoint loaded
+  /// (the banner's load time counts it).
+  double verifySeconds_ = 0;
   /// ExecutorOptions::init: this rank's master weights and working
   /// parameters from the safetensors file `path`, by parameter name.
   absl::Status loadWeights(const std::string &path);

@@ -22,7 +22,9 @@
 #    another shape), another optimizer (a state the plan has none of, a
 #    state the checkpoint lacks), a full checkpoint given to --resume; a dead save's
 #    temporary directory is never resumed from and is removed by the next
-#    save; --resume auto without a checkpoint starts fresh in one line.
+#    save; --resume auto without a checkpoint starts fresh in one line,
+#    and passes over a damaged newest checkpoint for the one before (with
+#    every one damaged, it starts fresh).
 # 4. --init: the weights saved at step 8 (W = 2, fsdp-full) start a ddp run
 #    at W = 1 bit for bit, which trains on; a file with a tensor the model
 #    lacks or of another shape is refused naming it, and so is --init with
@@ -241,6 +243,22 @@ if [[ -d $saved ]]; then
   [[ -e stale/ckpt/step_00000096.tmp-00000000deadbeef ]] &&
     fail "the next save left the stale temporary directory"
   ls -d stale/ckpt/*.tmp* >/dev/null 2>&1 && fail "a save left a temporary directory: $(ls stale/ckpt)"
+
+  # --resume auto passes over a damaged newest checkpoint (a corrupt rank
+  # file, then also an unreadable meta.json) for the one before, saying so;
+  # with none undamaged it starts fresh.
+  mkdir -p damaged/ckpt
+  cp -r "$work/mlp-fsdp-full/split/ckpt/step_00000004" "$saved" damaged/ckpt/
+  "$python" -c "import sys; p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[-1] ^= 1; open(p, 'wb').write(b)" damaged/ckpt/step_00000008/rank_00000.safetensors
+  run damaged past8 2 "$plan" --steps 4 --log-every 0 --resume auto
+  grep -Eqx 'mdrun: warning: --resume auto passed over a damaged checkpoint: ckpt/step_00000008/rank_00000.safetensors: XXH3-64 checksum [0-9a-f]{16}, but meta.json lists [0-9a-f]{16} \(corrupt\)' damaged/past8.out &&
+    grep -q '^mdrun: resumed from ckpt/step_00000004 (step 4,' damaged/past8.out ||
+    fail "--resume auto did not pass over the corrupt step 8 for step 4:"$'\n'"$(grep '^mdrun:' damaged/past8.out damaged/past8.err)"
+  echo '{' >damaged/ckpt/step_00000004/meta.json
+  run damaged none 2 "$plan" --steps 2 --log-every 0 --resume auto
+  [[ $(grep -c '^mdrun: warning: --resume auto passed over a damaged checkpoint: ckpt/step_0000000[48]' damaged/none.out) == 2 ]] &&
+    grep -qx 'mdrun: --resume auto: no undamaged checkpoint under ckpt; starting fresh' damaged/none.out ||
+    fail "--resume auto with every checkpoint damaged:"$'\n'"$(grep '^mdrun:' damaged/none.out damaged/none.err)"
 fi
 train fresh fresh 2 mlp-fsdp-full.fb --steps 2 --log-every 0 --resume auto &&
   { grep -qx 'mdrun: --resume auto: no checkpoint under ckpt; starting fresh' fresh/fresh.out ||

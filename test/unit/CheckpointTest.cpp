@@ -452,6 +452,10 @@ TEST(CheckpointFiles, ACheckpointSetAsideByADeadSaveIsPutBack) {
   EXPECT_EQ(read(root + "/step_00000013/meta.json"), "13");
   EXPECT_FALSE(exists(aside13));
   EXPECT_EQ(LatestShardedCheckpointStep(root), 13);
+  // --resume auto passing over damaged ones: the newest below a step.
+  EXPECT_EQ(LatestShardedCheckpointStep(root, 13), 7);
+  EXPECT_EQ(LatestShardedCheckpointStep(root, 7), 5);
+  EXPECT_EQ(LatestShardedCheckpointStep(root, 5), -1);
   std::filesystem::remove_all(root);
 }
 

@@ -288,6 +288,10 @@ void printBanner(const runtime::RunInfo &i, const std::string &planPath,
       plan::BytesText(i.transientArenaBytes).c_str());
   absl::PrintF("mdrun: data %s; sampler %s\n", i.data.c_str(),
                i.sampler.c_str());
+  for (const std::string &skipped : i.resumeSkipped)
+    absl::PrintF("mdrun: warning: --resume auto passed over a damaged "
+                 "checkpoint: %s\n",
+                 skipped.c_str());
   if (!i.resumedFrom.empty())
     absl::PrintF("mdrun: resumed from %s (%s)\n", i.resumedFrom.c_str(),
                  i.resumedWhat.c_str());
