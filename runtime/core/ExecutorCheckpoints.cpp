@@ -33,6 +33,7 @@
 #include "runtime/core/NumberFormat.h"
 #include "runtime/core/Safetensors.h"
 #include "runtime/core/Status.h"
+#include "runtime/plan/MemoryFormat.h"
 
 namespace md::runtime {
 
@@ -393,11 +394,15 @@ public:
         return absl::DataLossError(
             absl::StrCat(f->path, ": cannot read ", t.name, ": ",
                          errno ? std::strerror(errno) : "the file ends early"));
+      bytesRead_ += (hi - lo) * width;
     }
     return absl::OkStatus();
   }
+  /// The tensor bytes read so far.
+  int64_t bytesRead() const { return bytesRead_; }
 
 private:
+  int64_t bytesRead_ = 0;
   struct File {
     std::string path;
     int fd = -1;
@@ -666,9 +671,14 @@ absl::Status Executor::Impl::loadSharded(const std::string &dir,
   pos.batchesRead = meta.batchesRead;
   feeds_->resume(pos, meta.worldSize * meta.microBatch);
   info_.resumedFrom = dir;
+  int64_t savedBytes = 0;
+  for (const CheckpointFile &f : meta.files)
+    savedBytes += f.bytes;
   info_.resumedWhat = absl::StrFormat(
-      "step %d, saved at %d rank%s under plan %s; loaded in %.2f s", meta.step,
-      meta.worldSize, meta.worldSize == 1 ? "" : "s", meta.plan,
+      "step %d, saved at %d rank%s under plan %s; rank %d read %s of the "
+      "checkpoint's %s; loaded in %.2f s",
+      meta.step, meta.worldSize, meta.worldSize == 1 ? "" : "s", meta.plan,
+      rank, plan::BytesText(reader.bytesRead()), plan::BytesText(savedBytes),
       verifySeconds_ +
           std::chrono::duration<double>(Clock::now() - begin).count());
   return absl::OkStatus();

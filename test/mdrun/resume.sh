@@ -114,7 +114,7 @@ for model in mlp gpt; do
       --metrics m.jsonl || continue
     train "$name/split" second 2 "$name.fb" --steps 12 --log-every 4 \
       --metrics m.jsonl --resume auto --save-final final.safetensors || continue
-    grep -Eqx 'mdrun: resumed from ckpt/step_00000008 \(step 8, saved at 2 ranks under plan '"$plan"'; loaded in [0-9.]+ s\)' \
+    grep -Eqx 'mdrun: resumed from ckpt/step_00000008 \(step 8, saved at 2 ranks under plan '"$plan"'; rank 0 read [0-9.]+ (B|KiB|MiB) of the checkpoint'"'"'s [0-9.]+ (B|KiB|MiB); loaded in [0-9.]+ s\)' \
       "$name/split/second.out" ||
       fail "$name: the banner does not name the checkpoint:"$'\n'"$(grep '^mdrun:' "$name/split/second.out")"
     cmp -s "$name/whole/final.safetensors" "$name/split/final.safetensors" ||
@@ -148,6 +148,18 @@ if [[ -d $saved ]]; then
     grep -Eq '^step 12/12  loss [0-9.]+ ' "$name/continued.out" ||
       fail "$plan at W = $w: training did not continue:"$'\n'"$(tail -n 5 "$name/continued.out")"
   done
+  # Each rank reads only the ranges it holds: rank 0 of fsdp-full at W = 4
+  # reads at most a third of what W = 1's one rank reads (a quarter, and
+  # what its working copy casts from the masters).
+  bytesRead() {
+    sed -nE 's/^mdrun: resumed from .*; rank 0 read ([0-9.]+) (B|KiB|MiB) of .*/\1 \2/p' "$1" |
+      awk '{ print $1 * ($2 == "MiB" ? 1048576 : $2 == "KiB" ? 1024 : 1) }'
+  }
+  one=$(bytesRead reshard-fsdp-full-1/loaded.out)
+  four=$(bytesRead reshard-fsdp-full-4/loaded.out)
+  if [[ -z $one || -z $four ]] || ! awk -v a="$four" -v b="$one" 'BEGIN { exit !(a * 3 <= b) }'; then
+    fail "rank 0 at W = 4 read ${four:-?} bytes, at W = 1 ${one:-?}: not at most a third"
+  fi
   # Across presets at one precision (bf16 parameters, f32 masters), which
   # train bit for bit alike: fsdp-full's step 8 resumed under zero1 ends
   # where fsdp-full's 12 steps do.
