@@ -325,17 +325,33 @@ absl::StatusOr<ShardedMeta> ReadShardedMeta(const std::string &dir) {
   return ParseShardedMeta(text, path);
 }
 
+StreamHash::StreamHash() : state_(XXH3_createState()) {
+  // XXH3_createState is malloc; like any allocation, md does not recover
+  // from its failure.
+  if (state_ == nullptr)
+    std::abort();
+  XXH3_64bits_reset(static_cast<XXH3_state_t *>(state_));
+}
+
+StreamHash::~StreamHash() {
+  XXH3_freeState(static_cast<XXH3_state_t *>(state_));
+}
+
+void StreamHash::update(const void *data, size_t bytes) {
+  XXH3_64bits_update(static_cast<XXH3_state_t *>(state_), data, bytes);
+  bytes_ += static_cast<int64_t>(bytes);
+}
+
+uint64_t StreamHash::digest() const {
+  return XXH3_64bits_digest(static_cast<const XXH3_state_t *>(state_));
+}
+
 absl::StatusOr<CheckpointFile> HashFile(const std::string &path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return absl::NotFoundError(
         absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(
-      XXH3_createState(), &XXH3_freeState);
-  if (!state || XXH3_64bits_reset(state.get()) != XXH_OK) {
-    ::close(fd);
-    return absl::ResourceExhaustedError("cannot allocate an XXH3 state");
-  }
+  StreamHash hash;
   CheckpointFile f;
   size_t slash = path.find_last_of('/');
   f.name = slash == std::string::npos ? path : path.substr(slash + 1);
@@ -352,11 +368,11 @@ absl::StatusOr<CheckpointFile> HashFile(const std::string &path) {
     }
     if (n == 0)
       break;
-    XXH3_64bits_update(state.get(), buf.data(), static_cast<size_t>(n));
-    f.bytes += n;
+    hash.update(buf.data(), static_cast<size_t>(n));
   }
   ::close(fd);
-  f.xxh3 = XXH3_64bits_digest(state.get());
+  f.bytes = hash.bytes();
+  f.xxh3 = hash.digest();
   return f;
 }
 

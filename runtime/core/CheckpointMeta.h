@@ -59,6 +59,23 @@ absl::StatusOr<ShardedMeta> ReadShardedMeta(const std::string &dir);
 /// XXH3-64 of the file at `path`, and its size.
 absl::StatusOr<CheckpointFile> HashFile(const std::string &path);
 
+/// XXH3-64 and size of a byte stream fed in pieces: a file as it is
+/// written (HashFile's result for the file, without reading it back).
+class StreamHash {
+public:
+  StreamHash();
+  ~StreamHash();
+  StreamHash(const StreamHash &) = delete;
+  StreamHash &operator=(const StreamHash &) = delete;
+  void update(const void *data, size_t bytes);
+  uint64_t digest() const;
+  int64_t bytes() const { return bytes_; }
+
+private:
+  void *state_; // an XXH3_state_t
+  int64_t bytes_ = 0;
+};
+
 /// What is wrong with a checkpoint's file, found by one rank and told to
 /// the others as numbers (so that every rank reports it alike).
 enum class FileProblem : int64_t {

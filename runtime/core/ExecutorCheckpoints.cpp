@@ -203,33 +203,40 @@ absl::Status Executor::Impl::saveSharded(const std::string &dir) {
   // This rank's file: the ranges of the state it writes (CheckpointLayout.h);
   // every rank writes one, possibly empty, so that rank 0 can check that it
   // sees all of them.
-  std::vector<SafetensorsTensor> tensors;
+  // Each state is copied out a chunk at a time as the file is written,
+  // and the file hashed as it goes (no copy of the state, no reading back).
+  // The states' last writer may be a collective still on the comm stream.
+  MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
+  std::vector<SafetensorsSource> tensors;
   for (uint32_t i = 0; i < count(plan_.buffers()); ++i) {
     int32_t x = static_cast<int32_t>(i);
     if (layout_.buffers[x].placement != Placement::Persistent ||
         !IsCheckpointState(buf(x)) || !RankRange(buf(x), world_, rank).writes)
       continue;
-    SafetensorsTensor t;
-    t.name = StateFileName(plan_, x);
-    t.dtype = SafetensorsDType(buf(x).dtype());
-    t.shape = {layout_.buffers[x].elements};
-    MD_ASSIGN_OR_RETURN(t.data, readBuffer(x));
-    tensors.push_back(std::move(t));
+    tensors.push_back({StateFileName(plan_, x),
+                       SafetensorsDType(buf(x).dtype()),
+                       {layout_.buffers[x].elements},
+                       [this, x](int64_t offset, absl::Span<uint8_t> out) {
+                         return toHost(out.data(), x, offset,
+                                       static_cast<int64_t>(out.size()));
+                       }});
   }
   const std::string file = ShardFileName(tmp, rank);
-  absl::Status written = WriteSafetensors(
+  StreamHash hash;
+  absl::Status written = WriteSafetensorsFrom(
       file, tensors,
       {{"format", "md-sharded-rank"},
        {"id", absl::StrFormat("%016x", static_cast<uint64_t>(id))},
        {"rank", absl::StrCat(rank)},
-       {"step", absl::StrCat(step_)}});
+       {"step", absl::StrCat(step_)}},
+      [&](absl::Span<const uint8_t> bytes) {
+        hash.update(bytes.data(), bytes.size());
+      });
   CheckpointFile mine;
   if (written.ok()) {
-    absl::StatusOr<CheckpointFile> hashed = HashFile(file);
-    if (hashed.ok())
-      mine = *hashed;
-    else
-      written = hashed.status();
+    mine.name = file.substr(file.find_last_of('/') + 1);
+    mine.bytes = hash.bytes();
+    mine.xxh3 = hash.digest();
   }
   int64_t record[3] = {written.ok() ? 1 : 0, mine.bytes,
                        static_cast<int64_t>(mine.xxh3)};

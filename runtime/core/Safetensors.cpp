@@ -143,15 +143,16 @@ absl::Status WriteFileAtomically(const std::string &path,
   return SyncDirectory(dir);
 }
 
-absl::Status
-WriteSafetensors(const std::string &path,
-                 absl::Span<const SafetensorsTensor> tensors,
-                 const std::map<std::string, std::string> &metadata) {
-  std::vector<const SafetensorsTensor *> order;
-  for (const SafetensorsTensor &t : tensors)
+absl::Status WriteSafetensorsFrom(
+    const std::string &path, absl::Span<const SafetensorsSource> tensors,
+    const std::map<std::string, std::string> &metadata,
+    const std::function<void(absl::Span<const uint8_t>)> &written,
+    int64_t chunkBytes) {
+  std::vector<const SafetensorsSource *> order;
+  for (const SafetensorsSource &t : tensors)
     order.push_back(&t);
   std::sort(order.begin(), order.end(),
-            [](const SafetensorsTensor *a, const SafetensorsTensor *b) {
+            [](const SafetensorsSource *a, const SafetensorsSource *b) {
               return a->name < b->name;
             });
   std::vector<std::string> entries;
@@ -162,8 +163,9 @@ WriteSafetensors(const std::string &path,
     entries.push_back(
         absl::StrCat("\"__metadata__\":{", absl::StrJoin(kv, ","), "}"));
   }
+  std::vector<int64_t> sizes;
   int64_t offset = 0;
-  for (const SafetensorsTensor *t : order) {
+  for (const SafetensorsSource *t : order) {
     int64_t elements = 1;
     for (int64_t d : t->shape)
       elements *= d;
@@ -171,14 +173,11 @@ WriteSafetensors(const std::string &path,
     if (bytes == 0)
       return absl::InvalidArgumentError(absl::StrCat(
           path, ": tensor ", t->name, ": unknown dtype ", t->dtype));
-    if (elements * bytes != static_cast<int64_t>(t->data.size()))
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: tensor %s: %d bytes of data for shape [%s] of %s", path, t->name,
-          t->data.size(), absl::StrJoin(t->shape, ", "), t->dtype));
     entries.push_back(absl::StrFormat(
         "%s:{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%d,%d]}",
         JsonQuote(t->name), t->dtype, absl::StrJoin(t->shape, ","), offset,
         offset + elements * bytes));
+    sizes.push_back(elements * bytes);
     offset += elements * bytes;
   }
   std::string header = absl::StrCat("{", absl::StrJoin(entries, ","), "}");
@@ -188,14 +187,54 @@ WriteSafetensors(const std::string &path,
   uint8_t length[8];
   for (int i = 0; i < 8; ++i)
     length[i] = static_cast<uint8_t>(n >> (8 * i));
-  return WriteFileAtomically(path, [&](int fd) {
-    if (!WriteAll(fd, length, 8) || !WriteAll(fd, header.data(), header.size()))
+  auto emit = [&](int fd, const void *data, size_t bytes) {
+    if (written)
+      written({static_cast<const uint8_t *>(data), bytes});
+    return WriteAll(fd, data, bytes);
+  };
+  // A tensor's fill failing is its error, not the file system's.
+  absl::Status filled = absl::OkStatus();
+  std::vector<uint8_t> stage(static_cast<size_t>(
+      std::max<int64_t>(1, std::min(chunkBytes, std::max<int64_t>(offset, 1)))));
+  absl::Status s = WriteFileAtomically(path, [&](int fd) {
+    if (!emit(fd, length, 8) || !emit(fd, header.data(), header.size()))
       return false;
-    for (const SafetensorsTensor *t : order)
-      if (!WriteAll(fd, t->data.data(), t->data.size()))
-        return false;
+    for (size_t i = 0; i < order.size(); ++i)
+      for (int64_t at = 0; at < sizes[i];) {
+        int64_t len = std::min<int64_t>(sizes[i] - at, stage.size());
+        filled = order[i]->fill(at, {stage.data(), static_cast<size_t>(len)});
+        if (!filled.ok() || !emit(fd, stage.data(), static_cast<size_t>(len)))
+          return false;
+        at += len;
+      }
     return true;
   });
+  return filled.ok() ? s : filled;
+}
+
+absl::Status
+WriteSafetensors(const std::string &path,
+                 absl::Span<const SafetensorsTensor> tensors,
+                 const std::map<std::string, std::string> &metadata) {
+  std::vector<SafetensorsSource> sources;
+  for (const SafetensorsTensor &t : tensors) {
+    int64_t elements = 1;
+    for (int64_t d : t.shape)
+      elements *= d;
+    if (elements * dtypeBytes(t.dtype) != static_cast<int64_t>(t.data.size()) &&
+        dtypeBytes(t.dtype) != 0)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: tensor %s: %d bytes of data for shape [%s] of %s", path, t.name,
+          t.data.size(), absl::StrJoin(t.shape, ", "), t.dtype));
+    const std::vector<uint8_t> *data = &t.data;
+    sources.push_back({t.name, t.dtype, t.shape,
+                       [data](int64_t offset, absl::Span<uint8_t> out) {
+                         std::memcpy(out.data(), data->data() + offset,
+                                     out.size());
+                         return absl::OkStatus();
+                       }});
+  }
+  return WriteSafetensorsFrom(path, sources, metadata);
 }
 
 SafetensorsFile::~SafetensorsFile() {

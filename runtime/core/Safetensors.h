@@ -42,6 +42,26 @@ WriteSafetensors(const std::string &path,
                  absl::Span<const SafetensorsTensor> tensors,
                  const std::map<std::string, std::string> &metadata = {});
 
+/// A tensor to write whose bytes are produced a chunk at a time (a device
+/// buffer copied out piecewise): `fill` copies bytes [offset, offset +
+/// out.size()) of the tensor into `out`.
+struct SafetensorsSource {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::function<absl::Status(int64_t offset, absl::Span<uint8_t> out)> fill;
+};
+
+/// WriteSafetensors of tensors filled a chunk at a time through one staging
+/// buffer of `chunkBytes`, so that a file of any size needs no copy of its
+/// tensors in memory. `written`, when given, sees every byte of the file in
+/// order as it is written (to hash the file without reading it back).
+absl::Status WriteSafetensorsFrom(
+    const std::string &path, absl::Span<const SafetensorsSource> tensors,
+    const std::map<std::string, std::string> &metadata,
+    const std::function<void(absl::Span<const uint8_t>)> &written = nullptr,
+    int64_t chunkBytes = int64_t(16) << 20);
+
 /// Reads a safetensors file (for tests and tools): every tensor, by name,
 /// and the metadata; the header is checked as ReadSafetensorsHeader does.
 absl::StatusOr<std::vector<SafetensorsTensor>>

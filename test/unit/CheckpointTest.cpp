@@ -352,6 +352,56 @@ TEST(CheckpointFiles, CorruptTruncatedAndMissingFilesAreNamed) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(CheckpointFiles, AFileWrittenInChunksIsHashedAsItIsWritten) {
+  // Two tensors filled through a 5-byte staging buffer (chunks that split
+  // elements and tensors' ends), hashed by what the writer hands out: the
+  // same bytes and hash as WriteSafetensors' file and HashFile.
+  std::string dir = tempDir();
+  std::vector<SafetensorsTensor> whole(2);
+  whole[0] = {"b", "F32", {3}, {}};
+  whole[1] = {"a", "BF16", {2, 3}, {}};
+  for (SafetensorsTensor &t : whole)
+    for (size_t i = 0; i < 12; ++i) // 3 f32 and 6 bf16 values
+      t.data.push_back(static_cast<uint8_t>(31 * i + t.name[0]));
+  ASSERT_TRUE(WriteSafetensors(dir + "/whole.safetensors", whole).ok());
+  std::vector<SafetensorsSource> sources;
+  std::vector<int64_t> fills;
+  for (const SafetensorsTensor &t : whole) {
+    const std::vector<uint8_t> *data = &t.data;
+    sources.push_back({t.name, t.dtype, t.shape,
+                       [data, &fills](int64_t at, absl::Span<uint8_t> out) {
+                         fills.push_back(static_cast<int64_t>(out.size()));
+                         std::memcpy(out.data(), data->data() + at, out.size());
+                         return absl::OkStatus();
+                       }});
+  }
+  StreamHash hash;
+  ASSERT_TRUE(WriteSafetensorsFrom(
+                  dir + "/chunked.safetensors", sources, {},
+                  [&](absl::Span<const uint8_t> b) {
+                    hash.update(b.data(), b.size());
+                  },
+                  5)
+                  .ok());
+  EXPECT_EQ(read(dir + "/chunked.safetensors"),
+            read(dir + "/whole.safetensors"));
+  EXPECT_EQ(fills, (std::vector<int64_t>{5, 5, 2, 5, 5, 2})); // a, then b
+  absl::StatusOr<CheckpointFile> f = HashFile(dir + "/chunked.safetensors");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(hash.bytes(), f->bytes);
+  EXPECT_EQ(hash.digest(), f->xxh3);
+
+  // A fill that fails is the write's error, and leaves no file.
+  sources[1].fill = [](int64_t, absl::Span<uint8_t>) {
+    return absl::InternalError("the device is gone");
+  };
+  absl::Status s =
+      WriteSafetensorsFrom(dir + "/failed.safetensors", sources, {});
+  EXPECT_EQ(s, absl::InternalError("the device is gone"));
+  EXPECT_FALSE(exists(dir + "/failed.safetensors"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CheckpointFiles, HeaderGivesEachTensorsByteRange) {
   std::string dir = tempDir();
   std::string path = dir + "/f.safetensors";
