@@ -13,7 +13,7 @@
 #    restarts, resumes from the newest checkpoint (a save every 100 steps)
 #    and ends with the uninterrupted run's weights, byte for byte; without
 #    --max-restarts the same kill fails the job. A stopped rank (SIGSTOP)
-#    whose peer times out in a collective (--timeout 2) is restarted alike.
+#    whose peer times out in a collective (--timeout 3) is restarted alike.
 #
 #   test/mdrun/preempt.sh MDC MDRUN WORK_DIR
 set -uo pipefail
@@ -139,12 +139,13 @@ for restarts in 2 0; do
   fi
 done
 # A stopped rank (SIGSTOP) stalls a collective: the other rank times out
-# after --timeout, and --max-restarts 1 restarts the job to the
-# uninterrupted run's weights.
+# after --timeout, and --max-restarts restarts the job to the uninterrupted
+# run's weights (2 restarts, so that a loaded machine's slow step after
+# the restart cannot end the test).
 mkdir -p stall
 cd stall || exit 1
 "$mdrun" --backend cpu --threads 1 --ranks 2 --steps 3000 --log-every 100 \
-  --timeout 2 --max-restarts 1 --save-final final.safetensors \
+  --timeout 3 --max-restarts 2 --save-final final.safetensors \
   "$work/mlp100.fb" >run.out 2>run.err &
 pid=$!
 cd "$work" || exit 1
@@ -153,10 +154,10 @@ if waitStep stall 500; then
   [[ -n $victim ]] && kill -STOP "$victim"
   wait "$pid"
   rc=$?
-  [[ $rc -eq 0 ]] || fail "a stopped rank with --max-restarts 1: exit $rc: $(cat stall/run.err)"
+  [[ $rc -eq 0 ]] || fail "a stopped rank with --max-restarts 2: exit $rc: $(cat stall/run.err)"
   # The peer's comm timeout or the progress watchdog, whichever ends the
   # job first.
-  grep -qE '^mdrun: restart 1 of 1 after: (rank [01] failed: .*timed out after 2 s waiting for rank\(s\) [01] to [a-z ]+|.*no rank completed a collective or a step in 2 s \(--timeout\).*); resuming from the newest checkpoint$' stall/run.err ||
+  grep -qE '^mdrun: restart 1 of 2 after: (rank [01] failed: .*timed out after 3 s waiting for rank\(s\) [01] to [a-z ]+|.*no rank completed a collective or a step in 3 s \(--timeout\).*); resuming from the newest checkpoint$' stall/run.err ||
     fail "a stopped rank: no restart line for the timeout: $(cat stall/run.err)"
   cmp -s stall/final.safetensors whole100/whole.safetensors ||
     fail "a stopped rank, restarted: the weights differ from the uninterrupted run's"
