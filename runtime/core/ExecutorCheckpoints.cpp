@@ -764,10 +764,29 @@ absl::Status Executor::Impl::loadWeights(const std::string &path) {
       const int64_t width = e.dtype == "F32" ? 4 : 2;
       std::vector<uint8_t> raw(static_cast<size_t>((hi - lo) * width));
       int64_t first = run.tensorStart + lo - run.flatStart;
-      if (!ReadAllAt(fd, raw.data(), raw.size(), e.begin + first * width))
-        return absl::DataLossError(
-            absl::StrCat(path, ": cannot read ", run.tensor, ": ",
-                         errno ? std::strerror(errno) : "the file ends early"));
+      auto readAt = [&](uint8_t *to, size_t n, int64_t at) -> absl::Status {
+        if (!ReadAllAt(fd, to, n, at))
+          return absl::DataLossError(absl::StrCat(
+              path, ": cannot read ", run.tensor, ": ",
+              errno ? std::strerror(errno) : "the file ends early"));
+        return absl::OkStatus();
+      };
+      if (!e.transposed) {
+        MD_RETURN_IF_ERROR(
+            readAt(raw.data(), raw.size(), e.begin + first * width));
+      } else {
+        // A name map's transposed (block of a) tensor: the file's tensor
+        // whole, then md's elements [first, first + hi - lo) picked from it.
+        std::vector<uint8_t> whole(static_cast<size_t>(e.end - e.begin));
+        MD_RETURN_IF_ERROR(readAt(whole.data(), whole.size(), e.begin));
+        const int64_t rows = e.shape[1]; // md's columns, the file's rows
+        for (int64_t k = 0; k < hi - lo; ++k) {
+          int64_t i = (first + k) / rows, j = (first + k) % rows;
+          int64_t at = j * e.transposed->fileCols + e.transposed->firstCol + i;
+          std::memcpy(raw.data() + k * width, whole.data() + at * width,
+                      static_cast<size_t>(width));
+        }
+      }
       float *out = values.data() + (lo - h.begin);
       for (int64_t k = 0; k < hi - lo; ++k) {
         if (width == 4) {

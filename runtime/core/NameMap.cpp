@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 namespace md::runtime {
@@ -80,8 +81,16 @@ absl::StatusOr<NameMap> ParseNameMap(const std::string &text,
       if (stars(rule.file) > 1)
         return bad("a name has at most one '*'");
     } else if (words[0] == "map") {
+      const char *expected =
+          "expected 'map MD_PARAMETER FILE_TENSOR [transpose] [rows K/N]'";
+      if (words.size() < 3)
+        return bad(expected);
+      if (words.size() > 3 && words[3] == "transpose") {
+        rule.transpose = true;
+        words.erase(words.begin() + 3);
+      }
       if (words.size() != 3 && words.size() != 5)
-        return bad("expected 'map MD_PARAMETER FILE_TENSOR [rows K/N]'");
+        return bad(expected);
       rule.md = words[1];
       rule.file = words[2];
       if (stars(rule.md) > 1 || stars(rule.file) > 1)
@@ -144,7 +153,19 @@ absl::StatusOr<SafetensorsHeader> ApplyNameMap(const NameMap &map,
                             std::min(rule.line, it->second),
                             std::max(rule.line, it->second), md));
       SafetensorsEntry e = entry;
-      if (rule.parts > 1) {
+      if (rule.transpose) {
+        if (e.shape.size() != 2 || e.shape[1] % rule.parts != 0)
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "%s:%d: %s in %s is [%s]: 'transpose' takes a 2-D tensor whose "
+              "%d columns split into %d equal blocks",
+              map.path, rule.line, name, weightsPath,
+              absl::StrJoin(e.shape, ", "),
+              e.shape.size() == 2 ? e.shape[1] : 0, rule.parts));
+        const int64_t cols = e.shape[1] / rule.parts;
+        e.transposed = SafetensorsEntry::Transposed{e.shape[1],
+                                                    rule.part * cols};
+        e.shape = {cols, e.shape[0]};
+      } else if (rule.parts > 1) {
         if (e.shape.empty() || e.shape[0] % rule.parts != 0)
           return absl::InvalidArgumentError(absl::StrFormat(
               "%s:%d: %s's %d rows in %s do not split into %d equal blocks",

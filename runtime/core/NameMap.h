@@ -10,18 +10,20 @@
 //   map  wte.weight         transformer.wte.weight
 //   ignore lm_head.weight   # tied to wte in nanoGPT
 //
-// `map MD FILE [rows K/N]`: the md parameter MD is the file's tensor FILE,
-// or with `rows K/N` its K-th of N equal blocks of rows (dim 0: nanoGPT's
-// fused q, k, v). A `*` in both names stands for one decimal index (the
-// block number), the same in both. `ignore FILE` names tensors of the file
+// `map MD FILE [transpose] [rows K/N]`: the md parameter MD is the file's
+// tensor FILE, or with `rows K/N` its K-th of N equal blocks of rows (dim
+// 0: nanoGPT's fused q, k, v); with `transpose`, the transpose of the
+// file's 2-D tensor (Hugging Face's Conv1D weights, [in, out] where md's
+// Linear is [out, in]), `rows K/N` then counting md's rows (the file's
+// columns: Hugging Face's fused c_attn). A `*` in both names stands for one
+// decimal index (the block number), the same in both. `ignore FILE` names tensors of the file
 // that md does not read (`*` as above). Every other tensor of the file must
 // be placed by a rule, so a map that misses one is an error, as is a rule
 // whose tensor is missing or whose rows do not divide.
 //
 // Applying a map gives the file's header as md's names would have it: the
-// byte ranges of the blocks, so each rank still reads only what it holds.
-// Rules only select (blocks of) tensors; a tensor that needs transposing
-// (Hugging Face's Conv1D weights) must be transposed before it is saved.
+// byte ranges of the blocks, so each rank still reads only what it holds
+// (a transposed tensor is read whole, then transposed).
 // tools/torch/md_names.py reads the same files to convert md's weights
 // into the other framework's names.
 //
@@ -42,6 +44,7 @@ struct NameRule {
   bool ignore = false;
   std::string md, file; // patterns: at most one '*' each
   int64_t part = 0, parts = 1;
+  bool transpose = false;
   int line = 0;
 };
 

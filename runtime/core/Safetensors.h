@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,6 +75,14 @@ struct SafetensorsEntry {
   std::string dtype;
   std::vector<int64_t> shape;
   int64_t begin = 0, end = 0; // byte offsets from the file's start
+  /// Set by a name map's `transpose` rule (NameMap.h): this [c, r] entry is
+  /// columns [firstCol, firstCol + c) of the file's [r, fileCols] tensor at
+  /// [begin, end), transposed, so its element (i, j) is the file's element
+  /// (j, firstCol + i).
+  struct Transposed {
+    int64_t fileCols = 0, firstCol = 0;
+  };
+  std::optional<Transposed> transposed;
 };
 struct SafetensorsHeader {
   std::map<std::string, SafetensorsEntry> tensors;

@@ -26,7 +26,8 @@
 #    and passes over a damaged newest checkpoint for the one before (with
 #    every one damaged, it starts fresh).
 # 4. --init: the weights saved at step 8 (W = 2, fsdp-full) start a ddp run
-#    at W = 1 bit for bit, which trains on; a file with a tensor the model
+#    at W = 1 bit for bit, which trains on, also from a file whose 2-D
+#    weights are stored transposed, through a map's `transpose` rules; a file with a tensor the model
 #    lacks or of another shape is refused naming it, and so is --init with
 #    --resume. --evaluate on one rank gives the held-out loss the W = 2 run
 #    logged (within 1e-5), and is refused for a plan without evaluate.
@@ -305,6 +306,39 @@ text = json.dumps(header).encode()
 text += b" " * (-len(text) % 8)
 open(dst, "wb").write(struct.pack("<Q", len(text)) + text + body + bytes(8))
 PY
+  # A file whose 2-D weights are stored transposed (Hugging Face's Conv1D
+  # layout), read through a map's `transpose` rules: the same weights.
+  "$python" - "$weights" conv1d.safetensors <<'PY'
+import array, json, struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+data = open(src, "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+body = data[8 + n:]
+out, parts, at = {}, [], 0
+for name in sorted(k for k in header if k != "__metadata__"):
+    e = header[name]
+    assert e["dtype"] == "F32"
+    values = array.array("f", body[e["data_offsets"][0]:e["data_offsets"][1]])
+    shape = e["shape"]
+    if len(shape) == 2:
+        r, c = shape
+        values = array.array("f", [values[i * c + j] for j in range(c) for i in range(r)])
+        shape = [c, r]
+    raw = values.tobytes()
+    out[name] = {"dtype": "F32", "shape": shape, "data_offsets": [at, at + len(raw)]}
+    parts.append(raw)
+    at += len(raw)
+text = json.dumps(out).encode()
+text += b" " * (-len(text) % 8)
+open(dst, "wb").write(struct.pack("<Q", len(text)) + text + b"".join(parts))
+PY
+  printf 'map fc1.weight fc1.weight transpose\nmap fc1.bias fc1.bias\nmap fc2.weight fc2.weight transpose\nmap fc2.bias fc2.bias\n' >conv1d.map
+  train init conv1d 1 mlp-ddp-1.fb --steps 0 --log-every 0 \
+    --init "$work/conv1d.safetensors" --init-map "$work/conv1d.map" \
+    --save-final conv1d.safetensors &&
+    { compare --bitwise "$weights" init/conv1d.safetensors >cmp.txt ||
+      fail "--init-map with transpose: the weights differ from the file's:"$'\n'"$(cat cmp.txt)"; }
   refused init-extra "extra.safetensors holds extra.weight \[2\], which model mlp has no parameter for" \
     1 mlp-ddp-1.fb --init "$work/extra.safetensors" --steps 0
   refused init-shape "at8.safetensors: fc1.bias has shape \[64\] in the file but \[32\] in model mlp" \

@@ -14,6 +14,8 @@
    transformer.* prefix, the tied lm_head) through models/gpt.nanogpt.map:
    `mdrun --init --init-map` reads nanoGPT's file, and
    tools/torch/md_names.py turns md's file into one nanoGPT loads.
+4. The same both ways with Hugging Face's GPT-2 layout (Conv1D weights,
+   [in, out]) through models/gpt.hf.map, whose rules transpose them.
 
 The held-out data is a .npy pair that both read the same way: md's
 evaluation takes its samples in order, in batches of the micro batch, and
@@ -92,6 +94,30 @@ class NanoGPT(nn.Module):
             x = block(x)
         logits = self.lm_head(t.ln_f(x))
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+class Conv1D(nn.Module):
+    """Hugging Face's Conv1D (transformers.pytorch_utils): a Linear whose
+    weight is stored [in, out]."""
+
+    def __init__(self, nx, nf):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(nx, nf).normal_(0.0, 0.02))
+        self.bias = nn.Parameter(torch.empty(nf).normal_(0.0, 0.02))
+
+    def forward(self, x):
+        return x @ self.weight + self.bias
+
+
+class HFGPT2(NanoGPT):
+    """Hugging Face's GPT2LMHeadModel as it names and lays out its weights:
+    nanoGPT's names, Conv1D projections."""
+
+    def __init__(self, vocab, seq, d, heads, layers):
+        super().__init__(vocab, seq, d, heads, layers)
+        for block in self.transformer.h:
+            block.attn.c_attn, block.attn.c_proj = Conv1D(d, 3 * d), Conv1D(d, d)
+            block.mlp.c_fc, block.mlp.c_proj = Conv1D(d, 4 * d), Conv1D(4 * d, d)
+
 
 TINY = dict(layers=2, d=64, heads=4, seq=64, vocab=512)
 MICRO = 8
@@ -201,6 +227,30 @@ def main():
                  f"{unexpected}, missing {not_ignored}")
     close("md's weights in nanoGPT through the map",
           md_loss(mdrun, plan, md_weights), torch_loss(nano_from_md, idx, targets))
+
+    # 4. Hugging Face's Conv1D layout through the map's transposes, both ways.
+    hf_map = os.path.join(models, "gpt.hf.map")
+    torch.manual_seed(17)
+    hf = HFGPT2(*dims)
+    state = {k: v for k, v in hf.state_dict().items() if k != "lm_head.weight"}
+    if list(state["transformer.h.0.attn.c_attn.weight"].shape) != [TINY["d"], 3 * TINY["d"]]:
+        sys.exit("interop.py: the Hugging Face layout's c_attn is not [d, 3 d]")
+    hf_weights = os.path.join(work, "hf.safetensors")
+    save_file(state, hf_weights)
+    close("Hugging Face's weights through the map",
+          md_loss(mdrun, plan, hf_weights, "--init-map", hf_map),
+          torch_loss(hf, idx, targets))
+
+    rules = md_names.read_map(hf_map)
+    hf_from_md = HFGPT2(*dims)
+    result = hf_from_md.load_state_dict(
+        md_names.to_torch(rules, load_file(md_weights)), strict=False)
+    not_ignored = [k for k in result.missing_keys if not md_names.ignored(rules, k)]
+    if result.unexpected_keys or not_ignored:
+        sys.exit(f"interop.py: md's weights under Hugging Face's names: unexpected "
+                 f"{list(result.unexpected_keys)}, missing {not_ignored}")
+    close("md's weights in Hugging Face's layout through the map",
+          md_loss(mdrun, plan, md_weights), torch_loss(hf_from_md, idx, targets))
 
 
 if __name__ == "__main__":

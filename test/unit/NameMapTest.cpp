@@ -53,6 +53,58 @@ TEST(NameMapTest, PlacesBlocksOfRowsUnderMdNames) {
   EXPECT_EQ(h->tensors.count("lm_head.weight"), 0u);
 }
 
+TEST(NameMapTest, TransposesConv1DWeightsAndTheirColumnBlocks) {
+  // Hugging Face's GPT-2: Conv1D weights are [in, out], c_attn's fused
+  // q, k, v are blocks of columns.
+  SafetensorsHeader file;
+  file.tensors["h.0.attn.c_attn.weight"] = entry({2, 6}, 0);
+  file.tensors["h.0.mlp.c_fc.weight"] = entry({2, 8}, 48);
+  file.fileBytes = 112;
+  absl::StatusOr<NameMap> map = ParseNameMap(
+      "map h.*.attn.k.weight h.*.attn.c_attn.weight transpose rows 1/3\n"
+      "map h.*.attn.q.weight h.*.attn.c_attn.weight transpose rows 0/3\n"
+      "map h.*.attn.v.weight h.*.attn.c_attn.weight transpose rows 2/3\n"
+      "map h.*.mlp.fc.weight h.*.mlp.c_fc.weight transpose\n",
+      "hf.map");
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_TRUE(map->rules[3].transpose);
+  absl::StatusOr<SafetensorsHeader> h =
+      ApplyNameMap(*map, file, "w.safetensors");
+  ASSERT_TRUE(h.ok()) << h.status();
+  // k is columns 2..3 of the [2, 6] tensor, transposed: [2, 2]; the entry
+  // spans the whole file tensor, which is read and transposed.
+  const SafetensorsEntry &k = h->tensors.at("h.0.attn.k.weight");
+  EXPECT_EQ(k.shape, (std::vector<int64_t>{2, 2}));
+  ASSERT_TRUE(k.transposed.has_value());
+  EXPECT_EQ(k.transposed->fileCols, 6);
+  EXPECT_EQ(k.transposed->firstCol, 2);
+  EXPECT_EQ(k.begin, 0);
+  EXPECT_EQ(k.end, 48);
+  EXPECT_EQ(h->tensors.at("h.0.attn.v.weight").transposed->firstCol, 4);
+  const SafetensorsEntry &fc = h->tensors.at("h.0.mlp.fc.weight");
+  EXPECT_EQ(fc.shape, (std::vector<int64_t>{8, 2}));
+  EXPECT_EQ(fc.transposed->firstCol, 0);
+  EXPECT_EQ(fc.transposed->fileCols, 8);
+
+  // Only a 2-D tensor whose columns split; `transpose` before `rows`.
+  file.tensors["h.0.ln.weight"] = entry({6}, 112);
+  NameMap bad = *ParseNameMap("map h.*.ln h.*.ln.weight transpose\n"
+                              "ignore h.*.attn.c_attn.weight\n"
+                              "ignore h.*.mlp.c_fc.weight\n",
+                              "hf.map");
+  EXPECT_THAT(std::string(ApplyNameMap(bad, file, "w.safetensors")
+                              .status()
+                              .message()),
+              HasSubstr("hf.map:1: h.0.ln.weight in w.safetensors is [6]: "
+                        "'transpose' takes a 2-D tensor whose 0 columns "
+                        "split into 1 equal blocks"));
+  EXPECT_THAT(std::string(ParseNameMap("map a b rows 0/2 transpose\n", "m")
+                              .status()
+                              .message()),
+              HasSubstr("m:1: expected 'map MD_PARAMETER FILE_TENSOR "
+                        "[transpose] [rows K/N]'"));
+}
+
 TEST(NameMapTest, ATensorTheMapDoesNotPlaceIsRefused) {
   NameMap map = *ParseNameMap("map wte.weight transformer.wte.weight\n"
                               "map h.*.attn.q.weight "
