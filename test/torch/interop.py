@@ -202,56 +202,43 @@ def main():
     close("PyTorch's initial weights", md_loss(mdrun, plan, torch_weights),
           torch_loss(theirs, idx, targets))
 
-    # 3. nanoGPT's names through the map, both ways.
-    name_map = os.path.join(models, "gpt.nanogpt.map")
+    # 3. nanoGPT's names through the map, both ways; 4. the same with Hugging
+    # Face's Conv1D layout through the map's transposes.
     dims = (TINY["vocab"], TINY["seq"], TINY["d"], TINY["heads"], TINY["layers"])
-    torch.manual_seed(13)
-    nano = NanoGPT(*dims)
-    # save_file refuses tensors that share memory: the tied head goes (the
-    # map ignores it either way).
-    state = {k: v for k, v in nano.state_dict().items() if k != "lm_head.weight"}
-    nano_weights = os.path.join(work, "nanogpt.safetensors")
-    save_file(state, nano_weights)
-    close("nanoGPT's weights through the map",
-          md_loss(mdrun, plan, nano_weights, "--init-map", name_map),
-          torch_loss(nano, idx, targets))
 
-    rules = md_names.read_map(name_map)
-    converted = md_names.to_torch(rules, load_file(md_weights))
-    nano_from_md = NanoGPT(*dims)
-    result = nano_from_md.load_state_dict(converted, strict=False)
-    unexpected = list(result.unexpected_keys)
-    not_ignored = [k for k in result.missing_keys if not md_names.ignored(rules, k)]
-    if unexpected or not_ignored:
-        sys.exit(f"interop.py: md's weights under nanoGPT's names: unexpected "
-                 f"{unexpected}, missing {not_ignored}")
-    close("md's weights in nanoGPT through the map",
-          md_loss(mdrun, plan, md_weights), torch_loss(nano_from_md, idx, targets))
+    def both_ways(who, cls, map_name, seed, check=None):
+        name_map = os.path.join(models, map_name)
+        torch.manual_seed(seed)
+        theirs = cls(*dims)
+        # save_file refuses tensors that share memory: the tied head goes
+        # (the map ignores it either way).
+        state = {k: v for k, v in theirs.state_dict().items() if k != "lm_head.weight"}
+        if check:
+            check(state)
+        weights = os.path.join(work, f"{map_name}.safetensors")
+        save_file(state, weights)
+        close(f"{who}'s weights through the map",
+              md_loss(mdrun, plan, weights, "--init-map", name_map),
+              torch_loss(theirs, idx, targets))
 
-    # 4. Hugging Face's Conv1D layout through the map's transposes, both ways.
-    hf_map = os.path.join(models, "gpt.hf.map")
-    torch.manual_seed(17)
-    hf = HFGPT2(*dims)
-    state = {k: v for k, v in hf.state_dict().items() if k != "lm_head.weight"}
-    if list(state["transformer.h.0.attn.c_attn.weight"].shape) != [TINY["d"], 3 * TINY["d"]]:
-        sys.exit("interop.py: the Hugging Face layout's c_attn is not [d, 3 d]")
-    hf_weights = os.path.join(work, "hf.safetensors")
-    save_file(state, hf_weights)
-    close("Hugging Face's weights through the map",
-          md_loss(mdrun, plan, hf_weights, "--init-map", hf_map),
-          torch_loss(hf, idx, targets))
+        rules = md_names.read_map(name_map)
+        from_md = cls(*dims)
+        result = from_md.load_state_dict(
+            md_names.to_torch(rules, load_file(md_weights)), strict=False)
+        unexpected = list(result.unexpected_keys)
+        not_ignored = [k for k in result.missing_keys if not md_names.ignored(rules, k)]
+        if unexpected or not_ignored:
+            sys.exit(f"interop.py: md's weights under {who}'s names: unexpected "
+                     f"{unexpected}, missing {not_ignored}")
+        close(f"md's weights in {who}'s layout through the map",
+              md_loss(mdrun, plan, md_weights), torch_loss(from_md, idx, targets))
 
-    rules = md_names.read_map(hf_map)
-    hf_from_md = HFGPT2(*dims)
-    result = hf_from_md.load_state_dict(
-        md_names.to_torch(rules, load_file(md_weights)), strict=False)
-    not_ignored = [k for k in result.missing_keys if not md_names.ignored(rules, k)]
-    if result.unexpected_keys or not_ignored:
-        sys.exit(f"interop.py: md's weights under Hugging Face's names: unexpected "
-                 f"{list(result.unexpected_keys)}, missing {not_ignored}")
-    close("md's weights in Hugging Face's layout through the map",
-          md_loss(mdrun, plan, md_weights), torch_loss(hf_from_md, idx, targets))
+    def conv1d(state):
+        if list(state["transformer.h.0.attn.c_attn.weight"].shape) != [TINY["d"], 3 * TINY["d"]]:
+            sys.exit("interop.py: the Hugging Face layout's c_attn is not [d, 3 d]")
 
+    both_ways("nanoGPT", NanoGPT, "gpt.nanogpt.map", 13)
+    both_ways("Hugging Face", HFGPT2, "gpt.hf.map", 17, conv1d)
 
 if __name__ == "__main__":
     main()
