@@ -575,8 +575,8 @@ absl::Status Executor::Impl::loadSharded(const std::string &dir,
   const Clock::time_point begin = Clock::now();
   const int rank = options_.rank;
 
-  // 1. (resolveResume verified the files.)
-  // 2. The same model and optimizer: every state tensor of this plan is in
+  // (resolveResume verified the files.)
+  // 1. The same model and optimizer: every state tensor of this plan is in
   //    the checkpoint at its shape, and every saved state has a place here
   //    (the working copy of the parameters may change precision: it is
   //    then cast from the master weights).
@@ -634,7 +634,7 @@ absl::Status Executor::Impl::loadSharded(const std::string &dir,
           "model or optimizer?",
           from, t.name, shapeText(t.shape), str(plan_.header()->plan_name())));
 
-  // 3. This rank's ranges of every state, read from the pieces that hold
+  // 2. This rank's ranges of every state, read from the pieces that hold
   //    them.
   PieceReader reader(dir, meta);
   for (uint32_t i = 0; i < count(plan_.buffers()); ++i) {

@@ -35,7 +35,8 @@
 #    steps, then --resume auto: the final weights are byte-identical to an
 #    uninterrupted run's (a few trials).
 # 6. Two launchers ("nodes") whose save directories differ: the save fails
-#    before publishing, naming the rank whose file rank 0 cannot see.
+#    before publishing, naming the rank whose file rank 0 cannot see; a
+#    resume whose meta.json node 1 cannot read fails, rank 0 naming rank 1.
 #
 #   test/mdrun/resume.sh MDC MDRUN PYTHON3 WORK_DIR
 set -uo pipefail
@@ -293,28 +294,33 @@ if [[ -s $weights ]]; then
     { grep -Eq '^step 4/4  loss [0-9.]+ ' init/trained.out ||
       fail "--init: training did not run:"$'\n'"$(tail -n 3 init/trained.out)"; }
   # A file with a tensor the model lacks (PyTorch's strict loading).
-  "$python" - "$weights" extra.safetensors <<'PY'
-import json, struct, sys
-src, dst = sys.argv[1], sys.argv[2]
-data = open(src, "rb").read()
-n = struct.unpack("<Q", data[:8])[0]
-header = json.loads(data[8:8 + n])
-body = data[8 + n:]
-end = max(v["data_offsets"][1] for k, v in header.items() if k != "__metadata__")
-header["extra.weight"] = {"dtype": "F32", "shape": [2], "data_offsets": [end, end + 8]}
-text = json.dumps(header).encode()
-text += b" " * (-len(text) % 8)
-open(dst, "wb").write(struct.pack("<Q", len(text)) + text + body + bytes(8))
-PY
-  # A file whose 2-D weights are stored transposed (Hugging Face's Conv1D
-  # layout), read through a map's `transpose` rules: the same weights.
-  "$python" - "$weights" conv1d.safetensors <<'PY'
+  # rewrite SRC DST: the Python on stdin, given the safetensors file SRC's
+  # `header` and `body`, calls write(header, body) to write DST.
+  rewrite() {
+    {
+      cat <<'PY'
 import array, json, struct, sys
 src, dst = sys.argv[1], sys.argv[2]
 data = open(src, "rb").read()
 n = struct.unpack("<Q", data[:8])[0]
 header = json.loads(data[8:8 + n])
 body = data[8 + n:]
+def write(header, body):
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    open(dst, "wb").write(struct.pack("<Q", len(text)) + text + body)
+PY
+      cat
+    } | "$python" - "$1" "$2"
+  }
+  rewrite "$weights" extra.safetensors <<'PY'
+end = max(v["data_offsets"][1] for k, v in header.items() if k != "__metadata__")
+header["extra.weight"] = {"dtype": "F32", "shape": [2], "data_offsets": [end, end + 8]}
+write(header, body + bytes(8))
+PY
+  # A file whose 2-D weights are stored transposed (Hugging Face's Conv1D
+  # layout), read through a map's `transpose` rules: the same weights.
+  rewrite "$weights" conv1d.safetensors <<'PY'
 out, parts, at = {}, [], 0
 for name in sorted(k for k in header if k != "__metadata__"):
     e = header[name]
@@ -329,9 +335,7 @@ for name in sorted(k for k in header if k != "__metadata__"):
     out[name] = {"dtype": "F32", "shape": shape, "data_offsets": [at, at + len(raw)]}
     parts.append(raw)
     at += len(raw)
-text = json.dumps(out).encode()
-text += b" " * (-len(text) % 8)
-open(dst, "wb").write(struct.pack("<Q", len(text)) + text + b"".join(parts))
+write(out, b"".join(parts))
 PY
   printf 'map fc1.weight fc1.weight transpose\nmap fc1.bias fc1.bias\nmap fc2.weight fc2.weight transpose\nmap fc2.bias fc2.bias\n' >conv1d.map
   train init conv1d 1 mlp-ddp-1.fb --steps 0 --log-every 0 \
@@ -398,29 +402,35 @@ done
 # ---------------------------------------------------------------------------
 # 6. Two "nodes" that do not share the save directory (two launchers in
 #    different working directories): the save fails before publishing,
-#    naming the rank whose file rank 0 cannot see.
+#    naming the rank whose file rank 0 cannot see; a resume whose meta.json
+#    node 1 cannot read fails, rank 0 naming rank 1.
 # ---------------------------------------------------------------------------
+# two_nodes ARGS...: a job of two launchers, node 0 in nodeA and node 1 in
+# nodeB, each with ARGS; their output in nodeX/node.out and node.err; sets
+# rc0, node 0's exit status.
+two_nodes() {
+  (cd nodeA && exec timeout 120 "$mdrun" --backend cpu --threads 1 --nnodes 2 \
+    --node-rank 0 --gpus 1 --master-addr 127.0.0.1 --master-port 0 \
+    "$@" >node.out 2>node.err) &
+  local n0=$! port=
+  for _ in $(seq 200); do
+    port=$(sed -nE 's/^mdrun: rendezvous port ([0-9]+)$/\1/p' nodeA/node.err 2>/dev/null)
+    [[ -n $port ]] && break
+    sleep 0.05
+  done
+  if [[ -z $port ]]; then
+    fail "node 0 printed no port: $(cat nodeA/node.err)"
+    kill "$n0" 2>/dev/null
+  else
+    (cd nodeB && timeout 120 "$mdrun" --backend cpu --threads 1 --nnodes 2 \
+      --node-rank 1 --gpus 1 --master-addr 127.0.0.1 --master-port "$port" \
+      "$@" >node.out 2>node.err)
+  fi
+  wait "$n0"
+  rc0=$?
+}
 mkdir -p nodeA nodeB
-(cd nodeA && exec timeout 120 "$mdrun" --backend cpu --threads 1 --nnodes 2 \
-  --node-rank 0 --gpus 1 --master-addr 127.0.0.1 --master-port 0 --steps 8 \
-  --log-every 0 "$work/mlp-fsdp-full.fb" >node.out 2>node.err) &
-n0=$!
-port=
-for _ in $(seq 200); do
-  port=$(sed -nE 's/^mdrun: rendezvous port ([0-9]+)$/\1/p' nodeA/node.err 2>/dev/null)
-  [[ -n $port ]] && break
-  sleep 0.05
-done
-if [[ -z $port ]]; then
-  fail "node 0 printed no port: $(cat nodeA/node.err)"
-  kill "$n0" 2>/dev/null
-else
-  (cd nodeB && timeout 120 "$mdrun" --backend cpu --threads 1 --nnodes 2 \
-    --node-rank 1 --gpus 1 --master-addr 127.0.0.1 --master-port "$port" \
-    --steps 8 --log-every 0 "$work/mlp-fsdp-full.fb" >node.out 2>node.err)
-fi
-wait "$n0"
-rc0=$?
+two_nodes --steps 8 --log-every 0 "$work/mlp-fsdp-full.fb"
 if [[ $rc0 -eq 0 ]]; then
   fail "a sharded save across disks that are not shared succeeded"
 else
@@ -434,6 +444,17 @@ if grep -q 'rank 0 could not publish' nodeB/node.err; then
     fail "unshared disks: rank 1 does not say why:"$'\n'"$(cat nodeB/node.err)"
 fi
 [[ -e nodeA/ckpt/step_00000004 ]] && fail "unshared disks: a checkpoint was published"
+
+# Resuming where node 1's copy of the checkpoint has a meta.json it cannot
+# read: every rank agrees on that before verifying, and rank 0 names rank 1.
+rm -rf nodeA/ckpt nodeB/ckpt
+mkdir -p nodeA/ckpt nodeB/ckpt
+cp -r "$saved" nodeA/ckpt/ && cp -r "$saved" nodeB/ckpt/
+echo '{' >nodeB/ckpt/step_00000008/meta.json
+two_nodes --steps 12 --log-every 0 --resume ckpt/step_00000008 "$work/mlp-fsdp-full.fb"
+[[ $rc0 -ne 0 ]] || fail "a resume from a meta.json that node 1 cannot read succeeded"
+grep -q 'ckpt/step_00000008/meta.json: rank 1 cannot read it' nodeA/node.err ||
+  fail "unreadable meta.json on node 1: rank 0 does not name rank 1:"$'\n'"$(cat nodeA/node.err)"
 
 if [[ $failures -ne 0 ]]; then
   echo "$failures failure(s)"

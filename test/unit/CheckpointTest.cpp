@@ -391,6 +391,20 @@ TEST(CheckpointFiles, AFileWrittenInChunksIsHashedAsItIsWritten) {
   EXPECT_EQ(hash.bytes(), f->bytes);
   EXPECT_EQ(hash.digest(), f->xxh3);
 
+  // Data of another size than the shape's, and an unknown dtype, are
+  // refused naming the tensor, before anything is written.
+  std::vector<SafetensorsTensor> short1 = {{"w", "F32", {3}, {1, 2, 3}}};
+  EXPECT_EQ(WriteSafetensors(dir + "/short.safetensors", short1),
+            absl::InvalidArgumentError(
+                dir + "/short.safetensors: tensor w: 3 bytes of data for "
+                      "shape [3] of F32"));
+  std::vector<SafetensorsSource> odd = {{"w", "F8", {3}, sources[0].fill}};
+  EXPECT_EQ(WriteSafetensorsFrom(dir + "/odd.safetensors", odd, {}),
+            absl::InvalidArgumentError(dir + "/odd.safetensors: tensor w: "
+                                             "unknown dtype F8"));
+  EXPECT_FALSE(exists(dir + "/short.safetensors"));
+  EXPECT_FALSE(exists(dir + "/odd.safetensors"));
+
   // A fill that fails is the write's error, and leaves no file.
   sources[1].fill = [](int64_t, absl::Span<uint8_t>) {
     return absl::InternalError("the device is gone");
