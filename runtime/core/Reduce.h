@@ -12,6 +12,9 @@
 //  - avg is the sum divided by n; for integers the division truncates
 //    toward zero.
 //
+// Those are the operations of the element-by-element loop, in its order;
+// Reduce.cpp runs them a block of elements at a time, vectorised.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef MD_RUNTIME_CORE_REDUCE_H
@@ -31,6 +34,16 @@ namespace md::runtime {
 void ReduceInOrder(DType dtype, ReduceOp op,
                    const std::vector<const void *> &srcs, void *out,
                    int64_t len);
+/// The same on `n` sources at `srcs`, without a vector: what the comms call
+/// per chunk.
+void ReduceInOrder(DType dtype, ReduceOp op, const void *const *srcs, int n,
+                   void *out, int64_t len);
+
+/// ReduceInOrder with the kernels of the baseline ISA (SSE2 on x86-64),
+/// whatever the CPU has; ReduceInOrder picks the AVX2 ones where it can.
+/// Both give the same bits; this is for the tests that check so.
+void ReduceInOrderBaseline(DType dtype, ReduceOp op, const void *const *srcs,
+                           int n, void *out, int64_t len);
 
 } // namespace md::runtime
 

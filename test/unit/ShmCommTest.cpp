@@ -21,13 +21,16 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <random>
 #include <thread>
+#include <type_traits>
 
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_format.h"
 #include "runtime/core/CollectiveComm.h"
+#include "runtime/core/Reduce.h"
 #include "test/unit/CommTestUtil.h"
 
 namespace md::shm {
@@ -120,6 +123,249 @@ TEST_F(ShmCommTest, ReductionsAreTheSameBitsOnEveryRankAndEveryRun) {
     runs.emplace_back(ranks_.rank(0).data, ranks_.rank(0).data + n * 4);
   }
   EXPECT_EQ(runs[0], runs[1]);
+}
+
+//===----------------------------------------------------------------------===//
+// The bits of the reductions
+//===----------------------------------------------------------------------===//
+
+/// The element-by-element loop ReduceInOrder was before it ran in blocks,
+/// kept as the reference for its bits: each element reads every source in
+/// order, and max/min let a NaN win.
+void loopReduce(DType dtype, ReduceOp op, const std::vector<const void *> &srcs,
+                void *out, int64_t len) {
+  const int n = int(srcs.size());
+  auto floats = [&](auto load, auto store, auto *typed) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    for (int64_t j = 0; j < len; ++j) {
+      float acc = load(static_cast<const T *>(srcs[0])[j]);
+      for (int i = 1; i < n; ++i) {
+        float x = load(static_cast<const T *>(srcs[i])[j]);
+        switch (op) {
+        case ReduceOp::sum:
+        case ReduceOp::avg:
+          acc = acc + x;
+          break;
+        case ReduceOp::prod:
+          acc = acc * x;
+          break;
+        case ReduceOp::max:
+          if (x > acc || std::isnan(x))
+            acc = x;
+          break;
+        case ReduceOp::min:
+          if (x < acc || std::isnan(x))
+            acc = x;
+          break;
+        }
+      }
+      if (op == ReduceOp::avg)
+        acc = acc / float(n);
+      static_cast<T *>(out)[j] = store(acc);
+    }
+  };
+  auto ints = [&](auto *typed) {
+    using T = std::remove_pointer_t<decltype(typed)>;
+    using U = std::make_unsigned_t<T>;
+    for (int64_t j = 0; j < len; ++j) {
+      T acc = static_cast<const T *>(srcs[0])[j];
+      for (int i = 1; i < n; ++i) {
+        T x = static_cast<const T *>(srcs[i])[j];
+        switch (op) {
+        case ReduceOp::sum:
+        case ReduceOp::avg:
+          acc = T(U(acc) + U(x));
+          break;
+        case ReduceOp::prod:
+          acc = T(U(acc) * U(x));
+          break;
+        case ReduceOp::max:
+          acc = std::max(acc, x);
+          break;
+        case ReduceOp::min:
+          acc = std::min(acc, x);
+          break;
+        }
+      }
+      if (op == ReduceOp::avg)
+        acc = acc / T(n);
+      static_cast<T *>(out)[j] = acc;
+    }
+  };
+  switch (dtype) {
+  case DType::f32:
+    return floats([](float v) { return v; }, [](float v) { return v; },
+                  static_cast<float *>(nullptr));
+  case DType::bf16:
+    return floats(bf16ToF32, f32ToBf16, static_cast<uint16_t *>(nullptr));
+  case DType::f16:
+    return floats(f16ToF32, f32ToF16, static_cast<uint16_t *>(nullptr));
+  case DType::i32:
+    return ints(static_cast<int32_t *>(nullptr));
+  case DType::i64:
+    return ints(static_cast<int64_t *>(nullptr));
+  }
+}
+
+/// `elems` elements of `dtype` for source `which`: for bf16 and f16 every
+/// bit pattern in turn (each source starting elsewhere, so that all pairs
+/// of classes meet: NaNs, infinities, subnormals, zeros of both signs),
+/// for f32 random bits with the special values mixed in, for integers
+/// random values.
+std::vector<uint8_t> sweepInput(DType dtype, int which, int64_t elems) {
+  const int64_t es = dtypeSize(dtype);
+  std::vector<uint8_t> bytes(elems * es);
+  std::mt19937_64 gen(uint64_t(which) * 7919 + uint64_t(dtype) + 1);
+  for (int64_t i = 0; i < elems; ++i) {
+    uint8_t *dst = bytes.data() + i * es;
+    if (es == 2) {
+      uint16_t h = uint16_t(i * (2 * which + 1) + which * 12345);
+      std::memcpy(dst, &h, 2);
+    } else if (dtype == DType::f32) {
+      static const uint32_t specials[] = {
+          0x7fc00000u, 0x7fa00001u, 0xffc12345u, 0x7f800000u, 0xff800000u,
+          0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x7f7fffffu,
+          0x33000000u, 0x38800000u, 0x477ff000u, 0x3f800000u};
+      uint32_t u = gen() % 5 == 0 ? specials[gen() % std::size(specials)]
+                                  : uint32_t(gen());
+      std::memcpy(dst, &u, 4);
+    } else {
+      uint64_t v = gen();
+      std::memcpy(dst, &v, es);
+    }
+  }
+  return bytes;
+}
+
+TEST(ReduceInOrder, GivesTheBitsOfTheElementByElementLoop) {
+  // Every dtype and reduction, 1 to 5 sources, lengths around the block
+  // and vector widths, in place and not; both the kernels this CPU runs and
+  // the baseline ones.
+  const int64_t elems = 65536 + 37;
+  for (DType t : {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64})
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::prod,
+                        ReduceOp::max, ReduceOp::min})
+      for (int n = 1; n <= 5; ++n) {
+        SCOPED_TRACE(absl::StrFormat("%s %s, %d sources", dtypeName(t),
+                                     reduceOpName(op), n));
+        const int64_t es = dtypeSize(t);
+        std::vector<std::vector<uint8_t>> in;
+        std::vector<const void *> srcs;
+        for (int i = 0; i < n; ++i)
+          in.push_back(sweepInput(t, i, elems));
+        for (const auto &v : in)
+          srcs.push_back(v.data());
+        for (int64_t len : {int64_t(1), int64_t(7), int64_t(513), elems}) {
+          std::vector<uint8_t> want(len * es), got(len * es, 0xee),
+              base(len * es, 0xee);
+          loopReduce(t, op, srcs, want.data(), len);
+          ReduceInOrder(t, op, srcs, got.data(), len);
+          ReduceInOrderBaseline(t, op, srcs.data(), n, base.data(), len);
+          ASSERT_EQ(difference(got, want), "") << "length " << len;
+          ASSERT_EQ(difference(base, want), "") << "baseline, length " << len;
+        }
+        // In place: the output is the last source, then the first.
+        for (int into : {n - 1, 0}) {
+          std::vector<uint8_t> copy = in[into];
+          std::vector<const void *> s2 = srcs;
+          s2[into] = copy.data();
+          std::vector<uint8_t> want(elems * es);
+          loopReduce(t, op, srcs, want.data(), elems);
+          ReduceInOrder(t, op, s2, copy.data(), elems);
+          ASSERT_EQ(difference(copy, want), "") << "in place into " << into;
+        }
+      }
+}
+
+/// The all-reduce and reduce-scatter of every size class: one chunk
+/// reduced whole by every member (below 32 KiB), one split into slices
+/// (reduce-scatter and all-gather), several chunks through one buffer or
+/// two; f32, bf16 and f16 with odd counts and their special values.
+struct SweepCase {
+  int world;
+  int64_t slotBytes;
+};
+void PrintTo(const SweepCase &c, std::ostream *os) {
+  *os << c.world << " ranks, slots of " << c.slotBytes << " bytes";
+}
+
+class ShmReductionSweep : public ShmCommTest,
+                          public ::testing::WithParamInterface<SweepCase> {};
+
+INSTANTIATE_TEST_SUITE_P(
+    Slots, ShmReductionSweep,
+    ::testing::Values(SweepCase{2, int64_t(4) << 20},
+                      SweepCase{3, int64_t(4) << 20},
+                      SweepCase{4, int64_t(4) << 20},
+                      SweepCase{2, int64_t(64) << 10},
+                      SweepCase{3, int64_t(100) << 10},
+                      SweepCase{3, 200}),
+    [](const ::testing::TestParamInfo<SweepCase> &info) {
+      return absl::StrFormat("W%dSlot%d", info.param.world,
+                             info.param.slotBytes);
+    });
+
+TEST_P(ShmReductionSweep, AllReduceAndReduceScatterGiveTheLoopsBitsOnEveryRank) {
+  const int world = GetParam().world;
+  const int64_t slotBytes = GetParam().slotBytes;
+  const std::string job = uniqueJobId();
+  const bool small = slotBytes < 4096;
+  std::string failures = ranks_.run(
+      world,
+      [&](int rank, Shared::Rank &out) {
+        auto comm = ShmComm::create(options(job, rank, world, slotBytes));
+        if (!comm.ok())
+          return record(out, comm.status(), "create");
+        Group g = *(*comm)->group(GroupKind::world);
+        int caseNo = 0;
+        for (DType t : {DType::f32, DType::bf16, DType::f16})
+          for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max})
+            for (int64_t count :
+                 {int64_t(1), int64_t(37), int64_t(8191), int64_t(16411),
+                  small ? int64_t(2053) : int64_t(300007)}) {
+              const bool inPlace = ++caseNo % 2 == 0;
+              const int64_t es = dtypeSize(t);
+              for (bool scatter : {false, true}) {
+                const int64_t elems = scatter ? count * world : count;
+                std::vector<std::vector<uint8_t>> in;
+                for (int r = 0; r < world; ++r)
+                  in.push_back(sweepInput(t, r + caseNo, elems));
+                std::vector<const void *> srcs;
+                for (const auto &v : in)
+                  srcs.push_back(v.data() + (scatter ? rank * count * es : 0));
+                std::vector<uint8_t> want(count * es);
+                loopReduce(t, op, srcs, want.data(), count);
+                std::vector<uint8_t> buf = in[rank], got(count * es, 0xee);
+                absl::Status s;
+                if (scatter) {
+                  uint8_t *dst = inPlace ? buf.data() + rank * count * es
+                                         : got.data();
+                  s = (*comm)->reduceScatter(buf.data(), dst, count, t, op, g);
+                  if (inPlace)
+                    std::memcpy(got.data(), dst, count * es);
+                } else {
+                  uint8_t *dst = inPlace ? buf.data() : got.data();
+                  s = (*comm)->allReduce(buf.data(), dst, count, t, op, g);
+                  if (inPlace)
+                    std::memcpy(got.data(), dst, count * es);
+                }
+                if (!s.ok())
+                  return record(out, s, "collective");
+                if (std::string d = difference(got, want); !d.empty())
+                  return record(
+                      out,
+                      absl::InternalError(absl::StrFormat(
+                          "%s %s %s x %d%s: %s",
+                          scatter ? "reduce_scatter" : "all_reduce",
+                          dtypeName(t), reduceOpName(op), count,
+                          inPlace ? " in place" : "", d)),
+                      "compare");
+              }
+            }
+        return true;
+      },
+      std::chrono::seconds(120));
+  ASSERT_EQ(failures, "");
 }
 
 //===----------------------------------------------------------------------===//
