@@ -65,17 +65,18 @@ struct Head {
 /// P rows [i0, i1) = softmax(scale * Q K^T) with j > i masked, into the
 /// panel `p` ([i1 - i0, i1] row-major, leading dim i1), zero above the
 /// diagonal.
-void tileProbs(const Head &h, const float *q, const float *k, int64_t i0,
-               int64_t i1, float *p) {
+absl::Status tileProbs(const char *kernel, const Head &h, const float *q,
+                       const float *k, int64_t i0, int64_t i1, float *p) {
   const int64_t rows = i1 - i0;
-  sgemm(false, true, rows, i1, h.hd, h.scale, q + i0 * h.c, h.c, k, h.c, 0.0f,
-        p, i1);
+  MD_RETURN_IF_ERROR(sgemm(kernel, false, true, rows, i1, h.hd, h.scale,
+                           q + i0 * h.c, h.c, k, h.c, 0.0f, p, i1));
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r;
     float *row = p + r * i1;
     softmaxRow(row, row, i + 1);
     std::fill(row + i + 1, row + i1, 0.0f);
   }
+  return absl::OkStatus();
 }
 
 /// Zeroes rows [i0, i1) of a head's [T, hd] column block (leading dim c).
@@ -90,6 +91,7 @@ void zeroRows(const Head &h, float *x, int64_t i0, int64_t i1) {
 // against keys [0, i1), masked above the diagonal, P = softmax(S) row by
 // row, out rows = P V[0, i1).
 absl::Status CpuBackend::causalAttention(const CausalAttentionArgs &args) {
+  static constexpr const char *kName = "causal_attention";
   MD_ASSIGN_OR_RETURN(AttentionDims d, checkCausalAttention(args));
   MD_RETURN_IF_ERROR(checkRange("causal_attention", d));
   F32In q(args.q), k(args.k), v(args.v);
@@ -107,9 +109,11 @@ absl::Status CpuBackend::causalAttention(const CausalAttentionArgs &args) {
       const int64_t off = b * h.t * h.c + hh * h.hd;
       for (int64_t i0 = 0; i0 < h.t; i0 += kTile) {
         const int64_t i1 = std::min(i0 + kTile, h.t);
-        tileProbs(h, q.data() + off, k.data() + off, i0, i1, p.data());
-        sgemm(false, false, i1 - i0, h.hd, i1, 1.0f, p.data(), i1,
-              v.data() + off, h.c, 0.0f, out.data() + off + i0 * h.c, h.c);
+        MD_RETURN_IF_ERROR(tileProbs(kName, h, q.data() + off,
+                                     k.data() + off, i0, i1, p.data()));
+        MD_RETURN_IF_ERROR(sgemm(kName, false, false, i1 - i0, h.hd, i1, 1.0f,
+                                 p.data(), i1, v.data() + off, h.c, 0.0f,
+                                 out.data() + off + i0 * h.c, h.c));
       }
     }
   out.store();
@@ -122,6 +126,7 @@ absl::Status CpuBackend::causalAttention(const CausalAttentionArgs &args) {
 // Masked entries have P = 0 and so dS = 0.
 absl::Status
 CpuBackend::causalAttentionGrad(const CausalAttentionGradArgs &args) {
+  static constexpr const char *kName = "causal_attention_grad";
   MD_ASSIGN_OR_RETURN(AttentionDims d, checkCausalAttentionGrad(args));
   MD_RETURN_IF_ERROR(checkRange("causal_attention_grad", d));
   F32In dout(args.dout), q(args.q), k(args.k), v(args.v);
@@ -153,21 +158,25 @@ CpuBackend::causalAttentionGrad(const CausalAttentionGradArgs &args) {
           zeroRows(h, dkh, i0, i1);
           zeroRows(h, dvh, i0, i1);
         }
-        tileProbs(h, qh, kh, i0, i1, p.data());
-        sgemm(true, false, i1, h.hd, rows, 1.0f, p.data(), i1, doh + i0 * h.c,
-              h.c, beta, dvh, h.c);
-        sgemm(false, true, rows, i1, h.hd, 1.0f, doh + i0 * h.c, h.c, vh, h.c,
-              0.0f, ds.data(), i1);
+        MD_RETURN_IF_ERROR(tileProbs(kName, h, qh, kh, i0, i1, p.data()));
+        MD_RETURN_IF_ERROR(sgemm(kName, true, false, i1, h.hd, rows, 1.0f,
+                                 p.data(), i1, doh + i0 * h.c, h.c, beta, dvh,
+                                 h.c));
+        MD_RETURN_IF_ERROR(sgemm(kName, false, true, rows, i1, h.hd, 1.0f,
+                                 doh + i0 * h.c, h.c, vh, h.c, 0.0f, ds.data(),
+                                 i1));
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t i = i0 + r;
           float *dr = ds.data() + r * i1;
           softmaxGradRow(dr, p.data() + r * i1, dr, i + 1);
           std::fill(dr + i + 1, dr + i1, 0.0f);
         }
-        sgemm(false, false, rows, h.hd, i1, h.scale, ds.data(), i1, kh, h.c,
-              0.0f, dq.data() + off + i0 * h.c, h.c);
-        sgemm(true, false, i1, h.hd, rows, h.scale, ds.data(), i1,
-              qh + i0 * h.c, h.c, beta, dkh, h.c);
+        MD_RETURN_IF_ERROR(sgemm(kName, false, false, rows, h.hd, i1, h.scale,
+                                 ds.data(), i1, kh, h.c, 0.0f,
+                                 dq.data() + off + i0 * h.c, h.c));
+        MD_RETURN_IF_ERROR(sgemm(kName, true, false, i1, h.hd, rows, h.scale,
+                                 ds.data(), i1, qh + i0 * h.c, h.c, beta, dkh,
+                                 h.c));
       }
     }
   dq.store();

@@ -18,6 +18,7 @@
 #include "runtime/core/BackendChecks.h"
 #include "runtime/core/Status.h"
 #include "runtime/cpu/Gemm.h"
+#include "runtime/cpu/VecMath.h"
 
 namespace md::cpu {
 
@@ -45,6 +46,21 @@ int CpuBackend::threadsPerRank(int ranksOnMachine) {
     ranksOnMachine = 1;
   int n = usableCores() / ranksOnMachine;
   return n < 1 ? 1 : n;
+}
+
+std::string CpuBackend::isaReport() {
+  const GemmPaths &g = gemmPaths();
+  return absl::StrFormat("isa %s; vector math %s; GEMM %s", g.isa,
+                         VecMathVariant(), g.str());
+}
+
+std::vector<std::string> CpuBackend::isaWarnings() {
+  std::vector<std::string> out;
+  const GemmPaths &g = gemmPaths();
+  for (const GemmRoute *r : {&g.f32, &g.bf16, &g.f16})
+    if (!r->warning.empty())
+      out.push_back(r->warning);
+  return out;
 }
 
 absl::Status CpuBackend::setThreads(int threads) {

@@ -2,8 +2,9 @@
 //
 // Runs every kernel of the md dialect on the host, in f32 arithmetic, with
 // bf16 and f16 tensors rounded to nearest even (core/NumberFormat.h). GEMMs go
-// to OpenBLAS's cblas_sgemm; everything else is a plain loop on the calling
-// thread. It is the backend of machines without a GPU and the reference the
+// to the GEMM library (Gemm.h: oneDNN, else OpenBLAS), on the paths the
+// CPU's instruction set allows (CpuIsa.h); everything else is a loop on the
+// calling thread, vectorised where VecMath.h is. It is the backend of machines without a GPU and the reference the
 // CUDA backend is tested against, so it favours exactness and determinism
 // over speed: the same inputs give the same bits, run after run, whatever
 // the data (docs/runtime-cpu.md).
@@ -12,6 +13,9 @@
 
 #ifndef MD_RUNTIME_CPU_CPUBACKEND_H
 #define MD_RUNTIME_CPU_CPUBACKEND_H
+
+#include <string>
+#include <vector>
 
 #include "runtime/core/Backend.h"
 
@@ -28,6 +32,13 @@ public:
   static int usableCores();
   /// max(1, usableCores() / ranksOnMachine).
   static int threadsPerRank(int ranksOnMachine);
+
+  /// What this process's CPU backend runs on, for banners: "isa avx2
+  /// (MD_CPU_ISA=avx2; the CPU has avx512_bf16), oneDNN avx2; vector math
+  /// avx2+fma; GEMM f32: ...; bf16: ...; f16: ...".
+  static std::string isaReport();
+  /// The warnings of the GEMM paths chosen by hand (MD_CPU_GEMM_BF16/F16).
+  static std::vector<std::string> isaWarnings();
 
   /// Sets OpenBLAS's thread count (process-wide). GEMM results depend on
   /// it only through OpenBLAS's blocking, so keep it fixed for a run that

@@ -1,28 +1,48 @@
 //===- Gemm.cpp - the CPU backend's GEMM: oneDNN, OpenBLAS, or loops ------===//
 //
-// Which library runs sgemm is a build choice (MD_CPU_GEMM in
+// Which library runs the f32 GEMM is a build choice (MD_CPU_GEMM in
 // runtime/cpu/CMakeLists.txt):
 //   - oneDNN (the default when libdnnl is found): dnnl::matmul, whose JIT
-//     kernels use the CPU's widest vector ISA. On the 2-core AVX-512 machine
-//     md is developed on it ran the GPT models' GEMM shapes 1.2-2.7x faster
-//     than Debian's OpenBLAS 0.3.21 with one thread (docs/runtime-cpu.md).
-//     A matmul primitive is built once per shape, strides, alpha and beta and
-//     cached per thread (building one costs far more than running a small
-//     one; attention runs thousands of small GEMMs per step).
+//     kernels use the widest vector ISA the cap allows. On the 2-core
+//     AVX-512 machine md is developed on it ran the GPT models' GEMM shapes
+//     1.2-2.7x faster than Debian's OpenBLAS 0.3.21 with one thread
+//     (docs/runtime-cpu.md). A matmul primitive is built once per shape,
+//     strides, types, alpha and beta and cached per thread (building one
+//     costs far more than running a small one; attention runs thousands of
+//     small GEMMs per step).
 //   - OpenBLAS: cblas_sgemm.
 //   - neither: plain loops with the same interface, so the CPU backend exists
 //     everywhere, only slower.
+//
+// 16-bit operands (Gemm.h) run on oneDNN's bf16 matmul only where it runs
+// on bf16 dot-product instructions; elsewhere they are widened. Debian's
+// oneDNN 2.6.3 creates no bf16 matmul below AVX-512 (it throws), emulates
+// one on plain AVX-512 at a fraction of its f32 speed, and has no f16
+// matmul on the CPU (docs/runtime-cpu.md has the measurements). The probe
+// finds this out by building one small matmul per type, so a later oneDNN
+// that can do more is used without a change here.
+//
+// Every oneDNN call is inside a try: a dnnl::error becomes a Status.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/Gemm.h"
 
 #include "runtime/core/NumberFormat.h"
+#include "runtime/cpu/CpuIsa.h"
+#include "runtime/cpu/Storage.h"
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <exception>
+#include <new>
 #include <string>
 #include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 #if MD_CPU_GEMM_ONEDNN
 #include <map>
@@ -39,44 +59,142 @@
 #endif
 
 namespace md::cpu {
+
+using runtime::DType;
+
 namespace {
 
 /// The thread count setBlasThreads asked for (0: the library's default).
 std::atomic<int> gThreads{0};
 
+/// One GEMM as errors describe it.
+struct GemmShape {
+  bool ta, tb;
+  int64_t m, n, k, lda, ldb, ldc;
+  float alpha, beta;
+  DType at, bt;
+
+  /// "C f32[64, 32] = A bf16[64, 16] x B^T bf16[32, 16] (lda 16, ldb 16,
+  /// ldc 32, alpha 1, beta 0)"
+  std::string str() const {
+    return absl::StrFormat(
+        "C f32[%d, %d] = A%s %s[%d, %d] x B%s %s[%d, %d] (lda %d, ldb %d, "
+        "ldc %d, alpha %g, beta %g)",
+        m, n, ta ? "^T" : "", runtime::dtypeName(at), ta ? k : m, ta ? m : k,
+        tb ? "^T" : "", runtime::dtypeName(bt), tb ? n : k, tb ? k : n, lda,
+        ldb, ldc, alpha, beta);
+  }
+};
+
+std::string isaText() {
+  const GemmPaths &p = gemmPaths();
+  return p.isa;
+}
+
+absl::Status libraryError(const char *kernel, const char *what,
+                          const GemmShape &s, const std::string &why) {
+  return absl::InternalError(absl::StrFormat(
+      "%s: %s failed for the GEMM %s on ISA %s: %s", kernel, what, s.str(),
+      isaText(), why));
+}
+
 #if MD_CPU_GEMM_ONEDNN
+
+std::string dnnlVersion() {
+  const dnnl_version_t *v = dnnl_version();
+  return absl::StrFormat("oneDNN %d.%d.%d", v->major, v->minor, v->patch);
+}
+
+std::string dnnlIsaName(dnnl_cpu_isa_t isa) {
+  switch (isa) {
+  case dnnl_cpu_isa_sse41:
+    return "sse41";
+  case dnnl_cpu_isa_avx:
+    return "avx";
+  case dnnl_cpu_isa_avx2:
+    return "avx2";
+  case dnnl_cpu_isa_avx2_vnni:
+    return "avx2_vnni";
+  case dnnl_cpu_isa_avx512_core:
+    return "avx512_core";
+  case dnnl_cpu_isa_avx512_core_vnni:
+    return "avx512_core_vnni";
+  case dnnl_cpu_isa_avx512_core_bf16:
+    return "avx512_core_bf16";
+  case dnnl_cpu_isa_avx512_core_amx:
+    return "avx512_core_amx";
+  default:
+    return absl::StrFormat("0x%x", static_cast<int>(isa));
+  }
+}
+
+/// Whether oneDNN's kernels may use bf16 dot products (the ISA values are
+/// bit masks, each level containing the ones below it).
+bool dnnlHasBf16Dot() {
+  const unsigned isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+  const unsigned bf16 = dnnl_cpu_isa_avx512_core_bf16;
+  return (isa & bf16) == bf16;
+}
 
 /// What a cached primitive was built for.
 using GemmKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t,
-                           int64_t, int64_t, float, float, bool>;
+                           int64_t, int64_t, float, float, DType, DType>;
+
+dnnl::memory::data_type dnnlType(DType t) {
+  using dt = dnnl::memory::data_type;
+  switch (t) {
+  case DType::bf16:
+    return dt::bf16;
+  case DType::f16:
+    return dt::f16;
+  default:
+    return dt::f32;
+  }
+}
 
 /// One thread's oneDNN engine, stream and matmul primitives. Primitives may
 /// run on several threads at once, but the memory objects whose handles are
 /// reset on every call may not, hence one cache per thread.
 class DnnlGemm {
 public:
-  DnnlGemm() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
-
-  /// a and b are f32, or bf16 with `bf16`.
-  void run(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-           float alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
-           float beta, float *c, int64_t ldc, bool bf16) {
-    applyThreads();
-    GemmKey key{transA, transB, m, n, k, lda, ldb, ldc, alpha, beta, bf16};
-    auto it = cache_.find(key);
-    if (it == cache_.end())
-      it = cache_.emplace(key, build(key)).first;
-    Entry &e = *it->second;
-    e.a.set_data_handle(const_cast<void *>(a));
-    e.b.set_data_handle(const_cast<void *>(b));
-    e.c.set_data_handle(c);
-    std::unordered_map<int, dnnl::memory> args = {
-        {DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c}};
-    if (e.scratchpad)
-      args.emplace(DNNL_ARG_SCRATCHPAD,
-                   dnnl::memory(*e.scratchpad, engine_, scratch_.data()));
-    e.matmul.execute(stream_, args);
-    stream_.wait();
+  /// Runs the GEMM; any oneDNN error is a Status.
+  absl::Status run(const char *kernel, const GemmShape &s, const void *a,
+                   const void *b, float *c) {
+    try {
+      if (!engine_) {
+        engine_.emplace(dnnl::engine::kind::cpu, 0);
+        stream_.emplace(*engine_);
+      }
+      applyThreads();
+      GemmKey key{s.ta, s.tb,  s.m,     s.n,    s.k,  s.lda,
+                  s.ldb, s.ldc, s.alpha, s.beta, s.at, s.bt};
+      auto it = cache_.find(key);
+      if (it == cache_.end())
+        it = cache_.emplace(key, build(s)).first;
+      Entry &e = *it->second;
+      e.a.set_data_handle(const_cast<void *>(a));
+      e.b.set_data_handle(const_cast<void *>(b));
+      e.c.set_data_handle(c);
+      std::unordered_map<int, dnnl::memory> args = {
+          {DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c}};
+      if (e.scratchpad)
+        args.emplace(DNNL_ARG_SCRATCHPAD,
+                     dnnl::memory(*e.scratchpad, *engine_, scratch_.data()));
+      e.matmul.execute(*stream_, args);
+      stream_->wait();
+    } catch (const dnnl::error &e) {
+      return libraryError(kernel, (dnnlVersion() + "'s matmul").c_str(), s,
+                          absl::StrFormat("%s (dnnl status %d)", e.what(),
+                                          static_cast<int>(e.status)));
+    } catch (const std::bad_alloc &) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "%s: out of host memory building oneDNN's matmul for the GEMM %s",
+          kernel, s.str()));
+    } catch (const std::exception &e) {
+      return libraryError(kernel, (dnnlVersion() + "'s matmul").c_str(), s,
+                          e.what());
+    }
+    return absl::OkStatus();
   }
 
 private:
@@ -96,37 +214,35 @@ private:
     }
   }
 
-  std::unique_ptr<Entry> build(const GemmKey &key) {
-    auto [transA, transB, m, n, k, lda, ldb, ldc, alpha, beta, bf16] = key;
+  std::unique_ptr<Entry> build(const GemmShape &s) {
     using dt = dnnl::memory::data_type;
-    const dt in = bf16 ? dt::bf16 : dt::f32;
     // Row-major with leading dims; a transposed operand swaps its strides.
-    dnnl::memory::desc ad({m, k}, in,
-                          transA ? dnnl::memory::dims{1, lda}
-                                 : dnnl::memory::dims{lda, 1});
-    dnnl::memory::desc bd({k, n}, in,
-                          transB ? dnnl::memory::dims{1, ldb}
-                                 : dnnl::memory::dims{ldb, 1});
-    dnnl::memory::desc cd({m, n}, dt::f32, dnnl::memory::dims{ldc, 1});
+    dnnl::memory::desc ad({s.m, s.k}, dnnlType(s.at),
+                          s.ta ? dnnl::memory::dims{1, s.lda}
+                               : dnnl::memory::dims{s.lda, 1});
+    dnnl::memory::desc bd({s.k, s.n}, dnnlType(s.bt),
+                          s.tb ? dnnl::memory::dims{1, s.ldb}
+                               : dnnl::memory::dims{s.ldb, 1});
+    dnnl::memory::desc cd({s.m, s.n}, dt::f32, dnnl::memory::dims{s.ldc, 1});
     dnnl::primitive_attr attr;
     // The scratchpad is ours, one per thread that only grows: left to
     // oneDNN, a primitive that needs one allocates it on every call.
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    if (alpha != 1.0f)
-      attr.set_output_scales(0, {alpha});
-    if (beta != 0.0f) {
+    if (s.alpha != 1.0f)
+      attr.set_output_scales(0, {s.alpha});
+    if (s.beta != 0.0f) {
       // dst = alpha A B + beta dst; with beta = 0 dst is never read.
       dnnl::post_ops ops;
-      ops.append_sum(beta);
+      ops.append_sum(s.beta);
       attr.set_post_ops(ops);
     }
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), attr,
-                                    engine_);
+                                    *engine_);
     auto e = std::make_unique<Entry>();
     e->matmul = dnnl::matmul(pd);
-    e->a = dnnl::memory(ad, engine_, DNNL_MEMORY_NONE);
-    e->b = dnnl::memory(bd, engine_, DNNL_MEMORY_NONE);
-    e->c = dnnl::memory(cd, engine_, DNNL_MEMORY_NONE);
+    e->a = dnnl::memory(ad, *engine_, DNNL_MEMORY_NONE);
+    e->b = dnnl::memory(bd, *engine_, DNNL_MEMORY_NONE);
+    e->c = dnnl::memory(cd, *engine_, DNNL_MEMORY_NONE);
     dnnl::memory::desc sd = pd.scratchpad_desc();
     if (sd.get_size() > 0) {
       e->scratchpad = sd;
@@ -136,14 +252,42 @@ private:
     return e;
   }
 
-  dnnl::engine engine_;
-  dnnl::stream stream_;
+  std::optional<dnnl::engine> engine_;
+  std::optional<dnnl::stream> stream_;
   std::map<GemmKey, std::unique_ptr<Entry>> cache_;
   std::vector<char> scratch_;
   int applied_ = 0;
 };
 
-#endif
+DnnlGemm &threadGemm() {
+  thread_local DnnlGemm gemm;
+  return gemm;
+}
+
+/// Builds a 64x64x64 matmul of operand type `t` (no run): the
+/// implementation's name, or why it cannot be created.
+struct Probe {
+  bool created = false;
+  std::string impl; // "brg:avx512_core_bf16"
+  std::string why;
+};
+Probe probe(DType t) {
+  Probe p;
+  try {
+    dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+    dnnl::memory::desc ad({64, 64}, dnnlType(t), dnnl::memory::dims{64, 1});
+    dnnl::memory::desc cd({64, 64}, dnnl::memory::data_type::f32,
+                          dnnl::memory::dims{64, 1});
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, ad, cd), engine);
+    p.created = true;
+    p.impl = pd.impl_info_str();
+  } catch (const std::exception &e) {
+    p.why = e.what();
+  }
+  return p;
+}
+
+#endif // MD_CPU_GEMM_ONEDNN
 
 /// An empty product: nothing for m = 0 or n = 0; beta * C for k = 0 (GEMM
 /// libraries disagree on k = 0 and refuse leading dims of 0). Returns
@@ -160,73 +304,269 @@ bool emptyProduct(int64_t m, int64_t n, int64_t k, float beta, float *c,
   return true;
 }
 
+/// The f32 GEMM of the build's library (both operands f32).
+absl::Status f32Gemm(const char *kernel, const GemmShape &s, const float *a,
+                     const float *b, float *c) {
+  if (gemmPaths().f32.path == GemmPath::library) {
 #if MD_CPU_GEMM_ONEDNN
-DnnlGemm &threadGemm() {
-  thread_local DnnlGemm gemm;
-  return gemm;
-}
+    return threadGemm().run(kernel, s, a, b, c);
+#elif MD_CPU_GEMM_OPENBLAS
+    cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans,
+                s.tb ? CblasTrans : CblasNoTrans, int(s.m), int(s.n), int(s.k),
+                s.alpha, a, int(s.lda), b, int(s.ldb), s.beta, c, int(s.ldc));
+    return absl::OkStatus();
 #endif
+  }
+  // i-p-j order: the inner loop runs along rows of B and C.
+  std::vector<float> row(s.n);
+  for (int64_t i = 0; i < s.m; ++i) {
+    std::fill(row.begin(), row.end(), 0.0f);
+    for (int64_t p = 0; p < s.k; ++p) {
+      float aip = s.ta ? a[p * s.lda + i] : a[i * s.lda + p];
+      for (int64_t j = 0; j < s.n; ++j)
+        row[j] += aip * (s.tb ? b[j * s.ldb + p] : b[p * s.ldb + j]);
+    }
+    for (int64_t j = 0; j < s.n; ++j)
+      c[i * s.ldc + j] = s.alpha * row[j] +
+                         (s.beta == 0.0f ? 0.0f : s.beta * c[i * s.ldc + j]);
+  }
+  return absl::OkStatus();
+}
+
+/// Rows `rows` of a row-major [*, cols] operand with leading dim `ld`,
+/// widened into `out` as [rows, cols] (leading dim cols).
+void widenRows(DType t, const void *base, int64_t ld, int64_t row0,
+               int64_t rows, int64_t col0, int64_t cols, float *out) {
+  const int64_t es = runtime::dtypeSize(t);
+  const char *p = static_cast<const char *>(base);
+  for (int64_t r = 0; r < rows; ++r)
+    toF32(t, p + ((row0 + r) * ld + col0) * es, out + r * cols, cols);
+}
+
+/// Rows of C per widened block of A: about 64K elements of A at a time, so
+/// the block stays in L2 while the GEMM reads it. A constant of the shape,
+/// so the blocks, and the bits, are the same on every run.
+int64_t widenedBlockRows(int64_t m, int64_t k) {
+  constexpr int64_t kElements = 1 << 16;
+  int64_t rows = std::max<int64_t>(16, kElements / std::max<int64_t>(k, 1));
+  return std::min(rows, m);
+}
+
+/// The widened path: B widened whole (once per call), A a block of C's
+/// rows at a time; f32 operands are used as they are.
+absl::Status widenedGemm(const char *kernel, const GemmShape &s,
+                         const GemmOperand &a, const GemmOperand &b,
+                         float *c) {
+  thread_local std::vector<float> bufA, bufB;
+  try {
+    const float *bf = static_cast<const float *>(b.data);
+    int64_t ldb = s.ldb;
+    if (b.dtype != DType::f32) {
+      const int64_t rows = s.tb ? s.n : s.k, cols = s.tb ? s.k : s.n;
+      bufB.resize(static_cast<size_t>(rows * cols));
+      widenRows(b.dtype, b.data, s.ldb, 0, rows, 0, cols, bufB.data());
+      bf = bufB.data();
+      ldb = cols;
+    }
+    GemmShape f = s;
+    f.ldb = ldb;
+    f.at = f.bt = DType::f32;
+    if (a.dtype == DType::f32)
+      return f32Gemm(kernel, f, static_cast<const float *>(a.data), bf, c);
+    const int64_t block = widenedBlockRows(s.m, s.k);
+    bufA.resize(static_cast<size_t>(block * s.k));
+    for (int64_t i0 = 0; i0 < s.m; i0 += block) {
+      const int64_t rows = std::min(block, s.m - i0);
+      GemmShape part = f;
+      part.m = rows;
+      if (!s.ta) {
+        // op(A) rows [i0, i0 + rows) are A's rows.
+        widenRows(a.dtype, a.data, s.lda, i0, rows, 0, s.k, bufA.data());
+        part.lda = s.k;
+      } else {
+        // A is [k, m]: op(A)'s rows are A's columns [i0, i0 + rows).
+        widenRows(a.dtype, a.data, s.lda, 0, s.k, i0, rows, bufA.data());
+        part.lda = rows;
+      }
+      if (absl::Status st =
+              f32Gemm(kernel, part, bufA.data(), bf, c + i0 * s.ldc);
+          !st.ok())
+        return st;
+    }
+  } catch (const std::bad_alloc &) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%s: out of host memory widening the operands of the GEMM %s", kernel,
+        s.str()));
+  }
+  return absl::OkStatus();
+}
+
+bool is16(DType t) { return t == DType::bf16 || t == DType::f16; }
+
+/// MD_CPU_GEMM_BF16 / MD_CPU_GEMM_F16: "auto" (or unset), "onednn" or
+/// "widened"; anything else is auto with a warning in the route.
+std::string forcedPath(const char *variable, std::string *warning) {
+  const char *env = std::getenv(variable);
+  if (env == nullptr || *env == 0)
+    return "auto";
+  std::string v = absl::AsciiStrToLower(env);
+  if (v == "auto" || v == "onednn" || v == "widened")
+    return v;
+  *warning = absl::StrFormat("%s=%s is not auto, onednn or widened: ignored",
+                             variable, env);
+  return "auto";
+}
+
+GemmPaths probePaths() {
+  GemmPaths p;
+  const CpuIsaConfig &isa = CpuIsa(); // applies the cap before any primitive
+  p.isa = isa.str();
+#if MD_CPU_GEMM_ONEDNN
+  const std::string version = dnnlVersion();
+  absl::StrAppend(&p.isa, ", oneDNN ",
+                  dnnlIsaName(dnnl_get_effective_cpu_isa()));
+  Probe f32 = probe(DType::f32);
+  if (f32.created) {
+    p.f32 = {GemmPath::library,
+             absl::StrFormat("%s f32 matmul (%s)", version, f32.impl), ""};
+  } else {
+    p.f32 = {GemmPath::reference,
+             absl::StrFormat("plain loops (%s creates no f32 matmul here: %s)",
+                             version, f32.why),
+             ""};
+  }
+  const bool bf16Dot = dnnlHasBf16Dot();
+  for (DType t : {DType::bf16, DType::f16}) {
+    GemmRoute &r = t == DType::bf16 ? p.bf16 : p.f16;
+    const char *variable =
+        t == DType::bf16 ? "MD_CPU_GEMM_BF16" : "MD_CPU_GEMM_F16";
+    const char *name = runtime::dtypeName(t);
+    std::string warning;
+    const std::string forced = forcedPath(variable, &warning);
+    Probe pr = probe(t);
+    // bf16 runs on the library where it has dot-product instructions for
+    // it; oneDNN's emulation on plain AVX-512 is slower than widening.
+    const bool fast = pr.created && (t != DType::bf16 || bf16Dot);
+    const bool library =
+        forced == "onednn" || (forced == "auto" && fast);
+    if (library) {
+      r.path = GemmPath::library;
+      r.text = absl::StrFormat(
+          "%s %s matmul (%s%s)", version, name,
+          pr.created ? pr.impl : "not created at start",
+          forced == "onednn" ? absl::StrCat(", ", variable, "=onednn") : "");
+      if (!pr.created)
+        warning = absl::StrFormat(
+            "%s=onednn, but %s creates no %s matmul on this CPU (%s): its "
+            "first %s GEMM fails",
+            variable, version, name, pr.why, name);
+    } else {
+      r.path = GemmPath::widened;
+      std::string why =
+          forced == "widened"
+              ? absl::StrCat(variable, "=widened")
+              : !pr.created
+                    ? absl::StrFormat("%s creates no %s matmul here", version,
+                                      name)
+                    : absl::StrFormat("no %s dot-product instructions under "
+                                      "ISA %s",
+                                      name, IsaLevelName(isa.effective));
+      r.text = absl::StrFormat("widened to f32 in blocks, then the f32 GEMM "
+                               "(%s)",
+                               why);
+    }
+    r.warning = warning;
+  }
+#else
+  const char *lib = blasName();
+#if MD_CPU_GEMM_OPENBLAS
+  p.f32 = {GemmPath::library, absl::StrCat("cblas_sgemm (", lib, ")"), ""};
+#else
+  p.f32 = {GemmPath::reference, lib, ""};
+#endif
+  for (GemmRoute *r : {&p.bf16, &p.f16})
+    *r = {GemmPath::widened,
+          "widened to f32 in blocks, then the f32 GEMM (the build's GEMM "
+          "library has no 16-bit GEMM)",
+          ""};
+#endif
+  return p;
+}
+
+absl::Status checkOperands(const char *kernel, const GemmShape &s,
+                           const GemmOperand &a, const GemmOperand &b) {
+  for (const GemmOperand *o : {&a, &b})
+    if (!runtime::isFloat(o->dtype))
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: a GEMM operand of type %s (f32, bf16 or f16 only): %s", kernel,
+          runtime::dtypeName(o->dtype), s.str()));
+  return absl::OkStatus();
+}
 
 } // namespace
 
-void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-           float alpha, const float *a, int64_t lda, const float *b,
-           int64_t ldb, float beta, float *c, int64_t ldc) {
-  if (emptyProduct(m, n, k, beta, c, ldc))
-    return;
-#if MD_CPU_GEMM_ONEDNN
-  threadGemm().run(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-                   /*bf16=*/false);
-#elif MD_CPU_GEMM_OPENBLAS
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-              transB ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), alpha,
-              a, int(lda), b, int(ldb), beta, c, int(ldc));
-#else
-  // i-p-j order: the inner loop runs along rows of B and C.
-  std::vector<float> row(n);
-  for (int64_t i = 0; i < m; ++i) {
-    std::fill(row.begin(), row.end(), 0.0f);
-    for (int64_t p = 0; p < k; ++p) {
-      float aip = transA ? a[p * lda + i] : a[i * lda + p];
-      for (int64_t j = 0; j < n; ++j)
-        row[j] += aip * (transB ? b[j * ldb + p] : b[p * ldb + j]);
-    }
-    for (int64_t j = 0; j < n; ++j)
-      c[i * ldc + j] =
-          alpha * row[j] + (beta == 0.0f ? 0.0f : beta * c[i * ldc + j]);
+const GemmRoute &GemmPaths::of(DType dtype) const {
+  switch (dtype) {
+  case DType::bf16:
+    return bf16;
+  case DType::f16:
+    return f16;
+  default:
+    return f32;
   }
-#endif
 }
 
-bool haveGemmBf16() {
-#if MD_CPU_GEMM_ONEDNN
-  return true;
-#else
-  return false;
-#endif
+std::string GemmPaths::str() const {
+  return absl::StrFormat("f32: %s; bf16: %s; f16: %s", f32.text, bf16.text,
+                         f16.text);
 }
 
-void gemmBf16(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-              float alpha, const uint16_t *a, int64_t lda, const uint16_t *b,
-              int64_t ldb, float beta, float *c, int64_t ldc) {
+const GemmPaths &gemmPaths() {
+  static const GemmPaths paths = probePaths();
+  return paths;
+}
+
+absl::Status gemmVia(GemmPath path, const char *kernel, bool transA,
+                     bool transB, int64_t m, int64_t n, int64_t k, float alpha,
+                     const GemmOperand &a, const GemmOperand &b, float beta,
+                     float *c, int64_t ldc) {
+  const GemmShape s{transA, transB, m,     n,    k,       a.ld,
+                    b.ld,   ldc,    alpha, beta, a.dtype, b.dtype};
+  if (absl::Status st = checkOperands(kernel, s, a, b); !st.ok())
+    return st;
   if (emptyProduct(m, n, k, beta, c, ldc))
-    return;
+    return absl::OkStatus();
+  if (a.dtype == DType::f32 && b.dtype == DType::f32)
+    return f32Gemm(kernel, s, static_cast<const float *>(a.data),
+                   static_cast<const float *>(b.data), c);
+  if (path == GemmPath::library && a.dtype == b.dtype && is16(a.dtype)) {
 #if MD_CPU_GEMM_ONEDNN
-  threadGemm().run(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-                   /*bf16=*/true);
+    return threadGemm().run(kernel, s, a.data, b.data, c);
 #else
-  // Callers ask haveGemmBf16() first; widen rather than fail if one did not.
-  auto widen = [](const uint16_t *p, int64_t rows, int64_t ld) {
-    std::vector<float> w(rows * ld);
-    for (int64_t i = 0; i < rows * ld; ++i)
-      w[i] = runtime::bf16ToF32(p[i]);
-    return w;
-  };
-  std::vector<float> wa = widen(a, transA ? k : m, lda);
-  std::vector<float> wb = widen(b, transB ? n : k, ldb);
-  sgemm(transA, transB, m, n, k, alpha, wa.data(), lda, wb.data(), ldb, beta, c,
-        ldc);
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: the GEMM library of this build (%s) has no %s GEMM", kernel,
+        blasName(), runtime::dtypeName(a.dtype)));
 #endif
+  }
+  return widenedGemm(kernel, s, a, b, c);
+}
+
+absl::Status gemm(const char *kernel, bool transA, bool transB, int64_t m,
+                  int64_t n, int64_t k, float alpha, const GemmOperand &a,
+                  const GemmOperand &b, float beta, float *c, int64_t ldc) {
+  GemmPath path = GemmPath::widened;
+  if (a.dtype == b.dtype)
+    path = gemmPaths().of(a.dtype).path;
+  return gemmVia(path, kernel, transA, transB, m, n, k, alpha, a, b, beta, c,
+                 ldc);
+}
+
+absl::Status sgemm(const char *kernel, bool transA, bool transB, int64_t m,
+                   int64_t n, int64_t k, float alpha, const float *a,
+                   int64_t lda, const float *b, int64_t ldb, float beta,
+                   float *c, int64_t ldc) {
+  return gemm(kernel, transA, transB, m, n, k, alpha, {DType::f32, a, lda},
+              {DType::f32, b, ldb}, beta, c, ldc);
 }
 
 void setBlasThreads(int threads) {
@@ -238,12 +578,7 @@ void setBlasThreads(int threads) {
 
 const char *blasName() {
 #if MD_CPU_GEMM_ONEDNN
-  static const std::string name = [] {
-    const dnnl_version_t *v = dnnl_version();
-    return "oneDNN " + std::to_string(v->major) + "." +
-           std::to_string(v->minor) + "." + std::to_string(v->patch) +
-           " matmul";
-  }();
+  static const std::string name = dnnlVersion() + " matmul";
   return name.c_str();
 #elif MD_CPU_GEMM_OPENBLAS
   return openblas_get_config();

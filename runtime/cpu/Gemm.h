@@ -1,9 +1,24 @@
-//===- Gemm.h - the one place the CPU backend calls BLAS -*- C++ -*-===//
+//===- Gemm.h - the one place the CPU backend calls a GEMM library -*- C++ -*-===//
 //
-// Row-major sgemm for the matmul and attention kernels. With OpenBLAS (the
-// normal build) it is cblas_sgemm; a build without it (-DMD_CPU_BLAS=OFF,
-// or no OpenBLAS found) gets plain loops with the same interface, so the
-// CPU backend exists everywhere, only slower.
+// Row-major GEMMs for the matmul and attention kernels, with f32
+// accumulation and an f32 result whatever the operands' type. Which library
+// runs them is a build choice (oneDNN, OpenBLAS or plain loops; Gemm.cpp);
+// how each operand type runs is a run-time choice, made once per process
+// from what the library can create on this CPU under the ISA cap
+// (CpuIsa.h) and reported by gemmPaths():
+//   - f32: the library's f32 GEMM;
+//   - bf16, f16: the library's GEMM on the data as stored where it has one
+//     that runs on the CPU's own 16-bit dot-product instructions (oneDNN's
+//     bf16 matmul on AVX512-BF16 or AMX); everywhere else the operands are
+//     widened to f32 (exactly) a block of rows at a time and the f32 GEMM
+//     runs on them. Either way the products of 16-bit values are exact in
+//     f32 and summed in f32: the precision policy's meaning (16-bit storage,
+//     f32 accumulation) is the same on every CPU, only the order of the f32
+//     sums, and so the last bits, differ between the two paths.
+// MD_CPU_GEMM_BF16 / MD_CPU_GEMM_F16 = auto | onednn | widened choose a
+// path by hand (e.g. `widened` on an AVX512-BF16 machine gives an AVX2
+// machine's bits). Every library error comes back as a Status naming the
+// kernel, the GEMM's shape and types, and the ISA; nothing throws or aborts.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,33 +26,78 @@
 #define MD_RUNTIME_CPU_GEMM_H
 
 #include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "runtime/core/Tensor.h"
 
 namespace md::cpu {
 
-/// C[m, n] = alpha * op(A) op(B) + beta * C, all row-major; op transposes
-/// when the flag is set. Dims must fit in int (callers check). With
-/// beta = 0, C is not read (NaNs in it do not leak through).
-void sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-           float alpha, const float *a, int64_t lda, const float *b,
-           int64_t ldb, float beta, float *c, int64_t ldc);
+/// How the GEMMs of one operand type run.
+enum class GemmPath {
+  library,   // the GEMM library on the operands as stored
+  widened,   // 16-bit operands widened to f32 in blocks, then the f32 GEMM
+  reference, // plain loops (f32)
+};
 
-/// Whether gemmBf16 exists: the GEMMs run on oneDNN (its bf16 matmul uses
-/// AVX512-BF16 where the CPU has it, and converts where it does not).
-bool haveGemmBf16();
+/// One operand type's path, and its description for the banner
+/// ("oneDNN 2.6.3 bf16 matmul (brg:avx512_core_bf16)").
+struct GemmRoute {
+  GemmPath path = GemmPath::reference;
+  std::string text;
+  /// Set when the path was chosen by MD_CPU_GEMM_BF16/F16 although the
+  /// library could not create it at start: why not. Its first GEMM fails.
+  std::string warning;
+};
 
-/// sgemm's contract with bf16 A and B (raw bits, as runtime/core/
-/// NumberFormat.h stores them) and f32 C: products of bf16 values are exact
-/// in f32 and are summed in f32, so this is sgemm on the widened operands up
-/// to the order of the sums, without widening them first. Only when
-/// haveGemmBf16().
-void gemmBf16(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-              float alpha, const uint16_t *a, int64_t lda, const uint16_t *b,
-              int64_t ldb, float beta, float *c, int64_t ldc);
+/// The paths of this process, probed once on first use: a small GEMM of
+/// each operand type is built with the library under the ISA cap.
+struct GemmPaths {
+  GemmRoute f32, bf16, f16;
+  /// md's ISA (CpuIsa().str()) and, with oneDNN, the ISA its kernels use.
+  std::string isa;
+  /// The route of operands of type `dtype` (f32 for any other type).
+  const GemmRoute &of(runtime::DType dtype) const;
+  /// "f32: ...; bf16: ...; f16: ..."
+  std::string str() const;
+};
+const GemmPaths &gemmPaths();
+
+/// One GEMM operand: f32, bf16 or f16 elements (bf16/f16 as the raw bits
+/// runtime/core/NumberFormat.h stores), row-major with leading dim `ld`.
+struct GemmOperand {
+  runtime::DType dtype = runtime::DType::f32;
+  const void *data = nullptr;
+  int64_t ld = 0;
+};
+
+/// C[m, n] = alpha * op(A) op(B) + beta * C, all row-major, f32 C; op
+/// transposes when the flag is set. The operands' types may differ (mixed
+/// ones are widened). With beta = 0, C is not read (NaNs in it do not leak
+/// through). `kernel` names the caller in errors ("matmul_grad").
+absl::Status gemm(const char *kernel, bool transA, bool transB, int64_t m,
+                  int64_t n, int64_t k, float alpha, const GemmOperand &a,
+                  const GemmOperand &b, float beta, float *c, int64_t ldc);
+
+/// gemm on f32 operands.
+absl::Status sgemm(const char *kernel, bool transA, bool transB, int64_t m,
+                   int64_t n, int64_t k, float alpha, const float *a,
+                   int64_t lda, const float *b, int64_t ldb, float beta,
+                   float *c, int64_t ldc);
+
+/// gemm through a given path, whatever gemmPaths() chose (for tests and
+/// benchmarks): `library` with two bf16 (or f16) operands runs the
+/// library's 16-bit GEMM, and fails where the library cannot create one;
+/// `widened` widens every 16-bit operand.
+absl::Status gemmVia(GemmPath path, const char *kernel, bool transA,
+                     bool transB, int64_t m, int64_t n, int64_t k, float alpha,
+                     const GemmOperand &a, const GemmOperand &b, float beta,
+                     float *c, int64_t ldc);
 
 /// The GEMM library's thread count.
 void setBlasThreads(int threads);
 
-/// "OpenBLAS 0.3.21 ..." or "none (reference loops)".
+/// "oneDNN 2.6.3 matmul", "OpenBLAS 0.3.21 ..." or "none (reference loops)".
 const char *blasName();
 
 } // namespace md::cpu

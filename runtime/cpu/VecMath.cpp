@@ -3,7 +3,8 @@
 // The AVX-512F and AVX2 loops live in files of their own, compiled with those
 // ISAs' flags; this file is compiled for the baseline and holds the SSE2
 // loop (every x86-64 CPU has SSE2) and, off x86-64, SLEEF's scalar
-// functions. The variant is chosen once, from what the CPU reports.
+// functions. The variant is chosen once, from what the CPU reports, under
+// the cap MD_CPU_ISA (CpuIsa.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +13,8 @@
 #include <initializer_list>
 
 #include <sleef.h>
+
+#include "runtime/cpu/CpuIsa.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -95,11 +98,15 @@ const Variant &chosen() {
 bool VecIsaSupported(VecIsa isa) {
 #if defined(__x86_64__)
   __builtin_cpu_init();
+  // MD_CPU_ISA caps the variants as it caps oneDNN (CpuIsa.h).
+  const std::optional<IsaLevel> &cap = CpuIsa().cap;
+  auto capped = [&](IsaLevel level) { return cap && *cap < level; };
   switch (isa) {
   case VecIsa::avx512f:
-    return __builtin_cpu_supports("avx512f");
+    return __builtin_cpu_supports("avx512f") && !capped(IsaLevel::avx512);
   case VecIsa::avx2fma:
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           !capped(IsaLevel::avx2);
   case VecIsa::sse2:
   case VecIsa::scalar:
     return true;

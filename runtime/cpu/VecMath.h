@@ -32,7 +32,8 @@ void VecTanh(const float *x, float *y, int64_t n);
 /// The variant in use: "avx512f", "avx2+fma", "sse2" or "scalar".
 const char *VecMathVariant();
 
-/// The variants this CPU can run, widest first (for tests).
+/// The variants this CPU can run, widest first (for tests), under the cap
+/// MD_CPU_ISA (CpuIsa.h): with MD_CPU_ISA=avx2, avx512f is not supported.
 enum class VecIsa { avx512f, avx2fma, sse2, scalar };
 bool VecIsaSupported(VecIsa isa);
 /// VecExp / VecTanh through one given variant (for tests; it must be

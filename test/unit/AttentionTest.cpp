@@ -33,6 +33,15 @@ namespace {
 using runtime::DType;
 using runtime::TensorRef;
 
+/// Gemm.h's sgemm, which must succeed.
+void gemmOk(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+            const float *a, int64_t lda, const float *b, int64_t ldb,
+            float beta, float *c, int64_t ldc) {
+  absl::Status s = sgemm("reference attention", ta, tb, m, n, k, alpha, a, lda,
+                         b, ldb, beta, c, ldc);
+  ASSERT_TRUE(s.ok()) << s;
+}
+
 /// The attention kernel before tiling, kept here as the reference.
 struct Reference {
   int64_t b, t, c, heads;
@@ -40,7 +49,7 @@ struct Reference {
   float scale() const { return float(1.0 / std::sqrt(double(hd()))); }
 
   void probs(const float *q, const float *k, float *p) const {
-    sgemm(false, true, t, t, hd(), scale(), q, c, k, c, 0.0f, p, t);
+    gemmOk(false, true, t, t, hd(), scale(), q, c, k, c, 0.0f, p, t);
     for (int64_t i = 0; i < t; ++i) {
       float *row = p + i * t;
       softmaxRow(row, row, i + 1);
@@ -56,7 +65,7 @@ struct Reference {
       for (int64_t h = 0; h < heads; ++h) {
         const int64_t off = e * t * c + h * hd();
         probs(q.data() + off, k.data() + off, p.data());
-        sgemm(false, false, t, hd(), t, 1.0f, p.data(), t, v.data() + off, c,
+        gemmOk(false, false, t, hd(), t, 1.0f, p.data(), t, v.data() + off, c,
               0.0f, out.data() + off, c);
       }
     return out;
@@ -74,18 +83,18 @@ struct Reference {
       for (int64_t h = 0; h < heads; ++h) {
         const int64_t off = e * t * c + h * hd();
         probs(q.data() + off, k.data() + off, p.data());
-        sgemm(true, false, t, hd(), t, 1.0f, p.data(), t, dout.data() + off, c,
+        gemmOk(true, false, t, hd(), t, 1.0f, p.data(), t, dout.data() + off, c,
               0.0f, dv.data() + off, c);
-        sgemm(false, true, t, t, hd(), 1.0f, dout.data() + off, c,
+        gemmOk(false, true, t, t, hd(), 1.0f, dout.data() + off, c,
               v.data() + off, c, 0.0f, ds.data(), t);
         for (int64_t i = 0; i < t; ++i) {
           float *dr = ds.data() + i * t;
           softmaxGradRow(dr, p.data() + i * t, dr, i + 1);
           std::fill(dr + i + 1, dr + t, 0.0f);
         }
-        sgemm(false, false, t, hd(), t, scale(), ds.data(), t, k.data() + off,
+        gemmOk(false, false, t, hd(), t, scale(), ds.data(), t, k.data() + off,
               c, 0.0f, dq.data() + off, c);
-        sgemm(true, false, t, hd(), t, scale(), ds.data(), t, q.data() + off, c,
+        gemmOk(true, false, t, hd(), t, scale(), ds.data(), t, q.data() + off, c,
               0.0f, dk.data() + off, c);
       }
   }
