@@ -545,6 +545,14 @@ absl::Status Executor::Impl::runBlock(int32_t b) {
     if (s.ok() && inst->record() >= 0)
       s = backend_.recordEvent(stream, events_[inst->record()]);
     if (!s.ok()) {
+      // The launcher's analysis names the instruction that failed (the
+      // innermost: the recorder keeps the first); a collective's failure
+      // is in its own entry.
+      if (const plan::OpcodeInfo *info = plan::GetOpcodeInfo(inst->opcode());
+          options_.recorder != nullptr && info != nullptr &&
+          !info->is(plan::kCollective))
+        options_.recorder->failedAt({static_cast<int32_t>(inst->opcode()), b,
+                                     static_cast<int32_t>(i), inst->loc()});
       // An error from a nested block already says where it happened.
       std::string prefix = blockPrefix(*block);
       if (s.message().rfind(prefix, 0) == 0)

@@ -29,8 +29,8 @@ namespace {
 constexpr uint64_t kMagic =
     0x7468'6769'6c66'646dull; // "mdflight", little-endian
 // 2: the state word carries the entry's seq, a slot has startedNs and the
-// header commStamps.
-constexpr uint32_t kVersion = 2;
+// header commStamps. 3: the header's failed instruction.
+constexpr uint32_t kVersion = 3;
 // No ring the launcher makes is bigger (the flag's own limit is lower).
 constexpr uint32_t kMaxCapacity = 1u << 24;
 
@@ -55,6 +55,9 @@ struct FlightRecorder::Header {
   A<int64_t> stepsDone;
   A<int64_t> progressNs;
   A<uint32_t> commStamps; // 1 once a comm claimed an entry
+  // The instruction that failed (opcode + 1 first, 0: none), stored after
+  // its place.
+  A<int32_t> failedOpcode, failedBlock, failedIndex, failedLoc;
 };
 
 struct FlightRecorder::Slot {
@@ -325,6 +328,16 @@ void FlightRecorder::setPhase(RankPhase phase) {
   progress();
 }
 
+void FlightRecorder::failedAt(const FlightFailedInstruction &where) {
+  Header &h = header();
+  if (where.opcode < 0 || h.failedOpcode.load(std::memory_order_relaxed) != 0)
+    return;
+  h.failedBlock.store(where.block, std::memory_order_relaxed);
+  h.failedIndex.store(where.index, std::memory_order_relaxed);
+  h.failedLoc.store(where.loc, std::memory_order_relaxed);
+  h.failedOpcode.store(where.opcode + 1, std::memory_order_release);
+}
+
 void FlightRecorder::setPid(int32_t pid) {
   header().pid.store(pid, std::memory_order_relaxed);
 }
@@ -347,6 +360,12 @@ FlightSnapshot FlightRecorder::snapshot() const {
   snap.phase = static_cast<RankPhase>(h.phase.load(rel));
   snap.progressNs = h.progressNs.load(std::memory_order_acquire);
   snap.commStamps = h.commStamps.load(rel) != 0;
+  if (int32_t op = h.failedOpcode.load(std::memory_order_acquire); op > 0) {
+    snap.failedAt.opcode = op - 1;
+    snap.failedAt.block = h.failedBlock.load(rel);
+    snap.failedAt.index = h.failedIndex.load(rel);
+    snap.failedAt.loc = h.failedLoc.load(rel);
+  }
   uint64_t first =
       snap.begun >= snap.capacity ? snap.begun - snap.capacity + 1 : 1;
   for (uint64_t seq = first; seq <= snap.begun; ++seq) {

@@ -104,6 +104,15 @@ struct FlightEntry {
   int64_t beganNs = 0, startedNs = 0, endedNs = 0;
 };
 
+/// The instruction whose kernel failed on a rank (the first one, the
+/// innermost of nested blocks): what the launcher's analysis names instead
+/// of the last collective, which had completed. opcode < 0: none.
+struct FlightFailedInstruction {
+  int32_t opcode = -1; // the plan's fb::Opcode
+  int32_t block = -1, index = -1;
+  int32_t loc = -1; // into the plan's locations; -1: none
+};
+
 /// A consistent copy of one rank's ring.
 struct FlightSnapshot {
   int rank = 0;
@@ -125,6 +134,8 @@ struct FlightSnapshot {
   /// The last time the rank completed something (a collective, a
   /// micro-step, a step, a phase): what the launcher's watchdog reads.
   int64_t progressNs = 0;
+  /// Where the rank's run failed outside a collective, if it did.
+  FlightFailedInstruction failedAt;
   /// The entries still in the ring, by ascending seq.
   std::vector<FlightEntry> entries;
 };
@@ -180,6 +191,9 @@ public:
   /// The rank completed `stepsDone` steps.
   void stepDone(int64_t stepsDone);
   void setPhase(RankPhase phase);
+  /// The instruction `block`/`index` (opcode, location) failed; only the
+  /// first call counts (an error passes through the blocks around it).
+  void failedAt(const FlightFailedInstruction &where);
   /// Stamps the process id of the writer (the rank's, after exec).
   void setPid(int32_t pid);
 

@@ -11,6 +11,8 @@
 
 #include "tools/mdrun/FlightAnalysis.h"
 
+#include "runtime/plan/Schema.h"
+
 #include <signal.h>
 
 #include "gtest/gtest.h"
@@ -213,6 +215,44 @@ TEST(FlightAnalysis, RankThatExitedWithAnError) {
       << f.text;
 }
 
+// A rank whose kernel failed (a library error, as a Status) is named with
+// that kernel, not with the collective before it, which completed; both
+// when no one waits and when its peer waits for it in the next one.
+TEST(FlightAnalysis, ARankWhoseKernelFailedIsNamedWithTheKernel) {
+  const std::vector<std::string> locs = {"mlp.mdl:17:23", "mlp.mdl:9:5",
+                                         "gpt.mdl:26:13"};
+  std::vector<RankRing> ranks = {rankAt(0, kFailed, 3), rankAt(1, kFailed, 3)};
+  ranks[0].ring.step = 1;
+  ranks[0].ring.micro = 1;
+  ranks[0].ring.failedAt = {static_cast<int32_t>(fb::Opcode::Matmul), 1, 19,
+                            2};
+  ranks[1].ring.step = 1;
+  ranks[1].ring.micro = 1;
+  FlightFinding f = AnalyzeFlight(ranks, locs, kSecond);
+  EXPECT_NE(f.text.find("rank 0 exited with status 1 in step 1, micro-step "
+                        "1, in matmul at blocks[1].instructions[19] "
+                        "(gpt.mdl:26:13)"),
+            std::string::npos)
+      << f.text;
+  EXPECT_EQ(f.text.find("rank 0 exited with status 1 in step 1, micro-step "
+                        "1, after"),
+            std::string::npos)
+      << f.text;
+  // The peer waits in collective 4, which rank 0 never reached.
+  ranks[1] = rankAt(1, kRunning, 3, 4, FlightState::Started, kSecond);
+  f = AnalyzeFlight(ranks, locs, 2 * kSecond);
+  EXPECT_EQ(f.culprits, std::vector<int>({0}));
+  EXPECT_NE(f.text.find("rank 0 exited with status 1 in step 1, micro-step "
+                        "1, in matmul at blocks[1].instructions[19] "
+                        "(gpt.mdl:26:13); it never reached all_gather #4"),
+            std::string::npos)
+      << f.text;
+  EXPECT_NE(FlightJson(ranks[0], locs, 9)
+                .find("\"failed_in\": \"matmul at blocks[1].instructions[19] "
+                      "(gpt.mdl:26:13)\""),
+            std::string::npos);
+}
+
 TEST(FlightAnalysis, RanksThatDisagree) {
   std::vector<RankRing> ranks;
   for (int r = 0; r < 3; ++r)
@@ -381,6 +421,7 @@ TEST(FlightAnalysis, JsonOfARing) {
       "  \"progress_ns\": 5,\n"
       "  \"written_ns\": 99,\n"
       "  \"comm_stamps\": false,\n"
+      "  \"failed_in\": null,\n"
       "  \"collectives\": [\n"
       "    {\"seq\": 1, \"kind\": \"all_gather\", \"group\": \"shard\", "
       "\"group_size\": 4, \"dtype\": \"bf16\", \"bytes\": 4096, \"bucket\": 1, "

@@ -323,6 +323,24 @@ TEST(FlightRecorder, AnotherMappingSeesEveryWrite) {
   EXPECT_EQ((*reader)->snapshot().entries[0].state, FlightState::Completed);
 }
 
+// The instruction that failed: none at first, the first one recorded
+// after (the blocks around it report the same error later), seen by
+// another mapping.
+TEST(FlightRecorder, KeepsTheFirstFailedInstruction) {
+  auto writer = FlightRecorder::Create(0, 4);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  auto reader = FlightRecorder::Open(::dup((*writer)->fd()));
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ((*reader)->snapshot().failedAt.opcode, -1);
+  (*writer)->failedAt({7, 1, 19, 3});
+  (*writer)->failedAt({9, 0, 4, -1});
+  FlightFailedInstruction f = (*reader)->snapshot().failedAt;
+  EXPECT_EQ(f.opcode, 7);
+  EXPECT_EQ(f.block, 1);
+  EXPECT_EQ(f.index, 19);
+  EXPECT_EQ(f.loc, 3);
+}
+
 TEST(FlightRecorder, SurvivesAWriterKilledWithSigkill) {
   auto rec = FlightRecorder::Create(1, 8);
   ASSERT_TRUE(rec.ok()) << rec.status();
@@ -423,7 +441,7 @@ TEST(FlightRecorder, RefusesWhatIsNotARing) {
   ASSERT_EQ(::ftruncate(fd, 4096), 0);
   auto r = FlightRecorder::Open(fd);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("is not a version 2 ring"),
+  EXPECT_NE(r.status().message().find("is not a version 3 ring"),
             std::string::npos)
       << r.status();
 

@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "runtime/core/Json.h"
 #include "runtime/plan/MemoryFormat.h"
+#include "runtime/plan/Schema.h"
 
 namespace md::mdrun {
 
@@ -109,6 +110,21 @@ std::string callText(const FlightEntry &e,
     absl::StrAppend(&s, ", ", loc);
   absl::StrAppend(&s, ")");
   return s;
+}
+
+/// "in matmul at blocks[1].instructions[19] (gpt.mdl:26:13)": the
+/// instruction whose kernel failed on the rank, or "" when none did.
+std::string failedText(const FlightSnapshot &s,
+                       const std::vector<std::string> &locs) {
+  const runtime::FlightFailedInstruction &f = s.failedAt;
+  if (f.opcode < 0)
+    return "";
+  std::string t = absl::StrFormat(
+      "in %s at blocks[%d].instructions[%d]",
+      plan::OpcodeName(static_cast<fb::Opcode>(f.opcode)), f.block, f.index);
+  if (std::string loc = locationText(f.loc, locs); !loc.empty())
+    absl::StrAppend(&t, " (", loc, ")");
+  return t;
 }
 
 /// "in step 38, micro-step 2", "in the hooks after step 38", "before its
@@ -216,7 +232,11 @@ FlightFinding noOpenCollective(const std::vector<RankRing> &ranks,
     f.culprits.push_back(r.rank);
     std::string p =
         absl::StrCat(r.fate.str(), " ", whereText(r.ring.step, r.ring.micro));
-    if (const FlightEntry *last = lastReached(r.ring))
+    // A kernel that failed is the cause; the collective before it
+    // completed.
+    if (std::string in = failedText(r.ring, locs); !in.empty())
+      absl::StrAppend(&p, ", ", in);
+    else if (const FlightEntry *last = lastReached(r.ring))
       absl::StrAppend(&p, ", after ", callText(*last, locs));
     said.push_back({r.rank, p});
   }
@@ -317,7 +337,9 @@ culpritClauses(const std::vector<const RankRing *> &culprits, uint64_t s,
     if (reachedSeq(r->ring, s)) {
       absl::StrAppend(&p, ", while in ", callText(*entryOf(r->ring, s), locs));
     } else {
-      if (const FlightEntry *last = lastReached(r->ring))
+      if (std::string in = failedText(r->ring, locs); !in.empty())
+        absl::StrAppend(&p, ", ", in);
+      else if (const FlightEntry *last = lastReached(r->ring))
         absl::StrAppend(&p, ", after ", callText(*last, locs));
       else
         absl::StrAppend(&p, ", before its first collective");
@@ -461,11 +483,14 @@ std::string FlightJson(const RankRing &r, const std::vector<std::string> &locs,
       "{\n  \"rank\": %d,\n  \"pid\": %d,\n  \"fate\": %s,\n  \"phase\": "
       "%s,\n  \"capacity\": %d,\n  \"begun\": %d,\n  \"step\": %d,\n  "
       "\"micro_step\": %d,\n  \"steps_done\": %d,\n  \"progress_ns\": %d,\n  "
-      "\"written_ns\": %d,\n  \"comm_stamps\": %s,\n  \"collectives\": [",
+      "\"written_ns\": %d,\n  \"comm_stamps\": %s,\n  \"failed_in\": "
+      "%s,\n  \"collectives\": [",
       r.rank, s.pid, runtime::JsonQuote(r.fate.str()),
       runtime::JsonQuote(runtime::rankPhaseName(s.phase)), s.capacity, s.begun,
       s.step, s.micro, s.stepsDone, s.progressNs, nowNs,
-      s.commStamps ? "true" : "false");
+      s.commStamps ? "true" : "false",
+      s.failedAt.opcode < 0 ? "null"
+                            : runtime::JsonQuote(failedText(s, locs).substr(3)));
   for (size_t i = 0; i < s.entries.size(); ++i) {
     const FlightEntry &e = s.entries[i];
     std::string loc = locationText(e.call.loc, locs);
