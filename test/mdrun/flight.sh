@@ -16,7 +16,11 @@
 #      node 1 ends within seconds through the launchers' control
 #      connection, not after its --timeout;
 #   6. two ranks started as srun starts them (no launcher): rank 1 killed;
-#      rank 0 fails and writes its own ring.
+#      rank 0 fails and writes its own ring;
+#   7. a kernel's library fails (oneDNN asked for a bf16 matmul it cannot
+#      create: MD_CPU_GEMM_BF16=onednn under the AVX2 cap): the error names
+#      the kernel, the GEMM and the ISA, the analysis names the instruction
+#      instead of the collective before it, every rank ends.
 #
 #   test/mdrun/flight.sh MDC MDRUN PYTHON3 WORK_DIR
 set -uo pipefail
@@ -117,7 +121,7 @@ d, ranks, culprit, fate = sys.argv[1], sys.argv[2].split(), int(sys.argv[3]), sy
 stamps = sys.argv[5] == "true"
 keys = {"rank", "pid", "fate", "phase", "capacity", "begun", "step",
         "micro_step", "steps_done", "progress_ns", "written_ns", "comm_stamps",
-        "collectives"}
+        "failed_in", "collectives"}
 ckeys = {"seq", "kind", "group", "group_size", "dtype", "bytes", "bucket",
          "location", "step", "micro_step", "state", "began_ns", "started_ns",
          "ended_ns"}
@@ -232,6 +236,24 @@ if start off --flight-recorder 0; then
 else
   fail "off: the job did not start: $(cat off.out off.err)"
   kill -KILL $(pgrep -g $$ -x mdrun) 2>/dev/null
+fi
+
+# 7. A library error in a kernel: a Status, not an abort. oneDNN 2.6.3
+# creates no bf16 matmul below AVX-512; forcing its bf16 path under the
+# AVX2 cap makes the first bf16 GEMM fail in oneDNN, on every machine.
+fault=$(date +%s%N)
+MD_CPU_ISA=avx2 MD_CPU_GEMM_BF16=onednn timeout --foreground 60 "$mdrun" \
+  --backend cpu --threads 1 --ranks 2 --steps 3 --log-every 0 mlp.fb \
+  >gemm.out 2>gemm.err &
+launcher=$!
+finish gemm 10000
+if grep -q '^mdrun: cpu: .*GEMM f32: oneDNN' gemm.out; then
+  has gemm.out '^mdrun: warning: MD_CPU_GEMM_BF16=onednn, but oneDNN [0-9.]+ creates no bf16 matmul on this CPU \(.*\): its first bf16 GEMM fails$'
+  has gemm.err '^mdrun: flight recorder: (rank [01]|ranks 0-1) exited with status 1 in step 1, micro-step 1, in [a-z_]+ at blocks\[[0-9]+\]\.instructions\[[0-9]+\] \([^)]*mlp\.mdl:[0-9]+:[0-9]+\)'
+  has gemm.err "^mdrun: error: rank [01] failed: step 1: [a-z_]+ at blocks\[[0-9]+\]\.instructions\[[0-9]+\] \([^)]*mlp\.mdl:[0-9]+:[0-9]+\): matmul(_grad)?: oneDNN [0-9.]+'s matmul failed for the GEMM C f32\[[0-9]+, [0-9]+\] = A(\^T)? bf16\[[0-9]+, [0-9]+\] x B(\^T)? bf16\[[0-9]+, [0-9]+\] \(lda [0-9]+, .*\) on ISA avx2 \(MD_CPU_ISA=avx2; the CPU has [a-z0-9_]+\), oneDNN avx2: could not create a primitive descriptor iterator"
+  grep -q 'terminate called\|Aborted\|signal' gemm.err && fail "gemm: an abort: $(cat gemm.err)"
+else
+  echo "note: skipped the library failure: this build's GEMM is not oneDNN"
 fi
 
 # 5. Two launchers over loopback, one rank each: node 1's rank stopped,

@@ -80,9 +80,19 @@ expect 2 '--format xml: expected text or json' --inspect "$good" --format=xml
 expect 2 "--inspect takes no other arguments, got '--gpus'" --inspect "$good" --gpus 2
 out=$("$mdrun" --help) && grep -q '^       mdrun --inspect PLAN' <<<"$out" || fail "mdrun --help"
 
-# The example in docs/plan-format.md is this report, word for word.
+# The example in docs/plan-format.md is this report, word for word, up to
+# its last section, which says how this machine's CPU backend would run
+# the plan (it differs between machines; its form is checked here).
 doc=$(cd "$(dirname "$0")/../.." && pwd)/docs/plan-format.md
-(cd "$work" && "$mdrun" --inspect tiny-mlp.fb) >"$work/inspect.txt"
+(cd "$work" && "$mdrun" --inspect tiny-mlp.fb) >"$work/inspect-all.txt"
+sed '/^cpu backend /,$d' "$work/inspect-all.txt" | sed '$d' >"$work/inspect.txt"
+grep -Eq '^cpu backend   on this machine: isa (sse41|avx2|avx512|avx512_bf16|amx)( \(MD_CPU_ISA=[a-z0-9_]+; the CPU has [a-z0-9_]+\))?(, oneDNN [a-z0-9_]+)?; vector math [a-z0-9+]+$' "$work/inspect-all.txt" ||
+  fail "--inspect's cpu backend line: $(grep -A4 '^cpu backend' "$work/inspect-all.txt")"
+for t in f32 bf16 f16; do
+  grep -Eq "^  gemm $t +[^ ]" "$work/inspect-all.txt" || fail "--inspect has no gemm $t line"
+done
+"$mdrun" --inspect "$good" --format=json >"$work/inspect.json" 2>&1 &&
+  grep -q '"cpu_backend": {' "$work/inspect.json" || fail "--inspect --format=json has no cpu_backend"
 sed -n '/^    plan file     tiny-mlp.fb/,/^      every 100 steps/p' "$doc" | sed 's/^    //' \
   >"$work/doc-example.txt"
 diff -u "$work/doc-example.txt" "$work/inspect.txt" ||

@@ -21,6 +21,9 @@
 #include "runtime/core/ArenaLayout.h"
 #include "runtime/core/OptimizerGroups.h"
 #include "runtime/core/StreamOrder.h"
+#include "runtime/cpu/CpuBackend.h"
+#include "runtime/cpu/Gemm.h"
+#include "runtime/cpu/VecMath.h"
 #include "runtime/data/Sampler.h"
 #include "runtime/plan/Loader.h"
 #include "runtime/plan/Memory.h"
@@ -417,6 +420,14 @@ std::shared_ptr<Object> buildReport(const std::string &path,
       .add("recipe", recipeJson(p, *p.recipe(), w))
       .add("data", dataJson(p, *p.recipe()))
       .add("hooks", hooks);
+  const cpu::GemmPaths &g = cpu::gemmPaths();
+  auto gemm = object();
+  gemm->add("f32", g.f32.text).add("bf16", g.bf16.text).add("f16", g.f16.text);
+  auto cpuBackend = object();
+  cpuBackend->add("isa", g.isa)
+      .add("vector_math", std::string(cpu::VecMathVariant()))
+      .add("gemm", gemm);
+  report->add("cpu_backend", cpuBackend);
   return report;
 }
 
@@ -604,6 +615,19 @@ void writeRecipe(Text &t, const Plan &p, const plan::PlanSummary &s) {
   }
 }
 
+/// How this machine's CPU backend would run the plan: its instruction set
+/// and the GEMM path of each operand type (CpuIsa.h, Gemm.h).
+void writeCpuBackend(Text &t) {
+  const cpu::GemmPaths &g = cpu::gemmPaths();
+  t.line("cpu backend   on this machine: isa ", g.isa, "; vector math ",
+         cpu::VecMathVariant());
+  t.line("  gemm f32    ", g.f32.text);
+  t.line("  gemm bf16   ", g.bf16.text);
+  t.line("  gemm f16    ", g.f16.text);
+  for (const std::string &w : cpu::CpuBackend::isaWarnings())
+    t.line("  warning     ", w);
+}
+
 /// The text form: the sections, a blank line between them.
 std::string formatText(const std::string &path, const plan::LoadedPlan &loaded,
                        const plan::PlanSummary &s,
@@ -621,6 +645,8 @@ std::string formatText(const std::string &path, const plan::LoadedPlan &loaded,
   writeFlops(t, s);
   t.line("");
   writeRecipe(t, loaded.plan(), s);
+  t.line("");
+  writeCpuBackend(t);
   return t.out;
 }
 

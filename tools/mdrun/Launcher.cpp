@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -32,6 +33,7 @@
 #include "runtime/core/Safetensors.h"
 #include "runtime/core/Status.h"
 #include "runtime/cpu/CpuBackend.h"
+#include "runtime/cpu/CpuIsa.h"
 #include "runtime/plan/Loader.h"
 #include "runtime/shm/ShmComm.h"
 #include "tools/mdrun/Cluster.h"
@@ -286,6 +288,9 @@ struct RankSpawn {
   std::vector<std::string> args;
   /// Each local rank's flight recorder memfd; empty without recorders.
   std::vector<int> flightFds;
+  /// OPENBLAS_CORETYPE for the ranks under MD_CPU_ISA ("" to leave it):
+  /// OpenBLAS picks its kernels when it is loaded, before a rank could.
+  std::string openblasCore;
 };
 
 /// Chooses the backend, threads and rendezvous port, and says so on
@@ -305,6 +310,9 @@ absl::StatusOr<RankSpawn> prepareSpawn(const TrainOptions &options,
   if (!spawn.ex.warning.empty())
     absl::FPrintF(stderr, "mdrun: warning: %s\n", spawn.ex.warning);
 
+  if (const cpu::CpuIsaConfig &isa = cpu::CpuIsa();
+      isa.cap && std::getenv("OPENBLAS_CORETYPE") == nullptr)
+    spawn.openblasCore = cpu::OpenBlasCoreType(isa.effective);
   spawn.threads = options.threads > 0
                       ? static_cast<int>(options.threads)
                       : cpu::CpuBackend::threadsPerRank(ranks.perNode);
@@ -372,6 +380,8 @@ absl::StatusOr<RankSpawn> prepareSpawn(const TrainOptions &options,
     set("MD_FLIGHT_FD", absl::StrCat(spawn.flightFds[r]));
   }
   set("OPENBLAS_NUM_THREADS", absl::StrCat(spawn.threads));
+  if (!spawn.openblasCore.empty())
+    set("OPENBLAS_CORETYPE", spawn.openblasCore);
   ::execv(spawn.exe.c_str(), argv);
   std::string msg =
       absl::StrCat("cannot run ", spawn.exe, ": ", std::strerror(errno));
@@ -873,6 +883,7 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
   // On the CPU backend every rank of this node shares the host's memory;
   // on GPUs each shares its device's with the ranks on the same device.
   if (spawn.ex.backend == BackendChoice::Cpu) {
+    MD_RETURN_IF_ERROR(cpu::CheckCpuIsaCap());
     MD_RETURN_IF_ERROR(
         CheckCpuRankCount(ranks.perNode, cpu::CpuBackend::usableCores()));
     if (!options.skipMemoryCheck)

@@ -25,6 +25,7 @@
 #include "runtime/core/TraceRecorder.h"
 #include "runtime/cpu/CommThread.h"
 #include "runtime/cpu/CpuBackend.h"
+#include "runtime/cpu/CpuIsa.h"
 #include "runtime/gloo/GlooComm.h"
 #include "runtime/net/Rendezvous.h"
 #include "runtime/plan/Loader.h"
@@ -249,7 +250,8 @@ private:
 };
 
 void printBanner(const runtime::RunInfo &i, const std::string &planPath,
-                 const std::string &where, bool evaluate) {
+                 const std::string &where,
+                 const std::vector<std::string> &deviceLines, bool evaluate) {
   std::string plan =
       i.planName == i.preset || i.preset.empty()
           ? i.planName
@@ -260,6 +262,8 @@ void printBanner(const runtime::RunInfo &i, const std::string &planPath,
       i.model.c_str(), plan.c_str(), planPath.c_str(), i.worldSize,
       i.worldSize == 1 ? "" : "s", i.backend.c_str(), i.comm.c_str(),
       where.c_str());
+  for (const std::string &line : deviceLines)
+    absl::PrintF("mdrun: %s\n", line);
   absl::PrintF(
       "mdrun: batch: micro %d x accumulation %d x %d rank%s = global %d\n",
       i.microBatch, i.accumulationSteps, i.worldSize,
@@ -442,6 +446,9 @@ struct RankDevice {
   std::unique_ptr<runtime::Backend> backend;
   std::unique_ptr<runtime::Comm> comm;
   std::string where;
+  /// What the banner says of the device after its first line: the CPU's
+  /// instruction set and GEMM paths, and their warnings.
+  std::vector<std::string> lines;
   std::string refusal; // why the CPU comm thread is off although asked for
 };
 
@@ -511,6 +518,10 @@ makeCpuRank(const TrainOptions &options, const WorkerEnv &env,
             int shardSize, runtime::FlightRecorder *recorder) {
   RankDevice r;
   auto cpuBackend = std::make_unique<cpu::CpuBackend>(env.threads);
+  MD_RETURN_IF_ERROR(cpu::CheckCpuIsaCap());
+  r.lines.push_back(absl::StrCat("cpu: ", cpu::CpuBackend::isaReport()));
+  for (const std::string &w : cpu::CpuBackend::isaWarnings())
+    r.lines.push_back(absl::StrCat("warning: ", w));
   r.where = absl::StrFormat("%d BLAS thread%s per rank", cpuBackend->threads(),
                             cpuBackend->threads() == 1 ? "" : "s");
   // --comm-thread on (the default): the comm stream on a thread of its
@@ -596,7 +607,8 @@ absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
     // continue the file.
     MD_RETURN_IF_ERROR(reporter.openMetrics(options.metricsPath,
                                             !exec->info().resumedFrom.empty()));
-    printBanner(exec->info(), options.planPath, where, options.evaluate);
+    printBanner(exec->info(), options.planPath, where, rd.lines,
+                options.evaluate);
     // Why the comm thread was asked for and is off: a note, not a warning
     // (the run is right, only slower), after the banner.
     if (!refusal.empty())
