@@ -10,12 +10,19 @@
 // member
 //   1. copies its contribution into its own slot,
 //   2. publishes posted[k] = phase (a release store; phase counts this
-//      rank's chunks on kind k, the same on every member),
+//      rank's steps on kind k, the same on every member),
 //   3. waits until every member's posted[k] >= phase (acquire loads), and
 //      on the first chunk checks that they are all in the same collective,
-//   4. reads the members' slots and writes its own result,
-//   5. publishes done[k] = phase and waits for everyone's done[k] >= phase,
+//   4. for an all-reduce chunk of 32 KiB or more, reduces its slice of the
+//      chunk (1/n of it) from every member's slot in group order into its
+//      own slot, and publishes and waits for the next phase, as in 2-3,
+//   5. reads the members' slots (an all-reduce: their reduced slices) and
+//      writes its own result,
+//   6. publishes done[k] = phase and waits for everyone's done[k] >= phase,
 //      after which no one reads its slot any more and it may be reused.
+// With room for two staging buffers in a slot (all but tiny slots),
+// chunks alternate between them and step 6 comes after the last chunk
+// only: a member that posts chunk c has read all of chunk c - 2.
 // The counters are per group kind so that, on a 2-D mesh, a rank can be in
 // a shard collective while the ranks of another shard group run theirs;
 // each rank is in one collective at a time, so one slot per rank suffices.
@@ -155,6 +162,33 @@ bool validJobId(const std::string &id) {
   return true;
 }
 
+/// A reduction's sources: on the stack for groups of up to 16 members.
+class Sources {
+public:
+  explicit Sources(int n) : n_(n) {
+    if (n > kInline)
+      many_.resize(n);
+  }
+  const void **data() { return n_ > kInline ? many_.data() : inline_; }
+
+private:
+  static constexpr int kInline = 16;
+  int n_;
+  const void *inline_[kInline];
+  std::vector<const void *> many_;
+};
+
+/// An all-reduce chunk of at least this many bytes is reduce-scattered and
+/// all-gathered; a smaller one every member reduces whole.
+constexpr int64_t kSplitBytes = int64_t(32) << 10;
+/// At most this many bytes per all-reduce chunk. Its two buffers then take
+/// 2 MiB of the default 4 MiB slot: a smaller footprint stays in the
+/// caches, which the cores' exchange of lines depends on (1 MiB was the
+/// best of 256 KiB to 2 MiB on the 2-core EPYC of docs/bench.md).
+constexpr int64_t kAllReduceChunkBytes = int64_t(1) << 20;
+/// The pieces of its slice a member reduces and copies out in one go.
+constexpr int64_t kPieceBytes = int64_t(16) << 10;
+
 } // namespace
 
 /// One collective in flight: what it is, and how a chunk of it is written
@@ -162,7 +196,20 @@ bool validJobId(const std::string &id) {
 struct ShmComm::Op : HostCollectiveCall {
   int64_t elemBytes = 0;
   int64_t chunkElems = 1;
-  std::function<void(int64_t begin, int64_t len)> write, read;
+  /// The slots hold one staging buffer, or two of bufferBytes each (chunk
+  /// c uses buffer c % 2).
+  int64_t bufferBytes = 0;
+  int buffers = 1;
+  /// A step of a chunk: its first element, its length, and where its
+  /// buffer starts in the slots.
+  using Step = std::function<void(int64_t begin, int64_t len, int64_t at)>;
+  Step write, read;
+  /// The all-reduce's middle step: between the members' writes and their
+  /// reads, each member reduces its slice of the chunk and publishes it.
+  /// Chunks of fewer than splitElems elements skip it (every member then
+  /// reduces the whole chunk in `read`).
+  Step reduce;
+  int64_t splitElems = 0;
 };
 
 //===----------------------------------------------------------------------===//
@@ -422,8 +469,9 @@ absl::Status ShmComm::abortedByPeer(const Op &op) const {
                       describe(op), h->abortRank, h->abortMessage));
 }
 
-absl::Status ShmComm::waitForGroup(const Op &op, bool done, uint64_t phase) {
+absl::Status ShmComm::waitForGroup(const Op &op, Wait what, uint64_t phase) {
   const int k = static_cast<int>(op.group->kind);
+  const bool done = what == Wait::finish;
   auto ready = [&](int r) {
     const RankControl *c = controlOf(base_, r);
     const std::atomic<uint64_t> &counter = done ? c->done[k] : c->posted[k];
@@ -454,7 +502,9 @@ absl::Status ShmComm::waitForGroup(const Op &op, bool done, uint64_t phase) {
       return fail(absl::DeadlineExceededError(absl::StrFormat(
           "shm: %s: timed out after %s waiting for rank(s) %s to %s",
           describe(op), seconds(options_.timeout), absl::StrJoin(missing, ", "),
-          done ? "finish reading" : "arrive")));
+          what == Wait::finish   ? "finish reading"
+          : what == Wait::reduce ? "reduce their slices"
+                                 : "arrive")));
     }
   }
 }
@@ -490,17 +540,34 @@ absl::Status ShmComm::runChunks(Op &op) {
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t begin = c * op.chunkElems;
     const int64_t len = std::min(op.chunkElems, count - begin);
+    // With two buffers, chunk c overwrites what chunk c - 2 staged, which
+    // every member has finished reading: it posted chunk c - 1 (waited for
+    // below) after its reads of chunk c - 2.
+    const int64_t at = (c % op.buffers) * op.bufferBytes;
     if (op.write && len > 0)
-      op.write(begin, len);
-    const uint64_t phase = ++phase_[k];
+      op.write(begin, len, at);
+    uint64_t phase = ++phase_[k];
     me->posted[k].store(phase, std::memory_order_release);
-    MD_RETURN_IF_ERROR(waitForGroup(op, /*done=*/false, phase));
+    MD_RETURN_IF_ERROR(waitForGroup(op, Wait::arrive, phase));
     if (c == 0)
       MD_RETURN_IF_ERROR(checkSameCollective(op));
+    if (op.reduce && len > 0 && len >= op.splitElems) {
+      // Every member reduces its slice and posts again: the next phase
+      // number, the same on every member, as they all split this chunk.
+      op.reduce(begin, len, at);
+      phase = ++phase_[k];
+      me->posted[k].store(phase, std::memory_order_release);
+      MD_RETURN_IF_ERROR(waitForGroup(op, Wait::reduce, phase));
+    }
     if (op.read && len > 0)
-      op.read(begin, len);
-    me->done[k].store(phase, std::memory_order_release);
-    MD_RETURN_IF_ERROR(waitForGroup(op, /*done=*/true, phase));
+      op.read(begin, len, at);
+    // One buffer is free again once everyone has read it; two need that
+    // only at the end, before the next collective (possibly on another
+    // group) writes the slots.
+    if (op.buffers == 1 || c == chunks - 1) {
+      me->done[k].store(phase, std::memory_order_release);
+      MD_RETURN_IF_ERROR(waitForGroup(op, Wait::finish, phase));
+    }
   }
   return absl::OkStatus();
 }
@@ -525,69 +592,169 @@ void ShmComm::stage(Op &op) const {
   }
   const int64_t es = dtypeSize(a.dtype);
   const int n = group.size();
+  const int me = group.index;
   const auto *send = static_cast<const char *>(a.send);
   char *recv = static_cast<char *>(a.recv);
   char *mine = slot(options_.rank);
   op.elemBytes = es;
+  // Two buffers per slot (the halves, or for the all-reduce two of at
+  // most kAllReduceChunkBytes at its start), where each holds at least an
+  // element per block (reduce_scatter stages n blocks a chunk, the others
+  // one); else the slot is one buffer.
+  const int64_t blocks = a.kind == Collective::reduce_scatter ? n : 1;
+  int64_t bufferBytes = options_.slotBytes / 2;
+  if (a.kind == Collective::all_reduce)
+    bufferBytes = std::min(bufferBytes, kAllReduceChunkBytes);
+  bufferBytes = bufferBytes / 64 * 64;
+  op.buffers = bufferBytes / (es * blocks) >= 1 ? 2 : 1;
+  op.bufferBytes = op.buffers == 2 ? bufferBytes : options_.slotBytes;
+  op.chunkElems = op.bufferBytes / (es * blocks);
 
-  if (a.kind == Collective::reduce_scatter) {
-    // Each chunk stages n blocks, one per destination.
-    op.chunkElems = options_.slotBytes / (es * n);
-    const int64_t block = op.chunkElems * es;
-    op.write = [=, &a](int64_t begin, int64_t len) {
-      for (int j = 0; j < n; ++j)
-        std::memcpy(mine + j * block, send + (j * a.count + begin) * es,
-                    len * es);
-    };
-    op.read = [this, es, n, block, recv, &a, &group](int64_t begin,
-                                                     int64_t len) {
-      std::vector<const void *> srcs(n);
-      for (int i = 0; i < n; ++i)
-        srcs[i] = slot(group.ranks[i]) + group.index * block;
-      ReduceInOrder(a.dtype, a.op, srcs, recv + begin * es, len);
-    };
-    return;
-  }
-
-  // The others stage whole chunks: every contributing rank (all of them,
-  // or a broadcast's root) copies its elements into its own slot.
-  op.chunkElems = options_.slotBytes / es;
-  const bool isRoot = group.index == a.root;
-  if (a.kind != Collective::broadcast || isRoot)
-    op.write = [=](int64_t begin, int64_t len) {
-      std::memcpy(mine, send + begin * es, len * es);
-    };
   switch (a.kind) {
+  case Collective::reduce_scatter: {
+    // Each chunk stages n blocks, one per destination; this member's own
+    // block it reads from its send buffer instead.
+    const int64_t block = op.chunkElems * es;
+    op.write = [=, &a](int64_t begin, int64_t len, int64_t at) {
+      for (int j = 0; j < n; ++j)
+        if (j != me)
+          std::memcpy(mine + at + j * block,
+                      send + (j * a.count + begin) * es, len * es);
+    };
+    op.read = [this, es, n, me, block, send, recv, &a,
+               &group](int64_t begin, int64_t len, int64_t at) {
+      Sources srcs(n);
+      const void **p = srcs.data();
+      for (int i = 0; i < n; ++i)
+        p[i] = i == me ? send + (me * a.count + begin) * es
+                       : slot(group.ranks[i]) + at + me * block;
+      ReduceInOrder(a.dtype, a.op, p, n, recv + begin * es, len);
+    };
+    break;
+  }
   case Collective::all_gather:
-    op.read = [this, es, recv, &a, &group](int64_t begin, int64_t len) {
-      for (int i = 0; i < group.size(); ++i)
-        std::memcpy(recv + (i * a.count + begin) * es, slot(group.ranks[i]),
-                    len * es);
+    // Every member stages its block; each copies the others' blocks out
+    // of their slots, and its own from its send buffer.
+    op.write = [=](int64_t begin, int64_t len, int64_t at) {
+      std::memcpy(mine + at, send + begin * es, len * es);
+    };
+    op.read = [this, es, me, send, recv, &a, &group](int64_t begin,
+                                                     int64_t len, int64_t at) {
+      for (int i = 0; i < group.size(); ++i) {
+        char *dst = recv + (i * a.count + begin) * es;
+        const char *src =
+            i == me ? send + begin * es : slot(group.ranks[i]) + at;
+        if (dst != src)
+          std::memcpy(dst, src, len * es);
+      }
     };
     break;
   case Collective::all_reduce:
-    // Every rank reduces the whole chunk itself, in group order: the same
-    // additions on the same data, so the same bits everywhere.
-    op.read = [this, es, recv, &a, &group](int64_t begin, int64_t len) {
-      std::vector<const void *> srcs(group.size());
-      for (int i = 0; i < group.size(); ++i)
-        srcs[i] = slot(group.ranks[i]);
-      ReduceInOrder(a.dtype, a.op, srcs, recv + begin * es, len);
-    };
+    stageAllReduce(op);
     break;
-  case Collective::broadcast:
-    op.read = [this, es, send, recv, isRoot, &a, &group](int64_t begin,
-                                                         int64_t len) {
+  case Collective::broadcast: {
+    const bool isRoot = me == a.root;
+    if (isRoot)
+      op.write = [=](int64_t begin, int64_t len, int64_t at) {
+        std::memcpy(mine + at, send + begin * es, len * es);
+      };
+    op.read = [this, es, send, recv, isRoot, &a,
+               &group](int64_t begin, int64_t len, int64_t at) {
       char *dst = recv + begin * es;
-      const char *src = isRoot ? send + begin * es : slot(group.ranks[a.root]);
+      const char *src =
+          isRoot ? send + begin * es : slot(group.ranks[a.root]) + at;
       if (dst != src)
         std::memmove(dst, src, len * es);
     };
     break;
-  case Collective::reduce_scatter:
+  }
   case Collective::barrier:
     break;
   }
+}
+
+void ShmComm::stageAllReduce(Op &op) const {
+  // A reduce-scatter and an all-gather per chunk (docs/runtime-cpu.md):
+  // member j reduces slice j of the chunk from every member's slot, in
+  // group order, into slice j of its own slot; then every member copies
+  // the others' reduced slices. Each element is still reduced once, in
+  // group order, by the same code, so every member gets the bits it would
+  // have got by reducing the whole chunk itself, which is what a chunk of
+  // fewer than kSplitBytes does (one synchronisation fewer, where latency
+  // rules).
+  const CollectiveArgs &a = *op.args;
+  const Group &group = *op.group;
+  const int64_t es = op.elemBytes;
+  const int n = group.size();
+  const int me = group.index;
+  const auto *send = static_cast<const char *>(a.send);
+  char *recv = static_cast<char *>(a.recv);
+  char *mine = slot(options_.rank);
+  // One member has nothing to split.
+  op.splitElems = n == 1 ? op.chunkElems + 1 : kSplitBytes / es;
+  const int64_t splitElems = op.splitElems;
+  // Slice j of a chunk of len elements: [j * per, (j + 1) * per) clipped
+  // to len, per a whole number of cache lines.
+  const int64_t lineElems = std::max<int64_t>(1, 64 / es);
+  auto slice = [n, lineElems](int64_t len, int j, int64_t *lo, int64_t *hi) {
+    int64_t per = (len + n - 1) / n;
+    per = (per + lineElems - 1) / lineElems * lineElems;
+    *lo = std::min(len, j * per);
+    *hi = std::min(len, (j + 1) * per);
+  };
+
+  op.write = [=](int64_t begin, int64_t len, int64_t at) {
+    if (len < splitElems) {
+      std::memcpy(mine + at, send + begin * es, len * es);
+      return;
+    }
+    // The other members' slices: this member reads its own from its send
+    // buffer.
+    for (int j = 0; j < n; ++j) {
+      int64_t lo, hi;
+      slice(len, j, &lo, &hi);
+      if (j != me && hi > lo)
+        std::memcpy(mine + at + lo * es, send + (begin + lo) * es,
+                    (hi - lo) * es);
+    }
+  };
+  op.reduce = [=, &a, &group](int64_t begin, int64_t len, int64_t at) {
+    int64_t lo, hi;
+    slice(len, me, &lo, &hi);
+    Sources srcs(n);
+    const void **p = srcs.data();
+    // In pieces that are still in the L1 cache when the copy to recv reads
+    // them back.
+    const int64_t piece = std::max<int64_t>(1, kPieceBytes / es);
+    for (int64_t b = lo; b < hi; b += piece) {
+      const int64_t m = std::min(piece, hi - b);
+      for (int i = 0; i < n; ++i)
+        p[i] = i == me ? send + (begin + b) * es
+                       : slot(group.ranks[i]) + at + b * es;
+      char *reduced = mine + at + b * es;
+      ReduceInOrder(a.dtype, a.op, p, n, reduced, m);
+      std::memcpy(recv + (begin + b) * es, reduced, m * es);
+    }
+  };
+  op.read = [=, &a, &group](int64_t begin, int64_t len, int64_t at) {
+    if (len < splitElems) {
+      // Every member reduces the whole chunk itself, in group order: the
+      // same additions on the same data, so the same bits everywhere.
+      Sources srcs(n);
+      const void **p = srcs.data();
+      for (int i = 0; i < n; ++i)
+        p[i] = i == me ? send + begin * es : slot(group.ranks[i]) + at;
+      ReduceInOrder(a.dtype, a.op, p, n, recv + begin * es, len);
+      return;
+    }
+    for (int i = 0; i < n; ++i) {
+      int64_t lo, hi;
+      slice(len, i, &lo, &hi);
+      if (i != me && hi > lo)
+        std::memcpy(recv + (begin + lo) * es,
+                    slot(group.ranks[i]) + at + lo * es, (hi - lo) * es);
+    }
+  };
 }
 
 } // namespace md::shm

@@ -7,12 +7,15 @@
 // attach to. Each rank owns a staging slot in it; a collective copies this
 // rank's contribution into its slot, announces it, and reads what it needs
 // from the slots of its group. Collectives bigger than a slot run in
-// chunks.
+// chunks. An all-reduce is a reduce-scatter and an all-gather per chunk:
+// each member reduces its 1/n of the chunk and publishes it, then everyone
+// copies the reduced slices.
 //
 // Results are bitwise deterministic and the same on every rank: a
 // reduction adds the group's contributions in group order (index 0, 1, ...,
-// n-1), every rank computing with the same code on the same data; bf16 and
-// f16 are reduced in f32 and rounded once (runtime/core/Reduce.h).
+// n-1), with the same code on the same data whichever rank computes an
+// element; bf16 and f16 are reduced in f32 and rounded once
+// (runtime/core/Reduce.h).
 //
 // No wait is unbounded. A rank that does not arrive within the timeout
 // fails the collective with DeadlineExceeded naming it, the collective's
@@ -95,11 +98,15 @@ private:
   /// How each chunk of `op` goes into this rank's slot and comes out of the
   /// group's slots.
   void stage(Op &op) const;
+  void stageAllReduce(Op &op) const;
   /// The chunked protocol every collective shares.
   absl::Status runChunks(Op &op);
-  /// Waits until every other member of op's group has posted (or, with
-  /// `done`, finished reading) `phase`.
-  absl::Status waitForGroup(const Op &op, bool done, uint64_t phase);
+  /// What a wait is for: the members' contributions (posted), their
+  /// reduced slices (posted again, all-reduce), their reads (done).
+  enum class Wait { arrive, reduce, finish };
+  /// Waits until every other member of op's group has posted (or, for
+  /// Wait::finish, finished reading) `phase`.
+  absl::Status waitForGroup(const Op &op, Wait what, uint64_t phase);
   absl::Status checkSameCollective(const Op &op);
   /// Posts `status` to the segment for the other ranks and keeps it as this
   /// comm's state; returns it.
