@@ -1,6 +1,6 @@
 //===- Gemm.cpp - the CPU backend's GEMM: oneDNN, OpenBLAS, or loops ------===//
 //
-// Which library runs the f32 GEMM is a build choice (MD_CPU_GEMM in
+// Which libraries can run the f32 GEMM is a build choice (MD_CPU_GEMM in
 // runtime/cpu/CMakeLists.txt):
 //   - oneDNN (the default when libdnnl is found): dnnl::matmul, whose JIT
 //     kernels use the widest vector ISA the cap allows. On the 2-core
@@ -10,9 +10,15 @@
 //     strides, types, alpha and beta and cached per thread (building one
 //     costs far more than running a small one; attention runs thousands of
 //     small GEMMs per step).
-//   - OpenBLAS: cblas_sgemm.
-//   - neither: plain loops with the same interface, so the CPU backend exists
-//     everywhere, only slower.
+//   - OpenBLAS beside it (found with it): cblas_sgemm, which the f32 path
+//     takes at the avx2 level, where oneDNN 2.6.3 has only its gemm:jit
+//     kernels and they ran the weight gradients' shapes (A^T B, K = B * T)
+//     at 41-45 GFLOP/s against OpenBLAS's 84-102 with one thread; and only
+//     while OpenBLAS runs its AVX2 kernels (Haswell, Zen): OpenBLAS picks
+//     them when it is loaded, from OPENBLAS_CORETYPE or the CPU, before md
+//     could cap it, so above the cap it is not used.
+//   - OpenBLAS alone, or neither: cblas_sgemm, or plain loops with the same
+//     interface, so the CPU backend exists everywhere, only slower.
 //
 // 16-bit operands (Gemm.h) run on oneDNN's bf16 matmul only where it runs
 // on bf16 dot-product instructions; elsewhere they are widened. Debian's
@@ -36,6 +42,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <exception>
+#include <initializer_list>
 #include <new>
 #include <string>
 #include <vector>
@@ -54,7 +61,8 @@
 #include <omp.h>
 
 #include "oneapi/dnnl/dnnl.hpp"
-#elif MD_CPU_GEMM_OPENBLAS
+#endif
+#if MD_CPU_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
 
@@ -304,18 +312,28 @@ bool emptyProduct(int64_t m, int64_t n, int64_t k, float beta, float *c,
   return true;
 }
 
-/// The f32 GEMM of the build's library (both operands f32).
+/// The f32 GEMM on gemmPaths()'s f32 path (both operands f32).
 absl::Status f32Gemm(const char *kernel, const GemmShape &s, const float *a,
                      const float *b, float *c) {
-  if (gemmPaths().f32.path == GemmPath::library) {
+  switch (gemmPaths().f32.path) {
+  case GemmPath::onednn:
 #if MD_CPU_GEMM_ONEDNN
     return threadGemm().run(kernel, s, a, b, c);
-#elif MD_CPU_GEMM_OPENBLAS
+#else
+    break;
+#endif
+  case GemmPath::openblas:
+#if MD_CPU_HAVE_OPENBLAS
     cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans,
                 s.tb ? CblasTrans : CblasNoTrans, int(s.m), int(s.n), int(s.k),
                 s.alpha, a, int(s.lda), b, int(s.ldb), s.beta, c, int(s.ldc));
     return absl::OkStatus();
+#else
+    break;
 #endif
+  case GemmPath::widened:
+  case GemmPath::reference:
+    break;
   }
   // i-p-j order: the inner loop runs along rows of B and C.
   std::vector<float> row(s.n);
@@ -403,18 +421,104 @@ absl::Status widenedGemm(const char *kernel, const GemmShape &s,
 
 bool is16(DType t) { return t == DType::bf16 || t == DType::f16; }
 
-/// MD_CPU_GEMM_BF16 / MD_CPU_GEMM_F16: "auto" (or unset), "onednn" or
-/// "widened"; anything else is auto with a warning in the route.
-std::string forcedPath(const char *variable, std::string *warning) {
+/// A MD_CPU_GEMM_* variable: "auto" (or unset) or one of `paths`;
+/// anything else is auto with a warning in `warning`.
+std::string forcedPath(const char *variable,
+                       std::initializer_list<const char *> paths,
+                       std::string *warning) {
   const char *env = std::getenv(variable);
   if (env == nullptr || *env == 0)
     return "auto";
   std::string v = absl::AsciiStrToLower(env);
-  if (v == "auto" || v == "onednn" || v == "widened")
+  if (v == "auto")
     return v;
-  *warning = absl::StrFormat("%s=%s is not auto, onednn or widened: ignored",
-                             variable, env);
+  std::string names = "auto";
+  for (const char *p : paths) {
+    if (v == p)
+      return v;
+    absl::StrAppend(&names, ", ", p);
+  }
+  *warning = absl::StrFormat("%s=%s is not one of %s: ignored", variable, env,
+                             names);
   return "auto";
+}
+
+#if MD_CPU_HAVE_OPENBLAS
+/// The ISA level OpenBLAS's kernels need (its core type as
+/// openblas_get_corename names it): its AVX-512 cores, its AVX2 and AVX
+/// ones (AVX alone counts as avx2: it is not in the sse41 baseline), and
+/// the older ones.
+IsaLevel openBlasLevel(const std::string &core) {
+  for (const char *c : {"SkylakeX", "Cooperlake", "SapphireRapids"})
+    if (core == c)
+      return IsaLevel::avx512;
+  for (const char *c : {"Haswell", "Zen", "Sandybridge", "Bulldozer",
+                        "Piledriver", "Steamroller", "Excavator"})
+    if (core == c)
+      return IsaLevel::avx2;
+  return IsaLevel::sse41;
+}
+#endif
+
+/// The f32 route: oneDNN, OpenBLAS at the avx2 level (its AVX2 kernels),
+/// or what the build has.
+GemmRoute f32Route(const CpuIsaConfig &isa) {
+  GemmRoute r;
+  std::string forced =
+      forcedPath("MD_CPU_GEMM_F32", {"onednn", "openblas"}, &r.warning);
+  std::string onednn, onednnWhy;
+#if MD_CPU_GEMM_ONEDNN
+  Probe f32 = probe(DType::f32);
+  if (f32.created)
+    onednn = absl::StrFormat("%s f32 matmul (%s)", dnnlVersion(), f32.impl);
+  else
+    onednnWhy = absl::StrFormat("%s creates no f32 matmul here: %s",
+                                dnnlVersion(), f32.why);
+#else
+  onednnWhy = "this build has no oneDNN";
+#endif
+  std::string openblas, openblasWhy;
+  bool openblasAvx2 = false;
+#if MD_CPU_HAVE_OPENBLAS
+  const std::string core = openblas_get_corename();
+  const IsaLevel level = openBlasLevel(core);
+  openblas = absl::StrFormat("cblas_sgemm (OpenBLAS, %s kernels)", core);
+  openblasAvx2 = core == "Haswell" || core == "Zen";
+  if (level > isa.effective)
+    openblasWhy = absl::StrFormat(
+        "OpenBLAS runs its %s kernels, above ISA %s (OPENBLAS_CORETYPE=%s "
+        "caps it)",
+        core, IsaLevelName(isa.effective),
+        OpenBlasCoreType(isa.effective));
+#else
+  openblasWhy = "this build has no OpenBLAS";
+#endif
+  if (forced == "openblas") {
+    if (!openblas.empty()) {
+      r.path = GemmPath::openblas;
+      r.text = absl::StrCat(openblas, ", MD_CPU_GEMM_F32=openblas");
+      if (!openblasWhy.empty())
+        r.warning = absl::StrCat("MD_CPU_GEMM_F32=openblas: ", openblasWhy);
+      return r;
+    }
+    r.warning = absl::StrCat("MD_CPU_GEMM_F32=openblas: ", openblasWhy);
+  } else if (forced == "onednn" && onednn.empty()) {
+    r.warning = absl::StrCat("MD_CPU_GEMM_F32=onednn: ", onednnWhy);
+  }
+  const bool wantOpenBlas = forced == "auto" && isa.effective == IsaLevel::avx2 &&
+                            openblasAvx2 && openblasWhy.empty();
+  if (!wantOpenBlas && !onednn.empty()) {
+    r.path = GemmPath::onednn;
+    r.text = forced == "onednn" ? absl::StrCat(onednn, ", MD_CPU_GEMM_F32=onednn")
+                                : onednn;
+  } else if (!openblas.empty() && (wantOpenBlas || openblasWhy.empty())) {
+    r.path = GemmPath::openblas;
+    r.text = openblas;
+  } else {
+    r.path = GemmPath::reference;
+    r.text = absl::StrFormat("plain loops (%s; %s)", onednnWhy, openblasWhy);
+  }
+  return r;
 }
 
 GemmPaths probePaths() {
@@ -422,35 +526,26 @@ GemmPaths probePaths() {
   const CpuIsaConfig &isa = CpuIsa(); // applies the cap before any primitive
   p.isa = isa.str();
 #if MD_CPU_GEMM_ONEDNN
-  const std::string version = dnnlVersion();
   absl::StrAppend(&p.isa, ", oneDNN ",
                   dnnlIsaName(dnnl_get_effective_cpu_isa()));
-  Probe f32 = probe(DType::f32);
-  if (f32.created) {
-    p.f32 = {GemmPath::library,
-             absl::StrFormat("%s f32 matmul (%s)", version, f32.impl), ""};
-  } else {
-    p.f32 = {GemmPath::reference,
-             absl::StrFormat("plain loops (%s creates no f32 matmul here: %s)",
-                             version, f32.why),
-             ""};
-  }
-  const bool bf16Dot = dnnlHasBf16Dot();
+#endif
+  p.f32 = f32Route(isa);
   for (DType t : {DType::bf16, DType::f16}) {
     GemmRoute &r = t == DType::bf16 ? p.bf16 : p.f16;
     const char *variable =
         t == DType::bf16 ? "MD_CPU_GEMM_BF16" : "MD_CPU_GEMM_F16";
     const char *name = runtime::dtypeName(t);
     std::string warning;
-    const std::string forced = forcedPath(variable, &warning);
+    const std::string forced =
+        forcedPath(variable, {"onednn", "widened"}, &warning);
+#if MD_CPU_GEMM_ONEDNN
+    const std::string version = dnnlVersion();
     Probe pr = probe(t);
-    // bf16 runs on the library where it has dot-product instructions for
-    // it; oneDNN's emulation on plain AVX-512 is slower than widening.
-    const bool fast = pr.created && (t != DType::bf16 || bf16Dot);
-    const bool library =
-        forced == "onednn" || (forced == "auto" && fast);
-    if (library) {
-      r.path = GemmPath::library;
+    // bf16 runs on oneDNN where it has dot-product instructions for it;
+    // oneDNN's emulation on plain AVX-512 is slower than widening.
+    const bool fast = pr.created && (t != DType::bf16 || dnnlHasBf16Dot());
+    if (forced == "onednn" || (forced == "auto" && fast)) {
+      r.path = GemmPath::onednn;
       r.text = absl::StrFormat(
           "%s %s matmul (%s%s)", version, name,
           pr.created ? pr.impl : "not created at start",
@@ -460,36 +555,28 @@ GemmPaths probePaths() {
             "%s=onednn, but %s creates no %s matmul on this CPU (%s): its "
             "first %s GEMM fails",
             variable, version, name, pr.why, name);
-    } else {
-      r.path = GemmPath::widened;
-      std::string why =
-          forced == "widened"
-              ? absl::StrCat(variable, "=widened")
-              : !pr.created
-                    ? absl::StrFormat("%s creates no %s matmul here", version,
-                                      name)
-                    : absl::StrFormat("no %s dot-product instructions under "
-                                      "ISA %s",
-                                      name, IsaLevelName(isa.effective));
-      r.text = absl::StrFormat("widened to f32 in blocks, then the f32 GEMM "
-                               "(%s)",
-                               why);
+      r.warning = warning;
+      continue;
     }
+    const std::string why =
+        forced == "widened"
+            ? absl::StrCat(variable, "=widened")
+        : !pr.created
+            ? absl::StrFormat("%s creates no %s matmul here", version, name)
+            : absl::StrFormat("no %s dot-product instructions under ISA %s",
+                              name, IsaLevelName(isa.effective));
+#else
+    if (forced == "onednn")
+      warning = absl::StrFormat("%s=onednn, but this build has no oneDNN: "
+                                "widened",
+                                variable);
+    const std::string why = "the build's GEMM library has no 16-bit GEMM";
+#endif
+    r.path = GemmPath::widened;
+    r.text = absl::StrFormat(
+        "widened to f32 in blocks, then the f32 GEMM (%s)", why);
     r.warning = warning;
   }
-#else
-  const char *lib = blasName();
-#if MD_CPU_GEMM_OPENBLAS
-  p.f32 = {GemmPath::library, absl::StrCat("cblas_sgemm (", lib, ")"), ""};
-#else
-  p.f32 = {GemmPath::reference, lib, ""};
-#endif
-  for (GemmRoute *r : {&p.bf16, &p.f16})
-    *r = {GemmPath::widened,
-          "widened to f32 in blocks, then the f32 GEMM (the build's GEMM "
-          "library has no 16-bit GEMM)",
-          ""};
-#endif
   return p;
 }
 
@@ -539,12 +626,12 @@ absl::Status gemmVia(GemmPath path, const char *kernel, bool transA,
   if (a.dtype == DType::f32 && b.dtype == DType::f32)
     return f32Gemm(kernel, s, static_cast<const float *>(a.data),
                    static_cast<const float *>(b.data), c);
-  if (path == GemmPath::library && a.dtype == b.dtype && is16(a.dtype)) {
+  if (path == GemmPath::onednn && a.dtype == b.dtype && is16(a.dtype)) {
 #if MD_CPU_GEMM_ONEDNN
     return threadGemm().run(kernel, s, a.data, b.data, c);
 #else
     return absl::FailedPreconditionError(absl::StrFormat(
-        "%s: the GEMM library of this build (%s) has no %s GEMM", kernel,
+        "%s: this build's GEMM library (%s) has no %s GEMM", kernel,
         blasName(), runtime::dtypeName(a.dtype)));
 #endif
   }
@@ -571,16 +658,25 @@ absl::Status sgemm(const char *kernel, bool transA, bool transB, int64_t m,
 
 void setBlasThreads(int threads) {
   gThreads.store(threads, std::memory_order_relaxed);
-#if MD_CPU_GEMM_OPENBLAS
-  openblas_set_num_threads(threads);
+#if MD_CPU_HAVE_OPENBLAS
+  if (threads > 0)
+    openblas_set_num_threads(threads);
 #endif
 }
 
 const char *blasName() {
-#if MD_CPU_GEMM_ONEDNN
+#if MD_CPU_GEMM_ONEDNN && MD_CPU_HAVE_OPENBLAS
+  static const std::string name = [] {
+    // "OpenBLAS 0.3.21 NO_LAPACKE ...": its first two words.
+    std::string config = openblas_get_config();
+    size_t end = config.find(' ', config.find(' ') + 1);
+    return dnnlVersion() + " matmul, " + config.substr(0, end);
+  }();
+  return name.c_str();
+#elif MD_CPU_GEMM_ONEDNN
   static const std::string name = dnnlVersion() + " matmul";
   return name.c_str();
-#elif MD_CPU_GEMM_OPENBLAS
+#elif MD_CPU_HAVE_OPENBLAS
   return openblas_get_config();
 #else
   return "none (reference loops)";

@@ -1,24 +1,27 @@
 //===- Gemm.h - the one place the CPU backend calls a GEMM library -*- C++ -*-===//
 //
 // Row-major GEMMs for the matmul and attention kernels, with f32
-// accumulation and an f32 result whatever the operands' type. Which library
-// runs them is a build choice (oneDNN, OpenBLAS or plain loops; Gemm.cpp);
-// how each operand type runs is a run-time choice, made once per process
-// from what the library can create on this CPU under the ISA cap
-// (CpuIsa.h) and reported by gemmPaths():
-//   - f32: the library's f32 GEMM;
-//   - bf16, f16: the library's GEMM on the data as stored where it has one
-//     that runs on the CPU's own 16-bit dot-product instructions (oneDNN's
-//     bf16 matmul on AVX512-BF16 or AMX); everywhere else the operands are
-//     widened to f32 (exactly) a block of rows at a time and the f32 GEMM
-//     runs on them. Either way the products of 16-bit values are exact in
-//     f32 and summed in f32: the precision policy's meaning (16-bit storage,
-//     f32 accumulation) is the same on every CPU, only the order of the f32
-//     sums, and so the last bits, differ between the two paths.
-// MD_CPU_GEMM_BF16 / MD_CPU_GEMM_F16 = auto | onednn | widened choose a
-// path by hand (e.g. `widened` on an AVX512-BF16 machine gives an AVX2
-// machine's bits). Every library error comes back as a Status naming the
-// kernel, the GEMM's shape and types, and the ISA; nothing throws or aborts.
+// accumulation and an f32 result whatever the operands' type. Which
+// libraries can run them is a build choice (oneDNN and OpenBLAS, one of
+// them, or plain loops; Gemm.cpp); how each operand type runs is a run-time
+// choice, made once per process from what the libraries can create on this
+// CPU under the ISA cap (CpuIsa.h) and reported by gemmPaths():
+//   - f32: oneDNN's f32 matmul, except at the avx2 level, where OpenBLAS's
+//     Haswell kernels ran the GPT models' shapes up to 2.5x faster than
+//     oneDNN 2.6.3's (docs/runtime-cpu.md has the table);
+//   - bf16, f16: oneDNN's matmul on the data as stored where it has one
+//     that runs on the CPU's own 16-bit dot-product instructions (bf16 on
+//     AVX512-BF16 or AMX); everywhere else the operands are widened to f32
+//     (exactly) a block of rows at a time and the f32 GEMM runs on them.
+//     Either way the products of 16-bit values are exact in f32 and summed
+//     in f32: the precision policy's meaning (16-bit storage, f32
+//     accumulation) is the same on every CPU, only the order of the f32
+//     sums, and so the last bits, differ between the paths.
+// MD_CPU_GEMM_F32 = auto | onednn | openblas and MD_CPU_GEMM_BF16 /
+// MD_CPU_GEMM_F16 = auto | onednn | widened choose a path by hand (e.g.
+// `widened` on an AVX512-BF16 machine gives an AVX2 machine's bf16 path).
+// Every library error comes back as a Status naming the kernel, the GEMM's
+// shape and types, and the ISA; nothing throws or aborts.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,9 +38,10 @@ namespace md::cpu {
 
 /// How the GEMMs of one operand type run.
 enum class GemmPath {
-  library,   // the GEMM library on the operands as stored
-  widened,   // 16-bit operands widened to f32 in blocks, then the f32 GEMM
-  reference, // plain loops (f32)
+  onednn,    // oneDNN's matmul on the operands as stored
+  openblas,  // cblas_sgemm (f32 only)
+  widened,   // 16-bit operands widened to f32 in blocks, then the f32 path
+  reference, // plain loops (f32 only)
 };
 
 /// One operand type's path, and its description for the banner
@@ -45,8 +49,9 @@ enum class GemmPath {
 struct GemmRoute {
   GemmPath path = GemmPath::reference;
   std::string text;
-  /// Set when the path was chosen by MD_CPU_GEMM_BF16/F16 although the
-  /// library could not create it at start: why not. Its first GEMM fails.
+  /// A path chosen by hand (MD_CPU_GEMM_*) that cannot run as asked: why
+  /// (its first GEMM fails, or it runs above the ISA cap), or a value of
+  /// the variable that is not a path.
   std::string warning;
 };
 
@@ -86,9 +91,10 @@ absl::Status sgemm(const char *kernel, bool transA, bool transB, int64_t m,
                    float *c, int64_t ldc);
 
 /// gemm through a given path, whatever gemmPaths() chose (for tests and
-/// benchmarks): `library` with two bf16 (or f16) operands runs the
-/// library's 16-bit GEMM, and fails where the library cannot create one;
-/// `widened` widens every 16-bit operand.
+/// benchmarks): `onednn` with two bf16 (or f16) operands runs oneDNN's
+/// 16-bit matmul, and fails where oneDNN cannot create one; `widened`
+/// widens every 16-bit operand. f32 operands (and widened ones) take the
+/// f32 path of gemmPaths().
 absl::Status gemmVia(GemmPath path, const char *kernel, bool transA,
                      bool transB, int64_t m, int64_t n, int64_t k, float alpha,
                      const GemmOperand &a, const GemmOperand &b, float beta,
@@ -97,7 +103,8 @@ absl::Status gemmVia(GemmPath path, const char *kernel, bool transA,
 /// The GEMM library's thread count.
 void setBlasThreads(int threads);
 
-/// "oneDNN 2.6.3 matmul", "OpenBLAS 0.3.21 ..." or "none (reference loops)".
+/// The build's GEMM libraries: "oneDNN 2.6.3 matmul" (with ", OpenBLAS
+/// 0.3.21" beside it), "OpenBLAS 0.3.21 ..." or "none (reference loops)".
 const char *blasName();
 
 } // namespace md::cpu

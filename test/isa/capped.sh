@@ -34,5 +34,12 @@ if ((level <= want)); then
   exit 77
 fi
 export MD_CPU_ISA=$cap
-echo "capped.sh: MD_CPU_ISA=$cap: $*"
+# OpenBLAS picks its kernels when it is loaded, before md could cap it:
+# its core type for the cap, as mdrun's launcher sets it for its ranks.
+case $cap in
+sse41) export OPENBLAS_CORETYPE=Penryn ;;
+avx2) export OPENBLAS_CORETYPE=Haswell ;;
+avx512) export OPENBLAS_CORETYPE=SkylakeX ;;
+esac
+echo "capped.sh: MD_CPU_ISA=$cap OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE: $*"
 exec "$@"

@@ -107,7 +107,7 @@ void sgemmOk(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
 
 /// Whether this process's library GEMM of 16-bit type t exists.
 bool libraryHas(DType t) {
-  return gemmPaths().of(t).path == GemmPath::library &&
+  return gemmPaths().of(t).path == GemmPath::onednn &&
          gemmPaths().of(t).warning.empty();
 }
 
@@ -159,8 +159,8 @@ TEST(GemmTest, AnEmptyContractionIsBetaTimesC) {
 // values (the same exact products, summed in another order).
 TEST(GemmTest, EverySixteenBitPathIsSgemmOfTheWidenedOperands) {
   for (DType t : {DType::bf16, DType::f16})
-    for (GemmPath path : {GemmPath::library, GemmPath::widened}) {
-      if (path == GemmPath::library && !libraryHas(t))
+    for (GemmPath path : {GemmPath::onednn, GemmPath::widened}) {
+      if (path == GemmPath::onednn && !libraryHas(t))
         continue; // GemmTest.ALibraryFailureIsAStatus covers it
       for (bool ta : {false, true})
         for (bool tb : {false, true}) {
@@ -180,7 +180,7 @@ TEST(GemmTest, EverySixteenBitPathIsSgemmOfTheWidenedOperands) {
           std::vector<double> want = reference(p, 0.5f, 1.0f);
           SCOPED_TRACE(::testing::Message()
                        << runtime::dtypeName(t) << " "
-                       << (path == GemmPath::library ? "library" : "widened"));
+                       << (path == GemmPath::onednn ? "onednn" : "widened"));
           expectNear(p, via16, want, 1e-3);
           for (int64_t i = 0; i < p.m; ++i)
             for (int64_t j = 0; j < p.n; ++j)
@@ -222,6 +222,19 @@ TEST(GemmTest, ThePathsFollowTheIsa) {
   EXPECT_NE(p.str().find("bf16: "), std::string::npos) << p.str();
   EXPECT_NE(p.isa.find(IsaLevelName(isa.effective)), std::string::npos)
       << p.isa;
+  // f32: OpenBLAS at the avx2 level while it runs its AVX2 kernels (as
+  // test/isa/capped.sh and mdrun's launcher have it), oneDNN elsewhere.
+  const char *f32Forced = std::getenv("MD_CPU_GEMM_F32");
+  const char *core = std::getenv("OPENBLAS_CORETYPE");
+  const std::string blas = blasName();
+  if ((f32Forced == nullptr || std::string(f32Forced).empty()) &&
+      blas.rfind("oneDNN", 0) == 0) {
+    if (isa.effective != IsaLevel::avx2)
+      EXPECT_EQ(p.f32.path, GemmPath::onednn) << p.f32.text;
+    else if (blas.find("OpenBLAS") != std::string::npos && core != nullptr &&
+             std::string(core) == "Haswell")
+      EXPECT_EQ(p.f32.path, GemmPath::openblas) << p.f32.text;
+  }
   const char *forced = std::getenv("MD_CPU_GEMM_BF16");
   if (forced == nullptr || std::string(forced).empty() ||
       std::string(forced) == "auto") {
@@ -267,7 +280,7 @@ TEST(GemmTest, ALibraryFailureIsAStatus) {
   Problem p = make(true, false, 12, 10, 8, 9, true);
   std::vector<uint16_t> a = to16(t, p.a), b = to16(t, p.b);
   std::vector<float> c = p.c;
-  absl::Status s = gemmVia(GemmPath::library, "matmul_grad", true, false, p.m,
+  absl::Status s = gemmVia(GemmPath::onednn, "matmul_grad", true, false, p.m,
                            p.n, p.k, 1.0f, {t, a.data(), p.lda},
                            {t, b.data(), p.ldb}, 0.0f, c.data(), p.ldc);
   ASSERT_FALSE(s.ok());
