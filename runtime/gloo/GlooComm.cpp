@@ -69,9 +69,16 @@ constexpr uint64_t kProbeSlot = kHeaderSlot + 1;
 // The data's slot: each collective's transfers to a peer are matched in
 // the order they are posted, as every member runs the same collectives.
 constexpr uint64_t kDataSlot = kHeaderSlot + 2;
+// The reduced segments of an all-reduce, sent on to the other members.
+constexpr uint64_t kGatherSlot = kHeaderSlot + 3;
 // An all-reduce of at most this many bytes across the group is reduced
 // whole by every member: one exchange instead of two.
 constexpr int64_t kSmallAllReduceBytes = int64_t(64) << 10;
+// A reduction's pieces travel in segments: about kSegmentsPerPiece of them
+// per piece, of kMinSegmentBytes to kMaxSegmentBytes each.
+constexpr int64_t kSegmentsPerPiece = 4;
+constexpr int64_t kMinSegmentBytes = int64_t(64) << 10;
+constexpr int64_t kMaxSegmentBytes = int64_t(512) << 10;
 
 std::string encodeHeader(const CollectiveDesc &d) {
   net::WireWriter w;
@@ -635,35 +642,118 @@ void GlooComm::reduce(const Op &op, int *waitingFor) {
       len[j] = std::min(count, (j + 1) * per) - j * per;
     }
   }
-  // Row i of the staging buffer: member i's contribution to this member's
-  // piece, this member's own copied in.
+  const bool gather = a.kind == Collective::all_reduce && !whole;
+  // The pieces go in segments of segElems elements (the same on every
+  // member: it depends on the call alone), so that a member reduces one
+  // segment while the next ones are on the wire, and sends each reduced
+  // segment of an all_reduce on as soon as it has it.
+  const int64_t widest = whole || a.kind == Collective::reduce_scatter
+                             ? count
+                             : per;
+  const int64_t segElems = std::clamp<int64_t>(
+      (widest + kSegmentsPerPiece - 1) / kSegmentsPerPiece,
+      std::max<int64_t>(1, kMinSegmentBytes / es),
+      std::max<int64_t>(1, kMaxSegmentBytes / es));
+  auto segments = [&](int j) { return (len[j] + segElems - 1) / segElems; };
+  auto segLen = [&](int j, int64_t s) {
+    return std::min(segElems, len[j] - s * segElems);
+  };
+
+  // Row r of the staging buffer: what member i (r = i, less one past this
+  // member) sends for this member's piece.
   const int64_t piece = len[me] * es;
-  char *stage = staging(n * piece);
-  std::memcpy(stage + me * piece, op.send() + begin[me] * es, piece);
-  std::vector<Transfer> t;
+  char *stage = staging((n - 1) * piece);
+  auto row = [&](int i) { return stage + (i < me ? i : i - 1) * piece; };
+  // Where this member's reduced piece goes: reduce_scatter's result, or its
+  // shard of all_reduce's (all of it when whole).
+  char *out = a.kind == Collective::reduce_scatter ? op.recv()
+                                                   : op.recv() + begin[me] * es;
+  const int64_t sendBytes =
+      (a.kind == Collective::reduce_scatter ? n * count : count) * es;
+
+  auto &ctx = *op.context;
+  std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> in(n),
+      gathered(n);
+  // Receives first, so that every send finds its receive posted: the
+  // pieces' segments from every other member, and for all_reduce the other
+  // members' reduced segments, straight into recv.
+  for (int i = 0; i < n; ++i) {
+    if (i == me)
+      continue;
+    in[i] = ctx.createUnboundBuffer(row(i), piece);
+    for (int64_t s = 0; s < segments(me); ++s)
+      in[i]->recv(i, kDataSlot, s * segElems * es, segLen(me, s) * es);
+    if (gather) {
+      gathered[i] =
+          ctx.createUnboundBuffer(op.recv() + begin[i] * es, len[i] * es);
+      for (int64_t s = 0; s < segments(i); ++s)
+        gathered[i]->recv(i, kGatherSlot, s * segElems * es,
+                          segLen(i, s) * es);
+    }
+  }
+  // This member's contributions to the others' pieces, segment by segment
+  // to every member in turn, from the send buffer.
+  auto sent = ctx.createUnboundBuffer(const_cast<char *>(op.send()), sendBytes);
+  int64_t sends = 0;
+  int64_t most = 0;
   for (int j = 0; j < n; ++j)
-    if (j != me)
-      t.push_back({j, op.send() + begin[j] * es, size_t(len[j] * es),
-                   stage + j * piece, size_t(piece)});
-  exchange(op, t, waitingFor);
+    most = std::max(most, segments(j));
+  for (int64_t s = 0; s < most; ++s)
+    for (int j = 0; j < n; ++j)
+      if (j != me && s < segments(j)) {
+        sent->send(j, kDataSlot, (begin[j] + s * segElems) * es,
+                   segLen(j, s) * es);
+        ++sends;
+      }
+
+  const auto deadline = Clock::now() + options_.timeout;
+  auto left = [&] {
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - Clock::now()));
+  };
+  // An all-reduce reduced whole and in place overwrites what it sends:
+  // the sends must be out of the buffer first. (Elsewhere this member's
+  // piece is no part of what it sends; an all-gather segment lands where a
+  // member's sends to its sender are through, as that member reduced the
+  // segment only once they had arrived.)
+  if (whole && op.recv() == op.send()) {
+    for (; sends > 0; --sends)
+      sent->waitSend(left());
+  }
+  // Reduce segment by segment, in group order, as the segments arrive.
+  std::unique_ptr<::gloo::transport::UnboundBuffer> reduced;
+  if (gather)
+    reduced = ctx.createUnboundBuffer(out, piece);
   std::vector<const void *> srcs(n);
-  for (int i = 0; i < n; ++i)
-    srcs[i] = stage + i * piece;
-  // Where this member's reduced piece goes: reduce_scatter's result, or
-  // its shard of all_reduce's.
-  char *out = a.kind == Collective::reduce_scatter || whole
-                  ? op.recv()
-                  : op.recv() + begin[me] * es;
-  ReduceInOrder(a.dtype, a.op, srcs, out, len[me]);
-  if (a.kind == Collective::reduce_scatter || whole)
-    return;
-  // all_reduce: every member's reduced shard to every other.
-  t.clear();
-  for (int j = 0; j < n; ++j)
-    if (j != me)
-      t.push_back({j, out, size_t(piece), op.recv() + begin[j] * es,
-                   size_t(len[j] * es)});
-  exchange(op, t, waitingFor);
+  for (int64_t s = 0; s < segments(me); ++s) {
+    for (int i = 0; i < n; ++i)
+      if (i != me) {
+        *waitingFor = op.group->ranks[i];
+        in[i]->waitRecv(left());
+      }
+    const int64_t off = s * segElems, m = segLen(me, s);
+    for (int i = 0; i < n; ++i)
+      srcs[i] = i == me ? op.send() + (begin[me] + off) * es
+                        : row(i) + off * es;
+    ReduceInOrder(a.dtype, a.op, srcs, out + off * es, m);
+    if (gather)
+      for (int j = 0; j < n; ++j)
+        if (j != me)
+          reduced->send(j, kGatherSlot, off * es, m * es);
+  }
+  // The others' reduced segments, then the sends' completions.
+  for (int i = 0; gather && i < n; ++i)
+    if (i != me) {
+      *waitingFor = op.group->ranks[i];
+      for (int64_t s = 0; s < segments(i); ++s)
+        gathered[i]->waitRecv(left());
+    }
+  *waitingFor = -1;
+  for (int64_t k = 0; k < sends; ++k)
+    sent->waitSend(left());
+  for (int64_t k = 0; gather && k < (n - 1) * segments(me); ++k)
+    reduced->waitSend(left());
 }
 
 } // namespace md::gloo

@@ -16,7 +16,10 @@
 //  - all_reduce is that on n shards of the buffer, then every member sends
 //    its reduced shard to every other (an all-gather): 2(n-1)/n of the
 //    buffer, a ring all-reduce's traffic. One of at most 64 KiB across the
-//    group goes whole to every member, which reduces it all: one exchange;
+//    group goes whole to every member, which reduces it all: one exchange.
+//    The pieces travel in segments (about 4 a piece, 64-512 KiB each):
+//    a member reduces each segment as it arrives, while the next ones are
+//    on the wire, and sends each reduced segment on at once;
 //  - all_gather sends this member's block to every other; broadcast sends
 //    the root's buffer to every other member.
 //
