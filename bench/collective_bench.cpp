@@ -8,12 +8,17 @@
 // collective (all_reduce, all_gather, reduce_scatter, broadcast; f32, sum,
 // root 0) at every power-of-two size from --min_bytes (default 8) to
 // --max_bytes (default 256 MiB). Sizes are nccl-tests': the whole buffer,
-// all_gather's output and reduce_scatter's input. Per size the ranks warm
+// all_gather's output and reduce_scatter's input. `memcpy` in --collectives
+// adds the machine's copy bandwidth as the ranks see it, timed the same
+// way: every rank copies its send buffer of the size into its receive
+// buffer at the same time (std::memcpy, or the device's copy for nccl), so
+// that a comm's busbw can be read against it (bench/collectives.sh prints
+// the ratio). Per size the ranks warm
 // up, meet in a barrier and time --iters calls (default: as many as take
 // about 64 MiB of traffic, 5 to 200); a size's time is the slowest rank's
 // mean. Bandwidths follow nccl-tests' PERFORMANCE.md: algbw = size / time,
 // busbw = algbw x 2(n-1)/n for all_reduce, x (n-1)/n for all_gather and
-// reduce_scatter, x 1 for broadcast.
+// reduce_scatter, x 1 for broadcast and memcpy.
 //
 // Every result is checked: after the timed calls each rank runs the
 // collective once more on inputs whose sums are exact in f32 and compares
@@ -91,9 +96,25 @@ constexpr Collective kMeasured[] = {
     Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
     Collective::broadcast};
 
+/// One collective at one size, as every rank runs it; `copy` is the memcpy
+/// row instead (kind is then unused).
+struct Row {
+  Collective kind;
+  bool copy;
+  int64_t bytes; // nccl-tests' size: the whole buffer
+  int64_t count; // the Comm call's count (per rank for gather/scatter)
+  int iters;
+};
+
+const char *rowName(const Row &row) {
+  return row.copy ? "memcpy" : collectiveName(row.kind);
+}
+
 /// nccl-tests' bus bandwidth factor at n ranks.
-double busFactor(Collective k, int n) {
-  switch (k) {
+double busFactor(const Row &row, int n) {
+  if (row.copy)
+    return 1.0;
+  switch (row.kind) {
   case Collective::all_reduce:
     return 2.0 * (n - 1) / n;
   case Collective::all_gather:
@@ -105,14 +126,6 @@ double busFactor(Collective k, int n) {
   }
   return 1.0;
 }
-
-/// One collective at one size, as every rank runs it.
-struct Row {
-  Collective kind;
-  int64_t bytes; // nccl-tests' size: the whole buffer
-  int64_t count; // the Comm call's count (per rank for gather/scatter)
-  int iters;
-};
 
 /// What the children report to the parent, in shared memory.
 struct Report {
@@ -128,14 +141,18 @@ struct Report {
 float inputValue(int r, int64_t i) { return float(r + 1 + i % 13); }
 
 int64_t sendElems(const Row &row, int n) {
-  return row.kind == Collective::reduce_scatter ? row.count * n : row.count;
+  return !row.copy && row.kind == Collective::reduce_scatter ? row.count * n
+                                                             : row.count;
 }
 int64_t recvElems(const Row &row, int n) {
-  return row.kind == Collective::all_gather ? row.count * n : row.count;
+  return !row.copy && row.kind == Collective::all_gather ? row.count * n
+                                                         : row.count;
 }
 
 /// Element j of rank r's result.
 float expectedValue(const Row &row, int r, int n, int64_t j) {
+  if (row.copy)
+    return inputValue(r, j);
   switch (row.kind) {
   case Collective::all_reduce: {
     float s = 0;
@@ -191,8 +208,10 @@ private:
   std::vector<Buffer> buffers_;
 };
 
-absl::Status call(Comm &comm, const Group &g, const Row &row, const void *send,
-                  void *recv) {
+absl::Status call(Comm &comm, Memory &memory, const Group &g, const Row &row,
+                  const void *send, void *recv) {
+  if (row.copy)
+    return memory.copy(recv, send, row.bytes);
   switch (row.kind) {
   case Collective::all_reduce:
     return comm.allReduce(send, recv, row.count, DType::f32, ReduceOp::sum, g);
@@ -341,7 +360,7 @@ absl::Status runRank(const std::string &kind, int rank, int n, int port,
     if (absl::Status s = memory.copy(*send, host.data(), in * 4); !s.ok())
       return s;
     for (int w = 0; w < absl::GetFlag(FLAGS_warmup); ++w)
-      if (absl::Status s = call(comm, *g, row, *send, *recv); !s.ok())
+      if (absl::Status s = call(comm, memory, *g, row, *send, *recv); !s.ok())
         return s;
     if (absl::Status s = memory.sync(); !s.ok())
       return s;
@@ -349,7 +368,7 @@ absl::Status runRank(const std::string &kind, int rank, int n, int port,
       return s;
     const auto start = Clock::now();
     for (int it = 0; it < row.iters; ++it)
-      if (absl::Status s = call(comm, *g, row, *send, *recv); !s.ok())
+      if (absl::Status s = call(comm, memory, *g, row, *send, *recv); !s.ok())
         return s;
     if (absl::Status s = memory.sync(); !s.ok())
       return s;
@@ -359,7 +378,7 @@ absl::Status runRank(const std::string &kind, int rank, int n, int port,
     std::fill(host.begin(), host.begin() + outElems, -1.0f);
     if (absl::Status s = memory.copy(*recv, host.data(), outElems * 4); !s.ok())
       return s;
-    if (absl::Status s = call(comm, *g, row, *send, *recv); !s.ok())
+    if (absl::Status s = call(comm, memory, *g, row, *send, *recv); !s.ok())
       return s;
     if (absl::Status s = memory.copy(host.data(), *recv, outElems * 4); !s.ok())
       return s;
@@ -373,19 +392,25 @@ absl::Status runRank(const std::string &kind, int rank, int n, int port,
   return absl::OkStatus();
 }
 
-std::vector<Collective> parseKinds(const std::string &list) {
-  std::vector<Collective> kinds;
+/// --collectives: each a collective, or memcpy (copy = true).
+std::vector<std::pair<Collective, bool>> parseKinds(const std::string &list) {
+  std::vector<std::pair<Collective, bool>> kinds;
   for (absl::string_view name : absl::StrSplit(list, ',')) {
     bool found = false;
+    if (name == "memcpy") {
+      kinds.push_back({Collective::broadcast, true});
+      found = true;
+    }
     for (Collective k : kMeasured)
       if (name == collectiveName(k)) {
-        kinds.push_back(k);
+        kinds.push_back({k, false});
         found = true;
       }
     if (!found) {
       std::fprintf(stderr,
                    "md-collective-bench: --collectives: unknown '%s' "
-                   "(all_reduce, all_gather, reduce_scatter, broadcast)\n",
+                   "(all_reduce, all_gather, reduce_scatter, broadcast, "
+                   "memcpy)\n",
                    std::string(name).c_str());
       std::exit(2);
     }
@@ -414,19 +439,18 @@ int run() {
     return 2;
   }
   std::vector<Row> rows;
-  for (Collective k : parseKinds(absl::GetFlag(FLAGS_collectives)))
+  for (auto [k, copy] : parseKinds(absl::GetFlag(FLAGS_collectives)))
     for (int64_t bytes = minBytes; bytes <= maxBytes; bytes *= 2) {
-      Row row{k, 0, 0, 0};
+      Row row{k, copy, 0, 0, 0};
       // The per-rank count of the gather and the scatter is a whole number
       // of elements: their sizes round down to a multiple of 4n.
       const int64_t elems = bytes / 4;
-      row.count = k == Collective::all_gather || k == Collective::reduce_scatter
-                      ? std::max<int64_t>(1, elems / n)
-                      : std::max<int64_t>(1, elems);
-      row.bytes =
-          4 * (k == Collective::all_gather || k == Collective::reduce_scatter
-                   ? row.count * n
-                   : row.count);
+      const bool perRank =
+          !copy &&
+          (k == Collective::all_gather || k == Collective::reduce_scatter);
+      row.count = perRank ? std::max<int64_t>(1, elems / n)
+                          : std::max<int64_t>(1, elems);
+      row.bytes = 4 * (perRank ? row.count * n : row.count);
       row.iters =
           absl::GetFlag(FLAGS_iters) > 0
               ? absl::GetFlag(FLAGS_iters)
@@ -502,9 +526,9 @@ int run() {
     const double algbw = t > 0 ? row.bytes / t / 1e9 : 0;
     wrongRows += wrong > 0;
     std::printf("%s %s %d %lld %lld %d %.2f %.3f %.3f %s\n", kind.c_str(),
-                collectiveName(row.kind), n, static_cast<long long>(row.bytes),
+                rowName(row), n, static_cast<long long>(row.bytes),
                 static_cast<long long>(row.count), row.iters, t * 1e6, algbw,
-                algbw * busFactor(row.kind, n),
+                algbw * busFactor(row, n),
                 wrong > 0 ? absl::StrCat("wrong(", wrong, ")").c_str() : "ok");
   }
   if (wrongRows > 0) {
