@@ -540,7 +540,9 @@ absl::Status Executor::Impl::runBlock(int32_t b) {
       s = backend_.waitEvent(stream, events_[inst->waits()->Get(w)]);
     if (s.ok()) {
       forgetScalarsWrittenBy(*inst);
-      s = execute(*inst);
+      // A library's exception ends here as this instruction's error.
+      s = StatusOfCall([&] { return execute(*inst); },
+                       [&] { return plan::OpcodeName(inst->opcode()); });
     }
     if (s.ok() && inst->record() >= 0)
       s = backend_.recordEvent(stream, events_[inst->record()]);

@@ -39,7 +39,9 @@ void CommThreadBackend::loop() {
     queue_.pop_front();
     busy_ = true;
     lock.unlock();
-    absl::Status s = work();
+    // An exception would end the process from this thread: a Status.
+    absl::Status s =
+        StatusOfCall(work, [] { return "the comm thread's work"; });
     lock.lock();
     busy_ = false;
     if (!s.ok() && failed_.ok()) {

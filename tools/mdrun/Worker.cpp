@@ -681,7 +681,11 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
     onTerm = std::make_unique<TraceOnTerm>(
         *trace, TracePartPath(options.tracePath, env.rank), env.rank);
   }
-  absl::Status s = runWorker(options, env, recorder.get(), trace.get());
+  // Whatever a library throws outside the executor's calls (setting up a
+  // backend or a comm) is this rank's error too, not a terminate.
+  absl::Status s = runtime::StatusOfCall(
+      [&] { return runWorker(options, env, recorder.get(), trace.get()); },
+      [&] { return absl::StrFormat("rank %d", env.rank); });
   onTerm.reset();
   // The launcher's watchdog and analysis read the phase: a rank that
   // finished is not stuck, one that failed is about to exit.
