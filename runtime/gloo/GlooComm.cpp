@@ -13,11 +13,15 @@
 // A collective's header is CollectiveDesc as 48 little-endian bytes
 //
 //   seq u64 | collective u32 | groupKind u32 | groupSize i32 | dtype u32 |
-//   reduce u32 | root i32 | count i64 | magic u64 "md-gloo1"
+//   reduce u32 | root i32 | count i64 | magic u64 "md-gloo2"
 //
 // sent to every member on a slot of its own; each member waits for the
 // members' headers one by one, so a missing or lost member is known by
-// rank.
+// rank. A collective whose data is one exchange of at most 32 KiB to each
+// member (a barrier, an all-gather, broadcast or reduce-scatter of up to
+// 32 KiB per member, an all-reduce reduced whole) appends it to the
+// header: one exchange, where Gloo's hand-offs between threads are most of
+// a small collective's time. Every header receive has room for that.
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,7 +63,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr uint64_t kHeaderMagic = 0x316f6f6c672d646dull; // "md-gloo1"
+constexpr uint64_t kHeaderMagic = 0x326f6f6c672d646dull; // "md-gloo2"
 constexpr size_t kHeaderBytes = 48;
 // The headers' slot: far above the slots of Gloo's own collectives, which
 // put a small prefix in the top byte.
@@ -74,6 +78,19 @@ constexpr uint64_t kGatherSlot = kHeaderSlot + 3;
 // An all-reduce of at most this many bytes across the group is reduced
 // whole by every member: one exchange instead of two.
 constexpr int64_t kSmallAllReduceBytes = int64_t(64) << 10;
+// A collective whose data is one exchange of at most this many bytes to
+// each member sends them with its header: one exchange in all. Every
+// member's header receives have room for that much.
+constexpr int64_t kInlineBytes = int64_t(32) << 10;
+constexpr int64_t kHeaderRoom = int64_t(kHeaderBytes) + kInlineBytes;
+
+/// Whether an all-reduce of `count` elements of `es` bytes on n members
+/// goes whole to every member: it is small, or too short to give every
+/// member a shard.
+bool wholeAllReduce(int64_t count, int64_t es, int n) {
+  const int64_t per = (count + n - 1) / n;
+  return count * es * n <= kSmallAllReduceBytes || per * (n - 1) >= count;
+}
 // A reduction's pieces travel in segments: about kSegmentsPerPiece of them
 // per piece, of kMinSegmentBytes to kMaxSegmentBytes each.
 constexpr int64_t kSegmentsPerPiece = 4;
@@ -248,6 +265,43 @@ struct GlooComm::Op : HostCollectiveCall {
   const char *send() const { return static_cast<const char *>(args->send); }
   char *recv() const { return static_cast<char *>(args->recv); }
   std::string str() const { return describeCall(desc, group->str()); }
+
+  /// Whether the data rides with the headers: a collective whose data is
+  /// one exchange of at most kInlineBytes to each member, which the call
+  /// alone decides, so alike on every member.
+  bool inlined() const {
+    if (n() < 2)
+      return false;
+    switch (args->kind) {
+    case Collective::barrier:
+      return true;
+    case Collective::all_reduce:
+      if (!wholeAllReduce(desc.count, es, n()))
+        return false;
+      [[fallthrough]];
+    case Collective::all_gather:
+    case Collective::reduce_scatter:
+    case Collective::broadcast:
+      return bytes() <= kInlineBytes;
+    }
+    return false;
+  }
+  /// What this member sends member j with its header then (bytes()
+  /// of them), or null for nothing.
+  const char *payload(int j) const {
+    switch (args->kind) {
+    case Collective::all_gather:
+    case Collective::all_reduce:
+      return send();
+    case Collective::reduce_scatter:
+      return send() + j * bytes();
+    case Collective::broadcast:
+      return me() == args->root ? send() : nullptr;
+    case Collective::barrier:
+      break;
+    }
+    return nullptr;
+  }
 };
 
 //===----------------------------------------------------------------------===//
@@ -442,7 +496,10 @@ absl::Status GlooComm::run(const CollectiveArgs &args, const Group &group) {
   }
   int waitingFor = -1;
   try {
-    moveData(op, &waitingFor);
+    if (op.inlined())
+      finishInline(op);
+    else
+      moveData(op, &waitingFor);
   } catch (const ::gloo::IoException &e) {
     return fail(glooError(op, "data exchange", e, true, waitingFor));
   } catch (const std::exception &e) {
@@ -453,9 +510,36 @@ absl::Status GlooComm::run(const CollectiveArgs &args, const Group &group) {
 
 absl::Status GlooComm::exchangeHeaders(const Op &op) {
   const int n = op.n(), me = op.me();
-  std::string mine = encodeHeader(op.desc);
-  std::vector<std::string> theirs(n, std::string(kHeaderBytes, '\0'));
-  std::unique_ptr<::gloo::transport::UnboundBuffer> out;
+  // What goes to member j: the header, then with inlined data its
+  // payload. The same message goes to every member but for a
+  // reduce_scatter, whose members get a block each.
+  const bool inlined = op.inlined();
+  const bool perMember =
+      inlined && op.args->kind == Collective::reduce_scatter;
+  const int64_t payload = inlined ? op.bytes() : 0;
+  const int64_t msg = int64_t(kHeaderBytes) + payload;
+  const std::string header = encodeHeader(op.desc);
+  headerOut_.resize((perMember ? n : 1) * msg);
+  auto message = [&](int j) {
+    return headerOut_.data() + (perMember ? j * msg : 0);
+  };
+  for (int j = 0; j < (perMember ? n : 1); ++j) {
+    if (perMember && j == me)
+      continue;
+    char *m = message(j);
+    std::memcpy(m, header.data(), kHeaderBytes);
+    if (const char *p = op.payload(j); inlined && p != nullptr && payload > 0)
+      std::memcpy(m + kHeaderBytes, p, payload);
+  }
+  // A broadcast's other members send their headers alone.
+  const int64_t sentBytes =
+      op.args->kind == Collective::broadcast && me != op.args->root
+          ? int64_t(kHeaderBytes)
+          : msg;
+  // Every member's header with room for any inlined data.
+  headerIn_.resize(n * kHeaderRoom);
+  auto theirs = [&](int j) { return headerIn_.data() + j * kHeaderRoom; };
+  std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> out(n);
   std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> in(n);
   const auto deadline = Clock::now() + options_.timeout;
   auto left = [&] {
@@ -467,17 +551,19 @@ absl::Status GlooComm::exchangeHeaders(const Op &op) {
   int waitingFor = -1;
   absl::Status status;
   try {
-    out = op.context->createUnboundBuffer(mine.data(), mine.size());
     for (int j = 0; j < n; ++j)
       if (j != me) {
         waitingFor = j;
-        in[j] = op.context->createUnboundBuffer(theirs[j].data(), kHeaderBytes);
+        in[j] = op.context->createUnboundBuffer(theirs(j), kHeaderRoom);
         in[j]->recv(j, kHeaderSlot);
       }
     for (int j = 0; j < n; ++j)
       if (j != me) {
         waitingFor = j;
-        out->send(j, kHeaderSlot);
+        const int to = perMember ? j : 0;
+        if (!out[to])
+          out[to] = op.context->createUnboundBuffer(message(j), sentBytes);
+        out[to]->send(j, kHeaderSlot);
       }
     for (int j = 0; j < n; ++j)
       if (j != me) {
@@ -485,8 +571,9 @@ absl::Status GlooComm::exchangeHeaders(const Op &op) {
         in[j]->waitRecv(left());
       }
     waitingFor = -1;
-    for (int j = 0; j < n - 1; ++j)
-      out->waitSend(left());
+    for (int j = 0; j < n; ++j)
+      if (j != me)
+        out[perMember ? j : 0]->waitSend(left());
   } catch (const ::gloo::IoException &e) {
     const std::string what = e.what();
     if (waitingFor >= 0 && absl::StrContains(what, "Timed out")) {
@@ -521,7 +608,7 @@ absl::Status GlooComm::exchangeHeaders(const Op &op) {
     if (j == me)
       continue;
     CollectiveDesc d;
-    if (!decodeHeader(theirs[j], &d))
+    if (!decodeHeader(std::string_view(theirs(j), kHeaderBytes), &d))
       return absl::InternalError(absl::StrFormat(
           "gloo: %s (rank %d): rank %d sent a malformed header (is it the "
           "same md build?)",
@@ -542,6 +629,48 @@ absl::Status GlooComm::exchangeHeaders(const Op &op) {
     }
   }
   return absl::OkStatus();
+}
+
+void GlooComm::finishInline(const Op &op) {
+  const CollectiveArgs &a = *op.args;
+  const int n = op.n(), me = op.me();
+  const int64_t bytes = op.bytes();
+  // Member i's payload, after its header.
+  auto from = [&](int i) -> const char * {
+    return headerIn_.data() + i * kHeaderRoom + kHeaderBytes;
+  };
+  switch (a.kind) {
+  case Collective::barrier:
+    return;
+  case Collective::all_gather:
+    for (int i = 0; i < n; ++i) {
+      char *dst = op.recv() + i * bytes;
+      const char *src = i == me ? op.send() : from(i);
+      if (dst != src && bytes > 0)
+        std::memmove(dst, src, bytes);
+    }
+    return;
+  case Collective::broadcast: {
+    const char *src = me == a.root ? op.send() : from(a.root);
+    if (op.recv() != src && bytes > 0)
+      std::memmove(op.recv(), src, bytes);
+    return;
+  }
+  case Collective::reduce_scatter:
+  case Collective::all_reduce: {
+    if (a.count == 0)
+      return;
+    // In group order; this member's part from its send buffer (what it
+    // sent went out of a copy, so in place is safe).
+    std::vector<const void *> srcs(n);
+    for (int i = 0; i < n; ++i)
+      srcs[i] = i != me ? from(i)
+                : a.kind == Collective::reduce_scatter ? op.send() + me * bytes
+                                                        : op.send();
+    ReduceInOrder(a.dtype, a.op, srcs, op.recv(), a.count);
+    return;
+  }
+  }
 }
 
 void GlooComm::exchange(const Op &op, const std::vector<Transfer> &transfers,
@@ -612,7 +741,7 @@ void GlooComm::moveData(const Op &op, int *waitingFor) {
 
 void GlooComm::reduce(const Op &op, int *waitingFor) {
   const CollectiveArgs &a = *op.args;
-  const int64_t count = a.count, es = op.es, bytes = op.bytes();
+  const int64_t count = a.count, es = op.es;
   const int n = op.n(), me = op.me();
   if (count == 0)
     return;
@@ -628,8 +757,7 @@ void GlooComm::reduce(const Op &op, int *waitingFor) {
   std::vector<int64_t> begin(n), len(n);
   const int64_t per = (count + n - 1) / n;
   const bool whole =
-      a.kind == Collective::all_reduce &&
-      (bytes * n <= kSmallAllReduceBytes || per * (n - 1) >= count);
+      a.kind == Collective::all_reduce && wholeAllReduce(count, es, n);
   for (int j = 0; j < n; ++j) {
     if (a.kind == Collective::reduce_scatter) {
       begin[j] = j * count;

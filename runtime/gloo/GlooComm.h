@@ -31,9 +31,10 @@
 //
 // Before its data, each collective exchanges a 48-byte header with every
 // member of its group (the CollectiveDesc: kind, dtype, count, reduction,
-// root, group, sequence number). A member whose header differs fails the
-// collective on every member with FailedPrecondition naming both; a
-// member that does not send its header within the timeout is
+// root, group, sequence number); data of up to 32 KiB per member that is
+// one exchange (small collectives) travels with it. A member whose header
+// differs fails the collective on every member with FailedPrecondition
+// naming both; a member that does not send its header within the timeout is
 // DeadlineExceeded, and one whose connection closed is Unavailable, both
 // naming it, the collective and its sequence number; so is a failure in
 // the data phase. A comm that failed stays failed and closes its
@@ -121,6 +122,8 @@ private:
                 int *waitingFor);
   /// The data of op's collective (exchange's exceptions).
   void moveData(const Op &op, int *waitingFor);
+  /// The result of a collective whose data came with the headers.
+  void finishInline(const Op &op);
   /// reduce_scatter and all_reduce.
   void reduce(const Op &op, int *waitingFor);
   /// The members of op's group whose connections with this rank are gone.
@@ -142,6 +145,8 @@ private:
   std::shared_ptr<::gloo::Context> contexts_[3];
   std::vector<std::string> addresses_;
   std::vector<char> staging_;
+  /// The headers sent and received, with any inlined data.
+  std::vector<char> headerOut_, headerIn_;
   absl::Status failed_;
 };
 
