@@ -356,6 +356,129 @@ TEST(Placement, SrunOneTaskPerRank) {
               HasSubstr("--nnodes 3 contradicts Slurm"));
 }
 
+/// What torchrun sets for local rank `local` of `perNode` on node `node` of
+/// `nnodes`, with its agent's store.
+FakeEnv torchrunWorker(int node, int local, int perNode, int nnodes) {
+  FakeEnv e;
+  e.vars["RANK"] = std::to_string(node * perNode + local);
+  e.vars["WORLD_SIZE"] = std::to_string(perNode * nnodes);
+  e.vars["LOCAL_RANK"] = std::to_string(local);
+  e.vars["LOCAL_WORLD_SIZE"] = std::to_string(perNode);
+  e.vars["GROUP_RANK"] = std::to_string(node);
+  e.vars["GROUP_WORLD_SIZE"] = std::to_string(nnodes);
+  e.vars["MASTER_ADDR"] = "node0";
+  e.vars["MASTER_PORT"] = "41234";
+  e.vars["TORCHELASTIC_RUN_ID"] = "c7473307-4dad";
+  e.vars["TORCHELASTIC_RESTART_COUNT"] = "2";
+  e.vars["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  e.vars["TORCHELASTIC_ERROR_FILE"] = "/tmp/err.json";
+  return e;
+}
+
+TEST(Placement, TorchrunWorkerIsOneRank) {
+  FakeEnv env = torchrunWorker(/*node=*/1, /*local=*/1, /*perNode=*/2, 2);
+  absl::StatusOr<Placement> p = ResolvePlacement(opts(), env.lookup());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->role, Placement::Role::Rank);
+  EXPECT_EQ(p->source, "torchrun");
+  EXPECT_EQ(p->rank, 3);
+  EXPECT_EQ(p->worldSize, 4);
+  EXPECT_EQ(p->localRank, 1);
+  EXPECT_EQ(p->ranksPerNode, 2);
+  EXPECT_EQ(p->nnodes, 2);
+  EXPECT_EQ(p->nodeRank, 1);
+  EXPECT_EQ(p->masterAddr, "node0");
+  EXPECT_EQ(p->masterPort, 41234);
+  EXPECT_TRUE(p->agentStore);
+  EXPECT_EQ(p->jobId, "torchrun-c7473307-4dad-2");
+  EXPECT_EQ(p->errorFile, "/tmp/err.json");
+
+  // One process of one: still that rank, not a launcher of its own.
+  env = torchrunWorker(0, 0, 1, 1);
+  p = ResolvePlacement(opts(), env.lookup());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->role, Placement::Role::Rank);
+  EXPECT_EQ(p->worldSize, 1);
+
+  // Without torchrun's agent (a Kubernetes PyTorchJob, say): the same
+  // contract, md's own rendezvous on MASTER_PORT.
+  env = torchrunWorker(0, 1, 2, 1);
+  env.vars.erase("TORCHELASTIC_RUN_ID");
+  env.vars.erase("TORCHELASTIC_USE_AGENT_STORE");
+  p = ResolvePlacement(opts(), env.lookup());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->source, "the torchrun environment");
+  EXPECT_FALSE(p->agentStore);
+  EXPECT_EQ(p->jobId, "");
+
+  // torchrun's variables win over those of the srun that started it.
+  FakeEnv both = slurmTask(0, 2, 2);
+  for (const auto &[k, v] : torchrunWorker(0, 1, 4, 1).vars)
+    both.vars[k] = v;
+  p = ResolvePlacement(opts(), both.lookup());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->source, "torchrun");
+  EXPECT_EQ(p->worldSize, 4);
+}
+
+TEST(Placement, TorchrunPartialOrContradictoryIsRefused) {
+  // Partial: never a smaller job than the environment describes.
+  FakeEnv env;
+  env.vars["RANK"] = "0";
+  env.vars["WORLD_SIZE"] = "2";
+  EXPECT_EQ(ResolvePlacement(opts(), env.lookup()).status().message(),
+            "RANK, WORLD_SIZE are set (the torchrun environment contract: "
+            "RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), but LOCAL_RANK, "
+            "LOCAL_WORLD_SIZE are not: mdrun runs no smaller job than the "
+            "environment describes; set LOCAL_RANK, LOCAL_WORLD_SIZE too, or "
+            "unset RANK, WORLD_SIZE");
+  env.vars.clear();
+  env.vars["LOCAL_RANK"] = "0";
+  EXPECT_THAT(ResolvePlacement(opts(), env.lookup()).status().message(),
+              HasSubstr("LOCAL_RANK is set (the torchrun environment "
+                        "contract"));
+
+  auto refused = [](FakeEnv e, const TrainOptions &o) {
+    return std::string(ResolvePlacement(o, e.lookup()).status().message());
+  };
+  FakeEnv w = torchrunWorker(0, 1, 2, 2);
+  w.vars["RANK"] = "5";
+  EXPECT_THAT(refused(w, opts()), HasSubstr("RANK=5 is not below WORLD_SIZE=4"));
+  w = torchrunWorker(0, 1, 2, 2);
+  w.vars["LOCAL_RANK"] = "2";
+  EXPECT_THAT(refused(w, opts()),
+              HasSubstr("LOCAL_RANK=2 is not below LOCAL_WORLD_SIZE=2"));
+  w = torchrunWorker(0, 1, 2, 2);
+  w.vars["WORLD_SIZE"] = "3";
+  EXPECT_THAT(refused(w, opts()),
+              HasSubstr("WORLD_SIZE=3 is not a multiple of LOCAL_WORLD_SIZE=2"));
+  w = torchrunWorker(1, 0, 2, 2);
+  w.vars["RANK"] = "0";
+  EXPECT_THAT(refused(w, opts()), HasSubstr("RANK=0 is not node 1's local "
+                                            "rank 0"));
+  w = torchrunWorker(0, 0, 2, 2);
+  w.vars["GROUP_WORLD_SIZE"] = "3";
+  EXPECT_THAT(refused(w, opts()), HasSubstr("GROUP_WORLD_SIZE=3 contradicts"));
+  w = torchrunWorker(0, 0, 2, 2);
+  w.vars["WORLD_SIZE"] = "two";
+  EXPECT_THAT(refused(w, opts()), HasSubstr("WORLD_SIZE=two is not an integer"));
+
+  // Against the command line.
+  w = torchrunWorker(0, 0, 2, 1);
+  TrainOptions o = opts();
+  o.ranks = 4;
+  EXPECT_THAT(refused(w, o),
+              HasSubstr("--gpus 4 contradicts torchrun, which started 2 "
+                        "ranks on this node"));
+  o = opts();
+  o.nnodes = 2;
+  EXPECT_THAT(refused(w, o), HasSubstr("--nnodes 2 contradicts torchrun"));
+  // Several nodes need rank 0's host.
+  w = torchrunWorker(1, 0, 1, 2);
+  w.vars.erase("MASTER_ADDR");
+  EXPECT_THAT(refused(w, opts()), HasSubstr("needs the host of rank 0"));
+}
+
 TEST(Placement, SrunOneTaskPerNodeIsALauncher) {
   FakeEnv env = slurmTask(/*procid=*/1, /*ntasks=*/2, /*nnodes=*/2);
   TrainOptions o = opts();

@@ -52,7 +52,101 @@ struct SchedulerView {
   int rank = 0, worldSize = 1, localRank = 0, localSize = 1;
   int nodeRank = 0, nnodes = 1;
   std::string defaultMasterAddr; // "" when the scheduler does not say
+  /// Every process is one rank, even a single one (torchrun): never a
+  /// launcher of its own ranks.
+  bool processPerRank = false;
+  std::string jobId;
+  bool agentStore = false;
+  std::string errorFile;
 };
+
+/// `id` with what a shared-memory segment's name may not hold replaced.
+std::string jobIdPart(const std::string &id) {
+  std::string out;
+  for (char c : id)
+    out += absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+                   c == '_' || c == '.'
+               ? c
+               : '_';
+  return out.substr(0, 64);
+}
+
+/// torchrun's contract, which a Kubernetes PyTorchJob, SageMaker and
+/// Accelerate follow too: RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE
+/// (all of them, or the job would be smaller than the environment says),
+/// GROUP_RANK (the node) where set, MASTER_ADDR and MASTER_PORT (read by
+/// ResolvePlacement), and torchrun's TORCHELASTIC_* (run id, restart
+/// count, the agent's store, the error file).
+absl::StatusOr<std::optional<SchedulerView>> fromTorchrun(const EnvLookup &env) {
+  constexpr const char *kVars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK",
+                                   "LOCAL_WORLD_SIZE"};
+  std::vector<std::string> set, unset;
+  for (const char *name : kVars)
+    (env(name) != nullptr ? set : unset).push_back(name);
+  if (set.empty())
+    return std::nullopt;
+  const char *runId = env("TORCHELASTIC_RUN_ID");
+  SchedulerView v;
+  v.source = runId != nullptr ? "torchrun" : "the torchrun environment";
+  if (!unset.empty())
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s %s set (the torchrun environment contract: RANK, WORLD_SIZE, "
+        "LOCAL_RANK, LOCAL_WORLD_SIZE), but %s %s not: mdrun runs no smaller "
+        "job than the environment describes; set %s too, or unset %s",
+        absl::StrJoin(set, ", "), set.size() == 1 ? "is" : "are",
+        absl::StrJoin(unset, ", "), unset.size() == 1 ? "is" : "are",
+        absl::StrJoin(unset, ", "), absl::StrJoin(set, ", ")));
+  const char *who = "torchrun";
+  MD_ASSIGN_OR_RETURN(v.worldSize, requireInt(env, "WORLD_SIZE", 1, who));
+  MD_ASSIGN_OR_RETURN(v.rank, requireInt(env, "RANK", 0, who));
+  MD_ASSIGN_OR_RETURN(v.localRank, requireInt(env, "LOCAL_RANK", 0, who));
+  MD_ASSIGN_OR_RETURN(v.localSize, requireInt(env, "LOCAL_WORLD_SIZE", 1, who));
+  if (v.rank >= v.worldSize)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "RANK=%d is not below WORLD_SIZE=%d", v.rank, v.worldSize));
+  if (v.localRank >= v.localSize)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "LOCAL_RANK=%d is not below LOCAL_WORLD_SIZE=%d", v.localRank,
+        v.localSize));
+  if (v.worldSize % v.localSize != 0)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "WORLD_SIZE=%d is not a multiple of LOCAL_WORLD_SIZE=%d: md needs the "
+        "same number of ranks on every node",
+        v.worldSize, v.localSize));
+  v.nnodes = v.worldSize / v.localSize;
+  MD_ASSIGN_OR_RETURN(std::optional<int> group, intVar(env, "GROUP_RANK", 0));
+  v.nodeRank = group ? *group : v.rank / v.localSize;
+  if (v.nodeRank >= v.nnodes)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "GROUP_RANK=%d is not below WORLD_SIZE / LOCAL_WORLD_SIZE = %d nodes",
+        v.nodeRank, v.nnodes));
+  if (v.rank != v.nodeRank * v.localSize + v.localRank)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "RANK=%d is not node %d's local rank %d (GROUP_RANK x "
+        "LOCAL_WORLD_SIZE + LOCAL_RANK = %d): md numbers the ranks of a node "
+        "one after another, as torchrun does",
+        v.rank, v.nodeRank, v.localRank,
+        v.nodeRank * v.localSize + v.localRank));
+  MD_ASSIGN_OR_RETURN(std::optional<int> groups,
+                      intVar(env, "GROUP_WORLD_SIZE", 1));
+  if (groups && *groups != v.nnodes)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "GROUP_WORLD_SIZE=%d contradicts WORLD_SIZE / LOCAL_WORLD_SIZE = %d "
+        "nodes",
+        *groups, v.nnodes));
+  v.processPerRank = true;
+  if (runId != nullptr && *runId != '\0') {
+    const char *restart = env("TORCHELASTIC_RESTART_COUNT");
+    v.jobId = absl::StrCat("torchrun-", jobIdPart(runId), "-",
+                           jobIdPart(restart != nullptr ? restart : "0"));
+  }
+  const char *store = env("TORCHELASTIC_USE_AGENT_STORE");
+  v.agentStore = store != nullptr && (absl::AsciiStrToLower(store) == "true" ||
+                                      std::string(store) == "1");
+  if (const char *file = env("TORCHELASTIC_ERROR_FILE"); file != nullptr)
+    v.errorFile = file;
+  return v;
+}
 
 absl::StatusOr<std::optional<SchedulerView>> fromSlurm(const EnvLookup &env) {
   // Only a job step that srun started: a batch script also sees SLURM_*
@@ -210,13 +304,18 @@ absl::StatusOr<Placement> ResolvePlacement(const TrainOptions &options,
   if (envAddr != nullptr && *envAddr == '\0')
     envAddr = nullptr;
 
+  // torchrun first: under srun or mpirun, torchrun's variables describe
+  // this process, the scheduler's the torchrun that started it.
   std::optional<SchedulerView> sched;
-  MD_ASSIGN_OR_RETURN(sched, fromSlurm(env));
+  MD_ASSIGN_OR_RETURN(sched, fromTorchrun(env));
+  if (!sched) {
+    MD_ASSIGN_OR_RETURN(sched, fromSlurm(env));
+  }
   if (!sched) {
     MD_ASSIGN_OR_RETURN(sched, fromOpenMpi(env));
   }
   // A single task of srun or mpirun is an ordinary launcher.
-  if (sched && sched->worldSize == 1)
+  if (sched && sched->worldSize == 1 && !sched->processPerRank)
     sched.reset();
 
   // The rendezvous address: the command line, else MASTER_ADDR, else the
@@ -247,7 +346,11 @@ absl::StatusOr<Placement> ResolvePlacement(const TrainOptions &options,
     p.ranksPerNode = static_cast<int>(options.ranks);
   } else {
     p.source = sched->source;
-    bool perNodeLauncher = sched->localSize == 1 && options.ranks > 1;
+    p.jobId = sched->jobId;
+    p.agentStore = sched->agentStore;
+    p.errorFile = sched->errorFile;
+    bool perNodeLauncher = !sched->processPerRank && sched->localSize == 1 &&
+                           options.ranks > 1;
     if (perNodeLauncher) {
       // One task per node, each starting --gpus N ranks.
       p.role = Placement::Role::Launcher;
@@ -271,7 +374,8 @@ absl::StatusOr<Placement> ResolvePlacement(const TrainOptions &options,
       if (options.ranks > 0 && options.ranks != sched->localSize)
         return absl::InvalidArgumentError(absl::StrFormat(
             "--gpus %d contradicts %s, which started %d rank%s on this node "
-            "(under srun or mpirun with one task per rank, leave --gpus out)",
+            "(under torchrun, or srun or mpirun with one task per rank, leave "
+            "--gpus out)",
             options.ranks, p.source, sched->localSize,
             sched->localSize == 1 ? "" : "s"));
       MD_RETURN_IF_ERROR(agree("--nnodes",

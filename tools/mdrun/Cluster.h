@@ -42,7 +42,10 @@ struct Placement {
     Rank      // is itself rank `rank`
   };
   Role role = Role::Launcher;
-  /// "command line", "Slurm" or "Open MPI": where the place came from.
+  /// "command line", "Slurm", "Open MPI", "torchrun" (its agent started
+  /// this process) or "the torchrun environment" (RANK, WORLD_SIZE, ...
+  /// set by another launcher: a Kubernetes PyTorchJob, Accelerate):
+  /// where the place came from.
   std::string source = "command line";
   int nnodes = 1;
   int nodeRank = 0;
@@ -55,6 +58,15 @@ struct Placement {
   int localRank = 0;
   std::string masterAddr = "127.0.0.1";
   int masterPort = 29500;
+  /// The job's name for the ranks' shared-memory segment and the store's
+  /// keys ("" : derived from the scheduler's job id and the port).
+  std::string jobId;
+  /// torchrun's agent serves its TCPStore on masterPort
+  /// (TORCHELASTIC_USE_AGENT_STORE): md's rendezvous takes a port of its
+  /// own, which rank 0 publishes there (runtime/net/TorchStore.h).
+  bool agentStore = false;
+  /// TORCHELASTIC_ERROR_FILE: where torchrun reads a failed rank's error.
+  std::string errorFile;
 };
 
 /// How the ranks of a node compute and communicate.

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <memory>
 
 #include "absl/strings/cord.h"
@@ -19,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "runtime/core/Executor.h"
+#include "runtime/core/Json.h"
 #include "runtime/core/FlightRecorder.h"
 #include "runtime/core/Safetensors.h"
 #include "runtime/core/Status.h"
@@ -28,6 +30,8 @@
 #include "runtime/cpu/CpuIsa.h"
 #include "runtime/gloo/GlooComm.h"
 #include "runtime/net/Rendezvous.h"
+#include "runtime/net/Socket.h"
+#include "runtime/net/TorchStore.h"
 #include "runtime/plan/Loader.h"
 #include "runtime/plan/MemoryFormat.h"
 #include "runtime/shm/ShmComm.h"
@@ -739,6 +743,48 @@ std::string writeOwnRing(const runtime::FlightRecorder &ring,
 
 } // namespace
 
+namespace {
+
+/// The rendezvous port of a job torchrun started with its agent's store on
+/// MASTER_PORT: rank 0 takes a free port and sets it in the store, the
+/// others wait for it there.
+absl::StatusOr<int> torchStoreRendezvousPort(const Placement &place,
+                                             const WorkerEnv &env,
+                                             const TrainOptions &options) {
+  const net::Deadline deadline = net::Clock::now() + timeoutOf(options);
+  if (place.rank != 0)
+    return net::LookUpRendezvousPort(place.masterAddr, place.masterPort,
+                                     env.jobId, deadline);
+  int port = 0;
+  {
+    // Bound and released at once: the rendezvous listens there next
+    // (SO_REUSEADDR), as --master-port 0 does.
+    MD_ASSIGN_OR_RETURN(net::Listener l, net::Listener::listen(0));
+    port = l.port();
+  }
+  MD_RETURN_IF_ERROR(net::PublishRendezvousPort(
+      place.masterAddr, place.masterPort, env.jobId, port, deadline));
+  return port;
+}
+
+/// torchrun's error file (TORCHELASTIC_ERROR_FILE), in the format its
+/// `@record` writes, so that torchrun's failure summary shows md's message
+/// rather than an exit code alone. Best effort: the error is on stderr too.
+void writeTorchrunErrorFile(const std::string &path,
+                            const std::string &message) {
+  std::string json = absl::StrFormat(
+      "{\"message\": {\"message\": %s, \"extraInfo\": {\"timestamp\": "
+      "\"%d\"}}}\n",
+      runtime::JsonQuote(absl::StrCat("mdrun: ", message)),
+      static_cast<int64_t>(::time(nullptr)));
+  if (std::FILE *f = std::fopen(path.c_str(), "w"); f != nullptr) {
+    (void)std::fwrite(json.data(), 1, json.size(), f);
+    (void)std::fclose(f);
+  }
+}
+
+} // namespace
+
 absl::Status RunRank(const TrainOptions &options, const Placement &place) {
   WorkerEnv env;
   env.rank = place.rank;
@@ -750,6 +796,8 @@ absl::Status RunRank(const TrainOptions &options, const Placement &place) {
   env.jobId = absl::StrCat("port-", place.masterPort);
   if (const char *job = std::getenv("SLURM_JOB_ID"); job != nullptr)
     env.jobId = absl::StrCat("slurm-", job, "-", place.masterPort);
+  if (!place.jobId.empty())
+    env.jobId = place.jobId;
   env.threads = options.threads > 0
                     ? static_cast<int>(options.threads)
                     : cpu::CpuBackend::threadsPerRank(place.ranksPerNode);
@@ -763,13 +811,24 @@ absl::Status RunRank(const TrainOptions &options, const Placement &place) {
   env.backend = ex.backend;
   env.comm = ex.comm;
   env.device = ex.deviceOf(place.localRank);
+  if (place.agentStore && place.worldSize > 1) {
+    // torchrun's agent serves its store on MASTER_PORT: the rendezvous
+    // meets on a port of rank 0's, published there.
+    MD_ASSIGN_OR_RETURN(env.masterPort,
+                        torchStoreRendezvousPort(place, env, options));
+  }
   if (place.rank == 0)
     absl::FPrintF(stderr,
                   "mdrun: rank 0 of %d (%s: %d node%s x %d), rendezvous at "
-                  "%s:%d\n",
+                  "%s:%d%s\n",
                   place.worldSize, place.source, place.nnodes,
                   place.nnodes == 1 ? "" : "s", place.ranksPerNode,
-                  place.masterAddr, place.masterPort);
+                  place.masterAddr, env.masterPort,
+                  env.masterPort != place.masterPort
+                      ? absl::StrFormat(" (published in torchrun's store at "
+                                        "port %d)",
+                                        place.masterPort)
+                      : "");
   // Without a launcher to read it, the rank keeps its own ring and writes
   // it when it fails (docs/runtime.md, "When a job fails").
   std::unique_ptr<runtime::FlightRecorder> ring;
@@ -809,6 +868,8 @@ absl::Status RunRank(const TrainOptions &options, const Placement &place) {
   std::string message = absl::StrFormat("rank %d: %s", place.rank, s.message());
   if (ring != nullptr)
     absl::StrAppend(&message, writeOwnRing(*ring, options, env));
+  if (!place.errorFile.empty())
+    writeTorchrunErrorFile(place.errorFile, message);
   return absl::Status(s.code(), message);
 }
 
