@@ -9,7 +9,7 @@
 #     lr, grad norm, tokens/s) and a time split of every step whose parts
 #     add up to the step's wall time read from the trace here, with the
 #     evaluations where the trace has them, compute, comm and data reads;
-#   - TensorBoard's event file holds the losses (or, without tensorboardX,
+#   - TensorBoard's event file holds the losses (or, without a writer,
 #     the option is skipped with a note);
 #   - a metrics file without a trace, with samples/s and a null loss, draws;
 #   - bad input (a missing file, a line that is not JSON, no steps, a broken
@@ -156,13 +156,20 @@ for i, s in enumerate(t["steps"]):
     if t["checkpoint"][i] != 0:
         bad(f"step {s}: a checkpoint save of {t['checkpoint'][i]} ms")
 
-# TensorBoard: the event file's records (length, crc, Event, crc).
+# TensorBoard: the event file's records (length, crc, Event, crc), read
+# with the protobufs of the writer md-report found (tensorboardX, else
+# TensorBoard's own under torch.utils.tensorboard), or its note of none.
 try:
     from tensorboardX.proto import event_pb2
 except ImportError:
+    try:
+        from tensorboard.compat.proto import event_pb2
+    except ImportError:
+        event_pb2 = None
+if event_pb2 is None:
     note = open("rep.err").read()
     if "--tensorboard tb skipped: no TensorBoard writer is installed" not in note:
-        bad(f"no tensorboardX and no note saying so: {note}")
+        bad(f"no TensorBoard writer and no note saying so: {note}")
 else:
     import glob
     files = glob.glob("tb/events.out.tfevents.*")
