@@ -127,6 +127,19 @@ TEST(CommandLine, ABadCommandLineNamesTheArgument) {
   EXPECT_FALSE(absl::GetFlag(FLAGS_cli_test_port).has_value());
 }
 
+// An unknown long option gets the nearest spelling, when one is near
+// (underscores for dashes: MdrunCommandLine.TorchrunSpellings).
+TEST(CommandLine, TheNearestSpelling) {
+  EXPECT_FALSE(parse({"--co_unt", "3"}).ok()); // no dash there to spell
+  EXPECT_EQ(errorOf({"--coutn", "3"}),
+            "unknown option '--coutn' (did you mean --count?)");
+  EXPECT_EQ(errorOf({"--outptu=f"}),
+            "unknown option '--outptu=f' (did you mean --output?)");
+  EXPECT_EQ(errorOf({"--xyzzy-plugh"}), "unknown option '--xyzzy-plugh'");
+  EXPECT_EQ(errorOf({"--coun"}), "unknown option '--coun' (did you mean "
+                                 "--count?)");
+}
+
 TEST(CommandLine, EveryParseStartsFromTheDefaults) {
   ASSERT_TRUE(parse({"--count", "7", "--output", "f", "--quiet"}).ok());
   EXPECT_EQ(absl::GetFlag(FLAGS_cli_test_count)->value, 7);

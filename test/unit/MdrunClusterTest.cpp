@@ -144,6 +144,66 @@ TEST(MdrunCommandLine, Training) {
   EXPECT_TRUE(cl->train.commThread); // on unless asked
 }
 
+// torchrun's spellings: --nproc-per-node (auto too) is --gpus, any long
+// option may use underscores, --standalone is one node on a free port,
+// --rdzv-endpoint is --master-addr and --master-port; contradictions are
+// refused, and an unknown option gets the nearest spelling.
+TEST(MdrunCommandLine, TorchrunSpellings) {
+  absl::StatusOr<CommandLine> cl =
+      parse({"--nproc_per_node", "2", "--log_every=5", "plan.fb"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->train.ranks, 2);
+  EXPECT_EQ(cl->train.logEvery, 5);
+  cl = parse({"--nproc-per-node=auto", "plan.fb"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_TRUE(cl->train.ranksAuto);
+  EXPECT_EQ(cl->train.ranks, 0);
+  EXPECT_EQ(parse({"--nproc-per-node", "auto", "--gpus", "2", "plan.fb"})
+                .status()
+                .message(),
+            "--gpus 2 contradicts the auto ranks asked for before");
+  EXPECT_EQ(parse({"--nproc-per-node", "0", "plan.fb"}).status().message(),
+            "--nproc-per-node 0: not a positive integer or auto");
+
+  cl = parse({"--standalone", "--nproc-per-node", "2", "plan.fb"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->train.nnodes, 1);
+  EXPECT_EQ(cl->train.masterPort, 0);
+  EXPECT_THAT(parse({"--standalone", "--nnodes", "2", "plan.fb"})
+                  .status()
+                  .message(),
+              HasSubstr("--standalone is a job of this node alone"));
+  EXPECT_THAT(parse({"--standalone", "--master-port", "29500", "plan.fb"})
+                  .status()
+                  .message(),
+              HasSubstr("--standalone meets on a free port"));
+
+  cl = parse({"--rdzv-endpoint", "node0:29400", "plan.fb"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->train.masterAddr, "node0");
+  EXPECT_EQ(cl->train.masterPort, 29400);
+  cl = parse({"--rdzv_endpoint=[fe80::1]:29401", "plan.fb"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->train.masterAddr, "fe80::1");
+  EXPECT_EQ(cl->train.masterPort, 29401);
+  cl = parse({"--rdzv-endpoint", "node0", "plan.fb"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->train.masterPort, -1);
+  EXPECT_EQ(parse({"--rdzv-endpoint", "node0:29400", "--master-port", "1",
+                   "plan.fb"})
+                .status()
+                .message(),
+            "--rdzv-endpoint node0:29400 contradicts --master-port 1");
+  EXPECT_EQ(parse({"--rdzv-endpoint", "node0:x", "plan.fb"}).status().message(),
+            "--rdzv-endpoint node0:x: 'x' is not a port (0 to 65535)");
+
+  EXPECT_EQ(parse({"--nproc-per-nodes", "2", "plan.fb"}).status().message(),
+            "unknown option '--nproc-per-nodes' (did you mean "
+            "--nproc-per-node?)");
+  EXPECT_EQ(parse({"--max_restart", "2", "plan.fb"}).status().message(),
+            "unknown option '--max_restart' (did you mean --max-restarts?)");
+}
+
 TEST(MdrunCommandLine, InspectAndHelp) {
   absl::StatusOr<CommandLine> cl =
       parse({"--world-size=4", "--inspect", "p.fb", "--format", "json"});

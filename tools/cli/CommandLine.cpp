@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
@@ -20,8 +21,8 @@ namespace {
 /// The widest usage line: what a terminal of 80 columns shows unwrapped.
 constexpr size_t kWidth = 79;
 
-const Option *find(const std::vector<Section> &sections,
-                   absl::string_view name) {
+const Option *findExactly(const std::vector<Section> &sections,
+                          absl::string_view name) {
   for (const Section &s : sections)
     for (const Option &o : s.options)
       if (std::find(o.names.begin(), o.names.end(), name) != o.names.end() ||
@@ -30,6 +31,68 @@ const Option *find(const std::vector<Section> &sections,
         return &o;
   return nullptr;
 }
+
+/// The option `name` spells: as listed, or a long option with underscores
+/// for its dashes (`--nproc_per_node`, as torchrun and Abseil take both).
+const Option *find(const std::vector<Section> &sections,
+                   absl::string_view name) {
+  if (const Option *o = findExactly(sections, name))
+    return o;
+  if (!absl::StartsWith(name, "--") ||
+      name.find('_') == absl::string_view::npos)
+    return nullptr;
+  std::string dashed(name);
+  std::replace(dashed.begin() + 2, dashed.end(), '_', '-');
+  return findExactly(sections, dashed);
+}
+
+/// Levenshtein distance (small strings: option names).
+size_t editDistance(absl::string_view a, absl::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1,
+                         diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+} // namespace
+
+std::string NearestSpelling(const std::vector<Section> &sections,
+                            absl::string_view name) {
+  std::string dashed(name);
+  if (absl::StartsWith(dashed, "--"))
+    std::replace(dashed.begin() + 2, dashed.end(), '_', '-');
+  std::string best;
+  size_t bestDistance = std::max<size_t>(2, dashed.size() / 4) + 1;
+  for (const Section &s : sections)
+    for (const Option &o : s.options) {
+      if (o.hidden)
+        continue;
+      for (const std::vector<std::string> *list : {&o.names, &o.aliases})
+        for (const std::string &spelling : *list) {
+          size_t d = editDistance(dashed, spelling);
+          // A prefix of a spelling ("--nproc") is near it too.
+          if (dashed.size() >= 4 && absl::StartsWith(spelling, dashed))
+            d = std::min<size_t>(d, 1);
+          if (d < bestDistance) {
+            bestDistance = d;
+            best = spelling;
+          }
+        }
+    }
+  return best;
+}
+
+namespace {
 
 /// `text` in lines of at most kWidth columns, the first after `left`, the
 /// others indented to `column`. A word longer than a line gets one alone.
@@ -81,9 +144,14 @@ absl::StatusOr<Parsed> Parse(const std::vector<Section> &sections, int argc,
     }
     const Option *option = find(sections, name);
     if (option == nullptr) {
-      if (absl::StartsWith(arg, "-") && arg != "-")
-        return absl::InvalidArgumentError(
-            absl::StrCat("unknown option '", arg, "'"));
+      if (absl::StartsWith(arg, "-") && arg != "-") {
+        std::string near = absl::StartsWith(arg, "--")
+                               ? NearestSpelling(sections, name)
+                               : std::string();
+        return absl::InvalidArgumentError(absl::StrCat(
+            "unknown option '", arg, "'",
+            near.empty() ? "" : absl::StrCat(" (did you mean ", near, "?)")));
+      }
       parsed.positional.push_back(arg);
       continue;
     }

@@ -189,13 +189,20 @@ struct Parsed {
 /// Resets the flags of `sections` to their defaults, then sets those that
 /// argv[1..] name and collects the other arguments.
 /// Options take their value after '=' or as the next argument; a lone '-'
-/// is an argument. A bad command line is an InvalidArgumentError that names
-/// the argument: "unknown option '--frob'", "--steps needs a value",
+/// is an argument. A long option may spell its dashes as underscores
+/// (`--log_every`). A bad command line is an InvalidArgumentError that
+/// names the argument: "unknown option '--frob'" (with "(did you mean
+/// --from?)" when a spelling is near), "--steps needs a value",
 /// "--steps x: not a non-negative integer" (what the flag's parser or check
 /// said), "-o needs a file name" (Option::needs). Options keep pointing into
 /// `sections`.
 absl::StatusOr<Parsed> Parse(const std::vector<Section> &sections, int argc,
                              char **argv);
+
+/// The listed spelling nearest to `name` (an option the tool does not
+/// have), or "" when none is near: what "did you mean" offers.
+std::string NearestSpelling(const std::vector<Section> &sections,
+                            absl::string_view name);
 
 /// The --help text: `intro` (the synopsis and what the tool does), the
 /// sections, each option's help wrapped beside its spellings at `column`,

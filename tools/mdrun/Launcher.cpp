@@ -877,6 +877,19 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
                       ResolvePlacement(options, ProcessEnvironment()));
   if (place.role == Placement::Role::Rank)
     return RunRank(options, place);
+  if (options.ranksAuto) {
+    // torchrun's --nproc-per-node auto: a rank per usable GPU, else per
+    // core.
+    GpuProbe probe;
+    if (options.backend != BackendChoice::Cpu)
+      probe = ProbeGpus();
+    place.ranksPerNode =
+        probe.count > 0 ? probe.count : cpu::CpuBackend::usableCores();
+    absl::FPrintF(stderr, "mdrun: --nproc-per-node auto: %d rank%s (%s)\n",
+                  place.ranksPerNode, place.ranksPerNode == 1 ? "" : "s",
+                  probe.count > 0 ? "one per usable GPU"
+                                  : "one per core, no usable GPU");
+  }
   MD_ASSIGN_OR_RETURN(NodeRanks ranks, checkPlan(options, place));
   MD_ASSIGN_OR_RETURN(RankSpawn spawn,
                       prepareSpawn(options, place, ranks, argc, argv));

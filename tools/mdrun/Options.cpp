@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/core/EnumNames.h"
+#include "runtime/core/Status.h"
 #include "tools/cli/CommandLine.h"
 
 namespace md::mdrun {
@@ -100,6 +101,28 @@ bool AbslParseFlag(absl::string_view text, Seconds *out, std::string *error) {
 }
 std::string AbslUnparseFlag(Seconds s) { return absl::StrCat(s.value); }
 
+/// --nproc-per-node's type: a positive count, or torchrun's `auto`.
+struct ProcCount {
+  int64_t value = 0; // 0: auto
+};
+bool AbslParseFlag(absl::string_view text, ProcCount *out,
+                   std::string *error) {
+  if (text == "auto") {
+    out->value = 0;
+    return true;
+  }
+  int64_t n = 0;
+  if (!absl::SimpleAtoi(text, &n) || n < 1) {
+    *error = "not a positive integer or auto";
+    return false;
+  }
+  out->value = n;
+  return true;
+}
+std::string AbslUnparseFlag(ProcCount c) {
+  return c.value == 0 ? "auto" : absl::StrCat(c.value);
+}
+
 } // namespace md::mdrun
 
 // mdrun's options; the help strings are the usage's lines, the defaults the
@@ -125,6 +148,9 @@ ABSL_FLAG(absl::optional<md::cli::PositiveCount>, gpus, absl::nullopt,
           "with a warning");
 ABSL_FLAG(absl::optional<md::cli::PositiveCount>, ranks, absl::nullopt,
           "run N ranks (same as --gpus N)");
+ABSL_FLAG(absl::optional<md::mdrun::ProcCount>, nproc_per_node, absl::nullopt,
+          "torchrun's spelling of --gpus N; auto: one rank per usable GPU, "
+          "else one per core");
 ABSL_FLAG(md::mdrun::BackendChoice, backend, kTrainDefaults.backend,
           "auto (default: GPUs when usable, else the CPU), cpu, or cuda");
 ABSL_FLAG(md::mdrun::CommChoice, comm, kTrainDefaults.comm,
@@ -188,6 +214,11 @@ ABSL_FLAG(std::string, master_addr, kTrainDefaults.masterAddr,
 ABSL_FLAG(absl::optional<md::cli::Count>, master_port, absl::nullopt,
           "rank 0's rendezvous port (MASTER_PORT; default 29500; 0: a free "
           "one, printed)");
+ABSL_FLAG(bool, standalone, false,
+          "torchrun's: a job of this node alone, its rendezvous on a free "
+          "port (--nnodes 1 --master-port 0)");
+ABSL_FLAG(std::string, rdzv_endpoint, "",
+          "torchrun's HOST[:PORT]: --master-addr HOST --master-port PORT");
 
 namespace md::mdrun {
 
@@ -195,6 +226,41 @@ namespace {
 
 /// What an option goes with, for the rules across them.
 enum Tag { kHelp, kInspect, kInspectOnly, kTrain, kRanks, kWorker };
+
+/// HOST[:PORT] of --rdzv-endpoint ("[::1]:29500" for IPv6).
+absl::Status readEndpoint(const std::string &text, std::string *host,
+                          int64_t *port) {
+  std::string h = text, p;
+  if (!text.empty() && text.front() == '[') {
+    size_t close = text.find(']');
+    if (close == std::string::npos ||
+        (close + 1 < text.size() && text[close + 1] != ':'))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rdzv-endpoint ", text, ": expected HOST[:PORT] or [IPV6][:PORT]"));
+    h = text.substr(1, close - 1);
+    if (close + 1 < text.size())
+      p = text.substr(close + 2);
+  } else if (size_t colon = text.rfind(':'); colon != std::string::npos) {
+    if (text.find(':') != colon)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rdzv-endpoint ", text,
+          ": an IPv6 address goes in brackets, [IPV6]:PORT"));
+    h = text.substr(0, colon);
+    p = text.substr(colon + 1);
+  }
+  if (h.empty())
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rdzv-endpoint ", text, ": no host"));
+  *host = h;
+  if (!p.empty()) {
+    int64_t n = -1;
+    if (!absl::SimpleAtoi(p, &n) || n < 0 || n > 65535)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rdzv-endpoint ", text, ": '", p, "' is not a port (0 to 65535)"));
+    *port = n;
+  }
+  return absl::OkStatus();
+}
 
 std::string atMostNodes(int64_t n) {
   return n > 65536 ? "more than 65536 nodes" : "";
@@ -215,6 +281,8 @@ const std::vector<cli::Section> &sections() {
     s[0].options = {
         FlagOption(FLAGS_gpus, {"--gpus"}, "N").withTag(kRanks),
         FlagOption(FLAGS_ranks, {"--ranks"}, "N").withTag(kRanks),
+        FlagOption(FLAGS_nproc_per_node, {"--nproc-per-node"}, "N|auto")
+            .withTag(kRanks),
         FlagOption(FLAGS_backend, {"--backend"}, "B").withTag(kTrain),
         FlagOption(FLAGS_comm, {"--comm"}, "C").withTag(kTrain),
         FlagOption(FLAGS_no_fallback, {"--no-fallback"}, "").withTag(kTrain),
@@ -257,7 +325,7 @@ const std::vector<cli::Section> &sections() {
         FlagOption(FLAGS_worker, {"--worker"}, "").withTag(kWorker).hide(),
     };
     s[1].heading =
-        "Several nodes (docs/multinode.md; srun and mpirun are recognised):";
+        "Several nodes (docs/multinode.md; srun, mpirun, torchrun recognised):";
     s[1].options = {
         FlagOption(
             FLAGS_nnodes, {"--nnodes"}, "M",
@@ -273,6 +341,10 @@ const std::vector<cli::Section> &sections() {
                    [](const cli::Count &n) -> std::string {
                      return n.value > 65535 ? "not a port (0 to 65535)" : "";
                    })
+            .withTag(kTrain),
+        FlagOption(FLAGS_standalone, {"--standalone"}, "").withTag(kTrain),
+        FlagOption(FLAGS_rdzv_endpoint, {"--rdzv-endpoint"}, "HOST[:PORT]")
+            .needsNonEmpty("a host")
             .withTag(kTrain),
     };
     s[2].heading = "Inspection:";
@@ -316,14 +388,21 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
   for (const cli::Given &g : parsed.given) {
     switch (static_cast<Tag>(g.option->tag)) {
     case kRanks: {
-      // --gpus and --ranks are one count; two different ones contradict.
+      // --gpus, --ranks and --nproc-per-node are one count; two different
+      // ones contradict.
       int64_t n = 0;
+      const bool isAuto = g.value == "auto";
       (void)absl::SimpleAtoi(g.value, &n); // the flag's parser accepted it
-      if (cl.train.ranks != 0 && cl.train.ranks != n)
-        return absl::InvalidArgumentError(
-            absl::StrCat(g.name, " ", n, " contradicts the ", cl.train.ranks,
-                         " ranks asked for before"));
+      if ((cl.train.ranks != 0 && cl.train.ranks != n) ||
+          (cl.train.ranksAuto && !isAuto) ||
+          (isAuto && cl.train.ranks != 0))
+        return absl::InvalidArgumentError(absl::StrCat(
+            g.name, " ", g.value, " contradicts the ",
+            cl.train.ranksAuto ? std::string("auto")
+                               : absl::StrCat(cl.train.ranks),
+            " ranks asked for before"));
       cl.train.ranks = n;
+      cl.train.ranksAuto = isAuto;
       trainOnly.push_back(g.arg);
       break;
     }
@@ -395,6 +474,37 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
   t.masterAddr = absl::GetFlag(FLAGS_master_addr);
   t.nnodes = valueOr(absl::GetFlag(FLAGS_nnodes), t.nnodes);
   t.nodeRank = valueOr(absl::GetFlag(FLAGS_node_rank), t.nodeRank);
+  // torchrun's spellings of the rendezvous, refused where they contradict
+  // md's own.
+  if (const std::string endpoint = absl::GetFlag(FLAGS_rdzv_endpoint);
+      !endpoint.empty()) {
+    std::string host;
+    int64_t port = -1;
+    MD_RETURN_IF_ERROR(readEndpoint(endpoint, &host, &port));
+    if (!t.masterAddr.empty() && t.masterAddr != host)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--rdzv-endpoint ", endpoint, " contradicts --master-addr ",
+                       t.masterAddr));
+    if (port >= 0 && t.masterPort >= 0 && t.masterPort != port)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--rdzv-endpoint ", endpoint, " contradicts --master-port ",
+                       t.masterPort));
+    t.masterAddr = host;
+    if (port >= 0)
+      t.masterPort = port;
+  }
+  if (absl::GetFlag(FLAGS_standalone)) {
+    if (t.nnodes > 1 || t.nodeRank > 0)
+      return absl::InvalidArgumentError(
+          "--standalone is a job of this node alone: drop --nnodes and "
+          "--node-rank");
+    if (t.masterPort >= 0 || !t.masterAddr.empty())
+      return absl::InvalidArgumentError(
+          "--standalone meets on a free port of this node: drop "
+          "--master-addr, --master-port and --rdzv-endpoint");
+    t.nnodes = 1;
+    t.masterPort = 0;
+  }
   t.threads = absl::GetFlag(FLAGS_threads).value;
   t.commThread = absl::GetFlag(FLAGS_comm_thread) == OnOff::On;
   t.flightRecorder = absl::GetFlag(FLAGS_flight_recorder).value;

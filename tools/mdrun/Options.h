@@ -33,6 +33,9 @@ struct TrainOptions {
   /// Ranks to start (--gpus N or --ranks N); 0: the plan's pinned world
   /// size, else 1.
   int64_t ranks = 0;
+  /// --nproc-per-node auto (torchrun's): one rank per usable GPU, else one
+  /// per core; the launcher resolves it into `ranks`.
+  bool ranksAuto = false;
   BackendChoice backend = BackendChoice::Auto;
   CommChoice comm = CommChoice::Auto;
   /// No GPU is an error instead of a fallback to the CPU backend.

@@ -56,9 +56,11 @@ int main(int argc, char **argv) {
   using md::mdrun::CommandLine;
   absl::StatusOr<CommandLine> cl = md::mdrun::ParseCommandLine(argc, argv);
   if (!cl.ok()) {
-    std::fprintf(stderr, "mdrun: error: %s\n%s",
-                 std::string(cl.status().message()).c_str(),
-                 md::mdrun::Usage().c_str());
+    // The error and one line of usage; --help has the rest.
+    std::fprintf(stderr,
+                 "mdrun: error: %s\nusage: mdrun [--gpus N | --ranks N] "
+                 "[options] PLAN (mdrun --help lists the options)\n",
+                 std::string(cl.status().message()).c_str());
     return kUsageError;
   }
   switch (cl->mode) {
