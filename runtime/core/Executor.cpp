@@ -467,11 +467,11 @@ absl::Status Executor::Impl::step() {
 }
 
 absl::Status Executor::Impl::report() {
-  int64_t every = options_.logEvery;
-  if (every <= 0)
-    return absl::OkStatus();
-  bool last = step_ >= steps_ || stop_;
-  if (step_ % every != 0 && !last && step_ != 1)
+  const int64_t lines = options_.logEvery, records = options_.metricsEvery;
+  const bool edge = step_ >= steps_ || stop_ || step_ == 1;
+  const bool line = lines > 0 && (edge || step_ % lines == 0);
+  const bool record = records > 0 && (edge || step_ % records == 0);
+  if (!line && !record)
     return absl::OkStatus();
   // The mean of the ranks' losses: every rank takes part.
   float local = static_cast<float>(lastLoss_);
@@ -502,8 +502,11 @@ absl::Status Executor::Impl::report() {
           p.samplesPerSecond * static_cast<double>(info_.tokensPerSample);
       p.stepSeconds = seconds / static_cast<double>(stepsSince);
     }
+    p.stepsSince = stepsSince;
     p.elapsedSeconds = std::chrono::duration<double>(now - start_).count();
     p.epoch = epoch_;
+    p.line = line;
+    p.record = record;
     options_.observer->onProgress(p);
   }
   lastReport_ = now;

@@ -91,8 +91,13 @@ struct Progress {
   double samplesPerSecond = 0;    // since the previous report
   double tokensPerSecond = 0;     // 0 unless a token model
   double stepSeconds = 0;         // mean step time since the previous report
+  int64_t stepsSince = 0;         // steps since the previous report
   double elapsedSeconds = 0;      // since the executor was created
   int64_t epoch = 0;
+  /// What the report is for: a progress line (logEvery, the first and the
+  /// last step), a metrics record (metricsEvery, the first and the last),
+  /// or both.
+  bool line = true, record = true;
 };
 
 /// Receives what rank 0 reports. Called only on rank 0, from the thread
@@ -132,9 +137,13 @@ struct ExecutorOptions {
   int64_t steps = -1;
   /// Replaces the recipe's seed (initialisation and sampling).
   std::optional<int64_t> seed;
-  /// A progress report every N steps (and after the last); 0: none. Each
-  /// report all-reduces the loss, so every rank must pass the same N.
+  /// A progress report every N steps (and after the first and the last);
+  /// 0: none. Each report all-reduces the loss, so every rank must pass the
+  /// same N.
   int64_t logEvery = 0;
+  /// A metrics report every N steps (and after the first and the last),
+  /// between the progress lines too; 0: none. The same on every rank.
+  int64_t metricsEvery = 0;
   /// Rank 0's observer; ignored on other ranks.
   RunObserver *observer = nullptr;
   /// Checks every read of a scalar the host keeps a copy of against the

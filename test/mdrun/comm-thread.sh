@@ -38,7 +38,7 @@ train() {
 
 # A metrics file without its timings: losses, learning rates, gradient
 # norms and the hooks' logs (the evaluations' losses).
-numbers() { sed -E 's/, "(samples|tokens)_per_s": [^,}]*//; s/, "time": [^,}]*//' "$1"; }
+numbers() { sed -E 's/, "(samples|tokens)_per_s": [^,}]*//; s/, "step_s": [^,}]*//; s/, "time": [^,}]*//' "$1"; }
 
 for spec in "mlp ddp-buckets-f32" "mlp full-f32" "mlp fsdp-full" \
   "gpt ddp-buckets-f32" "gpt full-f32" "gpt fsdp-full" "gpt ddp-f32 -D seq=80"; do

@@ -80,7 +80,7 @@ metric() {
 # The numbers of a metrics file that must not depend on the plan: the
 # loss, lr, grad norm and the hooks' logs, without throughput and time.
 numbers() {
-  sed -E 's/, "(samples|tokens)_per_s": [^,}]*//; s/, "time": [^,}]*//' "$1"
+  sed -E 's/, "(samples|tokens)_per_s": [^,}]*//; s/, "step_s": [^,}]*//; s/, "time": [^,}]*//' "$1"
 }
 
 # Accumulation steps per rank at W = 2 and at W = 1 (global / (micro x W)).

@@ -84,9 +84,15 @@ fi
 # Metrics, the final weights, --log-every, --seed.
 if run 0 --ranks 2 --backend cpu --steps 5 --log-every 2 --seed 7 \
   --metrics logs/metrics.jsonl --save-final out/final.safetensors train-mlp-ddp.fb; then
-  [[ $(wc -l <logs/metrics.jsonl) -eq 4 ]] || fail "expected 4 metrics lines (steps 1, 2, 4, 5)"
-  has logs/metrics.jsonl '^\{"step": 2, "loss": [0-9.e+-]+, "lr": [0-9.e+-]+, "samples_per_s": [0-9.e+-]+, "grad_norm": [0-9.e+-]+, "epoch": 0, "time": [0-9.e+-]+\}$'
+  [[ $(wc -l <logs/metrics.jsonl) -eq 5 ]] || fail "expected 5 metrics lines (every step)"
+  has logs/metrics.jsonl '^\{"step": 2, "loss": [0-9.e+-]+, "lr": [0-9.e+-]+, "samples_per_s": [0-9.e+-]+, "step_s": [0-9.e+-]+, "grad_norm": [0-9.e+-]+, "epoch": 0, "time": [0-9.e+-]+\}$'
+  has logs/metrics.jsonl '^\{"step": 3, '
   has logs/metrics.jsonl '^\{"step": 5, '
+  # The progress lines stay every --log-every 2 steps (and the first and
+  # the last), the middle ones with an ETA.
+  [[ $(grep -c '^step [0-9]/5 ' out.txt) -eq 4 ]] || fail "expected 4 progress lines (steps 1, 2, 4, 5): $(cat out.txt)"
+  has out.txt '^step 2/5  loss [0-9.]+  lr [0-9.e+-]+  grad_norm [0-9.]+  [0-9.]+ samples/s  [0-9.]+ ms/step  [0-9.]+ s  ETA [0-9]+ s$'
+  grep -q '^step 5/5 .*ETA' out.txt && fail "the last line has an ETA: $(cat out.txt)"
   has out.txt 'training 5 steps, seed 7$'
   has out.txt '^step 5: saved out/final.safetensors in [0-9.]+ s$'
   [[ -s out/final.safetensors ]] || fail "no out/final.safetensors"
@@ -94,6 +100,15 @@ if run 0 --ranks 2 --backend cpu --steps 5 --log-every 2 --seed 7 \
     fail "final.safetensors lacks fc1.weight f32[64, 32]"
   ls out | grep -q tmp && fail "a temporary file was left in out/"
 fi
+# --metrics-every: records every N steps (and the first and the last), or
+# with the progress lines (0).
+for every in "0 1 2 4 5" "3 1 3 5"; do
+  read -r n steps <<<"$every"
+  run 0 --ranks 2 --backend cpu --steps 5 --log-every 2 --metrics-every "$n" \
+    --metrics logs/every$n.jsonl train-mlp-ddp.fb &&
+    [[ $(sed -E 's/^\{"step": ([0-9]+),.*/\1/' logs/every$n.jsonl | tr '\n' ' ') == "$steps " ]] ||
+    fail "--metrics-every $n: records at steps $(sed -E 's/^\{"step": ([0-9]+),.*/\1/' logs/every$n.jsonl | tr '\n' ' '), expected $steps"
+done
 
 # The same run twice gives the same weights (deterministic on the CPU).
 if run 0 --ranks 2 --backend cpu --steps 5 --seed 7 --save-final again.safetensors train-mlp-ddp.fb; then

@@ -100,7 +100,7 @@ train() {
 
 # The numbers of a metrics file, without throughput and time.
 numbers() {
-  sed -E 's/, "(samples|tokens)_per_s": [^,}]*//; s/, "time": [^,}]*//' "$1"
+  sed -E 's/, "(samples|tokens)_per_s": [^,}]*//; s/, "step_s": [^,}]*//; s/, "time": [^,}]*//' "$1"
 }
 
 # ---------------------------------------------------------------------------
@@ -359,6 +359,21 @@ PY
     awk -v a="$logged" -v b="$got" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-5 * a) }' ||
       fail "--evaluate: loss '$got', but the run logged val '$logged' at step 10:"$'\n'"$(cat init/eval.out)"
     grep -q '^step ' init/eval.out && fail "--evaluate trained:"$'\n'"$(cat init/eval.out)"
+  }
+  # --evaluate of a checkpoint that 2 ranks saved, on one rank of another
+  # plan: the loss of the same weights given by --init, to the digit, and a
+  # metrics record of it at the checkpoint's step.
+  train init val8 2 mlp-fsdp-full.fb --steps 8 --log-every 0 \
+    --save-final w8.safetensors &&
+    train init eval8 1 mlp-ddp-1.fb --evaluate --init "$work/init/w8.safetensors" &&
+    train init evalckpt 1 mlp-ddp-1.fb --evaluate --resume ckpt/step_00000008 \
+      --metrics evalckpt.jsonl && {
+    a=$(sed -nE 's/^mdrun: evaluate at .* loss ([0-9.e+-]+)$/\1/p' init/eval8.out)
+    b=$(sed -nE 's/^mdrun: evaluate at .* loss ([0-9.e+-]+)$/\1/p' init/evalckpt.out)
+    [[ -n $a && $a == "$b" ]] ||
+      fail "--evaluate --resume of the W = 2 checkpoint: loss '$b', --init of its weights: '$a'"
+    grep -Eq '^\{"step": 8, "evaluate": \{"at": "[^"]*mlp\.mdl:[0-9]+:[0-9]+", "dataset": "synthetic\(seed = 1\)", "loss": '"$b"'\}\}$' init/evalckpt.jsonl ||
+      fail "--evaluate's metrics record: $(cat init/evalckpt.jsonl)"
   }
   grep -v 'evaluate\|log("val"' mlp.mdl >mlp-noeval.mdl
   compile mlp-noeval.fb mlp-noeval 1 ddp &&

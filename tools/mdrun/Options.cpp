@@ -168,7 +168,11 @@ ABSL_FLAG(absl::optional<md::cli::Count>, seed, absl::nullopt,
 ABSL_FLAG(md::cli::Count, log_every, md::cli::Count{kTrainDefaults.logEvery},
           "a progress line every N steps (default 10; 0: none)");
 ABSL_FLAG(std::string, metrics, kTrainDefaults.metricsPath,
-          "append one JSON line per progress report and log");
+          "write one JSON line per step (--metrics-every) and evaluation");
+ABSL_FLAG(md::cli::Count, metrics_every,
+          md::cli::Count{kTrainDefaults.metricsEvery},
+          "a metrics record every N steps (default 1; 0: with the progress "
+          "lines)");
 ABSL_FLAG(std::string, save_final, kTrainDefaults.saveFinalPath,
           "write the trained weights (f32 safetensors) at the end");
 // Checkpoints (docs/runtime.md, "Resuming").
@@ -293,6 +297,8 @@ const std::vector<cli::Section> &sections() {
         FlagOption(FLAGS_log_every, {"--log-every"}, "N").withTag(kTrain),
         FlagOption(FLAGS_metrics, {"--metrics"}, "FILE")
             .needsNonEmpty("a file name")
+            .withTag(kTrain),
+        FlagOption(FLAGS_metrics_every, {"--metrics-every"}, "N")
             .withTag(kTrain),
         FlagOption(FLAGS_save_final, {"--save-final"}, "FILE")
             .needsNonEmpty("a file name")
@@ -469,6 +475,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
         "--init-map names the tensors of an --init file; give --init FILE");
   t.evaluate = absl::GetFlag(FLAGS_evaluate);
   t.logEvery = absl::GetFlag(FLAGS_log_every).value;
+  t.metricsEvery = absl::GetFlag(FLAGS_metrics_every).value;
   t.timeoutSeconds = absl::GetFlag(FLAGS_timeout).value;
   t.masterPort = valueOr(absl::GetFlag(FLAGS_master_port), t.masterPort);
   t.masterAddr = absl::GetFlag(FLAGS_master_addr);

@@ -56,6 +56,9 @@ struct TrainOptions {
   /// --evaluate: run the recipe's evaluations once instead of training.
   bool evaluate = false;
   int64_t logEvery = 10;
+  /// --metrics-every: a metrics record every N steps (and the first and
+  /// last); 0: with the progress lines only.
+  int64_t metricsEvery = 1;
   /// How long a collective may wait for a peer, in seconds.
   double timeoutSeconds = 300;
   /// Rank 0's port for the rendezvous (MASTER_PORT); -1: not given

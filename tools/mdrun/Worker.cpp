@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
@@ -122,26 +123,20 @@ public:
   }
 
   void onProgress(const Progress &p) override {
-    std::string line =
-        absl::StrFormat("step %*d/%d  loss %.4f  lr %.3e", width(p.steps),
-                        p.step, p.steps, p.loss, p.lr);
-    if (p.gradNorm)
-      absl::StrAppend(&line, absl::StrFormat("  grad_norm %.3f", *p.gradNorm));
-    if (p.tokensPerSecond > 0)
-      absl::StrAppend(&line,
-                      absl::StrFormat("  %.0f tokens/s", p.tokensPerSecond));
-    else
-      absl::StrAppend(&line,
-                      absl::StrFormat("  %.1f samples/s", p.samplesPerSecond));
-    absl::StrAppend(&line,
-                    absl::StrFormat("  %.1f ms/step  %.1f s",
-                                    1e3 * p.stepSeconds, p.elapsedSeconds));
-    // The recipe's logs of this step join its progress line and record.
-    if (!pending_.empty())
-      absl::StrAppend(&line, "  | ", logsText());
-    absl::PrintF("%s\n", line.c_str());
-    std::fflush(stdout);
-    if (metrics_) {
+    // The line's rates are the means since the previous line, over the
+    // reports between (metrics every step, a line every ten, say).
+    window_.steps += p.stepsSince;
+    window_.seconds += p.stepSeconds * static_cast<double>(p.stepsSince);
+    window_.samples += p.samplesPerSecond * p.stepSeconds *
+                       static_cast<double>(p.stepsSince);
+    window_.tokens += p.tokensPerSecond * p.stepSeconds *
+                      static_cast<double>(p.stepsSince);
+    if (!firstReport_) {
+      firstReport_ = {p.step, p.elapsedSeconds};
+    }
+    if (p.line)
+      printLine(p);
+    if (metrics_ && p.record) {
       std::string rec =
           absl::StrFormat("{\"step\": %d, \"loss\": %s, \"lr\": %s", p.step,
                           jsonNumber(p.loss), jsonNumber(p.lr));
@@ -151,6 +146,8 @@ public:
       else
         absl::StrAppend(
             &rec, ", \"samples_per_s\": ", jsonNumber(p.samplesPerSecond));
+      if (p.stepSeconds > 0)
+        absl::StrAppend(&rec, ", \"step_s\": ", jsonNumber(p.stepSeconds));
       if (p.gradNorm)
         absl::StrAppend(&rec, ", \"grad_norm\": ", jsonNumber(*p.gradNorm));
       if (!pending_.empty())
@@ -160,7 +157,78 @@ public:
       std::fputs(rec.c_str(), metrics_);
       std::fflush(metrics_);
     }
-    pending_.clear();
+    // The step's logs went with its line or its record; a step with
+    // neither shows them at its end (onStepEnd).
+    if (p.line || (metrics_ && p.record))
+      pending_.clear();
+  }
+
+  /// An evaluation (--evaluate), full precision, on stdout and as a
+  /// metrics record.
+  void onEvaluation(const runtime::Evaluation &e, int64_t step) {
+    absl::PrintF("mdrun: evaluate%s on %s: loss %.9g\n",
+                 e.where.empty() ? "" : " at " + e.where, e.dataset, e.loss);
+    std::fflush(stdout);
+    if (metrics_) {
+      std::fputs(absl::StrCat("{\"step\": ", step, ", \"evaluate\": {",
+                              "\"at\": ", runtime::JsonQuote(e.where),
+                              ", \"dataset\": ", runtime::JsonQuote(e.dataset),
+                              ", \"loss\": ", jsonNumber(e.loss), "}}\n")
+                     .c_str(),
+                 metrics_);
+      std::fflush(metrics_);
+    }
+  }
+
+  /// "step 100/250  loss 4.7021  lr 5.941e-04  grad_norm 0.412  73k
+  /// tokens/s  224.5 ms/step  22.4 s  ETA 33 s", the rates since the
+  /// previous line; the ETA from the mean step time since the first report
+  /// (step 1's start-up left out).
+  void printLine(const Progress &p) {
+    std::string line =
+        absl::StrFormat("step %*d/%d  loss %.4f  lr %.3e", width(p.steps),
+                        p.step, p.steps, p.loss, p.lr);
+    if (p.gradNorm)
+      absl::StrAppend(&line, absl::StrFormat("  grad_norm %.3f", *p.gradNorm));
+    const double seconds = window_.seconds;
+    if (window_.tokens > 0 && seconds > 0)
+      absl::StrAppend(&line,
+                      absl::StrFormat("  %.0f tokens/s", window_.tokens / seconds));
+    else
+      absl::StrAppend(&line, absl::StrFormat("  %.1f samples/s",
+                                             seconds > 0 ? window_.samples /
+                                                               seconds
+                                                         : 0.0));
+    absl::StrAppend(
+        &line,
+        absl::StrFormat("  %.1f ms/step  %.1f s",
+                        window_.steps > 0
+                            ? 1e3 * seconds / static_cast<double>(window_.steps)
+                            : 0.0,
+                        p.elapsedSeconds));
+    if (firstReport_ && p.step > firstReport_->first && p.step < p.steps) {
+      double perStep = (p.elapsedSeconds - firstReport_->second) /
+                       static_cast<double>(p.step - firstReport_->first);
+      absl::StrAppend(&line, "  ETA ",
+                      durationText(perStep *
+                                   static_cast<double>(p.steps - p.step)));
+    }
+    // The recipe's logs of this step join its progress line and record.
+    if (!pending_.empty())
+      absl::StrAppend(&line, "  | ", logsText());
+    absl::PrintF("%s\n", line.c_str());
+    std::fflush(stdout);
+    window_ = {};
+  }
+
+  /// "41 s", "3m 05s", "2h 07m".
+  static std::string durationText(double seconds) {
+    int64_t s = static_cast<int64_t>(std::llround(std::max(seconds, 0.0)));
+    if (s < 60)
+      return absl::StrFormat("%d s", s);
+    if (s < 3600)
+      return absl::StrFormat("%dm %02ds", s / 60, s % 60);
+    return absl::StrFormat("%dh %02dm", s / 3600, (s % 3600) / 60);
   }
 
   // Logs wait for the step's progress line (onProgress), or for its end
@@ -251,6 +319,13 @@ private:
 
   std::FILE *metrics_ = nullptr;
   std::vector<Log> pending_;
+  /// What the reports since the previous progress line add up to.
+  struct Window {
+    int64_t steps = 0;
+    double seconds = 0, samples = 0, tokens = 0;
+  } window_;
+  /// The first report's step and time: the ETA's start.
+  std::optional<std::pair<int64_t, double>> firstReport_;
 };
 
 void printBanner(const runtime::RunInfo &i, const std::string &planPath,
@@ -593,6 +668,10 @@ absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
   eo.steps = options.steps;
   eo.seed = options.seed;
   eo.logEvery = options.logEvery;
+  // Metrics every --metrics-every steps (0: with the progress lines).
+  if (!options.metricsPath.empty())
+    eo.metricsEvery = options.metricsEvery > 0 ? options.metricsEvery
+                                               : options.logEvery;
   eo.observer = &reporter;
   // A debugging aid for the executor's host scalars (docs/runtime.md).
   const char *verify = std::getenv("MD_VERIFY_HOST_SCALARS");
@@ -623,13 +702,9 @@ absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
   if (options.evaluate) {
     MD_ASSIGN_OR_RETURN(std::vector<runtime::Evaluation> evals,
                         exec->Evaluate());
-    if (env.rank == 0) {
+    if (env.rank == 0)
       for (const runtime::Evaluation &e : evals)
-        absl::PrintF("mdrun: evaluate%s on %s: loss %.6g\n",
-                     e.where.empty() ? "" : " at " + e.where, e.dataset,
-                     e.loss);
-      std::fflush(stdout);
-    }
+        reporter.onEvaluation(e, exec->stepsDone());
     return absl::OkStatus();
   }
   if (recorder != nullptr)
