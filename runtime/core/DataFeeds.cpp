@@ -247,6 +247,36 @@ absl::Status DataFeeds::openTraining() {
   return absl::OkStatus();
 }
 
+absl::Status DataFeeds::checkSources(bool training) {
+  if (training)
+    MD_RETURN_IF_ERROR(openTraining());
+  if (train_)
+    MD_RETURN_IF_ERROR(train_->dataset->checkContents());
+  std::vector<bool> checked(count(plan_.datasets()), false);
+  if (int32_t t = plan_.recipe()->train_data(); t >= 0 && train_)
+    checked[t] = true;
+  for (const fb::Instruction *inst :
+       planInstructions(plan_, fb::Opcode::Evaluate)) {
+    const int32_t dataset = static_cast<int32_t>(inst->ints()->Get(0));
+    if (dataset < 0 || static_cast<size_t>(dataset) >= checked.size() ||
+        checked[dataset])
+      continue;
+    const fb::Block *block = plan_.blocks()->Get(inst->blocks()->Get(0));
+    const fb::Instruction *batch = nullptr;
+    for (uint32_t i = 0; i < count(block->instructions()); ++i)
+      if (block->instructions()->Get(i)->opcode() == fb::Opcode::Batch)
+        batch = block->instructions()->Get(i);
+    if (batch == nullptr)
+      continue;
+    MD_ASSIGN_OR_RETURN(std::unique_ptr<Feed> feed,
+                        open(dataset, *batch, /*training=*/false));
+    MD_RETURN_IF_ERROR(feed->dataset->checkContents());
+    checked[dataset] = true;
+  }
+  train_.reset();
+  return absl::OkStatus();
+}
+
 void DataFeeds::describe(RunInfo &info) const {
   if (!train_) {
     info.data = "none";

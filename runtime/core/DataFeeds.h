@@ -45,6 +45,13 @@ public:
   /// Checks that every batch of the step reads the same tensors and opens
   /// the recipe's training data for them (nothing when the plan reads none).
   absl::Status openTraining();
+  /// Opens every data source the plan reads (the training data and each
+  /// evaluation's) as a rank would and checks their contents
+  /// (Dataset::checkContents): what a launcher runs before it starts
+  /// ranks, so that a missing file, a file of another token width or ids
+  /// outside the vocabulary are found before launch. Errors name the file.
+  /// Without `training` (an --evaluate run), the evaluations' sources only.
+  absl::Status checkSources(bool training);
   /// The training data, the sampler and the tokens per sample, for the
   /// startup banner ("none" without training data).
   void describe(RunInfo &info) const;

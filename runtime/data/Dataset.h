@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "runtime/core/Tensor.h"
+#include "runtime/data/MappedFile.h"
 
 namespace md::data {
 
@@ -61,6 +62,13 @@ public:
                             absl::Span<void *const> out) = 0;
   const std::vector<Field> &fields() const { return fields_; }
 
+  /// What a launcher checks before it starts ranks, beyond what opening
+  /// checked: values a read would refuse (a token id outside the model's
+  /// vocabulary) and files that fit but hold something else (32-bit tokens
+  /// read as 16-bit ones), with their counts and the file. Reads at most a
+  /// few MiB of the data, evenly spread. OK for sources it cannot check.
+  virtual absl::Status checkContents() const { return absl::OkStatus(); }
+
 protected:
   explicit Dataset(std::vector<Field> fields) : fields_(std::move(fields)) {}
   std::vector<Field> fields_;
@@ -83,6 +91,18 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const DataSource &source,
 /// single field, else `path` with ".<k>" before its extension
 /// ("data/train.npy" -> "data/train.0.npy", "data/train.1.npy").
 std::string NpyFieldPath(const std::string &path, size_t field, size_t fields);
+
+/// A .npy file's array, memory-mapped: its dtype as numpy writes it
+/// ("<f4", "<i4", "<i8", "<u2", "<u4", "<u8", "<i2"), shape and elements
+/// (C order; OpenNpy reads f4, i4 and i8 only). Errors name the file.
+struct NpyArray {
+  std::unique_ptr<MappedFile> file;
+  std::string descr;
+  int64_t itemSize = 0;
+  std::vector<int64_t> shape;
+  const uint8_t *data = nullptr;
+};
+absl::StatusOr<NpyArray> OpenNpyArray(const std::string &path);
 
 // The sources one by one (OpenDataset dispatches to them).
 absl::StatusOr<std::unique_ptr<Dataset>>

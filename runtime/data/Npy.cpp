@@ -16,19 +16,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "runtime/core/Status.h"
 #include "runtime/data/Dataset.h"
 #include "runtime/data/MappedFile.h"
 
 namespace md::data {
 namespace {
-
-struct NpyArray {
-  std::unique_ptr<MappedFile> file;
-  std::string descr; // "<f4", "<i4", "<i8"
-  int64_t itemSize = 0;
-  std::vector<int64_t> shape;
-  const uint8_t *data = nullptr;
-};
 
 absl::Status bad(const std::string &path, const std::string &why) {
   return absl::InvalidArgumentError(
@@ -61,7 +54,19 @@ bool headerValue(absl::string_view header, absl::string_view key,
   return true;
 }
 
+/// A data set's array: float32, int32 or int64 (what its fields stage).
 absl::StatusOr<NpyArray> openNpy(const std::string &path) {
+  MD_ASSIGN_OR_RETURN(NpyArray a, OpenNpyArray(path));
+  if (a.descr != "<f4" && a.descr != "<i4" && a.descr != "<i8")
+    return bad(path, absl::StrCat("dtype '", a.descr,
+                                  "' is not one of float32 '<f4', int32 '<i4', "
+                                  "int64 '<i8'"));
+  return a;
+}
+
+} // namespace
+
+absl::StatusOr<NpyArray> OpenNpyArray(const std::string &path) {
   absl::StatusOr<std::unique_ptr<MappedFile>> file = MappedFile::Open(path);
   if (!file.ok())
     return file.status();
@@ -99,16 +104,17 @@ absl::StatusOr<NpyArray> openNpy(const std::string &path) {
     return bad(path,
                "Fortran-ordered arrays are not supported (save it C-ordered)");
   descr = absl::StripPrefix(absl::StripSuffix(descr, "'"), "'");
-  if (descr == "<f4")
+  if (descr == "<f4" || descr == "<i4" || descr == "<u4")
     a.itemSize = 4;
-  else if (descr == "<i4")
-    a.itemSize = 4;
-  else if (descr == "<i8")
+  else if (descr == "<i8" || descr == "<u8")
     a.itemSize = 8;
+  else if (descr == "<u2" || descr == "<i2")
+    a.itemSize = 2;
   else
     return bad(path, absl::StrCat("dtype '", descr,
-                                  "' is not one of float32 '<f4', int32 '<i4', "
-                                  "int64 '<i8'"));
+                                  "' is not one of float32 '<f4', int16 "
+                                  "'<i2', int32 '<i4', int64 '<i8', uint16 "
+                                  "'<u2', uint32 '<u4', uint64 '<u8'"));
   a.descr = std::string(descr);
   shape = absl::StripPrefix(absl::StripSuffix(shape, ")"), "(");
   for (absl::string_view dim :
@@ -133,6 +139,8 @@ absl::StatusOr<NpyArray> openNpy(const std::string &path) {
   a.data = p + start + headerLen;
   return a;
 }
+
+namespace {
 
 class Npy final : public Dataset {
 public:

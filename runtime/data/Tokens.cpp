@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -60,6 +61,59 @@ public:
           store(1, out[1], at - 1, token);
       }
     }
+    return absl::OkStatus();
+  }
+
+  // The tokens of 64 blocks of 16K, evenly spread over the file (the whole
+  // of a file of up to 1M tokens): the ids outside the vocabulary, and
+  // the sign of a 32-bit file read as 16-bit tokens: every second token
+  // (the high halves) zero while the others are not.
+  absl::Status checkContents() const override {
+    constexpr int64_t kBlock = 1 << 14, kBlocks = 64;
+    const int64_t bound =
+        fields_[0].bound > 0 ? fields_[0].bound : fields_[1].bound;
+    // A small file whole, a large one in disjoint blocks.
+    const bool whole = length_ <= kBlock * kBlocks;
+    const int64_t blocks = whole ? 1 : kBlocks;
+    int64_t scanned = 0, outside = 0, firstOutside = -1, oddZeros = 0,
+            evenZeros = 0, odd = 0;
+    int64_t largest = 0;
+    for (int64_t b = 0; b < blocks; ++b) {
+      // Blocks start at even positions, so odd positions are high halves.
+      int64_t start =
+          whole ? 0 : ((length_ - kBlock) * b / (kBlocks - 1)) & ~int64_t(1);
+      const int64_t end = whole ? length_ : start + kBlock;
+      for (int64_t i = start; i < end; ++i) {
+        const int64_t token = tokenAt(i);
+        ++scanned;
+        largest = std::max(largest, token);
+        if (bound > 0 && token >= bound) {
+          ++outside;
+          if (firstOutside < 0)
+            firstOutside = i;
+        }
+        if (i % 2 == 1) {
+          ++odd;
+          oddZeros += token == 0;
+        } else {
+          evenZeros += token == 0;
+        }
+      }
+    }
+    const char *type = width_ == 2 ? "uint16" : "uint32";
+    if (width_ == 2 && odd >= 64 && oddZeros >= odd * 9 / 10 &&
+        evenZeros <= (scanned - odd) / 2)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s looks like 32-bit tokens: read as the uint16 tokens a vocabulary "
+          "of %d takes, %d of its %d tokens at odd positions are 0 (of %d "
+          "scanned); convert it: md-data convert --from uint32 %s -o FILE",
+          file_->path(), bound, oddZeros, odd, scanned, file_->path()));
+    if (outside > 0)
+      return absl::OutOfRangeError(absl::StrFormat(
+          "%s: %d of %d %s tokens scanned are outside the model's vocabulary "
+          "of %d (the first at position %d is %d, the largest %d)",
+          file_->path(), outside, scanned, type, bound, firstOutside,
+          tokenAt(firstOutside), largest));
     return absl::OkStatus();
   }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_format.h"
@@ -274,6 +275,101 @@ TEST(MdDataTest, ExitStatus) {
   EXPECT_NE(out.find("md-data: error: " + file), std::string::npos) << out;
   std::remove(file.c_str());
   ::rmdir((dir + "/sub").c_str());
+}
+
+/// A raw little-endian file of `width`-byte ids.
+void writeRaw(const std::string &path, const std::vector<int64_t> &ids,
+              int width) {
+  std::string bytes;
+  for (int64_t v : ids)
+    for (int k = 0; k < width; ++k)
+      bytes += static_cast<char>(static_cast<uint64_t>(v) >> (8 * k));
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+TEST(MdDataTest, ConvertRewritesIdsAsMdsTokenFile) {
+  const std::string dir = tempDir();
+  const std::vector<int64_t> ids = {3, 0, 511, 7, 42};
+  // int32 -> uint16 (a vocabulary of 512), the ids kept.
+  writeRaw(dir + "/t.i32", ids, 4);
+  ConvertTokensOptions o;
+  o.from = TokenFormat::int32;
+  o.input = dir + "/t.i32";
+  o.output = dir + "/t.bin";
+  absl::StatusOr<ConvertTokensResult> r = ConvertTokens(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->tokens, 5);
+  EXPECT_EQ(r->vocab, 512);
+  EXPECT_EQ(r->largest, 511);
+  EXPECT_EQ(tokensOf(readFile(o.output)), ids);
+  EXPECT_EQ(Describe(o, *r),
+            "md-data: wrote " + o.output + ": 5 uint16 tokens (10 bytes) from " +
+                o.input + " (int32), ids 0 to 511, for a vocabulary of 512");
+  // A vocabulary beyond 65536 takes uint32.
+  o.vocab = 70000;
+  r = ConvertTokens(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(readFile(o.output).size(), 20u);
+  // An id outside --vocab, a negative one, a file of a partial token, the
+  // output over the input: refused, naming the file.
+  o.vocab = 100;
+  EXPECT_EQ(ConvertTokens(o).status().message(),
+            o.input + ": token 511 at position 2 is outside --vocab 100");
+  o.vocab = 0;
+  writeRaw(dir + "/neg.i64", {1, -5}, 8);
+  o.from = TokenFormat::int64;
+  o.input = dir + "/neg.i64";
+  EXPECT_EQ(ConvertTokens(o).status().message(),
+            o.input + ": token -5 at position 1 is negative (read as int64)");
+  std::ofstream(dir + "/odd.u16", std::ios::binary) << "abc";
+  o.from = TokenFormat::uint16;
+  o.input = dir + "/odd.u16";
+  EXPECT_EQ(ConvertTokens(o).status().message(),
+            o.input + ": 3 bytes is not a whole number of uint16 tokens");
+  o.output = o.input;
+  EXPECT_THAT(std::string(ConvertTokens(o).status().message()),
+              ::testing::HasSubstr("would overwrite the input"));
+  EXPECT_EQ(ParseTokenFormat("int33").status().message(),
+            "--from int33: expected uint16, uint32, int32, int64 or npy");
+}
+
+// The tokens source refuses, before launch, a 32-bit file that a uint16
+// vocabulary would read, and ids outside the vocabulary, with counts.
+TEST(MdDataTest, TheTokensCheckFindsWideFilesAndBadIds) {
+  const std::string dir = tempDir();
+  std::vector<int64_t> ids(4000);
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = 1 + static_cast<int64_t>(i * 7 % 500);
+  auto check = [&](const std::string &name) {
+    std::vector<data::Field> fields(2);
+    for (data::Field &f : fields) {
+      f.dtype = DType::i32;
+      f.shape = {64};
+      f.bound = 512;
+    }
+    fields[0].name = "idx";
+    fields[1].name = "targets";
+    absl::StatusOr<std::unique_ptr<data::Dataset>> d =
+        data::OpenTokens(dir + "/" + name, 1, fields);
+    EXPECT_TRUE(d.ok()) << d.status();
+    return d.ok() ? (*d)->checkContents() : d.status();
+  };
+  writeRaw(dir + "/ok.bin", ids, 2);
+  EXPECT_TRUE(check("ok.bin").ok());
+  writeRaw(dir + "/wide.bin", ids, 4);
+  EXPECT_EQ(check("wide.bin").message(),
+            dir + "/wide.bin looks like 32-bit tokens: read as the uint16 "
+                  "tokens a vocabulary of 512 takes, 4000 of its 4000 tokens "
+                  "at odd positions are 0 (of 8000 scanned); convert it: "
+                  "md-data convert --from uint32 " +
+                dir + "/wide.bin -o FILE");
+  ids[10] = 600;
+  ids[20] = 900;
+  writeRaw(dir + "/bad.bin", ids, 2);
+  EXPECT_EQ(check("bad.bin").message(),
+            dir + "/bad.bin: 2 of 4000 uint16 tokens scanned are outside the "
+                  "model's vocabulary of 512 (the first at position 10 is "
+                  "600, the largest 900)");
 }
 
 } // namespace

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/core/Random.h"
+#include "runtime/core/Status.h"
 #include "runtime/core/Safetensors.h"
 #include "runtime/data/Markov.h"
 #include "tools/cli/CommandLine.h"
@@ -30,6 +31,9 @@ ABSL_FLAG(md::cli::Seed, chain_seed,
           "with the same vocabulary)");
 ABSL_FLAG(std::string, output, "",
           "the file to write (atomically; directories are created)");
+ABSL_FLAG(std::string, from, "",
+          "convert: the input's layout: uint16, uint32, int32, int64 (raw "
+          "little-endian) or npy (a 1-D integer array)");
 
 namespace md::mddata {
 
@@ -60,6 +64,8 @@ const std::vector<cli::Section> &sections() {
         cli::FlagOption(FLAGS_chain_seed, {"--chain-seed"}, "C"),
         cli::FlagOption(FLAGS_output, {"-o", "--output"}, "FILE")
             .needsNonEmpty("a file name"),
+        cli::FlagOption(FLAGS_from, {"--from"}, "FORMAT")
+            .needsNonEmpty("a format"),
         cli::HelpOption(),
     };
     return std::vector<cli::Section>{s};
@@ -73,7 +79,14 @@ std::string Usage() {
   return cli::Usage(
       "usage: md-data markov --vocab V --tokens N [--seed S] [--chain-seed C] "
       "-o FILE\n"
+      "       md-data convert --from FORMAT IN -o FILE [--vocab V]\n"
       "\n"
+      "convert rewrites the token ids of IN (raw uint16, uint32, int32 or\n"
+      "int64, or a 1-D integer .npy array) as md's token file: uint16 for a\n"
+      "vocabulary (V, or the largest id + 1) of at most 65536, else uint32.\n"
+      "Every id is checked against it.\n"
+      "\n"
+      "markov:\n"
       "Writes N tokens as a flat little-endian file, uint16 for V <= 65536\n"
       "(nanoGPT's format) and uint32 beyond (what tokens(\"FILE\") reads for\n"
       "such a vocabulary): a walk on a fixed random Markov chain over\n"
@@ -88,7 +101,9 @@ std::string Usage() {
       "Examples (training and held-out data from one chain):\n"
       "  md-data markov --vocab 512 --tokens 2000000 --seed 1 -o "
       "data/train.bin\n"
-      "  md-data markov --vocab 512 --tokens 200000 --seed 2 -o data/val.bin\n",
+      "  md-data markov --vocab 512 --tokens 200000 --seed 2 -o data/val.bin\n"
+      "  md-data convert --from int32 tokens.i32 --vocab 50257 -o "
+      "data/train.bin\n",
       20);
 }
 
@@ -103,13 +118,40 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
   }
   const std::vector<std::string> &positional = parsed->positional;
   if (positional.empty())
-    return absl::InvalidArgumentError("no command given; expected 'markov'");
+    return absl::InvalidArgumentError(
+        "no command given; expected 'markov' or 'convert'");
+  if (positional[0] == "convert") {
+    if (positional.size() != 2)
+      return absl::InvalidArgumentError(
+          positional.size() < 2
+              ? "convert needs an input file"
+              : absl::StrCat("unexpected argument '", positional[2], "'"));
+    if (absl::GetFlag(FLAGS_tokens) || absl::GetFlag(FLAGS_seed).value != 0 ||
+        absl::GetFlag(FLAGS_chain_seed).value != 0)
+      return absl::InvalidArgumentError(
+          "--tokens, --seed and --chain-seed go with markov, not convert");
+    if (absl::GetFlag(FLAGS_from).empty())
+      return absl::InvalidArgumentError(
+          "convert needs --from uint16|uint32|int32|int64|npy");
+    if (absl::GetFlag(FLAGS_output).empty())
+      return absl::InvalidArgumentError("convert needs -o FILE");
+    MD_ASSIGN_OR_RETURN(cl.convert.from,
+                        ParseTokenFormat(absl::GetFlag(FLAGS_from)));
+    cl.convert.input = positional[1];
+    cl.convert.output = absl::GetFlag(FLAGS_output);
+    if (const absl::optional<cli::PositiveCount> v = absl::GetFlag(FLAGS_vocab))
+      cl.convert.vocab = v->value;
+    cl.mode = CommandLine::Mode::Convert;
+    return cl;
+  }
   if (positional[0] != "markov")
     return absl::InvalidArgumentError(absl::StrCat(
-        "unknown command '", positional[0], "'; expected 'markov'"));
+        "unknown command '", positional[0], "'; expected 'markov' or 'convert'"));
   if (positional.size() > 1)
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", positional[1], "'"));
+  if (!absl::GetFlag(FLAGS_from).empty())
+    return absl::InvalidArgumentError("--from goes with convert, not markov");
   const absl::optional<cli::PositiveCount> vocab = absl::GetFlag(FLAGS_vocab),
                                            tokens = absl::GetFlag(FLAGS_tokens);
   if (!vocab)

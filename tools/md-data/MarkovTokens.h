@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tools/md-data/ConvertTokens.h"
 
 namespace md::mddata {
 
@@ -45,8 +46,9 @@ struct MarkovTokensOptions {
 };
 
 struct CommandLine {
-  enum class Mode { Help, Markov } mode = Mode::Markov;
+  enum class Mode { Help, Markov, Convert } mode = Mode::Markov;
   MarkovTokensOptions markov;
+  ConvertTokensOptions convert;
 };
 
 /// Parses argv through md-data's Abseil flags (tools/cli); every parse

@@ -16,13 +16,25 @@ int main(int argc, char **argv) {
   using md::mddata::CommandLine;
   absl::StatusOr<CommandLine> cl = md::mddata::ParseCommandLine(argc, argv);
   if (!cl.ok()) {
-    std::fprintf(stderr, "md-data: error: %s\n%s",
-                 std::string(cl.status().message()).c_str(),
-                 md::mddata::Usage().c_str());
+    std::fprintf(stderr,
+                 "md-data: error: %s\nusage: md-data markov|convert ... "
+                 "(md-data --help lists the options)\n",
+                 std::string(cl.status().message()).c_str());
     return 2;
   }
   if (cl->mode == CommandLine::Mode::Help) {
     std::fputs(md::mddata::Usage().c_str(), stdout);
+    return 0;
+  }
+  if (cl->mode == CommandLine::Mode::Convert) {
+    absl::StatusOr<md::mddata::ConvertTokensResult> converted =
+        md::mddata::ConvertTokens(cl->convert);
+    if (!converted.ok()) {
+      std::fprintf(stderr, "md-data: error: %s\n",
+                   std::string(converted.status().message()).c_str());
+      return 1;
+    }
+    std::printf("%s\n", md::mddata::Describe(cl->convert, *converted).c_str());
     return 0;
   }
   absl::StatusOr<md::mddata::MarkovTokensResult> result =

@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/core/ArenaLayout.h"
+#include "runtime/core/DataFeeds.h"
 #include "runtime/core/Executor.h"
 #include "runtime/core/FlightRecorder.h"
 #include "runtime/core/Safetensors.h"
@@ -270,6 +271,13 @@ absl::StatusOr<NodeRanks> checkPlan(const TrainOptions &options,
   ranks.memory.ranksOnNode = ranks.perNode;
   MD_ASSIGN_OR_RETURN(ranks.memory.largest, largestBuffers(loaded, binding, 3));
   ranks.locations = FlightLocations(loaded.plan());
+  // The data before any rank starts: a missing file, one of another token
+  // width, ids outside the vocabulary (DataFeeds::checkSources).
+  if (!options.skipDataCheck) {
+    runtime::DataFeeds feeds(loaded.plan(), world, 0,
+                             static_cast<uint64_t>(loaded.plan().recipe()->seed()));
+    MD_RETURN_IF_ERROR(feeds.checkSources(!options.evaluate));
+  }
   return ranks;
 }
 

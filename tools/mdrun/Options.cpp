@@ -161,6 +161,9 @@ ABSL_FLAG(bool, no_fallback, kTrainDefaults.noFallback,
 ABSL_FLAG(bool, skip_memory_check, kTrainDefaults.skipMemoryCheck,
           "start the ranks even when the plan's predicted peak memory times "
           "the ranks on this node exceeds the memory available (CPU backend)");
+ABSL_FLAG(bool, skip_data_check, kTrainDefaults.skipDataCheck,
+          "start the ranks without checking the data first (a token file's "
+          "width and ids against the vocabulary)");
 ABSL_FLAG(absl::optional<md::cli::Count>, steps, absl::nullopt,
           "train N steps (default: the schedule's steps)");
 ABSL_FLAG(absl::optional<md::cli::Count>, seed, absl::nullopt,
@@ -291,6 +294,8 @@ const std::vector<cli::Section> &sections() {
         FlagOption(FLAGS_comm, {"--comm"}, "C").withTag(kTrain),
         FlagOption(FLAGS_no_fallback, {"--no-fallback"}, "").withTag(kTrain),
         FlagOption(FLAGS_skip_memory_check, {"--skip-memory-check"}, "")
+            .withTag(kTrain),
+        FlagOption(FLAGS_skip_data_check, {"--skip-data-check"}, "")
             .withTag(kTrain),
         FlagOption(FLAGS_steps, {"--steps"}, "N").withTag(kTrain),
         FlagOption(FLAGS_seed, {"--seed"}, "N").withTag(kTrain),
@@ -462,6 +467,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
   t.comm = absl::GetFlag(FLAGS_comm);
   t.noFallback = absl::GetFlag(FLAGS_no_fallback);
   t.skipMemoryCheck = absl::GetFlag(FLAGS_skip_memory_check);
+  t.skipDataCheck = absl::GetFlag(FLAGS_skip_data_check);
   t.steps = valueOr(absl::GetFlag(FLAGS_steps), t.steps);
   if (absl::optional<cli::Count> seed = absl::GetFlag(FLAGS_seed))
     t.seed = seed->value;

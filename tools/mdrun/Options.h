@@ -43,6 +43,9 @@ struct TrainOptions {
   /// Start the ranks even when the plan's predicted peak, times the ranks
   /// on this node, exceeds the memory available (CPU backend).
   bool skipMemoryCheck = false;
+  /// Start the ranks without checking the data's contents first (a token
+  /// file's width and ids; files are still opened by the ranks).
+  bool skipDataCheck = false;
   int64_t steps = -1; // -1: the plan's
   std::optional<int64_t> seed;
   std::string metricsPath;
