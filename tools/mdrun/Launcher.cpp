@@ -271,14 +271,20 @@ absl::StatusOr<NodeRanks> checkPlan(const TrainOptions &options,
   ranks.memory.ranksOnNode = ranks.perNode;
   MD_ASSIGN_OR_RETURN(ranks.memory.largest, largestBuffers(loaded, binding, 3));
   ranks.locations = FlightLocations(loaded.plan());
-  // The data before any rank starts: a missing file, one of another token
-  // width, ids outside the vocabulary (DataFeeds::checkSources).
-  if (!options.skipDataCheck) {
-    runtime::DataFeeds feeds(loaded.plan(), world, 0,
-                             static_cast<uint64_t>(loaded.plan().recipe()->seed()));
-    MD_RETURN_IF_ERROR(feeds.checkSources(!options.evaluate));
-  }
   return ranks;
+}
+
+/// The data before any rank starts: a missing file, one of another token
+/// width, ids outside the vocabulary (DataFeeds::checkSources).
+absl::Status checkData(const TrainOptions &options, int64_t world) {
+  plan::LoadOptions lo;
+  lo.worldSize = world;
+  MD_ASSIGN_OR_RETURN(plan::LoadedPlan loaded,
+                      plan::LoadPlanFile(options.planPath, lo));
+  runtime::DataFeeds feeds(
+      loaded.plan(), world, 0,
+      static_cast<uint64_t>(loaded.plan().recipe()->seed()));
+  return feeds.checkSources(!options.evaluate);
 }
 
 /// What every rank of this node is started with: mdrun's own executable
@@ -912,6 +918,8 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
   } else if (!options.skipMemoryCheck) {
     MD_RETURN_IF_ERROR(checkGpuMemory(ranks, spawn.ex));
   }
+  if (!options.skipDataCheck)
+    MD_RETURN_IF_ERROR(checkData(options, ranks.world));
   if (!options.tracePath.empty())
     MD_RETURN_IF_ERROR(PrepareTrace(options.tracePath));
   struct sigaction sa {};
