@@ -3,7 +3,13 @@
 #
 #   bench/vs_pytorch.sh [--build DIR] [--python PY] [--reps R] [--steps N]
 #                       [--rows tiny|l4|all] [--comm-thread on|off|both]
-#                       [--keep DIR]
+#                       [--isa sse41|avx2|avx512|native] [--keep DIR]
+#
+# --isa caps both sides at one instruction set, so that one machine
+# measures an older CPU's case: md by MD_CPU_ISA (which caps oneDNN too,
+# docs/runtime-cpu.md), PyTorch by ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA
+# and MKL_ENABLE_INSTRUCTIONS (its vectorised kernels, its oneDNN and its
+# MKL GEMMs). Default: native, no cap on either side.
 #
 # --comm-thread is passed to md's ranks (mdrun --comm-thread: the CPU
 # backend's comm stream on a thread of its own, docs/runtime-cpu.md; on by
@@ -18,7 +24,7 @@
 #            gloo, torch.set_num_threads(1)
 # Rows (md plan vs PyTorch):
 #   ddp f32              vs DDP
-#   fsdp-full f32        vs FSDP2 f32
+#   fsdp-full-f32        vs FSDP2 f32 (the fsdp-full preset in f32)
 #   fsdp-full bf16+ckpt  vs FSDP2 bf16 params (f32 reduce) + checkpointing
 # for the tiny GPT (L2 d64 T64 V512, global batch 256, micro 8) and
 # GPT L4 d256 T128 V4096 (global batch 32, micro 8: the same shapes per
@@ -46,6 +52,7 @@ steps=8
 rows=all
 keep=
 thread=on
+isa=native
 
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -56,6 +63,7 @@ while [[ $# -gt 0 ]]; do
   --rows) rows=${2:?}; shift 2 ;;
   --keep) keep=${2:?}; shift 2 ;;
   --comm-thread) thread=${2:?--comm-thread needs on, off or both}; shift 2 ;;
+  --isa) isa=${2:?--isa needs sse41, avx2, avx512 or native}; shift 2 ;;
   -h | --help) bench_usage "$0" ;;
   *) echo "vs_pytorch.sh: unknown argument '$1'" >&2; bench_usage "$0" 2 ;;
   esac
@@ -66,6 +74,17 @@ done
 [[ $steps -ge 3 ]] || { echo "vs_pytorch.sh: --steps must be at least 3 (step 1 is left out)" >&2; exit 2; }
 case $rows in tiny | l4 | all) ;; *) echo "vs_pytorch.sh: --rows is tiny, l4 or all" >&2; exit 2 ;; esac
 case $thread in on | off | both) ;; *) echo "vs_pytorch.sh: --comm-thread is on, off or both" >&2; exit 2 ;; esac
+case $isa in
+sse41) aten=default onednn=SSE41 mkl=SSE4_2 ;;
+avx2) aten=avx2 onednn=AVX2 mkl=AVX2 ;;
+avx512) aten=avx512 onednn=AVX512_CORE mkl=AVX512 ;;
+native) ;;
+*) echo "vs_pytorch.sh: --isa is sse41, avx2, avx512 or native" >&2; exit 2 ;;
+esac
+if [[ $isa != native ]]; then
+  export MD_CPU_ISA=$isa ATEN_CPU_CAPABILITY=$aten ONEDNN_MAX_CPU_ISA=$onednn \
+    DNNL_MAX_CPU_ISA=$onednn MKL_ENABLE_INSTRUCTIONS=$mkl
+fi
 [[ -x /usr/bin/time ]] || { echo "vs_pytorch.sh: /usr/bin/time not found (Debian: apt-get install time)" >&2; exit 1; }
 
 mdc=$build/bin/mdc
@@ -86,12 +105,19 @@ cpu=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null |
 echo "machine: ${cpu:-unknown CPU}; $(nproc) cores; PyTorch $torch_version; md $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "2 ranks x 1 thread on each side; $steps steps per run (median of steps 2..$steps); $reps repetitions, md and PyTorch interleaved"
 echo "md's comm thread: $thread; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+if [[ $isa == native ]]; then
+  echo "instruction sets: native on both sides"
+else
+  echo "instruction sets capped at $isa: md MD_CPU_ISA=$isa; PyTorch ATEN_CPU_CAPABILITY=$aten ONEDNN_MAX_CPU_ISA=$onednn MKL_ENABLE_INSTRUCTIONS=$mkl"
+fi
+echo "PyTorch's CPU capability: $("$python" -c 'import torch; print(torch.backends.cpu.get_cpu_capability())' 2>/dev/null || echo unknown)"
 echo
 
 # The model with its token file, global batch, and two plans besides the
-# presets: `bf16-ckpt` (models/gpt.mdl's own fsdp-full: bf16 params, f32
-# reduce and master, every block checkpointed). Its `fsdp-full` plan goes,
-# so --plan fsdp-full is the f32 preset.
+# presets: `fsdp-full-f32` (the fsdp-full preset in f32: the preset itself
+# holds bf16 parameters, which FSDP2's f32 row does not) and `bf16-ckpt`
+# (models/gpt.mdl's own fsdp-full: bf16 params, f32 reduce and master,
+# every block checkpointed). Its `fsdp-full` plan goes.
 model() { # model VOCAB GLOBAL_BATCH OUT
   local data=$work/tokens$1.bin
   [[ -f $data ]] || "$mddata" markov --vocab "$1" --tokens 2000000 --seed 1 -o "$data" >/dev/null
@@ -100,6 +126,10 @@ model() { # model VOCAB GLOBAL_BATCH OUT
     -e "s|^\( *global_batch *=\) *[0-9]*|\1 $2|" \
     -e '/^plan fsdp-full extends fsdp-full {/,/^}/d' "$repo/models/gpt.mdl" >"$3"
   cat >>"$3" <<'EOF'
+
+plan fsdp-full-f32 extends fsdp-full {
+  precision = { param = f32, reduce = f32, buffer = f32, master = f32 }
+}
 
 plan bf16-ckpt extends fsdp-full {
   precision              = { param = bf16, reduce = f32, buffer = f32, master = f32 }
@@ -187,11 +217,13 @@ for spec in "${models[@]}"; do
   t="--layers $layers --d $dm --heads $heads --seq $seq --vocab $vocab --global-batch $gb --micro-batch 8"
   echo "$m: GPT L$layers d$dm T$seq V$vocab, global batch $gb, micro 8:"
   row "$m ddp f32 / DDP" "$work/$m.mdl" "$d" "$t" ddp "--mode ddp" "$work/tokens$vocab.bin"
-  row "$m fsdp-full f32 / FSDP2" "$work/$m.mdl" "$d" "$t" fsdp-full "--mode fsdp" "$work/tokens$vocab.bin"
+  row "$m fsdp-full f32 / FSDP2" "$work/$m.mdl" "$d" "$t" fsdp-full-f32 "--mode fsdp" "$work/tokens$vocab.bin"
   row "$m fsdp bf16+ckpt / FSDP2 same" "$work/$m.mdl" "$d" "$t" bf16-ckpt \
     "--mode fsdp --precision bf16 --checkpoint" "$work/tokens$vocab.bin"
 done
 
+echo
+grep -h '^mdrun: cpu: ' "$work"/*.md.out 2>/dev/null | sort -u
 echo
 echo "| job | md ms | PyTorch ms | md / PyTorch (median) | range | md CPU s |"
 echo "| --- | --- | --- | --- | --- | --- |"
