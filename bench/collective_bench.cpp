@@ -1,17 +1,19 @@
 //===- collective_bench.cpp - md's comms timed like nccl-tests ------------===//
 //
-//   md-collective-bench --comm shm|gloo|nccl [--ranks N] [--min_bytes B]
+//   md-collective-bench --comm NAME [--ranks N] [--min_bytes B]
 //                       [--max_bytes B] [--collectives LIST] [--iters N]
 //                       [--warmup N] [--port P] [--timeout S]
 //
-// Forks N ranks (default 2) on this machine that make the comm and run each
-// collective (all_reduce, all_gather, reduce_scatter, broadcast; f32, sum,
-// root 0) at every power-of-two size from --min_bytes (default 8) to
+// Forks N ranks (default 2) on this machine that make the comm, any of the
+// runtime's registry (runtime/rank/Registry.h: shm, gloo, nccl,
+// shm-staged) on its backend, as mdrun does, and run each collective
+// (all_reduce, all_gather, reduce_scatter, broadcast; f32, sum, root 0)
+// at every power-of-two size from --min_bytes (default 8) to
 // --max_bytes (default 256 MiB). Sizes are nccl-tests': the whole buffer,
 // all_gather's output and reduce_scatter's input. `memcpy` in --collectives
 // adds the machine's copy bandwidth as the ranks see it, timed the same
 // way: every rank copies its send buffer of the size into its receive
-// buffer at the same time (std::memcpy, or the device's copy for nccl), so
+// buffer at the same time (std::memcpy, or the device's copy on GPUs), so
 // that a comm's busbw can be read against it (bench/collectives.sh prints
 // the ratio). Per size the ranks warm
 // up, meet in a barrier and time --iters calls (default: as many as take
@@ -25,9 +27,9 @@
 // every element with the value it must have. A wrong element makes the
 // row's check "wrong" and the exit status 1.
 //
-// nccl needs the CUDA build and a GPU per rank; without one the bench says
-// why and exits 77 (skipped). Output: '#' comment lines, then one line per
-// collective and size:
+// A comm of the GPUs needs the CUDA build and a usable GPU (nccl: one per
+// rank); without them the bench says why and exits 77 (skipped). Output:
+// '#' comment lines, then one line per collective and size:
 //
 //   COMM COLLECTIVE RANKS BYTES COUNT ITERS TIME_US ALGBW_GBS BUSBW_GBS CHECK
 //
@@ -54,21 +56,18 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "runtime/core/Backend.h"
 #include "runtime/core/Comm.h"
 #include "runtime/core/Status.h"
-#include "runtime/gloo/GlooComm.h"
-#include "runtime/net/Rendezvous.h"
 #include "runtime/net/Socket.h"
-#include "runtime/shm/ShmComm.h"
-#if MD_ENABLE_CUDA
-#include "runtime/cuda/CudaBackend.h"
-#include "runtime/cuda/Device.h"
-#include "runtime/nccl/NcclComm.h"
-#endif
+#include "runtime/rank/Builtin.h"
+#include "runtime/rank/Choice.h"
+#include "runtime/rank/Rank.h"
 
-ABSL_FLAG(std::string, comm, "gloo", "the comm: shm, gloo or nccl");
+ABSL_FLAG(std::string, comm, "gloo",
+          "the comm, by the runtime's name: shm, gloo, nccl, ...");
 ABSL_FLAG(int, ranks, 2, "ranks to fork on this machine");
 ABSL_FLAG(int64_t, min_bytes, 8, "the smallest size, in bytes");
 ABSL_FLAG(int64_t, max_bytes, int64_t(256) << 20,
@@ -228,111 +227,80 @@ absl::Status call(Comm &comm, Memory &memory, const Group &g, const Row &row,
   return absl::OkStatus();
 }
 
-/// The comm of rank `rank`, and for nccl the device it runs on.
-struct RankComm {
-  std::unique_ptr<Backend> device;
-  std::unique_ptr<Comm> comm;
-};
-
 std::chrono::milliseconds timeoutMs() {
   return std::chrono::milliseconds(
       int64_t(absl::GetFlag(FLAGS_timeout) * 1000));
 }
 
-/// Where the ranks of a gloo or nccl run meet (127.0.0.1:port, rank 0
-/// listening); `fingerprint` keeps another job on the port out.
-net::RendezvousOptions rendezvousAt(int port, int rank, int n,
-                                    const char *fingerprint) {
-  net::RendezvousOptions o;
-  o.masterPort = port;
-  o.rank = rank;
-  o.worldSize = n;
-  o.fingerprint = fingerprint;
-  o.timeout = timeoutMs();
-  return o;
-}
-
-/// Exit status 77: the comm cannot run here (nccl without a GPU).
+/// Exit status 77: the comm cannot run here (nccl without a GPU per rank).
 struct Skip {
   std::string why;
 };
 
-absl::StatusOr<RankComm> makeComm(const std::string &kind, int rank, int n,
-                                  int port, const std::string &job,
-                                  Skip *skip) {
-  RankComm rc;
-  if (kind == "shm") {
-    shm::ShmCommOptions o;
-    o.jobId = job;
-    o.rank = rank;
-    o.worldSize = n;
-    o.timeout = timeoutMs();
-    MD_ASSIGN_OR_RETURN(rc.comm, shm::ShmComm::create(o));
-    return rc;
-  }
-  if (kind == "gloo") {
-    gloo::GlooCommOptions o;
-    static_cast<net::RendezvousOptions &>(o) =
-        rendezvousAt(port, rank, n, "md-collective-bench");
-    MD_ASSIGN_OR_RETURN(rc.comm, gloo::GlooComm::create(o));
-    return rc;
-  }
-#if MD_ENABLE_CUDA
-  if (kind == "nccl") {
-    absl::StatusOr<std::vector<cuda::DeviceInfo>> devices =
-        cuda::queryDevices();
-    if (!devices.ok() || int(devices->size()) < n) {
-      skip->why = devices.ok()
-                      ? absl::StrFormat("%d ranks need %d GPUs, found %d", n, n,
-                                        devices->size())
-                      : std::string(devices.status().message());
-      return absl::UnavailableError(skip->why);
-    }
-    absl::StatusOr<std::unique_ptr<cuda::CudaBackend>> device =
-        cuda::CudaBackend::create(rank);
-    if (!device.ok())
-      return device.status();
-    nccl::UniqueId id{};
-    if (rank == 0) {
-      absl::StatusOr<nccl::UniqueId> made = nccl::NewUniqueId();
-      if (!made.ok())
-        return made.status();
-      id = *made;
-    }
-    net::RendezvousOptions ro =
-        rendezvousAt(port, rank, n, "md-collective-bench nccl");
-    absl::StatusOr<std::vector<std::string>> ids =
-        net::Rendezvous(ro, rank == 0 ? std::string_view(id.data(), id.size())
-                                      : std::string_view());
-    if (!ids.ok())
-      return ids.status();
-    std::copy((*ids)[0].begin(), (*ids)[0].end(), id.begin());
-    nccl::NcclCommOptions no;
-    no.rank = rank;
-    no.worldSize = n;
-    no.shardSize = n;
-    no.uniqueId = id;
-    no.backend = device->get();
-    no.timeout = timeoutMs();
-    MD_ASSIGN_OR_RETURN(rc.comm, nccl::NcclComm::create(no));
-    rc.device = std::move(*device);
-    return rc;
-  }
-#else
+/// The comm `kind` of the runtime's registry, or why the bench cannot run
+/// it (exit 2, or a skip).
+absl::StatusOr<const rank::CommInfo *> commOf(const std::string &kind,
+                                              Skip *skip) {
+  const rank::Registry &registry = rank::BuiltinRegistry();
+  if (const rank::CommInfo *comm = registry.comm(kind))
+    return comm;
+#if !MD_ENABLE_CUDA
   if (kind == "nccl") {
     skip->why = "this md-collective-bench was built without CUDA";
     return absl::UnavailableError(skip->why);
   }
 #endif
+  (void)skip;
+  std::vector<std::string> names;
+  for (const rank::CommInfo *comm : registry.comms())
+    names.push_back(comm->name);
   return absl::InvalidArgumentError(
-      absl::StrCat("--comm ", kind, ": expected shm, gloo or nccl"));
+      absl::StrCat("--comm ", kind, ": expected ", absl::StrJoin(names, ", ")));
+}
+
+/// Rank `rank`'s backend and comm, made through the runtime's registry as
+/// mdrun makes them: the comm's backend (the first it runs on), on device
+/// rank % GPUs of a GPU backend, where the comm's needs are met.
+absl::StatusOr<rank::Rank> makeRank(const std::string &kind, int rank, int n,
+                                    int port, const std::string &job,
+                                    Skip *skip) {
+  const rank::Registry &registry = rank::BuiltinRegistry();
+  MD_ASSIGN_OR_RETURN(const rank::CommInfo *comm, commOf(kind, skip));
+  rank::RankSpec spec;
+  spec.backend = comm->needs.backends.front();
+  spec.comm = comm->name;
+  const rank::BackendInfo *backend = registry.backend(spec.backend);
+  if (backend != nullptr && backend->probe) {
+    const rank::DeviceProbe probe = backend->probe();
+    const bool perRank = comm->needs.devices == rank::DeviceUse::OnePerRank;
+    if (probe.count == 0 || (perRank && probe.count < n)) {
+      skip->why = probe.count == 0
+                      ? probe.unusableReason
+                      : absl::StrFormat("%d ranks need %d GPUs, found %d", n, n,
+                                        probe.count);
+      return absl::UnavailableError(skip->why);
+    }
+    spec.device = rank % probe.count;
+  }
+  spec.rank = rank;
+  spec.worldSize = n;
+  spec.localRank = rank;
+  spec.localWorldSize = n;
+  spec.shardSize = n;
+  spec.threads = 1;
+  spec.jobId = job;
+  spec.masterPort = port;
+  // Keeps another job on the port out.
+  spec.fingerprint = absl::StrCat("md-collective-bench ", kind);
+  spec.timeout = timeoutMs();
+  return rank::MakeRank(registry, spec);
 }
 
 /// Rank `rank`'s whole run; its times and checks land in `out`.
 absl::Status runRank(const std::string &kind, int rank, int n, int port,
                      const std::string &job, const std::vector<Row> &rows,
                      Report::PerRank &out, Skip *skip) {
-  absl::StatusOr<RankComm> rc = makeComm(kind, rank, n, port, job, skip);
+  absl::StatusOr<rank::Rank> rc = makeRank(kind, rank, n, port, job, skip);
   if (!rc.ok())
     return rc.status();
   Comm &comm = *rc->comm;
@@ -344,7 +312,12 @@ absl::Status runRank(const std::string &kind, int rank, int n, int port,
     maxSend = std::max(maxSend, sendElems(row, n));
     maxRecv = std::max(maxRecv, recvElems(row, n));
   }
-  Memory memory(rc->device.get());
+  // Host buffers (and std::memcpy) on the host backend, the device's
+  // memory on a GPU backend.
+  const rank::BackendInfo *backend =
+      rank::BuiltinRegistry().backend(rc->backend->name());
+  Memory memory(backend != nullptr && backend->probe ? rc->backend.get()
+                                                     : nullptr);
   absl::StatusOr<void *> send = memory.allocate(maxSend * 4);
   if (!send.ok())
     return send.status();

@@ -8,6 +8,7 @@
 
 #include "dialect/MdAsmUtils.h"
 #include "dialect/MdOps.h"
+#include "runtime/core/ShapeRules.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -49,17 +50,16 @@ static RankedTensorType tensorType(Value value) {
   return cast<RankedTensorType>(value.getType());
 }
 
-static bool dimsCompatible(int64_t a, int64_t b) {
-  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+// The shape rules are runtime/core/ShapeRules.h's, shared with the plan
+// loader and the kernels; MLIR's unknown dim is theirs.
+static_assert(ShapedType::kDynamic == md::rules::kDynamic);
+
+static md::rules::Dims dims(ArrayRef<int64_t> shape) {
+  return md::rules::Dims(shape.data(), shape.size());
 }
 
 static bool shapesCompatible(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
-  if (a.size() != b.size())
-    return false;
-  for (auto [x, y] : llvm::zip_equal(a, b))
-    if (!dimsCompatible(x, y))
-      return false;
-  return true;
+  return md::rules::ShapesCompatible(dims(a), dims(b));
 }
 
 /// Checks that `actual` is a tensor of `shape` and `elementType`, else
@@ -101,45 +101,26 @@ static LogicalResult verifyLastDimVector(Operation *op, StringRef name,
 static FailureOr<int64_t> normalizeAxis(Operation *op, StringRef name,
                                         int64_t axis, Type type) {
   int64_t rank = cast<RankedTensorType>(type).getRank();
-  if (axis < -rank || axis >= rank) {
+  std::optional<int64_t> normalized = md::rules::NormalizeAxis(axis, rank);
+  if (!normalized) {
     op->emitOpError() << name << " " << axis << " is out of range for "
                       << str(type) << " of rank " << rank;
     return failure();
   }
-  return axis < 0 ? axis + rank : axis;
+  return *normalized;
 }
 
 std::optional<SmallVector<int64_t>> md::broadcastShapes(ArrayRef<int64_t> a,
                                                         ArrayRef<int64_t> b) {
-  size_t rank = std::max(a.size(), b.size());
-  SmallVector<int64_t> shape(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t x = i < a.size() ? a[a.size() - 1 - i] : 1;
-    int64_t y = i < b.size() ? b[b.size() - 1 - i] : 1;
-    int64_t &out = shape[rank - 1 - i];
-    if (x == 1)
-      out = y;
-    else if (y == 1)
-      out = x;
-    else if (ShapedType::isDynamic(x))
-      out = y; // a static y is the only size that can match
-    else if (ShapedType::isDynamic(y) || x == y)
-      out = x;
-    else
-      return std::nullopt;
-  }
-  return shape;
+  md::rules::Broadcast r = md::rules::BroadcastShapes(dims(a), dims(b));
+  if (!r.ok)
+    return std::nullopt;
+  return SmallVector<int64_t>(r.shape.begin(), r.shape.end());
 }
 
 /// True when `from` broadcasts to `to` without changing `to`.
 static bool broadcastsTo(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
-  if (from.size() > to.size())
-    return false;
-  ArrayRef<int64_t> tail = to.take_back(from.size());
-  for (auto [f, t] : llvm::zip_equal(from, tail))
-    if (f != 1 && !dimsCompatible(f, t))
-      return false;
-  return true;
+  return md::rules::BroadcastsTo(dims(from), dims(to));
 }
 
 /// Validates the `dims` of a reduction of `type` (not empty, in range,
@@ -147,31 +128,27 @@ static bool broadcastsTo(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
 static FailureOr<SmallVector<int64_t>>
 reducedShape(Operation *op, Type type, ArrayRef<int64_t> dims, bool keepdim) {
   auto tensor = cast<RankedTensorType>(type);
-  if (dims.empty()) {
+  md::rules::Reduction r = md::rules::ReduceDims(
+      ::dims(tensor.getShape()), md::rules::Dims(dims.data(), dims.size()),
+      keepdim);
+  switch (r.problem) {
+  case md::rules::Reduction::Problem::none:
+    break;
+  case md::rules::Reduction::Problem::empty:
     op->emitOpError("dims must not be empty; list every dim to reduce to a "
                     "scalar");
     return failure();
+  case md::rules::Reduction::Problem::outOfRange:
+    op->emitOpError() << "dim " << r.dim << " is out of range for "
+                      << str(type) << " of rank " << tensor.getRank();
+    return failure();
+  case md::rules::Reduction::Problem::twice:
+    op->emitOpError() << "dims " << str(dims) << " list dim "
+                      << *md::rules::NormalizeAxis(r.dim, tensor.getRank())
+                      << " twice";
+    return failure();
   }
-  llvm::SmallBitVector reduced(tensor.getRank());
-  for (int64_t dim : dims) {
-    FailureOr<int64_t> d = normalizeAxis(op, "dim", dim, type);
-    if (failed(d))
-      return failure();
-    if (reduced.test(*d)) {
-      op->emitOpError() << "dims " << str(dims) << " list dim " << *d
-                        << " twice";
-      return failure();
-    }
-    reduced.set(*d);
-  }
-  SmallVector<int64_t> shape;
-  for (auto [i, size] : llvm::enumerate(tensor.getShape())) {
-    if (!reduced.test(i))
-      shape.push_back(size);
-    else if (keepdim)
-      shape.push_back(1);
-  }
-  return shape;
+  return SmallVector<int64_t>(r.shape.begin(), r.shape.end());
 }
 
 /// A flag that says whether an optional result is present must agree with it.
@@ -198,10 +175,11 @@ static LogicalResult verifyEps(Operation *op, const APFloat &eps) {
 
 /// C of a [B, T, C] attention operand must split into `numHeads` heads.
 static LogicalResult verifyHeads(Operation *op, Type type, int64_t numHeads) {
-  int64_t c = cast<RankedTensorType>(type).getShape().back();
-  if (ShapedType::isDynamic(c) || c % numHeads == 0)
-    return success();
-  return op->emitOpError() << "C = " << c << " of " << str(type)
+  md::rules::Attention r = md::rules::AttentionShape(
+      dims(cast<RankedTensorType>(type).getShape()), numHeads);
+  if (r.problem != md::rules::Attention::Problem::indivisible)
+    return success(); // the rank and num_heads are ODS's constraints
+  return op->emitOpError() << "C = " << r.channels << " of " << str(type)
                            << " is not divisible by num_heads = " << numHeads;
 }
 
@@ -222,11 +200,9 @@ static LogicalResult verifyTargets(Operation *op, Type logits, Type targets) {
 /// The shape of op_a(a) · op_b(b), assuming the operands are valid.
 static SmallVector<int64_t> matmulShape(RankedTensorType a, RankedTensorType b,
                                         bool transposeA, bool transposeB) {
-  ArrayRef<int64_t> as = a.getShape(), bs = b.getShape();
-  SmallVector<int64_t> shape(as.drop_back(2));
-  shape.push_back(transposeA ? as.back() : as[as.size() - 2]);
-  shape.push_back(transposeB ? bs[bs.size() - 2] : bs.back());
-  return shape;
+  md::rules::Matmul r = md::rules::MatmulShapes(
+      dims(a.getShape()), dims(b.getShape()), transposeA, transposeB);
+  return SmallVector<int64_t>(r.shape.begin(), r.shape.end());
 }
 
 /// Checks the operands of a matmul (shared by md.matmul and md.matmul_grad)
@@ -238,26 +214,27 @@ static FailureOr<SmallVector<int64_t>> verifyMatmulOperands(OpT op) {
   bool transposeA = op.getTransposeA(), transposeB = op.getTransposeB();
   if (failed(verifyMinRank(op, "lhs", a, 2)))
     return failure();
-  if (b.getRank() != 2 && b.getRank() != a.getRank()) {
+  md::rules::Matmul r = md::rules::MatmulShapes(
+      dims(a.getShape()), dims(b.getShape()), transposeA, transposeB);
+  switch (r.problem) {
+  case md::rules::Matmul::Problem::none:
+    break;
+  case md::rules::Matmul::Problem::aRank: // verifyMinRank said so
+  case md::rules::Matmul::Problem::bRank:
     op->emitOpError() << "rhs must have rank 2 or the rank of lhs ("
                       << a.getRank() << "), got " << str(b);
     return failure();
-  }
-  if (b.getRank() > 2 &&
-      !shapesCompatible(a.getShape().drop_back(2), b.getShape().drop_back(2))) {
+  case md::rules::Matmul::Problem::batch:
     op->emitOpError() << "batch dimensions differ: lhs " << str(a) << ", rhs "
                       << str(b);
     return failure();
-  }
-  int64_t ka = transposeA ? a.getShape()[a.getRank() - 2] : a.getShape().back();
-  int64_t kb = transposeB ? b.getShape().back() : b.getShape()[b.getRank() - 2];
-  if (!dimsCompatible(ka, kb)) {
+  case md::rules::Matmul::Problem::contraction:
     op->emitOpError() << "contracting dimensions differ: lhs " << str(a)
-                      << " has K = " << ka << ", rhs " << str(b)
-                      << " has K = " << kb;
+                      << " has K = " << r.ka << ", rhs " << str(b)
+                      << " has K = " << r.kb;
     return failure();
   }
-  return matmulShape(a, b, transposeA, transposeB);
+  return SmallVector<int64_t>(r.shape.begin(), r.shape.end());
 }
 
 void MatmulOp::build(OpBuilder &builder, OperationState &state, Value a,

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontend/ModelGen.h"
+#include "runtime/core/ShapeRules.h"
 
 namespace md::frontend::irgen {
 
@@ -201,27 +202,31 @@ Val ModelGen::matmul(const Val &a, const Val &bv, SMLoc l) {
     error(l, "matmul needs operands of rank >= 2: " + both);
     return Val::error();
   }
-  if (bt.getRank() != 2 && bt.getRank() != at.getRank()) {
+  // The rule is the dialect's and the runtime's (ShapeRules.h); the words
+  // are the language's.
+  llvm::ArrayRef<int64_t> as = at.getShape(), bs = bt.getShape();
+  md::rules::Matmul rule =
+      md::rules::MatmulShapes(md::rules::Dims(as.data(), as.size()),
+                              md::rules::Dims(bs.data(), bs.size()), false,
+                              false);
+  switch (rule.problem) {
+  case md::rules::Matmul::Problem::none:
+    break;
+  case md::rules::Matmul::Problem::aRank: // refused above
+  case md::rules::Matmul::Problem::bRank:
     error(l, "matmul needs a right operand of rank 2 or of the rank of the "
              "left one: " +
                  both);
     return Val::error();
-  }
-  llvm::ArrayRef<int64_t> as = at.getShape(), bs = bt.getShape();
-  if (bt.getRank() > 2)
-    for (int64_t k = 0; k + 2 < at.getRank(); ++k)
-      if (!dimsCompatible(as[k], bs[k])) {
-        error(l, "matmul batch dimensions differ: " + both);
-        return Val::error();
-      }
-  int64_t ka = as.back(), kb = bs[bs.size() - 2];
-  if (!dimsCompatible(ka, kb)) {
+  case md::rules::Matmul::Problem::batch:
+    error(l, "matmul batch dimensions differ: " + both);
+    return Val::error();
+  case md::rules::Matmul::Problem::contraction:
     error(l, "matmul contracting dimensions differ: " + both + " (" +
-                 Twine(ka) + " vs " + Twine(kb) + ")");
+                 Twine(rule.ka) + " vs " + Twine(rule.kb) + ")");
     return Val::error();
   }
-  llvm::SmallVector<int64_t> shape(as.drop_back());
-  shape.push_back(bs.back());
+  llvm::SmallVector<int64_t> shape(rule.shape.begin(), rule.shape.end());
   return Val::tensor(
       md::MatmulOp::create(b, loc(l), tensorType(shape, at.getElementType()),
                            a.value, bv.value, mlir::Value(), false, false));

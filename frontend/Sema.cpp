@@ -3,6 +3,7 @@
 #include "frontend/Sema.h"
 #include "frontend/ExprText.h"
 #include "runtime/core/EnumNames.h"
+#include "runtime/core/ShapeRules.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/MLIRContext.h"
@@ -169,7 +170,7 @@ std::string formatType(RankedTensorType type) {
 }
 
 bool dimsCompatible(int64_t a, int64_t b) {
-  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+  return md::rules::DimsCompatible(a, b); // runtime/core/ShapeRules.h
 }
 
 void forEachKnownSetting(Diagnostics &diags, llvm::ArrayRef<Setting> settings,

@@ -93,7 +93,7 @@ struct Event {
 // Kernel arguments
 //===----------------------------------------------------------------------===//
 
-// One struct per MD_KERNEL row of runtime/plan/Opcodes.def, named by its
+// One struct per MD_KERNEL row of runtime/core/Opcodes.def, named by its
 // Args column: a member per operand and attribute slot, named by the item's
 // `field` (a tensor is a TensorRef, an optional one a std::optional, a list
 // a std::vector; a bool slot a bool, another int slot an int64_t, a float
@@ -129,7 +129,7 @@ struct Event {
     Stream stream = kComputeStream;                                            \
   };
 #define MD_KERNEL_SHARED(...)
-#include "runtime/plan/Opcodes.def"
+#include "runtime/core/Opcodes.def"
 #undef MD_EXPAND
 #undef MD_INT_Bool
 #undef MD_INT_Any

@@ -8,6 +8,8 @@
 
 #include "runtime/core/OpChecks.h"
 
+#include "runtime/core/ShapeRules.h"
+
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -114,27 +116,28 @@ absl::StatusOr<MatmulDims> matmulOperands(const char *op, const Args &args) {
   if (b.dtype != a.dtype)
     return invalid(op, "b must have the element type of a %s, got %s", a.str(),
                    b.str());
-  if (b.rank() != 2 && b.rank() != a.rank())
+  const rules::Matmul r =
+      rules::MatmulShapes(a.shape, b.shape, transposeA, transposeB);
+  switch (r.problem) {
+  case rules::Matmul::Problem::none:
+    break;
+  case rules::Matmul::Problem::aRank: // expectMinRank said so
+  case rules::Matmul::Problem::bRank:
     return invalid(op, "b must have rank 2 or the rank of a %s, got %s",
                    a.str(), b.str());
-  absl::Span<const int64_t> as(a.shape), bs(b.shape);
-  MatmulDims d;
-  d.batchedB = b.rank() > 2;
-  if (d.batchedB &&
-      as.subspan(0, as.size() - 2) != bs.subspan(0, bs.size() - 2))
+  case rules::Matmul::Problem::batch:
     return invalid(op, "batch dims differ: a %s, b %s", a.str(), b.str());
-  int64_t r = a.rank();
-  d.batch = product(as.subspan(0, as.size() - 2));
-  d.m = transposeA ? as[r - 1] : as[r - 2];
-  int64_t ka = transposeA ? as[r - 2] : as[r - 1];
-  int64_t rb = b.rank();
-  int64_t kb = transposeB ? bs[rb - 1] : bs[rb - 2];
-  d.n = transposeB ? bs[rb - 2] : bs[rb - 1];
-  if (ka != kb)
+  case rules::Matmul::Problem::contraction:
     return invalid(op,
                    "contracting dims differ: a %s has K = %d, b %s has K = %d",
-                   a.str(), ka, b.str(), kb);
-  d.k = ka;
+                   a.str(), r.ka, b.str(), r.kb);
+  }
+  MatmulDims d;
+  d.batchedB = r.batchedB;
+  d.batch = r.batch;
+  d.m = r.m;
+  d.n = r.n;
+  d.k = r.k;
   return d;
 }
 
@@ -168,19 +171,24 @@ RowDims lastDimRows(const TensorRef &x) {
 absl::StatusOr<AttentionDims>
 attentionOperands(const char *op, const TensorRef &q, int64_t numHeads) {
   MD_RETURN_IF_ERROR(expectFloat(op, "q", q));
-  if (q.rank() != 3)
+  const rules::Attention r = rules::AttentionShape(q.shape, numHeads);
+  switch (r.problem) {
+  case rules::Attention::Problem::none:
+    break;
+  case rules::Attention::Problem::rank:
     return invalid(op, "q must be [B, T, C], got %s", q.str());
-  if (numHeads <= 0)
+  case rules::Attention::Problem::heads:
     return invalid(op, "num_heads must be positive, got %d", numHeads);
-  AttentionDims d;
-  d.batch = q.shape[0];
-  d.seq = q.shape[1];
-  d.channels = q.shape[2];
-  d.heads = numHeads;
-  if (d.channels % numHeads != 0)
+  case rules::Attention::Problem::indivisible:
     return invalid(op, "C = %d of q %s is not divisible by num_heads = %d",
-                   d.channels, q.str(), numHeads);
-  d.headDim = d.channels / numHeads;
+                   r.channels, q.str(), numHeads);
+  }
+  AttentionDims d;
+  d.batch = r.batch;
+  d.seq = r.seq;
+  d.channels = r.channels;
+  d.heads = r.heads;
+  d.headDim = r.headDim;
   return d;
 }
 
@@ -189,30 +197,30 @@ attentionOperands(const char *op, const TensorRef &q, int64_t numHeads) {
 absl::StatusOr<ReducedDims> reducedDims(const char *op,
                                         const std::vector<int64_t> &dims,
                                         int64_t rank, const std::string &of) {
-  if (dims.empty())
+  // The rule needs only the rank here; the shape comes with reducedShape.
+  const rules::Reduction r =
+      rules::ReduceDims(Shape(static_cast<size_t>(rank), 1), dims, false);
+  switch (r.problem) {
+  case rules::Reduction::Problem::none:
+    break;
+  case rules::Reduction::Problem::empty:
     return invalid(op, "dims must not be empty");
-  ReducedDims reduced(rank, false);
-  for (int64_t dim : dims) {
-    if (dim < -rank || dim >= rank)
-      return invalid(op, "dim %d is out of range for %s", dim, of);
-    int64_t d = dim < 0 ? dim + rank : dim;
-    if (reduced[d])
-      return invalid(op, "dim %d appears twice in dims", dim);
-    reduced[d] = true;
+  case rules::Reduction::Problem::outOfRange:
+    return invalid(op, "dim %d is out of range for %s", r.dim, of);
+  case rules::Reduction::Problem::twice:
+    return invalid(op, "dim %d appears twice in dims", r.dim);
   }
-  return reduced;
+  return ReducedDims(r.reduced.begin(), r.reduced.end());
 }
 
 Shape reducedShape(const Shape &full, const ReducedDims &reduced,
                    bool keepdim) {
-  Shape s;
-  for (size_t i = 0; i < full.size(); ++i) {
-    if (!reduced[i])
-      s.push_back(full[i]);
-    else if (keepdim)
-      s.push_back(1);
-  }
-  return s;
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < full.size(); ++i)
+    if (reduced[i])
+      dims.push_back(static_cast<int64_t>(i));
+  rules::Shape shape = rules::ReduceDims(full, dims, keepdim).shape;
+  return Shape(shape.begin(), shape.end());
 }
 
 /// layer_norm and rms_norm: x [..., D] float; gamma (and layer_norm's beta)
@@ -281,18 +289,11 @@ absl::Status paramAndGrad(const char *op, const TensorRef &param,
 absl::StatusOr<Shape> broadcastShapes(absl::Span<const int64_t> a,
                                       absl::Span<const int64_t> b,
                                       const char *op) {
-  size_t r = std::max(a.size(), b.size());
-  Shape out(r, 1);
-  for (size_t i = 0; i < r; ++i) {
-    // Aligned at the last dim; a missing leading dim counts as 1.
-    int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
-    int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return invalid(op, "shapes %s and %s do not broadcast (dim %d: %d vs %d)",
-                     shapeString(a), shapeString(b), i, da, db);
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
+  rules::Broadcast r = rules::BroadcastShapes(a, b);
+  if (!r.ok)
+    return invalid(op, "shapes %s and %s do not broadcast (dim %d: %d vs %d)",
+                   shapeString(a), shapeString(b), r.dim, r.a, r.b);
+  return Shape(r.shape.begin(), r.shape.end());
 }
 
 absl::StatusOr<MatmulDims> checkMatmul(const MatmulArgs &args) {

@@ -7,7 +7,7 @@
 // collectives on the comm stream and orders the two streams with events
 // (docs/runtime.md "Streams and events"), and the executor proves, on a
 // backend whose streams run concurrently, that the events order every
-// cross-stream conflict on the arena's bytes (runtime/core/StreamOrder.h).
+// cross-stream conflict on the arena's bytes (runtime/exec/StreamOrder.h).
 //
 // CommThreadBackend is that backend on the CPU: the compute stream runs on
 // the calling thread as before, the comm stream on a thread of its own that

@@ -1,7 +1,7 @@
 //===- Aliasing.h - which buffers of a plan share bytes ----------*- C++ -*-===//
 //
 // The one rule of which transient buffers take no bytes of their own, read
-// by the executor's arena layout (runtime/core/ArenaLayout.h) and by the
+// by the executor's arena layout (runtime/exec/ArenaLayout.h) and by the
 // memory report (Memory.h), so that what `mdrun --inspect` reports is what
 // the executor allocates:
 //  - a view's output aliases its source;

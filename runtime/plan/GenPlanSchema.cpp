@@ -98,7 +98,7 @@ std::vector<Row> rows() {
       {MD_EXPAND Floats},                                                      \
       MD_EXPAND Strings,                                                       \
       MD_EXPAND Blocks},
-#include "runtime/plan/Opcodes.def"
+#include "runtime/core/Opcodes.def"
 #undef MD_EXPAND
   };
 }

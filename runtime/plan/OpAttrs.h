@@ -85,7 +85,7 @@ namespace attrs {
     static constexpr const char *kName = Str;                                  \
     MD_EXPAND Ints MD_EXPAND Floats                                            \
   };
-#include "runtime/plan/Opcodes.def"
+#include "runtime/core/Opcodes.def"
 
 } // namespace attrs
 
@@ -143,7 +143,7 @@ void put(std::vector<T> &list, const std::vector<T> &slots) {
     { MD_EXPAND Ints MD_EXPAND Floats }                                        \
     return absl::OkStatus();                                                   \
   }
-#include "runtime/plan/Opcodes.def"
+#include "runtime/core/Opcodes.def"
 #undef MD_EXPAND
 
 } // namespace md::plan

@@ -31,11 +31,11 @@ using fb::Opcode;
 #define MD_OP(Name, Value, ...)                                                \
   static_assert(static_cast<int>(Opcode::Name) == (Value),                     \
                 "Opcodes.def: " #Name " is not " #Value " in plan.fbs");
-#include "runtime/plan/Opcodes.def"
+#include "runtime/core/Opcodes.def"
 
 constexpr int kRowValues[] = {
 #define MD_OP(Name, Value, ...) Value,
-#include "runtime/plan/Opcodes.def"
+#include "runtime/core/Opcodes.def"
 };
 
 constexpr bool rowsAreEveryOpcodeInOrder() {
@@ -54,7 +54,7 @@ static_assert(rowsAreEveryOpcodeInOrder(),
 #define MD_OP(Name, Value, Str, Flags, Since, ...)                             \
   static_assert((Since) >= 1, "Opcodes.def: " #Name "'s since is not a "       \
                               "schema_version");
-#include "runtime/plan/Opcodes.def"
+#include "runtime/core/Opcodes.def"
 
 // Each operand list and the ints have at most one optional or repeated
 // item, which is what places the others (KernelDispatch.cpp reads them so).
@@ -73,7 +73,7 @@ static_assert(rowsAreEveryOpcodeInOrder(),
                     0 MD_EXPAND Ints <= 1,                                     \
                 "Opcodes.def: " #Name " has two optional or repeated items "   \
                 "in one list");
-#include "runtime/plan/Opcodes.def"
+#include "runtime/core/Opcodes.def"
 
 // OpcodeInfo keeps the kinds of the slots before a repeated one.
 #define MD_I(field, name, Kind) +1
@@ -88,7 +88,7 @@ static_assert(rowsAreEveryOpcodeInOrder(),
                     0 MD_EXPAND Floats <= OpcodeInfo::kLeadingSlots,           \
                 "Opcodes.def: " #Name " has more slots than "                  \
                 "OpcodeInfo::kLeadingSlots");
-#include "runtime/plan/Opcodes.def"
+#include "runtime/core/Opcodes.def"
 
 //===----------------------------------------------------------------------===//
 // Rows to signatures
@@ -177,7 +177,7 @@ std::vector<OpcodeInfo> buildTable() {
   makeInfo(Opcode::Name, Str, Flags, Since, Kernel, {MD_EXPAND Ins},           \
            {MD_EXPAND Outs}, {MD_EXPAND Ints}, {MD_EXPAND Floats},             \
            Arity{MD_EXPAND Strings}, Arity{MD_EXPAND Blocks}),
-#include "runtime/plan/Opcodes.def"
+#include "runtime/core/Opcodes.def"
   };
   // Index the rows by opcode value; Invalid stays a hole.
   std::vector<OpcodeInfo> table(static_cast<size_t>(Opcode::MAX) + 1);

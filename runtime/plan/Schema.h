@@ -5,7 +5,7 @@
 // inputs, outputs, attributes and nested blocks an instruction has, what its
 // attribute slots mean (so enum values, flags and float parameters are
 // range-checked), and whether it communicates or is io. The table is built
-// from runtime/plan/Opcodes.def, the one description of the instruction set;
+// from runtime/core/Opcodes.def, the one description of the instruction set;
 // the loader verifies against it, `mdrun --inspect` summarises with it, and
 // the executor dispatches on it.
 //
@@ -39,7 +39,7 @@ constexpr uint32_t kParamGroupsSchemaVersion = 3;
 constexpr uint32_t kSchemaVersion = std::max({
     kParamGroupsSchemaVersion,
 #define MD_OP(Name, Value, Str, Flags, Since, ...) uint32_t{Since},
-#include "runtime/plan/Opcodes.def"
+#include "runtime/core/Opcodes.def"
 });
 
 /// The first schema_version that has `opcode`: its row's `since` in

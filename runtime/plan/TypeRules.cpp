@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runtime/core/ShapeRules.h"
 #include "runtime/plan/VerifyInternal.h"
 
 namespace md::plan::detail {
@@ -44,20 +45,6 @@ std::string describe(const fb::Buffer &b) {
 
 std::string describeShape(const Shape &shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
-}
-
-/// numpy broadcasting of two shapes; false when they do not broadcast.
-bool broadcast(const Shape &a, const Shape &b, Shape *out) {
-  size_t rank = std::max(a.size(), b.size());
-  out->assign(rank, 1);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return false;
-    (*out)[i] = da == 1 ? db : da;
-  }
-  return true;
 }
 
 /// Checks one instruction. Operand accessors are valid because the loader
@@ -346,44 +333,46 @@ absl::Status Rule::matmulShape(Ref ra, Ref rb, Shape *result) const {
   MD_RETURN_IF_ERROR(rankAtLeast(rb, 2));
   MD_RETURN_IF_ERROR(fullFloat(rb));
   MD_RETURN_IF_ERROR(dtypeOf(rb, ra));
-  Shape a = shapeOf(buf(ra)), b = shapeOf(buf(rb));
-  bool ta = intAttr(0) != 0, tb = intAttr(1) != 0;
-  size_t r = a.size(), rank = b.size();
-  if (rank != 2 && rank != r)
-    return fail(rb, "but must have 2 dims or the %d dims of %s", r, name(ra));
-  if (rank == r && !std::equal(a.begin(), a.end() - 2, b.begin()))
+  const Shape a = shapeOf(buf(ra)), b = shapeOf(buf(rb));
+  rules::Matmul r =
+      rules::MatmulShapes(a, b, intAttr(0) != 0, intAttr(1) != 0);
+  switch (r.problem) {
+  case rules::Matmul::Problem::none:
+    break;
+  case rules::Matmul::Problem::aRank: // rankAtLeast said so
+  case rules::Matmul::Problem::bRank:
+    return fail(rb, "but must have 2 dims or the %d dims of %s", a.size(),
+                name(ra));
+  case rules::Matmul::Problem::batch:
     return fail(rb, "but a batched operand needs the batch dims of %s (%s)",
                 name(ra), describe(buf(ra)));
-  int64_t m = ta ? a[r - 1] : a[r - 2], k = ta ? a[r - 2] : a[r - 1];
-  int64_t kb = tb ? b[rank - 1] : b[rank - 2],
-          n = tb ? b[rank - 2] : b[rank - 1];
-  if (k != kb)
-    return fail(rb, "but its contracted dim %d differs from %s's %d", kb,
-                name(ra), k);
-  result->assign(a.begin(), a.end() - 2);
-  result->push_back(m);
-  result->push_back(n);
+  case rules::Matmul::Problem::contraction:
+    return fail(rb, "but its contracted dim %d differs from %s's %d", r.kb,
+                name(ra), r.ka);
+  }
+  *result = std::move(r.shape);
   return absl::OkStatus();
 }
 
 /// The shape of a mean or sum of `x` over ints[1...] (keepdim in ints[0]).
 absl::Status Rule::reduction(const Shape &x, Shape *reduced) const {
-  std::vector<bool> drop(x.size(), false);
-  for (uint32_t k = 1; k < count(inst_.ints()); ++k) {
-    int64_t d = 0;
-    MD_RETURN_IF_ERROR(dimAttr(k, x.size(), &d));
-    if (drop[d])
-      return failAttr("ints[%d]: dim %d listed twice", k, intAttr(k));
-    drop[d] = true;
+  std::vector<int64_t> dims;
+  for (uint32_t k = 1; k < count(inst_.ints()); ++k)
+    dims.push_back(intAttr(k));
+  rules::Reduction r = rules::ReduceDims(x, dims, intAttr(0) != 0);
+  switch (r.problem) {
+  case rules::Reduction::Problem::none:
+    break;
+  case rules::Reduction::Problem::empty:
+    return failAttr("ints[1...]: no dims to reduce (list every dim to reduce "
+                    "to a scalar)");
+  case rules::Reduction::Problem::outOfRange:
+    return failAttr("ints[%d]: dim %d out of range for rank %d", r.index + 1,
+                    r.dim, x.size());
+  case rules::Reduction::Problem::twice:
+    return failAttr("ints[%d]: dim %d listed twice", r.index + 1, r.dim);
   }
-  bool keepdim = intAttr(0) != 0;
-  reduced->clear();
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (!drop[i])
-      reduced->push_back(x[i]);
-    else if (keepdim)
-      reduced->push_back(1);
-  }
+  *reduced = std::move(r.shape);
   return absl::OkStatus();
 }
 
@@ -534,7 +523,7 @@ absl::Status Rule::operands() {
 #define MD_OP(Name, Value, Str, Flags, Since, Rule, ...)                       \
   case Op::Name:                                                               \
     return Rule;
-#include "runtime/plan/Opcodes.def"
+#include "runtime/core/Opcodes.def"
   case Op::Invalid:
     break;
   }
@@ -585,11 +574,11 @@ absl::Status Rule::binary() {
   MD_RETURN_IF_ERROR(fullFloat(I(0)));
   MD_RETURN_IF_ERROR(fullFloat(I(1)));
   MD_RETURN_IF_ERROR(dtypeOf(I(1), I(0)));
-  Shape y;
-  if (!broadcast(shapeOf(in(0)), shapeOf(in(1)), &y))
+  rules::Broadcast y = rules::BroadcastShapes(shapeOf(in(0)), shapeOf(in(1)));
+  if (!y.ok)
     return fail(I(1), "which does not broadcast with inputs[0] (%s)",
                 describe(in(0)));
-  MD_RETURN_IF_ERROR(shapeIs(O(0), y));
+  MD_RETURN_IF_ERROR(shapeIs(O(0), y.shape));
   return dtypeOf(O(0), I(0));
 }
 
@@ -655,10 +644,12 @@ absl::Status Rule::attention() {
   MD_RETURN_IF_ERROR(fullFloat(q));
   for (uint32_t k = 0; k < ins(); ++k)
     MD_RETURN_IF_ERROR(typeOf(I(k), q));
-  int64_t channels = shapeOf(buf(q))[2];
-  if (channels % intAttr(0) != 0)
+  const rules::Attention a = rules::AttentionShape(shapeOf(buf(q)), intAttr(0));
+  if (a.problem == rules::Attention::Problem::heads)
+    return failAttr("ints[0]: %d heads is not a positive count", intAttr(0));
+  if (a.problem == rules::Attention::Problem::indivisible)
     return failAttr("ints[0]: %d heads do not divide %d channels", intAttr(0),
-                    channels);
+                    a.channels);
   for (uint32_t k = 0; k < outs(); ++k)
     MD_RETURN_IF_ERROR(typeOf(O(k), q));
   return absl::OkStatus();
@@ -722,8 +713,7 @@ absl::Status Rule::sumTo() {
   MD_RETURN_IF_ERROR(fullFloat(I(0)));
   MD_RETURN_IF_ERROR(fullFloat(O(0)));
   MD_RETURN_IF_ERROR(dtypeOf(O(0), I(0)));
-  Shape g = shapeOf(in(0)), b;
-  if (!broadcast(shapeOf(out(0)), g, &b) || b != g)
+  if (!rules::BroadcastsTo(shapeOf(out(0)), shapeOf(in(0))))
     return fail(O(0), "which does not broadcast to inputs[0]'s %s",
                 describe(in(0)));
   return absl::OkStatus();

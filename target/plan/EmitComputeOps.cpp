@@ -192,7 +192,7 @@ FailureOr<std::vector<int32_t>> Emitter::computeOutputs(Operation &op) {
                           [[maybe_unused]] A::Name &a) {                       \
     return success(true MD_EXPAND Ints MD_EXPAND Floats);                      \
   }
-#include "runtime/plan/Opcodes.def"
+#include "runtime/core/Opcodes.def"
 
 std::optional<LogicalResult> Emitter::emitKernelOp(const Pending &p) {
   SlotReader read(p.op);
@@ -218,7 +218,7 @@ std::optional<LogicalResult> Emitter::emitKernelOp(const Pending &p) {
 #define MD_KERNEL(Name, Value, Str, ...)                                       \
   if (name == Str)                                                             \
     return emitRow(A::Name());
-#include "runtime/plan/Opcodes.def"
+#include "runtime/core/Opcodes.def"
   return std::nullopt;
 }
 #undef MD_EXPAND

@@ -138,7 +138,7 @@ TEST_F(DialectTest, RankZeroOnlyEffectsThatCommunicateAreFound) {
 }
 
 // The plan emitter turns md.<name> into the kernel row "name" of
-// runtime/plan/Opcodes.def and reads each attribute slot from the op's
+// runtime/core/Opcodes.def and reads each attribute slot from the op's
 // attribute of the slot's name: every kernel row must be an md op that has
 // an attribute of each of its slots' names.
 struct KernelRow {
@@ -157,7 +157,7 @@ struct KernelRow {
                   Outs, Ints, Floats)                                          \
   KernelRow{Str, {MD_EXPAND Ints MD_EXPAND Floats}},
 const KernelRow kKernelRows[] = {
-#include "runtime/plan/Opcodes.def"
+#include "runtime/core/Opcodes.def"
 };
 #undef MD_EXPAND
 

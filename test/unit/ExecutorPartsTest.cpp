@@ -24,11 +24,11 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/core/Checkpoint.h"
-#include "runtime/core/DataFeeds.h"
-#include "runtime/core/HostScalars.h"
-#include "runtime/core/PlanAccess.h"
-#include "runtime/core/Safetensors.h"
+#include "runtime/exec/Checkpoint.h"
+#include "runtime/exec/DataFeeds.h"
+#include "runtime/exec/HostScalars.h"
+#include "runtime/exec/PlanAccess.h"
+#include "runtime/exec/Safetensors.h"
 #include "runtime/core/Status.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/plan/Loader.h"

@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/core/Executor.h"
+#include "runtime/exec/Executor.h"
 
 #include <signal.h>
 #include <sys/mman.h>
@@ -33,7 +33,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_format.h"
-#include "runtime/core/Safetensors.h"
+#include "runtime/exec/Safetensors.h"
 #include "runtime/cpu/CommThread.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/shm/ShmComm.h"

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/core/JsonReader.h"
+#include "runtime/exec/JsonReader.h"
 
 #include <gtest/gtest.h>
 

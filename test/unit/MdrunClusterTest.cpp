@@ -2,8 +2,10 @@
 //
 // mdrun's command line (Options.h), ResolvePlacement on hand-made
 // environments (as srun, mpirun or a user would set them), the Slurm list
-// parsers, ChooseExecution on made-up GPU probes, and the host-memory check
-// (HostMemory.h): the decisions mdrun takes before it starts a rank.
+// parsers, the options passed on to the runtime's choice of backend and comm
+// (runtime/rank/Choice.h, whose rules RankRegistryTest holds), and the
+// host-memory check (HostMemory.h): the decisions mdrun takes before it
+// starts a rank.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,8 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
+#include "runtime/rank/Builtin.h"
 #include "tools/mdrun/Cluster.h"
 #include "tools/mdrun/HostMemory.h"
 #include "tools/mdrun/Options.h"
@@ -103,7 +107,7 @@ TEST(MdrunCommandLine, Training) {
   EXPECT_EQ(t.planPath, "plan.fb");
   EXPECT_EQ(t.ranks, 2);
   EXPECT_EQ(t.backend, BackendChoice::Cpu);
-  EXPECT_EQ(t.comm, CommChoice::Gloo);
+  EXPECT_EQ(t.comm, "gloo");
   EXPECT_TRUE(t.noFallback);
   EXPECT_TRUE(t.skipMemoryCheck);
   EXPECT_EQ(t.steps, 0);
@@ -292,6 +296,14 @@ TEST(MdrunCommandLine, Usage) {
   EXPECT_THAT(usage, ::testing::Not(HasSubstr("--worker")));
   for (absl::string_view line : absl::StrSplit(usage, '\n'))
     EXPECT_LE(line.size(), 79u) << line;
+  // --comm's line comes from the runtime's registry of comms.
+  std::string words;
+  for (absl::string_view w :
+       absl::StrSplit(usage, absl::ByAnyChar(" \n"), absl::SkipEmpty()))
+    absl::StrAppend(&words, words.empty() ? "" : " ", w);
+  EXPECT_THAT(words, HasSubstr("--comm C the CPU backend's comm: auto "
+                               "(default: shm on one node, gloo across "
+                               "nodes), shm, or gloo --no-fallback"));
 }
 
 TEST(SlurmLists, FirstHost) {
@@ -612,103 +624,50 @@ TEST(Placement, OpenMpi) {
               HasSubstr("not a multiple"));
 }
 
-TEST(Execution, CpuAsked) {
+// The choice itself, with every refusal, is the runtime's
+// (test/unit/RankRegistryTest.cpp); mdrun passes its options on.
+TEST(Execution, TheOptionsAreTheRuntimesRequest) {
   TrainOptions o = opts();
   o.backend = BackendChoice::Cpu;
-  absl::StatusOr<Execution> e = ChooseExecution(o, 2, 1, GpuProbe{8, ""});
-  ASSERT_TRUE(e.ok());
-  EXPECT_EQ(e->backend, BackendChoice::Cpu);
-  EXPECT_EQ(e->comm, CommKind::Shm);
+  absl::StatusOr<rank::RankChoice> e =
+      ChooseRankFor(o, 2, 1, rank::DeviceProbe{8, ""});
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->backend, "cpu");
+  EXPECT_EQ(e->comm, "shm");
   EXPECT_TRUE(e->warning.empty());
-  e = ChooseExecution(o, 2, 2, GpuProbe{8, ""});
-  ASSERT_TRUE(e.ok());
-  EXPECT_EQ(e->comm, CommKind::Gloo);
-}
-
-TEST(Execution, CommAsked) {
-  TrainOptions o = opts();
-  o.backend = BackendChoice::Cpu;
-  o.comm = CommChoice::Gloo;
-  absl::StatusOr<Execution> e = ChooseExecution(o, 2, 1, GpuProbe{0, "none"});
+  e = ChooseRankFor(o, 2, 2, rank::DeviceProbe{8, ""});
   ASSERT_TRUE(e.ok()) << e.status();
-  EXPECT_EQ(e->comm, CommKind::Gloo);
-  o.comm = CommChoice::Shm;
-  e = ChooseExecution(o, 2, 1, GpuProbe{0, "none"});
+  EXPECT_EQ(e->comm, "gloo");
+  o.comm = "gloo";
+  e = ChooseRankFor(o, 2, 1, rank::DeviceProbe{0, "none"});
   ASSERT_TRUE(e.ok()) << e.status();
-  EXPECT_EQ(e->comm, CommKind::Shm);
-  // Across nodes shared memory cannot work.
-  EXPECT_THAT(ChooseExecution(o, 2, 2, GpuProbe{0, "none"}).status().message(),
-              HasSubstr("--comm shm needs every rank on one node, but the job "
-                        "has 2 nodes"));
-  // A CPU comm where GPUs would run is a contradiction, not a choice.
-  TrainOptions gpu = opts();
-  gpu.comm = CommChoice::Gloo;
-  EXPECT_THAT(ChooseExecution(gpu, 2, 1, GpuProbe{2, ""}).status().message(),
-              HasSubstr("--comm gloo is a comm of the CPU backend, but the job "
-                        "would run on this node's GPUs; add --backend cpu"));
-  gpu.backend = BackendChoice::Cuda;
-  EXPECT_THAT(ChooseExecution(gpu, 2, 1, GpuProbe{2, ""}).status().message(),
-              HasSubstr("would run on --backend cuda"));
-  // Without a GPU, auto falls back to the CPU and takes the comm asked.
-  gpu.backend = BackendChoice::Auto;
-  e = ChooseExecution(gpu, 2, 1, GpuProbe{0, "none"});
-  ASSERT_TRUE(e.ok()) << e.status();
-  EXPECT_EQ(e->comm, CommKind::Gloo);
-}
-
-TEST(Execution, NoGpuFallsBackWithOneWarning) {
-  GpuProbe none{0, "cudaErrorNoDevice: no CUDA-capable device is detected"};
-  absl::StatusOr<Execution> e = ChooseExecution(opts(), 2, 1, none);
-  ASSERT_TRUE(e.ok());
-  EXPECT_EQ(e->backend, BackendChoice::Cpu);
-  EXPECT_EQ(e->comm, CommKind::Shm);
-  EXPECT_THAT(e->warning, HasSubstr("no usable GPU (cudaErrorNoDevice"));
-  EXPECT_THAT(e->warning, HasSubstr("running 2 ranks on the CPU backend"));
+  EXPECT_EQ(e->comm, "gloo");
+  o.comm = "shm";
+  EXPECT_THAT(
+      ChooseRankFor(o, 2, 2, rank::DeviceProbe{0, "none"}).status().message(),
+      HasSubstr("--comm shm needs every rank on one node, but the job "
+                "has 2 nodes"));
 
   TrainOptions strict = opts();
   strict.noFallback = true;
-  EXPECT_THAT(ChooseExecution(strict, 2, 1, none).status().message(),
+  EXPECT_THAT(ChooseRankFor(strict, 2, 1, rank::DeviceProbe{0, "none"})
+                  .status()
+                  .message(),
               HasSubstr("--no-fallback forbids"));
-  TrainOptions cuda = opts();
-  cuda.backend = BackendChoice::Cuda;
-  EXPECT_EQ(ChooseExecution(cuda, 2, 1, none).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  e = ChooseRankFor(opts(), 2, 1, rank::DeviceProbe{0, "none"});
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->warning,
+            "no usable GPU (none); running 2 ranks on the CPU backend");
 }
 
-TEST(Execution, OneGpuPerRankIsNccl) {
-  absl::StatusOr<Execution> e = ChooseExecution(opts(), 8, 2, GpuProbe{8, ""});
-  ASSERT_TRUE(e.ok());
-  EXPECT_EQ(e->backend, BackendChoice::Cuda);
-  EXPECT_EQ(e->comm, CommKind::Nccl);
-  EXPECT_TRUE(e->warning.empty());
-  EXPECT_EQ(e->deviceOf(5), 5);
-}
-
-TEST(Execution, SharedGpusAreStagedOnOneNodeOnly) {
-  absl::StatusOr<Execution> e = ChooseExecution(opts(), 4, 1, GpuProbe{1, ""});
-  ASSERT_TRUE(e.ok());
-  EXPECT_EQ(e->comm, CommKind::ShmStaged);
-  EXPECT_EQ(e->deviceOf(3), 0);
-  EXPECT_THAT(e->warning, HasSubstr("4 ranks per node but 1 usable GPU"));
-  e = ChooseExecution(opts(), 4, 1, GpuProbe{3, ""});
-  ASSERT_TRUE(e.ok());
-  EXPECT_EQ(e->deviceOf(3), 0);
-  EXPECT_EQ(e->deviceOf(2), 2);
-
-  EXPECT_THAT(ChooseExecution(opts(), 4, 2, GpuProbe{2, ""}).status().message(),
-              HasSubstr("start at most 2 ranks per node"));
-  TrainOptions strict = opts();
-  strict.noFallback = true;
-  EXPECT_THAT(ChooseExecution(strict, 4, 1, GpuProbe{2, ""}).status().message(),
-              HasSubstr("forbids ranks sharing a GPU"));
-}
-
-TEST(Execution, CommKindNames) {
-  for (CommKind k :
-       {CommKind::Shm, CommKind::Gloo, CommKind::Nccl, CommKind::ShmStaged})
-    EXPECT_EQ(*parseCommKind(commKindName(k)), k);
-  EXPECT_FALSE(parseCommKind("mpi").ok());
-  EXPECT_FALSE(parseCommKind("tcp").ok());
+TEST(Execution, WithoutAGpuBackendTheProbeSaysWhy) {
+  // What the fallback warning says in a build without CUDA; with CUDA the
+  // probe is the CUDA backend's (not run here: it would initialise CUDA).
+  if (rank::BuiltinRegistry().deviceBackend() != nullptr)
+    GTEST_SKIP() << "this build has the CUDA backend";
+  rank::DeviceProbe p = ProbeGpus();
+  EXPECT_EQ(p.count, 0);
+  EXPECT_EQ(p.unusableReason, "mdrun was built without CUDA");
 }
 
 //===----------------------------------------------------------------------===//

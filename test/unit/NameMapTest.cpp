@@ -1,6 +1,6 @@
 //===- NameMapTest.cpp - --init-map files: parsing and applying -----------===//
 
-#include "runtime/core/NameMap.h"
+#include "runtime/exec/NameMap.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

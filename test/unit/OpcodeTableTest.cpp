@@ -1,6 +1,6 @@
 //===- OpcodeTableTest.cpp - every row of Opcodes.def, end to end --------===//
 //
-// Walks runtime/plan/Opcodes.def and proves, per row, what the table
+// Walks runtime/core/Opcodes.def and proves, per row, what the table
 // promises: a signature for the loader, an encoder for the emitter, a
 // decoder for the executor that reaches the row's Backend entry, a type
 // rule, and a CPU and a CUDA implementation.
@@ -33,7 +33,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "runtime/core/KernelDispatch.h"
+#include "runtime/exec/KernelDispatch.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/plan/OpAttrs.h"
 #include "runtime/plan/Schema.h"
@@ -99,7 +99,7 @@ template <IntAttr K> typename plan::IntSlot<K>::type sample() {
     { MD_EXPAND Ints MD_EXPAND Floats }                                        \
     return a;                                                                  \
   }
-#include "runtime/plan/Opcodes.def"
+#include "runtime/core/Opcodes.def"
 
 /// Encodes the sample attributes of `opcode` into an instruction of it.
 absl::Status encodeSample(fb::Opcode opcode, fb::InstructionT &inst) {
@@ -108,7 +108,7 @@ absl::Status encodeSample(fb::Opcode opcode, fb::InstructionT &inst) {
 #define MD_OP(Name, ...)                                                       \
   case fb::Opcode::Name:                                                       \
     return plan::Encode(sample##Name(), inst);
-#include "runtime/plan/Opcodes.def"
+#include "runtime/core/Opcodes.def"
   default:
     return absl::InvalidArgumentError("no row");
   }

@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/core/OptimizerGroups.h"
+#include "runtime/exec/OptimizerGroups.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/plan/PlanBuilder.h"
 

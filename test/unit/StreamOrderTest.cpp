@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/core/StreamOrder.h"
+#include "runtime/exec/StreamOrder.h"
 
 #include <unistd.h>
 
@@ -21,7 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "absl/strings/str_format.h"
-#include "runtime/core/Executor.h"
+#include "runtime/exec/Executor.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/plan/PlanBuilder.h"
 #include "runtime/shm/ShmComm.h"

@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/core/Safetensors.h"
+#include "runtime/exec/Safetensors.h"
 #include "runtime/core/Status.h"
 #include "runtime/data/Dataset.h"
 #include "runtime/data/MappedFile.h"

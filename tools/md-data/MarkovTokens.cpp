@@ -11,7 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "runtime/core/Random.h"
 #include "runtime/core/Status.h"
-#include "runtime/core/Safetensors.h"
+#include "runtime/exec/Safetensors.h"
 #include "runtime/data/Markov.h"
 #include "tools/cli/CommandLine.h"
 #include "tools/cli/Format.h"

@@ -11,11 +11,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "runtime/core/EnumNames.h"
 #include "runtime/core/Status.h"
-#if MD_ENABLE_CUDA
-#include "runtime/cuda/Device.h"
-#endif
+#include "runtime/rank/Builtin.h"
 
 namespace md::mdrun {
 namespace {
@@ -410,123 +407,22 @@ absl::StatusOr<Placement> ResolvePlacement(const TrainOptions &options,
   return p;
 }
 
-namespace {
-// The comms' names in MD_COMM and messages, in CommKind order.
-constexpr const char *kCommKindNames[] = {"shm", "gloo", "nccl", "shm-staged"};
-static_assert(runtime::namesEveryValue(kCommKindNames, CommKind::ShmStaged));
-} // namespace
-
-const char *commKindName(CommKind kind) {
-  return runtime::enumName(kCommKindNames, kind);
+rank::DeviceProbe ProbeGpus() {
+  const rank::Registry &registry = rank::BuiltinRegistry();
+  if (registry.deviceBackend() == nullptr)
+    return rank::DeviceProbe{0, "mdrun was built without CUDA"};
+  return rank::ProbeDevices(registry);
 }
 
-absl::StatusOr<CommKind> parseCommKind(absl::string_view name) {
-  if (std::optional<CommKind> kind = runtime::enumFromName<CommKind>(
-          kCommKindNames, std::string_view(name.data(), name.size())))
-    return *kind;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown comm '", name, "' (", absl::StrJoin(kCommKindNames, ", "), ")"));
-}
-
-GpuProbe ProbeGpus() {
-  GpuProbe probe;
-#if MD_ENABLE_CUDA
-  // No device at all, said as such ("no CUDA driver installed"), apart
-  // from a device that is there but cannot be used (the CUDA error).
-  if (std::optional<std::string> none = cuda::noDeviceReason()) {
-    probe.unusableReason = *none;
-    return probe;
-  }
-  absl::StatusOr<std::vector<cuda::DeviceInfo>> devices = cuda::queryDevices();
-  if (!devices.ok()) {
-    probe.unusableReason = std::string(devices.status().message());
-    return probe;
-  }
-  if (devices->empty()) {
-    probe.unusableReason = "no CUDA device found";
-    return probe;
-  }
-  // A device md was not compiled for fails here, with the architectures.
-  if (absl::Status s = cuda::selfTest(0); !s.ok()) {
-    probe.unusableReason = std::string(s.message());
-    return probe;
-  }
-  probe.count = static_cast<int>(devices->size());
-#else
-  probe.unusableReason = "mdrun was built without CUDA";
-#endif
-  return probe;
-}
-
-absl::StatusOr<Execution> ChooseExecution(const TrainOptions &options,
-                                          int ranksPerNode, int nnodes,
-                                          const GpuProbe &probe) {
-  Execution e;
-  auto cpu = [&]() {
-    e.backend = BackendChoice::Cpu;
-    e.comm = options.comm == CommChoice::Gloo || nnodes > 1 ? CommKind::Gloo
-                                                            : CommKind::Shm;
-    e.gpus = 0;
-  };
-  if (options.comm == CommChoice::Shm && nnodes > 1)
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "--comm shm needs every rank on one node, but the job has %d nodes "
-        "(across nodes the CPU backend runs on gloo)",
-        nnodes));
-  // A CPU comm named, GPUs that would be used: say so rather than pick.
-  const char *cpuComm = options.comm == CommChoice::Shm    ? "shm"
-                        : options.comm == CommChoice::Gloo ? "gloo"
-                                                           : nullptr;
-  if (cpuComm != nullptr &&
-      (options.backend == BackendChoice::Cuda ||
-       (options.backend == BackendChoice::Auto && probe.count > 0)))
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "--comm %s is a comm of the CPU backend, but the job would run on "
-        "%s; add --backend cpu",
-        cpuComm,
-        options.backend == BackendChoice::Cuda ? "--backend cuda"
-                                               : "this node's GPUs"));
-  if (options.backend == BackendChoice::Cpu) {
-    cpu();
-    return e;
-  }
-  if (probe.count <= 0) {
-    if (options.noFallback || options.backend == BackendChoice::Cuda)
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "no usable GPU (%s), and %s forbids running on the CPU backend",
-          probe.unusableReason,
-          options.noFallback ? "--no-fallback" : "--backend cuda"));
-    cpu();
-    e.warning = absl::StrFormat(
-        "no usable GPU (%s); running %d rank%s%s on the CPU backend",
-        probe.unusableReason, ranksPerNode, ranksPerNode == 1 ? "" : "s",
-        nnodes > 1 ? " per node" : "");
-    return e;
-  }
-  e.backend = BackendChoice::Cuda;
-  e.gpus = probe.count;
-  if (ranksPerNode <= probe.count) {
-    e.comm = CommKind::Nccl;
-    return e;
-  }
-  std::string shortage =
-      absl::StrFormat("%d ranks per node but %d usable GPU%s", ranksPerNode,
-                      probe.count, probe.count == 1 ? "" : "s");
-  if (options.noFallback)
-    return absl::FailedPreconditionError(absl::StrCat(
-        shortage, ", and --no-fallback forbids ranks sharing a GPU"));
-  if (nnodes > 1)
-    return absl::FailedPreconditionError(absl::StrCat(
-        shortage,
-        ": ranks can share GPUs on one node only (their "
-        "collectives go through host shared memory); start at most ",
-        probe.count, " ranks per node"));
-  e.comm = CommKind::ShmStaged;
-  e.warning = absl::StrFormat(
-      "%s; ranks share GPUs and their collectives are staged through host "
-      "shared memory (same math, slower than NCCL)",
-      shortage);
-  return e;
+absl::StatusOr<rank::RankChoice> ChooseRankFor(const TrainOptions &options,
+                                               int ranksPerNode, int nnodes,
+                                               const rank::DeviceProbe &probe) {
+  rank::RankRequest request;
+  request.backend = BackendChoiceName(options.backend);
+  request.comm = options.comm;
+  request.noFallback = options.noFallback;
+  return rank::ChooseRank(rank::BuiltinRegistry(),
+                          rank::JobShape{ranksPerNode, nnodes}, request, probe);
 }
 
 } // namespace md::mdrun

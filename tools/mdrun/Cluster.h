@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "runtime/rank/Choice.h"
 #include "tools/mdrun/Options.h"
 
 namespace md::mdrun {
@@ -69,46 +70,21 @@ struct Placement {
   std::string errorFile;
 };
 
-/// How the ranks of a node compute and communicate.
-enum class CommKind {
-  Shm,      // CPU backend, one node: shared memory (runtime/shm)
-  Gloo,     // CPU backend, several nodes (or --comm gloo): runtime/gloo
-  Nccl,     // CUDA backend, one GPU per rank (runtime/nccl)
-  ShmStaged // CUDA backend, ranks sharing GPUs: device <-> host + shm
-};
-const char *commKindName(CommKind kind);
-absl::StatusOr<CommKind> parseCommKind(absl::string_view name);
-
-struct Execution {
-  BackendChoice backend = BackendChoice::Cpu; // Cpu or Cuda
-  CommKind comm = CommKind::Shm;
-  int gpus = 0; // usable GPUs on this node (0 on the CPU backend)
-  /// The one warning line to print (without "mdrun: warning: "), or "".
-  std::string warning;
-  /// The device of the local rank `localRank`.
-  int deviceOf(int localRank) const { return gpus > 0 ? localRank % gpus : 0; }
-};
-
-/// What this node's GPUs can do: how many are usable, or why none is.
-struct GpuProbe {
-  int count = 0;
-  std::string unusableReason; // when count == 0
-};
-/// Probes the machine (cudaGetDeviceCount and a kernel launch); without
+/// What this node's GPUs can do: how many are usable, or why none is
+/// (the CUDA backend's probe, runtime/cuda/CudaRegistration.cpp); without
 /// CUDA in the build, says so.
-GpuProbe ProbeGpus();
+rank::DeviceProbe ProbeGpus();
 
-/// The backend and comm for `ranksPerNode` ranks on each of `nnodes` nodes:
-/// GPUs when usable (NCCL with one GPU per rank; ranks sharing GPUs on one
-/// node stage their collectives through host shared memory), else the CPU
-/// backend with a warning, its comm shm on one node and gloo across nodes
-/// unless --comm names one. FailedPrecondition when --backend cuda or
-/// --no-fallback forbids the fallback that would be needed, when ranks
-/// would share GPUs across nodes, when --comm names a CPU comm for GPUs, or
-/// --comm shm for several nodes.
-absl::StatusOr<Execution> ChooseExecution(const TrainOptions &options,
-                                          int ranksPerNode, int nnodes,
-                                          const GpuProbe &probe);
+/// The runtime's choice of backend and comm (runtime/rank/Choice.h) for
+/// `ranksPerNode` ranks on each of `nnodes` nodes, asked for by --backend,
+/// --comm and --no-fallback: GPUs when usable (NCCL with one GPU per rank;
+/// ranks sharing GPUs on one node stage their collectives through host
+/// shared memory), else the CPU backend with a warning, its comm shm on
+/// one node and gloo across nodes unless --comm names one; the refusals
+/// are ChooseRank's.
+absl::StatusOr<rank::RankChoice> ChooseRankFor(const TrainOptions &options,
+                                               int ranksPerNode, int nnodes,
+                                               const rank::DeviceProbe &probe);
 
 /// The process's place in its job; InvalidArgument naming the option or the
 /// variable when they contradict each other or are malformed.

@@ -27,16 +27,16 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/core/ArenaLayout.h"
-#include "runtime/core/DataFeeds.h"
-#include "runtime/core/Executor.h"
+#include "runtime/exec/ArenaLayout.h"
+#include "runtime/exec/DataFeeds.h"
+#include "runtime/exec/Executor.h"
 #include "runtime/core/FlightRecorder.h"
-#include "runtime/core/Safetensors.h"
+#include "runtime/exec/Safetensors.h"
 #include "runtime/core/Status.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/CpuIsa.h"
 #include "runtime/plan/Loader.h"
-#include "runtime/shm/ShmComm.h"
+#include "runtime/rank/Builtin.h"
 #include "tools/mdrun/Cluster.h"
 #include "tools/mdrun/ControlLink.h"
 #include "tools/mdrun/FlightAnalysis.h"
@@ -293,7 +293,7 @@ absl::Status checkData(const TrainOptions &options, int64_t world) {
 struct RankSpawn {
   const Placement *place = nullptr;
   NodeRanks ranks;
-  Execution ex;
+  rank::RankChoice choice;
   int threads = 0;
   int port = 0;
   std::string jobId;
@@ -316,13 +316,13 @@ absl::StatusOr<RankSpawn> prepareSpawn(const TrainOptions &options,
   RankSpawn spawn;
   spawn.place = &place;
   spawn.ranks = ranks;
-  GpuProbe probe;
+  rank::DeviceProbe probe;
   if (options.backend != BackendChoice::Cpu)
     probe = ProbeGpus();
   MD_ASSIGN_OR_RETURN(
-      spawn.ex, ChooseExecution(options, ranks.perNode, place.nnodes, probe));
-  if (!spawn.ex.warning.empty())
-    absl::FPrintF(stderr, "mdrun: warning: %s\n", spawn.ex.warning);
+      spawn.choice, ChooseRankFor(options, ranks.perNode, place.nnodes, probe));
+  if (!spawn.choice.warning.empty())
+    absl::FPrintF(stderr, "mdrun: warning: %s\n", spawn.choice.warning);
 
   if (const cpu::CpuIsaConfig &isa = cpu::CpuIsa();
       isa.cap && std::getenv("OPENBLAS_CORETYPE") == nullptr)
@@ -374,7 +374,7 @@ absl::StatusOr<RankSpawn> prepareSpawn(const TrainOptions &options,
     ::setenv(k, v.c_str(), 1);
   };
   const Placement &place = *spawn.place;
-  const Execution &ex = spawn.ex;
+  const rank::RankChoice &choice = spawn.choice;
   set("RANK", absl::StrCat(spawn.ranks.firstRank + r));
   set("LOCAL_RANK", absl::StrCat(r));
   set("WORLD_SIZE", absl::StrCat(spawn.ranks.world));
@@ -382,9 +382,9 @@ absl::StatusOr<RankSpawn> prepareSpawn(const TrainOptions &options,
   set("GROUP_RANK", absl::StrCat(place.nodeRank));
   set("MASTER_ADDR", place.masterAddr);
   set("MASTER_PORT", absl::StrCat(spawn.port));
-  set("MD_BACKEND", ex.backend == BackendChoice::Cuda ? "cuda" : "cpu");
-  set("MD_COMM", commKindName(ex.comm));
-  set("MD_DEVICE", absl::StrCat(ex.deviceOf(r)));
+  set("MD_BACKEND", choice.backend);
+  set("MD_COMM", choice.comm);
+  set("MD_DEVICE", absl::StrCat(choice.deviceOf(r)));
   set("MD_JOB_ID", spawn.jobId);
   set("MD_ERROR_FD", absl::StrCat(errorFd));
   set("MD_THREADS", absl::StrCat(spawn.threads));
@@ -714,16 +714,17 @@ namespace {
 
 /// The ranks' GPUs' free memory (cudaMemGetInfo) against the plan's peak
 /// times the ranks that share each (CheckDeviceMemory).
-absl::Status checkGpuMemory(const NodeRanks &ranks, const Execution &ex) {
+absl::Status checkGpuMemory(const NodeRanks &ranks,
+                            const rank::RankChoice &choice) {
 #if MD_ENABLE_CUDA
-  if (ex.gpus <= 0)
+  if (choice.devices <= 0)
     return absl::OkStatus();
   absl::StatusOr<std::vector<cuda::DeviceInfo>> devices = cuda::queryDevices();
-  for (int d = 0; d < ex.gpus; ++d) {
+  for (int d = 0; d < choice.devices; ++d) {
     NodeMemoryNeed need = ranks.memory;
     need.ranksOnNode = 0;
     for (int r = 0; r < ranks.perNode; ++r)
-      need.ranksOnNode += ex.deviceOf(r) == d ? 1 : 0;
+      need.ranksOnNode += choice.deviceOf(r) == d ? 1 : 0;
     if (need.ranksOnNode == 0)
       continue;
     absl::StatusOr<cuda::DeviceMemory> m = cuda::queryMemoryAndRelease(d);
@@ -741,7 +742,7 @@ absl::Status checkGpuMemory(const NodeRanks &ranks, const Execution &ex) {
   }
 #else
   (void)ranks;
-  (void)ex;
+  (void)choice;
 #endif
   return absl::OkStatus();
 }
@@ -819,9 +820,13 @@ absl::Status runRanks(const TrainOptions &options, const NodeRanks &ranks,
       ::close(c.errorFd);
   if (!options.tracePath.empty() && startError.ok())
     joinTrace(options.tracePath, ranks.firstRank, perNode);
-  // Normally rank 0 unlinks the segment once every rank has attached; a rank
-  // 0 that died earlier leaves it behind.
-  (void)shm::ShmComm::removeSegment(spawn.jobId);
+  // What the comm may leave behind when its ranks die early (shm: rank 0
+  // unlinks its segment once every rank has attached; a rank 0 that died
+  // earlier leaves it).
+  if (const rank::CommInfo *comm =
+          rank::BuiltinRegistry().comm(spawn.choice.comm);
+      comm != nullptr && comm->removeLeftovers)
+    (void)comm->removeLeftovers(spawn.jobId);
 
   if (!startError.ok())
     return startError;
@@ -894,7 +899,7 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
   if (options.ranksAuto) {
     // torchrun's --nproc-per-node auto: a rank per usable GPU, else per
     // core.
-    GpuProbe probe;
+    rank::DeviceProbe probe;
     if (options.backend != BackendChoice::Cpu)
       probe = ProbeGpus();
     place.ranksPerNode =
@@ -909,14 +914,14 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
                       prepareSpawn(options, place, ranks, argc, argv));
   // On the CPU backend every rank of this node shares the host's memory;
   // on GPUs each shares its device's with the ranks on the same device.
-  if (spawn.ex.backend == BackendChoice::Cpu) {
+  if (!spawn.choice.onDevices()) {
     MD_RETURN_IF_ERROR(cpu::CheckCpuIsaCap());
     MD_RETURN_IF_ERROR(
         CheckCpuRankCount(ranks.perNode, cpu::CpuBackend::usableCores()));
     if (!options.skipMemoryCheck)
       MD_RETURN_IF_ERROR(CheckNodeMemory(ranks.memory));
   } else if (!options.skipMemoryCheck) {
-    MD_RETURN_IF_ERROR(checkGpuMemory(ranks, spawn.ex));
+    MD_RETURN_IF_ERROR(checkGpuMemory(ranks, spawn.choice));
   }
   if (!options.skipDataCheck)
     MD_RETURN_IF_ERROR(checkData(options, ranks.world));

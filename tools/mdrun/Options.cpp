@@ -9,14 +9,19 @@
 
 #include "tools/mdrun/Options.h"
 
+#include <iterator>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/core/EnumNames.h"
 #include "runtime/core/Status.h"
+#include "runtime/rank/Builtin.h"
+#include "runtime/rank/Choice.h"
 #include "tools/cli/CommandLine.h"
 
 namespace md::mdrun {
@@ -30,10 +35,23 @@ static_assert(runtime::namesEveryValue(kInspectFormatNames,
 constexpr const char *kBackendChoiceNames[] = {"auto", "cpu", "cuda"};
 static_assert(runtime::namesEveryValue(kBackendChoiceNames,
                                        BackendChoice::Cuda));
-constexpr const char *kCommChoiceNames[] = {"auto", "shm", "gloo"};
-static_assert(runtime::namesEveryValue(kCommChoiceNames, CommChoice::Gloo));
 constexpr const char *kOnOffNames[] = {"off", "on"};
 static_assert(runtime::namesEveryValue(kOnOffNames, OnOff::On));
+
+/// "auto, cpu or cuda".
+template <typename Names> std::string orList(const Names &names) {
+  std::string out;
+  size_t i = 0;
+  for (const auto &name : names) {
+    absl::StrAppend(&out,
+                    i == 0                      ? ""
+                    : i + 1 == std::size(names) ? " or "
+                                                : ", ",
+                    name);
+    ++i;
+  }
+  return out;
+}
 
 /// An enum-valued flag: one of `names`, else "expected auto, cpu or cuda".
 template <typename E, size_t N>
@@ -44,13 +62,44 @@ bool parseNamed(const char *const (&names)[N], absl::string_view text, E *out,
     *out = *value;
     return true;
   }
-  *error = "expected ";
-  for (size_t i = 0; i < N; ++i)
-    absl::StrAppend(error, i == 0 ? "" : i + 1 == N ? " or " : ", ", names[i]);
+  *error = absl::StrCat("expected ", orList(names));
   return false;
 }
 
+/// --comm's spellings: auto, then the comms the runtime's registry lets
+/// the user name, in its order (shm, gloo).
+std::vector<std::string> commNames() {
+  std::vector<std::string> names = rank::BuiltinRegistry().nameableComms();
+  names.insert(names.begin(), "auto");
+  return names;
+}
+
+/// --comm's usage line, from the registry: "the CPU backend's comm: auto
+/// (default: shm on one node, gloo across nodes), shm, or gloo".
+std::string commHelp() {
+  const rank::Registry &registry = rank::BuiltinRegistry();
+  const rank::BackendInfo *host = registry.hostBackend();
+  if (host == nullptr)
+    return "the comm: auto";
+  const rank::CommInfo *one =
+      rank::AutomaticComm(registry, host->name, rank::JobShape{1, 1}, 0);
+  const rank::CommInfo *across =
+      rank::AutomaticComm(registry, host->name, rank::JobShape{1, 2}, 0);
+  std::string help = absl::StrCat("the ", host->title, " backend's comm: auto");
+  if (one != nullptr && across != nullptr)
+    absl::StrAppend(&help, " (default: ", one->name, " on one node, ",
+                    across->name, " across nodes)");
+  const std::vector<std::string> names = registry.nameableComms();
+  for (size_t i = 0; i < names.size(); ++i)
+    absl::StrAppend(&help, i + 1 == names.size() ? ", or " : ", ", names[i]);
+  return help;
+}
+
 } // namespace
+
+const char *BackendChoiceName(BackendChoice backend) {
+  return runtime::enumName(kBackendChoiceNames, backend);
+}
 
 // How the flags below parse mdrun's own types (found by argument-dependent
 // lookup, so they live in the types' namespace).
@@ -70,13 +119,21 @@ std::string AbslUnparseFlag(BackendChoice b) {
   return runtime::enumName(kBackendChoiceNames, b);
 }
 
-bool AbslParseFlag(absl::string_view text, CommChoice *out,
-                   std::string *error) {
-  return parseNamed(kCommChoiceNames, text, out, error);
+/// --comm's type: auto or a nameable comm of the registry.
+struct CommName {
+  std::string name = "auto";
+};
+bool AbslParseFlag(absl::string_view text, CommName *out, std::string *error) {
+  const std::vector<std::string> names = commNames();
+  for (const std::string &name : names)
+    if (text == name) {
+      out->name = name;
+      return true;
+    }
+  *error = absl::StrCat("expected ", orList(names));
+  return false;
 }
-std::string AbslUnparseFlag(CommChoice c) {
-  return runtime::enumName(kCommChoiceNames, c);
-}
+std::string AbslUnparseFlag(const CommName &c) { return c.name; }
 
 bool AbslParseFlag(absl::string_view text, OnOff *out, std::string *error) {
   return parseNamed(kOnOffNames, text, out, error);
@@ -153,9 +210,9 @@ ABSL_FLAG(absl::optional<md::mdrun::ProcCount>, nproc_per_node, absl::nullopt,
           "else one per core");
 ABSL_FLAG(md::mdrun::BackendChoice, backend, kTrainDefaults.backend,
           "auto (default: GPUs when usable, else the CPU), cpu, or cuda");
-ABSL_FLAG(md::mdrun::CommChoice, comm, kTrainDefaults.comm,
-          "the CPU backend's comm: auto (default: shm on one node, gloo "
-          "across nodes), shm, or gloo");
+// Its usage line is the registry's (commHelp).
+ABSL_FLAG(md::mdrun::CommName, comm, md::mdrun::CommName{kTrainDefaults.comm},
+          "the comm");
 ABSL_FLAG(bool, no_fallback, kTrainDefaults.noFallback,
           "no usable GPU is an error instead of a CPU fallback");
 ABSL_FLAG(bool, skip_memory_check, kTrainDefaults.skipMemoryCheck,
@@ -335,6 +392,9 @@ const std::vector<cli::Section> &sections() {
             .withTag(kTrain),
         FlagOption(FLAGS_worker, {"--worker"}, "").withTag(kWorker).hide(),
     };
+    for (cli::Option &o : s[0].options)
+      if (o.names.front() == "--comm")
+        o.help = commHelp();
     s[1].heading =
         "Several nodes (docs/multinode.md; srun, mpirun, torchrun recognised):";
     s[1].options = {
@@ -464,7 +524,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
   TrainOptions &t = cl.train;
   t.planPath = positional[0];
   t.backend = absl::GetFlag(FLAGS_backend);
-  t.comm = absl::GetFlag(FLAGS_comm);
+  t.comm = absl::GetFlag(FLAGS_comm).name;
   t.noFallback = absl::GetFlag(FLAGS_no_fallback);
   t.skipMemoryCheck = absl::GetFlag(FLAGS_skip_memory_check);
   t.skipDataCheck = absl::GetFlag(FLAGS_skip_data_check);

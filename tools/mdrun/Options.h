@@ -22,9 +22,9 @@
 namespace md::mdrun {
 
 enum class BackendChoice { Auto, Cpu, Cuda };
-/// The CPU backend's comm (--comm): shared memory on one node and Gloo
-/// across nodes (auto), or either by name.
-enum class CommChoice { Auto, Shm, Gloo };
+/// "auto", "cpu", "cuda": --backend's spellings, and the runtime's names of
+/// the backends (runtime/rank/Registry.h).
+const char *BackendChoiceName(BackendChoice backend);
 /// A yes-or-no option spelt on or off (--comm-thread).
 enum class OnOff { Off, On };
 
@@ -37,7 +37,10 @@ struct TrainOptions {
   /// per core; the launcher resolves it into `ranks`.
   bool ranksAuto = false;
   BackendChoice backend = BackendChoice::Auto;
-  CommChoice comm = CommChoice::Auto;
+  /// --comm: "auto" (the runtime's choice: shm on one node, gloo across
+  /// nodes), or a comm the runtime's registry lets the user name
+  /// (runtime/rank/Registry.h: shm, gloo).
+  std::string comm = "auto";
   /// No GPU is an error instead of a fallback to the CPU backend.
   bool noFallback = false;
   /// Start the ranks even when the plan's predicted peak, times the ranks

@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/core/Safetensors.h"
+#include "runtime/exec/Safetensors.h"
 
 namespace md::mdrun {
 

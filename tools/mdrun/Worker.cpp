@@ -20,31 +20,22 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "runtime/core/Executor.h"
+#include "runtime/exec/Executor.h"
 #include "runtime/core/Json.h"
 #include "runtime/core/FlightRecorder.h"
-#include "runtime/core/Safetensors.h"
+#include "runtime/exec/Safetensors.h"
 #include "runtime/core/Status.h"
 #include "runtime/core/TraceRecorder.h"
-#include "runtime/cpu/CommThread.h"
 #include "runtime/cpu/CpuBackend.h"
-#include "runtime/cpu/CpuIsa.h"
-#include "runtime/gloo/GlooComm.h"
-#include "runtime/net/Rendezvous.h"
 #include "runtime/net/Socket.h"
 #include "runtime/net/TorchStore.h"
 #include "runtime/plan/Loader.h"
 #include "runtime/plan/MemoryFormat.h"
-#include "runtime/shm/ShmComm.h"
+#include "runtime/rank/Builtin.h"
+#include "runtime/rank/Rank.h"
 #include "tools/cli/Format.h"
 #include "tools/mdrun/FlightAnalysis.h"
 #include "tools/mdrun/Trace.h"
-#if MD_ENABLE_CUDA
-#include "runtime/cuda/CudaBackend.h"
-#include "runtime/cuda/Device.h"
-#include "runtime/nccl/NcclComm.h"
-#include "runtime/nccl/StagedComm.h"
-#endif
 
 namespace md::mdrun {
 namespace {
@@ -430,19 +421,33 @@ absl::StatusOr<WorkerEnv> WorkerEnvFromEnvironment() {
   } else {
     env.threads = cpu::CpuBackend::threadsPerRank(env.localWorldSize);
   }
-  const char *backend = std::getenv("MD_BACKEND");
-  if (backend == nullptr || std::string(backend) == "cpu")
-    env.backend = BackendChoice::Cpu;
-  else if (std::string(backend) == "cuda")
-    env.backend = BackendChoice::Cuda;
-  else
-    return absl::InvalidArgumentError(
-        absl::StrCat("MD_BACKEND=", backend, ": expected cpu or cuda"));
+  const rank::Registry &registry = rank::BuiltinRegistry();
+  if (const char *backend = std::getenv("MD_BACKEND"); backend != nullptr) {
+    if (registry.backend(backend) == nullptr) {
+      std::vector<std::string> names;
+      for (const rank::BackendInfo *b : registry.backends())
+        names.push_back(b->name);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MD_BACKEND=", backend, ": expected ", absl::StrJoin(names, " or ")));
+    }
+    env.backend = backend;
+  } else if (const rank::BackendInfo *host = registry.hostBackend()) {
+    env.backend = host->name;
+  }
   if (const char *c = std::getenv("MD_COMM"); c != nullptr) {
-    MD_ASSIGN_OR_RETURN(env.comm, parseCommKind(c));
+    MD_ASSIGN_OR_RETURN(const rank::CommInfo *comm, registry.findComm(c));
+    env.comm = comm->name;
   } else {
-    env.comm =
-        env.localWorldSize == env.worldSize ? CommKind::Shm : CommKind::Gloo;
+    // The choice's comm for this backend, a device per rank on GPUs.
+    const rank::CommInfo *comm = rank::AutomaticComm(
+        registry, env.backend,
+        rank::JobShape{env.localWorldSize, env.worldSize / env.localWorldSize},
+        env.localWorldSize);
+    if (comm == nullptr)
+      return absl::InvalidArgumentError(
+          absl::StrCat("MD_COMM is not set, and no comm of the ", env.backend,
+                       " backend runs this job"));
+    env.comm = comm->name;
   }
   env.device = env.localRank;
   if (std::getenv("MD_DEVICE") != nullptr) {
@@ -471,173 +476,12 @@ absl::StatusOr<std::string> planFingerprint(const std::string &path,
       h = (h ^ buf[i]) * 1099511628211ull;
   std::fclose(f);
   return absl::StrFormat("plan %016x, world %d, %s backend, %s comm", h,
-                         env.worldSize,
-                         env.backend == BackendChoice::Cuda ? "cuda" : "cpu",
-                         commKindName(env.comm));
+                         env.worldSize, env.backend, env.comm);
 }
 
 std::chrono::milliseconds timeoutOf(const TrainOptions &options) {
   return std::chrono::milliseconds(
       static_cast<int64_t>(std::llround(options.timeoutSeconds * 1000)));
-}
-
-/// Where this rank meets the others (rank 0's MASTER_ADDR:MASTER_PORT) and
-/// who it is, for the rendezvous that hands out the NCCL id and for the
-/// gloo comm, whose options extend the rendezvous'.
-void setMeeting(net::RendezvousOptions &o, const TrainOptions &options,
-                const WorkerEnv &env, const std::string &fingerprint) {
-  o.masterAddr = env.masterAddr;
-  o.masterPort = env.masterPort;
-  o.rank = env.rank;
-  o.worldSize = env.worldSize;
-  o.fingerprint = fingerprint;
-  o.timeout = timeoutOf(options);
-}
-
-absl::StatusOr<std::unique_ptr<shm::ShmComm>>
-makeShmComm(const TrainOptions &options, const WorkerEnv &env,
-            const plan::LoadedPlan &loaded, const std::string &fingerprint) {
-  if (env.localWorldSize != env.worldSize)
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "the shared-memory comm needs every rank on one node, but "
-        "LOCAL_WORLD_SIZE=%d and WORLD_SIZE=%d",
-        env.localWorldSize, env.worldSize));
-  shm::ShmCommOptions co;
-  co.jobId = env.jobId;
-  co.rank = env.rank;
-  co.worldSize = env.worldSize;
-  co.shardSize = static_cast<int>(loaded.world().shardGroupSize);
-  co.timeout = timeoutOf(options);
-  // The ranks of one node check their plans as the rendezvous does across
-  // nodes: the same file content, W, backend and comm.
-  co.fingerprint = fingerprint;
-  return shm::ShmComm::create(co);
-}
-
-} // namespace
-
-namespace {
-
-/// A rank's backend and comm, and how the banner describes them. The comm
-/// holds on to the backend's streams: it is declared after the backend, so
-/// it goes first.
-struct RankDevice {
-  std::unique_ptr<runtime::Backend> backend;
-  std::unique_ptr<runtime::Comm> comm;
-  std::string where;
-  /// What the banner says of the device after its first line: the CPU's
-  /// instruction set and GEMM paths, and their warnings.
-  std::vector<std::string> lines;
-  std::string refusal; // why the CPU comm thread is off although asked for
-};
-
-/// The CUDA backend on env.device and the NCCL or staged comm.
-absl::StatusOr<RankDevice> makeCudaRank(const TrainOptions &options,
-                                        const WorkerEnv &env,
-                                        const plan::LoadedPlan &loaded,
-                                        const std::string &fingerprint,
-                                        int shardSize) {
-  RankDevice r;
-#if MD_ENABLE_CUDA
-  MD_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> cb,
-                      cuda::CudaBackend::create(env.device));
-  cuda::CudaBackend &device = *cb;
-  r.backend = std::move(cb);
-  r.where = absl::StrFormat("rank 0 on cuda:%d", env.device);
-  if (absl::StatusOr<std::vector<cuda::DeviceInfo>> devices =
-          cuda::queryDevices();
-      devices.ok() && env.device < static_cast<int>(devices->size()))
-    absl::StrAppend(&r.where, " (", (*devices)[env.device].name, ")");
-  if (env.comm == CommKind::Nccl) {
-    // Rank 0 makes the NCCL id; the TCP rendezvous hands it to all.
-    nccl::UniqueId id{};
-    if (env.rank == 0) {
-      MD_ASSIGN_OR_RETURN(id, nccl::NewUniqueId());
-    }
-    net::RendezvousOptions ro;
-    setMeeting(ro, options, env, fingerprint);
-    MD_ASSIGN_OR_RETURN(
-        std::vector<std::string> payloads,
-        net::Rendezvous(ro, env.rank == 0
-                                ? std::string_view(id.data(), id.size())
-                                : std::string_view()));
-    if (payloads.empty() || payloads[0].size() != id.size())
-      return absl::InternalError(
-          "the rendezvous did not deliver rank 0's NCCL id");
-    std::copy(payloads[0].begin(), payloads[0].end(), id.begin());
-    nccl::NcclCommOptions no;
-    no.rank = env.rank;
-    no.worldSize = env.worldSize;
-    no.shardSize = shardSize;
-    no.uniqueId = id;
-    no.backend = &device;
-    no.timeout = timeoutOf(options);
-    MD_ASSIGN_OR_RETURN(r.comm, nccl::NcclComm::create(no));
-  } else if (env.comm == CommKind::ShmStaged) {
-    MD_ASSIGN_OR_RETURN(std::unique_ptr<shm::ShmComm> host,
-                        makeShmComm(options, env, loaded, fingerprint));
-    r.comm = std::make_unique<nccl::StagedComm>(std::move(host), device);
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the CUDA backend takes the nccl or shm-staged comm, not ",
-                     commKindName(env.comm)));
-  }
-#else
-  return absl::UnimplementedError(
-      "this mdrun was built without CUDA; it runs the CPU backend only");
-#endif
-  return r;
-}
-
-/// The CPU backend (with the comm thread unless it is off or the plan's
-/// streams are unordered) and the shm or gloo comm.
-absl::StatusOr<RankDevice>
-makeCpuRank(const TrainOptions &options, const WorkerEnv &env,
-            const plan::LoadedPlan &loaded, const std::string &fingerprint,
-            int shardSize, runtime::FlightRecorder *recorder) {
-  RankDevice r;
-  auto cpuBackend = std::make_unique<cpu::CpuBackend>(env.threads);
-  MD_RETURN_IF_ERROR(cpu::CheckCpuIsaCap());
-  r.lines.push_back(absl::StrCat("cpu: ", cpu::CpuBackend::isaReport()));
-  for (const std::string &w : cpu::CpuBackend::isaWarnings())
-    r.lines.push_back(absl::StrCat("warning: ", w));
-  r.where = absl::StrFormat("%d BLAS thread%s per rank", cpuBackend->threads(),
-                            cpuBackend->threads() == 1 ? "" : "s");
-  // --comm-thread on (the default): the comm stream on a thread of its
-  // own, its collectives overlapping compute (docs/runtime-cpu.md), when
-  // the plan's events order the two streams; without the thread the
-  // backend runs them in program order, so any plan runs.
-  cpu::CommThreadBackend *threaded = nullptr;
-  // A plan that cannot be laid out fails in Executor::Create, which says
-  // why.
-  if (options.commThread)
-    r.refusal =
-        runtime::Executor::UnorderedStreams(loaded, env.worldSize).value_or("");
-  if (options.commThread && r.refusal.empty()) {
-    auto t = std::make_unique<cpu::CommThreadBackend>(std::move(cpuBackend));
-    threaded = t.get();
-    r.backend = std::move(t);
-    absl::StrAppend(&r.where, ", a comm thread");
-  } else {
-    r.backend = std::move(cpuBackend);
-    absl::StrAppend(&r.where, ", no comm thread");
-  }
-  if (env.comm == CommKind::Shm) {
-    MD_ASSIGN_OR_RETURN(r.comm, makeShmComm(options, env, loaded, fingerprint));
-  } else if (env.comm == CommKind::Gloo) {
-    gloo::GlooCommOptions go;
-    setMeeting(go, options, env, fingerprint);
-    go.shardSize = shardSize;
-    MD_ASSIGN_OR_RETURN(r.comm, gloo::GlooComm::create(go));
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the CPU backend takes the shm or gloo comm, not ",
-                     commKindName(env.comm)));
-  }
-  if (threaded != nullptr)
-    r.comm = std::make_unique<cpu::CommThreadComm>(std::move(r.comm), *threaded,
-                                                   recorder);
-  return r;
 }
 
 absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
@@ -649,17 +493,40 @@ absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
                       plan::LoadPlanFile(options.planPath, lo));
   MD_ASSIGN_OR_RETURN(std::string fingerprint,
                       planFingerprint(options.planPath, env));
-  const int shardSize = static_cast<int>(loaded.world().shardGroupSize);
 
-  MD_ASSIGN_OR_RETURN(
-      RankDevice rd,
-      env.backend == BackendChoice::Cuda
-          ? makeCudaRank(options, env, loaded, fingerprint, shardSize)
-          : makeCpuRank(options, env, loaded, fingerprint, shardSize,
-                        recorder));
+  const rank::Registry &registry = rank::BuiltinRegistry();
+  // --comm-thread on (the default): on the CPU backend, the comm stream on
+  // a thread of its own, its collectives overlapping compute
+  // (docs/runtime-cpu.md), when the plan's events order the two streams;
+  // without the thread the backend runs them in program order, so any plan
+  // runs. A plan that cannot be laid out fails in Executor::Create, which
+  // says why.
+  std::string refusal;
+  const rank::BackendInfo *info = registry.backend(env.backend);
+  if (options.commThread && info != nullptr && info->overlapOnRequest)
+    refusal =
+        runtime::Executor::UnorderedStreams(loaded, env.worldSize).value_or("");
+  rank::RankSpec spec;
+  spec.backend = env.backend;
+  spec.comm = env.comm;
+  spec.rank = env.rank;
+  spec.worldSize = env.worldSize;
+  spec.localRank = env.localRank;
+  spec.localWorldSize = env.localWorldSize;
+  spec.shardSize = static_cast<int>(loaded.world().shardGroupSize);
+  spec.device = env.device;
+  spec.threads = env.threads;
+  spec.jobId = env.jobId;
+  spec.masterAddr = env.masterAddr;
+  spec.masterPort = env.masterPort;
+  spec.fingerprint = fingerprint;
+  spec.timeout = timeoutOf(options);
+  spec.overlapComm = options.commThread && refusal.empty();
+  spec.recorder = recorder;
+  MD_ASSIGN_OR_RETURN(rank::Rank rd, rank::MakeRank(registry, spec));
   runtime::Backend &backend = *rd.backend;
   runtime::Comm &comm = *rd.comm;
-  const std::string &where = rd.where, &refusal = rd.refusal;
+  const std::string &where = rd.where;
 
   Reporter reporter(env.rank);
   runtime::ExecutorOptions eo;
@@ -876,16 +743,17 @@ absl::Status RunRank(const TrainOptions &options, const Placement &place) {
   env.threads = options.threads > 0
                     ? static_cast<int>(options.threads)
                     : cpu::CpuBackend::threadsPerRank(place.ranksPerNode);
-  GpuProbe probe;
+  rank::DeviceProbe probe;
   if (options.backend != BackendChoice::Cpu)
     probe = ProbeGpus();
-  MD_ASSIGN_OR_RETURN(Execution ex, ChooseExecution(options, place.ranksPerNode,
-                                                    place.nnodes, probe));
-  if (!ex.warning.empty() && place.rank == 0)
-    absl::FPrintF(stderr, "mdrun: warning: %s\n", ex.warning);
-  env.backend = ex.backend;
-  env.comm = ex.comm;
-  env.device = ex.deviceOf(place.localRank);
+  MD_ASSIGN_OR_RETURN(
+      rank::RankChoice choice,
+      ChooseRankFor(options, place.ranksPerNode, place.nnodes, probe));
+  if (!choice.warning.empty() && place.rank == 0)
+    absl::FPrintF(stderr, "mdrun: warning: %s\n", choice.warning);
+  env.backend = choice.backend;
+  env.comm = choice.comm;
+  env.device = choice.deviceOf(place.localRank);
   if (place.agentStore && place.worldSize > 1) {
     // torchrun's agent serves its store on MASTER_PORT: the rendezvous
     // meets on a port of rank 0's, published there.

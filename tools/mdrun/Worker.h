@@ -3,11 +3,13 @@
 // A worker is the process the launcher starts for each rank: it reads its
 // place in the job from the torchrun environment contract (RANK,
 // WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and
-// md's own variables (MD_BACKEND cpu|cuda, MD_COMM shm|gloo|nccl|shm-staged,
-// MD_DEVICE the CUDA device, MD_JOB_ID the shared-memory segment,
-// MD_THREADS the BLAS threads), loads the plan, makes the backend, joins the
-// comm (the NCCL id travels through the TCP rendezvous at MASTER_ADDR:
-// MASTER_PORT) and runs the executor.
+// md's own variables (MD_BACKEND and MD_COMM, the names of a backend and a
+// comm of the runtime's registry, runtime/rank/Registry.h: cpu or cuda;
+// shm, gloo, nccl or shm-staged; MD_DEVICE the CUDA device, MD_JOB_ID the
+// shared-memory segment, MD_THREADS the BLAS threads), loads the plan,
+// makes the backend and joins the comm through the registry
+// (runtime/rank/Rank.h; the comms that meet through the TCP rendezvous at
+// MASTER_ADDR:MASTER_PORT do so there) and runs the executor.
 // Rank 0 prints the banner and the progress lines and writes the metrics
 // file.
 //
@@ -35,9 +37,9 @@ struct WorkerEnv {
   int masterPort = 29500;
   std::string jobId;                          // names the shared-memory segment
   int threads = 1;                            // BLAS threads (CPU backend)
-  BackendChoice backend = BackendChoice::Cpu; // Cpu or Cuda
-  CommKind comm = CommKind::Shm;
-  int device = 0; // the CUDA device (CUDA backend)
+  std::string backend = "cpu";                // a registered backend's name
+  std::string comm = "shm";                   // a registered comm's name
+  int device = 0;                             // the CUDA device (CUDA backend)
   /// The memfd of this rank's flight recorder ring, which the launcher
   /// made and reads (MD_FLIGHT_FD); -1: none.
   int flightFd = -1;

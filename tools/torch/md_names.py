@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """md's weights under another framework's names, through an md name map.
 
-A name map (runtime/core/NameMap.h; models/gpt.nanogpt.map is nanoGPT's) is
+A name map (runtime/exec/NameMap.h; models/gpt.nanogpt.map is nanoGPT's) is
 what `mdrun --init FILE --init-map MAP` reads to start from another
 framework's weights. This reads the same map the other way: md's
 --save-final or full checkpoint file to the other framework's names,
