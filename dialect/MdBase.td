@@ -35,6 +35,48 @@ def Md_Dialect : Dialect {
   }];
   let useDefaultAttributePrinterParser = 1;
   let hasConstantMaterializer = 1;
+  // What the passes leave on ops for later passes, the memory analysis and
+  // the emitter: `md.<name>`, declared once here with its type. The dialect
+  // verifies every `md.`-prefixed discardable attribute against this list
+  // (MdDialect::verifyOperationAttribute) and dialect/MdDiscardableAttrs.h
+  // gives each its typed accessors; docs/dialect.md lists them.
+  let discardableAttrs = (ins
+    // The FSDP unit an op belongs to (md-apply-plan, md-autodiff).
+    "::mlir::IntegerAttr":$unit,
+    // The units a packed bucket's reduction carries (md-bucketing).
+    "::mlir::DenseI64ArrayAttr":$units,
+    // An op of the backward pass (md-autodiff, md-apply-plan).
+    "::mlir::UnitAttr":$backward,
+    // When a unit's gather runs: "forward", "backward" or "step".
+    "::mlir::StringAttr":$phase,
+    // A forward op cloned into the backward pass (activation checkpointing).
+    "::mlir::UnitAttr":$recompute,
+    // On a gradient function's result: the parameter it is the gradient of.
+    "::mlir::FlatSymbolRefAttr":$grad_of,
+    // The flat buffer a packed bucket reduces (md-bucketing).
+    "::mlir::UnitAttr":$bucket_buffer,
+    // On md.model: the bucket table --explain prints (md-bucketing).
+    "::mlir::ArrayAttr":$bucket_table,
+    // The statistics all-reduce of a synchronised batch norm.
+    "::mlir::UnitAttr":$sync_batch_norm,
+    // The stream an op runs on: 0 compute, 1 comm (md-schedule).
+    "::mlir::IntegerAttr":$stream,
+    // The event an op records when it ends (md-schedule).
+    "::mlir::IntegerAttr":$record,
+    // The events an op waits for before it starts (md-schedule).
+    "::mlir::DenseI64ArrayAttr":$wait,
+    // On md.model: the per-rank bytes of the step program (md-plan-memory).
+    "::mlir::DictionaryAttr":$memory,
+    // On md.model, the plan options kept beside #md.plan
+    // (dialect/PlanOptions.h): "sharded" gradient accumulation,
+    "::mlir::StringAttr":$grad_accumulation,
+    // the link of the cost model {name, alpha_us, beta_gbps},
+    "::mlir::DictionaryAttr":$interconnect,
+    // and the limit of in-flight all-gathers.
+    "::mlir::IntegerAttr":$max_inflight_allgathers
+  );
+  let hasOperationAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   let extraClassDeclaration = [{
     void registerAttributes();
   }];

@@ -5,18 +5,20 @@
 // cost model assumes and the limit of in-flight all-gathers. Each attribute
 // is present only when the plan departs from the default, so a plan that
 // leaves them alone compiles to the same IR and the same plan file as before
-// they existed. The frontend writes them (frontend/Plans.cpp) and the passes
-// read them (md-apply-plan, md-bucketing, md-schedule, --explain) through the
-// functions below, which are header-only so that the frontend needs no pass
-// library.
+// they existed. They are discardable attributes of the dialect, declared in
+// MdBase.td (md.grad_accumulation, md.interconnect,
+// md.max_inflight_allgathers) and verified with the others; the frontend
+// writes them (frontend/Plans.cpp) and the passes read them (md-apply-plan,
+// md-bucketing, md-schedule, --explain) through the functions below.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MD_PASSES_ANALYSIS_PLANOPTIONS_H
-#define MD_PASSES_ANALYSIS_PLANOPTIONS_H
+#ifndef MD_DIALECT_PLANOPTIONS_H
+#define MD_DIALECT_PLANOPTIONS_H
 
 #include "dialect/MdOps.h"
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -24,18 +26,6 @@
 #include <optional>
 
 namespace md {
-
-/// `md.grad_accumulation = "sharded"`: reduce-scatter every micro-step's
-/// gradient and accumulate only this rank's shard (absent: local).
-inline constexpr llvm::StringLiteral kGradAccumulationAttr =
-    "md.grad_accumulation";
-/// `md.interconnect = {name = "pcie", alpha_us = 20.0, beta_gbps = 12.0}`:
-/// the link of the cost model (absent: nvlink).
-inline constexpr llvm::StringLiteral kInterconnectAttr = "md.interconnect";
-/// `md.max_inflight_allgathers = N`: gathered units live at once when
-/// prefetching (absent: kDefaultMaxInflightAllGathers).
-inline constexpr llvm::StringLiteral kMaxInflightAllGathersAttr =
-    "md.max_inflight_allgathers";
 
 /// Two gathered units: the one computing and the one prefetched, as FSDP's
 /// `limit_all_gathers`.
@@ -85,7 +75,8 @@ inline std::string getInterconnectNames() {
 
 /// Whether `model`'s plan accumulates gradients as shards.
 inline bool hasShardedGradAccumulation(ModelOp model) {
-  auto mode = model->getAttrOfType<mlir::StringAttr>(kGradAccumulationAttr);
+  auto mode = model->getAttrOfType<mlir::StringAttr>(
+      MdDialect::GradAccumulationAttrHelper::getNameStr());
   return mode && mode.getValue() == "sharded";
 }
 
@@ -93,7 +84,8 @@ inline bool hasShardedGradAccumulation(ModelOp model) {
 /// figures; std::nullopt when the plan names none.
 inline std::optional<std::pair<std::string, Interconnect>>
 getPlanInterconnect(ModelOp model) {
-  auto dict = model->getAttrOfType<mlir::DictionaryAttr>(kInterconnectAttr);
+  auto dict = model->getAttrOfType<mlir::DictionaryAttr>(
+      MdDialect::InterconnectAttrHelper::getNameStr());
   if (!dict)
     return std::nullopt;
   auto name = dict.getAs<mlir::StringAttr>("name");
@@ -109,11 +101,39 @@ getPlanInterconnect(ModelOp model) {
 /// The limit of in-flight all-gathers `model`'s plan sets, if any.
 inline std::optional<int64_t> getPlanMaxInflightAllGathers(ModelOp model) {
   if (auto limit =
-          model->getAttrOfType<mlir::IntegerAttr>(kMaxInflightAllGathersAttr))
+          model->getAttrOfType<mlir::IntegerAttr>(
+              MdDialect::MaxInflightAllgathersAttrHelper::getNameStr()))
     return limit.getInt();
   return std::nullopt;
 }
 
+/// md.grad_accumulation = "sharded": reduce-scatter every micro-step's
+/// gradient and accumulate only this rank's shard (absent: local).
+inline void setShardedGradAccumulation(ModelOp model) {
+  model->setAttr(MdDialect::GradAccumulationAttrHelper::getNameStr(),
+                 mlir::StringAttr::get(model.getContext(), "sharded"));
+}
+
+/// md.interconnect = {name, alpha_us, beta_gbps}: the link of the cost
+/// model (absent: nvlink).
+inline void setPlanInterconnect(ModelOp model, llvm::StringRef name,
+                                Interconnect link) {
+  mlir::Builder b(model.getContext());
+  model->setAttr(
+      MdDialect::InterconnectAttrHelper::getNameStr(),
+      b.getDictionaryAttr(
+          {b.getNamedAttr("name", b.getStringAttr(name)),
+           b.getNamedAttr("alpha_us", b.getF64FloatAttr(link.alphaUs)),
+           b.getNamedAttr("beta_gbps", b.getF64FloatAttr(link.betaGBps))}));
+}
+
+/// md.max_inflight_allgathers = N: gathered units live at once when
+/// prefetching (absent: kDefaultMaxInflightAllGathers).
+inline void setPlanMaxInflightAllGathers(ModelOp model, int64_t limit) {
+  model->setAttr(MdDialect::MaxInflightAllgathersAttrHelper::getNameStr(),
+                 mlir::Builder(model.getContext()).getI64IntegerAttr(limit));
+}
+
 } // namespace md
 
-#endif // MD_PASSES_ANALYSIS_PLANOPTIONS_H
+#endif // MD_DIALECT_PLANOPTIONS_H

@@ -15,7 +15,7 @@
 #include "frontend/Sema.h"
 
 #include "dialect/MdOps.h"
-#include "passes/analysis/PlanOptions.h"
+#include "dialect/PlanOptions.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
@@ -55,7 +55,7 @@ struct PlanValues {
   PrefetchBackward prefetchBackward = PrefetchBackward::pre;
   bool reshardAfterForward = false;
   SmallVector<std::string> checkpointActivations;
-  // The options kept beside #md.plan (passes/analysis/PlanOptions.h), unset
+  // The options kept beside #md.plan (dialect/PlanOptions.h), unset
   // while they keep their defaults.
   bool shardedGradAccumulation = false;
   SMLoc gradAccumulationLoc;
@@ -125,12 +125,13 @@ const BlockDecl *getPlanModel(const Module &module, IRGenContext &ctx) {
   return nullptr;
 }
 
-/// Applies the options of one plan to the values of its preset, reporting
-/// every invalid option through `diags`.
-class PlanBuilder {
+/// Resolves one parallelism plan of the program (not the executable plan
+/// file): applies its options to the values of its preset, reporting every
+/// invalid option through `diags`.
+class PlanResolver {
 public:
-  PlanBuilder(const BlockDecl *model, int64_t worldSize, MLIRContext *context,
-              Diagnostics &diags)
+  PlanResolver(const BlockDecl *model, int64_t worldSize, MLIRContext *context,
+               Diagnostics &diags)
       : model(model), worldSize(worldSize), context(context), diags(diags) {}
 
   FailureOr<PlanValues> build(const PlanDecl &decl) {
@@ -182,21 +183,21 @@ private:
   /// A plan option and what applies its value.
   struct PlanOption {
     StringRef key;
-    void (PlanBuilder::*apply)(const Expr &value, PlanValues &plan);
+    void (PlanResolver::*apply)(const Expr &value, PlanValues &plan);
   };
   /// Every plan option, in the order messages list them.
   static ArrayRef<PlanOption> options() {
     static const PlanOption table[] = {
-        {"shard", &PlanBuilder::applyShard},
-        {"wrap", &PlanBuilder::applyWrap},
-        {"precision", &PlanBuilder::applyPrecision},
-        {"bucket_cap", &PlanBuilder::applyBucketCap},
-        {"prefetch", &PlanBuilder::applyPrefetch},
-        {"reshard_after_forward", &PlanBuilder::applyReshardAfterForward},
-        {"checkpoint_activations", &PlanBuilder::applyCheckpointActivations},
-        {"grad_accumulation", &PlanBuilder::applyGradAccumulation},
-        {"interconnect", &PlanBuilder::applyInterconnect},
-        {"max_inflight_allgathers", &PlanBuilder::applyMaxInflightAllGathers}};
+        {"shard", &PlanResolver::applyShard},
+        {"wrap", &PlanResolver::applyWrap},
+        {"precision", &PlanResolver::applyPrecision},
+        {"bucket_cap", &PlanResolver::applyBucketCap},
+        {"prefetch", &PlanResolver::applyPrefetch},
+        {"reshard_after_forward", &PlanResolver::applyReshardAfterForward},
+        {"checkpoint_activations", &PlanResolver::applyCheckpointActivations},
+        {"grad_accumulation", &PlanResolver::applyGradAccumulation},
+        {"interconnect", &PlanResolver::applyInterconnect},
+        {"max_inflight_allgathers", &PlanResolver::applyMaxInflightAllGathers}};
     return table;
   }
 
@@ -594,29 +595,21 @@ LogicalResult applyPlanOverrides(const BlockDecl *model, int64_t worldSize,
   std::unique_ptr<Module> parsed = parseModule(buffer, ctx.diags);
   if (!parsed || parsed->plans.size() != 1)
     return failure();
-  PlanBuilder builder(model, worldSize, &ctx.context, ctx.diags);
+  PlanResolver builder(model, worldSize, &ctx.context, ctx.diags);
   return builder.applyOverrides(parsed->plans.front(), values);
 }
 
 /// The options of `values` kept beside #md.plan, on `model`; an option at its
 /// default leaves no attribute.
 void setPlanOptions(ModelOp model, const PlanValues &values) {
-  MLIRContext *context = model.getContext();
-  Builder b(context);
   if (values.shardedGradAccumulation)
-    model->setAttr(kGradAccumulationAttr, b.getStringAttr("sharded"));
+    setShardedGradAccumulation(model);
   if (values.interconnect) {
     const auto &[name, link] = *values.interconnect;
-    model->setAttr(
-        kInterconnectAttr,
-        b.getDictionaryAttr(
-            {b.getNamedAttr("name", b.getStringAttr(name)),
-             b.getNamedAttr("alpha_us", b.getF64FloatAttr(link.alphaUs)),
-             b.getNamedAttr("beta_gbps", b.getF64FloatAttr(link.betaGBps))}));
+    setPlanInterconnect(model, name, link);
   }
   if (values.maxInflightAllGathers)
-    model->setAttr(kMaxInflightAllGathersAttr,
-                   b.getI64IntegerAttr(*values.maxInflightAllGathers));
+    setPlanMaxInflightAllGathers(model, *values.maxInflightAllGathers);
 }
 
 } // namespace
@@ -625,7 +618,7 @@ LogicalResult md::frontend::checkPlans(const Module &module,
                                        IRGenContext &ctx) {
   ctx.plansChecked = true;
   unsigned errors = ctx.diags.getNumErrors();
-  PlanBuilder builder(getPlanModel(module, ctx), getPinnedWorldSize(ctx),
+  PlanResolver builder(getPlanModel(module, ctx), getPinnedWorldSize(ctx),
                       &ctx.context, ctx.diags);
   for (auto [i, plan] : llvm::enumerate(module.plans)) {
     for (const PlanDecl &previous : ArrayRef(module.plans).take_front(i)) {
@@ -656,7 +649,7 @@ FailureOr<Attribute> md::frontend::resolvePlan(const Module &module,
   if (decl) {
     // checkPlans has reported this plan's errors already.
     Diagnostics silent(ctx.diags.getSourceMgr(), llvm::nulls());
-    PlanBuilder builder(model, worldSize, &ctx.context,
+    PlanResolver builder(model, worldSize, &ctx.context,
                         ctx.plansChecked ? silent : ctx.diags);
     FailureOr<PlanValues> built = builder.build(*decl);
     if (failed(built))

@@ -10,9 +10,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/MdDiscardableAttrs.h"
 #include "dialect/ParamGroups.h"
 #include "passes/Passes.h"
-#include "passes/analysis/PlanOptions.h"
+#include "dialect/PlanOptions.h"
 #include "passes/analysis/StepProgram.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -33,8 +34,9 @@ using namespace md;
 
 namespace {
 
-/// How a plan keeps a unit's parameters, gradients and optimizer state.
-enum class Layout {
+/// How a parallelism plan shards a unit's parameters, gradients and
+/// optimizer state (ZeRO stage 0 to 3).
+enum class Sharding {
   Replicated, // ddp, single: everything full on every rank
   Zero1,      // optimizer state sharded; gradients all-reduced
   GradOp,     // + gradients reduce-scattered; params kept gathered
@@ -110,7 +112,7 @@ private:
                                 const DenseMap<Operation *, Value> &gradOf,
                                 SmallVectorImpl<Value> &unitGrads);
   /// The collectives that reduce `unit`'s accumulated gradient `total` as
-  /// the plan's layout asks.
+  /// the plan's sharding asks.
   Value reduceUnitGradient(OpBuilder &b, Location loc, Unit &unit, Value total);
   /// Splits the gradient of each unit larger than the plan's bucket_cap into
   /// ranges (Unit::ranges) when the plan all-reduces gradients.
@@ -137,13 +139,13 @@ private:
   }
   /// Whether the model runs on one rank (no collective at all).
   bool singleRank() { return model.getStaticGroupSize(Group::world) == 1; }
-  bool sharded() { return layout != Layout::Replicated; }
+  bool sharded() { return sharding != Sharding::Replicated; }
 
   ModelOp model;
   PlanAttr plan;
   TrainOp train;
   FuncOp gradFunc;
-  Layout layout = Layout::Replicated;
+  Sharding sharding = Sharding::Replicated;
   bool hybrid = false;
   /// `grad_accumulation = sharded`: each micro-step's gradient is
   /// reduce-scattered and only the shard accumulates.
@@ -231,7 +233,7 @@ void ApplyPlanPass::createStates(OpBuilder &b) {
   bool shardOptimizer = sharded();
   for (Unit &unit : units) {
     unit.master = make(unit, "master", StateRole::master, shardOptimizer);
-    if (layout == Layout::Zero1 || layout == Layout::GradOp)
+    if (sharding == Sharding::Zero1 || sharding == Sharding::GradOp)
       unit.params_ = make(unit, "params", StateRole::params, false);
     if (isa<AdamWAttr>(train.getOptimizer())) {
       unit.expAvg = make(unit, "exp_avg", StateRole::exp_avg, shardOptimizer);
@@ -262,43 +264,38 @@ void ApplyPlanPass::createStates(OpBuilder &b) {
 // One micro-step
 //===----------------------------------------------------------------------===//
 
-static bool isBackward(Operation *op) { return op->hasAttr("md.backward"); }
+static bool isBackward(Operation *op) { return mark::isBackward(op); }
 
-static int64_t unitOf(Operation *op) {
-  if (auto unit = op->getAttrOfType<IntegerAttr>("md.unit"))
-    return unit.getInt();
-  return 0;
-}
+static int64_t unitOf(Operation *op) { return mark::unit(op).value_or(0); }
 
 Value ApplyPlanPass::paramFlat(OpBuilder &b, MicroStep &step, Unit &unit,
                                Phase phase, Location loc) {
   // Only fsdp-full gathers per phase; with reshard_after_forward = false
   // the backward reuses the forward's gather.
-  int key = layout == Layout::Full && plan.getReshardAfterForward() &&
+  int key = sharding == Sharding::Full && plan.getReshardAfterForward() &&
                     phase == Phase::Backward
                 ? 1
                 : 0;
   Value &flat = step.flats[{&unit, key}];
   if (flat)
     return flat;
-  switch (layout) {
-  case Layout::Full: {
+  switch (sharding) {
+  case Sharding::Full: {
     Value shard =
         StateLoadOp::create(b, loc, shardType(), unit.master.getSymName());
     auto gather =
         AllGatherOp::create(b, loc, flatType(unit), shardGroup, nullptr, shard);
-    gather->setAttr("md.unit", i64(unit.id));
-    gather->setAttr("md.phase", StringAttr::get(&getContext(),
-                                                key ? "backward" : "forward"));
+    mark::setUnit(gather, unit.id);
+    mark::setPhase(gather, key ? "backward" : "forward");
     flat = gather;
     break;
   }
-  case Layout::Zero1:
-  case Layout::GradOp:
+  case Sharding::Zero1:
+  case Sharding::GradOp:
     flat =
         StateLoadOp::create(b, loc, flatType(unit), unit.params_.getSymName());
     break;
-  case Layout::Replicated:
+  case Sharding::Replicated:
     flat =
         StateLoadOp::create(b, loc, flatType(unit), unit.master.getSymName());
     break;
@@ -373,7 +370,7 @@ void ApplyPlanPass::cloneBody(OpBuilder &b, MicroStep &step) {
         for (Operation *fwd : forwardOpsOf[unitId]) {
           Operation *clone =
               cloneWith(b, step, *fwd, Phase::Backward, &recompute);
-          clone->setAttr("md.recompute", UnitAttr::get(&getContext()));
+          mark::setRecompute(clone);
           for (auto [from, to] :
                llvm::zip(fwd->getResults(), clone->getResults()))
             recompute.map(from, to);
@@ -399,7 +396,7 @@ ApplyPlanPass::collectGradients(OpBuilder &b, MicroStep &step,
     RecordLossOp::create(b, train.getLoc(), loss);
   }
   for (unsigned i = 0, e = gradFunc.getNumResults(); i < e; ++i) {
-    auto of = gradFunc.getResultAttrOfType<FlatSymbolRefAttr>(i, "md.grad_of");
+    FlatSymbolRefAttr of = mark::gradOf(gradFunc, i);
     if (!of)
       continue;
     auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(model, of);
@@ -413,8 +410,8 @@ ApplyPlanPass::collectGradients(OpBuilder &b, MicroStep &step,
 }
 
 static Value tagBackward(Operation *op, IntegerAttr unit) {
-  op->setAttr("md.unit", unit);
-  op->setAttr("md.backward", UnitAttr::get(op->getContext()));
+  mark::setUnit(op, unit.getInt());
+  mark::setBackward(op);
   return op->getResult(0);
 }
 
@@ -438,20 +435,20 @@ Value ApplyPlanPass::reduceUnitGradient(OpBuilder &b, Location loc, Unit &unit,
                                         Value total) {
   if (singleRank())
     return total;
-  switch (layout) {
-  case Layout::Full:
-  case Layout::GradOp:
+  switch (sharding) {
+  case Sharding::Full:
+  case Sharding::GradOp:
     return replicateUnitGradient(b, loc, unit,
                                  scatterUnitGradient(b, loc, unit, total));
-  case Layout::Zero1:
+  case Sharding::Zero1:
     // ZeRO-1 keeps the full reduced gradient until the step, where each
     // rank updates its slice.
-  case Layout::Replicated:
+  case Sharding::Replicated:
     return tagBackward(AllReduceOp::create(b, loc, Group::world, nullptr, total,
                                            ReductionKind::avg),
                        i64(unit.id));
   }
-  llvm_unreachable("unknown layout");
+  llvm_unreachable("unknown sharding");
 }
 
 LogicalResult
@@ -493,8 +490,8 @@ ApplyPlanPass::reduceGradients(OpBuilder &b, bool last,
     for (ParamOp param : unit->params)
       grads.push_back(gradOf.lookup(param));
     Value flat = FlattenOp::create(b, loc, flatType(*unit), grads);
-    flat.getDefiningOp()->setAttr("md.unit", i64(unit->id));
-    flat.getDefiningOp()->setAttr("md.backward", UnitAttr::get(&getContext()));
+    mark::setUnit(flat.getDefiningOp(), unit->id);
+    mark::setBackward(flat.getDefiningOp());
     if (shardedAccumulation) {
       // Every micro-step reduces: the accumulator holds the sum of the
       // averaged shards, in micro-step order (FSDP without no_sync).
@@ -523,7 +520,8 @@ ApplyPlanPass::reduceGradients(OpBuilder &b, bool last,
 void ApplyPlanPass::splitUnitGradients() {
   // Only all-reduced gradients split: a reduce-scatter's shard of a range is
   // not a range of the unit's shard, and the sharded state is per unit.
-  if (singleRank() || (layout != Layout::Replicated && layout != Layout::Zero1))
+  if (singleRank() ||
+      (sharding != Sharding::Replicated && sharding != Sharding::Zero1))
     return;
   int64_t elementBytes = plan.getReduceDtype().getIntOrFloatBitWidth() / 8;
   int64_t cap = plan.getBucketCap();
@@ -536,7 +534,7 @@ void ApplyPlanPass::splitUnitGradients() {
   auto ret = cast<ReturnOp>(gradFunc.getBody().front().getTerminator());
   for (unsigned i = 0, e = gradFunc.getNumResults(); i < e; ++i)
     if (auto of =
-            gradFunc.getResultAttrOfType<FlatSymbolRefAttr>(i, "md.grad_of"))
+            mark::gradOf(gradFunc, i))
       if (auto param = SymbolTable::lookupNearestSymbolFrom<ParamOp>(model, of))
         readyAt[param] = position.lookup(ret.getOperand(i).getDefiningOp());
 
@@ -605,8 +603,8 @@ Value ApplyPlanPass::reduceRanges(OpBuilder &b, bool last, Unit &unit,
     Location loc = lastDef ? lastDef->getLoc() : train.getLoc();
     auto type = RankedTensorType::get({range.numel}, f32);
     Value flat = FlattenOp::create(b, loc, type, grads);
-    flat.getDefiningOp()->setAttr("md.unit", i64(unit.id));
-    flat.getDefiningOp()->setAttr("md.backward", UnitAttr::get(&getContext()));
+    mark::setUnit(flat.getDefiningOp(), unit.id);
+    mark::setBackward(flat.getDefiningOp());
     if (!last) {
       GradAccumulateOp::create(b, loc, flat, range.gradAcc.getSymName());
       continue;
@@ -623,7 +621,7 @@ Value ApplyPlanPass::reduceRanges(OpBuilder &b, bool last, Unit &unit,
   // The optimizer updates the unit's flat buffer: the reduced ranges joined
   // once the last of them is reduced, at the end of the backward.
   auto joined = FlattenOp::create(b, train.getLoc(), flatType(unit), reduced);
-  joined->setAttr("md.unit", i64(unit.id));
+  mark::setUnit(joined, unit.id);
   return joined;
 }
 
@@ -655,11 +653,10 @@ LogicalResult ApplyPlanPass::buildMicroStep(OpBuilder &b, bool last,
 //===----------------------------------------------------------------------===//
 
 void ApplyPlanPass::buildUpdate(OpBuilder &b, ArrayRef<Value> unitGrads) {
-  MLIRContext *context = &getContext();
   Location loc = train.getLoc();
   auto scalarType = RankedTensorType::get({}, f32);
   SmallVector<Value> grads(unitGrads.begin(), unitGrads.end());
-  if (layout == Layout::Zero1 && !singleRank())
+  if (sharding == Sharding::Zero1 && !singleRank())
     for (Value &grad : grads)
       grad = ShardSliceOp::create(b, loc, shardType(), grad, Group::world);
 
@@ -671,7 +668,7 @@ void ApplyPlanPass::buildUpdate(OpBuilder &b, ArrayRef<Value> unitGrads) {
     SmallVector<Value> local;
     for (Value grad : grads)
       local.push_back(
-          layout == Layout::Replicated && !singleRank()
+          sharding == Sharding::Replicated && !singleRank()
               ? ShardSliceOp::create(b, loc, shardType(), grad, shardGroup)
                     .getResult()
               : grad);
@@ -735,8 +732,8 @@ void ApplyPlanPass::buildUpdate(OpBuilder &b, ArrayRef<Value> unitGrads) {
     if (unit.params_) {
       auto gather = AllGatherOp::create(b, loc, flatType(unit), shardGroup,
                                         nullptr, updated);
-      gather->setAttr("md.unit", i64(unit.id));
-      gather->setAttr("md.phase", StringAttr::get(context, "step"));
+      mark::setUnit(gather, unit.id);
+      mark::setPhase(gather, "step");
       StateStoreOp::create(b, loc, gather, unit.params_.getSymName());
     }
   }
@@ -774,19 +771,19 @@ void ApplyPlanPass::runOnOperation() {
 
   switch (plan.getShard()) {
   case ShardKind::none:
-    layout = Layout::Replicated;
+    sharding = Sharding::Replicated;
     break;
   case ShardKind::optimizer:
-    layout = Layout::Zero1;
+    sharding = Sharding::Zero1;
     break;
   case ShardKind::grad_op:
-    layout = Layout::GradOp;
+    sharding = Sharding::GradOp;
     break;
   case ShardKind::full:
-    layout = Layout::Full;
+    sharding = Sharding::Full;
     break;
   case ShardKind::hybrid:
-    layout = Layout::Full;
+    sharding = Sharding::Full;
     hybrid = true;
     shardGroup = Group::shard;
     break;
@@ -795,14 +792,14 @@ void ApplyPlanPass::runOnOperation() {
   // Sharding over one rank is replication: a plan pinned to W = 1 keeps
   // full state and communicates nothing.
   if (singleRank()) {
-    layout = Layout::Replicated;
+    sharding = Sharding::Replicated;
     hybrid = false;
     shardGroup = Group::world;
   }
 
   if (hasShardedGradAccumulation(model)) {
-    if (layout == Layout::Zero1 ||
-        (layout == Layout::Replicated && !singleRank())) {
+    if (sharding == Sharding::Zero1 ||
+        (sharding == Sharding::Replicated && !singleRank())) {
       model.emitOpError("'grad_accumulation = sharded' needs a plan that "
                         "reduce-scatters gradients (shard = grad_op, full or "
                         "hybrid), got shard = ")

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/MdDiscardableAttrs.h"
 #include "passes/Passes.h"
 #include "passes/analysis/VjpRules.h"
 
@@ -32,10 +33,6 @@ using namespace md;
 
 namespace {
 
-constexpr StringLiteral kUnitAttr = "md.unit";
-constexpr StringLiteral kBackwardAttr = "md.backward";
-constexpr StringLiteral kGradOfAttr = "md.grad_of";
-
 /// The root unit: everything outside the wrapped blocks.
 constexpr int64_t kRootUnit = 0;
 
@@ -52,12 +49,11 @@ bool isFloatValue(Value value) {
 /// current unit and, while the backward pass is built, `md.backward`.
 struct UnitTagger : public OpBuilder::Listener {
   void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
-    op->setAttr(kUnitAttr,
-                IntegerAttr::get(IntegerType::get(op->getContext(), 64), unit));
+    mark::setUnit(op, unit);
     if (backward)
-      op->setAttr(kBackwardAttr, UnitAttr::get(op->getContext()));
+      mark::setBackward(op);
     else
-      op->removeAttr(kBackwardAttr);
+      mark::clearBackward(op);
   }
 
   int64_t unit = kRootUnit;
@@ -288,8 +284,7 @@ LogicalResult GradientBuilder::differentiate(Block &body,
     }
     if (!any)
       continue;
-    auto unit = op->getAttrOfType<IntegerAttr>(kUnitAttr);
-    tagger.unit = unit ? unit.getInt() : kRootUnit;
+    tagger.unit = mark::unit(op).value_or(kRootUnit);
     currentLoc = op->getLoc();
     Operation *last = body.empty() ? nullptr : &body.back();
     if (failed(emitVjp(op, resultGradients, context)))
@@ -397,7 +392,7 @@ FailureOr<FuncOp> GradientBuilder::build() {
     if (DictionaryAttr attrs = forward.getResultAttrDict(i))
       grad.setResultAttrs(i, attrs);
   for (auto [i, param] : llvm::enumerate(gradOf))
-    grad.setResultAttr(forwardType.getNumResults() + i, kGradOfAttr, param);
+    mark::setGradOf(grad, forwardType.getNumResults() + i, param);
   return grad;
 }
 

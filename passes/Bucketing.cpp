@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/MdDiscardableAttrs.h"
 #include "passes/Passes.h"
 #include "passes/analysis/CostModel.h"
 #include "passes/analysis/StepProgram.h"
@@ -126,14 +127,14 @@ SmallVector<std::string> unitNames(Operation *op) {
   auto name = [](int64_t unit) {
     return unit < 0 ? std::string("-") : "u" + std::to_string(unit);
   };
-  if (auto units = op->getAttrOfType<DenseI64ArrayAttr>("md.units"))
-    return llvm::map_to_vector(units.asArrayRef(), name);
+  if (std::optional<ArrayRef<int64_t>> units = mark::units(op))
+    return llvm::map_to_vector(*units, name);
   return {name(getUnit(op))};
 }
 
 SmallVector<int64_t> unitIds(Operation *op) {
-  if (auto units = op->getAttrOfType<DenseI64ArrayAttr>("md.units"))
-    return SmallVector<int64_t>(units.asArrayRef());
+  if (std::optional<ArrayRef<int64_t>> units = mark::units(op))
+    return SmallVector<int64_t>(*units);
   return {getUnit(op)};
 }
 
@@ -372,25 +373,24 @@ Operation *BucketingPass::pack(ArrayRef<Operation *> members) {
     locs.push_back(member->getLoc());
   Location loc = builder.getFusedLoc(locs);
   auto flat = FlattenOp::create(builder, loc, flatType, inputs);
-  flat->setAttr("md.bucket_buffer", builder.getUnitAttr());
+  mark::setBucketBuffer(flat);
   auto reduced =
       AllReduceOp::create(builder, loc, flatType, first.getGroupAttr(),
                           IntegerAttr(), flat, first.getReductionKindAttr());
   SmallVector<int64_t> units;
   for (Operation *member : members)
     llvm::append_range(units, unitIds(member));
-  reduced->setAttr("md.units", builder.getDenseI64ArrayAttr(units));
+  mark::setUnits(reduced, units);
   // A bucket of gradient reductions is one too (the memory model counts its
   // result among the reduced gradients).
-  if (first->hasAttr("md.backward"))
-    reduced->setAttr("md.backward", builder.getUnitAttr());
+  if (mark::isBackward(first))
+    mark::setBackward(reduced);
   int64_t offset = 0;
   for (Operation *member : members) {
     auto type = cast<RankedTensorType>(member->getResult(0).getType());
     auto view = ViewOp::create(builder, member->getLoc(), type, reduced,
                                builder.getI64IntegerAttr(offset));
-    if (Attribute unit = member->getAttr("md.unit"))
-      view->setAttr("md.unit", unit);
+    mark::copyUnit(member, view);
     member->getResult(0).replaceAllUsesWith(view);
     offset += type.getNumElements();
   }
@@ -733,7 +733,7 @@ void BucketingPass::runOnOperation() {
           builder.getNamedAttr("dtype", TypeAttr::get(bucket.elementType)));
     table.push_back(builder.getDictionaryAttr(fields));
   }
-  model->setAttr("md.bucket_table", builder.getArrayAttr(table));
+  mark::setBucketTable(model, builder.getArrayAttr(table));
   numBuckets += table.size();
 }
 

@@ -1,8 +1,9 @@
 //===- ExplainReport.cpp - what mdc --explain reports ---------------------===//
 
+#include "dialect/MdDiscardableAttrs.h"
 #include "passes/ExplainReport.h"
 #include "dialect/ParamGroups.h"
-#include "passes/analysis/PlanOptions.h"
+#include "dialect/PlanOptions.h"
 #include "passes/analysis/StepProgram.h"
 #include "runtime/plan/MemoryFormat.h"
 
@@ -164,7 +165,7 @@ FailureOr<ExplainReport> md::computeExplainReport(ModelOp model,
   for (auto &[types, count] : casts)
     report.casts.push_back({types.first, types.second, count});
 
-  if (auto table = model->getAttrOfType<ArrayAttr>("md.bucket_table")) {
+  if (auto table = mark::bucketTable(model)) {
     for (auto entry : table.getAsRange<DictionaryAttr>()) {
       ExplainReport::Bucket bucket;
       if (auto id = entry.getAs<IntegerAttr>("id"))

@@ -68,7 +68,7 @@ struct ExplainReport {
   /// md-bucketing's `md.bucket_table`, empty without one.
   std::vector<Bucket> buckets;
 
-  /// The plan options kept beside #md.plan (passes/analysis/PlanOptions.h),
+  /// The plan options kept beside #md.plan (dialect/PlanOptions.h),
   /// each reported only when the plan sets it, so that a plan at the
   /// defaults reports what it always did.
   struct Link {

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/MdDiscardableAttrs.h"
 #include "passes/Passes.h"
 #include "passes/analysis/StepProgram.h"
 
@@ -236,7 +237,7 @@ void MixedPrecisionPass::retypeCompute(Block &block) {
       return;
     }
     if (auto reduce = dyn_cast<AllReduceOp>(op);
-        reduce && op.hasAttr("md.sync_batch_norm")) {
+        reduce && mark::isSyncBatchNorm(&op)) {
       // SyncBatchNorm's statistics are buffers: reduced in the buffer
       // dtype (f32).
       b.setInsertionPoint(reduce);
@@ -248,12 +249,12 @@ void MixedPrecisionPass::retypeCompute(Block &block) {
     if (isa<CollectiveOpInterface>(op)) {
       // An all-reduce or broadcast inside the forward or backward keeps its
       // operand's type.
-      if (op.hasAttr("md.unit") && isa<AllReduceOp, BroadcastOp>(op))
+      if (mark::unit(&op) && isa<AllReduceOp, BroadcastOp>(op))
         op.getResult(0).setType(op.getOperand(0).getType());
       return;
     }
     // Compute ops of the forward and backward carry md.unit.
-    if (!op.hasAttr("md.unit"))
+    if (!mark::unit(&op))
       return;
     b.setInsertionPoint(&op);
     for (OpOperand &operand : op.getOpOperands()) {

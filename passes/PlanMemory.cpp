@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/MdDiscardableAttrs.h"
 #include "passes/Passes.h"
 #include "passes/analysis/MemoryAnalysis.h"
 
@@ -56,7 +57,7 @@ struct PlanMemoryPass : public md::impl::PlanMemoryBase<PlanMemoryPass> {
     for (const plan::MemoryRow &row : plan::MemoryRows(*report))
       fields.push_back(field(row.name, row.bytes));
     fields.push_back(field("world_size", world));
-    model->setAttr("md.memory", builder.getDictionaryAttr(fields));
+    mark::setMemory(model, builder.getDictionaryAttr(fields));
 
     if (maxMemory == 0 || report->peak <= maxMemory)
       return;

@@ -13,8 +13,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/MdDiscardableAttrs.h"
 #include "passes/Passes.h"
-#include "passes/analysis/PlanOptions.h"
+#include "dialect/PlanOptions.h"
 #include "passes/analysis/StepProgram.h"
 
 #include "mlir/IR/Builders.h"
@@ -37,9 +38,6 @@ using namespace md;
 
 namespace {
 
-constexpr StringLiteral kStream = "md.stream";
-constexpr StringLiteral kRecord = "md.record";
-constexpr StringLiteral kWait = "md.wait";
 
 enum class BackwardPrefetch { none, pre, post };
 
@@ -298,16 +296,11 @@ LogicalResult SchedulePass::scheduleBlock(Block &block) {
 }
 
 void SchedulePass::assignStreamsAndEvents(Region &step) {
-  MLIRContext *context = &getContext();
-  auto i64 = IntegerType::get(context, 64);
   step.walk([&](Operation *op) {
-    op->removeAttr(kStream);
-    op->removeAttr(kRecord);
-    op->removeAttr(kWait);
+    mark::clearStreamOrder(op);
     if (op->hasTrait<OpTrait::IsTerminator>())
       return;
-    op->setAttr(kStream,
-                IntegerAttr::get(i64, isa<CollectiveOpInterface>(op) ? 1 : 0));
+    mark::setStream(op, isa<CollectiveOpInterface>(op) ? 1 : 0);
   });
   // A use on the other stream than its producer's waits for the producer's
   // event. Events are numbered in execution order of their producers.
@@ -315,8 +308,8 @@ void SchedulePass::assignStreamsAndEvents(Region &step) {
     Operation *def = operand.getDefiningOp();
     if (!def || !step.isAncestor(def->getParentRegion()))
       return nullptr;
-    auto stream = op->getAttrOfType<IntegerAttr>(kStream);
-    auto defStream = def->getAttrOfType<IntegerAttr>(kStream);
+    std::optional<int64_t> stream = mark::stream(op);
+    std::optional<int64_t> defStream = mark::stream(def);
     return stream && defStream && stream != defStream ? def : nullptr;
   };
   llvm::DenseSet<Operation *> recorded;
@@ -328,19 +321,19 @@ void SchedulePass::assignStreamsAndEvents(Region &step) {
   int64_t nextEvent = 0;
   step.walk<WalkOrder::PreOrder>([&](Operation *op) {
     if (recorded.contains(op))
-      op->setAttr(kRecord, IntegerAttr::get(i64, nextEvent++));
+      mark::setRecord(op, nextEvent++);
   });
   step.walk([&](Operation *op) {
     SmallVector<int64_t> waits;
     for (Value operand : op->getOperands())
       if (Operation *def = crossStreamProducer(op, operand)) {
-        int64_t event = def->getAttrOfType<IntegerAttr>(kRecord).getInt();
+        int64_t event = *mark::record(def);
         if (!llvm::is_contained(waits, event))
           waits.push_back(event);
       }
     if (!waits.empty()) {
       llvm::sort(waits);
-      op->setAttr(kWait, DenseI64ArrayAttr::get(context, waits));
+      mark::setWaits(op, waits);
     }
   });
   numEvents += nextEvent;

@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/MdDiscardableAttrs.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -59,7 +60,7 @@ private:
                                    b.getDenseI64ArrayAttr(dims), false);
       auto reduced = AllReduceOp::create(b, loc, Group::world, nullptr, local,
                                          ReductionKind::avg);
-      reduced->setAttr("md.sync_batch_norm", b.getUnitAttr());
+      mark::setSyncBatchNorm(reduced);
       return reduced;
     };
     Value mean = syncMean(op.getX());

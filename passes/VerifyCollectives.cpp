@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/MdDiscardableAttrs.h"
 #include "passes/VerifyCollectives.h"
 #include "passes/Passes.h"
 
@@ -426,7 +427,7 @@ void DesyncChecker::addInsideNotes(const Communication &c, DesyncFinding &f) {
     for (const std::string &callee : leaf.path)
       text += ", which calls '@" + callee + "'";
     text += ", whose " + describeLeaf(leaf.leafKind, leaf.leaf);
-    if (leaf.leaf->hasAttr("md.sync_batch_norm"))
+    if (mark::isSyncBatchNorm(leaf.leaf))
       text += " (SyncBatchNorm)";
     text += " is here";
     f.notes.push_back({leaf.leaf->getLoc(), text});

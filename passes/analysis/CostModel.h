@@ -13,7 +13,7 @@
 #define MD_PASSES_ANALYSIS_COSTMODEL_H
 
 #include "dialect/MdOps.h"
-#include "passes/analysis/PlanOptions.h"
+#include "dialect/PlanOptions.h"
 
 #include "mlir/Support/LLVM.h"
 

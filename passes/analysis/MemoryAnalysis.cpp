@@ -1,5 +1,6 @@
 //===- MemoryAnalysis.cpp - per-rank buffers of the step and their peak ---===//
 
+#include "dialect/MdDiscardableAttrs.h"
 #include "passes/analysis/MemoryAnalysis.h"
 #include "passes/analysis/StepProgram.h"
 #include "runtime/core/Mesh.h"
@@ -473,7 +474,7 @@ MemoryCategory MemoryBuilder::categoryOf(Value value) const {
 MemoryCategory MemoryBuilder::classify(Operation *op, unsigned result) const {
   Value value = op->getResult(result);
   if (isa<FlattenOp>(op)) {
-    if (op->hasAttr("md.bucket_buffer"))
+    if (mark::isBucketBuffer(op))
       return MemoryCategory::CommBuffers;
     if (gradientFlattens.contains(op))
       return MemoryCategory::Grads;
@@ -577,7 +578,7 @@ LogicalResult MemoryBuilder::addStepBuffers() {
     return success();
 
   step->walk([&](FlattenOp flatten) {
-    if (flatten->hasAttr("md.bucket_buffer") ||
+    if (mark::isBucketBuffer(flatten) ||
         !reachesGradientSink(flatten.getResult()))
       return;
     gradientFlattens.insert(flatten);
@@ -623,12 +624,12 @@ llvm::DenseMap<Operation *, int64_t> MemoryBuilder::commStreamCompletion() {
     std::vector<plan::StreamEvents> events;
     for (Operation &op : *block) {
       plan::StreamEvents e;
-      if (auto stream = op.getAttrOfType<IntegerAttr>("md.stream"))
-        e.stream = static_cast<int32_t>(stream.getInt());
-      if (auto record = op.getAttrOfType<IntegerAttr>("md.record"))
-        e.record = static_cast<int32_t>(record.getInt());
-      if (auto waits = op.getAttrOfType<DenseI64ArrayAttr>("md.wait"))
-        for (int64_t event : waits.asArrayRef())
+      if (std::optional<int64_t> stream = mark::stream(&op))
+        e.stream = static_cast<int32_t>(*stream);
+      if (std::optional<int64_t> record = mark::record(&op))
+        e.record = static_cast<int32_t>(*record);
+      if (std::optional<ArrayRef<int64_t>> waits = mark::waits(&op))
+        for (int64_t event : *waits)
           e.waits.push_back(static_cast<int32_t>(event));
       ops.push_back(&op);
       events.push_back(std::move(e));
@@ -734,7 +735,7 @@ void MemoryBuilder::countModelStates() {
   // Transient buffers in flight or live by accident of the schedule are not
   // model states.
   auto isBackwardReduction = [](Operation *op) {
-    return op && isa<CollectiveOpInterface>(op) && op->hasAttr("md.backward") &&
+    return op && isa<CollectiveOpInterface>(op) && mark::isBackward(op) &&
            !op->getParentOfType<MicroStepsOp>();
   };
   bool reduces = false;

@@ -1,5 +1,6 @@
 //===- StepProgram.cpp - the per-step program: blocks, dependences -------===//
 
+#include "dialect/MdDiscardableAttrs.h"
 #include "passes/analysis/StepProgram.h"
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -18,15 +19,11 @@ Block *md::getStepBlock(ModelOp model) {
 }
 
 int64_t md::getUnit(Operation *op) {
-  if (auto unit = op->getAttrOfType<IntegerAttr>("md.unit"))
-    return unit.getInt();
-  return -1;
+  return mark::unit(op).value_or(-1);
 }
 
 StringRef md::getPhase(Operation *op) {
-  if (auto phase = op->getAttrOfType<StringAttr>("md.phase"))
-    return phase.getValue();
-  return "";
+  return mark::phase(op).value_or("");
 }
 
 /// Whether `value` is a gradient on its way to a reduction: it comes from

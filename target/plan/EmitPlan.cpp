@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/MdDiscardableAttrs.h"
 #include "target/plan/EmitPlan.h"
 #include "target/plan/Emitter.h"
 
@@ -641,12 +642,12 @@ fb::InstructionT &Emitter::add(Context ctx, Operation *op, fb::Opcode opcode,
                                std::vector<int32_t> outputs) {
   fb::InstructionT &inst =
       b_.add(ctx.block, opcode, std::move(inputs), std::move(outputs));
-  if (auto stream = op->getAttrOfType<IntegerAttr>("md.stream"))
-    inst.stream = static_cast<uint8_t>(stream.getInt());
-  if (auto record = op->getAttrOfType<IntegerAttr>("md.record"))
-    inst.record = event(record.getInt());
-  if (auto waits = op->getAttrOfType<DenseI64ArrayAttr>("md.wait"))
-    for (int64_t id : waits.asArrayRef())
+  if (std::optional<int64_t> stream = mark::stream(op))
+    inst.stream = static_cast<uint8_t>(*stream);
+  if (std::optional<int64_t> record = mark::record(op))
+    inst.record = event(*record);
+  if (std::optional<ArrayRef<int64_t>> waits = mark::waits(op))
+    for (int64_t id : *waits)
       inst.waits.push_back(event(id));
   inst.loc = location(op->getLoc());
   return inst;

@@ -461,20 +461,14 @@ absl::StatusOr<WorkerEnv> WorkerEnvFromEnvironment() {
 
 namespace {
 
-/// FNV-1a over the plan file: ranks that load different files (or a file
-/// rewritten between their starts) refuse to run together.
-absl::StatusOr<std::string> planFingerprint(const std::string &path,
-                                            const WorkerEnv &env) {
-  std::FILE *f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr)
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open the plan"));
+/// FNV-1a over the plan's bytes (as the rank loaded them): ranks that load
+/// different files (or a file rewritten between their starts) refuse to run
+/// together.
+std::string planFingerprint(absl::Span<const uint8_t> bytes,
+                            const WorkerEnv &env) {
   uint64_t h = 1469598103934665603ull;
-  unsigned char buf[65536];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
-    for (size_t i = 0; i < n; ++i)
-      h = (h ^ buf[i]) * 1099511628211ull;
-  std::fclose(f);
+  for (uint8_t byte : bytes)
+    h = (h ^ byte) * 1099511628211ull;
   return absl::StrFormat("plan %016x, world %d, %s backend, %s comm", h,
                          env.worldSize, env.backend, env.comm);
 }
@@ -486,13 +480,17 @@ std::chrono::milliseconds timeoutOf(const TrainOptions &options) {
 
 absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
                        runtime::FlightRecorder *recorder,
-                       runtime::TraceRecorder *trace) {
+                       runtime::TraceRecorder *trace,
+                       std::vector<std::string> *flightLocations) {
+  // The plan file is read once: the fingerprint and the flight recorder's
+  // locations come from the bytes loaded.
   plan::LoadOptions lo;
   lo.worldSize = env.worldSize;
   MD_ASSIGN_OR_RETURN(plan::LoadedPlan loaded,
                       plan::LoadPlanFile(options.planPath, lo));
-  MD_ASSIGN_OR_RETURN(std::string fingerprint,
-                      planFingerprint(options.planPath, env));
+  const std::string fingerprint = planFingerprint(loaded.bytes(), env);
+  if (flightLocations != nullptr)
+    *flightLocations = FlightLocations(loaded.plan());
 
   const rank::Registry &registry = rank::BuiltinRegistry();
   // --comm-thread on (the default): on the CPU backend, the comm stream on
@@ -612,7 +610,8 @@ bool IsRecipeFailure(const absl::Status &status) {
   return status.GetPayload(kRecipeFailureUrl).has_value();
 }
 
-absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
+absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env,
+                       std::vector<std::string> *flightLocations) {
   // The launcher passes a SIGTERM it gets on as SIGUSR1.
   PreemptOn usr1(SIGUSR1);
   std::unique_ptr<runtime::FlightRecorder> recorder;
@@ -630,7 +629,10 @@ absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env) {
   // Whatever a library throws outside the executor's calls (setting up a
   // backend or a comm) is this rank's error too, not a terminate.
   absl::Status s = runtime::StatusOfCall(
-      [&] { return runWorker(options, env, recorder.get(), trace.get()); },
+      [&] {
+        return runWorker(options, env, recorder.get(), trace.get(),
+                         flightLocations);
+      },
       [&] { return absl::StrFormat("rank %d", env.rank); });
   onTerm.reset();
   // The launcher's watchdog and analysis read the phase: a rank that
@@ -655,18 +657,12 @@ namespace {
 /// rank-<R>.json; returns what the error adds: "; its last collectives are
 /// in PATH", or why they could not be written.
 std::string writeOwnRing(const runtime::FlightRecorder &ring,
-                         const TrainOptions &options, const WorkerEnv &env) {
+                         const std::vector<std::string> &locations,
+                         const WorkerEnv &env) {
   RankRing rr;
   rr.rank = env.rank;
   rr.fate = {RankFate::Kind::Exited, 1}; // what this rank does next
   rr.ring = ring.snapshot();
-  std::vector<std::string> locations;
-  plan::LoadOptions lo;
-  lo.worldSize = env.worldSize;
-  if (absl::StatusOr<plan::LoadedPlan> loaded =
-          plan::LoadPlanFile(options.planPath, lo);
-      loaded.ok())
-    locations = FlightLocations(loaded->plan());
   const char *tmp = std::getenv("TMPDIR");
   std::string dir = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp", "/",
                                  env.jobId, "-flight");
@@ -787,7 +783,8 @@ absl::Status RunRank(const TrainOptions &options, const Placement &place) {
   // pass a preemption's SIGTERM to the ranks themselves. (A launcher's
   // ranks keep SIGTERM's default: the launcher stops them with it.)
   PreemptOn term(SIGTERM);
-  absl::Status s = RunWorker(options, env);
+  std::vector<std::string> locations; // the plan's, once it has loaded
+  absl::Status s = RunWorker(options, env, &locations);
   if (!options.tracePath.empty()) {
     // No launcher joins the ranks' fragments: each rank writes its own file.
     std::vector<int> missing;
@@ -810,7 +807,7 @@ absl::Status RunRank(const TrainOptions &options, const Placement &place) {
     return s;
   std::string message = absl::StrFormat("rank %d: %s", place.rank, s.message());
   if (ring != nullptr)
-    absl::StrAppend(&message, writeOwnRing(*ring, options, env));
+    absl::StrAppend(&message, writeOwnRing(*ring, locations, env));
   if (!place.errorFile.empty())
     writeTorchrunErrorFile(place.errorFile, message);
   return absl::Status(s.code(), message);

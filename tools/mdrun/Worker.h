@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -53,8 +54,12 @@ absl::StatusOr<WorkerEnv> WorkerEnvFromEnvironment();
 /// SIGTERM (a scheduler's preemption, or the launcher's) ends the run after
 /// the current step, every rank at the same step, writing the recipe's
 /// checkpoint there (ExecutorOptions::preempt); the status is then a
-/// preemption (IsPreemption). A second SIGTERM ends the rank at once.
-absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env);
+/// preemption (IsPreemption). A second SIGTERM ends the rank at once. The
+/// plan file is read once; `flightLocations`, when given, receives the
+/// source location of each of its instructions (FlightLocations) once it
+/// has loaded, for a flight recorder written after a failure.
+absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env,
+                       std::vector<std::string> *flightLocations = nullptr);
 
 /// The exit status of a rank, and of mdrun, stopped by SIGTERM after a
 /// step and its checkpoint: EX_TEMPFAIL of sysexits.h ("try again later"),
