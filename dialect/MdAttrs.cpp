@@ -1,6 +1,7 @@
 //===- MdAttrs.cpp - md attributes: parsing, printing, verification -------===//
 
 #include "dialect/MdOps.h"
+#include "dialect/ParamGroups.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -115,7 +116,7 @@ ParamGroupAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (ndim < -1)
     return emitError() << "parameter group ndim must be >= 0, got " << ndim;
   if (!match.empty())
-    if (llvm::Error error = llvm::GlobPattern::create(match).takeError())
+    if (llvm::Error error = compileParamGlob(match).takeError())
       return emitError() << "parameter group match \"" << match
                          << "\" is not a valid glob: "
                          << llvm::toString(std::move(error));
@@ -136,8 +137,7 @@ bool ParamGroupAttr::matches(StringRef name, int64_t ndim) const {
   if (getMatch().empty())
     return true;
   // The verifier accepted the pattern, so it compiles.
-  llvm::Expected<llvm::GlobPattern> glob =
-      llvm::GlobPattern::create(getMatch());
+  llvm::Expected<llvm::GlobPattern> glob = compileParamGlob(getMatch());
   if (!glob) {
     llvm::consumeError(glob.takeError());
     return false;

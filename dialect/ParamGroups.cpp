@@ -9,6 +9,12 @@
 
 using namespace mlir;
 
+llvm::Expected<llvm::GlobPattern> md::compileParamGlob(StringRef pattern) {
+  // Without a limit of sub-patterns, llvm::GlobPattern reads `{` and `}` as
+  // plain characters: the limit is what turns alternatives on.
+  return llvm::GlobPattern::create(pattern, kMaxGlobAlternatives);
+}
+
 namespace md {
 
 ArrayAttr getOptimizerGroups(Attribute optimizer) {

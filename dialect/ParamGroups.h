@@ -17,8 +17,18 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/GlobPattern.h"
 
 namespace md {
+
+/// Most `{a,b}` alternatives one parameter glob may expand to.
+inline constexpr size_t kMaxGlobAlternatives = 1024;
+
+/// The glob of a parameter group's `match` (and of every pattern over
+/// parameter names): `*`, `?`, `[abc]` and `{a,b}` alternatives, up to
+/// kMaxGlobAlternatives of them. Every caller compiles patterns here, so the
+/// frontend's check, the dialect's verifier and the matching agree.
+llvm::Expected<llvm::GlobPattern> compileParamGlob(llvm::StringRef pattern);
 
 /// The `groups` of an optimizer attribute (#md.adamw or #md.sgd); null when
 /// it has none.

@@ -376,7 +376,7 @@ LogicalResult RecipeEmitter::getParamGroups(const Expr &expr,
         diags.error(arg->loc, "group match must not be empty");
         groupOk = false;
       } else if (value) {
-        if (llvm::Error error = llvm::GlobPattern::create(*value).takeError()) {
+        if (llvm::Error error = compileParamGlob(*value).takeError()) {
           diags.error(arg->loc, "group match \"" + *value +
                                     "\" is not a valid glob: " +
                                     llvm::toString(std::move(error)));

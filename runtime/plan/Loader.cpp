@@ -18,11 +18,14 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "runtime/plan/Schema.h"
 #include "runtime/plan/SemanticVerifier.h"
 
@@ -217,6 +220,42 @@ absl::StatusOr<LoadedPlan> LoadPlanFile(const std::string &path,
   return loaded;
 }
 
+namespace {
+
+/// "; it runs at world size 1, 2, 4 or 8": the W that split `global` into
+/// whole micro-steps of `micro` (multiples of a hybrid shard group of
+/// `group` ranks, when there is one), or "" when none does.
+std::string worldSizesThatRun(int64_t global, int64_t micro, int64_t group) {
+  if (micro <= 0 || global <= 0 || global % micro != 0)
+    return "";
+  const int64_t steps = global / micro;
+  std::vector<std::string> fits;
+  constexpr size_t kMaxListed = 12;
+  size_t count = 0;
+  for (int64_t w = 1; w <= steps && w <= kMaxWorldSize; ++w) {
+    if (steps % w != 0 || (group > 0 && w % group != 0))
+      continue;
+    if (++count <= kMaxListed)
+      fits.push_back(absl::StrCat(w));
+  }
+  if (fits.empty())
+    return "";
+  std::string list;
+  if (count > kMaxListed) {
+    list = absl::StrCat(absl::StrJoin(fits, ", "), ", ... (", count,
+                        " sizes in all)");
+  } else if (fits.size() == 1) {
+    list = fits.front();
+  } else {
+    const std::string last = fits.back();
+    fits.pop_back();
+    list = absl::StrCat(absl::StrJoin(fits, ", "), " or ", last);
+  }
+  return absl::StrCat("; it runs at world size ", list);
+}
+
+} // namespace
+
 absl::StatusOr<WorldBinding> BindWorldSize(const LoadedPlan &loaded,
                                            int64_t worldSize) {
   const fb::Plan &plan = loaded.plan();
@@ -246,8 +285,9 @@ absl::StatusOr<WorldBinding> BindWorldSize(const LoadedPlan &loaded,
       recipe.global_batch() % perStep != 0)
     return invalidf(
         "global_batch %d is not a multiple of micro_batch %d x world size %d: "
-        "the accumulation steps would not be a whole number",
-        recipe.global_batch(), recipe.micro_batch(), worldSize);
+        "the accumulation steps would not be a whole number%s",
+        recipe.global_batch(), recipe.micro_batch(), worldSize,
+        worldSizesThatRun(recipe.global_batch(), recipe.micro_batch(), group));
   world.accumulationSteps = recipe.global_batch() / perStep;
 
   for (uint32_t b = 0; b < count(plan.blocks()); ++b) {

@@ -917,12 +917,25 @@ TEST(PlanLoaderTest, RefusesAWorldSizeThePlanCannotRunAt) {
                 4);
   ExpectRefused(
       Tiny(),
-      "global_batch 16 is not a multiple of micro_batch 4 x world size 3", 3);
+      "global_batch 16 is not a multiple of micro_batch 4 x world size 3: "
+      "the accumulation steps would not be a whole number; it runs at world "
+      "size 1, 2 or 4",
+      3);
 
   fb::PlanT hybrid = Tiny();
   hybrid.header->options->shard = fb::ShardKind::Hybrid;
   hybrid.header->shard_group_size = 2;
   EXPECT_TRUE(Load(hybrid, 4).ok()) << Load(hybrid, 4).status();
+  // The sizes that run a hybrid plan are multiples of its shard group.
+  ExpectRefused(hybrid, "; it runs at world size 2 or 4", 8);
+  // A long list is cut after twelve sizes: 720 micro-steps have 30
+  // divisors.
+  TinyMlpOptions many;
+  many.globalBatch = 4 * 720;
+  ExpectRefused(Tiny(many),
+                "; it runs at world size 1, 2, 3, 4, 5, 6, 8, 9, 10, 12, 15, "
+                "16, ... (30 sizes in all)",
+                7);
   ExpectRefused(
       hybrid, "hybrid shard group of 2 ranks does not divide world size 1", 1);
   hybrid.header->shard_group_size = 0;
