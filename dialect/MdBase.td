@@ -130,6 +130,22 @@ def MD_ReductionKindAttr : EnumAttr<Md_Dialect, MD_ReductionKind, "reduction"> {
   let assemblyFormat = "`<` $value `>`";
 }
 
+// The function of md.elementwise and md.elementwise_grad (the plan's
+// ElementwiseFn: the same values).
+def MD_ElementwiseFn : I32EnumAttr<"ElementwiseFn", "elementwise math function", [
+    I32EnumAttrCase<"exp", 0>,
+    I32EnumAttrCase<"log", 1>,
+    I32EnumAttrCase<"sin", 2>,
+    I32EnumAttrCase<"cos", 3>,
+    I32EnumAttrCase<"tanh", 4>,
+    I32EnumAttrCase<"sigmoid", 5>,
+    I32EnumAttrCase<"abs", 6>,
+    I32EnumAttrCase<"neg", 7>,
+    I32EnumAttrCase<"sqrt", 8>,
+    I32EnumAttrCase<"rsqrt", 9>]> {
+  let cppNamespace = "::md";
+}
+
 def MD_CollectiveKind : I32EnumAttr<"CollectiveKind", "kind of a collective", [
     I32EnumAttrCase<"all_gather", 0>,
     I32EnumAttrCase<"reduce_scatter", 1>,

@@ -216,6 +216,28 @@ def MD_SiluOp : MD_ComputeOp<"silu", [SameOperandsAndResultType]> {
   let assemblyFormat = "$x attr-dict `:` type($x)";
 }
 
+def MD_ElementwiseOp : MD_ComputeOp<"elementwise", [SameOperandsAndResultType]> {
+  let summary = "an elementwise math function";
+  let description = [{
+    `result = fn(x)` for each element, with `fn` one of `exp`, `log`, `sin`,
+    `cos`, `tanh`, `sigmoid` (`1 / (1 + exp(-x))`), `abs`, `neg`, `sqrt`
+    and `rsqrt` (`1 / sqrt(x)`), evaluated in f32 and rounded once to the
+    element type; IEEE results outside the domain (`log` of a negative
+    number is NaN, of 0 is -inf). Same type in and out. The language's
+    `exp(x)`, `log(x)`, ... are this op; the gradient is
+    `md.elementwise_grad`. (`md.sqrt` and `md.rsqrt` are the host scalar
+    ops of the optimizer's norms.)
+
+    ```mlir
+    %e = md.elementwise exp %x : tensor<8x64xf32>
+    %s = md.elementwise sigmoid %x : tensor<8x64xbf16>
+    ```
+  }];
+  let arguments = (ins MD_FloatTensor:$x, MD_ElementwiseFn:$fn);
+  let results = (outs MD_FloatTensor:$result);
+  let assemblyFormat = "$fn $x attr-dict `:` type($x)";
+}
+
 def MD_SqrtOp : MD_ComputeOp<"sqrt", [SameOperandsAndResultType]> {
   let summary = "elementwise square root";
   let description = [{
@@ -630,6 +652,24 @@ def MD_SiluGradOp : MD_ComputeOp<"silu_grad", [SameOperandsAndResultType]> {
   let arguments = (ins MD_FloatTensor:$dy, MD_FloatTensor:$x);
   let results = (outs MD_FloatTensor:$dx);
   let assemblyFormat = "$dy `,` $x attr-dict `:` type($x)";
+}
+
+def MD_ElementwiseGradOp : MD_ComputeOp<"elementwise_grad", [SameOperandsAndResultType]> {
+  let summary = "gradient of md.elementwise";
+  let description = [{
+    `dx = dy * fn'(x)` for each element, evaluated in f32: `exp(x)`, `1 /
+    x`, `cos(x)`, `-sin(x)`, `1 - tanh(x)^2`, `s (1 - s)` with `s =
+    sigmoid(x)`, `sign(x)` (0 at 0, as torch's), `-1`, `1 / (2 sqrt(x))`
+    and `-1 / (2 x sqrt(x))`. `dy`, `x` and `dx` have the same type.
+
+    ```mlir
+    %dx = md.elementwise_grad tanh %dy, %x : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins MD_FloatTensor:$dy, MD_FloatTensor:$x,
+                       MD_ElementwiseFn:$fn);
+  let results = (outs MD_FloatTensor:$dx);
+  let assemblyFormat = "$fn $dy `,` $x attr-dict `:` type($x)";
 }
 
 def MD_LayerNormGradOp : MD_ComputeOp<"layer_norm_grad", [

@@ -482,6 +482,14 @@ Val ModelGen::callBuiltin(FnState &fn, const CallExpr &call,
     return Val::tensor(
         md::GeluOp::create(b, loc(l), x.type(), x.value, *approximate));
   }
+  // exp(x), log(x), ...: md.elementwise of the function of that name.
+  if (std::optional<md::ElementwiseFn> elementwise =
+          md::symbolizeElementwiseFn(name)) {
+    if (!expectFloat(x, l, what))
+      return Val::error();
+    return Val::tensor(md::ElementwiseOp::create(b, loc(l), x.type(), x.value,
+                                                 *elementwise));
+  }
   if (name == "softmax") {
     std::optional<int64_t> axisArg =
         constIntOr(fn, args[1], /*fallback=*/-1, "axis");

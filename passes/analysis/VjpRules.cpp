@@ -38,6 +38,7 @@ public:
   LogicalResult vjp(GeluOp op, ArrayRef<Value> dy);
   LogicalResult vjp(ReluOp op, ArrayRef<Value> dy);
   LogicalResult vjp(SiluOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(ElementwiseOp op, ArrayRef<Value> dy);
   LogicalResult vjp(LayerNormOp op, ArrayRef<Value> dy);
   LogicalResult vjp(RmsNormOp op, ArrayRef<Value> dy);
   LogicalResult vjp(BatchNormOp op, ArrayRef<Value> dy);
@@ -169,6 +170,13 @@ LogicalResult VjpRules::vjp(ReluOp op, ArrayRef<Value> dy) {
 // dx = dy * silu'(x), which md.silu_grad computes from x.
 LogicalResult VjpRules::vjp(SiluOp op, ArrayRef<Value> dy) {
   add(op.getX(), SiluGradOp::create(b, dy[0], op.getX()));
+  return success();
+}
+
+// dx = dy * fn'(x), which md.elementwise_grad computes from x.
+LogicalResult VjpRules::vjp(ElementwiseOp op, ArrayRef<Value> dy) {
+  add(op.getX(),
+      ElementwiseGradOp::create(b, dy[0], op.getX(), op.getFnAttr()));
   return success();
 }
 
@@ -340,8 +348,9 @@ LogicalResult md::emitVjp(Operation *op, ArrayRef<Value> resultGradients,
   VjpRules rules(op, context);
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case<MatmulOp, MatmulGeluOp, AddOp, SubOp, MulOp, ScaleOp, GeluOp,
-            ReluOp, SiluOp, LayerNormOp, RmsNormOp, BatchNormOp, SoftmaxOp,
-            CausalAttentionOp, EmbeddingOp, CrossEntropyOp, ReshapeOp,
+            ReluOp, SiluOp, ElementwiseOp, LayerNormOp, RmsNormOp,
+            BatchNormOp, SoftmaxOp, CausalAttentionOp, EmbeddingOp,
+            CrossEntropyOp, ReshapeOp,
             TransposeOp, SumOp, MeanOp, CastOp, SqrtOp, RsqrtOp, AllReduceOp>(
           [&](auto typed) { return rules.vjp(typed, resultGradients); })
       .Default([&](Operation *) {

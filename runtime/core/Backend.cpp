@@ -6,6 +6,32 @@
 
 namespace md::runtime {
 
+const char *ElementwiseFnName(ElementwiseFn fn) {
+  switch (fn) {
+  case ElementwiseFn::exp:
+    return "exp";
+  case ElementwiseFn::log:
+    return "log";
+  case ElementwiseFn::sin:
+    return "sin";
+  case ElementwiseFn::cos:
+    return "cos";
+  case ElementwiseFn::tanh:
+    return "tanh";
+  case ElementwiseFn::sigmoid:
+    return "sigmoid";
+  case ElementwiseFn::abs:
+    return "abs";
+  case ElementwiseFn::neg:
+    return "neg";
+  case ElementwiseFn::sqrt:
+    return "sqrt";
+  case ElementwiseFn::rsqrt:
+    return "rsqrt";
+  }
+  return "elementwise";
+}
+
 Backend::~Backend() = default;
 
 static int64_t alignUp(int64_t n) {

@@ -93,6 +93,15 @@ struct Event {
 // Kernel arguments
 //===----------------------------------------------------------------------===//
 
+/// The function of md.elementwise and md.elementwise_grad (the plan's
+/// fb::ElementwiseFn: the same values, runtime/exec/KernelDispatch.cpp
+/// checks).
+enum class ElementwiseFn : uint8_t {
+  exp, log, sin, cos, tanh, sigmoid, abs, neg, sqrt, rsqrt
+};
+/// "exp", ... for messages.
+const char *ElementwiseFnName(ElementwiseFn fn);
+
 // One struct per MD_KERNEL row of runtime/core/Opcodes.def, named by its
 // Args column: a member per operand and attribute slot, named by the item's
 // `field` (a tensor is a TensorRef, an optional one a std::optional, a list
@@ -111,6 +120,7 @@ struct Event {
 #define MD_INT_Any int64_t
 #define MD_INT_Positive int64_t
 #define MD_INT_NonNegative int64_t
+#define MD_INT_ElementwiseFn ElementwiseFn
 #define MD_T(field) TensorRef field;
 #define MD_T_OPT(field) std::optional<TensorRef> field;
 #define MD_T_LIST(field, min) std::vector<TensorRef> field;
@@ -135,6 +145,7 @@ struct Event {
 #undef MD_INT_Any
 #undef MD_INT_Positive
 #undef MD_INT_NonNegative
+#undef MD_INT_ElementwiseFn
 
 // The structs of the entries that several rows share (MD_KERNEL_SHARED),
 // and of view, which no opcode calls (a plan's view aliases its source) but

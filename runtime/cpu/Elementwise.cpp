@@ -234,6 +234,139 @@ absl::Status CpuBackend::siluGrad(const SiluGradArgs &args) {
   return absl::OkStatus();
 }
 
+namespace {
+
+/// fn(x) over one chunk: o[k] = fn(in[k]) for k < m; o may be in. exp,
+/// tanh and sigmoid run VecMath's vectorised exp and tanh; the others are
+/// libm's f32 functions, as torch's CPU kernels compute them.
+void elementwiseChunk(ElementwiseFn fn, const float *in, float *o, int64_t m) {
+  switch (fn) {
+  case ElementwiseFn::exp:
+    VecExp(in, o, m);
+    return;
+  case ElementwiseFn::tanh:
+    VecTanh(in, o, m);
+    return;
+  case ElementwiseFn::sigmoid:
+    // 1 / (1 + exp(-x)), as torch.sigmoid computes it.
+    for (int64_t k = 0; k < m; ++k)
+      o[k] = -in[k];
+    VecExp(o, o, m);
+    for (int64_t k = 0; k < m; ++k)
+      o[k] = 1.0f / (1.0f + o[k]);
+    return;
+  case ElementwiseFn::log:
+    for (int64_t k = 0; k < m; ++k)
+      o[k] = std::log(in[k]);
+    return;
+  case ElementwiseFn::sin:
+    for (int64_t k = 0; k < m; ++k)
+      o[k] = std::sin(in[k]);
+    return;
+  case ElementwiseFn::cos:
+    for (int64_t k = 0; k < m; ++k)
+      o[k] = std::cos(in[k]);
+    return;
+  case ElementwiseFn::abs:
+    for (int64_t k = 0; k < m; ++k)
+      o[k] = std::fabs(in[k]);
+    return;
+  case ElementwiseFn::neg:
+    for (int64_t k = 0; k < m; ++k)
+      o[k] = -in[k];
+    return;
+  case ElementwiseFn::sqrt:
+    for (int64_t k = 0; k < m; ++k)
+      o[k] = std::sqrt(in[k]);
+    return;
+  case ElementwiseFn::rsqrt:
+    for (int64_t k = 0; k < m; ++k)
+      o[k] = 1.0f / std::sqrt(in[k]);
+    return;
+  }
+}
+
+/// fn'(x) times dy over one chunk: o[k] = g[k] * fn'(in[k]); o may be g or
+/// in (the derivative goes through `t` first).
+void elementwiseGradChunk(ElementwiseFn fn, const float *g, const float *in,
+                          float *o, int64_t m) {
+  float t[kChunkElems];
+  switch (fn) {
+  case ElementwiseFn::exp: // exp(x)
+    VecExp(in, t, m);
+    break;
+  case ElementwiseFn::tanh: // 1 - tanh(x)^2
+    VecTanh(in, t, m);
+    for (int64_t k = 0; k < m; ++k)
+      t[k] = 1.0f - t[k] * t[k];
+    break;
+  case ElementwiseFn::sigmoid: // s (1 - s)
+    elementwiseChunk(ElementwiseFn::sigmoid, in, t, m);
+    for (int64_t k = 0; k < m; ++k)
+      t[k] = t[k] * (1.0f - t[k]);
+    break;
+  case ElementwiseFn::log: // 1 / x
+    for (int64_t k = 0; k < m; ++k)
+      t[k] = 1.0f / in[k];
+    break;
+  case ElementwiseFn::sin: // cos(x)
+    for (int64_t k = 0; k < m; ++k)
+      t[k] = std::cos(in[k]);
+    break;
+  case ElementwiseFn::cos: // -sin(x)
+    for (int64_t k = 0; k < m; ++k)
+      t[k] = -std::sin(in[k]);
+    break;
+  case ElementwiseFn::abs: // sign(x), 0 at 0 (torch's sgn)
+    for (int64_t k = 0; k < m; ++k)
+      t[k] = in[k] > 0.0f ? 1.0f : (in[k] < 0.0f ? -1.0f : 0.0f);
+    break;
+  case ElementwiseFn::neg:
+    for (int64_t k = 0; k < m; ++k)
+      t[k] = -1.0f;
+    break;
+  case ElementwiseFn::sqrt: // 1 / (2 sqrt(x))
+    for (int64_t k = 0; k < m; ++k)
+      t[k] = 0.5f / std::sqrt(in[k]);
+    break;
+  case ElementwiseFn::rsqrt: // -1 / (2 x sqrt(x))
+    for (int64_t k = 0; k < m; ++k)
+      t[k] = -0.5f / (in[k] * std::sqrt(in[k]));
+    break;
+  }
+  for (int64_t k = 0; k < m; ++k)
+    o[k] = g[k] * t[k];
+}
+
+} // namespace
+
+absl::Status CpuBackend::elementwise(const ElementwiseArgs &args) {
+  const char *op = ElementwiseFnName(args.fn);
+  MD_RETURN_IF_ERROR(checkUnary(op, args.x, args.out));
+  float xb[kChunkElems], ob[kChunkElems];
+  forChunks(args.x.numel(), [&](int64_t i0, int64_t m) {
+    const float *in = chunkIn(args.x, i0, m, xb);
+    float *o = chunkOut(args.out, i0, ob);
+    elementwiseChunk(args.fn, in, o, m);
+    chunkStore(args.out, i0, m, o);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::elementwiseGrad(const ElementwiseGradArgs &args) {
+  MD_RETURN_IF_ERROR(
+      checkUnaryGrad("elementwise_grad", args.dy, args.x, args.dx));
+  float gb[kChunkElems], xb[kChunkElems], ob[kChunkElems];
+  forChunks(args.x.numel(), [&](int64_t i0, int64_t m) {
+    const float *g = chunkIn(args.dy, i0, m, gb);
+    const float *in = chunkIn(args.x, i0, m, xb);
+    float *o = chunkOut(args.dx, i0, ob);
+    elementwiseGradChunk(args.fn, g, in, o, m);
+    chunkStore(args.dx, i0, m, o);
+  });
+  return absl::OkStatus();
+}
+
 absl::Status CpuBackend::accumulate(const AccumulateArgs &args) {
   MD_RETURN_IF_ERROR(checkAccumulate(args));
   mapGrad(args.acc, args.g, args.out, [](float a, float g) { return a + g; });

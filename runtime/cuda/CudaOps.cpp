@@ -110,6 +110,39 @@ absl::Status CudaBackend::siluGrad(const SiluGradArgs &args) {
                          args.dx, s);
 }
 
+namespace {
+
+/// The elementwise kernels' case of an md.elementwise function: the math
+/// cases follow silu in ElementwiseFn's order (Kernels.h).
+k::Unary unaryOf(ElementwiseFn fn) {
+  return static_cast<k::Unary>(static_cast<int>(k::Unary::exp) +
+                               static_cast<int>(fn));
+}
+k::UnaryGrad unaryGradOf(ElementwiseFn fn) {
+  return static_cast<k::UnaryGrad>(static_cast<int>(k::UnaryGrad::exp) +
+                                   static_cast<int>(fn));
+}
+static_assert(static_cast<int>(k::Unary::rsqrt) -
+                  static_cast<int>(k::Unary::exp) ==
+              static_cast<int>(ElementwiseFn::rsqrt));
+static_assert(static_cast<int>(k::UnaryGrad::rsqrt) -
+                  static_cast<int>(k::UnaryGrad::exp) ==
+              static_cast<int>(ElementwiseFn::rsqrt));
+
+} // namespace
+
+absl::Status CudaBackend::elementwise(const ElementwiseArgs &args) {
+  MD_STREAM(args);
+  return launchUnary(ElementwiseFnName(args.fn), unaryOf(args.fn), args.x,
+                     args.out, s);
+}
+
+absl::Status CudaBackend::elementwiseGrad(const ElementwiseGradArgs &args) {
+  MD_STREAM(args);
+  return launchUnaryGrad("elementwise_grad", unaryGradOf(args.fn), args.dy,
+                         args.x, args.dx, s);
+}
+
 absl::Status CudaBackend::accumulate(const AccumulateArgs &args) {
   MD_RETURN_IF_ERROR(checkAccumulate(args));
   MD_STREAM(args);

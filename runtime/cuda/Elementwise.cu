@@ -50,6 +50,63 @@ __device__ float siluGrad(float x) {
   return s * (1.0f + x * (1.0f - s));
 }
 
+// The math functions of md.elementwise and their derivatives, in f32 as
+// the CPU backend computes them (libm's functions; its exp and tanh are
+// vectorised there, which may differ from expf and tanhf in the last bit).
+__device__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ float math(Unary op, float x) {
+  switch (op) {
+  case Unary::exp:
+    return expf(x);
+  case Unary::log:
+    return logf(x);
+  case Unary::sin:
+    return sinf(x);
+  case Unary::cos:
+    return cosf(x);
+  case Unary::tanh:
+    return tanhf(x);
+  case Unary::sigmoid:
+    return sigmoid(x);
+  case Unary::abs:
+    return fabsf(x);
+  case Unary::neg:
+    return -x;
+  case Unary::sqrt:
+    return sqrtf(x);
+  default: // rsqrt
+    return 1.0f / sqrtf(x);
+  }
+}
+__device__ float mathGrad(UnaryGrad op, float x) {
+  switch (op) {
+  case UnaryGrad::exp:
+    return expf(x);
+  case UnaryGrad::log:
+    return 1.0f / x;
+  case UnaryGrad::sin:
+    return cosf(x);
+  case UnaryGrad::cos:
+    return -sinf(x);
+  case UnaryGrad::tanh: {
+    float t = tanhf(x);
+    return 1.0f - t * t;
+  }
+  case UnaryGrad::sigmoid: {
+    float s = sigmoid(x);
+    return s * (1.0f - s);
+  }
+  case UnaryGrad::abs:
+    return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
+  case UnaryGrad::neg:
+    return -1.0f;
+  case UnaryGrad::sqrt:
+    return 0.5f / sqrtf(x);
+  default: // rsqrt
+    return -0.5f / (x * sqrtf(x));
+  }
+}
+
 __global__ void binaryKernel(Binary op, const void *lhs, int lt,
                              const void *rhs, int rt, void *out, int ot,
                              Strided space, int64_t n) {
@@ -82,6 +139,9 @@ __global__ void unaryKernel(Unary op, const void *x, int xt, void *out, int ot,
     case Unary::silu:
       v = silu(v);
       break;
+    default:
+      v = math(op, v);
+      break;
     }
     st(out, ot, i, v);
   }
@@ -102,8 +162,11 @@ __global__ void unaryGradKernel(UnaryGrad op, const void *dy, int dyt,
     case UnaryGrad::silu:
       r = g * siluGrad(v);
       break;
-    default: // relu
+    case UnaryGrad::relu:
       r = v > 0.0f ? g : 0.0f;
+      break;
+    default:
+      r = g * mathGrad(op, v);
       break;
     }
     st(dx, dxt, i, r);

@@ -39,8 +39,17 @@ struct Strided {
 };
 
 // --- Elementwise.cu ---------------------------------------------------------
-enum class Unary { scale, geluExact, geluTanh, relu, silu };
-enum class UnaryGrad { geluExact, geluTanh, relu, silu };
+// The math functions follow the scale..silu cases in the order of
+// runtime::ElementwiseFn (exp first): UnaryOf/UnaryGradOf map one to the
+// other.
+enum class Unary {
+  scale, geluExact, geluTanh, relu, silu,
+  exp, log, sin, cos, tanh, sigmoid, abs, neg, sqrt, rsqrt
+};
+enum class UnaryGrad {
+  geluExact, geluTanh, relu, silu,
+  exp, log, sin, cos, tanh, sigmoid, abs, neg, sqrt, rsqrt
+};
 enum class Binary { add, sub, mul };
 
 cudaError_t binary(Binary op, const void *lhs, int lt, const void *rhs, int rt,

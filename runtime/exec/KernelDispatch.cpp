@@ -17,6 +17,13 @@
 #include "absl/strings/str_format.h"
 #include "runtime/plan/Schema.h"
 
+// The kernels' ElementwiseFn is the plan's, value for value (the dispatch
+// casts one to the other; the loader range-checks the slot).
+static_assert(static_cast<int>(md::fb::ElementwiseFn::MAX) ==
+              static_cast<int>(md::runtime::ElementwiseFn::rsqrt));
+static_assert(static_cast<int>(md::fb::ElementwiseFn::Sigmoid) ==
+              static_cast<int>(md::runtime::ElementwiseFn::sigmoid));
+
 namespace md::runtime {
 namespace {
 

@@ -47,6 +47,9 @@ template <> struct IntSlot<IntAttr::ArithKind> { using type = fb::ArithKind; };
 template <> struct IntSlot<IntAttr::CompareKind> {
   using type = fb::CompareKind;
 };
+template <> struct IntSlot<IntAttr::ElementwiseFn> {
+  using type = fb::ElementwiseFn;
+};
 
 /// A slot Encode must be given. It takes exactly its type: an int, a
 /// float or another enum is a compile error, not a silent conversion.

@@ -82,6 +82,7 @@ enum class IntAttr : uint8_t {
   CheckpointFormat, // fb::CheckpointFormat
   ArithKind,        // fb::ArithKind
   CompareKind,      // fb::CompareKind
+  ElementwiseFn,    // fb::ElementwiseFn
   Dataset,          // an index into Plan.datasets
 };
 

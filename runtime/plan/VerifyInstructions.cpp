@@ -173,6 +173,9 @@ absl::Status SemanticVerifier::checkIntAttr(IntAttr kind, int64_t v,
   case IntAttr::CompareKind:
     return enumValue("comparison kind",
                      static_cast<int64_t>(fb::CompareKind::MAX));
+  case IntAttr::ElementwiseFn:
+    return enumValue("elementwise function",
+                     static_cast<int64_t>(fb::ElementwiseFn::MAX));
   case IntAttr::Dataset:
     if (v < 0 || v >= static_cast<int64_t>(numDatasets_))
       return invalidf("%s: dataset %d out of range (%d datasets)", path, v,

@@ -33,8 +33,17 @@ template <typename Op> fb::Reduction reduction(Op c) {
   return static_cast<fb::Reduction>(c.getReductionKind());
 }
 
-/// The attribute that holds a number slot of type T, and its value.
-template <typename T> struct NumberAttr;
+/// The attribute that holds a number slot of type T, and its value: an
+/// enumeration slot (a plan.fbs enum) is an integer attribute of the md
+/// op's enum (its verifier checked the value).
+template <typename T> struct NumberAttr {
+  static_assert(std::is_enum_v<T>, "a number slot is an int, float or enum");
+  using type = IntegerAttr;
+  static constexpr const char *kKind = "an enumeration value";
+  static T value(IntegerAttr a) {
+    return static_cast<T>(a.getValue().getSExtValue());
+  }
+};
 template <> struct NumberAttr<int64_t> {
   using type = IntegerAttr;
   static constexpr const char *kKind = "an integer";

@@ -48,6 +48,51 @@ protected:
   cpu::CpuBackend cpu{1};
 };
 
+TEST_F(CudaElementwiseEmulationTest, MathFunctionsAndTheirGradients) {
+  // md.elementwise's cases, launched as CudaOps.cpp launches them (the
+  // math cases follow silu in ElementwiseFn's order), against the CPU
+  // backend on inputs inside each domain.
+  const int64_t n = 700;
+  for (int f = 0; f <= static_cast<int>(runtime::ElementwiseFn::rsqrt); ++f) {
+    const auto fn = static_cast<runtime::ElementwiseFn>(f);
+    SCOPED_TRACE(runtime::ElementwiseFnName(fn));
+    const bool positive = fn == runtime::ElementwiseFn::log ||
+                          fn == runtime::ElementwiseFn::sqrt ||
+                          fn == runtime::ElementwiseFn::rsqrt;
+    for (DType t : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(int(t));
+      HostTensor x = HostTensor::random(t, {n}, 3, positive ? 0.1 : -4, 4),
+                 dy = HostTensor::random(t, {n}, 4);
+      HostTensor out(t, {n}), want(t, {n}), dx(t, {n}), wantDx(t, {n});
+      const auto op = static_cast<k::Unary>(static_cast<int>(k::Unary::exp) + f);
+      const auto grad =
+          static_cast<k::UnaryGrad>(static_cast<int>(k::UnaryGrad::exp) + f);
+      ASSERT_EQ(k::unary(op, x.data(), x.type(), out.data(), out.type(), n,
+                         1.0f, nullptr),
+                cudaSuccess);
+      ASSERT_EQ(k::unaryGrad(grad, dy.data(), dy.type(), x.data(), x.type(),
+                             dx.data(), dx.type(), n, nullptr),
+                cudaSuccess);
+      runtime::ElementwiseArgs a;
+      a.x = x.ref();
+      a.out = want.ref();
+      a.fn = fn;
+      ASSERT_TRUE(cpu.elementwise(a).ok());
+      runtime::ElementwiseGradArgs g;
+      g.dy = dy.ref();
+      g.x = x.ref();
+      g.dx = wantDx.ref();
+      g.fn = fn;
+      ASSERT_TRUE(cpu.elementwiseGrad(g).ok());
+      // The CPU's exp and tanh are vectorised, the kernels' libm's: a few
+      // ulps apart at most.
+      EXPECT_TRUE(emulated::close(out, want, t, /*f32Atol=*/1e-5)) << "forward";
+      EXPECT_TRUE(emulated::close(dx, wantDx, t, /*f32Atol=*/1e-4))
+          << "gradient";
+    }
+  }
+}
+
 TEST_F(CudaElementwiseEmulationTest, ActivationsAndTheirGradients) {
   const int64_t n = 700; // more than two blocks of 256
   for (DType t : {DType::f32, DType::bf16}) {

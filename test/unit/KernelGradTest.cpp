@@ -205,6 +205,61 @@ TEST_P(GradTest, SiluGrad) {
   EXPECT_EQ(be().siluGrad(args).code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_P(GradTest, ElementwiseGradOfEveryFunction) {
+  struct Case {
+    ElementwiseFn fn;
+    double (*ref)(double);
+    double lo, hi;
+  };
+  // Inputs inside each domain and away from abs's kink at 0.
+  const Case cases[] = {
+      {ElementwiseFn::exp, [](double v) { return std::exp(v); }, -3, 3},
+      {ElementwiseFn::log, [](double v) { return std::log(v); }, 0.5, 5},
+      {ElementwiseFn::sin, [](double v) { return std::sin(v); }, -4, 4},
+      {ElementwiseFn::cos, [](double v) { return std::cos(v); }, -4, 4},
+      {ElementwiseFn::tanh, [](double v) { return std::tanh(v); }, -3, 3},
+      {ElementwiseFn::sigmoid,
+       [](double v) { return 1.0 / (1.0 + std::exp(-v)); }, -6, 6},
+      {ElementwiseFn::abs, [](double v) { return std::fabs(v); }, 0.2, 3},
+      {ElementwiseFn::neg, [](double v) { return -v; }, -3, 3},
+      {ElementwiseFn::sqrt, [](double v) { return std::sqrt(v); }, 0.5, 5},
+      {ElementwiseFn::rsqrt, [](double v) { return 1.0 / std::sqrt(v); }, 0.5,
+       5},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(ElementwiseFnName(c.fn));
+    Vec xv = inputs(21, 30, c.lo, c.hi), dyv = inputs(21, 31);
+    if (c.fn == ElementwiseFn::abs) // both sides of the kink
+      for (size_t i = 0; i < xv.size(); i += 2)
+        xv[i] = -xv[i];
+    DeviceTensor x = f32({21}, xv), dy = f32({21}, dyv), dx = zeros({21});
+    ElementwiseGradArgs args;
+    args.dy = dy;
+    args.x = x;
+    args.dx = dx;
+    args.fn = c.fn;
+    ASSERT_TRUE(be().elementwiseGrad(args).ok());
+    auto ref = c.ref;
+    RefForward f = [ref](const std::vector<Vec> &in) {
+      Vec y;
+      for (double v : in[0])
+        y.push_back(ref(v));
+      return y;
+    };
+    EXPECT_TRUE(matchesNumeric(dx.values(), f, {xv}, 0, dyv));
+  }
+  // dx of another shape is refused.
+  DeviceTensor x = f32({4}, {1, 2, 3, 4}), dy = f32({4}, {1, 1, 1, 1}),
+               wrong = zeros({3});
+  ElementwiseGradArgs args;
+  args.dy = dy;
+  args.x = x;
+  args.dx = wrong;
+  args.fn = ElementwiseFn::exp;
+  EXPECT_EQ(be().elementwiseGrad(args).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_P(GradTest, ReluGradAwayFromZero) {
   Vec xv = inputs(17, 10), dyv = inputs(17, 11);
   for (double &v : xv)

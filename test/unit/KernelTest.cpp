@@ -462,6 +462,76 @@ TEST_P(KernelTest, SiluMatchesItsFormulaInEveryFloatType) {
   EXPECT_NE(s.message().find("silu: x must be"), std::string::npos) << s;
 }
 
+/// Every function of md.elementwise, its reference in double, and inputs
+/// inside its domain (log, sqrt and rsqrt: positive).
+struct MathCase {
+  ElementwiseFn fn;
+  double (*ref)(double);
+  double lo, hi;
+};
+const MathCase kMathCases[] = {
+    {ElementwiseFn::exp, [](double v) { return std::exp(v); }, -8, 8},
+    {ElementwiseFn::log, [](double v) { return std::log(v); }, 0.01, 50},
+    {ElementwiseFn::sin, [](double v) { return std::sin(v); }, -10, 10},
+    {ElementwiseFn::cos, [](double v) { return std::cos(v); }, -10, 10},
+    {ElementwiseFn::tanh, [](double v) { return std::tanh(v); }, -6, 6},
+    {ElementwiseFn::sigmoid,
+     [](double v) { return 1.0 / (1.0 + std::exp(-v)); }, -12, 12},
+    {ElementwiseFn::abs, [](double v) { return std::fabs(v); }, -5, 5},
+    {ElementwiseFn::neg, [](double v) { return -v; }, -5, 5},
+    {ElementwiseFn::sqrt, [](double v) { return std::sqrt(v); }, 0.01, 50},
+    {ElementwiseFn::rsqrt, [](double v) { return 1.0 / std::sqrt(v); }, 0.01,
+     50},
+};
+
+TEST_P(KernelTest, ElementwiseMathMatchesItsFormulaInEveryFloatType) {
+  for (const MathCase &c : kMathCases) {
+    SCOPED_TRACE(ElementwiseFnName(c.fn));
+    // More than one chunk of the CPU's kernels (256 elements).
+    std::vector<double> xv = randomValues(300, 40, c.lo, c.hi);
+    for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+      SCOPED_TRACE(dtypeName(dt));
+      auto rounded = roundAll(dt, xv);
+      const int64_t n = static_cast<int64_t>(rounded.size());
+      DeviceTensor x = floats(dt, {n}, rounded), out = zeros(dt, {n});
+      ElementwiseArgs args;
+      args.x = x;
+      args.out = out;
+      args.fn = c.fn;
+      ASSERT_TRUE(be().elementwise(args).ok());
+      std::vector<double> want;
+      for (double v : rounded)
+        want.push_back(c.ref(v));
+      // f16 cannot hold exp(8) closely: relative tolerances.
+      EXPECT_TRUE(allClose(out.values(), roundAll(dt, want),
+                           dt == DType::f32 ? 4e-6 : 1.0 / 128, 1e-6));
+    }
+  }
+  // Outside the domain, IEEE: log(0) = -inf, log(-1) and sqrt(-1) NaN.
+  DeviceTensor x = floats(DType::f32, {3}, {0.0, -1.0, 4.0}),
+               out = zeros(DType::f32, {3});
+  ElementwiseArgs args;
+  args.x = x;
+  args.out = out;
+  args.fn = ElementwiseFn::log;
+  ASSERT_TRUE(be().elementwise(args).ok());
+  EXPECT_TRUE(std::isinf(out.values()[0]) && out.values()[0] < 0);
+  EXPECT_TRUE(std::isnan(out.values()[1]));
+  args.fn = ElementwiseFn::sqrt;
+  ASSERT_TRUE(be().elementwise(args).ok());
+  EXPECT_TRUE(std::isnan(out.values()[1]));
+  EXPECT_EQ(out.values()[2], 2.0);
+  // An integer tensor is refused, naming the function.
+  DeviceTensor ids = zeros(DType::i32, {3}), iout = zeros(DType::i32, {3});
+  ElementwiseArgs bad;
+  bad.x = ids;
+  bad.out = iout;
+  bad.fn = ElementwiseFn::tanh;
+  absl::Status s = be().elementwise(bad);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("tanh: x must be"), std::string::npos) << s;
+}
+
 TEST_P(KernelTest, ElementwiseOpsMayRunInPlace) {
   auto xv = roundAll(DType::bf16, randomValues(10, 16));
   DeviceTensor x = floats(DType::bf16, {10}, xv);

@@ -504,6 +504,30 @@ func.func @silu_grad_types_differ(%dy: tensor<4xf32>, %x: tensor<4xbf16>) {
 
 // -----
 
+func.func @elementwise_of_integers(%x: tensor<4xi32>) {
+  // expected-error @+1 {{'md.elementwise' op operand #0 must be}}
+  %0 = md.elementwise exp %x : tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @elementwise_unknown_function(%x: tensor<4xf32>) {
+  // expected-error @+1 {{custom op 'md.elementwise' expected string or keyword containing one of the following enum values for attribute 'fn' [exp, log, sin, cos, tanh, sigmoid, abs, neg, sqrt, rsqrt]}}
+  %0 = md.elementwise erf %x : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @elementwise_grad_types_differ(%dy: tensor<4xf32>, %x: tensor<4xbf16>) {
+  // expected-error @+1 {{'md.elementwise_grad' op requires the same type for all operands and results}}
+  %0 = "md.elementwise_grad"(%dy, %x) {fn = 0 : i32} : (tensor<4xf32>, tensor<4xbf16>) -> tensor<4xbf16>
+  return
+}
+
+// -----
+
 func.func @layer_norm_grad_has_beta_without_dbeta(%dy: tensor<8x768xf32>, %g: tensor<768xf32>) {
   // expected-error @+1 {{'md.layer_norm_grad' op has_beta is set but there is no dbeta result}}
   %0:2 = md.layer_norm_grad %dy, %dy, %g has_beta : tensor<8x768xf32>, tensor<8x768xf32>, tensor<768xf32> -> tensor<8x768xf32>, tensor<768xf32>

@@ -39,6 +39,10 @@ func.func @elementwise(%x: tensor<8x64x768xf32>, %p: tensor<64x768xf32>, %c: ten
   %6 = md.relu %x : tensor<8x64x768xf32>
   // CHECK: md.silu %{{.*}} : tensor<8x64x768xf32>
   %silu = md.silu %x : tensor<8x64x768xf32>
+  // CHECK: md.elementwise exp %{{.*}} : tensor<8x64x768xf32>
+  %exp = md.elementwise exp %x : tensor<8x64x768xf32>
+  // CHECK: md.elementwise rsqrt %{{.*}} : tensor<8x64x768xf32>
+  %rsqrt = md.elementwise rsqrt %x : tensor<8x64x768xf32>
   // CHECK: md.accumulate %{{.*}}, %{{.*}} : tensor<64x768xf32>, tensor<64x768xbf16>
   %acc = arith.constant dense<0.0> : tensor<64x768xbf16>
   %7 = md.accumulate %p, %acc : tensor<64x768xf32>, tensor<64x768xbf16>
@@ -133,6 +137,8 @@ func.func @grads(%dy: tensor<8x3072xf32>, %x: tensor<8x768xf32>, %w: tensor<3072
   %5 = md.relu_grad %dx, %x : tensor<8x768xf32>
   // CHECK: md.silu_grad %{{.*}}, %{{.*}} : tensor<8x768xf32>
   %silu_grad = md.silu_grad %dx, %x : tensor<8x768xf32>
+  // CHECK: md.elementwise_grad sigmoid %{{.*}}, %{{.*}} : tensor<8x768xf32>
+  %sigmoid_grad = md.elementwise_grad sigmoid %dx, %x : tensor<8x768xf32>
   // CHECK: md.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} has_beta : tensor<8x768xf32>, tensor<8x768xf32>, tensor<768xf32> -> tensor<8x768xf32>, tensor<768xf32>, tensor<768xf32>
   %6:3 = md.layer_norm_grad %dx, %x, %g has_beta : tensor<8x768xf32>, tensor<8x768xf32>, tensor<768xf32> -> tensor<8x768xf32>, tensor<768xf32>, tensor<768xf32>
   // CHECK: md.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} eps 9.9999999999999995E-7 : tensor<8x768xf32>, tensor<8x768xf32>, tensor<768xf32> -> tensor<8x768xf32>, tensor<768xf32>
