@@ -238,6 +238,24 @@ def MD_ElementwiseOp : MD_ComputeOp<"elementwise", [SameOperandsAndResultType]> 
   let assemblyFormat = "$fn $x attr-dict `:` type($x)";
 }
 
+def MD_DetachOp : MD_ComputeOp<"detach", [SameOperandsAndResultType]> {
+  let summary = "stops the gradient (torch.Tensor.detach)";
+  let description = [{
+    `result = x` in the forward, but no gradient flows back through it:
+    md-autodiff's rule for it adds nothing to `x`'s gradient. The op lives
+    only until md-autodiff, which replaces every `md.detach` of the model by
+    its operand once the backward is built, so no plan has an instruction
+    for it. The language's `detach(x)`.
+
+    ```mlir
+    %d = md.detach %x : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins MD_FloatTensor:$x);
+  let results = (outs MD_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
 def MD_SqrtOp : MD_ComputeOp<"sqrt", [SameOperandsAndResultType]> {
   let summary = "elementwise square root";
   let description = [{

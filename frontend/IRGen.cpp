@@ -63,6 +63,7 @@ const std::map<std::string, std::vector<Formal>> &builtinFunctions() {
       {"neg", {{"x", true}}},
       {"sqrt", {{"x", true}}},
       {"rsqrt", {{"x", true}}},
+      {"detach", {{"x", true}}},
       {"softmax", {{"x", true}, {"axis", false}}},
       {"cross_entropy",
        {{"logits", true}, {"targets", true}, {"ignore_index", false}}},

@@ -482,6 +482,11 @@ Val ModelGen::callBuiltin(FnState &fn, const CallExpr &call,
     return Val::tensor(
         md::GeluOp::create(b, loc(l), x.type(), x.value, *approximate));
   }
+  if (name == "detach") {
+    if (!expectFloat(x, l, what))
+      return Val::error();
+    return Val::tensor(md::DetachOp::create(b, loc(l), x.type(), x.value));
+  }
   // exp(x), log(x), ...: md.elementwise of the function of that name.
   if (std::optional<md::ElementwiseFn> elementwise =
           md::symbolizeElementwiseFn(name)) {

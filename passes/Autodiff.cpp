@@ -228,6 +228,10 @@ void GradientBuilder::findVariedValues(Block &body) {
       }
       continue;
     }
+    // What md.detach gives is a constant to the backward: no rule asks for
+    // its gradient, so none is computed to be dropped.
+    if (isa<DetachOp>(op))
+      continue;
     bool readsVaried = llvm::any_of(
         op.getOperands(), [&](Value v) { return varied.contains(v); });
     if (!readsVaried && op.getNumRegions() != 0) {
@@ -424,6 +428,12 @@ struct AutodiffPass : public md::impl::AutodiffBase<AutodiffPass> {
     numBackwardOps += gradient.numBackwardOps;
     if (failed(grad))
       return signalPassFailure();
+    // The backward is built: md.detach has done its work and is the
+    // identity from here on (no plan has an instruction for it).
+    model.walk([](DetachOp detach) {
+      detach.getResult().replaceAllUsesWith(detach.getX());
+      detach.erase();
+    });
   }
 };
 

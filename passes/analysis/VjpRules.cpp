@@ -39,6 +39,7 @@ public:
   LogicalResult vjp(ReluOp op, ArrayRef<Value> dy);
   LogicalResult vjp(SiluOp op, ArrayRef<Value> dy);
   LogicalResult vjp(ElementwiseOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(DetachOp op, ArrayRef<Value> dy);
   LogicalResult vjp(LayerNormOp op, ArrayRef<Value> dy);
   LogicalResult vjp(RmsNormOp op, ArrayRef<Value> dy);
   LogicalResult vjp(BatchNormOp op, ArrayRef<Value> dy);
@@ -179,6 +180,9 @@ LogicalResult VjpRules::vjp(ElementwiseOp op, ArrayRef<Value> dy) {
       ElementwiseGradOp::create(b, dy[0], op.getX(), op.getFnAttr()));
   return success();
 }
+
+// No gradient flows through md.detach.
+LogicalResult VjpRules::vjp(DetachOp, ArrayRef<Value>) { return success(); }
 
 // y = xhat * gamma + beta with xhat = (x - mean) * rstd over the last dim.
 // md.layer_norm_grad recomputes the statistics from x and returns
@@ -348,7 +352,7 @@ LogicalResult md::emitVjp(Operation *op, ArrayRef<Value> resultGradients,
   VjpRules rules(op, context);
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case<MatmulOp, MatmulGeluOp, AddOp, SubOp, MulOp, ScaleOp, GeluOp,
-            ReluOp, SiluOp, ElementwiseOp, LayerNormOp, RmsNormOp,
+            ReluOp, SiluOp, ElementwiseOp, DetachOp, LayerNormOp, RmsNormOp,
             BatchNormOp, SoftmaxOp, CausalAttentionOp, EmbeddingOp,
             CrossEntropyOp, ReshapeOp,
             TransposeOp, SumOp, MeanOp, CastOp, SqrtOp, RsqrtOp, AllReduceOp>(
