@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "runtime/exec/Checkpoint.h"
 #include "runtime/exec/CheckpointLayout.h"
 #include "runtime/exec/CheckpointMeta.h"
@@ -465,7 +466,24 @@ Executor::Impl::resolveResume(std::optional<ShardedMeta> *meta) {
       if (oks[r] == 0)
         return absl::DataLossError(absl::StrFormat(
             "%s/meta.json: rank %d cannot read it", dir, r));
+    // A checkpoint directory named for a step holds that step.
+    absl::string_view base(dir);
+    if (size_t slash = base.find_last_of('/'); slash != base.npos)
+      base.remove_prefix(slash + 1);
+    int64_t named = 0;
+    if (absl::ConsumePrefix(&base, "step_") && base.size() >= 8 &&
+        base.find_first_not_of("0123456789") == base.npos &&
+        absl::SimpleAtoi(base, &named) && named != read->step)
+      return absl::DataLossError(absl::StrFormat(
+          "%s/meta.json: step %d, but the directory is step %d's", dir,
+          read->step, named));
     MD_RETURN_IF_ERROR(verifySharded(dir, *read));
+    if (!read->checksummed)
+      info_.resumeWarnings.push_back(absl::StrFormat(
+          "%s/meta.json: format version %d carries no checksum of its own "
+          "(an older md saved it); its step, save id and pieces were "
+          "checked against the ranks' files only",
+          dir, read->version));
     *meta = std::move(*read);
     verifySeconds_ =
         std::chrono::duration<double>(Clock::now() - begin).count();
@@ -506,8 +524,9 @@ Executor::Impl::resolveResume(std::optional<ShardedMeta> *meta) {
   }
   // Rank 0 looks (after putting back a checkpoint that a save which died
   // mid-publication set aside), every rank loads what it found. A damaged
-  // checkpoint (meta.json unreadable, a file missing, truncated or
-  // corrupt) is passed over for the one before it, and said so.
+  // checkpoint (meta.json unreadable or edited, a file missing, truncated
+  // or corrupt, or not the file meta.json describes) is passed over for
+  // the one before it, and said so.
   MD_RETURN_IF_ERROR(shareRank0Outcome(
       options_.rank == 0 ? RestoreSetAsideCheckpoints(
                                saveDir->empty() ? "checkpoints" : *saveDir)
@@ -548,8 +567,8 @@ absl::Status Executor::Impl::verifySharded(const std::string &dir,
   const int64_t W = world_.worldSize;
   int64_t finding[3] = {-1, 0, 0}; // file, FileProblem, what was found
   for (size_t f = 0; f < meta.files.size(); ++f) {
-    FileCheck check = CheckCheckpointFile(dir, meta.files[f],
-                                          static_cast<int64_t>(f) % W == rank);
+    FileCheck check = CheckRankFile(dir, meta, static_cast<int64_t>(f),
+                                    static_cast<int64_t>(f) % W == rank);
     if (check.problem != FileProblem::None) {
       finding[0] = static_cast<int64_t>(f);
       finding[1] = static_cast<int64_t>(check.problem);
@@ -565,7 +584,7 @@ absl::Status Executor::Impl::verifySharded(const std::string &dir,
       continue;
     FileCheck check{static_cast<FileProblem>(findings[3 * r + 1]),
                     findings[3 * r + 2]};
-    return FileCheckStatus(dir, meta.files[f], check);
+    return RankFileCheckStatus(dir, meta, f, check);
   }
   return absl::OkStatus();
 }

@@ -366,6 +366,8 @@ void printBanner(const runtime::RunInfo &i, const std::string &planPath,
     absl::PrintF("mdrun: warning: --resume auto passed over a damaged "
                  "checkpoint: %s\n",
                  skipped.c_str());
+  for (const std::string &warning : i.resumeWarnings)
+    absl::PrintF("mdrun: warning: %s\n", warning.c_str());
   if (!i.resumedFrom.empty())
     absl::PrintF("mdrun: resumed from %s (%s)\n", i.resumedFrom.c_str(),
                  i.resumedWhat.c_str());
