@@ -107,6 +107,12 @@ absl::Status Executor::Impl::saveFull(const std::string &path) {
   MD_ASSIGN_OR_RETURN(std::vector<NamedTensor> params, gatherParameters());
   if (options_.rank != 0)
     return absl::OkStatus();
+  // What dead saves left beside it goes first, as a sharded save does.
+  MD_RETURN_IF_ERROR(RemoveStaleTemporaries(
+      path.find('/') == std::string::npos
+          ? std::string(".")
+          : path.substr(0, path.find_last_of('/')),
+      ""));
   std::map<std::string, std::string> meta = {
       {"format", "pt"},
       {"model", str(plan_.header()->model())},
@@ -191,12 +197,17 @@ absl::Status Executor::Impl::saveSharded(const std::string &dir) {
   // Rank 0 clears what dead saves left and makes the directory; a failure
   // there stops every rank.
   absl::Status prepared = absl::OkStatus();
+  std::optional<TemporaryLock> tmpLock;
   if (rank == 0) {
     prepared = MakeDirectories(parent);
     if (prepared.ok())
       prepared = RemoveStaleTemporaries(parent, tmp);
     if (prepared.ok())
       prepared = MakeDirectories(tmp);
+    // Held until this save ends, so that another run's housekeeping in
+    // the same directory leaves it.
+    if (prepared.ok())
+      tmpLock.emplace(tmp);
   }
   MD_RETURN_IF_ERROR(shareRank0Outcome(
       prepared, absl::StrCat("prepare the checkpoint ", dir)));
@@ -523,15 +534,27 @@ Executor::Impl::resolveResume(std::optional<ShardedMeta> *meta) {
     return std::string();
   }
   // Rank 0 looks (after putting back a checkpoint that a save which died
-  // mid-publication set aside), every rank loads what it found. A damaged
+  // mid-publication set aside, and removing what dead saves left in every
+  // save directory of the plan), every rank loads what it found. A damaged
   // checkpoint (meta.json unreadable or edited, a file missing, truncated
   // or corrupt, or not the file meta.json describes) is passed over for
   // the one before it, and said so.
-  MD_RETURN_IF_ERROR(shareRank0Outcome(
-      options_.rank == 0 ? RestoreSetAsideCheckpoints(
-                               saveDir->empty() ? "checkpoints" : *saveDir)
-                         : absl::OkStatus(),
-      "look for the newest checkpoint"));
+  absl::Status housekept = absl::OkStatus();
+  if (options_.rank == 0) {
+    std::set<std::string> dirs;
+    for (const fb::Instruction *inst :
+         planInstructions(plan_, fb::Opcode::Save)) {
+      std::string d = count(inst->strings()) > 0
+                          ? str(inst->strings()->Get(0))
+                          : std::string();
+      dirs.insert(d.empty() ? std::string("checkpoints") : d);
+    }
+    for (const std::string &d : dirs)
+      if (housekept.ok())
+        housekept = RemoveStaleTemporaries(d, "");
+  }
+  MD_RETURN_IF_ERROR(
+      shareRank0Outcome(housekept, "look for the newest checkpoint"));
   for (int64_t before = INT64_MAX;;) {
     int64_t step = options_.rank == 0
                        ? LatestShardedCheckpointStep(*saveDir, before)

@@ -25,7 +25,9 @@
 #    save; --resume auto without a checkpoint starts fresh in one line,
 #    and passes over a damaged newest checkpoint for the one before (with
 #    every one damaged, it starts fresh), also one whose meta.json has any
-#    field edited (step, id, dtype, shape, offset).
+#    field edited (step, id, dtype, shape, offset); dead saves' temporaries,
+#    a full checkpoint's file too, are removed by the next save and by
+#    --resume auto.
 # 4. --init: the weights saved at step 8 (W = 2, fsdp-full) start a ddp run
 #    at W = 1 bit for bit, which trains on, also from a file whose 2-D
 #    weights are stored transposed, through a map's `transpose` rules; a file with a tensor the model
@@ -254,14 +256,18 @@ if [[ -d $saved ]]; then
 
   # A dead run's save of step 96, complete but never published, is not
   # resumed from; the next save removes it.
+  # A full checkpoint's temporary that a killed save left goes too.
   mkdir -p stale/ckpt
   cp -r "$saved" stale/ckpt/step_00000008
   cp -r "$saved" stale/ckpt/step_00000096.tmp-00000000deadbeef
+  head -c 4096 /dev/zero >stale/ckpt/step_00000096.safetensors.tmp.999999
   train stale stale 2 "$plan" --steps 12 --log-every 0 --resume auto &&
     grep -q '^mdrun: resumed from ckpt/step_00000008 ' stale/stale.out ||
     fail "a stale temporary directory was resumed from:"$'\n'"$(grep '^mdrun:' stale/stale.out)"
   [[ -e stale/ckpt/step_00000096.tmp-00000000deadbeef ]] &&
     fail "the next save left the stale temporary directory"
+  [[ -e stale/ckpt/step_00000096.safetensors.tmp.999999 ]] &&
+    fail "the next save left a full checkpoint's stale temporary"
   ls -d stale/ckpt/*.tmp* >/dev/null 2>&1 && fail "a save left a temporary directory: $(ls stale/ckpt)"
 
   # --resume auto passes over a damaged newest checkpoint (a corrupt rank
@@ -276,7 +282,8 @@ if [[ -d $saved ]]; then
     fail "--resume auto did not pass over the corrupt step 8 for step 4:"$'\n'"$(grep '^mdrun:' damaged/past8.out damaged/past8.err)"
   # Every field of meta.json edited (step, id, dtype, shape, a piece's
   # offset): the newest checkpoint is passed over, naming its meta.json,
-  # for the one before.
+  # for the one before; --resume auto also removes a dead save's full
+  # temporary before it looks, with no save of its own.
   for edit in 's/"step": 8,/"step": 7,/' 's/"id": "[0-9a-f]\{16\}"/"id": "00000000deadbeef"/' \
     's/"dtype": "F32"/"dtype": "BF16"/' 's/"shape": \[64, 32\]/"shape": [32, 64]/' \
     's/"offset": 0,/"offset": 1,/'; do
@@ -284,10 +291,13 @@ if [[ -d $saved ]]; then
       cp -r "$work/mlp-fsdp-full/split/ckpt/step_00000004" "$saved" edited/ckpt/
     sed -i "$edit" edited/ckpt/step_00000008/meta.json
     cmp -s edited/ckpt/step_00000008/meta.json "$saved/meta.json" && fail "sed '$edit' changed nothing"
+    : >edited/ckpt/step_00000004.safetensors.tmp.999999
     run edited past-edit 2 "$plan" --steps 4 --log-every 0 --resume auto
     grep -Eqx 'mdrun: warning: --resume auto passed over a damaged checkpoint: ckpt/step_00000008/meta.json: XXH3-64 checksum [0-9a-f]{16} of its text, but its meta_xxh3 is [0-9a-f]{16} \(edited or corrupt\)' edited/past-edit.out &&
       grep -q '^mdrun: resumed from ckpt/step_00000004 (step 4,' edited/past-edit.out ||
       fail "--resume auto did not pass over step 8 with meta.json edited by '$edit':"$'\n'"$(grep '^mdrun:' edited/past-edit.out edited/past-edit.err)"
+    [[ -e edited/ckpt/step_00000004.safetensors.tmp.999999 ]] &&
+      fail "--resume auto left a dead save's temporary"
   done
   # A checkpoint under another step's name (copied by hand) is not that
   # step's either.

@@ -667,6 +667,59 @@ TEST(CheckpointFiles, StaleTemporariesAreRemovedAndNeverFound) {
   std::filesystem::remove_all(root);
 }
 
+TEST(CheckpointFiles, OnlyTemporariesOfWritersGoneAreRemoved) {
+  // Every kind of temporary a save leaves when killed: a sharded save's
+  // directory and a full checkpoint's file. Those whose writer holds their
+  // lock (here this test, through another descriptor, as a live save of
+  // another run would) stay; the others go.
+  std::string root = tempDir();
+  const std::string deadFull = root + "/step_00000004.safetensors.tmp.999999";
+  const std::string liveFull = root + "/step_00000008.safetensors.tmp.1";
+  const std::string deadDir = root + "/step_00000012.tmp-00000000deadbeef";
+  const std::string liveDir = root + "/step_00000016.tmp-00000000cafef00d";
+  write(deadFull, "half a checkpoint");
+  write(liveFull, "half a checkpoint");
+  ASSERT_EQ(::mkdir(deadDir.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(liveDir.c_str(), 0755), 0);
+  write(ShardFileName(deadDir, 0) + ".tmp.999999", "x");
+  write(ShardFileName(liveDir, 0), "x");
+  write(root + "/notes.tmp.1", "a user's");
+  {
+    TemporaryLock full(liveFull), dir(liveDir);
+    EXPECT_TRUE(TemporaryWriterGone(deadFull));
+    EXPECT_FALSE(TemporaryWriterGone(liveFull));
+    ASSERT_TRUE(RemoveStaleTemporaries(root, "").ok());
+    EXPECT_FALSE(exists(deadFull));
+    EXPECT_FALSE(exists(deadDir));
+    EXPECT_TRUE(exists(liveFull));
+    EXPECT_TRUE(exists(ShardFileName(liveDir, 0)));
+  }
+  // Their writers gone too, the next save's housekeeping removes them.
+  ASSERT_TRUE(RemoveStaleTemporaries(root, "").ok());
+  EXPECT_FALSE(exists(liveFull));
+  EXPECT_FALSE(exists(liveDir));
+  EXPECT_TRUE(exists(root + "/notes.tmp.1"));
+  std::filesystem::remove_all(root);
+}
+
+TEST(CheckpointFiles, AnAtomicWriteRemovesItsDeadWritersTemporaries) {
+  // --save-final's file, killed mid-write before, then written again.
+  std::string root = tempDir();
+  const std::string path = root + "/final.safetensors";
+  write(path + ".tmp.999999", "dead");
+  write(path + ".tmp.2", "live");
+  write(root + "/other.safetensors.tmp.999999", "another file's");
+  TemporaryLock live(path + ".tmp.2");
+  ASSERT_TRUE(WriteFileAtomically(path, [](int fd) {
+                return WriteAll(fd, "new", 3);
+              }).ok());
+  EXPECT_EQ(read(path), "new");
+  EXPECT_FALSE(exists(path + ".tmp.999999"));
+  EXPECT_TRUE(exists(path + ".tmp.2"));
+  EXPECT_TRUE(exists(root + "/other.safetensors.tmp.999999"));
+  std::filesystem::remove_all(root);
+}
+
 TEST(CheckpointFiles, ACheckpointSetAsideByADeadSaveIsPutBack) {
   // A save on a file system without RENAME_EXCHANGE moves the published
   // step_5 aside, then renames its own directory in; it died in between.
