@@ -30,6 +30,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace cl = llvm::cl;
@@ -236,6 +237,19 @@ bool writeOutput(llvm::StringRef path,
       return false;
     }
     return true;
+  }
+  // A missing parent is made here, and said, rather than silently by
+  // createUniqueFile.
+  llvm::StringRef parent = llvm::sys::path::parent_path(path);
+  if (!parent.empty() && !llvm::sys::fs::exists(parent)) {
+    if (std::error_code ec = llvm::sys::fs::create_directories(parent)) {
+      llvm::errs() << "mdc: error: cannot write '" << path
+                   << "': cannot create directory '" << parent
+                   << "': " << ec.message() << "\n";
+      return false;
+    }
+    llvm::errs() << "mdc: created directory '" << parent << "' for -o '"
+                 << path << "'\n";
   }
   llvm::SmallString<256> tempPath;
   int fd;
@@ -489,6 +503,21 @@ int main(int argc, char **argv) {
     if (outputFilename == "-") {
       usageError("--emit=plan writes a binary file: give -o FILE");
       return kUsageError;
+    }
+  }
+  // -o naming an input would overwrite the program with what it compiles
+  // to (the same file under any spelling: its device and inode).
+  if (outputFilename != "-") {
+    std::vector<std::string> inputs = {inputFilename};
+    inputs.insert(inputs.end(), moreInputFilenames.begin(),
+                  moreInputFilenames.end());
+    for (const std::string &input : inputs) {
+      bool same = false;
+      if (!llvm::sys::fs::equivalent(input, outputFilename, same) && same) {
+        usageError("-o '" + outputFilename + "' names the input file '" +
+                   input + "'; give another output file");
+        return kUsageError;
+      }
     }
   }
   std::optional<IRGenOptions> irgen = getIRGenOptions();
