@@ -30,7 +30,6 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace cl = llvm::cl;
@@ -237,19 +236,6 @@ bool writeOutput(llvm::StringRef path,
       return false;
     }
     return true;
-  }
-  // A missing parent is made here, and said, rather than silently by
-  // createUniqueFile.
-  llvm::StringRef parent = llvm::sys::path::parent_path(path);
-  if (!parent.empty() && !llvm::sys::fs::exists(parent)) {
-    if (std::error_code ec = llvm::sys::fs::create_directories(parent)) {
-      llvm::errs() << "mdc: error: cannot write '" << path
-                   << "': cannot create directory '" << parent
-                   << "': " << ec.message() << "\n";
-      return false;
-    }
-    llvm::errs() << "mdc: created directory '" << parent << "' for -o '"
-                 << path << "'\n";
   }
   llvm::SmallString<256> tempPath;
   int fd;
