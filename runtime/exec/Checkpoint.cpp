@@ -224,7 +224,19 @@ absl::Status RemoveStaleTemporaries(const std::string &parent,
   ::closedir(d);
   for (const std::string &path : stale) {
     struct stat st;
-    if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    // Only what a writer now gone left: a save in progress (of another
+    // run sharing the directory) holds its temporary's lock.
+    if (::lstat(path.c_str(), &st) != 0 || !TemporaryWriterGone(path))
+      continue;
+    if (S_ISREG(st.st_mode)) {
+      // A full checkpoint's temporary (step_N.safetensors.tmp.PID).
+      if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+        return absl::InternalError(
+            absl::StrFormat("%s: cannot remove a dead save's temporary: %s",
+                            path, std::strerror(errno)));
+      continue;
+    }
+    if (!S_ISDIR(st.st_mode))
       continue;
     absl::Status s = removeCheckpointDir(path);
     if (!s.ok())

@@ -63,9 +63,11 @@ std::string SaveTempDir(const std::string &dir, const std::string &id);
 /// that no step_N replaced: the save died between its two renames, so the
 /// old checkpoint is the one to keep.
 absl::Status RestoreSetAsideCheckpoints(const std::string &parent);
-/// Removes the temporary directories (step_N.tmp, step_N.tmp-ID) that
-/// saves of dead runs left in `parent`, but `keep`, after putting back what
-/// RestoreSetAsideCheckpoints finds.
+/// Removes the temporaries that saves of dead runs left in `parent`, but
+/// `keep`, after putting back what RestoreSetAsideCheckpoints finds: a
+/// sharded save's directory (step_N.tmp, step_N.tmp-ID) and a full
+/// checkpoint's file (step_N.safetensors.tmp.PID), each only when its
+/// writer is gone (TemporaryWriterGone: a live save holds its lock).
 absl::Status RemoveStaleTemporaries(const std::string &parent,
                                     const std::string &keep);
 

@@ -1,9 +1,12 @@
 //===- CheckpointMeta.cpp - meta.json of a sharded checkpoint -------------===//
 //
-// Writing and parsing meta.json, and the files' checksums
+// Writing and parsing meta.json, and the files' checksums and headers
 // (CheckpointMeta.h). The parser reads the JSON md writes (objects,
 // arrays, strings, integers, null) through JsonReader, the cursor the
 // safetensors header reader uses too; anything else is a foreign file.
+// meta.json's own checksum covers its text byte for byte up to its last
+// field, so that any edit (a step, an id, a dtype, a shape, a piece's
+// offset) is found before a field is believed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +23,7 @@
 #include <map>
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -185,6 +189,34 @@ absl::StatusOr<TensorLayout> parseTensorLayout(const Fields &f, const Json &e,
   return t;
 }
 
+/// meta.json ends with its checksum, the XXH3-64 of every byte before
+/// this line: kChecksumKey, 16 hex digits, kChecksumEnd.
+constexpr absl::string_view kChecksumKey = "  \"meta_xxh3\": \"";
+constexpr absl::string_view kChecksumEnd = "\"\n}\n";
+
+/// Checks the checksum that ends meta.json's `text` (version 3 on).
+absl::Status checkMetaChecksum(const std::string &text,
+                               const std::string &path) {
+  const size_t tail = kChecksumKey.size() + 16 + kChecksumEnd.size();
+  uint64_t stated = 0;
+  absl::string_view t(text);
+  if (t.size() < tail ||
+      t.substr(t.size() - tail, kChecksumKey.size()) != kChecksumKey ||
+      !absl::EndsWith(t, kChecksumEnd) ||
+      !absl::SimpleHexAtoi(t.substr(t.size() - tail + kChecksumKey.size(), 16),
+                           &stated))
+    return absl::DataLossError(absl::StrCat(
+        path, ": meta_xxh3: missing, or not the last field as md writes it "
+              "(edited or damaged)"));
+  const uint64_t found = XXH3_64bits(text.data(), text.size() - tail);
+  if (found != stated)
+    return absl::DataLossError(absl::StrFormat(
+        "%s: XXH3-64 checksum %016x of its text, but its meta_xxh3 is %016x "
+        "(edited or corrupt)",
+        path, found, stated));
+  return absl::OkStatus();
+}
+
 } // namespace
 
 std::string ShardedMetaJson(const ShardedMeta &m) {
@@ -222,7 +254,9 @@ std::string ShardedMetaJson(const ShardedMeta &m) {
     }
     absl::StrAppend(&s, "]}");
   }
-  absl::StrAppend(&s, "\n  ]\n}\n");
+  absl::StrAppend(&s, "\n  ],\n");
+  absl::StrAppendFormat(&s, "%s%016x%s", kChecksumKey,
+                        XXH3_64bits(s.data(), s.size()), kChecksumEnd);
   return s;
 }
 
@@ -243,15 +277,25 @@ absl::StatusOr<ShardedMeta> ParseShardedMeta(const std::string &text,
                                         "\", not an md sharded checkpoint"));
   int64_t version = 0;
   MD_ASSIGN_OR_RETURN(version, f.integer(root, "", "version", 1));
-  if (version != kShardedFormatVersion)
+  if (version < kOldestShardedFormatVersion || version > kShardedFormatVersion)
     return f.bad("version",
-                 absl::StrFormat("%d; this md reads version %d%s", version,
+                 absl::StrFormat("%d; this md reads versions %d to %d%s",
+                                 version, kOldestShardedFormatVersion,
                                  kShardedFormatVersion,
-                                 version < kShardedFormatVersion
+                                 version < kOldestShardedFormatVersion
                                      ? " (version 1 lists no tensor layout "
                                        "and cannot be loaded)"
-                                     : ""));
+                                     : " (a newer md saved it)"));
   ShardedMeta m;
+  m.version = version;
+  m.checksummed = version >= 3;
+  // The checksum first: no field of an edited file is believed.
+  if (m.checksummed)
+    MD_RETURN_IF_ERROR(checkMetaChecksum(text, path));
+  else if (root.fields.count("meta_xxh3"))
+    return absl::DataLossError(absl::StrFormat(
+        "%s: version %d, which has no meta_xxh3, but it carries one (edited)",
+        path, version));
   MD_ASSIGN_OR_RETURN(m.id, f.text(root, "", "id"));
   MD_ASSIGN_OR_RETURN(m.model, f.text(root, "", "model"));
   MD_ASSIGN_OR_RETURN(m.plan, f.text(root, "", "plan"));
@@ -415,6 +459,8 @@ absl::Status FileCheckStatus(const std::string &dir, const CheckpointFile &f,
   case FileProblem::Unreadable:
     return absl::DataLossError(absl::StrCat(
         path, ": cannot read: ", std::strerror(static_cast<int>(check.found))));
+  default: // a header's problem: RankFileCheckStatus words it
+    break;
   }
   return absl::InternalError("unknown file problem");
 }
@@ -422,6 +468,107 @@ absl::Status FileCheckStatus(const std::string &dir, const CheckpointFile &f,
 absl::Status VerifyCheckpointFile(const std::string &dir,
                                   const CheckpointFile &f, bool checksum) {
   return FileCheckStatus(dir, f, CheckCheckpointFile(dir, f, checksum));
+}
+
+namespace {
+
+/// The integer a rank file's header metadata gives `key`, -1 when it has
+/// none or it is not one.
+int64_t headerInt(const SafetensorsHeader &h, const std::string &key) {
+  auto it = h.metadata.find(key);
+  int64_t v = -1;
+  if (it == h.metadata.end() || !absl::SimpleAtoi(it->second, &v) || v < 0)
+    return -1;
+  return v;
+}
+
+} // namespace
+
+FileCheck CheckRankFile(const std::string &dir, const ShardedMeta &meta,
+                        int64_t r, bool full) {
+  const CheckpointFile &f = meta.files[r];
+  FileCheck check = CheckCheckpointFile(dir, f, full);
+  if (check.problem != FileProblem::None || !full)
+    return check;
+  absl::StatusOr<std::unique_ptr<SafetensorsFile>> file =
+      OpenSafetensors(absl::StrCat(dir, "/", f.name));
+  if (!file.ok())
+    return {FileProblem::Header, 0};
+  const SafetensorsHeader &h = (*file)->header;
+  auto format = h.metadata.find("format");
+  if (format == h.metadata.end() || format->second != "md-sharded-rank")
+    return {FileProblem::Header, 0};
+  auto id = h.metadata.find("id");
+  if (id == h.metadata.end() || id->second != meta.id) {
+    uint64_t v = 0;
+    bool hex = id != h.metadata.end() && id->second.size() == 16 &&
+               absl::SimpleHexAtoi(id->second, &v);
+    return {FileProblem::SaveId, hex ? static_cast<int64_t>(v) : -1};
+  }
+  if (int64_t step = headerInt(h, "step"); step != meta.step)
+    return {FileProblem::Step, step};
+  if (int64_t rank = headerInt(h, "rank"); rank != r)
+    return {FileProblem::Rank, rank};
+  int64_t index = 0;
+  for (const TensorLayout &t : meta.tensors)
+    for (const TensorPiece &p : t.pieces) {
+      if (p.rank == r) {
+        auto e = h.tensors.find(p.fileTensor);
+        if (e == h.tensors.end() || e->second.dtype != t.dtype ||
+            ShapeElements(e->second.shape) < p.offset + p.count)
+          return {FileProblem::Piece, index};
+      }
+      ++index;
+    }
+  return {};
+}
+
+absl::Status RankFileCheckStatus(const std::string &dir,
+                                 const ShardedMeta &meta, int64_t r,
+                                 const FileCheck &check) {
+  const CheckpointFile &f = meta.files[r];
+  const std::string path = absl::StrCat(dir, "/", f.name);
+  switch (check.problem) {
+  case FileProblem::Header:
+    return absl::DataLossError(absl::StrCat(
+        path, ": not a rank file of an md sharded checkpoint (its header "
+              "does not read as one of format md-sharded-rank)"));
+  case FileProblem::SaveId:
+    return absl::DataLossError(absl::StrFormat(
+        "%s: %s, but meta.json's id is %s (a file of another save)", path,
+        check.found == -1 ? std::string("its header names no save id")
+                          : absl::StrFormat("written by save %016x",
+                                            static_cast<uint64_t>(check.found)),
+        meta.id));
+  case FileProblem::Step:
+    return absl::DataLossError(absl::StrFormat(
+        "%s: %s, but meta.json says step %d", path,
+        check.found == -1 ? std::string("its header names no step")
+                          : absl::StrFormat("holds step %d", check.found),
+        meta.step));
+  case FileProblem::Rank:
+    return absl::DataLossError(absl::StrFormat(
+        "%s: %s, but meta.json lists it as rank %d's", path,
+        check.found == -1
+            ? std::string("its header names no rank")
+            : absl::StrFormat("holds rank %d's state", check.found),
+        r));
+  case FileProblem::Piece: {
+    int64_t index = 0;
+    for (const TensorLayout &t : meta.tensors)
+      for (const TensorPiece &p : t.pieces)
+        if (index++ == check.found)
+          return absl::DataLossError(absl::StrFormat(
+              "%s: holds no %s tensor '%s' of %d elements or more, which "
+              "meta.json places %s's elements [%d, %d) in",
+              path, t.dtype, p.fileTensor, p.offset + p.count, t.name,
+              p.start, p.start + p.count));
+    return absl::DataLossError(
+        absl::StrCat(path, ": does not hold a piece meta.json places in it"));
+  }
+  default:
+    return FileCheckStatus(dir, f, check);
+  }
 }
 
 } // namespace md::runtime

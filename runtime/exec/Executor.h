@@ -76,6 +76,9 @@ struct RunInfo {
   /// (a meta.json that does not read, a file missing, truncated or
   /// corrupt).
   std::vector<std::string> resumeSkipped;
+  /// What the resume found questionable in the checkpoint it loaded (a
+  /// meta.json of an older format, without its own checksum).
+  std::vector<std::string> resumeWarnings;
   /// The weights file the run started from (ExecutorOptions::init), and
   /// what it held.
   std::string initFrom, initWhat;

@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "runtime/exec/Checkpoint.h"
 #include "runtime/exec/CheckpointLayout.h"
 #include "runtime/exec/CheckpointMeta.h"
@@ -106,6 +107,12 @@ absl::Status Executor::Impl::saveFull(const std::string &path) {
   MD_ASSIGN_OR_RETURN(std::vector<NamedTensor> params, gatherParameters());
   if (options_.rank != 0)
     return absl::OkStatus();
+  // What dead saves left beside it goes first, as a sharded save does.
+  MD_RETURN_IF_ERROR(RemoveStaleTemporaries(
+      path.find('/') == std::string::npos
+          ? std::string(".")
+          : path.substr(0, path.find_last_of('/')),
+      ""));
   std::map<std::string, std::string> meta = {
       {"format", "pt"},
       {"model", str(plan_.header()->model())},
@@ -190,12 +197,17 @@ absl::Status Executor::Impl::saveSharded(const std::string &dir) {
   // Rank 0 clears what dead saves left and makes the directory; a failure
   // there stops every rank.
   absl::Status prepared = absl::OkStatus();
+  std::optional<TemporaryLock> tmpLock;
   if (rank == 0) {
     prepared = MakeDirectories(parent);
     if (prepared.ok())
       prepared = RemoveStaleTemporaries(parent, tmp);
     if (prepared.ok())
       prepared = MakeDirectories(tmp);
+    // Held until this save ends, so that another run's housekeeping in
+    // the same directory leaves it.
+    if (prepared.ok())
+      tmpLock.emplace(tmp);
   }
   MD_RETURN_IF_ERROR(shareRank0Outcome(
       prepared, absl::StrCat("prepare the checkpoint ", dir)));
@@ -465,7 +477,24 @@ Executor::Impl::resolveResume(std::optional<ShardedMeta> *meta) {
       if (oks[r] == 0)
         return absl::DataLossError(absl::StrFormat(
             "%s/meta.json: rank %d cannot read it", dir, r));
+    // A checkpoint directory named for a step holds that step.
+    absl::string_view base(dir);
+    if (size_t slash = base.find_last_of('/'); slash != base.npos)
+      base.remove_prefix(slash + 1);
+    int64_t named = 0;
+    if (absl::ConsumePrefix(&base, "step_") && base.size() >= 8 &&
+        base.find_first_not_of("0123456789") == base.npos &&
+        absl::SimpleAtoi(base, &named) && named != read->step)
+      return absl::DataLossError(absl::StrFormat(
+          "%s/meta.json: step %d, but the directory is step %d's", dir,
+          read->step, named));
     MD_RETURN_IF_ERROR(verifySharded(dir, *read));
+    if (!read->checksummed)
+      info_.resumeWarnings.push_back(absl::StrFormat(
+          "%s/meta.json: format version %d carries no checksum of its own "
+          "(an older md saved it); its step, save id and pieces were "
+          "checked against the ranks' files only",
+          dir, read->version));
     *meta = std::move(*read);
     verifySeconds_ =
         std::chrono::duration<double>(Clock::now() - begin).count();
@@ -505,14 +534,27 @@ Executor::Impl::resolveResume(std::optional<ShardedMeta> *meta) {
     return std::string();
   }
   // Rank 0 looks (after putting back a checkpoint that a save which died
-  // mid-publication set aside), every rank loads what it found. A damaged
-  // checkpoint (meta.json unreadable, a file missing, truncated or
-  // corrupt) is passed over for the one before it, and said so.
-  MD_RETURN_IF_ERROR(shareRank0Outcome(
-      options_.rank == 0 ? RestoreSetAsideCheckpoints(
-                               saveDir->empty() ? "checkpoints" : *saveDir)
-                         : absl::OkStatus(),
-      "look for the newest checkpoint"));
+  // mid-publication set aside, and removing what dead saves left in every
+  // save directory of the plan), every rank loads what it found. A damaged
+  // checkpoint (meta.json unreadable or edited, a file missing, truncated
+  // or corrupt, or not the file meta.json describes) is passed over for
+  // the one before it, and said so.
+  absl::Status housekept = absl::OkStatus();
+  if (options_.rank == 0) {
+    std::set<std::string> dirs;
+    for (const fb::Instruction *inst :
+         planInstructions(plan_, fb::Opcode::Save)) {
+      std::string d = count(inst->strings()) > 0
+                          ? str(inst->strings()->Get(0))
+                          : std::string();
+      dirs.insert(d.empty() ? std::string("checkpoints") : d);
+    }
+    for (const std::string &d : dirs)
+      if (housekept.ok())
+        housekept = RemoveStaleTemporaries(d, "");
+  }
+  MD_RETURN_IF_ERROR(
+      shareRank0Outcome(housekept, "look for the newest checkpoint"));
   for (int64_t before = INT64_MAX;;) {
     int64_t step = options_.rank == 0
                        ? LatestShardedCheckpointStep(*saveDir, before)
@@ -548,8 +590,8 @@ absl::Status Executor::Impl::verifySharded(const std::string &dir,
   const int64_t W = world_.worldSize;
   int64_t finding[3] = {-1, 0, 0}; // file, FileProblem, what was found
   for (size_t f = 0; f < meta.files.size(); ++f) {
-    FileCheck check = CheckCheckpointFile(dir, meta.files[f],
-                                          static_cast<int64_t>(f) % W == rank);
+    FileCheck check = CheckRankFile(dir, meta, static_cast<int64_t>(f),
+                                    static_cast<int64_t>(f) % W == rank);
     if (check.problem != FileProblem::None) {
       finding[0] = static_cast<int64_t>(f);
       finding[1] = static_cast<int64_t>(check.problem);
@@ -565,7 +607,7 @@ absl::Status Executor::Impl::verifySharded(const std::string &dir,
       continue;
     FileCheck check{static_cast<FileProblem>(findings[3 * r + 1]),
                     findings[3 * r + 2]};
-    return FileCheckStatus(dir, meta.files[f], check);
+    return RankFileCheckStatus(dir, meta, f, check);
   }
   return absl::OkStatus();
 }

@@ -2,7 +2,10 @@
 
 #include "runtime/exec/Safetensors.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,9 +13,12 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "runtime/exec/JsonReader.h"
 #include "runtime/core/Status.h"
 
@@ -80,6 +86,67 @@ absl::Status MakeDirectories(const std::string &dir) {
   return absl::OkStatus();
 }
 
+TemporaryLock::TemporaryLock(const std::string &path)
+    : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) {
+  if (fd_ >= 0)
+    (void)::flock(fd_, LOCK_EX | LOCK_NB);
+}
+
+TemporaryLock::~TemporaryLock() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+bool TemporaryWriterGone(const std::string &path) {
+  int fd = ::open(path.c_str(),
+                  O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0)
+    return errno == ENOENT; // gone already, or not ours to judge
+  // Another open file description's lock conflicts with this one, even in
+  // this process; the lock taken here goes with the descriptor.
+  const bool locked = ::flock(fd, LOCK_EX | LOCK_NB) != 0;
+  const int why = errno;
+  ::close(fd);
+  if (!locked)
+    return true;
+  if (why == EWOULDBLOCK)
+    return false; // a live writer holds it
+  // No locks here (ENOLCK, EINVAL): the PID in the name, if any.
+  absl::string_view name(path);
+  size_t at = name.rfind(".tmp.");
+  int64_t pid = 0;
+  if (at == name.npos || !absl::SimpleAtoi(name.substr(at + 5), &pid) ||
+      pid <= 0)
+    return true;
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+void RemoveDeadTemporaries(const std::string &path) {
+  const std::string dir = dirName(path);
+  size_t slash = path.find_last_of('/');
+  const std::string prefix =
+      (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
+  DIR *d = ::opendir(dir.c_str());
+  if (d == nullptr)
+    return;
+  std::vector<std::string> dead;
+  while (struct dirent *e = ::readdir(d)) {
+    absl::string_view name(e->d_name);
+    int64_t pid = 0;
+    if (absl::ConsumePrefix(&name, prefix) &&
+        name.find_first_not_of("0123456789") == name.npos &&
+        absl::SimpleAtoi(name, &pid))
+      dead.push_back(absl::StrCat(dir, "/", e->d_name));
+  }
+  ::closedir(d);
+  for (const std::string &tmp : dead) {
+    struct stat st;
+    if (::lstat(tmp.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        TemporaryWriterGone(tmp))
+      ::unlink(tmp.c_str());
+  }
+}
+
 absl::Status SyncDirectory(const std::string &dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
@@ -114,10 +181,14 @@ absl::Status WriteFileAtomically(const std::string &path,
   absl::Status made = MakeDirectories(dir);
   if (!made.ok())
     return made;
+  RemoveDeadTemporaries(path);
   std::string tmp = absl::StrFormat("%s.tmp.%d", path, ::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0)
     return ioError(tmp, "cannot create");
+  // Held until the descriptor closes (or the process dies): a live
+  // writer's temporary is never taken for a dead one's.
+  (void)::flock(fd, LOCK_EX | LOCK_NB);
   if (!write(fd)) {
     absl::Status s = ioError(tmp, "cannot write");
     ::close(fd);

@@ -114,12 +114,40 @@ OpenSafetensors(const std::string &path);
 bool ReadAllAt(int fd, void *data, size_t bytes, int64_t offset);
 
 /// Creates or replaces `path` with what `write` writes to the open file
-/// descriptor it gets: a temporary file next to it, fsync, rename, and an
-/// fsync of the directory. A `path` that exists and is not a regular file
-/// (/dev/null, a FIFO) is written directly instead; a directory is an
-/// error. `write` returns false (with errno set) on a failed write.
+/// descriptor it gets: a temporary file next to it (`path`.tmp.PID, held
+/// under TemporaryLock while it is written), fsync, rename, and an fsync of
+/// the directory. The temporaries of `path` that writers now gone left (a
+/// kill mid-write) are removed first. A `path` that exists and is not a
+/// regular file (/dev/null, a FIFO) is written directly instead; a
+/// directory is an error. `write` returns false (with errno set) on a
+/// failed write.
 absl::Status WriteFileAtomically(const std::string &path,
                                  const std::function<bool(int fd)> &write);
+
+/// An exclusive flock(2) on the temporary `path` (a file or a save's
+/// directory) that this process is writing, held until it is destroyed (or
+/// the process ends, however it ends): what TemporaryWriterGone asks.
+class TemporaryLock {
+public:
+  explicit TemporaryLock(const std::string &path);
+  ~TemporaryLock();
+  TemporaryLock(const TemporaryLock &) = delete;
+  TemporaryLock &operator=(const TemporaryLock &) = delete;
+
+private:
+  int fd_ = -1;
+};
+
+/// Whether the process that wrote the temporary `path` is gone, so that
+/// the temporary is garbage: no process holds its TemporaryLock. On a file
+/// system without locks, a name ending in .tmp.PID is judged by whether
+/// process PID still exists on this machine, and any other is taken as
+/// gone.
+bool TemporaryWriterGone(const std::string &path);
+
+/// Removes the temporaries WriteFileAtomically left for `path`
+/// (`path`.tmp.PID) whose writers are gone.
+void RemoveDeadTemporaries(const std::string &path);
 
 /// write(2) of all `bytes`, retrying short writes; false with errno set.
 bool WriteAll(int fd, const void *data, size_t bytes);

@@ -1,7 +1,9 @@
 //===- Loader.cpp - load and verify a plan.fb ---------------------------===//
 //
-// Stage (a) of loading a plan, CheckPlanStructure (the FlatBuffers Verifier
-// with explicit limits, the identifier, vector alignment), then LoadPlan and
+// Stage (a) of loading a plan, CheckPlanStructure (the identifier, the
+// plan's own checksum, the FlatBuffers Verifier with explicit limits, whose
+// refusal is located by verifying the plan's parts one at a time, vector
+// alignment), then LoadPlan and
 // LoadPlanFile, which run stage (b) (the SemanticVerifier of
 // SemanticVerifier.h), and BindWorldSize, which binds a verified plan to a
 // world size.
@@ -18,6 +20,9 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <initializer_list>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runtime/plan/Checksum.h"
 #include "runtime/plan/Schema.h"
 #include "runtime/plan/SemanticVerifier.h"
 
@@ -90,6 +96,171 @@ absl::Status checkVectorAlignment(const fb::Plan &plan, const uint8_t *base) {
   return absl::OkStatus();
 }
 
+/// Where the FlatBuffers verifier stops in a plan it refuses, found by
+/// verifying the root table's parts one at a time, each with a fresh
+/// verifier (so that the part that fails alone is the one named): a field
+/// path as the semantic verifier's messages have, "blocks[2].instructions
+/// [40].ints (opcode add)", and the byte offset of the table it is in; ""
+/// when every part verifies alone (the file is then over the limits).
+std::string locateRefusal(absl::Span<const uint8_t> bytes,
+                          const flatbuffers::Verifier::Options &options) {
+  using flatbuffers::Table;
+  using flatbuffers::Verifier;
+  const uint8_t *base = bytes.data();
+  auto at = [&](const void *p) {
+    return static_cast<int64_t>(reinterpret_cast<const uint8_t *>(p) - base);
+  };
+  auto table = [](const void *p) { return reinterpret_cast<const Table *>(p); };
+  auto where = [&](const std::string &path, const void *t) {
+    return absl::StrFormat("%s (the table at byte %d)", path, at(t));
+  };
+  // Whether `check` holds of table `t` on a fresh verifier, after its start.
+  auto holds = [&](const void *t, const auto &check) {
+    Verifier v(base, bytes.size(), options);
+    return table(t)->VerifyTableStart(v) && check(v);
+  };
+  auto whole = [&](const auto *t) {
+    Verifier v(base, bytes.size(), options);
+    return v.VerifyTable(t);
+  };
+  // The first of `fields` (a name and its check) that fails in table `t`.
+  using Check = std::function<bool(const Table &, Verifier &)>;
+  auto firstField =
+      [&](const void *t,
+          std::initializer_list<std::pair<const char *, Check>> fields)
+      -> const char * {
+    for (const auto &field : fields) // (no structured binding: C++17
+                                      // lambdas cannot capture one)
+      if (!holds(t, [&](Verifier &v) { return field.second(*table(t), v); }))
+        return field.first;
+    return nullptr;
+  };
+  auto offset = [](flatbuffers::voffset_t f) {
+    return [f](const Table &t, Verifier &v) { return t.VerifyOffset(v, f); };
+  };
+  auto scalar = [](flatbuffers::voffset_t f, size_t size) {
+    return [f, size](const Table &t, Verifier &v) {
+      switch (size) {
+      case 1:
+        return t.VerifyField<uint8_t>(v, f, 1);
+      case 2:
+        return t.VerifyField<uint16_t>(v, f, 2);
+      case 4:
+        return t.VerifyField<uint32_t>(v, f, 4);
+      default:
+        return t.VerifyField<uint64_t>(v, f, 8);
+      }
+    };
+  };
+
+  const auto root = flatbuffers::ReadScalar<flatbuffers::uoffset_t>(base);
+  if (root < 8 || root > bytes.size() - 4)
+    return absl::StrFormat("the root offset (byte 0: %d, of a file of %d "
+                           "bytes)",
+                           root, bytes.size());
+  const fb::Plan *plan = fb::GetPlan(base);
+  if (!holds(plan, [](Verifier &) { return true; }))
+    return where("the root table (its vtable)", plan);
+  using P = fb::Plan;
+  // A vector of tables (`get` reads the field, once its offset verified):
+  // the vector itself, then each element alone.
+  auto tables = [&](const char *name, flatbuffers::voffset_t f,
+                    const auto &get) -> std::optional<std::string> {
+    if (!holds(plan, [&](Verifier &v) {
+          return table(plan)->VerifyOffset(v, f) && v.VerifyVector(get());
+        }))
+      return where(name, plan);
+    const auto *vec = get();
+    for (uint32_t i = 0; vec && i < vec->size(); ++i)
+      if (!whole(vec->Get(i)))
+        return where(absl::StrFormat("%s[%d]", name, i), vec->Get(i));
+    return std::nullopt;
+  };
+  if (const char *f = firstField(
+          plan, {{"schema_version", scalar(P::VT_SCHEMA_VERSION, 4)},
+                 {"header", offset(P::VT_HEADER)},
+                 {"step_block", scalar(P::VT_STEP_BLOCK, 4)},
+                 {"hooks_block", scalar(P::VT_HOOKS_BLOCK, 4)},
+                 {"recipe", offset(P::VT_RECIPE)},
+                 {"checksum", scalar(P::VT_CHECKSUM, 8)}}))
+    return where(f, plan);
+  if (!whole(plan->header()))
+    return where("header", plan->header());
+  if (!whole(plan->recipe()))
+    return where("recipe", plan->recipe());
+  for (auto found :
+       {tables("params", P::VT_PARAMS, [&] { return plan->params(); }),
+        tables("units", P::VT_UNITS, [&] { return plan->units(); }),
+        tables("buffers", P::VT_BUFFERS, [&] { return plan->buffers(); }),
+        tables("events", P::VT_EVENTS, [&] { return plan->events(); }),
+        tables("locations", P::VT_LOCATIONS,
+               [&] { return plan->locations(); }),
+        tables("datasets", P::VT_DATASETS, [&] { return plan->datasets(); })})
+    if (found)
+      return *found;
+  if (!holds(plan, [&](Verifier &v) {
+        return table(plan)->VerifyOffset(v, P::VT_BLOCKS) &&
+               v.VerifyVector(plan->blocks());
+      }))
+    return where("blocks", plan);
+  using I = fb::Instruction;
+  for (uint32_t b = 0; plan->blocks() && b < plan->blocks()->size(); ++b) {
+    const fb::Block *block = plan->blocks()->Get(b);
+    const std::string bp = absl::StrFormat("blocks[%d]", b);
+    if (const char *f = firstField(
+            block, {{"", [](const Table &, Verifier &) { return true; }},
+                    {".kind", scalar(fb::Block::VT_KIND, 1)},
+                    {".instructions",
+                     [&](const Table &t, Verifier &v) {
+                       return t.VerifyOffset(v, fb::Block::VT_INSTRUCTIONS) &&
+                              v.VerifyVector(block->instructions());
+                     }}}))
+      return where(bp + f, block);
+    for (uint32_t i = 0;
+         block->instructions() && i < block->instructions()->size(); ++i) {
+      const I *inst = block->instructions()->Get(i);
+      if (whole(inst))
+        continue;
+      std::string ip = absl::StrFormat("%s.instructions[%d]", bp, i);
+      if (!holds(inst, [](Verifier &) { return true; }))
+        return where(ip, inst);
+      if (!holds(inst, [&](Verifier &v) {
+            return table(inst)->VerifyField<uint16_t>(v, I::VT_OPCODE, 2);
+          }))
+        return where(ip + ".opcode", inst);
+      const std::string op =
+          GetOpcodeInfo(inst->opcode())
+              ? absl::StrFormat(" (opcode %s)", OpcodeName(inst->opcode()))
+              : absl::StrFormat(" (%s)", OpcodeName(inst->opcode()));
+      auto vec = [&](flatbuffers::voffset_t f, auto get) {
+        return [f, get](const Table &t, Verifier &v) {
+          return t.VerifyOffset(v, f) && v.VerifyVector(get());
+        };
+      };
+      const char *f = firstField(
+          inst,
+          {{".inputs", vec(I::VT_INPUTS, [&] { return inst->inputs(); })},
+           {".outputs", vec(I::VT_OUTPUTS, [&] { return inst->outputs(); })},
+           {".ints", vec(I::VT_INTS, [&] { return inst->ints(); })},
+           {".floats", vec(I::VT_FLOATS, [&] { return inst->floats(); })},
+           {".strings",
+            [&](const Table &t, Verifier &v) {
+              return t.VerifyOffset(v, I::VT_STRINGS) &&
+                     v.VerifyVector(inst->strings()) &&
+                     v.VerifyVectorOfStrings(inst->strings());
+            }},
+           {".blocks", vec(I::VT_BLOCKS, [&] { return inst->blocks(); })},
+           {".stream", scalar(I::VT_STREAM, 1)},
+           {".waits", vec(I::VT_WAITS, [&] { return inst->waits(); })},
+           {".record", scalar(I::VT_RECORD, 4)},
+           {".loc", scalar(I::VT_LOC, 4)},
+           {".rank0_only", scalar(I::VT_RANK0_ONLY, 1)}});
+      return where(ip + (f ? f : "") + op, inst);
+    }
+  }
+  return "";
+}
+
 } // namespace
 
 absl::Status CheckPlanStructure(absl::Span<const uint8_t> bytes,
@@ -120,12 +291,22 @@ absl::Status CheckPlanStructure(absl::Span<const uint8_t> bytes,
   verifierOptions.max_depth = options.maxDepth;
   verifierOptions.max_tables = options.maxTables;
   verifierOptions.check_alignment = true;
+  // The checksum first: a plan whose bytes changed is named as such, not
+  // by what the change happens to break.
+  MD_RETURN_IF_ERROR(CheckPlanChecksum(bytes));
   flatbuffers::Verifier verifier(bytes.data(), bytes.size(), verifierOptions);
-  if (!fb::VerifyPlanBuffer(verifier))
-    return invalidf(
-        "malformed plan file: the FlatBuffers verifier refuses it (truncated, "
-        "corrupt, or over the limits of %d nested tables and %d tables)",
-        options.maxDepth, options.maxTables);
+  if (!fb::VerifyPlanBuffer(verifier)) {
+    std::string where = locateRefusal(bytes, verifierOptions);
+    if (where.empty())
+      return invalidf("malformed plan file: the FlatBuffers verifier refuses "
+                      "it: every table verifies alone, so the file is over "
+                      "the limits of %d nested tables and %d tables",
+                      options.maxDepth, options.maxTables);
+    return invalidf("malformed plan file: the FlatBuffers verifier refuses "
+                    "%s: an offset, length or field outside the file or "
+                    "misaligned (truncated or corrupt)",
+                    where);
+  }
   const fb::Plan &plan = *fb::GetPlan(bytes.data());
   MD_RETURN_IF_ERROR(checkVectorAlignment(plan, bytes.data()));
   if (plan.schema_version() == 0)
@@ -149,6 +330,8 @@ absl::StatusOr<LoadedPlan> LoadPlan(absl::Span<const uint8_t> bytes,
   LoadedPlan loaded;
   loaded.bytes_.assign(bytes.begin(), bytes.end());
   MD_RETURN_IF_ERROR(CheckPlanStructure(loaded.bytes_, options));
+  if (std::optional<PlanChecksumField> sum = FindPlanChecksum(loaded.bytes_))
+    loaded.checksum_ = sum->stated;
   const fb::Plan &plan = loaded.plan();
 
   // Stage (b).

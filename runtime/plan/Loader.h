@@ -2,8 +2,10 @@
 //
 // LoadPlan turns untrusted bytes into a LoadedPlan in two stages, as IREE
 // does with its FlatBuffer modules:
-//   (a) the FlatBuffers Verifier with explicit limits (size, depth, tables),
-//       the file identifier and the schema version;
+//   (a) the file identifier, the plan's own checksum (Checksum.h), the
+//       FlatBuffers Verifier with explicit limits (size, depth, tables;
+//       a refusal names the table and field where it stopped) and the
+//       schema version;
 //   (b) a semantic verifier: every index in range, every size consistent
 //       with its dtype and shape in overflow-checked arithmetic, every enum
 //       value known, per-opcode arity, attributes and operand types, the
@@ -23,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,6 +76,10 @@ public:
   bool bound() const { return world_.worldSize > 0; }
   const WorldBinding &world() const { return world_; }
 
+  /// The checksum the plan carries, which held (Checksum.h); nullopt for a
+  /// plan of an older mdc, which has none.
+  std::optional<uint64_t> checksum() const { return checksum_; }
+
   /// The site of `block` (an index the loader verified).
   const BlockSite &site(int32_t block) const {
     return sites_[static_cast<size_t>(block)];
@@ -82,6 +89,7 @@ private:
   friend absl::StatusOr<LoadedPlan> LoadPlan(absl::Span<const uint8_t>,
                                              const LoadOptions &);
   std::vector<uint8_t> bytes_;
+  std::optional<uint64_t> checksum_;
   WorldBinding world_;
   std::vector<BlockSite> sites_;
 };

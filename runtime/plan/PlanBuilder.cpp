@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "runtime/plan/Checksum.h"
 #include "runtime/plan/Memory.h"
 #include "runtime/plan/Schema.h"
 
@@ -281,11 +282,23 @@ absl::Status PlanBuilder::inferLiveness() {
   return absl::OkStatus();
 }
 
-std::vector<uint8_t> PlanBuilder::serialize(const fb::PlanT &plan) {
+std::vector<uint8_t> PlanBuilder::serialize(const fb::PlanT &plan,
+                                            bool checksum) {
+  // Pack writes a scalar only when it differs from its default (0): the
+  // checksum field is packed as a placeholder that is not, so that the file
+  // has its 8 bytes, and then sealed. The object is borrowed for it (its
+  // value is put back), so two threads must not serialize one object.
+  fb::PlanT &object = const_cast<fb::PlanT &>(plan);
+  const uint64_t given = object.checksum;
+  object.checksum = checksum ? ~uint64_t{0} : 0;
   flatbuffers::FlatBufferBuilder fbb;
-  fb::FinishPlanBuffer(fbb, fb::Plan::Pack(fbb, &plan));
-  return std::vector<uint8_t>(fbb.GetBufferPointer(),
-                              fbb.GetBufferPointer() + fbb.GetSize());
+  fb::FinishPlanBuffer(fbb, fb::Plan::Pack(fbb, &object));
+  object.checksum = given;
+  std::vector<uint8_t> bytes(fbb.GetBufferPointer(),
+                             fbb.GetBufferPointer() + fbb.GetSize());
+  if (checksum)
+    (void)SealPlan(bytes); // the field is there: packed just above
+  return bytes;
 }
 
 } // namespace md::plan

@@ -89,11 +89,16 @@ public:
   /// block tree that is not one (what the loader would refuse anyway).
   absl::Status inferLiveness();
 
-  /// The plan as a FlatBuffer with the "MDP1" identifier.
+  /// The plan as a FlatBuffer with the "MDP1" identifier, sealed with its
+  /// checksum (Checksum.h).
   std::vector<uint8_t> finish() const { return serialize(plan_); }
 
-  /// Any plan in object form as a FlatBuffer with the "MDP1" identifier.
-  static std::vector<uint8_t> serialize(const fb::PlanT &plan);
+  /// Any plan in object form as a FlatBuffer with the "MDP1" identifier,
+  /// sealed with its checksum; without `checksum`, as an mdc before the
+  /// checksum wrote it (for the tests of such plans and of the verifier
+  /// behind the checksum). `plan.checksum` itself is ignored.
+  static std::vector<uint8_t> serialize(const fb::PlanT &plan,
+                                        bool checksum = true);
 
 private:
   fb::PlanT plan_;

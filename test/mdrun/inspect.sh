@@ -38,6 +38,9 @@ expect() {
 
 good=$work/tiny-mlp.fb
 expect 0 'model +tiny_mlp' --inspect "$good"
+# The plan's own checksum, which the loader checked.
+expect 0 'checksum +XXH3-64 [0-9a-f]{16}, verified' --inspect "$good"
+expect 0 '"checksum": "[0-9a-f]{16}"' --inspect "$good" --format=json
 expect 0 'accumulation steps 2 at W = 2' --inspect "$good"
 expect 0 'reduce_scatter +1 +848 B +424 B' --inspect "$good"
 expect 0 'every 50 steps: evaluate "data/val.npy"' --inspect "$good"
@@ -53,9 +56,17 @@ expect 0 '"accumulation_steps": 4' --inspect "$good" --format json --world-size 
 expect 0 'world size +2 \(pinned by the plan\)' --inspect "$work/tiny-mlp-pinned-2.fb"
 expect 0 'model +minimal' --inspect "$work/minimal.fb"
 
-# Bad files: truncated, another identifier, empty, missing, a directory.
+# Bad files: truncated, a byte changed, another identifier, empty,
+# missing, a directory.
+python3 - "$good" "$work/changed.fb" <<'PY'
+import sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+b[len(b) // 2] ^= 0x20
+open(sys.argv[2], 'wb').write(b)
+PY
+expect 1 'changed.fb: checksum: the plan says XXH3-64 [0-9a-f]{16}, its [0-9]+ bytes hash to [0-9a-f]{16}: they changed after mdc wrote them \(a damaged or edited file\); compile it again' --inspect "$work/changed.fb"
 head -c 1000 "$good" >"$work/truncated.fb"
-expect 1 'truncated.fb: malformed plan file' --inspect "$work/truncated.fb"
+expect 1 'truncated.fb: checksum: the plan says XXH3-64 [0-9a-f]{16}, its 1000 bytes hash to [0-9a-f]{16}: they changed after mdc wrote them' --inspect "$work/truncated.fb"
 cp "$good" "$work/identifier.fb"
 printf 'JUNK' | dd of="$work/identifier.fb" bs=1 seek=4 conv=notrunc status=none
 expect 1 "not a plan file: file identifier 'JUNK', expected 'MDP1'" --inspect "$work/identifier.fb"

@@ -18,13 +18,16 @@
 #    W = 4 and fsdp-grad-op at W = 2, their bf16 working copies cast from
 #    the f32 masters.
 # 3. Refusals naming the file or tensor: a corrupt, a truncated and a
-#    missing rank file, a foreign meta.json, another model (a tensor of
+#    missing rank file, a foreign or edited meta.json, another model (a tensor of
 #    another shape), another optimizer (a state the plan has none of, a
 #    state the checkpoint lacks), a full checkpoint given to --resume; a dead save's
 #    temporary directory is never resumed from and is removed by the next
 #    save; --resume auto without a checkpoint starts fresh in one line,
 #    and passes over a damaged newest checkpoint for the one before (with
-#    every one damaged, it starts fresh).
+#    every one damaged, it starts fresh), also one whose meta.json has any
+#    field edited (step, id, dtype, shape, offset); dead saves' temporaries,
+#    a full checkpoint's file too, are removed by the next save and by
+#    --resume auto.
 # 4. --init: the weights saved at step 8 (W = 2, fsdp-full) start a ddp run
 #    at W = 1 bit for bit, which trains on, also from a file whose 2-D
 #    weights are stored transposed, through a map's `transpose` rules; a file with a tensor the model
@@ -230,6 +233,11 @@ if [[ -d $saved ]]; then
   sed -i 's/"md-sharded"/"pt"/' d/meta.json
   refused foreign 'd/meta.json: format: "pt", not an md sharded checkpoint' \
     2 "$plan" --resume "$work/d" --steps 12
+  # An edited meta.json is not believed: its own checksum fails.
+  damaged
+  sed -i 's/"step": 8,/"step": 7,/' d/meta.json
+  refused edited-step 'd/meta.json: XXH3-64 checksum [0-9a-f]{16} of its text, but its meta_xxh3 is [0-9a-f]{16} \(edited or corrupt\)' \
+    2 "$plan" --resume "$work/d" --steps 12
   compile mlp-hidden32.fb mlp 2 fsdp-full -D hidden=32
   refused other-model "master/fc1.weight has shape \[64, 32\] in the checkpoint but \[32, 32\] in this plan" \
     2 mlp-hidden32.fb --resume "$saved" --steps 12
@@ -248,14 +256,18 @@ if [[ -d $saved ]]; then
 
   # A dead run's save of step 96, complete but never published, is not
   # resumed from; the next save removes it.
+  # A full checkpoint's temporary that a killed save left goes too.
   mkdir -p stale/ckpt
   cp -r "$saved" stale/ckpt/step_00000008
   cp -r "$saved" stale/ckpt/step_00000096.tmp-00000000deadbeef
+  head -c 4096 /dev/zero >stale/ckpt/step_00000096.safetensors.tmp.999999
   train stale stale 2 "$plan" --steps 12 --log-every 0 --resume auto &&
     grep -q '^mdrun: resumed from ckpt/step_00000008 ' stale/stale.out ||
     fail "a stale temporary directory was resumed from:"$'\n'"$(grep '^mdrun:' stale/stale.out)"
   [[ -e stale/ckpt/step_00000096.tmp-00000000deadbeef ]] &&
     fail "the next save left the stale temporary directory"
+  [[ -e stale/ckpt/step_00000096.safetensors.tmp.999999 ]] &&
+    fail "the next save left a full checkpoint's stale temporary"
   ls -d stale/ckpt/*.tmp* >/dev/null 2>&1 && fail "a save left a temporary directory: $(ls stale/ckpt)"
 
   # --resume auto passes over a damaged newest checkpoint (a corrupt rank
@@ -268,6 +280,34 @@ if [[ -d $saved ]]; then
   grep -Eqx 'mdrun: warning: --resume auto passed over a damaged checkpoint: ckpt/step_00000008/rank_00000.safetensors: XXH3-64 checksum [0-9a-f]{16}, but meta.json lists [0-9a-f]{16} \(corrupt\)' damaged/past8.out &&
     grep -q '^mdrun: resumed from ckpt/step_00000004 (step 4,' damaged/past8.out ||
     fail "--resume auto did not pass over the corrupt step 8 for step 4:"$'\n'"$(grep '^mdrun:' damaged/past8.out damaged/past8.err)"
+  # Every field of meta.json edited (step, id, dtype, shape, a piece's
+  # offset): the newest checkpoint is passed over, naming its meta.json,
+  # for the one before; --resume auto also removes a dead save's full
+  # temporary before it looks, with no save of its own.
+  for edit in 's/"step": 8,/"step": 7,/' 's/"id": "[0-9a-f]\{16\}"/"id": "00000000deadbeef"/' \
+    's/"dtype": "F32"/"dtype": "BF16"/' 's/"shape": \[64, 32\]/"shape": [32, 64]/' \
+    's/"offset": 0,/"offset": 1,/'; do
+    rm -rf edited && mkdir -p edited/ckpt &&
+      cp -r "$work/mlp-fsdp-full/split/ckpt/step_00000004" "$saved" edited/ckpt/
+    sed -i "$edit" edited/ckpt/step_00000008/meta.json
+    cmp -s edited/ckpt/step_00000008/meta.json "$saved/meta.json" && fail "sed '$edit' changed nothing"
+    : >edited/ckpt/step_00000004.safetensors.tmp.999999
+    run edited past-edit 2 "$plan" --steps 4 --log-every 0 --resume auto
+    grep -Eqx 'mdrun: warning: --resume auto passed over a damaged checkpoint: ckpt/step_00000008/meta.json: XXH3-64 checksum [0-9a-f]{16} of its text, but its meta_xxh3 is [0-9a-f]{16} \(edited or corrupt\)' edited/past-edit.out &&
+      grep -q '^mdrun: resumed from ckpt/step_00000004 (step 4,' edited/past-edit.out ||
+      fail "--resume auto did not pass over step 8 with meta.json edited by '$edit':"$'\n'"$(grep '^mdrun:' edited/past-edit.out edited/past-edit.err)"
+    [[ -e edited/ckpt/step_00000004.safetensors.tmp.999999 ]] &&
+      fail "--resume auto left a dead save's temporary"
+  done
+  # A checkpoint under another step's name (copied by hand) is not that
+  # step's either.
+  rm -rf renamed && mkdir -p renamed/ckpt &&
+    cp -r "$work/mlp-fsdp-full/split/ckpt/step_00000004" renamed/ckpt/ &&
+    cp -r "$saved" renamed/ckpt/step_00000012
+  run renamed past12 2 "$plan" --steps 4 --log-every 0 --resume auto
+  grep -qx 'mdrun: warning: --resume auto passed over a damaged checkpoint: ckpt/step_00000012/meta.json: step 8, but the directory is step 12.s' renamed/past12.out &&
+    grep -q '^mdrun: resumed from ckpt/step_00000004 (step 4,' renamed/past12.out ||
+    fail "--resume auto did not pass over step 8 saved as step_00000012:"$'\n'"$(grep '^mdrun:' renamed/past12.out renamed/past12.err)"
   echo '{' >damaged/ckpt/step_00000004/meta.json
   run damaged none 2 "$plan" --steps 2 --log-every 0 --resume auto
   [[ $(grep -c '^mdrun: warning: --resume auto passed over a damaged checkpoint: ckpt/step_0000000[48]' damaged/none.out) == 2 ]] &&

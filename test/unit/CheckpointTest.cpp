@@ -3,8 +3,10 @@
 // The parts of md's sharded checkpoints that need no running job: the
 // logical tensors and pieces a plan's state maps to under every preset,
 // meta.json written and read back (and foreign or damaged ones refused,
-// naming the file and field), the files' checksums (corrupt, truncated and
-// missing files named), publication over an older checkpoint, and stale
+// naming the file and field; every edit of it refused by its own checksum),
+// the files' checksums (corrupt, truncated and missing files named), the
+// rank files' headers against meta.json (another save's id, step, rank, a
+// piece the file does not hold), publication over an older checkpoint, and stale
 // temporary directories of dead saves, which are removed and never found
 // as checkpoints, and a save's retention (keep = K), which removes only
 // md's complete checkpoints of its format. test/mdrun/resume.sh runs saves
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -227,9 +230,12 @@ TEST(CheckpointMeta, RoundTrips) {
   ShardedMeta m = sampleMeta();
   std::string json = ShardedMetaJson(m);
   EXPECT_NE(json.find("\"format\": \"md-sharded\""), std::string::npos);
-  EXPECT_NE(json.find("\"version\": 2"), std::string::npos);
+  EXPECT_NE(json.find("\"version\": 3"), std::string::npos);
+  EXPECT_NE(json.find("\n  \"meta_xxh3\": \""), std::string::npos);
   absl::StatusOr<ShardedMeta> back = ParseShardedMeta(json, "c/meta.json");
   ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->checksummed);
+  EXPECT_EQ(back->version, 3);
   EXPECT_EQ(back->id, m.id);
   EXPECT_EQ(back->model, m.model);
   EXPECT_EQ(back->step, 100);
@@ -258,6 +264,27 @@ void replace(std::string &s, const std::string &from, const std::string &to) {
   s.replace(at, from.size(), to);
 }
 
+/// meta.json's text `json` (of version 3) after an edit, with its checksum
+/// made to hold again, as one who edits it on purpose would: what the
+/// fields' own checks and the rank files' headers must then find.
+std::string reseal(const std::string &json) {
+  const size_t tail = std::string("  \"meta_xxh3\": \"").size() + 16 + 4;
+  std::string body = json.substr(0, json.size() - tail);
+  return absl::StrFormat("%s  \"meta_xxh3\": \"%016x\"\n}\n", body,
+                         XXH3_64bits(body.data(), body.size()));
+}
+
+/// `json` (version 3) as version 2 wrote it: no checksum.
+std::string asVersion2(std::string json) {
+  size_t at = json.rfind(",\n  \"meta_xxh3\"");
+  EXPECT_NE(at, std::string::npos);
+  json = json.substr(0, at) + "\n}\n";
+  size_t v = json.find("\"version\": 3");
+  EXPECT_NE(v, std::string::npos);
+  json.replace(v, 12, "\"version\": 2");
+  return json;
+}
+
 TEST(CheckpointMeta, ForeignAndDamagedFilesAreRefusedByName) {
   EXPECT_EQ(parseError("{\"__metadata__\": {}} trailing"),
             "c/meta.json: not an md checkpoint's meta.json (not the JSON md "
@@ -268,36 +295,112 @@ TEST(CheckpointMeta, ForeignAndDamagedFilesAreRefusedByName) {
   EXPECT_EQ(parseError(other),
             "c/meta.json: format: \"pt\", not an md sharded checkpoint");
   other = json;
-  replace(other, "\"version\": 2", "\"version\": 1");
+  replace(other, "\"version\": 3", "\"version\": 1");
   EXPECT_EQ(parseError(other),
-            "c/meta.json: version: 1; this md reads version 2 (version 1 "
-            "lists no tensor layout and cannot be loaded)");
+            "c/meta.json: version: 1; this md reads versions 2 to 3 (version "
+            "1 lists no tensor layout and cannot be loaded)");
+  other = json;
+  replace(other, "\"version\": 3", "\"version\": 4");
+  EXPECT_EQ(parseError(other), "c/meta.json: version: 4; this md reads "
+                               "versions 2 to 3 (a newer md saved it)");
+  // Edited with the checksum made to hold again: the fields' own checks.
   other = json;
   replace(other, "\"step\": 100,", "");
-  EXPECT_EQ(parseError(other), "c/meta.json: step: missing");
+  EXPECT_EQ(parseError(reseal(other)), "c/meta.json: step: missing");
   other = json;
   replace(other, "\"xxh3\": \"0000000000000042\"", "\"xxh3\": \"42\"");
-  EXPECT_EQ(parseError(other),
+  EXPECT_EQ(parseError(reseal(other)),
             "c/meta.json: files[1].xxh3: \"42\" is not 16 hex digits");
   other = json;
   replace(other, "\"name\": \"rank_00001.safetensors\"", "\"name\": \"../x\"");
-  EXPECT_EQ(parseError(other),
+  EXPECT_EQ(parseError(reseal(other)),
             "c/meta.json: files[1].name: \"../x\" is not a file name");
   // A piece that leaves a gap, or one on a rank the world lacks.
   other = json;
   replace(other, "\"start\": 6", "\"start\": 7");
-  EXPECT_EQ(parseError(other),
+  EXPECT_EQ(parseError(reseal(other)),
             "c/meta.json: tensors[0].pieces[1]: elements [7, 13) do not "
             "continue the 6 before them in a tensor of 12");
   other = json;
   replace(other, "\"rank\": 1", "\"rank\": 2");
-  EXPECT_EQ(parseError(other),
+  EXPECT_EQ(parseError(reseal(other)),
             "c/meta.json: tensors[0].pieces[1].rank: 2, but the world size "
             "is 2");
   other = json;
   replace(other, "\"count\": 6}]", "\"count\": 5}]");
-  EXPECT_EQ(parseError(other),
+  EXPECT_EQ(parseError(reseal(other)),
             "c/meta.json: tensors[0]: its pieces cover 11 of 12 elements");
+}
+
+TEST(CheckpointMeta, EveryEditIsRefusedByItsChecksum) {
+  const std::string json = ShardedMetaJson(sampleMeta());
+  // Each field, edited as one would by hand: a DataLoss naming meta.json
+  // and both checksums, before any field is believed.
+  const std::vector<std::pair<std::string, std::string>> edits = {
+      {"\"step\": 100", "\"step\": 99"},
+      {"\"id\": \"0123456789abcdef\"", "\"id\": \"0123456789abcdee\""},
+      {"\"model\": \"gpt", "\"model\": \"gpu"},
+      {"\"plan\": \"fsdp-full\"", "\"plan\": \"ddp\""},
+      {"\"world_size\": 2", "\"world_size\": 3"},
+      {"\"shard_group_size\": 2", "\"shard_group_size\": 1"},
+      {"\"epoch\": 3", "\"epoch\": 4"},
+      {"\"batches_in_epoch\": 7", "\"batches_in_epoch\": 8"},
+      {"\"batches_read\": 407", "\"batches_read\": 406"},
+      {"\"micro_batch\": 8", "\"micro_batch\": 4"},
+      {"\"seed\": 1337", "\"seed\": 1338"},
+      {"\"sampler_seed\": -5", "\"sampler_seed\": 5"},
+      {"\"bytes\": 1000", "\"bytes\": 1001"},
+      {"\"xxh3\": \"0000000000000042\"", "\"xxh3\": \"0000000000000043\""},
+      {"\"dtype\": \"F32\"", "\"dtype\": \"BF16\""},
+      {"\"shape\": [3, 4]", "\"shape\": [4, 3]"},
+      {"\"offset\": 0, \"start\": 6", "\"offset\": 1, \"start\": 6"},
+      {"\"tensor\": \"u0.master\", \"offset\": 0, \"start\": 6",
+       "\"tensor\": \"u1.master\", \"offset\": 0, \"start\": 6"},
+      {"\"name\": \"master/w\"", "\"name\": \"master/v\""},
+  };
+  for (const auto &[from, to] : edits) {
+    std::string other = json;
+    replace(other, from, to);
+    absl::StatusOr<ShardedMeta> m = ParseShardedMeta(other, "c/meta.json");
+    ASSERT_FALSE(m.ok()) << to;
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kDataLoss) << to;
+    EXPECT_EQ(m.status().message().find("c/meta.json: XXH3-64 checksum "), 0u)
+        << m.status();
+    EXPECT_NE(m.status().message().find(
+                  ", but its meta_xxh3 is "),
+              std::string::npos)
+        << m.status();
+  }
+  // Every byte changed, one at a time: never accepted.
+  for (size_t at = 0; at < json.size(); ++at) {
+    std::string other = json;
+    other[at] = other[at] == '7' ? '8' : '7';
+    EXPECT_FALSE(ParseShardedMeta(other, "c/meta.json").ok())
+        << "byte " << at << " changed and accepted";
+  }
+  // The checksum removed (or not last): refused as well.
+  std::string cut = json.substr(0, json.rfind(",\n  \"meta_xxh3\"")) + "\n}\n";
+  EXPECT_EQ(parseError(cut),
+            "c/meta.json: meta_xxh3: missing, or not the last field as md "
+            "writes it (edited or damaged)");
+}
+
+TEST(CheckpointMeta, Version2IsReadWithoutAChecksum) {
+  // An older md's meta.json (version 2) has no checksum: it is read, and
+  // says so (the resume warns); one that carries a checksum is an edited
+  // version 3.
+  const std::string json = ShardedMetaJson(sampleMeta());
+  absl::StatusOr<ShardedMeta> m =
+      ParseShardedMeta(asVersion2(json), "c/meta.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_FALSE(m->checksummed);
+  EXPECT_EQ(m->version, 2);
+  EXPECT_EQ(m->step, 100);
+  std::string downgraded = json;
+  replace(downgraded, "\"version\": 3", "\"version\": 2");
+  EXPECT_EQ(parseError(downgraded),
+            "c/meta.json: version 2, which has no meta_xxh3, but it carries "
+            "one (edited)");
 }
 
 //===----------------------------------------------------------------------===//
@@ -349,6 +452,98 @@ TEST(CheckpointFiles, CorruptTruncatedAndMissingFilesAreNamed) {
   ASSERT_FALSE(h.ok());
   EXPECT_EQ(h.status().message().find(path + ": not a safetensors file"), 0u)
       << h.status();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CheckpointFiles, RankFilesHeadersMustMatchMetaJson) {
+  // A checkpoint of two ranks, each file holding 6 of a 12-element tensor
+  // and repeating the save's id, its rank and the step in its header.
+  std::string dir = tempDir();
+  ShardedMeta m = sampleMeta();
+  m.files.clear();
+  for (int r = 0; r < 2; ++r) {
+    std::vector<SafetensorsTensor> tensors(1);
+    tensors[0].name = "u0.master";
+    tensors[0].dtype = "F32";
+    tensors[0].shape = {6};
+    tensors[0].data.assign(24, static_cast<uint8_t>(r));
+    std::string path = ShardFileName(dir, r);
+    ASSERT_TRUE(WriteSafetensors(path, tensors,
+                                 {{"format", "md-sharded-rank"},
+                                  {"id", m.id},
+                                  {"rank", absl::StrCat(r)},
+                                  {"step", "100"}})
+                    .ok());
+    absl::StatusOr<CheckpointFile> f = HashFile(path);
+    ASSERT_TRUE(f.ok()) << f.status();
+    m.files.push_back(*f);
+  }
+  // meta.json (as read back) against the files, on the rank that checks
+  // their checksums.
+  auto problem = [&](const ShardedMeta &edited) -> std::string {
+    absl::StatusOr<ShardedMeta> read =
+        ParseShardedMeta(ShardedMetaJson(edited), dir + "/meta.json");
+    EXPECT_TRUE(read.ok()) << read.status();
+    for (int64_t r = 0; r < 2; ++r) {
+      absl::Status s =
+          RankFileCheckStatus(dir, *read, r, CheckRankFile(dir, *read, r, true));
+      if (!s.ok()) {
+        EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+        return std::string(s.message());
+      }
+    }
+    return "";
+  };
+  EXPECT_EQ(problem(m), "");
+  const std::string f0 = ShardFileName(dir, 0);
+  ShardedMeta e = m;
+  e.step = 99;
+  EXPECT_EQ(problem(e),
+            f0 + ": holds step 100, but meta.json says step 99");
+  e = m;
+  e.id = "00000000deadbeef";
+  EXPECT_EQ(problem(e), f0 + ": written by save 0123456789abcdef, but "
+                             "meta.json's id is 00000000deadbeef (a file of "
+                             "another save)");
+  e = m;
+  std::swap(e.files[0], e.files[1]);
+  EXPECT_EQ(problem(e), ShardFileName(dir, 1) +
+                            ": holds rank 1's state, but meta.json lists it "
+                            "as rank 0's");
+  e = m;
+  e.tensors[0].dtype = "BF16";
+  EXPECT_EQ(problem(e), f0 + ": holds no BF16 tensor 'u0.master' of 6 "
+                             "elements or more, which meta.json places "
+                             "master/w's elements [0, 6) in");
+  e = m;
+  e.tensors[0].pieces[1].offset = 1;
+  EXPECT_EQ(problem(e), ShardFileName(dir, 1) +
+                            ": holds no F32 tensor 'u0.master' of 7 elements "
+                            "or more, which meta.json places master/w's "
+                            "elements [6, 12) in");
+  e = m;
+  e.tensors[0].pieces[0].fileTensor = "u1.master";
+  EXPECT_EQ(problem(e), f0 + ": holds no F32 tensor 'u1.master' of 6 "
+                             "elements or more, which meta.json places "
+                             "master/w's elements [0, 6) in");
+  // Without the full check (another rank's file) only the size is checked.
+  e = m;
+  e.step = 99;
+  EXPECT_EQ(CheckRankFile(dir, e, 0, false).problem, FileProblem::None);
+
+  // A file that is no md rank file at all.
+  std::vector<SafetensorsTensor> plain(1);
+  plain[0].name = "u0.master";
+  plain[0].dtype = "F32";
+  plain[0].shape = {6};
+  plain[0].data.assign(24, 0);
+  ASSERT_TRUE(WriteSafetensors(f0, plain).ok());
+  absl::StatusOr<CheckpointFile> f = HashFile(f0);
+  ASSERT_TRUE(f.ok());
+  m.files[0] = *f;
+  EXPECT_EQ(problem(m), f0 + ": not a rank file of an md sharded checkpoint "
+                             "(its header does not read as one of format "
+                             "md-sharded-rank)");
   std::filesystem::remove_all(dir);
 }
 
@@ -469,6 +664,59 @@ TEST(CheckpointFiles, StaleTemporariesAreRemovedAndNeverFound) {
 
   EXPECT_EQ(NewSaveId().size(), 16u);
   EXPECT_NE(NewSaveId(), NewSaveId());
+  std::filesystem::remove_all(root);
+}
+
+TEST(CheckpointFiles, OnlyTemporariesOfWritersGoneAreRemoved) {
+  // Every kind of temporary a save leaves when killed: a sharded save's
+  // directory and a full checkpoint's file. Those whose writer holds their
+  // lock (here this test, through another descriptor, as a live save of
+  // another run would) stay; the others go.
+  std::string root = tempDir();
+  const std::string deadFull = root + "/step_00000004.safetensors.tmp.999999";
+  const std::string liveFull = root + "/step_00000008.safetensors.tmp.1";
+  const std::string deadDir = root + "/step_00000012.tmp-00000000deadbeef";
+  const std::string liveDir = root + "/step_00000016.tmp-00000000cafef00d";
+  write(deadFull, "half a checkpoint");
+  write(liveFull, "half a checkpoint");
+  ASSERT_EQ(::mkdir(deadDir.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(liveDir.c_str(), 0755), 0);
+  write(ShardFileName(deadDir, 0) + ".tmp.999999", "x");
+  write(ShardFileName(liveDir, 0), "x");
+  write(root + "/notes.tmp.1", "a user's");
+  {
+    TemporaryLock full(liveFull), dir(liveDir);
+    EXPECT_TRUE(TemporaryWriterGone(deadFull));
+    EXPECT_FALSE(TemporaryWriterGone(liveFull));
+    ASSERT_TRUE(RemoveStaleTemporaries(root, "").ok());
+    EXPECT_FALSE(exists(deadFull));
+    EXPECT_FALSE(exists(deadDir));
+    EXPECT_TRUE(exists(liveFull));
+    EXPECT_TRUE(exists(ShardFileName(liveDir, 0)));
+  }
+  // Their writers gone too, the next save's housekeeping removes them.
+  ASSERT_TRUE(RemoveStaleTemporaries(root, "").ok());
+  EXPECT_FALSE(exists(liveFull));
+  EXPECT_FALSE(exists(liveDir));
+  EXPECT_TRUE(exists(root + "/notes.tmp.1"));
+  std::filesystem::remove_all(root);
+}
+
+TEST(CheckpointFiles, AnAtomicWriteRemovesItsDeadWritersTemporaries) {
+  // --save-final's file, killed mid-write before, then written again.
+  std::string root = tempDir();
+  const std::string path = root + "/final.safetensors";
+  write(path + ".tmp.999999", "dead");
+  write(path + ".tmp.2", "live");
+  write(root + "/other.safetensors.tmp.999999", "another file's");
+  TemporaryLock live(path + ".tmp.2");
+  ASSERT_TRUE(WriteFileAtomically(path, [](int fd) {
+                return WriteAll(fd, "new", 3);
+              }).ok());
+  EXPECT_EQ(read(path), "new");
+  EXPECT_FALSE(exists(path + ".tmp.999999"));
+  EXPECT_TRUE(exists(path + ".tmp.2"));
+  EXPECT_TRUE(exists(root + "/other.safetensors.tmp.999999"));
   std::filesystem::remove_all(root);
 }
 

@@ -4,7 +4,10 @@
 // micro-steps body, reduce-scatter, clipping, AdamW and hooks). Every bad
 // plan is that plan with one thing broken, and each test checks the field
 // path the loader names. The last tests feed truncated, bit-flipped and
-// shuffled files: refused or still valid, never a crash.
+// shuffled files: a sealed plan whose bytes changed is always refused by
+// its checksum, and behind the checksum (the changed bytes sealed again,
+// or a plan without one) the verifiers refuse or find it still valid,
+// never a crash, and a FlatBuffers refusal names the table and field.
 //
 // Block and instruction indices of the tiny MLP used below:
 //   blocks[0] step: [0] micro_steps, [1] state_load, [2] all_gather (records
@@ -33,10 +36,13 @@
 #include <cstring>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
+#include "runtime/plan/Checksum.h"
 #include "runtime/plan/Loader.h"
 #include "runtime/plan/Memory.h"
 #include "runtime/plan/PlanBuilder.h"
@@ -230,7 +236,158 @@ TEST(PlanLoaderTest, RefusesEveryTruncation) {
       std::string(LoadPlan(absl::MakeConstSpan(bytes.data(), bytes.size() / 2))
                       .status()
                       .message()),
-      HasSubstr("malformed plan file: the FlatBuffers verifier refuses it"));
+      HasSubstr("checksum: the plan says XXH3-64 "));
+  // A plan without a checksum (an older mdc's) cut in half: the verifier
+  // names the first table it cannot read.
+  std::vector<uint8_t> old = PlanBuilder::serialize(Tiny(), false);
+  std::string message(
+      LoadPlan(absl::MakeConstSpan(old.data(), old.size() / 2))
+          .status()
+          .message());
+  EXPECT_THAT(message,
+              HasSubstr("malformed plan file: the FlatBuffers verifier refuses "));
+  EXPECT_THAT(message, HasSubstr("(the table at byte "));
+}
+
+// --- the checksum ------------------------------------------------------------
+
+TEST(PlanChecksumTest, ASealedPlanCarriesItsChecksum) {
+  std::vector<uint8_t> bytes = TinyMlpPlan().finish();
+  std::optional<PlanChecksumField> field = FindPlanChecksum(bytes);
+  ASSERT_TRUE(field.has_value());
+  EXPECT_EQ(field->stated, PlanChecksum(bytes, field->offset));
+  absl::StatusOr<LoadedPlan> loaded = LoadPlan(bytes, At(2));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->checksum(), field->stated);
+  // Sealing again changes nothing; an unsealed plan has no field.
+  std::vector<uint8_t> again = bytes;
+  ASSERT_TRUE(SealPlan(again).ok());
+  EXPECT_EQ(again, bytes);
+  std::vector<uint8_t> old = PlanBuilder::serialize(Tiny(), false);
+  EXPECT_FALSE(FindPlanChecksum(old).has_value());
+  EXPECT_FALSE(SealPlan(old).ok());
+}
+
+TEST(PlanChecksumTest, APlanWithoutAChecksumLoadsAsBefore) {
+  // What an mdc before the checksum wrote: accepted, as older schema
+  // versions are, and said to have none.
+  absl::StatusOr<LoadedPlan> loaded =
+      LoadPlan(PlanBuilder::serialize(Tiny(), false), At(2));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_FALSE(loaded->checksum().has_value());
+}
+
+TEST(PlanChecksumTest, EveryChangedByteIsRefused) {
+  // One byte changed, anywhere: never accepted. Where the root table still
+  // reads, the checksum names both values; the few bytes of the root table
+  // and its vtable that hold the checksum's place are refused by the
+  // verifier (or as a plan of no checksum whose bytes are the original's).
+  const std::vector<uint8_t> good = TinyMlpPlan().finish();
+  const std::optional<PlanChecksumField> field = FindPlanChecksum(good);
+  ASSERT_TRUE(field.has_value());
+  const std::string stated = absl::StrFormat("%016x", field->stated);
+  int byChecksum = 0;
+  for (size_t at = 0; at < good.size(); ++at) {
+    std::vector<uint8_t> bytes = good;
+    bytes[at] ^= 0x5a;
+    absl::StatusOr<LoadedPlan> loaded = LoadPlan(bytes, At(2));
+    if (loaded.ok()) {
+      // Only a change that leaves the plan without its checksum field can
+      // pass, and then every other byte is the original's.
+      EXPECT_FALSE(loaded->checksum().has_value()) << "byte " << at;
+      continue;
+    }
+    std::string message(loaded.status().message());
+    if (message.find("checksum: the plan says XXH3-64 ") == 0) {
+      ++byChecksum;
+      if (at < field->offset || at >= field->offset + 8)
+        EXPECT_THAT(message, HasSubstr(stated)) << "byte " << at;
+    }
+  }
+  EXPECT_GT(byChecksum, static_cast<int>(good.size()) * 9 / 10);
+  // The message in full, once.
+  std::vector<uint8_t> bytes = good;
+  bytes[good.size() - 9] ^= 1;
+  EXPECT_THAT(std::string(LoadPlan(bytes).status().message()),
+              testing::MatchesRegex(
+                  "checksum: the plan says XXH3-64 " + stated +
+                  ", its [0-9]+ bytes hash to [0-9a-f]{16}: they changed "
+                  "after mdc wrote them \\(a damaged or edited file\\); "
+                  "compile it again"));
+}
+
+TEST(PlanChecksumTest, RandomCorruptionsAreNeverAcceptedWithAnotherMeaning) {
+  // 2000 plans with 1 to 8 random bytes changed, a range shuffled or
+  // overwritten: none loads unless it is the original plan.
+  const std::vector<uint8_t> good = TinyMlpPlan().finish();
+  std::mt19937 rng(31);
+  int accepted = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<uint8_t> bytes = good;
+    if (trial % 2 == 0) {
+      for (int k = 1 + static_cast<int>(rng() % 8); k > 0; --k)
+        bytes[rng() % bytes.size()] = static_cast<uint8_t>(rng());
+    } else {
+      size_t a = rng() % bytes.size();
+      size_t len = std::min<size_t>(1 + rng() % 64, bytes.size() - a);
+      std::shuffle(bytes.begin() + a, bytes.begin() + a + len, rng);
+    }
+    if (bytes == good)
+      continue;
+    absl::StatusOr<LoadedPlan> loaded = LoadPlan(bytes, At(0));
+    if (!loaded.ok())
+      continue;
+    ++accepted;
+    // Accepted only without its checksum, every other byte unchanged.
+    EXPECT_FALSE(loaded->checksum().has_value());
+  }
+  EXPECT_LE(accepted, 2);
+}
+
+TEST(PlanChecksumTest, TheVerifierNamesTheInstructionAndFieldItStopsAt) {
+  // A plan without a checksum whose blocks[0].instructions[8] (matmul) has
+  // its ints pointing outside the file: the refusal names them.
+  fb::PlanT plan = Tiny();
+  Inst(plan, kStep, 8).ints = {1, 2};
+  std::vector<uint8_t> bytes = PlanBuilder::serialize(plan, false);
+  std::vector<uint8_t> copy = bytes; // aligned, to read the layout from
+  const fb::Instruction *inst =
+      fb::GetPlan(copy.data())->blocks()->Get(kStep)->instructions()->Get(8);
+  const auto *table = reinterpret_cast<const flatbuffers::Table *>(inst);
+  const size_t field =
+      static_cast<size_t>(reinterpret_cast<const uint8_t *>(table) -
+                          copy.data()) +
+      table->GetOptionalFieldOffset(fb::Instruction::VT_INTS);
+  const uint32_t outside = 0x7ffffff0;
+  std::memcpy(&bytes[field], &outside, 4);
+  std::string message(LoadPlan(bytes, At(2)).status().message());
+  EXPECT_THAT(message,
+              HasSubstr("malformed plan file: the FlatBuffers verifier "
+                        "refuses blocks[0].instructions[8].ints (opcode "
+                        "matmul) (the table at byte "));
+  // Sealed again (as a writer that meant it would), the same refusal.
+  fb::PlanT sealedPlan = Tiny();
+  Inst(sealedPlan, kStep, 8).ints = {1, 2};
+  std::vector<uint8_t> sealed = PlanBuilder::serialize(sealedPlan);
+  std::vector<uint8_t> sealedCopy = sealed;
+  const fb::Instruction *sealedInst = fb::GetPlan(sealedCopy.data())
+                                          ->blocks()
+                                          ->Get(kStep)
+                                          ->instructions()
+                                          ->Get(8);
+  const auto *sealedTable =
+      reinterpret_cast<const flatbuffers::Table *>(sealedInst);
+  const size_t sealedField =
+      static_cast<size_t>(reinterpret_cast<const uint8_t *>(sealedTable) -
+                          sealedCopy.data()) +
+      sealedTable->GetOptionalFieldOffset(fb::Instruction::VT_INTS);
+  std::memcpy(&sealed[sealedField], &outside, 4);
+  EXPECT_THAT(std::string(LoadPlan(sealed, At(2)).status().message()),
+              HasSubstr("checksum: the plan says XXH3-64 "));
+  ASSERT_TRUE(SealPlan(sealed).ok());
+  EXPECT_THAT(std::string(LoadPlan(sealed, At(2)).status().message()),
+              HasSubstr("refuses blocks[0].instructions[8].ints (opcode "
+                        "matmul)"));
 }
 
 TEST(PlanLoaderTest, RefusesAnotherFileIdentifier) {
@@ -319,6 +476,7 @@ TEST(PlanLoaderTest, RefusesAMisalignedVectorOf8ByteValues) {
   ASSERT_LT(field, fake);
   const uint32_t offset = static_cast<uint32_t>(fake - field);
   std::memcpy(&bytes[field], &offset, 4);
+  ASSERT_TRUE(SealPlan(bytes).ok()); // the alignment check behind the checksum
   EXPECT_THAT(
       std::string(LoadPlan(bytes, At(2)).status().message()),
       HasSubstr("malformed plan file: buffers[5].shape is not 8-byte aligned"));
@@ -1278,6 +1436,7 @@ TEST(PlanRobustnessTest, RandomBitFlipsAreRefusedOrStillValid) {
     int flips = 1 + static_cast<int>(rng() % 4);
     for (int f = 0; f < flips; ++f)
       bytes[rng() % bytes.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
+    (void)SealPlan(bytes); // past the checksum, to the verifiers
     LoadAndUse(bytes, uses);
   }
   // Most flips hit offsets, indices or sizes the verifiers check; some
@@ -1311,6 +1470,7 @@ TEST(PlanRobustnessTest, RandomByteShufflesAreRefusedOrStillValid) {
         bytes[a + k] = static_cast<uint8_t>(rng());
       break;
     }
+    (void)SealPlan(bytes); // past the checksum, to the verifiers
     LoadAndUse(bytes, uses);
   }
   // Most rearrangements break an offset, a vtable or an index the verifiers

@@ -491,6 +491,21 @@ int main(int argc, char **argv) {
       return kUsageError;
     }
   }
+  // -o naming an input would overwrite the program with what it compiles
+  // to (the same file under any spelling: its device and inode).
+  if (outputFilename != "-") {
+    std::vector<std::string> inputs = {inputFilename};
+    inputs.insert(inputs.end(), moreInputFilenames.begin(),
+                  moreInputFilenames.end());
+    for (const std::string &input : inputs) {
+      bool same = false;
+      if (!llvm::sys::fs::equivalent(input, outputFilename, same) && same) {
+        usageError("-o '" + outputFilename + "' names the input file '" +
+                   input + "'; give another output file");
+        return kUsageError;
+      }
+    }
+  }
   std::optional<IRGenOptions> irgen = getIRGenOptions();
   if (!irgen)
     return kUsageError;

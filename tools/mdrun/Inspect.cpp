@@ -404,6 +404,9 @@ std::shared_ptr<Object> buildReport(const std::string &path,
       .add("file_bytes", static_cast<int64_t>(loaded.bytes().size()))
       .add("identifier", fb::PlanIdentifier())
       .add("schema_version", p.schema_version())
+      .add("checksum", loaded.checksum()
+                           ? absl::StrFormat("%016x", *loaded.checksum())
+                           : std::string())
       .add("model", str(h.model()))
       .add("plan", planJson(h))
       .add("source", source)
@@ -451,6 +454,12 @@ void writeHeader(Text &t, const std::string &path,
   const fb::PlanOptions &o = *h.options();
   t.line("plan file     ", printable(path), " (", loaded.bytes().size(),
          " bytes, ", fb::PlanIdentifier(), " schema ", p.schema_version(), ")");
+  // The loader checked it; an older mdc's plan has none to check.
+  if (std::optional<uint64_t> sum = loaded.checksum())
+    t.line("checksum      ", absl::StrFormat("XXH3-64 %016x, verified", *sum));
+  else
+    t.line("checksum      none (an older mdc wrote the plan: its bytes are "
+           "not checked)");
   t.line("model         ", printable(str(h.model())));
   std::string wrap = lower(fb::EnumNameWrapKind(o.wrap()));
   if (o.wrap() == fb::WrapKind::Blocks)

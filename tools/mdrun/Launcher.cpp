@@ -38,6 +38,7 @@
 #include "runtime/plan/Loader.h"
 #include "runtime/rank/Builtin.h"
 #include "tools/mdrun/Cluster.h"
+#include "tools/mdrun/Outputs.h"
 #include "tools/mdrun/ControlLink.h"
 #include "tools/mdrun/FlightAnalysis.h"
 #include "tools/mdrun/HostMemory.h"
@@ -923,6 +924,10 @@ absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
   } else if (!options.skipMemoryCheck) {
     MD_RETURN_IF_ERROR(checkGpuMemory(ranks, spawn.choice));
   }
+  // Every path the run will write, before a step is lost to one it cannot.
+  MD_ASSIGN_OR_RETURN(std::vector<OutputPath> outputs,
+                      RunOutputs(options, ranks.firstRank == 0));
+  MD_RETURN_IF_ERROR(CheckOutputs(outputs));
   if (!options.skipDataCheck)
     MD_RETURN_IF_ERROR(checkData(options, ranks.world));
   if (!options.tracePath.empty())

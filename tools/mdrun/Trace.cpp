@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/mdrun/Trace.h"
+#include "tools/mdrun/Outputs.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -33,12 +34,9 @@ extern "C" void onTerm(int) {
 } // namespace
 
 absl::Status PrepareTrace(const std::string &file) {
-  size_t slash = file.find_last_of('/');
-  if (slash != std::string::npos && slash > 0)
-    if (absl::Status s = runtime::MakeDirectories(file.substr(0, slash));
-        !s.ok())
-      return absl::InvalidArgumentError(
-          absl::StrCat(file, ": cannot write the trace: ", s.message()));
+  if (absl::Status s = MakeParentDirectories(file, "--trace"); !s.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": cannot write the trace: ", s.message()));
   std::string probe = absl::StrCat(file, ".tmp");
   std::FILE *f = std::fopen(probe.c_str(), "w");
   if (f == nullptr)

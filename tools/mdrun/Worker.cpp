@@ -35,6 +35,7 @@
 #include "runtime/rank/Rank.h"
 #include "tools/cli/Format.h"
 #include "tools/mdrun/FlightAnalysis.h"
+#include "tools/mdrun/Outputs.h"
 #include "tools/mdrun/Trace.h"
 
 namespace md::mdrun {
@@ -99,9 +100,9 @@ public:
   absl::Status openMetrics(const std::string &path, bool append) {
     if (path.empty())
       return absl::OkStatus();
-    size_t slash = path.find_last_of('/');
-    if (slash != std::string::npos && slash > 0)
-      MD_RETURN_IF_ERROR(runtime::MakeDirectories(path.substr(0, slash)));
+    // The launcher made the directory and said so; a rank srun started
+    // says so itself.
+    MD_RETURN_IF_ERROR(MakeParentDirectories(path, "--metrics"));
     metrics_ = std::fopen(path.c_str(), append ? "a" : "w");
     if (metrics_ == nullptr)
       return absl::InvalidArgumentError(
@@ -366,6 +367,8 @@ void printBanner(const runtime::RunInfo &i, const std::string &planPath,
     absl::PrintF("mdrun: warning: --resume auto passed over a damaged "
                  "checkpoint: %s\n",
                  skipped.c_str());
+  for (const std::string &warning : i.resumeWarnings)
+    absl::PrintF("mdrun: warning: %s\n", warning.c_str());
   if (!i.resumedFrom.empty())
     absl::PrintF("mdrun: resumed from %s (%s)\n", i.resumedFrom.c_str(),
                  i.resumedWhat.c_str());
