@@ -12,6 +12,7 @@
 #include "compile/Check.h"
 
 #include "compile/Compile.h"
+#include "compile/Pipeline.h"
 #include "compile/Source.h"
 #include "dialect/MdOps.h"
 #include "frontend/Diagnostics.h"
@@ -252,6 +253,9 @@ void checkFile(FileReport &report, const CheckOptions &options,
       report.add(std::move(finding));
       continue;
     }
+    // What compiling runs after the desync check's passes, on the IR as the
+    // frontend built it.
+    mlir::OwningOpRef<mlir::ModuleOp> whole(ir->clone());
     // SyncBatchNorm's all-reduces are collectives of the forward, which
     // `evaluate` runs: the check names them.
     mlir::PassManager pm(&context);
@@ -260,6 +264,7 @@ void checkFile(FileReport &report, const CheckOptions &options,
       report.flush();
       continue;
     }
+    unsigned desyncErrors = 0;
     for (ModelOp model : ir->getOps<ModelOp>()) {
       RankVariance variance(model);
       if (!variance.succeeded()) {
@@ -270,8 +275,23 @@ void checkFile(FileReport &report, const CheckOptions &options,
         report.add(std::move(finding));
         continue;
       }
-      for (const DesyncFinding &desync : checkDesync(model, variance))
+      for (const DesyncFinding &desync : checkDesync(model, variance)) {
+        ++desyncErrors; // every desync finding is an error
         report.add(toFinding(desync));
+      }
+    }
+    // One verdict: under a plan, everything else compiling would refuse
+    // (a parameter that gets no gradient, a plan md-apply-plan cannot
+    // carry out, ...) is a finding too, from md's training pipeline on
+    // the plan's IR. A program the desync check refused is not compiled
+    // on: its errors are the check's.
+    bool trains = llvm::all_of(ir->getOps<ModelOp>(),
+                               [](ModelOp model) { return model.getTrain(); });
+    if (!plan.empty() && desyncErrors == 0 && trains) {
+      mlir::PassManager compile(&context);
+      buildTrainingPipeline(compile);
+      (void)compile.run(*whole);
+      report.flush();
     }
   }
   report.flush();
@@ -507,6 +527,9 @@ CheckSummary md::runCheck(const CheckOptions &options, llvm::raw_ostream &out,
                           llvm::raw_ostream &err) {
   std::unique_ptr<mlir::MLIRContext> context =
       createCompilerContext(mlir::MLIRContext::Threading::DISABLED);
+  // A pass's diagnostic points at the .mdl line; the IR it came from is
+  // noise (as when compiling).
+  context->printOpOnDiagnostic(false);
 
   std::vector<std::unique_ptr<FileReport>> reports;
   for (const std::string &path : options.files) {

@@ -301,10 +301,19 @@ LogicalResult GradientBuilder::differentiate(Block &body,
 }
 
 LogicalResult GradientBuilder::checkEveryParamHasGradient() {
-  bool ok = true;
+  // The first few are named; a program with thousands gets one more error
+  // that counts the rest, so the report stays as long as it is useful.
+  constexpr int64_t kNamed = 8;
+  int64_t missing = 0;
+  ParamOp firstUnnamed;
   for (auto param : model.getBody().getOps<ParamOp>()) {
     if (param.getFrozen() || paramGradients.lookup(param))
       continue;
+    if (++missing > kNamed) {
+      if (!firstUnnamed)
+        firstUnnamed = param;
+      continue;
+    }
     InFlightDiagnostic diag =
         param.emitError("parameter '")
         << param.getSymName() << "' does not affect the loss of @"
@@ -314,9 +323,13 @@ LogicalResult GradientBuilder::checkEveryParamHasGradient() {
     if (use != firstUse.end())
       diag.attachNote(use->second)
           << "it is read here, but the loss does not depend on it";
-    ok = false;
   }
-  return success(ok);
+  if (firstUnnamed)
+    firstUnnamed.emitError()
+        << missing - kNamed << " more parameters, from '"
+        << firstUnnamed.getSymName() << "' on, do not affect the loss of @"
+        << forward.getSymName() << " either (" << missing << " in all)";
+  return success(missing == 0);
 }
 
 FailureOr<FuncOp> GradientBuilder::build() {
