@@ -895,6 +895,7 @@ absl::Status runRanks(const TrainOptions &options, const NodeRanks &ranks,
 absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
   MD_ASSIGN_OR_RETURN(Placement place,
                       ResolvePlacement(options, ProcessEnvironment()));
+  MD_RETURN_IF_ERROR(CheckRendezvousHost(place));
   if (place.role == Placement::Role::Rank)
     return RunRank(options, place);
   if (options.ranksAuto) {
