@@ -414,7 +414,16 @@ absl::Status startRank(const RankSpawn &spawn, int r, char *const *argv,
     return absl::InternalError(absl::StrCat("cannot start rank ", rank,
                                             ": pipe: ", std::strerror(errno)));
   std::fflush(nullptr);
+  // The rank starts with SIGUSR1 (a preemption passed on) blocked, until it
+  // catches it (Worker.cpp): one sent while it starts stays pending rather
+  // than killing it.
+  sigset_t usr1, before;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  ::pthread_sigmask(SIG_BLOCK, &usr1, &before);
   pid_t pid = ::fork();
+  if (pid != 0)
+    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
   if (pid < 0) {
     int err = errno;
     ::close(fds[0]);
