@@ -229,6 +229,10 @@ check_fast "^mdrun: error: MASTER_ADDR=bogus.invalid: $gai" \
   env MASTER_ADDR=bogus.invalid MASTER_PORT="$(port)" RANK=1 WORLD_SIZE=2 \
   LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 GROUP_RANK=1 \
   "$mdrun" "${common[@]}" train-mlp-fsdp.fb
+# One node over gloo: rank 1 resolves it as it joins the rendezvous.
+check_fast "^mdrun: error: rank 1 failed: rendezvous: rank 1: rank 0's host bogus.invalid: $gai" \
+  "$mdrun" --ranks 2 --comm gloo --master-addr bogus.invalid \
+  --master-port "$(port)" "${common[@]}" train-mlp-fsdp.fb
 check_fast "^mdrun: error: SLURM_STEP_NODELIST's first host bogus.invalid: $gai" \
   env SLURM_JOB_ID=77 SLURM_PROCID=1 SLURM_STEP_NUM_TASKS=2 SLURM_LOCALID=0 \
   SLURM_NODEID=1 SLURM_STEP_NUM_NODES=2 SLURM_STEP_TASKS_PER_NODE='1(x2)' \
