@@ -344,7 +344,8 @@ else
   gaveup='rank [01] failed: .*waiting for rank\(s\) [23]'
   stall='no rank completed a collective or a step in 3 s \(--timeout\)'
   has stop-node0.err "^mdrun: error: ($gaveup.*|($stall; $waits|the job failed on another node: node 1: $stall; $stopped); stopped 2 ranks)$"
-  has stop-node1.err "^mdrun: flight recorder: $stopped "
+  # (Node 1's own analysis: both stopped, or one behind the other, as in 3.)
+  has stop-node1.err "^mdrun: flight recorder: (ranks 2-3 were|rank [23] was) stopped \\(SIGSTOP, SIGTSTP or a debugger\\) "
   has stop-node1.err "^mdrun: error: ($stall; $stopped|the job failed on another node: node 0: ($gaveup.*|$stall; $waits)); stopped 2 ranks$"
 fi
 
