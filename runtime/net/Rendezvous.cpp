@@ -446,6 +446,11 @@ join(const RendezvousOptions &o,
       deadline + std::min<Clock::duration>(o.timeout, std::chrono::seconds(10));
   const std::string prefix = absl::StrFormat("rendezvous: rank %d: ", o.rank);
   const std::string master = formatHostPort(o.masterAddr, o.masterPort);
+  // Once, before the retries: a name that does not resolve will not by the
+  // timeout either.
+  if (absl::Status s = resolveHost(o.masterAddr, "rank 0's host " + o.masterAddr);
+      !s.ok())
+    return withPrefix(s, prefix);
 
   absl::StatusOr<Socket> socket =
       connectTo(o.masterAddr, o.masterPort, deadline);

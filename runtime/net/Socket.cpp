@@ -330,6 +330,23 @@ absl::StatusOr<Socket> Listener::acceptNow() {
 // Connecting
 //===----------------------------------------------------------------------===//
 
+absl::Status resolveHost(const std::string &host, std::string_view named) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo *list = nullptr;
+  int rc = getaddrinfo(host.c_str(), nullptr, &hints, &list);
+  if (rc == 0) {
+    freeaddrinfo(list);
+    return absl::OkStatus();
+  }
+  if (rc == EAI_AGAIN)
+    return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s: cannot resolve it: %s", named,
+      rc == EAI_SYSTEM ? errnoText(errno) : std::string(gai_strerror(rc))));
+}
+
 absl::StatusOr<Socket> connectTo(const std::string &host, int port,
                                  Deadline deadline) {
   const std::string peer = formatHostPort(host, port);

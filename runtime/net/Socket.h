@@ -122,6 +122,14 @@ private:
   int port_ = 0;
 };
 
+/// Resolves `host` (getaddrinfo, once) so that a name that will never
+/// resolve fails at once rather than when a connect's retries time out.
+/// OK when it resolves, and when the resolver only failed for now
+/// (EAI_AGAIN: a DNS server that is not up yet; the connect retries);
+/// otherwise InvalidArgument "<named>: cannot resolve it: <gai_strerror>",
+/// `named` being how the caller names the host ("--master-addr node01").
+absl::Status resolveHost(const std::string &host, std::string_view named);
+
 /// Connects to host:port (a name or a numeric IPv4/IPv6 address), trying
 /// each address the name resolves to, and retrying while nothing listens
 /// there yet, until the deadline: DeadlineExceeded then, "connect to

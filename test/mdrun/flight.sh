@@ -15,6 +15,9 @@
 #   5. two launchers over loopback: node 1's rank stopped, node 0's killed;
 #      node 1 ends within seconds through the launchers' control
 #      connection, not after its --timeout;
+#   5b. two launchers of two ranks each, every rank of node 1 stopped:
+#      both nodes name node 1 (node 0's analysis: its collective waits for
+#      node 1's ranks), whichever launcher's watchdog fires first;
 #   6. two ranks started as srun starts them (no launcher): rank 1 killed;
 #      rank 0 fails and writes its own ring;
 #   7. a kernel's library fails (oneDNN asked for a bf16 matmul it cannot
@@ -50,6 +53,11 @@ children() { echo $(cat /proc/$1/task/$1/children 2>/dev/null); }
 if ! timeout 60 "$mdc" "$here/models/mlp.mdl" --plan fsdp-full --world-size 2 \
   -o mlp.fb 2>mdc.err; then
   echo "FAIL: mdc mlp.mdl: $(cat mdc.err)"
+  exit 1
+fi
+if ! timeout 60 "$mdc" "$here/models/mlp.mdl" --plan fsdp-full --world-size 4 \
+  -o mlp-4.fb 2>mdc.err; then
+  echo "FAIL: mdc mlp.mdl --world-size 4: $(cat mdc.err)"
   exit 1
 fi
 
@@ -200,7 +208,7 @@ for thread in on off; do
     kill -STOP "$(rank_pid 1)"
     finish $name 8000
     has $name.err "^mdrun: flight recorder: rank 1 was stopped \(SIGSTOP, SIGTSTP or a debugger\) $where, $doing$waits$"
-    has $name.err '^mdrun: error: (rank 0 failed: .*timed out after 3 s waiting for rank\(s\) 1|no rank completed a collective or a step in 3 s \(--timeout\); stopped 2 ranks)'
+    has $name.err '^mdrun: error: (rank 0 failed: .*timed out after 3 s waiting for rank\(s\) 1|no rank completed a collective or a step in 3 s \(--timeout\); rank 1 was stopped \(SIGSTOP, SIGTSTP or a debugger\); stopped 2 ranks)'
     check_rings $name 1 "was stopped"
   else
     fail "$name: the job did not start: $(cat $name.out $name.err)"
@@ -218,7 +226,7 @@ if start stop-all --timeout 2; then
   # collective the other has already left (its side of it done): the other
   # waits nowhere.
   has stop-all.err "^mdrun: flight recorder: (ranks 0-1 were stopped \(SIGSTOP, SIGTSTP or a debugger\) $where, ($doing|after $call; no rank waits in a collective \([0-9]+ completed on the furthest rank\))|rank [01] was stopped \(SIGSTOP, SIGTSTP or a debugger\) $where, $doing(; rank [01], which was stopped \(SIGSTOP, SIGTSTP or a debugger\), waits in (it|$call) since [0-9.]+ s)?)$"
-  has stop-all.err '^mdrun: error: no rank completed a collective or a step in 2 s \(--timeout\); stopped 2 ranks$'
+  has stop-all.err '^mdrun: error: no rank completed a collective or a step in 2 s \(--timeout\); ranks 0-1 were stopped \(SIGSTOP, SIGTSTP or a debugger\); stopped 2 ranks$'
   check_rings stop-all 0 "was stopped"
   check_rings stop-all 1 "was stopped"
 else
@@ -296,6 +304,49 @@ else
   has node0.err '^mdrun: error: rank 0 was killed by signal 9 \(Killed\)$'
   has node1.err "^mdrun: flight recorder: rank 1 was stopped \(SIGSTOP, SIGTSTP or a debugger\) $where, $doing$"
   has node1.err '^mdrun: error: the job failed on another node: node 0: rank 0 was killed by signal 9 \(Killed\); stopped 1 rank$'
+fi
+
+# 5b. Two launchers, two ranks each: every rank of node 1 stopped. No comm
+# can tell a stopped node from a slow one, and both launchers' watchdogs
+# fire at --timeout, either first; whichever does, both nodes name node 1:
+# node 0's analysis says its collective waits for node 1's ranks, and each
+# node's last line names them (its own stall, or the other's, relayed).
+common=(--backend cpu --threads 1 --steps 100000000 --log-every 0 --timeout 3
+  --nnodes 2 --gpus 2)
+p=$((20000 + (RANDOM * 7 + $$) % 30000))
+timeout --foreground 60 "$mdrun" "${common[@]}" --node-rank 0 --master-addr 127.0.0.1 \
+  --master-port "$p" mlp-4.fb >stop-node0.out 2>stop-node0.err &
+node0=$!
+timeout --foreground 60 "$mdrun" "${common[@]}" --node-rank 1 --master-addr 127.0.0.1 \
+  --master-port "$p" mlp-4.fb >stop-node1.out 2>stop-node1.err &
+node1=$!
+r1=""
+for _ in $(seq 200); do
+  r1=$(children "$(children $node1)")
+  [[ $(wc -w <<<"$r1") -eq 2 ]] && grep -q '^mdrun: training ' stop-node0.out && break
+  sleep 0.05
+done
+sleep 0.3
+if [[ $(wc -w <<<"$r1") -ne 2 ]] || ! grep -q '^mdrun: training ' stop-node0.out; then
+  fail "stop-node: the job did not start: $(cat stop-node0.out stop-node0.err stop-node1.err)"
+  kill -KILL $(pgrep -g $$ -x mdrun) 2>/dev/null
+else
+  kill -STOP $r1
+  fault=$(date +%s%N)
+  launcher=$node0
+  finish stop-node0 9000
+  launcher=$node1
+  finish stop-node1 9000
+  has stop-node0.err "^mdrun: flight recorder: no rank of this node is dead, stopped or behind, but ${call/group of 2/group of 4} did not complete: it waits for ranks 2-3 on node 1, whose launcher can say why; .*rank.* (wait|waits|gave up waiting) in .*$"
+  stopped='ranks 2-3 were stopped \(SIGSTOP, SIGTSTP or a debugger\)'
+  waits='ranks 0-1 wait for ranks 2-3 on node 1'
+  # (Or a rank of node 0 whose comm gave up first, naming node 1's ranks.)
+  gaveup='rank [01] failed: .*waiting for rank\(s\) [23]'
+  stall='no rank completed a collective or a step in 3 s \(--timeout\)'
+  has stop-node0.err "^mdrun: error: ($gaveup.*|($stall; $waits|the job failed on another node: node 1: $stall; $stopped); stopped 2 ranks)$"
+  # (Node 1's own analysis: both stopped, or one behind the other, as in 3.)
+  has stop-node1.err "^mdrun: flight recorder: (ranks 2-3 were|rank [23] was) stopped \\(SIGSTOP, SIGTSTP or a debugger\\) "
+  has stop-node1.err "^mdrun: error: ($stall; $stopped|the job failed on another node: node 0: ($gaveup.*|$stall; $waits)); stopped 2 ranks$"
 fi
 
 # 6. Ranks started by srun (one task each, no launcher): rank 1 killed;

@@ -11,7 +11,8 @@
 #  - a node that dies takes the other down within seconds, naming the rank
 #    (or, when the rank's comm is slower to notice, the node's launcher);
 #  - nodes that load different plans refuse to train together;
-#  - contradictory or missing placement options are errors.
+#  - contradictory or missing placement options are errors, and so is a
+#    rendezvous host that does not resolve, at once.
 # Every run has a time limit; nothing may hang.
 #
 #   test/mdrun/multinode.sh MDRUN MD_PLAN_EXAMPLES WORK_DIR
@@ -201,7 +202,42 @@ check_error 'free port on node 0 only' --nnodes 2 --node-rank 1 --master-addr x 
 check_error '^mdrun: error: --comm shm needs every rank on one node, but the job has 2 nodes' \
   --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 --comm shm --backend cpu train-mlp-fsdp.fb
 check_error 'pinned to world size 2, which 4 nodes cannot split evenly' \
-  --nnodes 4 --node-rank 0 --master-addr x --backend cpu tiny-mlp-pinned-2.fb
+  --nnodes 4 --node-rank 0 --master-addr 127.0.0.1 --backend cpu tiny-mlp-pinned-2.fb
+
+# A rendezvous host that does not resolve fails at once, named as it was
+# given, not as a rendezvous timeout --timeout (here 20 s) later; the
+# torchrun way (MASTER_ADDR, one process per rank) and Slurm's first host
+# too. (.invalid never resolves, RFC 2606.)
+check_fast() { # check_fast PATTERN COMMAND...: exit 1 within 5 s
+  local pattern=$1
+  shift
+  local start=$SECONDS
+  timeout 30 "$@" >err.out 2>err.err
+  local rc=$? took=$((SECONDS - start))
+  [[ $rc -eq 1 ]] || fail "$*: exit $rc, expected 1: $(cat err.err)"
+  ((took < 5)) || fail "$*: took ${took} s to fail: $(cat err.err)"
+  has err.err "$pattern"
+}
+gai='cannot resolve it: [A-Za-z]'
+check_fast "^mdrun: error: --master-addr bogus.invalid: $gai" \
+  "$mdrun" --nnodes 2 --node-rank 1 --gpus 1 --master-addr bogus.invalid \
+  --master-port "$(port)" "${common[@]}" train-mlp-fsdp.fb
+check_fast "^mdrun: error: --master-addr bogus.invalid: $gai" \
+  "$mdrun" --nnodes 2 --node-rank 0 --gpus 1 --master-addr bogus.invalid \
+  --master-port "$(port)" "${common[@]}" train-mlp-fsdp.fb
+check_fast "^mdrun: error: MASTER_ADDR=bogus.invalid: $gai" \
+  env MASTER_ADDR=bogus.invalid MASTER_PORT="$(port)" RANK=1 WORLD_SIZE=2 \
+  LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 GROUP_RANK=1 \
+  "$mdrun" "${common[@]}" train-mlp-fsdp.fb
+# One node over gloo: rank 1 resolves it as it joins the rendezvous.
+check_fast "^mdrun: error: rank 1 failed: rendezvous: rank 1: rank 0's host bogus.invalid: $gai" \
+  "$mdrun" --ranks 2 --comm gloo --master-addr bogus.invalid \
+  --master-port "$(port)" "${common[@]}" train-mlp-fsdp.fb
+check_fast "^mdrun: error: SLURM_STEP_NODELIST's first host bogus.invalid: $gai" \
+  env SLURM_JOB_ID=77 SLURM_PROCID=1 SLURM_STEP_NUM_TASKS=2 SLURM_LOCALID=0 \
+  SLURM_NODEID=1 SLURM_STEP_NUM_NODES=2 SLURM_STEP_TASKS_PER_NODE='1(x2)' \
+  SLURM_STEP_NODELIST=bogus.invalid,n2 MASTER_PORT="$(port)" \
+  "$mdrun" "${common[@]}" train-mlp-fsdp.fb
 
 if ((failures > 0)); then
   echo "multinode.sh: $failures failure(s)"

@@ -8,7 +8,9 @@
 #    mdrun exits 75 (EX_TEMPFAIL) with one line saying what happened.
 # 2. --resume auto from it to 5 steps further gives byte-identical weights
 #    to an uninterrupted run of as many steps (cmp of --save-final files).
-# 3. Two SIGTERMs stop the ranks at once: exit 143, no checkpoint.
+# 3. Two SIGTERMs stop the ranks at once: exit 143, no checkpoint. One
+#    SIGTERM just after the last step: exit 0 (the job finished) or 75
+#    with that step's checkpoint, never a rank killed by it (8 tries).
 # 4. --max-restarts 2 with a rank killed (kill -9) once: mdrun says why it
 #    restarts, resumes from the newest checkpoint (a save every 100 steps)
 #    and ends with the uninterrupted run's weights, byte for byte; without
@@ -100,6 +102,35 @@ if waitStep two 20; then
       fail "two SIGTERMs: $(cat two/run.err)"
   fi
 fi
+# 3b. One SIGTERM just after the last step (while the ranks tear down):
+# the job finished, exit 0; or it stopped at that step with its checkpoint,
+# exit 75; never a rank killed by the SIGUSR1 the launcher passes it on as.
+# Eight tries of that timing (it failed 13 of 20 before).
+for try in 1 2 3 4 5 6 7 8; do
+  dir=last$try
+  mkdir -p "$dir"
+  cd "$dir" || exit 1
+  "$mdrun" --backend cpu --threads 1 --ranks 2 --steps 10 --log-every 1 \
+    "$work/mlp.fb" >run.out 2>run.err &
+  pid=$!
+  cd "$work" || exit 1
+  for _ in $(seq 5000); do
+    grep -qE '^step +10/' "$dir/run.out" 2>/dev/null && break
+    sleep 0.002
+  done
+  kill -TERM "$pid" 2>/dev/null
+  wait "$pid"
+  rc=$?
+  if [[ $rc -eq 75 ]]; then
+    [[ -f $dir/ckpt/step_00000010/meta.json ]] ||
+      fail "SIGTERM after the last step ($try): exit 75 without step 10's checkpoint: $(cat "$dir/run.err")"
+  elif [[ $rc -ne 0 ]]; then
+    fail "SIGTERM after the last step ($try): exit $rc, expected 0 or 75: $(cat "$dir/run.err")"
+  fi
+  grep -q 'killed by signal' "$dir/run.err" &&
+    fail "SIGTERM after the last step ($try): a rank was killed: $(cat "$dir/run.err")"
+done
+
 # 4. Restarts.
 sed '/^train {/a\  every 100 steps { save checkpoint(sharded, "ckpt") }' \
   "$here/models/mlp.mdl" >mlp100.mdl

@@ -15,6 +15,7 @@
 
 #include <signal.h>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace md::mdrun {
@@ -24,6 +25,7 @@ using runtime::Collective;
 using runtime::FlightEntry;
 using runtime::FlightState;
 using runtime::GroupKind;
+using ::testing::HasSubstr;
 
 constexpr int64_t kSecond = 1'000'000'000;
 
@@ -165,6 +167,61 @@ TEST(FlightAnalysis, NoRankDeadOrStopped) {
             "no rank is dead, stopped or behind, but all_gather #5 (bf16, 4.0 "
             "KiB, shard group of 4, bucket 2, mlp.mdl:9:5) did not complete; "
             "ranks 0-1 wait in it since 3.0 s");
+}
+
+TEST(FlightAnalysis, ACollectiveThatWaitsForAnotherNodeNamesIt) {
+  // Node 1 of 4 (2 ranks each) watches ranks 2-3, both alive in #5, a
+  // shard group of 4: ranks 0-3, so it waits for node 0's ranks 0-1 (all
+  // stopped, say: no comm here can tell).
+  std::vector<RankRing> ranks = {
+      rankAt(2, kRunning, 4, 5, FlightState::Started, kSecond),
+      rankAt(3, kRunning, 4, 5, FlightState::Started, 2 * kSecond)};
+  FlightWorld world{/*worldSize=*/8, /*ranksPerNode=*/2};
+  FlightFinding f = AnalyzeFlight(ranks, kLocs, 4 * kSecond, world);
+  EXPECT_TRUE(f.culprits.empty());
+  EXPECT_EQ(f.elsewhere, std::vector<int>({0, 1}));
+  EXPECT_EQ(f.waiting, std::vector<int>({2, 3}));
+  EXPECT_EQ(f.text,
+            "no rank of this node is dead, stopped or behind, but all_gather "
+            "#5 (bf16, 4.0 KiB, shard group of 4, bucket 2, mlp.mdl:9:5) did "
+            "not complete: it waits for ranks 0-1 on node 0, whose launcher "
+            "can say why; ranks 2-3 wait in it since 3.0 s");
+
+  // A replicate group of 2 (shard groups of 4): rank 2's is {2, 6}, rank
+  // 3's {3, 7}: node 3.
+  for (RankRing &r : ranks)
+    for (FlightEntry &e : r.ring.entries) {
+      e.call.group = GroupKind::replicate;
+      e.call.groupSize = 2;
+    }
+  f = AnalyzeFlight(ranks, kLocs, 4 * kSecond, world);
+  EXPECT_EQ(f.elsewhere, std::vector<int>({6, 7}));
+  EXPECT_THAT(f.text, HasSubstr("it waits for ranks 6-7 on node 3, whose "
+                                "launcher can say why; "));
+  // The world group: every other node.
+  for (RankRing &r : ranks)
+    for (FlightEntry &e : r.ring.entries) {
+      e.call.group = GroupKind::world;
+      e.call.groupSize = 8;
+    }
+  f = AnalyzeFlight(ranks, kLocs, 4 * kSecond, world);
+  EXPECT_EQ(f.elsewhere, std::vector<int>({0, 1, 4, 5, 6, 7}));
+  EXPECT_THAT(f.text, HasSubstr("it waits for ranks 0-1, 4-7 on nodes 0, "
+                                "2-3, whose launchers can say why"));
+
+  // A group within the node: a hang of the comm, as before; and so without
+  // a world.
+  for (RankRing &r : ranks)
+    for (FlightEntry &e : r.ring.entries) {
+      e.call.group = GroupKind::shard;
+      e.call.groupSize = 2;
+    }
+  f = AnalyzeFlight(ranks, kLocs, 4 * kSecond, world);
+  EXPECT_TRUE(f.elsewhere.empty());
+  EXPECT_THAT(f.text, HasSubstr("no rank is dead, stopped or behind, but "));
+  f = AnalyzeFlight(ranks, kLocs, 4 * kSecond);
+  EXPECT_TRUE(f.elsewhere.empty());
+  EXPECT_THAT(f.text, HasSubstr("no rank is dead, stopped or behind, but "));
 }
 
 TEST(FlightAnalysis, EveryRankStopped) {
@@ -396,6 +453,8 @@ TEST(FlightAnalysis, RankLists) {
   EXPECT_EQ(RankListText({3}), "rank 3");
   EXPECT_EQ(RankListText({0, 1, 2}), "ranks 0-2");
   EXPECT_EQ(RankListText({0, 2, 3, 5}), "ranks 0, 2-3, 5");
+  EXPECT_EQ(RankListText({1}, "node"), "node 1");
+  EXPECT_EQ(RankListText({1, 2}, "node"), "nodes 1-2");
 }
 
 TEST(FlightAnalysis, JsonOfARing) {

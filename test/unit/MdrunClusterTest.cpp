@@ -398,6 +398,71 @@ TEST(Placement, ByHandOnSeveralNodes) {
   EXPECT_TRUE(ResolvePlacement(port0, env.lookup()).ok());
 }
 
+TEST(Placement, ARendezvousHostThatDoesNotResolveIsNamedAsItWasGiven) {
+  // .invalid never resolves (RFC 2606); the check asks the resolver once.
+  FakeEnv env;
+  TrainOptions o = opts();
+  o.ranks = 1;
+  o.nnodes = 2;
+  o.nodeRank = 1;
+  o.masterAddr = "bogus.invalid";
+  absl::StatusOr<Placement> p = ResolvePlacement(o, env.lookup());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->masterAddrFrom, "--master-addr bogus.invalid");
+  absl::Status s = CheckRendezvousHost(*p);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(),
+              HasSubstr("--master-addr bogus.invalid: cannot resolve it: "));
+  EXPECT_GT(s.message().size(),
+            std::string("--master-addr bogus.invalid: cannot resolve it: ")
+                .size());
+
+  // Node 0 checks too: its other ranks connect to the name.
+  o.nodeRank = 0;
+  p = ResolvePlacement(o, env.lookup());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_FALSE(CheckRendezvousHost(*p).ok());
+
+  // From the environment, one process per rank (torchrun's variables).
+  env.vars["MASTER_ADDR"] = "bogus.invalid";
+  env.vars["RANK"] = "1";
+  env.vars["WORLD_SIZE"] = "2";
+  env.vars["LOCAL_RANK"] = "0";
+  env.vars["LOCAL_WORLD_SIZE"] = "1";
+  p = ResolvePlacement(opts(), env.lookup());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->masterAddrFrom, "MASTER_ADDR=bogus.invalid");
+  EXPECT_THAT(CheckRendezvousHost(*p).message(),
+              HasSubstr("MASTER_ADDR=bogus.invalid: cannot resolve it: "));
+
+  // Slurm's first host.
+  FakeEnv slurm = slurmTask(/*procid=*/1, /*ntasks=*/2, /*nnodes=*/2);
+  slurm.vars["SLURM_STEP_NODELIST"] = "bogus.invalid,n2";
+  p = ResolvePlacement(opts(), slurm.lookup());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_THAT(
+      CheckRendezvousHost(*p).message(),
+      HasSubstr("SLURM_STEP_NODELIST's first host bogus.invalid: cannot "
+                "resolve it: "));
+
+  // A name and an address that resolve pass; so does any name on one node,
+  // where no process connects to it.
+  for (const char *good : {"localhost", "127.0.0.1", "::1"}) {
+    TrainOptions g = opts();
+    g.nnodes = 2;
+    g.nodeRank = 1;
+    g.masterAddr = good;
+    p = ResolvePlacement(g, FakeEnv().lookup());
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_TRUE(CheckRendezvousHost(*p).ok()) << good;
+  }
+  TrainOptions one = opts();
+  one.masterAddr = "bogus.invalid";
+  p = ResolvePlacement(one, FakeEnv().lookup());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(CheckRendezvousHost(*p).ok());
+}
+
 TEST(Placement, SrunOneTaskPerRank) {
   FakeEnv env = slurmTask(/*procid=*/5, /*ntasks=*/8, /*nnodes=*/2);
   absl::StatusOr<Placement> p = ResolvePlacement(opts(), env.lookup());

@@ -380,6 +380,23 @@ TEST_F(NetTest, ARankThatReachesAnotherProgramSaysSo) {
       << got.status();
 }
 
+TEST(Rendezvous, AHostThatDoesNotResolveFailsAtOnceNamingIt) {
+  // Not a timeout 30 s later: the name is resolved once, before retrying.
+  RendezvousOptions o = rdzv(freePort(), 1, 2, std::chrono::seconds(30));
+  o.masterAddr = "bogus.invalid";
+  auto start = Clock::now();
+  auto got = Rendezvous(o, "x");
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(contains(got.status().message(),
+                       "rendezvous: rank 1: rank 0's host bogus.invalid: "
+                       "cannot resolve it: "))
+      << got.status();
+  EXPECT_LT(msSince(start), 5000);
+  EXPECT_TRUE(resolveHost("localhost", "localhost").ok());
+  EXPECT_TRUE(resolveHost("::1", "::1").ok());
+}
+
 TEST(Rendezvous, BadOptionsAreInvalidArguments) {
   RendezvousOptions o = rdzv(29500, 0, 2);
   std::string big(kMaxRendezvousPayload + 1, 'x');

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "runtime/core/Status.h"
+#include "runtime/net/Socket.h"
 #include "runtime/rank/Builtin.h"
 
 namespace md::mdrun {
@@ -322,6 +323,12 @@ absl::StatusOr<Placement> ResolvePlacement(const TrainOptions &options,
                  : sched && !sched->defaultMasterAddr.empty()
                      ? sched->defaultMasterAddr
                      : std::string();
+  p.masterAddrFrom =
+      !options.masterAddr.empty() ? "--master-addr " + p.masterAddr
+      : envAddr != nullptr        ? "MASTER_ADDR=" + p.masterAddr
+      : !p.masterAddr.empty() // only Slurm names a default host
+          ? "SLURM_STEP_NODELIST's first host " + p.masterAddr
+          : std::string();
   p.masterPort = options.masterPort >= 0 ? static_cast<int>(options.masterPort)
                  : envPort               ? *envPort
                                          : kDefaultPort;
@@ -405,6 +412,17 @@ absl::StatusOr<Placement> ResolvePlacement(const TrainOptions &options,
             : "--master-port 0 picks a free port on node 0 only; give the "
               "other nodes the port that node 0 prints");
   return p;
+}
+
+absl::Status CheckRendezvousHost(const Placement &place) {
+  bool connects = place.nnodes > 1 || (place.role == Placement::Role::Rank &&
+                                       place.worldSize > 1);
+  if (!connects)
+    return absl::OkStatus();
+  return net::resolveHost(place.masterAddr,
+                          place.masterAddrFrom.empty()
+                              ? "the rendezvous host " + place.masterAddr
+                              : place.masterAddrFrom);
 }
 
 rank::DeviceProbe ProbeGpus() {

@@ -58,6 +58,10 @@ struct Placement {
   int worldSize = 1;
   int localRank = 0;
   std::string masterAddr = "127.0.0.1";
+  /// How the user named masterAddr, for messages about it: "--master-addr
+  /// node01", "MASTER_ADDR=node01", "SLURM_STEP_NODELIST's first host
+  /// gpu07"; "" for this machine's default.
+  std::string masterAddrFrom;
   int masterPort = 29500;
   /// The job's name for the ranks' shared-memory segment and the store's
   /// keys ("" : derived from the scheduler's job id and the port).
@@ -90,6 +94,14 @@ absl::StatusOr<rank::RankChoice> ChooseRankFor(const TrainOptions &options,
 /// variable when they contradict each other or are malformed.
 absl::StatusOr<Placement> ResolvePlacement(const TrainOptions &options,
                                            const EnvLookup &env);
+
+/// Resolves the rendezvous host once, before any rank starts, where some
+/// process of this node will connect to it (a job on several nodes, or a
+/// rank of a job whose ranks are started one by one): a name that does not
+/// resolve fails at once, InvalidArgument naming how it was given
+/// ("--master-addr bogus.invalid: cannot resolve it: Name or service not
+/// known"), instead of as a rendezvous timeout --timeout later.
+absl::Status CheckRendezvousHost(const Placement &place);
 
 /// The first host of a Slurm host list: "gpu[07-09,12],login1" -> "gpu07".
 absl::StatusOr<std::string> FirstSlurmHost(absl::string_view nodelist);

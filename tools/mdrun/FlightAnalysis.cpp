@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runtime/core/Comm.h"
 #include "runtime/core/Json.h"
 #include "runtime/plan/MemoryFormat.h"
 #include "runtime/plan/Schema.h"
@@ -65,7 +66,8 @@ std::vector<std::string> FlightLocations(const fb::Plan &plan) {
   return out;
 }
 
-std::string RankListText(const std::vector<int> &ranks) {
+std::string RankListText(const std::vector<int> &ranks,
+                         const std::string &noun) {
   std::vector<std::string> runs;
   for (size_t i = 0; i < ranks.size();) {
     size_t j = i;
@@ -75,7 +77,7 @@ std::string RankListText(const std::vector<int> &ranks) {
                           : absl::StrCat(ranks[i], "-", ranks[j]));
     i = j + 1;
   }
-  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
+  return absl::StrCat(noun, ranks.size() == 1 ? " " : "s ",
                       absl::StrJoin(runs, ", "));
 }
 
@@ -408,11 +410,50 @@ std::string waitsText(const std::vector<RankRing> &ranks, uint64_t s,
   return absl::StrJoin(waitParts, ", ");
 }
 
+/// The ranks of `call`'s group as rank `rank` sees it (the mesh's own
+/// arithmetic, Comm.h); empty when the sizes do not fit the world.
+std::vector<int> groupOf(const runtime::FlightCall &call, int rank,
+                         int worldSize) {
+  runtime::Mesh mesh;
+  mesh.worldSize = worldSize;
+  // The shard group's size decides the mesh; a replicate group of n ranks
+  // leaves W / n to each shard group.
+  mesh.shardSize = call.group == runtime::GroupKind::world ? worldSize
+                   : call.group == runtime::GroupKind::shard
+                       ? call.groupSize
+                       : (call.groupSize > 0 ? worldSize / call.groupSize : 0);
+  absl::StatusOr<runtime::Group> g = runtime::meshGroup(mesh, call.group, rank);
+  if (!g.ok() || g->size() != call.groupSize)
+    return {};
+  return g->ranks;
+}
+
+/// The ranks outside `ranks` that the ranks in collective `s` (reached or
+/// queued) wait for there, ascending.
+std::vector<int> absentMembers(const std::vector<RankRing> &ranks, uint64_t s,
+                               const FlightEntry *call, int worldSize) {
+  std::vector<int> here, absent;
+  for (const RankRing &r : ranks)
+    here.push_back(r.rank);
+  if (call == nullptr)
+    return absent;
+  for (const RankRing &r : ranks) {
+    if (entryOf(r.ring, s) == nullptr)
+      continue;
+    for (int m : groupOf(call->call, r.rank, worldSize))
+      if (std::find(here.begin(), here.end(), m) == here.end() &&
+          std::find(absent.begin(), absent.end(), m) == absent.end())
+        absent.push_back(m);
+  }
+  std::sort(absent.begin(), absent.end());
+  return absent;
+}
+
 } // namespace
 
 FlightFinding AnalyzeFlight(const std::vector<RankRing> &ranks,
                             const std::vector<std::string> &locs,
-                            int64_t nowNs) {
+                            int64_t nowNs, const FlightWorld &world) {
   if (ranks.empty()) {
     FlightFinding f;
     f.text = "no rank's flight recorder to analyse";
@@ -456,6 +497,24 @@ FlightFinding AnalyzeFlight(const std::vector<RankRing> &ranks,
   std::vector<std::pair<int, std::string>> said =
       culpritClauses(culprits, s, call, locs);
   std::string wait = waitsText(ranks, s, locs, nowNs, f);
+  if (said.empty() && world.ranksPerNode > 0)
+    f.elsewhere = absentMembers(ranks, s, call, world.worldSize);
+  if (!f.elsewhere.empty()) {
+    // The collective waits for ranks another launcher watches: those of a
+    // node whose ranks are all stopped, say, which no comm here can tell
+    // from a slow one. Naming the node is what this side can know.
+    std::vector<int> nodes;
+    for (int r : f.elsewhere)
+      if (nodes.empty() || nodes.back() != r / world.ranksPerNode)
+        nodes.push_back(r / world.ranksPerNode);
+    f.text = absl::StrCat(
+        "no rank of this node is dead, stopped or behind, but ",
+        hungCallText(call, s, locs), " did not complete: it waits for ",
+        RankListText(f.elsewhere), " on ", RankListText(nodes, "node"),
+        ", whose launcher", nodes.size() == 1 ? "" : "s",
+        " can say why", wait.empty() ? "" : "; ", wait);
+    return f;
+  }
   if (said.empty()) {
     // No rank is dead or stopped, none is behind: a hang inside the
     // collective itself (a comm or the network).

@@ -56,6 +56,15 @@ struct RankRing {
   runtime::FlightSnapshot ring;
 };
 
+/// The job around the ranks a launcher watches: on several nodes, a
+/// collective that waits for ranks of another node is named as such, not as
+/// a hang of the comm. 0: unknown (the ranks given are the whole job).
+struct FlightWorld {
+  int worldSize = 0;
+  /// Ranks per node; node n holds ranks n * ranksPerNode onwards.
+  int ranksPerNode = 0;
+};
+
 /// What the analysis found.
 struct FlightFinding {
   /// The lowest sequence number some rank never completed; 0 when every
@@ -64,6 +73,9 @@ struct FlightFinding {
   /// The ranks the analysis blames, and those that wait in `seq` (or gave
   /// up waiting in it), ascending.
   std::vector<int> culprits, waiting;
+  /// When no rank given is to blame: the ranks of other nodes that the
+  /// collective waits for (FlightWorld), ascending.
+  std::vector<int> elsewhere;
   /// Whether the ranks disagree on what collective `seq` is (a desync).
   bool mismatch = false;
   /// The analysis as one paragraph, without a trailing newline.
@@ -76,10 +88,11 @@ std::vector<std::string> FlightLocations(const fb::Plan &plan);
 
 /// Names the culprit of a failed job from every rank's ring and fate.
 /// `locations` resolves FlightCall::loc (FlightLocations); `nowNs` is
-/// CLOCK_MONOTONIC when the rings were copied.
+/// CLOCK_MONOTONIC when the rings were copied. `world`: the job beyond
+/// `ranks` (a launcher's node of a job on several).
 FlightFinding AnalyzeFlight(const std::vector<RankRing> &ranks,
                             const std::vector<std::string> &locations,
-                            int64_t nowNs);
+                            int64_t nowNs, const FlightWorld &world = {});
 
 /// One rank's ring as a JSON object (docs/runtime.md gives the schema):
 /// the rank, its fate and where it was, then its collectives by ascending
@@ -88,8 +101,10 @@ std::string FlightJson(const RankRing &rank,
                        const std::vector<std::string> &locations,
                        int64_t nowNs);
 
-/// "rank 3", "ranks 0-2", "ranks 0, 2-3" (`ranks` ascending).
-std::string RankListText(const std::vector<int> &ranks);
+/// "rank 3", "ranks 0-2", "ranks 0, 2-3" (`ranks` ascending); with `noun`
+/// "node", "node 1", "nodes 1-2".
+std::string RankListText(const std::vector<int> &ranks,
+                         const std::string &noun = "rank");
 
 } // namespace md::mdrun
 

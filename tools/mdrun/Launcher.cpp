@@ -414,7 +414,16 @@ absl::Status startRank(const RankSpawn &spawn, int r, char *const *argv,
     return absl::InternalError(absl::StrCat("cannot start rank ", rank,
                                             ": pipe: ", std::strerror(errno)));
   std::fflush(nullptr);
+  // The rank starts with SIGUSR1 (a preemption passed on) blocked, until it
+  // catches it (Worker.cpp): one sent while it starts stays pending rather
+  // than killing it.
+  sigset_t usr1, before;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  ::pthread_sigmask(SIG_BLOCK, &usr1, &before);
   pid_t pid = ::fork();
+  if (pid != 0)
+    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
   if (pid < 0) {
     int err = errno;
     ::close(fds[0]);
@@ -464,9 +473,14 @@ struct FlightWatch {
   std::vector<std::unique_ptr<runtime::FlightRecorder>> rings; // local ranks
   std::vector<std::string> locations;
   int firstRank = 0;
+  FlightWorld world; // the job beyond this node's ranks
   std::string dir;
   int64_t timeoutNs = 0;
   bool reported = false;
+  /// Who holds a stalled job up, as the analysis saw it, for the stall's
+  /// message (on every node, through the control link): "rank 0 waits for
+  /// rank 1 on node 1", "rank 1 was stopped (...)"; "" when it says neither.
+  std::string stallWho;
 };
 
 /// Prints the analysis of the rings and writes them as JSON, once per job.
@@ -492,7 +506,25 @@ void reportFlight(FlightWatch &w, const std::vector<Child> &children,
   }
   if (begun == 0 && !stalled)
     return;
-  FlightFinding finding = AnalyzeFlight(ranks, w.locations, now);
+  FlightFinding finding = AnalyzeFlight(ranks, w.locations, now, w.world);
+  std::vector<int> stopped;
+  for (const RankRing &rr : ranks)
+    if (rr.fate.kind == RankFate::Kind::Stopped)
+      stopped.push_back(rr.rank);
+  if (!finding.elsewhere.empty()) {
+    std::vector<int> nodes;
+    for (int r : finding.elsewhere)
+      if (nodes.empty() || nodes.back() != r / w.world.ranksPerNode)
+        nodes.push_back(r / w.world.ranksPerNode);
+    w.stallWho = absl::StrCat(RankListText(finding.waiting),
+                              finding.waiting.size() == 1 ? " waits" : " wait",
+                              " for ", RankListText(finding.elsewhere), " on ",
+                              RankListText(nodes, "node"));
+  } else if (!stopped.empty()) {
+    w.stallWho = absl::StrCat(RankListText(stopped), " ",
+                              stopped.size() == 1 ? "was" : "were",
+                              " stopped (SIGSTOP, SIGTSTP or a debugger)");
+  }
   absl::FPrintF(stderr, "mdrun: flight recorder: %s\n", finding.text);
   absl::Status made = runtime::MakeDirectories(w.dir);
   for (const RankRing &rr : ranks) {
@@ -566,6 +598,15 @@ std::string stallText(double timeoutSeconds) {
   return absl::StrFormat(
       "no rank completed a collective or a step in %g s (--timeout)",
       timeoutSeconds);
+}
+
+/// The watchdog's report with who holds the job up, where the analysis
+/// says: "...; rank 0 waits for rank 1 on node 1".
+std::string stallText(double timeoutSeconds, const FlightWatch *watch) {
+  std::string text = stallText(timeoutSeconds);
+  if (watch != nullptr && !watch->stallWho.empty())
+    absl::StrAppend(&text, "; ", watch->stallWho);
+  return text;
 }
 
 /// What superviseRanks watches besides the ranks' exits: their flight
@@ -692,7 +733,7 @@ Supervised superviseRanks(std::vector<Child> &children, bool stopping,
         result.stalled = true;
         reportFlight(*watch, children, true);
         if (w.link != nullptr)
-          w.link->abort(stallText(w.timeoutSeconds));
+          w.link->abort(stallText(w.timeoutSeconds, watch));
         stop();
       }
     }
@@ -799,6 +840,8 @@ absl::Status runRanks(const TrainOptions &options, const NodeRanks &ranks,
     }
     watch->locations = ranks.locations;
     watch->firstRank = ranks.firstRank;
+    watch->world.worldSize = static_cast<int>(ranks.world);
+    watch->world.ranksPerNode = perNode;
     const char *tmp = std::getenv("TMPDIR");
     watch->dir = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp", "/",
                               spawn.jobId, "-flight");
@@ -877,7 +920,7 @@ absl::Status runRanks(const TrainOptions &options, const NodeRanks &ranks,
     return absl::AbortedError(cause);
   }
   if (ended.stalled) {
-    cause = stallText(options.timeoutSeconds);
+    cause = stallText(options.timeoutSeconds, watch.get());
     return absl::DeadlineExceededError(absl::StrFormat(
         "%s; stopped %d rank%s", cause, perNode, perNode == 1 ? "" : "s"));
   }
@@ -895,6 +938,7 @@ absl::Status runRanks(const TrainOptions &options, const NodeRanks &ranks,
 absl::Status Launch(const TrainOptions &options, int argc, char **argv) {
   MD_ASSIGN_OR_RETURN(Placement place,
                       ResolvePlacement(options, ProcessEnvironment()));
+  MD_RETURN_IF_ERROR(CheckRendezvousHost(place));
   if (place.role == Placement::Role::Rank)
     return RunRank(options, place);
   if (options.ranksAuto) {

@@ -67,6 +67,23 @@ private:
   struct sigaction previous_ {};
 };
 
+/// The launcher's SIGUSR1 (a preemption passed on) may come at any moment
+/// of a rank's life: the launcher starts its ranks with it blocked
+/// (Launcher.cpp, startRank), and the rank catches it from the start of
+/// RunWorker to its exit, so that one sent just after the last step, while
+/// the rank tears down, is not its death (signal 10) but a no-op: the job
+/// finished.
+void catchPreemptionForGood(int sig) {
+  struct sigaction sa {};
+  sa.sa_handler = onPreempt;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(sig, &sa, nullptr);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+}
+
 constexpr const char *kPreemptionUrl = "md/preempted";
 constexpr const char *kRecipeFailureUrl = "md/recipe-failed";
 
@@ -616,7 +633,7 @@ bool IsRecipeFailure(const absl::Status &status) {
 absl::Status RunWorker(const TrainOptions &options, const WorkerEnv &env,
                        std::vector<std::string> *flightLocations) {
   // The launcher passes a SIGTERM it gets on as SIGUSR1.
-  PreemptOn usr1(SIGUSR1);
+  catchPreemptionForGood(SIGUSR1);
   std::unique_ptr<runtime::FlightRecorder> recorder;
   if (env.flightFd >= 0) {
     MD_ASSIGN_OR_RETURN(recorder, runtime::FlightRecorder::Open(env.flightFd));
