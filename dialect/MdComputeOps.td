@@ -238,6 +238,39 @@ def MD_ElementwiseOp : MD_ComputeOp<"elementwise", [SameOperandsAndResultType]> 
   let assemblyFormat = "$fn $x attr-dict `:` type($x)";
 }
 
+def MD_PowOp : MD_ComputeOp<"pow", [SameOperandsAndResultType]> {
+  let summary = "raises each element to a constant power";
+  let description = [{
+    `result = x ^ exponent` for each element, with `exponent` an f64
+    constant used in f32 (`x * x` for 2, exactly), IEEE outside the domain
+    (a negative `x` to a non-integer power is NaN). Same type in and out.
+    The language's `pow(x, c)`; the gradient is `md.pow_grad`.
+
+    ```mlir
+    %sq = md.pow %x by 2.0 : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins MD_FloatTensor:$x, F64Attr:$exponent);
+  let results = (outs MD_FloatTensor:$result);
+  let assemblyFormat = "$x `by` $exponent attr-dict `:` type($x)";
+}
+
+def MD_PowGradOp : MD_ComputeOp<"pow_grad", [SameOperandsAndResultType]> {
+  let summary = "gradient of md.pow";
+  let description = [{
+    `dx = dy * exponent * x ^ (exponent - 1)` for each element, in f32 (`dy
+    * 2 x` for 2; 0 for 0). `dy`, `x` and `dx` have the same type.
+
+    ```mlir
+    %dx = md.pow_grad %dy, %x by 2.0 : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins MD_FloatTensor:$dy, MD_FloatTensor:$x,
+                       F64Attr:$exponent);
+  let results = (outs MD_FloatTensor:$dx);
+  let assemblyFormat = "$dy `,` $x `by` $exponent attr-dict `:` type($x)";
+}
+
 def MD_DetachOp : MD_ComputeOp<"detach", [SameOperandsAndResultType]> {
   let summary = "stops the gradient (torch.Tensor.detach)";
   let description = [{

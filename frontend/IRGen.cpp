@@ -64,6 +64,7 @@ const std::map<std::string, std::vector<Formal>> &builtinFunctions() {
       {"sqrt", {{"x", true}}},
       {"rsqrt", {{"x", true}}},
       {"detach", {{"x", true}}},
+      {"pow", {{"x", true}, {"exponent", true}}},
       {"softmax", {{"x", true}, {"axis", false}}},
       {"cross_entropy",
        {{"logits", true}, {"targets", true}, {"ignore_index", false}}},

@@ -482,6 +482,20 @@ Val ModelGen::callBuiltin(FnState &fn, const CallExpr &call,
     return Val::tensor(
         md::GeluOp::create(b, loc(l), x.type(), x.value, *approximate));
   }
+  if (name == "pow") {
+    if (!expectFloat(x, l, what))
+      return Val::error();
+    Val c = eval(fn, *args[1]);
+    if (c.isError())
+      return c;
+    if (!c.isNumber() || c.num.dynamic) {
+      error(args[1]->loc, "pow's exponent must be a number known at compile "
+                          "time, got " + describe(c));
+      return Val::error();
+    }
+    return Val::tensor(md::PowOp::create(b, loc(l), x.type(), x.value,
+                                         b.getF64FloatAttr(c.num.value())));
+  }
   if (name == "detach") {
     if (!expectFloat(x, l, what))
       return Val::error();

@@ -40,6 +40,7 @@ public:
   LogicalResult vjp(SiluOp op, ArrayRef<Value> dy);
   LogicalResult vjp(ElementwiseOp op, ArrayRef<Value> dy);
   LogicalResult vjp(DetachOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(PowOp op, ArrayRef<Value> dy);
   LogicalResult vjp(LayerNormOp op, ArrayRef<Value> dy);
   LogicalResult vjp(RmsNormOp op, ArrayRef<Value> dy);
   LogicalResult vjp(BatchNormOp op, ArrayRef<Value> dy);
@@ -178,6 +179,13 @@ LogicalResult VjpRules::vjp(SiluOp op, ArrayRef<Value> dy) {
 LogicalResult VjpRules::vjp(ElementwiseOp op, ArrayRef<Value> dy) {
   add(op.getX(),
       ElementwiseGradOp::create(b, dy[0], op.getX(), op.getFnAttr()));
+  return success();
+}
+
+// dx = dy * c * x^(c - 1), which md.pow_grad computes from x.
+LogicalResult VjpRules::vjp(PowOp op, ArrayRef<Value> dy) {
+  add(op.getX(),
+      PowGradOp::create(b, dy[0], op.getX(), op.getExponentAttr()));
   return success();
 }
 
@@ -352,7 +360,8 @@ LogicalResult md::emitVjp(Operation *op, ArrayRef<Value> resultGradients,
   VjpRules rules(op, context);
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case<MatmulOp, MatmulGeluOp, AddOp, SubOp, MulOp, ScaleOp, GeluOp,
-            ReluOp, SiluOp, ElementwiseOp, DetachOp, LayerNormOp, RmsNormOp,
+            ReluOp, SiluOp, ElementwiseOp, DetachOp, PowOp, LayerNormOp,
+            RmsNormOp,
             BatchNormOp, SoftmaxOp, CausalAttentionOp, EmbeddingOp,
             CrossEntropyOp, ReshapeOp,
             TransposeOp, SumOp, MeanOp, CastOp, SqrtOp, RsqrtOp, AllReduceOp>(

@@ -367,6 +367,29 @@ absl::Status CpuBackend::elementwiseGrad(const ElementwiseGradArgs &args) {
   return absl::OkStatus();
 }
 
+absl::Status CpuBackend::pow(const PowArgs &args) {
+  MD_RETURN_IF_ERROR(checkUnary("pow", args.x, args.out));
+  const float c = static_cast<float>(args.exponent);
+  if (c == 2.0f) // exactly x * x, as torch's pow(x, 2)
+    mapUnary(args.x, args.out, [](float x) { return x * x; });
+  else
+    mapUnary(args.x, args.out, [c](float x) { return std::pow(x, c); });
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::powGrad(const PowGradArgs &args) {
+  MD_RETURN_IF_ERROR(checkUnaryGrad("pow_grad", args.dy, args.x, args.dx));
+  const float c = static_cast<float>(args.exponent);
+  mapGrad(args.dy, args.x, args.dx, [c](float dy, float x) {
+    if (c == 0.0f)
+      return 0.0f;
+    if (c == 2.0f)
+      return dy * (2.0f * x);
+    return dy * (c * std::pow(x, c - 1.0f));
+  });
+  return absl::OkStatus();
+}
+
 absl::Status CpuBackend::accumulate(const AccumulateArgs &args) {
   MD_RETURN_IF_ERROR(checkAccumulate(args));
   mapGrad(args.acc, args.g, args.out, [](float a, float g) { return a + g; });

@@ -64,10 +64,11 @@ absl::Status launchUnary(const char *op, k::Unary kind, const TensorRef &x,
 }
 absl::Status launchUnaryGrad(const char *op, k::UnaryGrad kind,
                              const TensorRef &dy, const TensorRef &x,
-                             const TensorRef &dx, cudaStream_t s) {
+                             const TensorRef &dx, cudaStream_t s,
+                             float factor = 1.0f) {
   MD_RETURN_IF_ERROR(checkUnaryGrad(op, dy, x, dx));
   return cudaStatus(k::unaryGrad(kind, dy.data, dt(dy), x.data, dt(x), dx.data,
-                                 dt(dx), x.numel(), s),
+                                 dt(dx), x.numel(), factor, s),
                     absl::StrCat(op, " kernel launch").c_str());
 }
 
@@ -141,6 +142,21 @@ absl::Status CudaBackend::elementwiseGrad(const ElementwiseGradArgs &args) {
   MD_STREAM(args);
   return launchUnaryGrad("elementwise_grad", unaryGradOf(args.fn), args.dy,
                          args.x, args.dx, s);
+}
+
+absl::Status CudaBackend::pow(const PowArgs &args) {
+  MD_RETURN_IF_ERROR(checkUnary("pow", args.x, args.out));
+  MD_STREAM(args);
+  MD_LAUNCH(k::unary(k::Unary::pow, args.x.data, dt(args.x), args.out.data,
+                     dt(args.out), args.x.numel(), float(args.exponent), s),
+            "pow");
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::powGrad(const PowGradArgs &args) {
+  MD_STREAM(args);
+  return launchUnaryGrad("pow_grad", k::UnaryGrad::pow, args.dy, args.x,
+                         args.dx, s, float(args.exponent));
 }
 
 absl::Status CudaBackend::accumulate(const AccumulateArgs &args) {

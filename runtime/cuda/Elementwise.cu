@@ -74,9 +74,21 @@ __device__ float math(Unary op, float x) {
     return -x;
   case Unary::sqrt:
     return sqrtf(x);
-  default: // rsqrt
+  case Unary::rsqrt:
     return 1.0f / sqrtf(x);
+  default:
+    return x;
   }
+}
+
+// x ^ c and its derivative, as the CPU backend computes them.
+__device__ float powOf(float x, float c) {
+  return c == 2.0f ? x * x : powf(x, c);
+}
+__device__ float powGradOf(float x, float c) {
+  if (c == 0.0f)
+    return 0.0f;
+  return c == 2.0f ? 2.0f * x : c * powf(x, c - 1.0f);
 }
 __device__ float mathGrad(UnaryGrad op, float x) {
   switch (op) {
@@ -102,8 +114,10 @@ __device__ float mathGrad(UnaryGrad op, float x) {
     return -1.0f;
   case UnaryGrad::sqrt:
     return 0.5f / sqrtf(x);
-  default: // rsqrt
+  case UnaryGrad::rsqrt:
     return -0.5f / (x * sqrtf(x));
+  default:
+    return 1.0f;
   }
 }
 
@@ -139,6 +153,9 @@ __global__ void unaryKernel(Unary op, const void *x, int xt, void *out, int ot,
     case Unary::silu:
       v = silu(v);
       break;
+    case Unary::pow:
+      v = powOf(v, factor);
+      break;
     default:
       v = math(op, v);
       break;
@@ -149,7 +166,7 @@ __global__ void unaryKernel(Unary op, const void *x, int xt, void *out, int ot,
 
 __global__ void unaryGradKernel(UnaryGrad op, const void *dy, int dyt,
                                 const void *x, int xt, void *dx, int dxt,
-                                int64_t n) {
+                                int64_t n, float factor) {
   MD_GRID_STRIDE(i, n) {
     float g = ld(dy, dyt, i), v = ld(x, xt, i), r;
     switch (op) {
@@ -164,6 +181,9 @@ __global__ void unaryGradKernel(UnaryGrad op, const void *dy, int dyt,
       break;
     case UnaryGrad::relu:
       r = v > 0.0f ? g : 0.0f;
+      break;
+    case UnaryGrad::pow:
+      r = g * powGradOf(v, factor);
       break;
     default:
       r = g * mathGrad(op, v);
@@ -319,10 +339,10 @@ cudaError_t unary(Unary op, const void *x, int xt, void *out, int ot, int64_t n,
 }
 
 cudaError_t unaryGrad(UnaryGrad op, const void *dy, int dyt, const void *x,
-                      int xt, void *dx, int dxt, int64_t n,
+                      int xt, void *dx, int dxt, int64_t n, float factor,
                       cudaStream_t stream) {
   return launch(unaryGradKernel, n, gridFor(n), stream, op, dy, dyt, x, xt, dx,
-                dxt, n);
+                dxt, n, factor);
 }
 
 cudaError_t accumulate(const void *acc, int at, const void *g, int gt,

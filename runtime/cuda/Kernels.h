@@ -44,11 +44,13 @@ struct Strided {
 // other.
 enum class Unary {
   scale, geluExact, geluTanh, relu, silu,
-  exp, log, sin, cos, tanh, sigmoid, abs, neg, sqrt, rsqrt
+  exp, log, sin, cos, tanh, sigmoid, abs, neg, sqrt, rsqrt,
+  pow // x ^ factor
 };
 enum class UnaryGrad {
   geluExact, geluTanh, relu, silu,
-  exp, log, sin, cos, tanh, sigmoid, abs, neg, sqrt, rsqrt
+  exp, log, sin, cos, tanh, sigmoid, abs, neg, sqrt, rsqrt,
+  pow // factor x ^ (factor - 1)
 };
 enum class Binary { add, sub, mul };
 
@@ -58,7 +60,7 @@ cudaError_t binary(Binary op, const void *lhs, int lt, const void *rhs, int rt,
 cudaError_t unary(Unary op, const void *x, int xt, void *out, int ot,
                   int64_t n, float factor, cudaStream_t stream);
 cudaError_t unaryGrad(UnaryGrad op, const void *dy, int dyt, const void *x,
-                      int xt, void *dx, int dxt, int64_t n,
+                      int xt, void *dx, int dxt, int64_t n, float factor,
                       cudaStream_t stream);
 cudaError_t accumulate(const void *acc, int at, const void *g, int gt,
                        void *out, int ot, int64_t n, cudaStream_t stream);

@@ -71,7 +71,7 @@ TEST_F(CudaElementwiseEmulationTest, MathFunctionsAndTheirGradients) {
                          1.0f, nullptr),
                 cudaSuccess);
       ASSERT_EQ(k::unaryGrad(grad, dy.data(), dy.type(), x.data(), x.type(),
-                             dx.data(), dx.type(), n, nullptr),
+                             dx.data(), dx.type(), n, 1.0f, nullptr),
                 cudaSuccess);
       runtime::ElementwiseArgs a;
       a.x = x.ref();
@@ -116,7 +116,7 @@ TEST_F(CudaElementwiseEmulationTest, ActivationsAndTheirGradients) {
                          1.0f, nullptr),
                 cudaSuccess);
       ASSERT_EQ(k::unaryGrad(c.grad, dy.data(), dy.type(), x.data(), x.type(),
-                             dx.data(), dx.type(), n, nullptr),
+                             dx.data(), dx.type(), n, 1.0f, nullptr),
                 cudaSuccess);
       const std::string name = c.name;
       if (name == "relu") {

@@ -260,6 +260,27 @@ TEST_P(GradTest, ElementwiseGradOfEveryFunction) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_P(GradTest, PowGrad) {
+  for (double c : {2.0, 3.0, 0.5, -1.5, 0.0}) {
+    SCOPED_TRACE(c);
+    Vec xv = inputs(19, 32, 0.5, 3), dyv = inputs(19, 33);
+    DeviceTensor x = f32({19}, xv), dy = f32({19}, dyv), dx = zeros({19});
+    PowGradArgs args;
+    args.dy = dy;
+    args.x = x;
+    args.dx = dx;
+    args.exponent = c;
+    ASSERT_TRUE(be().powGrad(args).ok());
+    RefForward f = [c](const std::vector<Vec> &in) {
+      Vec y;
+      for (double v : in[0])
+        y.push_back(std::pow(v, c));
+      return y;
+    };
+    EXPECT_TRUE(matchesNumeric(dx.values(), f, {xv}, 0, dyv));
+  }
+}
+
 TEST_P(GradTest, ReluGradAwayFromZero) {
   Vec xv = inputs(17, 10), dyv = inputs(17, 11);
   for (double &v : xv)

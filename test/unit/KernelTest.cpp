@@ -532,6 +532,43 @@ TEST_P(KernelTest, ElementwiseMathMatchesItsFormulaInEveryFloatType) {
   EXPECT_NE(s.message().find("tanh: x must be"), std::string::npos) << s;
 }
 
+TEST_P(KernelTest, PowMatchesItsFormulaAndSquaresExactly) {
+  std::vector<double> xv = randomValues(300, 41, 0.05, 6);
+  for (double c : {2.0, 3.0, 0.5, -1.0, 0.0}) {
+    SCOPED_TRACE(c);
+    for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+      SCOPED_TRACE(dtypeName(dt));
+      auto rounded = roundAll(dt, xv);
+      const int64_t n = static_cast<int64_t>(rounded.size());
+      DeviceTensor x = floats(dt, {n}, rounded), out = zeros(dt, {n});
+      PowArgs args;
+      args.x = x;
+      args.out = out;
+      args.exponent = c;
+      ASSERT_TRUE(be().pow(args).ok());
+      std::vector<double> want;
+      for (double v : rounded)
+        want.push_back(std::pow(v, c));
+      EXPECT_TRUE(allClose(out.values(), roundAll(dt, want),
+                           dt == DType::f32 ? 4e-6 : 1.0 / 128, 1e-6));
+    }
+  }
+  // x ^ 2 is x * x, bit for bit; a negative x to a non-integer power NaN.
+  DeviceTensor x = floats(DType::f32, {2}, {1.1, -2.0}),
+               out = zeros(DType::f32, {2});
+  PowArgs sq;
+  sq.x = x;
+  sq.out = out;
+  sq.exponent = 2.0;
+  ASSERT_TRUE(be().pow(sq).ok());
+  const float f = 1.1f;
+  EXPECT_EQ(out.values()[0], double(f * f));
+  EXPECT_EQ(out.values()[1], 4.0);
+  sq.exponent = 0.5;
+  ASSERT_TRUE(be().pow(sq).ok());
+  EXPECT_TRUE(std::isnan(out.values()[1]));
+}
+
 TEST_P(KernelTest, ElementwiseOpsMayRunInPlace) {
   auto xv = roundAll(DType::bf16, randomValues(10, 16));
   DeviceTensor x = floats(DType::bf16, {10}, xv);

@@ -520,6 +520,14 @@ func.func @elementwise_unknown_function(%x: tensor<4xf32>) {
 
 // -----
 
+func.func @pow_of_integers(%x: tensor<4xi32>) {
+  // expected-error @+1 {{'md.pow' op operand #0 must be}}
+  %0 = md.pow %x by 2.0 : tensor<4xi32>
+  return
+}
+
+// -----
+
 func.func @elementwise_grad_types_differ(%dy: tensor<4xf32>, %x: tensor<4xbf16>) {
   // expected-error @+1 {{'md.elementwise_grad' op requires the same type for all operands and results}}
   %0 = "md.elementwise_grad"(%dy, %x) {fn = 0 : i32} : (tensor<4xf32>, tensor<4xbf16>) -> tensor<4xbf16>

@@ -43,6 +43,8 @@ func.func @elementwise(%x: tensor<8x64x768xf32>, %p: tensor<64x768xf32>, %c: ten
   %exp = md.elementwise exp %x : tensor<8x64x768xf32>
   // CHECK: md.elementwise rsqrt %{{.*}} : tensor<8x64x768xf32>
   %rsqrt = md.elementwise rsqrt %x : tensor<8x64x768xf32>
+  // CHECK: md.pow %{{.*}} by 2.5{{.*}} : tensor<8x64x768xf32>
+  %pow = md.pow %x by 2.5 : tensor<8x64x768xf32>
   // CHECK: md.accumulate %{{.*}}, %{{.*}} : tensor<64x768xf32>, tensor<64x768xbf16>
   %acc = arith.constant dense<0.0> : tensor<64x768xbf16>
   %7 = md.accumulate %p, %acc : tensor<64x768xf32>, tensor<64x768xbf16>
@@ -139,6 +141,8 @@ func.func @grads(%dy: tensor<8x3072xf32>, %x: tensor<8x768xf32>, %w: tensor<3072
   %silu_grad = md.silu_grad %dx, %x : tensor<8x768xf32>
   // CHECK: md.elementwise_grad sigmoid %{{.*}}, %{{.*}} : tensor<8x768xf32>
   %sigmoid_grad = md.elementwise_grad sigmoid %dx, %x : tensor<8x768xf32>
+  // CHECK: md.pow_grad %{{.*}}, %{{.*}} by 3.0{{.*}} : tensor<8x768xf32>
+  %pow_grad = md.pow_grad %dx, %x by 3.0 : tensor<8x768xf32>
   // CHECK: md.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} has_beta : tensor<8x768xf32>, tensor<8x768xf32>, tensor<768xf32> -> tensor<8x768xf32>, tensor<768xf32>, tensor<768xf32>
   %6:3 = md.layer_norm_grad %dx, %x, %g has_beta : tensor<8x768xf32>, tensor<8x768xf32>, tensor<768xf32> -> tensor<8x768xf32>, tensor<768xf32>, tensor<768xf32>
   // CHECK: md.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} eps 9.9999999999999995E-7 : tensor<8x768xf32>, tensor<8x768xf32>, tensor<768xf32> -> tensor<8x768xf32>, tensor<768xf32>
