@@ -93,6 +93,37 @@ TEST_F(CudaElementwiseEmulationTest, MathFunctionsAndTheirGradients) {
   }
 }
 
+TEST_F(CudaElementwiseEmulationTest, PowAndItsGradient) {
+  // md.pow's case: the exponent travels as the kernels' factor.
+  const int64_t n = 700;
+  for (float c : {2.0f, 0.5f, -1.5f}) {
+    SCOPED_TRACE(c);
+    HostTensor x = HostTensor::random(DType::f32, {n}, 5, 0.1, 4),
+               dy = HostTensor::random(DType::f32, {n}, 6);
+    HostTensor out(DType::f32, {n}), want(DType::f32, {n}),
+        dx(DType::f32, {n}), wantDx(DType::f32, {n});
+    ASSERT_EQ(k::unary(k::Unary::pow, x.data(), x.type(), out.data(),
+                       out.type(), n, c, nullptr),
+              cudaSuccess);
+    ASSERT_EQ(k::unaryGrad(k::UnaryGrad::pow, dy.data(), dy.type(), x.data(),
+                           x.type(), dx.data(), dx.type(), n, c, nullptr),
+              cudaSuccess);
+    runtime::PowArgs a;
+    a.x = x.ref();
+    a.out = want.ref();
+    a.exponent = c;
+    ASSERT_TRUE(cpu.pow(a).ok());
+    runtime::PowGradArgs g;
+    g.dy = dy.ref();
+    g.x = x.ref();
+    g.dx = wantDx.ref();
+    g.exponent = c;
+    ASSERT_TRUE(cpu.powGrad(g).ok());
+    EXPECT_TRUE(emulated::close(out, want, DType::f32)) << "forward";
+    EXPECT_TRUE(emulated::close(dx, wantDx, DType::f32)) << "gradient";
+  }
+}
+
 TEST_F(CudaElementwiseEmulationTest, ActivationsAndTheirGradients) {
   const int64_t n = 700; // more than two blocks of 256
   for (DType t : {DType::f32, DType::bf16}) {
