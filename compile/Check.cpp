@@ -255,7 +255,9 @@ void checkFile(FileReport &report, const CheckOptions &options,
     }
     // What compiling runs after the desync check's passes, on the IR as the
     // frontend built it.
-    mlir::OwningOpRef<mlir::ModuleOp> whole(ir->clone());
+    mlir::OwningOpRef<mlir::ModuleOp> whole;
+    if (!plan.empty())
+      whole = ir->clone();
     // SyncBatchNorm's all-reduces are collectives of the forward, which
     // `evaluate` runs: the check names them.
     mlir::PassManager pm(&context);

@@ -82,17 +82,39 @@ void geluTanhGradArray(const float *dy, const float *x, float *dx, int64_t n) {
   });
 }
 
-/// out[i] = f(x[i]) over a whole tensor, a chunk at a time (Storage.h).
-/// out may be x.
+/// f(in, o, m) over each chunk of a whole tensor (Storage.h): o[k] from
+/// in[k] for k < m. out may be x.
 template <typename F>
-void mapUnary(const TensorRef &x, const TensorRef &out, F f) {
+void mapUnaryChunks(const TensorRef &x, const TensorRef &out, F f) {
   float xb[kChunkElems], ob[kChunkElems];
   forChunks(x.numel(), [&](int64_t i0, int64_t m) {
     const float *in = chunkIn(x, i0, m, xb);
     float *o = chunkOut(out, i0, ob);
+    f(in, o, m);
+    chunkStore(out, i0, m, o);
+  });
+}
+
+/// f(g, in, o, m) over each chunk of two same-shaped tensors; dx may be dy
+/// or x.
+template <typename F>
+void mapGradChunks(const TensorRef &dy, const TensorRef &x,
+                   const TensorRef &dx, F f) {
+  float gb[kChunkElems], xb[kChunkElems], ob[kChunkElems];
+  forChunks(x.numel(), [&](int64_t i0, int64_t m) {
+    const float *g = chunkIn(dy, i0, m, gb), *in = chunkIn(x, i0, m, xb);
+    float *o = chunkOut(dx, i0, ob);
+    f(g, in, o, m);
+    chunkStore(dx, i0, m, o);
+  });
+}
+
+/// out[i] = f(x[i]) over a whole tensor, a chunk at a time. out may be x.
+template <typename F>
+void mapUnary(const TensorRef &x, const TensorRef &out, F f) {
+  mapUnaryChunks(x, out, [&](const float *in, float *o, int64_t m) {
     for (int64_t k = 0; k < m; ++k)
       o[k] = f(in[k]);
-    chunkStore(out, i0, m, o);
   });
 }
 
@@ -101,14 +123,11 @@ void mapUnary(const TensorRef &x, const TensorRef &out, F f) {
 template <typename F>
 void mapGrad(const TensorRef &dy, const TensorRef &x, const TensorRef &dx,
              F f) {
-  float gb[kChunkElems], xb[kChunkElems], ob[kChunkElems];
-  forChunks(x.numel(), [&](int64_t i0, int64_t m) {
-    const float *g = chunkIn(dy, i0, m, gb), *in = chunkIn(x, i0, m, xb);
-    float *o = chunkOut(dx, i0, ob);
-    for (int64_t k = 0; k < m; ++k)
-      o[k] = f(g[k], in[k]);
-    chunkStore(dx, i0, m, o);
-  });
+  mapGradChunks(dy, x, dx,
+                [&](const float *g, const float *in, float *o, int64_t m) {
+                  for (int64_t k = 0; k < m; ++k)
+                    o[k] = f(g[k], in[k]);
+                });
 }
 
 } // namespace
@@ -175,12 +194,7 @@ absl::Status CpuBackend::gelu(const GeluArgs &args) {
   if (args.approximate) {
     // Chunk by chunk: tanh is elementwise, so the bits do not depend on
     // where a chunk starts.
-    float xb[kChunkElems], ob[kChunkElems];
-    forChunks(args.x.numel(), [&](int64_t i0, int64_t m) {
-      float *o = chunkOut(args.out, i0, ob);
-      geluTanhArray(chunkIn(args.x, i0, m, xb), o, m);
-      chunkStore(args.out, i0, m, o);
-    });
+    mapUnaryChunks(args.x, args.out, geluTanhArray);
   } else {
     mapUnary(args.x, args.out, geluExact);
   }
@@ -190,13 +204,7 @@ absl::Status CpuBackend::gelu(const GeluArgs &args) {
 absl::Status CpuBackend::geluGrad(const GeluGradArgs &args) {
   MD_RETURN_IF_ERROR(checkUnaryGrad("gelu_grad", args.dy, args.x, args.dx));
   if (args.approximate) {
-    float gb[kChunkElems], xb[kChunkElems], ob[kChunkElems];
-    forChunks(args.x.numel(), [&](int64_t i0, int64_t m) {
-      float *o = chunkOut(args.dx, i0, ob);
-      geluTanhGradArray(chunkIn(args.dy, i0, m, gb), chunkIn(args.x, i0, m, xb),
-                        o, m);
-      chunkStore(args.dx, i0, m, o);
-    });
+    mapGradChunks(args.dy, args.x, args.dx, geluTanhGradArray);
   } else
     mapGrad(args.dy, args.x, args.dx,
             [](float dy, float x) { return dy * geluExactGrad(x); });
@@ -341,14 +349,9 @@ void elementwiseGradChunk(ElementwiseFn fn, const float *g, const float *in,
 } // namespace
 
 absl::Status CpuBackend::elementwise(const ElementwiseArgs &args) {
-  const char *op = ElementwiseFnName(args.fn);
-  MD_RETURN_IF_ERROR(checkUnary(op, args.x, args.out));
-  float xb[kChunkElems], ob[kChunkElems];
-  forChunks(args.x.numel(), [&](int64_t i0, int64_t m) {
-    const float *in = chunkIn(args.x, i0, m, xb);
-    float *o = chunkOut(args.out, i0, ob);
+  MD_RETURN_IF_ERROR(checkUnary(ElementwiseFnName(args.fn), args.x, args.out));
+  mapUnaryChunks(args.x, args.out, [&](const float *in, float *o, int64_t m) {
     elementwiseChunk(args.fn, in, o, m);
-    chunkStore(args.out, i0, m, o);
   });
   return absl::OkStatus();
 }
@@ -356,14 +359,10 @@ absl::Status CpuBackend::elementwise(const ElementwiseArgs &args) {
 absl::Status CpuBackend::elementwiseGrad(const ElementwiseGradArgs &args) {
   MD_RETURN_IF_ERROR(
       checkUnaryGrad("elementwise_grad", args.dy, args.x, args.dx));
-  float gb[kChunkElems], xb[kChunkElems], ob[kChunkElems];
-  forChunks(args.x.numel(), [&](int64_t i0, int64_t m) {
-    const float *g = chunkIn(args.dy, i0, m, gb);
-    const float *in = chunkIn(args.x, i0, m, xb);
-    float *o = chunkOut(args.dx, i0, ob);
-    elementwiseGradChunk(args.fn, g, in, o, m);
-    chunkStore(args.dx, i0, m, o);
-  });
+  mapGradChunks(args.dy, args.x, args.dx,
+                [&](const float *g, const float *in, float *o, int64_t m) {
+                  elementwiseGradChunk(args.fn, g, in, o, m);
+                });
   return absl::OkStatus();
 }
 

@@ -19,6 +19,13 @@
 #include <type_traits>
 #include <vector>
 
+// md.elementwise's `fn` is emitted as its integer: the dialect's enum and
+// the plan's have the same values.
+static_assert(static_cast<int>(md::ElementwiseFn::rsqrt) ==
+              static_cast<int>(md::fb::ElementwiseFn::MAX));
+static_assert(static_cast<int>(md::ElementwiseFn::sigmoid) ==
+              static_cast<int>(md::fb::ElementwiseFn::Sigmoid));
+
 namespace md::emitter {
 
 namespace A = plan::attrs;
