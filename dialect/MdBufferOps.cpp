@@ -46,9 +46,11 @@ LogicalResult CastOp::verify() {
   if (inputType.getShape() != resultType.getShape())
     return emitOpError("must keep the shape, got ")
            << inputType << " to " << resultType;
-  if (!isMdFloat(inputType.getElementType()) ||
-      !isMdFloat(resultType.getElementType()))
-    return emitOpError("element types must be bf16, f16 or f32, got ")
+  Type from = inputType.getElementType();
+  bool index = from.isSignlessInteger(32) || from.isSignlessInteger(64);
+  if (!(isMdFloat(from) || index) || !isMdFloat(resultType.getElementType()))
+    return emitOpError("element types must be bf16, f16 or f32, or i32 or "
+                       "i64 to a float, got ")
            << inputType.getElementType() << " to "
            << resultType.getElementType();
   return success();

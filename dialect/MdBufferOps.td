@@ -17,11 +17,14 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
 
 def MD_CastOp : MD_Op<"cast", [Pure]> {
-  let summary = "converts a tensor between bf16, f16 and f32";
+  let summary = "converts a tensor between bf16, f16 and f32, or ints to floats";
   let description = [{
     Converts every element to the result's element type with IEEE
     round-to-nearest-even (PyTorch's `Tensor.to(dtype)`); widening to f32 is
-    exact. The shape is unchanged; both element types are bf16, f16 or f32.
+    exact. The shape is unchanged; both element types are bf16, f16 or f32,
+    or the input is i32 or i64 and the result a float: the integer's nearest
+    f32 (exact below 2^24), rounded once more to a narrower result (positions
+    for a table of angles). No gradient flows into an integer.
 
     Folds away when the types are equal, and folds constants. A chain
     `cast(cast(x : A -> B) : B -> C)` becomes `cast(x : A -> C)`, or `x` when

@@ -595,6 +595,122 @@ LogicalResult MeanGradOp::verify() {
                              getResult());
 }
 
+//===----------------------------------------------------------------------===//
+// SliceOp, SliceGradOp, ConcatOp, ExpandOp
+//===----------------------------------------------------------------------===//
+
+/// `sliced` is `whole` sliced along axis from start by step (md.slice's
+/// result of x, md.slice_grad's dy of its result).
+static LogicalResult verifySlice(Operation *op, StringRef wholeName,
+                                 RankedTensorType whole, StringRef slicedName,
+                                 RankedTensorType sliced, int64_t axis,
+                                 int64_t start, int64_t step) {
+  if (axis >= whole.getRank())
+    return op->emitOpError() << "axis " << axis << " is out of range for "
+                             << wholeName << " " << str(whole) << " of rank "
+                             << whole.getRank();
+  if (sliced.getRank() != whole.getRank())
+    return op->emitOpError() << slicedName << " " << str(sliced)
+                             << " must have the rank of " << wholeName << " "
+                             << str(whole);
+  const int64_t count = sliced.getShape()[axis];
+  if (ShapedType::isDynamic(count))
+    return op->emitOpError() << slicedName << " " << str(sliced)
+                             << " must have a known size along axis " << axis;
+  md::rules::Slice r = md::rules::SliceShape(dims(whole.getShape()), axis,
+                                             start, step, count);
+  switch (r.problem) {
+  case md::rules::Slice::Problem::none:
+    break;
+  case md::rules::Slice::Problem::count:
+    return op->emitOpError() << slicedName << " " << str(sliced)
+                             << " takes no element along axis " << axis;
+  case md::rules::Slice::Problem::bounds:
+    return op->emitOpError()
+           << count << " elements from " << start << " by " << step
+           << " along axis " << axis << " end at " << r.last << ", past "
+           << wholeName << " " << str(whole);
+  default: // the attributes' constraints refuse the rest
+    return op->emitOpError("start must be >= 0 and step >= 1");
+  }
+  return expectType(op, slicedName, sliced, r.shape, whole.getElementType(),
+                    wholeName.str() + " " + str(whole) + " sliced along axis " +
+                        std::to_string(axis));
+}
+
+LogicalResult SliceOp::verify() {
+  return verifySlice(*this, "x", getX().getType(), "result", getType(),
+                     getAxis(), getStart(), getStep());
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor) {
+  if (getX().getType() == getType() && getStart() == 0 && getStep() == 1)
+    return getX();
+  return {};
+}
+
+LogicalResult SliceGradOp::verify() {
+  return verifySlice(*this, "result", getType(), "dy", getDy().getType(),
+                     getAxis(), getStart(), getStep());
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  SmallVector<SmallVector<int64_t>> shapes;
+  Type element = tensorType(getInputs()[0]).getElementType();
+  for (auto [i, in] : llvm::enumerate(getInputs())) {
+    RankedTensorType t = tensorType(in);
+    if (t.getElementType() != element)
+      return emitOpError() << "input " << i << " " << str(t)
+                           << " must have the element type of input 0 "
+                           << str(getInputs()[0].getType());
+    shapes.emplace_back(t.getShape());
+  }
+  SmallVector<md::rules::Dims> spans;
+  for (const auto &shape : shapes)
+    spans.push_back(dims(shape));
+  md::rules::Concat r = md::rules::ConcatShapes(spans, getAxis());
+  switch (r.problem) {
+  case md::rules::Concat::Problem::none:
+    break;
+  case md::rules::Concat::Problem::axis:
+  case md::rules::Concat::Problem::empty:
+    return emitOpError() << "axis " << getAxis() << " is out of range for "
+                         << str(getInputs()[0].getType());
+  case md::rules::Concat::Problem::rank:
+  case md::rules::Concat::Problem::dims:
+    return emitOpError() << "input " << r.index << " "
+                         << str(getInputs()[r.index].getType())
+                         << " must have the dims of input 0 "
+                         << str(getInputs()[0].getType()) << " but at axis "
+                         << getAxis();
+  }
+  return expectType(*this, "result", getType(), r.shape, element,
+                    "the inputs joined along axis " +
+                        std::to_string(getAxis()));
+}
+
+OpFoldResult ConcatOp::fold(FoldAdaptor) {
+  if (getInputs().size() == 1 && getInputs()[0].getType() == getType())
+    return getInputs()[0];
+  return {};
+}
+
+LogicalResult ExpandOp::verify() {
+  if (broadcastsTo(getX().getType().getShape(), getType().getShape()))
+    return success();
+  return emitOpError() << "x " << str(getX().getType())
+                       << " does not broadcast to the result "
+                       << str(getType());
+}
+
+OpFoldResult ExpandOp::fold(FoldAdaptor) {
+  if (getX().getType() == getType())
+    return getX();
+  return {};
+}
+
 LogicalResult SumToOp::verify() {
   if (broadcastsTo(getType().getShape(), getG().getType().getShape()))
     return success();

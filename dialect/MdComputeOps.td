@@ -543,6 +543,76 @@ def MD_TransposeOp : MD_ComputeOp<"transpose", [AllElementTypesMatch<["x", "resu
   let hasFolder = 1;
 }
 
+def MD_SliceOp : MD_ComputeOp<"slice", [AllElementTypesMatch<["x", "result"]>]> {
+  let summary = "every step-th element of a range along one axis";
+  let description = [{
+    Along `axis` (in [0, rank)), the result holds the elements `start`,
+    `start + step`, ... of `x`, as many as the result's size there (at least
+    one, the last inside `x`); every other dim is `x`'s, whole. `start >= 0`,
+    `step >= 1`. Any element type. A slice along several dims (`x[:, 1:5,
+    ::2]` in the language) is one op per sliced dim.
+
+    The gradient is `md.slice_grad`. The whole range with step 1 folds to
+    `x`.
+
+    ```mlir
+    %h = md.slice %x axis 2 start 32 step 1 : tensor<8x64x128xf32> to tensor<8x64x32xf32>
+    ```
+  }];
+  let arguments = (ins MD_AnyTensor:$x, ConfinedAttr<I64Attr, [IntNonNegative]>:$axis,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$start,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$step);
+  let results = (outs MD_AnyTensor:$result);
+  let assemblyFormat = [{
+    $x `axis` $axis `start` $start `step` $step attr-dict `:` type($x) `to` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def MD_ConcatOp : MD_ComputeOp<"concat"> {
+  let summary = "joins tensors one after another along an axis";
+  let description = [{
+    The inputs, at least one, have one rank and element type and the same
+    dims but at `axis` (in [0, rank)); the result's size there is the sum of
+    theirs, and input `i` occupies its range `[o_i, o_i + n_i)` with `o_0 =
+    0`. Any element type. The gradient of each input is an `md.slice` of
+    the result's. A single input folds to itself.
+
+    ```mlir
+    %r = md.concat %a, %b axis 2 : tensor<8x64x32xf32>, tensor<8x64x32xf32> to tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<MD_AnyTensor>:$inputs,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$axis);
+  let results = (outs MD_AnyTensor:$result);
+  let assemblyFormat = [{
+    $inputs `axis` $axis attr-dict `:` type($inputs) `to` type($result)
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def MD_ExpandOp : MD_ComputeOp<"expand", [AllElementTypesMatch<["x", "result"]>]> {
+  let summary = "broadcasts a tensor to a larger shape";
+  let description = [{
+    numpy broadcasting of `x` to the result's shape: `x`'s dims align with
+    the result's last ones, and each is the result's or 1 (repeated).
+    PyTorch's `Tensor.expand`, materialised. Any element type. The
+    gradient is `md.sum_to` of the result's back to `x`'s shape. An expand
+    to `x`'s own type folds to `x`.
+
+    ```mlir
+    %kv = md.expand %k : tensor<8x64x2x1x64xf32> to tensor<8x64x2x4x64xf32>
+    ```
+  }];
+  let arguments = (ins MD_AnyTensor:$x);
+  let results = (outs MD_AnyTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `to` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
 def MD_ArangeOp : MD_ComputeOp<"arange"> {
   let summary = "the integers from start (inclusive) to end (exclusive)";
   let description = [{
@@ -842,6 +912,27 @@ def MD_CausalAttentionGradOp : MD_ComputeOp<"causal_attention_grad", [SameOperan
   let results = (outs MD_FloatTensor3D:$dq, MD_FloatTensor3D:$dk, MD_FloatTensor3D:$dv);
   let assemblyFormat = [{
     $dout `,` $q `,` $k `,` $v `num_heads` $num_heads attr-dict `:` type($q)
+  }];
+  let hasVerifier = 1;
+}
+
+def MD_SliceGradOp : MD_ComputeOp<"slice_grad", [AllElementTypesMatch<["dy", "result"]>]> {
+  let summary = "the gradient of md.slice";
+  let description = [{
+    A tensor of the result type (the sliced `x`'s), zero but at the
+    positions `md.slice` with the same `axis`, `start` and `step` read,
+    which hold `dy`: the result sliced so gives `dy` back.
+
+    ```mlir
+    %dx = md.slice_grad %dy axis 2 start 32 step 1 : tensor<8x64x32xf32> to tensor<8x64x128xf32>
+    ```
+  }];
+  let arguments = (ins MD_FloatTensor:$dy, ConfinedAttr<I64Attr, [IntNonNegative]>:$axis,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$start,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$step);
+  let results = (outs MD_FloatTensor:$result);
+  let assemblyFormat = [{
+    $dy `axis` $axis `start` $start `step` $step attr-dict `:` type($dy) `to` type($result)
   }];
   let hasVerifier = 1;
 }

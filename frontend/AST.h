@@ -46,6 +46,7 @@ struct Expr {
     List,   // [B, seq], [0, 1]
     Size,   // 25 MiB
     Record, // { param = bf16, reduce = f32 }
+    Index,  // x[..., 0:8], x[:, -1]
   };
 
   Expr(Kind kind, llvm::SMLoc loc) : kind(kind), loc(loc) {}
@@ -153,6 +154,26 @@ struct ListExpr : Expr {
       : Expr(Kind::List, loc), elements(std::move(elements)) {}
   static bool classof(const Expr *e) { return e->kind == Kind::List; }
   std::vector<ExprPtr> elements;
+};
+
+/// One item between the brackets of an index: `i` (picks one position and
+/// drops the dim), `a:b`, `a:b:s` with any part left out (a range, keeps
+/// the dim), or `...` (every dim not named by the others).
+struct IndexItem {
+  enum class Kind { Position, Range, Ellipsis };
+  Kind kind = Kind::Position;
+  llvm::SMLoc loc;
+  ExprPtr position;         // Position
+  ExprPtr start, end, step; // Range: each may be null
+};
+
+/// `x[items]`: static indexing and slicing of a tensor, as numpy's.
+struct IndexExpr : Expr {
+  IndexExpr(llvm::SMLoc loc, ExprPtr base, std::vector<IndexItem> items)
+      : Expr(Kind::Index, loc), base(std::move(base)), items(std::move(items)) {}
+  static bool classof(const Expr *e) { return e->kind == Kind::Index; }
+  ExprPtr base;
+  std::vector<IndexItem> items;
 };
 
 /// `25 MiB`: a number followed by B, KB, MB, GB, KiB, MiB or GiB.

@@ -187,6 +187,36 @@ void printExpr(raw_ostream &os, const Expr *expr) {
     os << ' ' << e->unit << ' ' << e->bytes << ')';
     return;
   }
+  case Expr::Kind::Index: {
+    auto *e = llvm::cast<IndexExpr>(expr);
+    os << "(index ";
+    printExpr(os, e->base.get());
+    for (const IndexItem &item : e->items) {
+      os << ' ';
+      switch (item.kind) {
+      case IndexItem::Kind::Ellipsis:
+        os << "...";
+        break;
+      case IndexItem::Kind::Position:
+        printExpr(os, item.position.get());
+        break;
+      case IndexItem::Kind::Range:
+        os << "(range ";
+        for (const ExprPtr *part : {&item.start, &item.end, &item.step}) {
+          if (part != &item.start)
+            os << ' ';
+          if (*part)
+            printExpr(os, part->get());
+          else
+            os << '_';
+        }
+        os << ')';
+        break;
+      }
+    }
+    os << ')';
+    return;
+  }
   case Expr::Kind::Record: {
     os << '{';
     llvm::interleaveComma(llvm::cast<RecordExpr>(expr)->fields, os,

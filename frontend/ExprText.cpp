@@ -66,6 +66,29 @@ std::string md::frontend::describeExpr(const Expr &expr) {
     return "a list";
   case Expr::Kind::Record:
     return "a record";
+  case Expr::Kind::Index: {
+    const auto &index = cast<IndexExpr>(expr);
+    std::string text = describeExpr(*index.base) + "[";
+    for (size_t i = 0; i < index.items.size(); ++i) {
+      const IndexItem &item = index.items[i];
+      if (i)
+        text += ", ";
+      if (item.kind == IndexItem::Kind::Ellipsis)
+        text += "...";
+      else if (item.kind == IndexItem::Kind::Position)
+        text += describeExpr(*item.position);
+      else {
+        if (item.start)
+          text += describeExpr(*item.start);
+        text += ":";
+        if (item.end)
+          text += describeExpr(*item.end);
+        if (item.step)
+          text += ":" + describeExpr(*item.step);
+      }
+    }
+    return text + "]";
+  }
   }
   return "an expression";
 }

@@ -449,18 +449,8 @@ Val ModelGen::callBuiltin(FnState &fn, const CallExpr &call,
   const std::vector<const Expr *> &args = *bound;
   SMLoc l = call.loc;
 
-  if (name == "arange") {
-    auto n = constInt(fn, *args[0], "the argument of arange");
-    if (!n)
-      return Val::error();
-    if (*n <= 0) {
-      error(args[0]->loc, "arange needs a positive length, got " + Twine(*n));
-      return Val::error();
-    }
-    return Val::tensor(
-        md::ArangeOp::create(b, loc(l), tensorType({*n}, b.getI64Type()),
-                             b.getI64IntegerAttr(0), b.getI64IntegerAttr(*n)));
-  }
+  if (isLayoutBuiltin(name))
+    return layoutBuiltin(fn, call, args);
 
   Val x = eval(fn, *args[0]);
   if (x.isError())
@@ -526,23 +516,6 @@ Val ModelGen::callBuiltin(FnState &fn, const CallExpr &call,
     }
     return Val::tensor(md::SoftmaxOp::create(b, loc(l), x.type(), x.value,
                                              b.getI64IntegerAttr(axis)));
-  }
-  if (name == "transpose") {
-    if (!expectTensor(x, l, what))
-      return Val::error();
-    RankedTensorType xt = x.type();
-    if (xt.getRank() < 2) {
-      error(l, "transpose swaps the last two dims and needs rank >= 2, got " +
-                   formatType(xt));
-      return Val::error();
-    }
-    llvm::SmallVector<int64_t> perm, shape(xt.getShape());
-    for (int64_t k = 0; k < xt.getRank(); ++k)
-      perm.push_back(k);
-    std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
-    std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
-    return Val::tensor(md::TransposeOp::create(
-        b, loc(l), tensorType(shape, xt.getElementType()), x.value, perm));
   }
   if (name == "reshape")
     return reshape(fn, x, *args[1], l);

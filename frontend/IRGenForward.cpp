@@ -215,8 +215,9 @@ Val ModelGen::eval(FnState &fn, const Expr &e) {
     error(e.loc, "a string is not a value in a forward");
     return Val::error();
   case Expr::Kind::List:
-    error(e.loc, "a list is only allowed as the shape of reshape or the "
-                 "dims of sum and mean");
+    error(e.loc, "a list is only allowed as an argument of a built-in "
+                 "(the shape of reshape, the dims of sum, the tensors of "
+                 "concat, ...)");
     return Val::error();
   case Expr::Kind::Size:
     error(e.loc, "a size is not a value in a forward");
@@ -224,6 +225,8 @@ Val ModelGen::eval(FnState &fn, const Expr &e) {
   case Expr::Kind::Record:
     error(e.loc, "a record is not a value in a forward");
     return Val::error();
+  case Expr::Kind::Index:
+    return evalIndex(fn, llvm::cast<IndexExpr>(e));
   }
   return Val::error();
 }

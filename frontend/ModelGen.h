@@ -76,6 +76,8 @@ struct LayerInfo {
 const std::map<std::string, LayerInfo> &builtinLayers();
 /// The built-in functions by name, with their formal arguments.
 const std::map<std::string, std::vector<Formal>> &builtinFunctions();
+/// The built-ins of IRGenLayout.cpp (ModelGen::layoutBuiltin).
+bool isLayoutBuiltin(llvm::StringRef name);
 
 struct Val;
 using Env = llvm::StringMap<Val>;
@@ -343,6 +345,23 @@ private:
   Val reduce(FnState &fn, const CallExpr &call, const Val &x, const Expr *dims,
              const Expr *keepdim, bool isMean);
   Val reshape(FnState &fn, const Val &x, const Expr &shape, SMLoc loc);
+
+  // Layout (IRGenLayout.cpp) ---------------------------------------------
+  Val evalIndex(FnState &fn, const IndexExpr &e);
+  Val layoutBuiltin(FnState &fn, const CallExpr &call,
+                    llvm::ArrayRef<const Expr *> args);
+  /// A dim argument in [-rank, rank), normalised; `fallback` when `e` is
+  /// absent (an error naming `what` at `at` without one).
+  std::optional<int64_t> dimArg(FnState &fn, const Expr *e,
+                                std::optional<int64_t> fallback, int64_t rank,
+                                const Twine &what, SMLoc at);
+  /// x's elements start, start + step, ... (count of them) along axis.
+  Val sliceDim(const Val &x, int64_t axis, int64_t start, int64_t step,
+               int64_t count, SMLoc loc);
+  Val reshapeTo(const Val &x, llvm::ArrayRef<int64_t> shape, SMLoc loc);
+  Val concatDim(llvm::ArrayRef<Val> parts, int64_t axis, SMLoc loc);
+  /// Whether x's size along axis is known; else an error naming `what`.
+  bool staticDim(const Val &x, int64_t axis, SMLoc loc, const Twine &what);
 
   mlir::Location loc(SMLoc l) { return ctx.getLoc(l); }
   RankedTensorType tensorType(llvm::ArrayRef<int64_t> shape, Type elt) {

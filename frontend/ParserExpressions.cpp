@@ -110,6 +110,18 @@ ExprPtr Parser::parsePostfix() {
       consume();
       continue;
     }
+    if (tok.is(TokenKind::LBracket)) {
+      if (!chain.add()) {
+        error(tok.getLoc(), "expression nested too deeply");
+        return nullptr;
+      }
+      std::vector<IndexItem> items;
+      if (!parseIndexItems(items))
+        return nullptr;
+      SMLoc loc = expr->loc;
+      expr = std::make_unique<IndexExpr>(loc, std::move(expr), std::move(items));
+      continue;
+    }
     if (tok.is(TokenKind::LParen)) {
       auto *name = llvm::dyn_cast<NameExpr>(expr.get());
       if (!name) {
@@ -127,6 +139,61 @@ ExprPtr Parser::parsePostfix() {
     break;
   }
   return expr;
+}
+
+// `[` item (`,` item)* `]`, each item `...`, an expression, or a range
+// `[start] : [end] [: [step]]`.
+bool Parser::parseIndexItems(std::vector<IndexItem> &items) {
+  auto endsPart = [&] {
+    return tok.is(TokenKind::Colon) || tok.is(TokenKind::Comma) ||
+           tok.is(TokenKind::RBracket);
+  };
+  return parseCommaList(
+      TokenKind::RBracket, parenDepth, "the index", [&] {
+        IndexItem item;
+        item.loc = tok.getLoc();
+        if (tok.is(TokenKind::DotDot) && peek().is(TokenKind::Dot)) {
+          consume();
+          consume();
+          item.kind = IndexItem::Kind::Ellipsis;
+          items.push_back(std::move(item));
+          return true;
+        }
+        ExprPtr first;
+        if (!endsPart()) {
+          first = parseExpr();
+          if (!first)
+            return false;
+        }
+        if (!tok.is(TokenKind::Colon)) {
+          if (!first) {
+            error(tok.getLoc(), "expected a position, a range 'a:b' or '...' "
+                                "in the index, found " + describe(tok));
+            return false;
+          }
+          item.position = std::move(first);
+          items.push_back(std::move(item));
+          return true;
+        }
+        item.kind = IndexItem::Kind::Range;
+        item.start = std::move(first);
+        consume(); // ':'
+        if (!endsPart()) {
+          item.end = parseExpr();
+          if (!item.end)
+            return false;
+        }
+        if (tok.is(TokenKind::Colon)) {
+          consume();
+          if (!endsPart()) {
+            item.step = parseExpr();
+            if (!item.step)
+              return false;
+          }
+        }
+        items.push_back(std::move(item));
+        return true;
+      });
 }
 
 bool Parser::parseCallArgs(std::vector<Argument> &args) {

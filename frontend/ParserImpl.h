@@ -591,6 +591,7 @@ private:
   ExprPtr parseList();
   ExprPtr parseRecord();
   bool parseCallArgs(std::vector<Argument> &args);
+  bool parseIndexItems(std::vector<IndexItem> &items);
 
   Lexer lexer;
   Diagnostics &diags;

@@ -50,6 +50,9 @@ public:
   LogicalResult vjp(CrossEntropyOp op, ArrayRef<Value> dy);
   LogicalResult vjp(ReshapeOp op, ArrayRef<Value> dy);
   LogicalResult vjp(TransposeOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(SliceOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(ConcatOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(ExpandOp op, ArrayRef<Value> dy);
   LogicalResult vjp(SumOp op, ArrayRef<Value> dy);
   LogicalResult vjp(MeanOp op, ArrayRef<Value> dy);
   LogicalResult vjp(CastOp op, ArrayRef<Value> dy);
@@ -294,6 +297,34 @@ LogicalResult VjpRules::vjp(TransposeOp op, ArrayRef<Value> dy) {
   return success();
 }
 
+// The elements a slice read get dy, the others nothing.
+LogicalResult VjpRules::vjp(SliceOp op, ArrayRef<Value> dy) {
+  add(op.getX(),
+      SliceGradOp::create(b, op.getX().getType(), dy[0], op.getAxisAttr(),
+                          op.getStartAttr(), op.getStepAttr()));
+  return success();
+}
+
+// Input i gets its range of dy along the axis.
+LogicalResult VjpRules::vjp(ConcatOp op, ArrayRef<Value> dy) {
+  int64_t at = 0;
+  const int64_t axis = op.getAxis();
+  for (Value in : op.getInputs()) {
+    auto type = cast<RankedTensorType>(in.getType());
+    if (needs(in))
+      add(in, SliceOp::create(b, type, dy[0], b.getI64IntegerAttr(axis),
+                              b.getI64IntegerAttr(at), b.getI64IntegerAttr(1)));
+    at += type.getShape()[axis];
+  }
+  return success();
+}
+
+// Each element of x went to every position it was repeated at.
+LogicalResult VjpRules::vjp(ExpandOp op, ArrayRef<Value> dy) {
+  add(op.getX(), sumTo(dy[0], op.getX()));
+  return success();
+}
+
 // Each element of x gets the dy of the sum it went into.
 LogicalResult VjpRules::vjp(SumOp op, ArrayRef<Value> dy) {
   add(op.getX(), SumGradOp::create(b, op.getX().getType(), dy[0],
@@ -364,7 +395,7 @@ LogicalResult md::emitVjp(Operation *op, ArrayRef<Value> resultGradients,
             RmsNormOp,
             BatchNormOp, SoftmaxOp, CausalAttentionOp, EmbeddingOp,
             CrossEntropyOp, ReshapeOp,
-            TransposeOp, SumOp, MeanOp, CastOp, SqrtOp, RsqrtOp, AllReduceOp>(
+            TransposeOp, SliceOp, ConcatOp, ExpandOp, SumOp, MeanOp, CastOp, SqrtOp, RsqrtOp, AllReduceOp>(
           [&](auto typed) { return rules.vjp(typed, resultGradients); })
       .Default([&](Operation *) {
         return op->emitOpError(

@@ -549,6 +549,99 @@ absl::Status checkTranspose(const TransposeArgs &args) {
   return expectType(op, "out", args.out, args.x.dtype, shape);
 }
 
+namespace {
+
+/// x sliced along axis from start by step into `sliced` (out of md.slice,
+/// dy of md.slice_grad), which has the element type of x.
+absl::Status checkSliceOf(const char *op, const char *xName,
+                          const TensorRef &x, const char *slicedName,
+                          const TensorRef &sliced, int64_t axis, int64_t start,
+                          int64_t step) {
+  MD_RETURN_IF_ERROR(checkTensor(x, op, xName));
+  MD_RETURN_IF_ERROR(checkTensor(sliced, op, slicedName));
+  const int64_t count =
+      axis >= 0 && axis < sliced.rank() ? sliced.shape[axis] : 0;
+  rules::Slice r = rules::SliceShape(x.shape, axis, start, step, count);
+  switch (r.problem) {
+  case rules::Slice::Problem::none:
+    break;
+  case rules::Slice::Problem::axis:
+    return invalid(op, "axis %d is out of range for %s %s", axis, xName,
+                   x.str());
+  case rules::Slice::Problem::step:
+    return invalid(op, "step %d must be at least 1", step);
+  case rules::Slice::Problem::start:
+    return invalid(op, "start %d must not be negative", start);
+  case rules::Slice::Problem::count:
+    return invalid(op, "%s %s takes no element along axis %d", slicedName,
+                   sliced.str(), axis);
+  case rules::Slice::Problem::bounds:
+    return invalid(op,
+                   "%d elements from %d by %d along axis %d end at %d, past "
+                   "%s %s",
+                   count, start, step, axis, r.last, xName, x.str());
+  }
+  return expectType(op, slicedName, sliced, x.dtype, r.shape);
+}
+
+} // namespace
+
+absl::Status checkSlice(const SliceArgs &args) {
+  return checkSliceOf("slice", "x", args.x, "out", args.out, args.axis,
+                      args.start, args.step);
+}
+
+absl::Status checkSliceGrad(const SliceGradArgs &args) {
+  return checkSliceOf("slice_grad", "dx", args.dx, "dy", args.dy, args.axis,
+                      args.start, args.step);
+}
+
+absl::Status checkConcat(const ConcatArgs &args) {
+  const char *op = "concat";
+  std::vector<rules::Dims> shapes;
+  for (const TensorRef &in : args.inputs) {
+    MD_RETURN_IF_ERROR(checkTensor(in, op, "an input"));
+    shapes.push_back(in.shape);
+  }
+  MD_RETURN_IF_ERROR(checkTensor(args.out, op, "out"));
+  rules::Concat r = rules::ConcatShapes(shapes, args.axis);
+  switch (r.problem) {
+  case rules::Concat::Problem::none:
+    break;
+  case rules::Concat::Problem::empty:
+    return invalid(op, "needs at least one input");
+  case rules::Concat::Problem::axis:
+    return invalid(op, "axis %d is out of range for inputs[0] %s", args.axis,
+                   args.inputs[0].str());
+  case rules::Concat::Problem::rank:
+  case rules::Concat::Problem::dims:
+    return invalid(op,
+                   "inputs[%d] %s must have the dims of inputs[0] %s but at "
+                   "axis %d",
+                   r.index, args.inputs[r.index].str(), args.inputs[0].str(),
+                   args.axis);
+  }
+  for (size_t i = 1; i < args.inputs.size(); ++i)
+    if (args.inputs[i].dtype != args.inputs[0].dtype)
+      return invalid(op, "inputs[%d] %s must have the element type of "
+                     "inputs[0] %s",
+                     i, args.inputs[i].str(), args.inputs[0].str());
+  return expectType(op, "out", args.out, args.inputs[0].dtype, r.shape);
+}
+
+absl::Status checkExpand(const ExpandArgs &args) {
+  const char *op = "expand";
+  MD_RETURN_IF_ERROR(checkTensor(args.x, op, "x"));
+  MD_RETURN_IF_ERROR(checkTensor(args.out, op, "out"));
+  if (args.out.dtype != args.x.dtype ||
+      !rules::BroadcastsTo(args.x.shape, args.out.shape))
+    return invalid(op,
+                   "out %s must be a shape that x %s broadcasts to, with its "
+                   "element type",
+                   args.out.str(), args.x.str());
+  return absl::OkStatus();
+}
+
 absl::Status checkArange(const ArangeArgs &args) {
   const char *op = "arange";
   if (args.start >= args.end)
@@ -621,7 +714,10 @@ absl::Status checkAccumulate(const AccumulateArgs &args) {
 
 absl::Status checkCast(const CastArgs &args) {
   const char *op = "cast";
-  MD_RETURN_IF_ERROR(expectFloat(op, "x", args.x));
+  // An index tensor converts to a float one (positions for a table of
+  // angles); floats convert among themselves.
+  if (!isIndex(args.x.dtype))
+    MD_RETURN_IF_ERROR(expectFloat(op, "x", args.x));
   MD_RETURN_IF_ERROR(expectFloat(op, "out", args.out));
   if (args.out.shape != args.x.shape)
     return invalid(op, "out %s must have the shape of x %s", args.out.str(),

@@ -102,6 +102,10 @@ checkCrossEntropyGrad(const CrossEntropyGradArgs &args);
 
 absl::Status checkReshape(const ReshapeArgs &args);
 absl::Status checkTranspose(const TransposeArgs &args);
+absl::Status checkSlice(const SliceArgs &args);
+absl::Status checkSliceGrad(const SliceGradArgs &args);
+absl::Status checkConcat(const ConcatArgs &args);
+absl::Status checkExpand(const ExpandArgs &args);
 absl::Status checkArange(const ArangeArgs &args);
 
 /// For a reduction: which dims of the full shape are reduced.

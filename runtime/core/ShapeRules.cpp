@@ -144,6 +144,68 @@ Attention AttentionShape(Dims q, int64_t heads) {
   return r;
 }
 
+Slice SliceShape(Dims x, int64_t axis, int64_t start, int64_t step,
+                 int64_t count) {
+  Slice r;
+  const int64_t rank = static_cast<int64_t>(x.size());
+  if (axis < 0 || axis >= rank)
+    r.problem = Slice::Problem::axis;
+  else if (step < 1)
+    r.problem = Slice::Problem::step;
+  else if (start < 0)
+    r.problem = Slice::Problem::start;
+  else if (count < 1)
+    r.problem = Slice::Problem::count;
+  else if (__builtin_mul_overflow(count - 1, step, &r.last) ||
+           __builtin_add_overflow(r.last, start, &r.last) ||
+           (x[axis] != kDynamic && r.last >= x[axis]))
+    r.problem = Slice::Problem::bounds;
+  if (r.problem != Slice::Problem::none)
+    return r;
+  r.shape.assign(x.begin(), x.end());
+  r.shape[axis] = count;
+  return r;
+}
+
+Concat ConcatShapes(absl::Span<const Dims> inputs, int64_t axis) {
+  Concat r;
+  if (inputs.empty()) {
+    r.problem = Concat::Problem::empty;
+    return r;
+  }
+  Dims first = inputs[0];
+  if (axis < 0 || axis >= static_cast<int64_t>(first.size())) {
+    r.problem = Concat::Problem::axis;
+    return r;
+  }
+  r.shape.assign(first.begin(), first.end());
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    Dims in = inputs[i];
+    r.index = i;
+    if (in.size() != first.size()) {
+      r.problem = Concat::Problem::rank;
+      return r;
+    }
+    for (size_t d = 0; d < in.size(); ++d) {
+      if (static_cast<int64_t>(d) == axis) {
+        int64_t &sum = r.shape[d];
+        if (sum == kDynamic || in[d] == kDynamic ||
+            __builtin_add_overflow(sum, in[d], &sum))
+          sum = kDynamic;
+        continue;
+      }
+      if (!DimsCompatible(r.shape[d], in[d])) {
+        r.problem = Concat::Problem::dims;
+        r.dim = d;
+        return r;
+      }
+      if (r.shape[d] == kDynamic)
+        r.shape[d] = in[d];
+    }
+  }
+  return r;
+}
+
 std::optional<int64_t> ElementCount(Dims shape) {
   int64_t n = 1;
   for (int64_t d : shape)

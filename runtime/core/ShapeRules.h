@@ -109,6 +109,32 @@ inline Shape CrossEntropyTargets(Dims logits) {
   return Shape(logits.begin(), logits.end() - 1);
 }
 
+/// A slice of x along `axis` (in [0, rank)): `count` elements from
+/// `start`, `step` apart, so x's shape with `count` at `axis`. Refused: an
+/// axis out of range, a step below 1, a negative start, a count below 1, or
+/// (where x's dim is known) a last element start + (count - 1) * step past
+/// it.
+struct Slice {
+  enum class Problem { none, axis, step, start, count, bounds };
+  Problem problem = Problem::none;
+  int64_t last = 0; // the last element's index, for `bounds`
+  Shape shape;
+};
+Slice SliceShape(Dims x, int64_t axis, int64_t start, int64_t step,
+                 int64_t count);
+
+/// The inputs one after another along `axis` (in [0, rank)): each has the
+/// first input's rank and, but at `axis`, its dims; the result's `axis` is
+/// their sum (unknown when one is). `index` is the input at fault and `dim`
+/// its dim that differs.
+struct Concat {
+  enum class Problem { none, empty, axis, rank, dims };
+  Problem problem = Problem::none;
+  size_t index = 0, dim = 0;
+  Shape shape;
+};
+Concat ConcatShapes(absl::Span<const Dims> inputs, int64_t axis);
+
 /// The element count of a shape of known dims (1 for a scalar); nullopt
 /// when it overflows int64 or a dim is negative or unknown.
 std::optional<int64_t> ElementCount(Dims shape);

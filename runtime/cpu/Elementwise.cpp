@@ -403,8 +403,24 @@ absl::Status CpuBackend::cast(const CastArgs &args) {
       std::memmove(args.out.data, args.x.data, args.x.bytes());
     return absl::OkStatus();
   }
-  // Widening to f32 is exact, so f16 <-> bf16 through f32 rounds once.
+  // Widening to f32 is exact, so f16 <-> bf16 through f32 rounds once. An
+  // index converts to the nearest f32 (exact below 2^24), then rounds once
+  // more to a narrower float: PyTorch's int -> bf16 rounds the integer once,
+  // so the two differ only for |x| > 2^24 that a double rounding moves.
   float xb[kChunkElems];
+  if (isIndex(args.x.dtype)) {
+    forChunks(n, [&](int64_t i0, int64_t m) {
+      for (int64_t i = 0; i < m; ++i)
+        xb[i] = args.x.dtype == DType::i32
+                    ? float(args.x.as<const int32_t>()[i0 + i])
+                    : float(args.x.as<const int64_t>()[i0 + i]);
+      fromF32(args.out.dtype, xb,
+              static_cast<char *>(args.out.data) +
+                  i0 * dtypeSize(args.out.dtype),
+              m);
+    });
+    return absl::OkStatus();
+  }
   forChunks(n, [&](int64_t i0, int64_t m) {
     fromF32(args.out.dtype, chunkIn(args.x, i0, m, xb),
             static_cast<char *>(args.out.data) + i0 * dtypeSize(args.out.dtype),

@@ -178,6 +178,12 @@ absl::Status CudaBackend::cast(const CastArgs &args) {
                               s));
     return absl::OkStatus();
   }
+  if (isIndex(args.x.dtype)) {
+    MD_LAUNCH(k::castIndex(args.x.data, args.x.dtype == DType::i32,
+                           args.out.data, dt(args.out), args.x.numel(), s),
+              "cast");
+    return absl::OkStatus();
+  }
   MD_LAUNCH(k::cast(args.x.data, dt(args.x), args.out.data, dt(args.out),
                     args.x.numel(), s),
             "cast");
@@ -482,6 +488,83 @@ absl::Status CudaBackend::transpose(const TransposeArgs &args) {
   MD_LAUNCH(k::permute(args.x.data, args.out.data, int(dtypeSize(args.x.dtype)),
                        space, args.out.numel(), s),
             "transpose");
+  return absl::OkStatus();
+}
+
+namespace {
+
+/// The walk of a slice of `whole` along axis from start by step, over the
+/// sliced tensor's shape: strideA steps through `whole`, and `offset` (in
+/// elements) is where the slice starts in it.
+absl::StatusOr<k::Strided> sliceSpace(const char *op, const TensorRef &whole,
+                                      const TensorRef &sliced, int64_t axis,
+                                      int64_t start, int64_t step,
+                                      int64_t *offset) {
+  std::vector<int64_t> strides = rowMajorStrides(whole.shape);
+  *offset = start * strides[axis];
+  strides[axis] *= step;
+  return strided(op, sliced.shape, strides);
+}
+
+} // namespace
+
+absl::Status CudaBackend::slice(const SliceArgs &args) {
+  MD_RETURN_IF_ERROR(checkSlice(args));
+  MD_STREAM(args);
+  int64_t offset = 0;
+  MD_ASSIGN_OR_RETURN(k::Strided space,
+                      sliceSpace("slice", args.x, args.out, args.axis,
+                                 args.start, args.step, &offset));
+  const int es = int(dtypeSize(args.x.dtype));
+  MD_LAUNCH(k::permute(args.x.as<const char>() + offset * es, args.out.data,
+                       es, space, args.out.numel(), s),
+            "slice");
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::sliceGrad(const SliceGradArgs &args) {
+  MD_RETURN_IF_ERROR(checkSliceGrad(args));
+  MD_STREAM(args);
+  int64_t offset = 0;
+  MD_ASSIGN_OR_RETURN(k::Strided space,
+                      sliceSpace("slice_grad", args.dx, args.dy, args.axis,
+                                 args.start, args.step, &offset));
+  const int es = int(dtypeSize(args.dx.dtype));
+  if (args.dx.bytes() > 0)
+    MD_CUDA(cudaMemsetAsync(args.dx.data, 0, size_t(args.dx.bytes()), s));
+  MD_LAUNCH(k::scatter(args.dy.data, args.dx.as<char>() + offset * es, es,
+                       space, args.dy.numel(), s),
+            "slice_grad");
+  return absl::OkStatus();
+}
+
+// Each input scattered into its place: out's strides over the input's
+// shape, from its first element along the axis.
+absl::Status CudaBackend::concat(const ConcatArgs &args) {
+  MD_RETURN_IF_ERROR(checkConcat(args));
+  MD_STREAM(args);
+  const std::vector<int64_t> strides = rowMajorStrides(args.out.shape);
+  const int es = int(dtypeSize(args.out.dtype));
+  int64_t at = 0;
+  for (const TensorRef &in : args.inputs) {
+    MD_ASSIGN_OR_RETURN(k::Strided space, strided("concat", in.shape, strides));
+    MD_LAUNCH(k::scatter(in.data, args.out.as<char>() + at * strides[args.axis] * es,
+                         es, space, in.numel(), s),
+              "concat");
+    at += in.shape[args.axis];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::expand(const ExpandArgs &args) {
+  MD_RETURN_IF_ERROR(checkExpand(args));
+  MD_STREAM(args);
+  MD_ASSIGN_OR_RETURN(k::Strided space,
+                      strided("expand", args.out.shape,
+                              broadcastStrides(args.x.shape, args.out.shape)));
+  MD_LAUNCH(k::permute(args.x.data, args.out.data, int(dtypeSize(args.x.dtype)),
+                       space, args.out.numel(), s),
+            "expand");
   return absl::OkStatus();
 }
 

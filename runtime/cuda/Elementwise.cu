@@ -225,6 +225,16 @@ __global__ void permuteKernel(const T *x, T *out, Strided space, int64_t n) {
   MD_GRID_STRIDE(i, n) { out[i] = x[offsetA(space, i)]; }
 }
 
+template <typename T>
+__global__ void scatterKernel(const T *x, T *out, Strided space, int64_t n) {
+  MD_GRID_STRIDE(i, n) { out[offsetA(space, i)] = x[i]; }
+}
+
+__global__ void castIndexKernel(const void *x, bool i32, void *out, int ot,
+                                int64_t n) {
+  MD_GRID_STRIDE(i, n) { st(out, ot, i, float(ldIndex(x, i32, i))); }
+}
+
 __global__ void arangeKernel(void *out, bool i32, int64_t start, int64_t n) {
   MD_GRID_STRIDE(i, n) {
     if (i32)
@@ -381,6 +391,26 @@ cudaError_t permute(const void *x, void *out, int elemBytes,
   return launch(permuteKernel<uint64_t>, n, gridFor(n), stream,
                 static_cast<const uint64_t *>(x), static_cast<uint64_t *>(out),
                 space, n);
+}
+
+cudaError_t scatter(const void *x, void *out, int elemBytes,
+                    const Strided &space, int64_t n, cudaStream_t stream) {
+  if (elemBytes == 2)
+    return launch(scatterKernel<uint16_t>, n, gridFor(n), stream,
+                  static_cast<const uint16_t *>(x),
+                  static_cast<uint16_t *>(out), space, n);
+  if (elemBytes == 4)
+    return launch(scatterKernel<uint32_t>, n, gridFor(n), stream,
+                  static_cast<const uint32_t *>(x),
+                  static_cast<uint32_t *>(out), space, n);
+  return launch(scatterKernel<uint64_t>, n, gridFor(n), stream,
+                static_cast<const uint64_t *>(x), static_cast<uint64_t *>(out),
+                space, n);
+}
+
+cudaError_t castIndex(const void *x, bool i32, void *out, int ot, int64_t n,
+                      cudaStream_t stream) {
+  return launch(castIndexKernel, n, gridFor(n), stream, x, i32, out, ot, n);
 }
 
 cudaError_t arange(void *out, bool i32, int64_t start, int64_t n,

@@ -77,6 +77,14 @@ cudaError_t columnSums(const void *x, int xt, int64_t rows, int64_t n,
 /// out[i] = x[offset(i)] for a permutation; elemBytes 2, 4 or 8.
 cudaError_t permute(const void *x, void *out, int elemBytes,
                     const Strided &space, int64_t n, cudaStream_t stream);
+/// out[offset(i)] = x[i], the reverse of permute: a slice's gradient and
+/// a concat's inputs written into their places. elemBytes 2, 4 or 8.
+cudaError_t scatter(const void *x, void *out, int elemBytes,
+                    const Strided &space, int64_t n, cudaStream_t stream);
+/// out = x (i32 or i64) converted to a float type: f32, rounded once more
+/// to a narrower one.
+cudaError_t castIndex(const void *x, bool i32, void *out, int ot, int64_t n,
+                      cudaStream_t stream);
 cudaError_t arange(void *out, bool i32, int64_t start, int64_t n,
                    cudaStream_t stream);
 /// out[o] = sum over the reduced sub-space of x / divisor. `kept` walks the

@@ -260,6 +260,13 @@ private:
   absl::Status reshape();
   absl::Status transpose();
   absl::Status arange();
+  /// md.slice's x (inputs[0]) and out, md.slice_grad's dx (outputs[0]) and
+  /// dy: `sliced` is `whole` sliced by the axis, start and step slots.
+  absl::Status sliceOf(Ref whole, Ref sliced);
+  absl::Status slice() { return sliceOf(I(0), O(0)); }
+  absl::Status sliceGrad() { return sliceOf(O(0), I(0)); }
+  absl::Status concat();
+  absl::Status expand();
   absl::Status accumulate();
   // optimizer
   absl::Status adamw();
@@ -748,6 +755,70 @@ absl::Status Rule::transpose() {
   return dtypeOf(O(0), I(0));
 }
 
+absl::Status Rule::sliceOf(Ref whole, Ref sliced) {
+  MD_RETURN_IF_ERROR(full(whole));
+  MD_RETURN_IF_ERROR(full(sliced));
+  MD_RETURN_IF_ERROR(dtypeOf(sliced, whole));
+  const Shape x = shapeOf(buf(whole)), y = shapeOf(buf(sliced));
+  const int64_t axis = intAttr(0), start = intAttr(1), step = intAttr(2);
+  const int64_t count =
+      axis < static_cast<int64_t>(y.size()) ? y[axis] : 0;
+  rules::Slice r = rules::SliceShape(x, axis, start, step, count);
+  switch (r.problem) {
+  case rules::Slice::Problem::none:
+    break;
+  case rules::Slice::Problem::axis:
+    return failAttr("ints[0]: axis %d is out of range for %s", axis,
+                    describe(buf(whole)));
+  case rules::Slice::Problem::step:
+  case rules::Slice::Problem::start:
+    return failAttr("ints: start %d, step %d", start, step);
+  case rules::Slice::Problem::count:
+  case rules::Slice::Problem::bounds:
+    return fail(sliced,
+                "but %d elements from %d by %d along axis %d do not fit in "
+                "%s",
+                count, start, step, axis, describe(buf(whole)));
+  }
+  return shapeIs(sliced, r.shape);
+}
+
+absl::Status Rule::concat() {
+  std::vector<Shape> shapes;
+  for (uint32_t k = 0; k < ins(); ++k) {
+    MD_RETURN_IF_ERROR(full(I(k)));
+    MD_RETURN_IF_ERROR(dtypeOf(I(k), I(0)));
+    shapes.push_back(shapeOf(in(k)));
+  }
+  MD_RETURN_IF_ERROR(dtypeOf(O(0), I(0)));
+  std::vector<rules::Dims> dims(shapes.begin(), shapes.end());
+  rules::Concat r = rules::ConcatShapes(dims, intAttr(0));
+  switch (r.problem) {
+  case rules::Concat::Problem::none:
+    break;
+  case rules::Concat::Problem::empty:
+  case rules::Concat::Problem::axis:
+    return failAttr("ints[0]: axis %d is out of range for inputs[0]'s %s",
+                    intAttr(0), describe(in(0)));
+  case rules::Concat::Problem::rank:
+  case rules::Concat::Problem::dims:
+    return fail(I(static_cast<uint32_t>(r.index)),
+                "but must have the dims of inputs[0]'s %s but at axis %d",
+                describe(in(0)), intAttr(0));
+  }
+  return shapeIs(O(0), r.shape);
+}
+
+absl::Status Rule::expand() {
+  MD_RETURN_IF_ERROR(full(I(0)));
+  MD_RETURN_IF_ERROR(full(O(0)));
+  MD_RETURN_IF_ERROR(dtypeOf(O(0), I(0)));
+  if (!rules::BroadcastsTo(shapeOf(in(0)), shapeOf(out(0))))
+    return fail(O(0), "which inputs[0]'s %s does not broadcast to",
+                describe(in(0)));
+  return absl::OkStatus();
+}
+
 absl::Status Rule::arange() {
   int64_t length = 0;
   if (intAttr(0) >= intAttr(1) ||
@@ -817,7 +888,10 @@ absl::Status Rule::clip() {
 // --- buffer rules -----------------------------------------------------------
 
 absl::Status Rule::cast() {
-  MD_RETURN_IF_ERROR(floating(I(0)));
+  // An index buffer converts to a float one (schema_version 7).
+  fb::DType from = buf(I(0)).dtype();
+  if (from != fb::DType::I32 && from != fb::DType::I64)
+    MD_RETURN_IF_ERROR(floating(I(0)));
   MD_RETURN_IF_ERROR(floating(O(0)));
   return layoutOf(O(0), I(0));
 }

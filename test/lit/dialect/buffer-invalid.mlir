@@ -9,7 +9,7 @@ func.func @cast_shape(%x: tensor<4x8xf32>) {
 // -----
 
 func.func @cast_int_result(%x: tensor<4xf32>) {
-  // expected-error @+1 {{'md.cast' op element types must be bf16, f16 or f32, got 'f32' to 'i32'}}
+  // expected-error @+1 {{'md.cast' op element types must be bf16, f16 or f32, or i32 or i64 to a float, got 'f32' to 'i32'}}
   %0 = md.cast %x : tensor<4xf32> to tensor<4xi32>
   return
 }
@@ -17,7 +17,7 @@ func.func @cast_int_result(%x: tensor<4xf32>) {
 // -----
 
 func.func @cast_f64_input(%x: tensor<4xf64>) {
-  // expected-error @+1 {{'md.cast' op element types must be bf16, f16 or f32, got 'f64' to 'f32'}}
+  // expected-error @+1 {{'md.cast' op element types must be bf16, f16 or f32, or i32 or i64 to a float, got 'f64' to 'f32'}}
   %0 = md.cast %x : tensor<4xf64> to tensor<4xf32>
   return
 }
