@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include <cmath>
+
 #include "frontend/ModelGen.h"
 #include "runtime/core/ShapeRules.h"
 
@@ -456,6 +458,44 @@ Val ModelGen::callBuiltin(FnState &fn, const CallExpr &call,
   if (x.isError())
     return x;
   std::string what = "the input of " + name;
+
+  // exp(n), log(n), ..., pow(n, c) of a number known at compile time are
+  // numbers (in double), so that hyper-parameters can be computed:
+  // -log(theta) / hd for a table of angles.
+  if (x.isNumber() && !x.num.dynamic &&
+      (name == "pow" || md::symbolizeElementwiseFn(name))) {
+    const double v = x.num.value();
+    double r = 0;
+    if (name == "pow") {
+      Val c = eval(fn, *args[1]);
+      if (c.isError())
+        return c;
+      if (!c.isNumber() || c.num.dynamic) {
+        error(args[1]->loc, "pow's exponent must be a number known at "
+                            "compile time, got " + describe(c));
+        return Val::error();
+      }
+      r = std::pow(v, c.num.value());
+    } else {
+      switch (*md::symbolizeElementwiseFn(name)) {
+      case md::ElementwiseFn::exp: r = std::exp(v); break;
+      case md::ElementwiseFn::log: r = std::log(v); break;
+      case md::ElementwiseFn::sin: r = std::sin(v); break;
+      case md::ElementwiseFn::cos: r = std::cos(v); break;
+      case md::ElementwiseFn::tanh: r = std::tanh(v); break;
+      case md::ElementwiseFn::sigmoid: r = 1 / (1 + std::exp(-v)); break;
+      case md::ElementwiseFn::abs: r = std::fabs(v); break;
+      case md::ElementwiseFn::neg: r = -v; break;
+      case md::ElementwiseFn::sqrt: r = std::sqrt(v); break;
+      case md::ElementwiseFn::rsqrt: r = 1 / std::sqrt(v); break;
+      }
+    }
+    if (!std::isfinite(r)) {
+      error(l, name + " of " + formatNum(x.num) + " is not a finite number");
+      return Val::error();
+    }
+    return Val::number(Num::real(r));
+  }
 
   if (name == "gelu" || name == "relu" || name == "silu") {
     std::optional<bool> approximate =

@@ -1,5 +1,16 @@
 // RUN: md-opt %s | md-opt | FileCheck %s
 
+
+// An integer tensor converts to a float one (positions for a table of angles).
+// CHECK-LABEL: func.func @cast_index
+func.func @cast_index(%p: tensor<64xi64>, %q: tensor<8xi32>) -> (tensor<64xf32>, tensor<8xbf16>) {
+  // CHECK: md.cast %{{.*}} : tensor<64xi64> to tensor<64xf32>
+  %0 = md.cast %p : tensor<64xi64> to tensor<64xf32>
+  // CHECK: md.cast %{{.*}} : tensor<8xi32> to tensor<8xbf16>
+  %1 = md.cast %q : tensor<8xi32> to tensor<8xbf16>
+  return %0, %1 : tensor<64xf32>, tensor<8xbf16>
+}
+
 // CHECK-LABEL: func.func @cast
 // CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[H:.*]]: tensor<16xf16>)
 func.func @cast(%x: tensor<4x8xf32>, %h: tensor<16xf16>) -> (tensor<4x8xbf16>, tensor<16xf32>, tensor<4x8xf32>) {

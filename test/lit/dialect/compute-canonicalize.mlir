@@ -105,3 +105,32 @@ func.func @scale(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
   %2 = md.scale %1 by 3.0 : tensor<4xf32>
   return %0, %2 : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// A slice of the whole range with step 1, a concat of one tensor and an
+// expand to x's own type are x.
+// CHECK-LABEL: func.func @layout_identities
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>)
+// CHECK-NOT: md.slice
+// CHECK-NOT: md.concat
+// CHECK-NOT: md.expand
+// CHECK: return %[[X]], %[[X]], %[[X]]
+func.func @layout_identities(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %0 = md.slice %x axis 1 start 0 step 1 : tensor<4x8xf32> to tensor<4x8xf32>
+  %1 = md.concat %x axis 0 : tensor<4x8xf32> to tensor<4x8xf32>
+  %2 = md.expand %x : tensor<4x8xf32> to tensor<4x8xf32>
+  return %0, %1, %2 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// A slice that takes every other element, or a part, stays.
+// CHECK-LABEL: func.func @slices_that_stay
+// CHECK: md.slice %{{.*}} axis 1 start 0 step 2
+// CHECK: md.slice %{{.*}} axis 1 start 1 step 1
+func.func @slices_that_stay(%x: tensor<4x8xf32>) -> (tensor<4x4xf32>, tensor<4x7xf32>) {
+  %0 = md.slice %x axis 1 start 0 step 2 : tensor<4x8xf32> to tensor<4x4xf32>
+  %1 = md.slice %x axis 1 start 1 step 1 : tensor<4x8xf32> to tensor<4x7xf32>
+  return %0, %1 : tensor<4x4xf32>, tensor<4x7xf32>
+}

@@ -701,3 +701,91 @@ func.func @sqrt_int(%x: tensor<8xi32>) -> tensor<8xi32> {
   %0 = md.sqrt %x : tensor<8xi32>
   return %0 : tensor<8xi32>
 }
+
+// -----
+
+func.func @slice_axis(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'md.slice' op axis 2 is out of range for x tensor<8x64xf32> of rank 2}}
+  %0 = md.slice %x axis 2 start 0 step 1 : tensor<8x64xf32> to tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @slice_past_end(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'md.slice' op 32 elements from 40 by 1 along axis 1 end at 71, past x tensor<8x64xf32>}}
+  %0 = md.slice %x axis 1 start 40 step 1 : tensor<8x64xf32> to tensor<8x32xf32>
+  return
+}
+
+// -----
+
+func.func @slice_step_zero(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'md.slice' op attribute 'step' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %0 = md.slice %x axis 1 start 0 step 0 : tensor<8x64xf32> to tensor<8x32xf32>
+  return
+}
+
+// -----
+
+func.func @slice_other_dim(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'md.slice' op result must be tensor<8x32xf32> (x tensor<8x64xf32> sliced along axis 1), got tensor<4x32xf32>}}
+  %0 = md.slice %x axis 1 start 0 step 2 : tensor<8x64xf32> to tensor<4x32xf32>
+  return
+}
+
+// -----
+
+func.func @slice_element_type(%x: tensor<8x64xf32>) {
+  // expected-error @+1 {{'md.slice' op failed to verify that all of {x, result} have same element type}}
+  %0 = md.slice %x axis 1 start 0 step 2 : tensor<8x64xf32> to tensor<8x32xbf16>
+  return
+}
+
+// -----
+
+func.func @slice_grad_shape(%dy: tensor<8x32xf32>) {
+  // expected-error @+1 {{'md.slice_grad' op 32 elements from 0 by 3 along axis 1 end at 93, past result tensor<8x64xf32>}}
+  %0 = md.slice_grad %dy axis 1 start 0 step 3 : tensor<8x32xf32> to tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @concat_dims(%a: tensor<8x32xf32>, %b: tensor<4x32xf32>) {
+  // expected-error @+1 {{'md.concat' op input 1 tensor<4x32xf32> must have the dims of input 0 tensor<8x32xf32> but at axis 1}}
+  %0 = md.concat %a, %b axis 1 : tensor<8x32xf32>, tensor<4x32xf32> to tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @concat_types(%a: tensor<8x32xf32>, %b: tensor<8x32xbf16>) {
+  // expected-error @+1 {{'md.concat' op input 1 tensor<8x32xbf16> must have the element type of input 0 tensor<8x32xf32>}}
+  %0 = md.concat %a, %b axis 1 : tensor<8x32xf32>, tensor<8x32xbf16> to tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @concat_result(%a: tensor<8x32xf32>, %b: tensor<8x16xf32>) {
+  // expected-error @+1 {{'md.concat' op result must be tensor<8x48xf32> (the inputs joined along axis 1), got tensor<8x64xf32>}}
+  %0 = md.concat %a, %b axis 1 : tensor<8x32xf32>, tensor<8x16xf32> to tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @concat_axis(%a: tensor<8x32xf32>) {
+  // expected-error @+1 {{'md.concat' op axis 2 is out of range for tensor<8x32xf32>}}
+  %0 = md.concat %a, %a axis 2 : tensor<8x32xf32>, tensor<8x32xf32> to tensor<8x64xf32>
+  return
+}
+
+// -----
+
+func.func @expand_shape(%x: tensor<8x2xf32>) {
+  // expected-error @+1 {{'md.expand' op x tensor<8x2xf32> does not broadcast to the result tensor<8x4xf32>}}
+  %0 = md.expand %x : tensor<8x2xf32> to tensor<8x4xf32>
+  return
+}

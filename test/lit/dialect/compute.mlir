@@ -105,6 +105,28 @@ func.func @shapes(%x: tensor<8x64x768xf32>, %ids: tensor<8x64xi32>) {
   return
 }
 
+// CHECK-LABEL: func.func @layout
+func.func @layout(%x: tensor<8x64x128xf32>, %h: tensor<8x64x64xbf16>, %ids: tensor<8x64xi64>,
+                  %k: tensor<8x64x2x1x32xf32>, %d: tensor<?x64x128xf32>) {
+  // CHECK: md.slice %{{.*}} axis 2 start 32 step 1 : tensor<8x64x128xf32> to tensor<8x64x32xf32>
+  %0 = md.slice %x axis 2 start 32 step 1 : tensor<8x64x128xf32> to tensor<8x64x32xf32>
+  // CHECK: md.slice %{{.*}} axis 1 start 1 step 3 : tensor<8x64xi64> to tensor<8x21xi64>
+  %1 = md.slice %ids axis 1 start 1 step 3 : tensor<8x64xi64> to tensor<8x21xi64>
+  // CHECK: md.slice %{{.*}} axis 1 start 0 step 2 : tensor<?x64x128xf32> to tensor<?x32x128xf32>
+  %2 = md.slice %d axis 1 start 0 step 2 : tensor<?x64x128xf32> to tensor<?x32x128xf32>
+  // CHECK: md.slice_grad %{{.*}} axis 2 start 32 step 1 : tensor<8x64x32xf32> to tensor<8x64x128xf32>
+  %3 = md.slice_grad %0 axis 2 start 32 step 1 : tensor<8x64x32xf32> to tensor<8x64x128xf32>
+  // CHECK: md.concat %{{.*}}, %{{.*}} axis 2 : tensor<8x64x32xf32>, tensor<8x64x128xf32> to tensor<8x64x160xf32>
+  %4 = md.concat %0, %x axis 2 : tensor<8x64x32xf32>, tensor<8x64x128xf32> to tensor<8x64x160xf32>
+  // CHECK: md.concat %{{.*}}, %{{.*}}, %{{.*}} axis 0 : tensor<8x64x64xbf16>, tensor<8x64x64xbf16>, tensor<8x64x64xbf16> to tensor<24x64x64xbf16>
+  %5 = md.concat %h, %h, %h axis 0 : tensor<8x64x64xbf16>, tensor<8x64x64xbf16>, tensor<8x64x64xbf16> to tensor<24x64x64xbf16>
+  // CHECK: md.expand %{{.*}} : tensor<8x64x2x1x32xf32> to tensor<8x64x2x4x32xf32>
+  %6 = md.expand %k : tensor<8x64x2x1x32xf32> to tensor<8x64x2x4x32xf32>
+  // CHECK: md.expand %{{.*}} : tensor<8x64xi64> to tensor<3x8x64xi64>
+  %7 = md.expand %ids : tensor<8x64xi64> to tensor<3x8x64xi64>
+  return
+}
+
 // CHECK-LABEL: func.func @reductions
 func.func @reductions(%x: tensor<8x64x768xf32>, %g: tensor<4x16x8xf32>) {
   // CHECK: md.sum %{{.*}} dims [0, 1] : tensor<8x64x768xf32> to tensor<768xf32>
