@@ -715,7 +715,9 @@ absl::Status checkAccumulate(const AccumulateArgs &args) {
 absl::Status checkCast(const CastArgs &args) {
   const char *op = "cast";
   // An index tensor converts to a float one (positions for a table of
-  // angles); floats convert among themselves.
+  // angles); floats convert among themselves. Either way x is a tensor
+  // with data.
+  MD_RETURN_IF_ERROR(checkTensor(args.x, op, "x"));
   if (!isIndex(args.x.dtype))
     MD_RETURN_IF_ERROR(expectFloat(op, "x", args.x));
   MD_RETURN_IF_ERROR(expectFloat(op, "out", args.out));

@@ -5,21 +5,25 @@
 // the iteration spaces CudaOps.cpp builds, against the CPU backend on the
 // same operands: the elementwise activations and their gradients (silu
 // included) in f32 and bf16, a broadcasting binary op, a mean over a middle
-// axis and its gradient, a transpose, AdamW, the global norm over two
-// tensors and clipping by it. Lengths exceed a block and a grid-stride step
-// of one block, so the indexing of every loop is exercised. The
-// BackendKernelTest /cuda cases check the same kernels on a device.
+// axis and its gradient, a transpose, a slice and its gradient, concat,
+// expand and the cast of indices (bit for bit: they move elements, or round
+// as the CPU does), AdamW, the global norm over two tensors and clipping
+// by it. Lengths exceed a block and a grid-stride step of one block, so the
+// indexing of every loop is exercised. The BackendKernelTest /cuda cases
+// check the same kernels on a device.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/Elementwise.cu"
 
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "runtime/core/OptimizerScalars.h"
+#include "runtime/core/Strides.h"
 #include "test/unit/EmulatedTensors.h"
 
 namespace md::test {
@@ -273,6 +277,195 @@ TEST_F(CudaElementwiseEmulationTest, Transpose) {
   a.perm = {1, 0};
   ASSERT_TRUE(cpu.transpose(a).ok());
   EXPECT_TRUE(emulated::close(out, want, DType::bf16));
+}
+
+/// Operands for the layout kernels, which move elements of any type:
+/// floats random in the element type, indices distinct (past 2^32 in i64).
+HostTensor operand(DType t, const runtime::Shape &shape, uint32_t seed) {
+  if (!runtime::isIndex(t))
+    return HostTensor::random(t, shape, seed);
+  HostTensor h(t, shape);
+  for (int64_t i = 0; i < h.numel(); ++i) {
+    const int64_t v = (i + seed) * (i % 2 ? -1 : 1);
+    if (t == DType::i32)
+      h.as<int32_t>()[i] = int32_t(v * 1000003);
+    else
+      h.as<int64_t>()[i] = v * int64_t(10000000019);
+  }
+  return h;
+}
+
+runtime::Shape asShape(const std::vector<int64_t> &v) {
+  return runtime::Shape(v.begin(), v.end());
+}
+
+/// The walk of a slice of `whole` along axis from start by step, over the
+/// sliced shape, as CudaOps.cpp's sliceSpace builds it: whole's row-major
+/// strides, the axis's times step, from element start * stride(axis).
+k::Strided sliceSpace(const runtime::Shape &whole, const runtime::Shape &sliced,
+                      int64_t axis, int64_t start, int64_t step,
+                      int64_t *offset) {
+  std::vector<int64_t> strides = runtime::rowMajorStrides(whole);
+  *offset = start * strides[axis];
+  strides[axis] *= step;
+  return space(sliced, asShape(strides));
+}
+
+TEST_F(CudaElementwiseEmulationTest, SliceAndItsGradient) {
+  // md.slice through permute, md.slice_grad through scatter into a dx that
+  // CudaOps.cpp zeroes first (a HostTensor starts zeroed), against the CPU
+  // backend, elements of 2, 4 and 8 bytes.
+  const runtime::Shape xs = {3, 400, 2};
+  struct Case {
+    int64_t axis, start, step, count;
+  };
+  for (DType t : {DType::bf16, DType::f32, DType::i64})
+    for (const Case &c :
+         {Case{1, 5, 3, 120}, Case{1, 50, 1, 350}, Case{0, 1, 1, 2},
+          Case{0, 0, 2, 2}, Case{2, 1, 1, 1}}) {
+      SCOPED_TRACE(testing::Message()
+                   << runtime::dtypeName(t) << " axis " << c.axis << " start "
+                   << c.start << " step " << c.step);
+      runtime::Shape ys = xs;
+      ys[c.axis] = c.count;
+      HostTensor x = operand(t, xs, 13);
+      HostTensor out(t, ys), want(t, ys);
+      int64_t offset = 0;
+      const k::Strided s = sliceSpace(xs, ys, c.axis, c.start, c.step, &offset);
+      const int es = int(runtime::dtypeSize(t));
+      ASSERT_EQ(k::permute(static_cast<const char *>(x.data()) + offset * es,
+                           out.data(), es, s, out.numel(), nullptr),
+                cudaSuccess);
+      runtime::SliceArgs a;
+      a.x = x.ref();
+      a.out = want.ref();
+      a.axis = c.axis;
+      a.start = c.start;
+      a.step = c.step;
+      ASSERT_TRUE(cpu.slice(a).ok());
+      EXPECT_TRUE(emulated::identical(out, want)) << "slice";
+
+      HostTensor dy = operand(t, ys, 14);
+      HostTensor dx(t, xs), wantDx = operand(t, xs, 15);
+      ASSERT_EQ(k::scatter(dy.data(),
+                           static_cast<char *>(dx.data()) + offset * es, es, s,
+                           dy.numel(), nullptr),
+                cudaSuccess);
+      runtime::SliceGradArgs g;
+      g.dy = dy.ref();
+      g.dx = wantDx.ref();
+      g.axis = c.axis;
+      g.start = c.start;
+      g.step = c.step;
+      ASSERT_TRUE(cpu.sliceGrad(g).ok());
+      EXPECT_TRUE(emulated::identical(dx, wantDx)) << "slice_grad";
+    }
+}
+
+TEST_F(CudaElementwiseEmulationTest, Concat) {
+  // Each input scattered into out at its place, through out's strides, as
+  // CudaOps.cpp launches them.
+  struct Case {
+    int64_t axis;
+    std::vector<runtime::Shape> inputs;
+  };
+  const Case cases[] = {
+      {0, {{2, 300}, {1, 300}, {3, 300}}},
+      {1, {{3, 250, 2}, {3, 1, 2}, {3, 120, 2}}},
+      {2, {{3, 100, 3}, {3, 100, 1}}},
+  };
+  for (DType t : {DType::bf16, DType::f32, DType::i32, DType::i64})
+    for (const Case &c : cases) {
+      SCOPED_TRACE(testing::Message()
+                   << runtime::dtypeName(t) << " axis " << c.axis);
+      runtime::Shape os = c.inputs[0];
+      os[c.axis] = 0;
+      std::vector<HostTensor> ins;
+      for (size_t i = 0; i < c.inputs.size(); ++i) {
+        ins.push_back(operand(t, c.inputs[i], 20 + uint32_t(i)));
+        os[c.axis] += c.inputs[i][c.axis];
+      }
+      HostTensor out(t, os), want(t, os);
+      const std::vector<int64_t> strides = runtime::rowMajorStrides(os);
+      const int es = int(runtime::dtypeSize(t));
+      int64_t at = 0;
+      for (size_t i = 0; i < ins.size(); ++i) {
+        ASSERT_EQ(k::scatter(ins[i].data(),
+                             static_cast<char *>(out.data()) +
+                                 at * strides[c.axis] * es,
+                             es, space(c.inputs[i], asShape(strides)),
+                             ins[i].numel(), nullptr),
+                  cudaSuccess);
+        at += c.inputs[i][c.axis];
+      }
+      runtime::ConcatArgs a;
+      for (HostTensor &in : ins)
+        a.inputs.push_back(in.ref());
+      a.out = want.ref();
+      a.axis = c.axis;
+      ASSERT_TRUE(cpu.concat(a).ok());
+      EXPECT_TRUE(emulated::identical(out, want));
+    }
+}
+
+TEST_F(CudaElementwiseEmulationTest, Expand) {
+  // permute over out's shape with x's broadcast strides (0 on new and
+  // stretched dims), as CudaOps.cpp launches it.
+  struct Case {
+    runtime::Shape x, out;
+  };
+  for (DType t : {DType::bf16, DType::f32, DType::i64})
+    for (const Case &c :
+         {Case{{300}, {3, 300}}, Case{{3, 1}, {2, 3, 300}}, Case{{1}, {700}},
+          Case{{2, 1, 5}, {4, 2, 60, 5}}, Case{{}, {3, 100}}}) {
+      SCOPED_TRACE(testing::Message()
+                   << runtime::dtypeName(t) << " " << runtime::shapeString(c.x)
+                   << " to " << runtime::shapeString(c.out));
+      HostTensor x = operand(t, c.x, 30);
+      HostTensor out(t, c.out), want(t, c.out);
+      ASSERT_EQ(k::permute(x.data(), out.data(), int(runtime::dtypeSize(t)),
+                           space(c.out, asShape(runtime::broadcastStrides(
+                                            c.x, c.out))),
+                           out.numel(), nullptr),
+                cudaSuccess);
+      runtime::ExpandArgs a;
+      a.x = x.ref();
+      a.out = want.ref();
+      ASSERT_TRUE(cpu.expand(a).ok());
+      EXPECT_TRUE(emulated::identical(out, want));
+    }
+}
+
+TEST_F(CudaElementwiseEmulationTest, CastOfIndices) {
+  // castIndex rounds as the CPU backend: float(x), then the narrower type.
+  // Small values, values past 2^24 (and 2^53 in i64), negative ones.
+  const int64_t n = 700;
+  for (DType from : {DType::i32, DType::i64})
+    for (DType to : {DType::f32, DType::bf16, DType::f16}) {
+      SCOPED_TRACE(testing::Message() << runtime::dtypeName(from) << " to "
+                                      << runtime::dtypeName(to));
+      HostTensor x(from, {n});
+      std::mt19937_64 gen(40);
+      for (int64_t i = 0; i < n; ++i) {
+        // A third small, a third up to 2^31, a third of every magnitude.
+        int64_t v = i % 3 == 0   ? int64_t(gen() % 5000) - 2500
+                    : i % 3 == 1 ? int64_t(int32_t(gen()))
+                                 : int64_t(gen()) >> (gen() % 40);
+        if (from == DType::i32)
+          x.as<int32_t>()[i] = int32_t(v);
+        else
+          x.as<int64_t>()[i] = v;
+      }
+      HostTensor out(to, {n}), want(to, {n});
+      ASSERT_EQ(k::castIndex(x.data(), from == DType::i32, out.data(),
+                             out.type(), n, nullptr),
+                cudaSuccess);
+      runtime::CastArgs a;
+      a.x = x.ref();
+      a.out = want.ref();
+      ASSERT_TRUE(cpu.cast(a).ok());
+      EXPECT_TRUE(emulated::identical(out, want));
+    }
 }
 
 TEST_F(CudaElementwiseEmulationTest, AdamWGlobalNormAndClip) {

@@ -6,7 +6,9 @@
 // CPU backend, and a comparison of two of them with the tolerance of their
 // element type (the kernels reduce in another order than the CPU backend,
 // so sums may differ in the last bits; elementwise results agree to an ulp
-// or two of f32, transcendental functions included).
+// or two of f32, transcendental functions included), or bit for bit
+// (identical: the layout kernels move elements, and conversions round as
+// the CPU backend does).
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,6 +52,9 @@ public:
     return n;
   }
   void *data() { return bytes_.data(); }
+  const void *data() const { return bytes_.data(); }
+  /// The bytes of the elements (not the slack after them).
+  int64_t bytes() const { return numel() * runtime::dtypeSize(type_); }
   /// The element type as the kernels take it (runtime::DType's value).
   int type() const { return static_cast<int>(type_); }
   template <typename T> T *as() { return reinterpret_cast<T *>(data()); }
@@ -106,6 +111,20 @@ inline ::testing::AssertionResult close(const HostTensor &got,
       return ::testing::AssertionFailure()
              << "element " << i << ": " << g << " vs " << w;
   }
+  return ::testing::AssertionSuccess();
+}
+
+/// got and want hold the same bits: for kernels that only move elements
+/// (and conversions that round as the CPU backend does).
+inline ::testing::AssertionResult identical(const HostTensor &got,
+                                            const HostTensor &want) {
+  if (got.bytes() != want.bytes())
+    return ::testing::AssertionFailure() << "sizes differ";
+  const auto *g = static_cast<const uint8_t *>(got.data());
+  const auto *w = static_cast<const uint8_t *>(want.data());
+  for (int64_t i = 0; i < got.bytes(); ++i)
+    if (g[i] != w[i])
+      return ::testing::AssertionFailure() << "first difference at byte " << i;
   return ::testing::AssertionSuccess();
 }
 

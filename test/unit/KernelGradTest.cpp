@@ -8,8 +8,9 @@
 // error is far below f32's, so the tolerance is the kernel's f32 rounding:
 // rtol 1e-4 and atol 1e-5 (on values of order 1) unless a case says
 // otherwise. Inputs are rounded to f32 first so both sides see the same x.
-// The ops without a _grad op (add/sub/mul, transpose, broadcasting) are
-// checked through the VJPs the dialect composes from forward ops.
+// The ops without a _grad op (add/sub/mul, transpose, broadcasting,
+// concat, expand) are checked through the VJPs the dialect composes from
+// forward ops.
 //
 //===----------------------------------------------------------------------===//
 
@@ -641,6 +642,108 @@ TEST_P(GradTest, TransposeVjpIsTheInversePermutation) {
     return y;
   };
   EXPECT_TRUE(matchesNumeric(dx.values(), f, {inputs(24, 40)}, 0, dyv));
+}
+
+// md.slice's VJP is md.slice_grad: dy at the positions the slice read, 0
+// at every other element of x.
+TEST_P(GradTest, SliceGradIsTheVjpOfSlice) {
+  const std::vector<int64_t> xs = {4, 5, 6};
+  struct Case {
+    int64_t axis, start, step, count;
+  };
+  for (const Case &c : {Case{0, 1, 1, 3}, Case{0, 0, 3, 2}, Case{1, 1, 2, 2},
+                        Case{1, 2, 1, 3}, Case{2, 1, 2, 3}, Case{2, 5, 1, 1}}) {
+    SCOPED_TRACE(testing::Message() << "axis " << c.axis << " start " << c.start
+                                    << " step " << c.step);
+    Shape ys(xs.begin(), xs.end());
+    ys[c.axis] = c.count;
+    Vec xv = inputs(120, 45), dyv = inputs(numel(ys), 46);
+    DeviceTensor dy = f32(ys, dyv), dx = f32({4, 5, 6}, inputs(120, 47));
+    SliceGradArgs args;
+    args.dy = dy;
+    args.dx = dx;
+    args.axis = c.axis;
+    args.start = c.start;
+    args.step = c.step;
+    ASSERT_TRUE(be().sliceGrad(args).ok());
+    RefForward f = [&](const std::vector<Vec> &in) {
+      return ref::slice(in[0], xs, c.axis, c.start, c.step, c.count);
+    };
+    EXPECT_TRUE(matchesNumeric(dx.values(), f, {xv}, 0, dyv));
+  }
+}
+
+// md.concat has no _grad op: each input's gradient is md.slice of dy at
+// the input's place along the axis (step 1).
+TEST_P(GradTest, ConcatVjpIsSlicesOfDy) {
+  struct Case {
+    int64_t axis;
+    std::vector<std::vector<int64_t>> inputs;
+  };
+  for (const Case &c : {Case{0, {{2, 3, 4}, {1, 3, 4}, {3, 3, 4}}},
+                        Case{1, {{2, 3, 4}, {2, 1, 4}, {2, 2, 4}}},
+                        Case{2, {{2, 3, 4}, {2, 3, 1}}}}) {
+    SCOPED_TRACE(testing::Message() << "axis " << c.axis);
+    std::vector<int64_t> ys = c.inputs[0];
+    ys[c.axis] = 0;
+    std::vector<Vec> in;
+    for (size_t k = 0; k < c.inputs.size(); ++k) {
+      ys[c.axis] += c.inputs[k][c.axis];
+      int64_t n = numel(Shape(c.inputs[k].begin(), c.inputs[k].end()));
+      in.push_back(inputs(n, 48 + uint32_t(k)));
+    }
+    const Shape yShape(ys.begin(), ys.end());
+    Vec dyv = inputs(numel(yShape), 52);
+    DeviceTensor dy = f32(yShape, dyv);
+    RefForward f = [&](const std::vector<Vec> &v) {
+      return ref::concat(v, c.inputs, c.axis);
+    };
+    int64_t start = 0;
+    for (size_t k = 0; k < c.inputs.size(); ++k) {
+      SCOPED_TRACE(k);
+      DeviceTensor dx = zeros(Shape(c.inputs[k].begin(), c.inputs[k].end()));
+      SliceArgs args;
+      args.x = dy;
+      args.out = dx;
+      args.axis = c.axis;
+      args.start = start;
+      args.step = 1;
+      ASSERT_TRUE(be().slice(args).ok());
+      EXPECT_TRUE(matchesNumeric(dx.values(), f, in, k, dyv));
+      start += c.inputs[k][c.axis];
+    }
+  }
+}
+
+// md.expand's VJP is md.sum_to: each element of x gets the sum of the dy
+// it was copied into.
+TEST_P(GradTest, ExpandVjpIsSumTo) {
+  struct Case {
+    std::vector<int64_t> x, out;
+  };
+  for (const Case &c : {Case{{3}, {2, 4, 3}}, Case{{3, 1}, {3, 4}},
+                        Case{{1}, {3, 4}}, Case{{2, 1, 3}, {5, 2, 4, 3}}}) {
+    const Shape xs(c.x.begin(), c.x.end()), os(c.out.begin(), c.out.end());
+    SCOPED_TRACE(testing::Message()
+                 << shapeString(xs) << " to " << shapeString(os));
+    Vec xv = inputs(numel(xs), 53), dyv = inputs(numel(os), 54);
+    DeviceTensor dy = f32(os, dyv), dx = zeros(xs);
+    SumToArgs args;
+    args.g = dy;
+    args.out = dx;
+    ASSERT_TRUE(be().sumTo(args).ok());
+    RefForward f = [&](const std::vector<Vec> &in) {
+      return ref::expand(in[0], c.x, c.out);
+    };
+    EXPECT_TRUE(matchesNumeric(dx.values(), f, {xv}, 0, dyv));
+    // The forward it differentiates is the kernel's.
+    DeviceTensor x = f32(xs, xv), y = zeros(os);
+    ExpandArgs forward;
+    forward.x = x;
+    forward.out = y;
+    ASSERT_TRUE(be().expand(forward).ok());
+    EXPECT_EQ(y.values(), ref::expand(xv, c.x, c.out));
+  }
 }
 
 } // namespace

@@ -301,6 +301,85 @@ inline Vec sumTo(const Vec &g, const std::vector<int64_t> &gShape,
   return out;
 }
 
+/// The row-major linear index of multi-index `idx` in `shape`.
+inline int64_t linearIndex(const std::vector<int64_t> &idx,
+                           const std::vector<int64_t> &shape) {
+  int64_t off = 0;
+  for (size_t i = 0; i < shape.size(); ++i)
+    off = off * shape[i] + idx[i];
+  return off;
+}
+
+// The layout ops move elements of any type: T is double for the gradient
+// tests, an element's bit pattern for the bitwise ones.
+
+/// md.slice: x's elements start, start + step, ... (`count` of them) along
+/// `axis`, every other dim whole.
+template <typename T>
+std::vector<T> slice(const std::vector<T> &x, const std::vector<int64_t> &shape,
+                     int64_t axis, int64_t start, int64_t step, int64_t count) {
+  std::vector<int64_t> outShape = shape;
+  outShape[axis] = count;
+  std::vector<T> out;
+  forEachIndex(outShape, [&](const std::vector<int64_t> &idx, int64_t) {
+    std::vector<int64_t> src = idx;
+    src[axis] = start + idx[axis] * step;
+    out.push_back(x[linearIndex(src, shape)]);
+  });
+  return out;
+}
+
+/// md.slice_grad: zeros of `shape`, with dy at the positions md.slice read.
+template <typename T>
+std::vector<T> sliceGrad(const std::vector<T> &dy,
+                         const std::vector<int64_t> &shape, int64_t axis,
+                         int64_t start, int64_t step, int64_t count) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  std::vector<T> dx(n, T(0));
+  std::vector<int64_t> dyShape = shape;
+  dyShape[axis] = count;
+  forEachIndex(dyShape, [&](const std::vector<int64_t> &idx, int64_t lin) {
+    std::vector<int64_t> dst = idx;
+    dst[axis] = start + idx[axis] * step;
+    dx[linearIndex(dst, shape)] = dy[lin];
+  });
+  return dx;
+}
+
+/// md.concat: the inputs one after another along `axis`.
+template <typename T>
+std::vector<T> concat(const std::vector<std::vector<T>> &inputs,
+                      const std::vector<std::vector<int64_t>> &shapes,
+                      int64_t axis) {
+  std::vector<int64_t> outShape = shapes[0];
+  outShape[axis] = 0;
+  for (const std::vector<int64_t> &s : shapes)
+    outShape[axis] += s[axis];
+  std::vector<T> out;
+  forEachIndex(outShape, [&](const std::vector<int64_t> &idx, int64_t) {
+    std::vector<int64_t> src = idx;
+    size_t k = 0;
+    while (src[axis] >= shapes[k][axis])
+      src[axis] -= shapes[k++][axis];
+    out.push_back(inputs[k][linearIndex(src, shapes[k])]);
+  });
+  return out;
+}
+
+/// md.expand: x broadcast (numpy's rules) to `outShape`.
+template <typename T>
+std::vector<T> expand(const std::vector<T> &x,
+                      const std::vector<int64_t> &shape,
+                      const std::vector<int64_t> &outShape) {
+  std::vector<T> out;
+  forEachIndex(outShape, [&](const std::vector<int64_t> &idx, int64_t) {
+    out.push_back(x[broadcastIndex(idx, outShape, shape)]);
+  });
+  return out;
+}
+
 } // namespace md::test::ref
 
 #endif // MD_TEST_UNIT_KERNELREFERENCE_H

@@ -637,6 +637,117 @@ TEST_P(KernelTest, CastRoundsToNearestEven) {
   EXPECT_EQ(be().cast(args).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// md.cast of an index: the nearest f32 (exact below 2^24), then rounded once
+// more to bf16 or f16, as float(x) then the narrower type.
+TEST_P(KernelTest, CastConvertsIndicesToFloats) {
+  // Small integers are exact in every float type (f16 up to 2048, bf16 up
+  // to 256 and any multiple of a power of two with 8 significant bits).
+  const std::vector<int64_t> small = {0, 1, -1, 7, -100, 255, 256, -2048, 3072};
+  for (DType from : {DType::i32, DType::i64})
+    for (DType to : {DType::f32, DType::bf16, DType::f16}) {
+      SCOPED_TRACE(testing::Message()
+                   << dtypeName(from) << " to " << dtypeName(to));
+      DeviceTensor x = ids(from, {3, 3}, small), out = zeros(to, {3, 3});
+      CastArgs args;
+      args.x = x;
+      args.out = out;
+      ASSERT_TRUE(be().cast(args).ok());
+      EXPECT_EQ(out.values(), std::vector<double>(small.begin(), small.end()));
+    }
+
+  // Past 2^24: float(x), then the narrower type. 2^24 + 2^16 + 1 is f32's
+  // 2^24 + 2^16 (a tie, to even), halfway between the bf16 neighbours 2^24
+  // and 2^24 + 2^17: bf16 takes 2^24 (even), where a single rounding of
+  // the integer would take 2^24 + 2^17. f16 overflows to inf.
+  const int64_t p24 = int64_t(1) << 24;
+  const std::vector<int64_t> large = {p24 + 1,
+                                      p24 + 3,
+                                      p24 + (1 << 16) + 1,
+                                      -(p24 + (1 << 16) + 1),
+                                      2147483647,
+                                      -2147483647 - 1,
+                                      2049,
+                                      65519};
+  for (DType from : {DType::i32, DType::i64})
+    for (DType to : {DType::f32, DType::bf16, DType::f16}) {
+      SCOPED_TRACE(testing::Message()
+                   << dtypeName(from) << " to " << dtypeName(to));
+      DeviceTensor x = ids(from, {8}, large), out = zeros(to, {8});
+      CastArgs args;
+      args.x = x;
+      args.out = out;
+      ASSERT_TRUE(be().cast(args).ok());
+      std::vector<double> want;
+      for (int64_t v : large)
+        want.push_back(roundTo(to, float(v)));
+      EXPECT_TRUE(sameValues(out.values(), want));
+      if (to == DType::f32) {
+        EXPECT_EQ(out.values()[0], double(p24));
+        EXPECT_EQ(out.values()[1], double(p24 + 4));
+      }
+      if (to == DType::bf16) {
+        EXPECT_EQ(out.values()[2], double(p24));
+        EXPECT_EQ(out.values()[3], -double(p24));
+      }
+      if (to == DType::f16) {
+        EXPECT_TRUE(std::isinf(out.values()[0]));
+        EXPECT_EQ(out.values()[6], 2048.0);
+        EXPECT_EQ(out.values()[7], 65504.0);
+      }
+    }
+
+  // i64 past i32 and past 2^53: the same, from the 64-bit integer itself.
+  const int64_t p40 = int64_t(1) << 40;
+  const std::vector<int64_t> wide = {p40 + 1, p40 + (int64_t(1) << 32) + 1,
+                                     (int64_t(1) << 60) + 1,
+                                     -(int64_t(1) << 53) - 1};
+  for (DType to : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtypeName(to));
+    DeviceTensor x = ids(DType::i64, {4}, wide), out = zeros(to, {4});
+    CastArgs args;
+    args.x = x;
+    args.out = out;
+    ASSERT_TRUE(be().cast(args).ok());
+    std::vector<double> want;
+    for (int64_t v : wide)
+      want.push_back(roundTo(to, float(v)));
+    EXPECT_TRUE(sameValues(out.values(), want));
+    EXPECT_EQ(out.values()[0], double(p40));
+    if (to == DType::bf16) {
+      EXPECT_EQ(out.values()[1], double(p40)); // not p40 + 2^33
+    }
+  }
+}
+
+TEST_P(KernelTest, CastRefusesAnIndexOutAndAMissingIndexX) {
+  DeviceTensor x = ids(DType::i32, {3}, {1, 2, 3});
+  DeviceTensor idOut = zeros(DType::i64, {3}), longer = zeros(DType::f32, {4});
+  CastArgs args;
+  args.x = x;
+  args.out = idOut;
+  absl::Status s = be().cast(args);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("cast: out must be bf16, f16 or f32, got i64[3]"),
+            std::string::npos)
+      << s;
+  args.out = longer;
+  s = be().cast(args);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(
+      s.message().find("cast: out f32[4] must have the shape of x i32[3]"),
+      std::string::npos)
+      << s;
+  // An index x is checked as a tensor too: no data is an error, not a
+  // crash.
+  DeviceTensor out = zeros(DType::f32, {3});
+  args.x = TensorRef(nullptr, DType::i64, {3});
+  args.out = out;
+  s = be().cast(args);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("cast: x i64[3] has no data"), std::string::npos)
+      << s;
+}
+
 //===----------------------------------------------------------------------===//
 // Normalisation
 //===----------------------------------------------------------------------===//
@@ -1041,6 +1152,315 @@ TEST_P(KernelTest, TransposeMovesElementsOfEveryType) {
             (std::vector<double>{fv[0], fv[3], fv[1], fv[4], fv[2], fv[5]}));
   args.perm = {0, 0};
   EXPECT_EQ(be().transpose(args).code(), absl::StatusCode::kInvalidArgument);
+}
+
+/// A tensor of any element type whose elements all differ (and are not 0
+/// for first >= 1): floats the integers from `first` with the odd ones
+/// negated (-1, 2, -3, ... from 1; exact in bf16 below 256), indices those
+/// times a large odd factor (past 2^32 in i64), so a misplaced element
+/// shows in the bits.
+DeviceTensor distinct(Backend &be, DType t, const Shape &s, int64_t first) {
+  std::vector<double> f;
+  std::vector<int64_t> id;
+  for (int64_t i = first; i < first + numel(s); ++i) {
+    const int64_t v = i % 2 ? -i : i;
+    f.push_back(double(v));
+    id.push_back(v * (t == DType::i64 ? int64_t(10000000019) : 1000003));
+  }
+  return isIndex(t) ? DeviceTensor::indices(be, t, s, id)
+                    : DeviceTensor::floats(be, t, s, f);
+}
+
+/// A download as one bit pattern per element.
+std::vector<uint64_t> elementBits(const DeviceTensor &t) {
+  std::vector<uint8_t> bytes = t.bytes();
+  const int64_t es = dtypeSize(t.ref().dtype);
+  std::vector<uint64_t> bits(bytes.size() / es, 0);
+  for (size_t i = 0; i < bits.size(); ++i)
+    std::memcpy(&bits[i], bytes.data() + i * es, es);
+  return bits;
+}
+
+std::vector<int64_t> dimsOf(const Shape &s) {
+  return std::vector<int64_t>(s.begin(), s.end());
+}
+
+const DType kEveryType[] = {DType::f32, DType::bf16, DType::f16, DType::i32,
+                            DType::i64};
+
+/// A slice along `axis`: `count` elements from `start`, `step` apart.
+struct SliceCase {
+  int64_t axis, start, step, count;
+};
+// Along the first, a middle and the last axis of [4, 5, 6], step 1 (one
+// run per row) and step > 1, a single element, the whole dim and slices
+// that end on the dim's last element.
+const SliceCase kSliceCases[] = {
+    {0, 1, 1, 3}, {0, 0, 2, 2}, {0, 3, 1, 1}, {1, 1, 1, 3}, {1, 0, 1, 5},
+    {1, 0, 3, 2}, {1, 4, 1, 1}, {2, 2, 1, 4}, {2, 1, 2, 3}, {2, 0, 5, 2},
+};
+
+TEST_P(KernelTest, SliceTakesEveryStepthElementAlongAnyAxis) {
+  const Shape xs = {4, 5, 6};
+  for (DType t : kEveryType)
+    for (const SliceCase &c : kSliceCases) {
+      SCOPED_TRACE(testing::Message()
+                   << dtypeName(t) << " axis " << c.axis << " start " << c.start
+                   << " step " << c.step << " count " << c.count);
+      Shape os = xs;
+      os[c.axis] = c.count;
+      DeviceTensor x = distinct(be(), t, xs, 1), out = zeros(t, os);
+      SliceArgs args;
+      args.x = x;
+      args.out = out;
+      args.axis = c.axis;
+      args.start = c.start;
+      args.step = c.step;
+      ASSERT_TRUE(be().slice(args).ok());
+      EXPECT_EQ(elementBits(out), ref::slice(elementBits(x), dimsOf(xs), c.axis,
+                                             c.start, c.step, c.count));
+    }
+}
+
+TEST_P(KernelTest, SliceGradIsZeroButWhereTheSliceRead) {
+  const Shape xs = {4, 5, 6};
+  for (DType t : kEveryType)
+    for (const SliceCase &c : kSliceCases) {
+      SCOPED_TRACE(testing::Message()
+                   << dtypeName(t) << " axis " << c.axis << " start " << c.start
+                   << " step " << c.step << " count " << c.count);
+      Shape ys = xs;
+      ys[c.axis] = c.count;
+      // dx starts non-zero: every element of it is written.
+      DeviceTensor dy = distinct(be(), t, ys, 1), dx = distinct(be(), t, xs, 1);
+      SliceGradArgs args;
+      args.dy = dy;
+      args.dx = dx;
+      args.axis = c.axis;
+      args.start = c.start;
+      args.step = c.step;
+      ASSERT_TRUE(be().sliceGrad(args).ok());
+      EXPECT_EQ(elementBits(dx),
+                ref::sliceGrad(elementBits(dy), dimsOf(xs), c.axis, c.start,
+                               c.step, c.count));
+    }
+}
+
+TEST_P(KernelTest, ConcatPutsInputsOfDifferentSizesOneAfterAnother) {
+  struct Case {
+    int64_t axis;
+    std::vector<Shape> inputs;
+  };
+  const Case cases[] = {
+      {0, {{2, 3, 4}, {1, 3, 4}}}, {0, {{2, 3, 4}, {1, 3, 4}, {3, 3, 4}}},
+      {1, {{2, 3, 4}, {2, 1, 4}}}, {1, {{2, 3, 4}, {2, 1, 4}, {2, 2, 4}}},
+      {2, {{2, 3, 4}, {2, 3, 1}}}, {2, {{2, 3, 4}, {2, 3, 1}, {2, 3, 2}}},
+      {0, {{5}, {2}, {3}}},
+  };
+  for (DType t : kEveryType)
+    for (const Case &c : cases) {
+      SCOPED_TRACE(testing::Message() << dtypeName(t) << " axis " << c.axis
+                                      << " " << c.inputs.size() << " inputs");
+      std::vector<DeviceTensor> ins;
+      std::vector<std::vector<uint64_t>> bits;
+      std::vector<std::vector<int64_t>> shapes;
+      Shape os = c.inputs[0];
+      os[c.axis] = 0;
+      int64_t first = 1;
+      for (const Shape &s : c.inputs) {
+        ins.push_back(distinct(be(), t, s, first));
+        first += numel(s);
+        bits.push_back(elementBits(ins.back()));
+        shapes.push_back(dimsOf(s));
+        os[c.axis] += s[c.axis];
+      }
+      DeviceTensor out = zeros(t, os);
+      ConcatArgs args;
+      for (const DeviceTensor &in : ins)
+        args.inputs.push_back(in.ref());
+      args.out = out;
+      args.axis = c.axis;
+      ASSERT_TRUE(be().concat(args).ok());
+      EXPECT_EQ(elementBits(out), ref::concat(bits, shapes, c.axis));
+    }
+}
+
+TEST_P(KernelTest, ExpandBroadcastsLikeNumpy) {
+  struct Case {
+    Shape x, out;
+  };
+  const Case cases[] = {
+      {{3}, {2, 4, 3}}, // new leading dims
+      {{3, 1}, {3, 4}}, // a size-1 dim stretched
+      {{1}, {3, 4}},    // one element everywhere
+      {{2, 1, 3}, {5, 2, 4, 3}},
+      {{1, 3, 1}, {2, 3, 2}},
+      {{}, {2, 3}},     // a scalar
+      {{2, 3}, {2, 3}}, // nothing to do
+  };
+  for (DType t : kEveryType)
+    for (const Case &c : cases) {
+      SCOPED_TRACE(testing::Message() << dtypeName(t) << " " << shapeString(c.x)
+                                      << " to " << shapeString(c.out));
+      DeviceTensor x = distinct(be(), t, c.x, 1), out = zeros(t, c.out);
+      ExpandArgs args;
+      args.x = x;
+      args.out = out;
+      ASSERT_TRUE(be().expand(args).ok());
+      EXPECT_EQ(elementBits(out),
+                ref::expand(elementBits(x), dimsOf(c.x), dimsOf(c.out)));
+    }
+}
+
+/// The status is InvalidArgument and its message holds `part`.
+::testing::AssertionResult refused(const absl::Status &s,
+                                   const std::string &part) {
+  if (s.code() != absl::StatusCode::kInvalidArgument)
+    return ::testing::AssertionFailure() << "not InvalidArgument: " << s;
+  if (s.message().find(part) == std::string::npos)
+    return ::testing::AssertionFailure()
+           << "\"" << s.message() << "\" lacks \"" << part << "\"";
+  return ::testing::AssertionSuccess();
+}
+
+TEST_P(KernelTest, SliceAndSliceGradRefuseWhatDoesNotFit) {
+  DeviceTensor x = distinct(be(), DType::f32, {4, 5, 6}, 1);
+  DeviceTensor fits = zeros(DType::f32, {4, 3, 6});
+  DeviceTensor out = floats(DType::f32, {4, 3, 6}, std::vector<double>(72, 7));
+  SliceArgs args;
+  args.x = x;
+  args.out = fits;
+  args.axis = 1;
+  args.start = 0;
+  args.step = 2;
+  ASSERT_TRUE(be().slice(args).ok()); // elements 0, 2, 4: the last fits
+  args.out = out;
+  args.axis = 3;
+  EXPECT_TRUE(refused(be().slice(args),
+                      "slice: axis 3 is out of range for x f32[4, 5, 6]"));
+  args.axis = 1;
+  args.step = 0;
+  EXPECT_TRUE(refused(be().slice(args), "slice: step 0 must be at least 1"));
+  args.step = 1;
+  args.start = -1;
+  EXPECT_TRUE(
+      refused(be().slice(args), "slice: start -1 must not be negative"));
+  // A slice running past x: 2, 4, 6 of a dim of 5.
+  args.start = 2;
+  args.step = 2;
+  EXPECT_TRUE(refused(be().slice(args),
+                      "slice: 3 elements from 2 by 2 along axis 1 end at 6, "
+                      "past x f32[4, 5, 6]"));
+  // Nothing was written.
+  EXPECT_EQ(out.values(), std::vector<double>(72, 7));
+  DeviceTensor empty = zeros(DType::f32, {4, 0, 6});
+  args.out = empty;
+  args.start = 0;
+  EXPECT_TRUE(refused(be().slice(args), "slice: out f32[4, 0, 6] takes no "
+                                        "element along axis 1"));
+  // out must have x's element type and its other dims.
+  DeviceTensor otherType = zeros(DType::bf16, {4, 3, 6});
+  args.out = otherType;
+  EXPECT_TRUE(refused(be().slice(args),
+                      "slice: out must be f32[4, 3, 6], got bf16[4, 3, 6]"));
+  DeviceTensor otherDims = zeros(DType::f32, {4, 3, 5});
+  args.out = otherDims;
+  EXPECT_TRUE(refused(be().slice(args),
+                      "slice: out must be f32[4, 3, 6], got f32[4, 3, 5]"));
+
+  SliceGradArgs grad;
+  DeviceTensor dy = zeros(DType::f32, {4, 3, 6}),
+               dx = zeros(DType::f32, {4, 5, 6});
+  grad.dy = dy;
+  grad.dx = dx;
+  grad.axis = 1;
+  grad.start = 3;
+  grad.step = 1;
+  EXPECT_TRUE(refused(be().sliceGrad(grad),
+                      "slice_grad: 3 elements from 3 by 1 along axis 1 end "
+                      "at 5, past dx f32[4, 5, 6]"));
+  grad.axis = -1;
+  EXPECT_TRUE(refused(be().sliceGrad(grad),
+                      "slice_grad: axis -1 is out of range for dx "
+                      "f32[4, 5, 6]"));
+  grad.axis = 1;
+  grad.start = 0;
+  grad.step = -2;
+  EXPECT_TRUE(
+      refused(be().sliceGrad(grad), "slice_grad: step -2 must be at least 1"));
+  DeviceTensor dyType = zeros(DType::f16, {4, 3, 6});
+  grad.dy = dyType;
+  grad.step = 1;
+  EXPECT_TRUE(refused(be().sliceGrad(grad),
+                      "slice_grad: dy must be f32[4, 3, 6], got f16[4, 3, 6]"));
+}
+
+TEST_P(KernelTest, ConcatRefusesInputsThatDoNotLineUp) {
+  DeviceTensor a = zeros(DType::f32, {2, 3, 4}),
+               b = zeros(DType::f32, {2, 1, 4});
+  DeviceTensor out = zeros(DType::f32, {2, 4, 4});
+  ConcatArgs args;
+  args.inputs = {a.ref(), b.ref()};
+  args.out = out;
+  args.axis = 1;
+  ASSERT_TRUE(be().concat(args).ok());
+  args.axis = 3;
+  EXPECT_TRUE(refused(be().concat(args),
+                      "concat: axis 3 is out of range for inputs[0] "
+                      "f32[2, 3, 4]"));
+  // Another dim than the axis differs, or the rank.
+  DeviceTensor wide = zeros(DType::f32, {2, 1, 5}),
+               flat = zeros(DType::f32, {2, 1});
+  args.axis = 1;
+  args.inputs = {a.ref(), b.ref(), wide.ref()};
+  EXPECT_TRUE(refused(be().concat(args),
+                      "concat: inputs[2] f32[2, 1, 5] must have the dims of "
+                      "inputs[0] f32[2, 3, 4] but at axis 1"));
+  args.inputs = {a.ref(), flat.ref()};
+  EXPECT_TRUE(refused(be().concat(args),
+                      "concat: inputs[1] f32[2, 1] must have the dims of "
+                      "inputs[0] f32[2, 3, 4] but at axis 1"));
+  // Another element type.
+  DeviceTensor half = zeros(DType::bf16, {2, 1, 4});
+  args.inputs = {a.ref(), half.ref()};
+  EXPECT_TRUE(refused(be().concat(args),
+                      "concat: inputs[1] bf16[2, 1, 4] must have the element "
+                      "type of inputs[0] f32[2, 3, 4]"));
+  // out is their concatenation, of their element type.
+  DeviceTensor shortOut = zeros(DType::f32, {2, 3, 4});
+  args.inputs = {a.ref(), b.ref()};
+  args.out = shortOut;
+  EXPECT_TRUE(refused(be().concat(args),
+                      "concat: out must be f32[2, 4, 4], got f32[2, 3, 4]"));
+  DeviceTensor idsOut = zeros(DType::i32, {2, 4, 4});
+  args.out = idsOut;
+  EXPECT_TRUE(refused(be().concat(args),
+                      "concat: out must be f32[2, 4, 4], got i32[2, 4, 4]"));
+  args.inputs.clear();
+  EXPECT_TRUE(refused(be().concat(args), "concat: needs at least one input"));
+}
+
+TEST_P(KernelTest, ExpandRefusesAShapeXDoesNotBroadcastTo) {
+  struct Case {
+    Shape x, out;
+    DType outType;
+  };
+  const Case cases[] = {
+      {{3}, {2, 4}, DType::f32},    // 3 against 4
+      {{2, 3}, {3}, DType::f32},    // fewer dims than x
+      {{3, 1}, {1, 4}, DType::f32}, // out's 1 cannot take x's 3
+      {{3}, {2, 3}, DType::bf16},   // another element type
+  };
+  for (const Case &c : cases) {
+    DeviceTensor x = zeros(DType::f32, c.x), out = zeros(c.outType, c.out);
+    ExpandArgs args;
+    args.x = x;
+    args.out = out;
+    const std::string want = absl::StrCat("expand: out ", out.ref().str(),
+                                          " must be a shape that x ",
+                                          x.ref().str(), " broadcasts to");
+    EXPECT_TRUE(refused(be().expand(args), want));
+  }
 }
 
 TEST_P(KernelTest, ReshapeArangeFlattenView) {

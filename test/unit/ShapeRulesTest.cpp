@@ -8,6 +8,8 @@
 
 #include "runtime/core/ShapeRules.h"
 
+#include <limits>
+
 #include "gtest/gtest.h"
 
 namespace md::rules {
@@ -107,6 +109,96 @@ TEST(ShapeRules, AttentionAndTheRest) {
   EXPECT_EQ(ElementCount({2, 3, 4}), 24);
   EXPECT_FALSE(ElementCount({int64_t(1) << 40, int64_t(1) << 40}));
   EXPECT_FALSE(ElementCount({2, D}));
+}
+
+TEST(ShapeRules, Slices) {
+  Slice s = SliceShape({4, 5, 6}, 1, 1, 2, 2);
+  ASSERT_EQ(s.problem, Slice::Problem::none);
+  EXPECT_EQ(s.shape, Shape({4, 2, 6}));
+  // Ending on the dim's last element fits; every axis, step 1 too.
+  EXPECT_EQ(SliceShape({4, 5, 6}, 1, 0, 2, 3).shape, Shape({4, 3, 6}));
+  EXPECT_EQ(SliceShape({4, 5, 6}, 0, 3, 1, 1).shape, Shape({1, 5, 6}));
+  EXPECT_EQ(SliceShape({4, 5, 6}, 2, 0, 1, 6).shape, Shape({4, 5, 6}));
+  EXPECT_EQ(SliceShape({7}, 0, 6, 100, 1).shape, Shape({1}));
+  // Each problem, in the order they are checked.
+  EXPECT_EQ(SliceShape({4, 5, 6}, 3, 0, 1, 1).problem, Slice::Problem::axis);
+  EXPECT_EQ(SliceShape({4, 5, 6}, -1, 0, 1, 1).problem, Slice::Problem::axis);
+  EXPECT_EQ(SliceShape({}, 0, 0, 1, 1).problem, Slice::Problem::axis);
+  EXPECT_EQ(SliceShape({4, 5, 6}, 3, -1, 0, 0).problem, Slice::Problem::axis);
+  EXPECT_EQ(SliceShape({4, 5, 6}, 1, 0, 0, 1).problem, Slice::Problem::step);
+  EXPECT_EQ(SliceShape({4, 5, 6}, 1, -1, -2, 0).problem, Slice::Problem::step);
+  EXPECT_EQ(SliceShape({4, 5, 6}, 1, -1, 1, 1).problem, Slice::Problem::start);
+  EXPECT_EQ(SliceShape({4, 5, 6}, 1, -1, 1, 0).problem, Slice::Problem::start);
+  EXPECT_EQ(SliceShape({4, 5, 6}, 1, 0, 1, 0).problem, Slice::Problem::count);
+  EXPECT_EQ(SliceShape({4, 5, 6}, 1, 0, 1, -3).problem, Slice::Problem::count);
+  // Past the dim: `last` is the index the last element would have.
+  s = SliceShape({4, 5, 6}, 1, 2, 2, 3);
+  EXPECT_EQ(s.problem, Slice::Problem::bounds);
+  EXPECT_EQ(s.last, 6);
+  EXPECT_TRUE(s.shape.empty());
+  s = SliceShape({4, 5, 6}, 1, 5, 1, 1);
+  EXPECT_EQ(s.problem, Slice::Problem::bounds);
+  EXPECT_EQ(s.last, 5);
+  EXPECT_EQ(SliceShape({4, 5, 6}, 2, 0, 1, 7).problem, Slice::Problem::bounds);
+  EXPECT_EQ(SliceShape({4, 0, 6}, 1, 0, 1, 1).problem, Slice::Problem::bounds);
+  // A last index that overflows int64 is past any dim.
+  const int64_t big = std::numeric_limits<int64_t>::max() / 2;
+  EXPECT_EQ(SliceShape({4, 5, 6}, 1, 0, big, 4).problem,
+            Slice::Problem::bounds);
+  EXPECT_EQ(SliceShape({4, 5, 6}, 1, std::numeric_limits<int64_t>::max(), 1, 2)
+                .problem,
+            Slice::Problem::bounds);
+  // Even along an unknown dim.
+  EXPECT_EQ(SliceShape({D}, 0, 0, big, 4).problem, Slice::Problem::bounds);
+  // An unknown dim along the axis takes any slice; others stay unknown.
+  s = SliceShape({D, 5}, 0, 100, 7, 3);
+  ASSERT_EQ(s.problem, Slice::Problem::none);
+  EXPECT_EQ(s.shape, Shape({3, 5}));
+  EXPECT_EQ(SliceShape({D, 5, D}, 1, 1, 1, 4).shape, Shape({D, 4, D}));
+  EXPECT_EQ(SliceShape({D, 5}, 1, 1, 1, 5).problem, Slice::Problem::bounds);
+}
+
+TEST(ShapeRules, Concats) {
+  const Shape a = {2, 3, 4}, b = {2, 1, 4}, c = {2, 2, 4};
+  Concat r = ConcatShapes({a, b, c}, 1);
+  ASSERT_EQ(r.problem, Concat::Problem::none);
+  EXPECT_EQ(r.shape, Shape({2, 6, 4}));
+  EXPECT_EQ(ConcatShapes({a, Shape{3, 3, 4}}, 0).shape, Shape({5, 3, 4}));
+  EXPECT_EQ(ConcatShapes({a, Shape{2, 3, 1}}, 2).shape, Shape({2, 3, 5}));
+  EXPECT_EQ(ConcatShapes({a}, 2).shape, a);
+  EXPECT_EQ(ConcatShapes({a, Shape{2, 0, 4}}, 1).shape, a);
+  EXPECT_EQ(ConcatShapes({}, 0).problem, Concat::Problem::empty);
+  EXPECT_EQ(ConcatShapes({a, b}, 3).problem, Concat::Problem::axis);
+  EXPECT_EQ(ConcatShapes({a, b}, -1).problem, Concat::Problem::axis);
+  EXPECT_EQ(ConcatShapes({Shape{}}, 0).problem, Concat::Problem::axis);
+  // The input at fault, and for `dims` its dim that differs.
+  r = ConcatShapes({a, b, Shape{2, 4}}, 1);
+  EXPECT_EQ(r.problem, Concat::Problem::rank);
+  EXPECT_EQ(r.index, 2u);
+  r = ConcatShapes({a, Shape{2, 3, 4, 1}}, 0);
+  EXPECT_EQ(r.problem, Concat::Problem::rank);
+  EXPECT_EQ(r.index, 1u);
+  r = ConcatShapes({a, b, Shape{2, 2, 5}}, 1);
+  EXPECT_EQ(r.problem, Concat::Problem::dims);
+  EXPECT_EQ(r.index, 2u);
+  EXPECT_EQ(r.dim, 2u);
+  r = ConcatShapes({a, Shape{3, 3, 4}}, 1);
+  EXPECT_EQ(r.problem, Concat::Problem::dims);
+  EXPECT_EQ(r.index, 1u);
+  EXPECT_EQ(r.dim, 0u);
+  // Unknown dims: the sum along the axis is unknown when one part is; an
+  // unknown other dim takes a later input's known size, which the inputs
+  // after it must then match.
+  EXPECT_EQ(ConcatShapes({Shape{2, D}, Shape{2, 4}}, 1).shape, Shape({2, D}));
+  EXPECT_EQ(ConcatShapes({Shape{2, 3}, Shape{2, D}, Shape{2, 1}}, 1).shape,
+            Shape({2, D}));
+  EXPECT_EQ(ConcatShapes({Shape{D, 3}, Shape{2, 4}}, 1).shape, Shape({2, 7}));
+  EXPECT_EQ(ConcatShapes({Shape{D, 3}, Shape{D, 4}}, 1).shape, Shape({D, 7}));
+  EXPECT_EQ(ConcatShapes({Shape{2, 3}, Shape{D, 4}}, 1).shape, Shape({2, 7}));
+  r = ConcatShapes({Shape{D, 3}, Shape{2, 1}, Shape{5, 1}}, 1);
+  EXPECT_EQ(r.problem, Concat::Problem::dims);
+  EXPECT_EQ(r.index, 2u);
+  EXPECT_EQ(r.dim, 0u);
 }
 
 } // namespace
