@@ -674,6 +674,9 @@ LogicalResult ConcatOp::verify() {
   switch (r.problem) {
   case md::rules::Concat::Problem::none:
     break;
+  case md::rules::Concat::Problem::overflow:
+    return emitOpError() << "the inputs' sizes along axis " << getAxis()
+                         << " overflow int64";
   case md::rules::Concat::Problem::axis:
   case md::rules::Concat::Problem::empty:
     return emitOpError() << "axis " << getAxis() << " is out of range for "

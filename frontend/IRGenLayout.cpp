@@ -265,7 +265,7 @@ Val ModelGen::layoutBuiltin(FnState &fn, const CallExpr &call,
       step = *s;
     }
     if (end <= start) {
-      error(l, args[1] ? "arange(" + Twine(start) + ", " + Twine(end) +
+      error(args[1] ? l : args[0]->loc, args[1] ? "arange(" + Twine(start) + ", " + Twine(end) +
                              ") is empty: the end must be above the start"
                        : "arange needs a positive length, got " + Twine(end));
       return Val::error();

@@ -610,6 +610,9 @@ absl::Status checkConcat(const ConcatArgs &args) {
     break;
   case rules::Concat::Problem::empty:
     return invalid(op, "needs at least one input");
+  case rules::Concat::Problem::overflow:
+    return invalid(op, "the inputs' sizes along axis %d overflow int64",
+                   args.axis);
   case rules::Concat::Problem::axis:
     return invalid(op, "axis %d is out of range for inputs[0] %s", args.axis,
                    args.inputs[0].str());

@@ -189,9 +189,12 @@ Concat ConcatShapes(absl::Span<const Dims> inputs, int64_t axis) {
     for (size_t d = 0; d < in.size(); ++d) {
       if (static_cast<int64_t>(d) == axis) {
         int64_t &sum = r.shape[d];
-        if (sum == kDynamic || in[d] == kDynamic ||
-            __builtin_add_overflow(sum, in[d], &sum))
+        if (sum == kDynamic || in[d] == kDynamic) {
           sum = kDynamic;
+        } else if (__builtin_add_overflow(sum, in[d], &sum)) {
+          r.problem = Concat::Problem::overflow;
+          return r;
+        }
         continue;
       }
       if (!DimsCompatible(r.shape[d], in[d])) {

@@ -125,10 +125,10 @@ Slice SliceShape(Dims x, int64_t axis, int64_t start, int64_t step,
 
 /// The inputs one after another along `axis` (in [0, rank)): each has the
 /// first input's rank and, but at `axis`, its dims; the result's `axis` is
-/// their sum (unknown when one is). `index` is the input at fault and `dim`
-/// its dim that differs.
+/// their sum (unknown when one is; `overflow` past int64). `index` is the
+/// input at fault and `dim` its dim that differs.
 struct Concat {
-  enum class Problem { none, empty, axis, rank, dims };
+  enum class Problem { none, empty, axis, rank, dims, overflow };
   Problem problem = Problem::none;
   size_t index = 0, dim = 0;
   Shape shape;

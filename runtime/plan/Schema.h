@@ -31,13 +31,18 @@ namespace md::plan {
 /// (rather than an opcode) came with.
 constexpr uint32_t kParamGroupsSchemaVersion = 3;
 
+/// Version 7 let `cast` convert an i32 or i64 buffer to a float one (a
+/// type rule, not a slot): mdc writes at least it for a plan with such a
+/// cast, and the loader refuses one in an older plan.
+constexpr uint32_t kIndexCastSchemaVersion = 7;
+
 /// The compatible revision of plan.fbs this runtime writes and the newest it
 /// reads (plan.fbs, "Versioning"): the newest of kParamGroupsSchemaVersion
 /// and every opcode's `since` in Opcodes.def, so that a row with a new
 /// version raises it. Bump it by hand (a constant beside
 /// kParamGroupsSchemaVersion) with every other compatible change.
 constexpr uint32_t kSchemaVersion = std::max({
-    kParamGroupsSchemaVersion,
+    kParamGroupsSchemaVersion, kIndexCastSchemaVersion,
 #define MD_OP(Name, Value, Str, Flags, Since, ...) uint32_t{Since},
 #include "runtime/core/Opcodes.def"
 });

@@ -796,6 +796,9 @@ absl::Status Rule::concat() {
   switch (r.problem) {
   case rules::Concat::Problem::none:
     break;
+  case rules::Concat::Problem::overflow:
+    return fail(O(0), "but the inputs' sizes along axis %d overflow int64",
+                intAttr(0));
   case rules::Concat::Problem::empty:
   case rules::Concat::Problem::axis:
     return failAttr("ints[0]: axis %d is out of range for inputs[0]'s %s",
@@ -892,6 +895,10 @@ absl::Status Rule::cast() {
   fb::DType from = buf(I(0)).dtype();
   if (from != fb::DType::I32 && from != fb::DType::I64)
     MD_RETURN_IF_ERROR(floating(I(0)));
+  else if (plan_.schema_version() < kIndexCastSchemaVersion)
+    return fail(I(0), "but a cast from an integer needs schema_version %d, "
+                "the plan says %d",
+                kIndexCastSchemaVersion, plan_.schema_version());
   MD_RETURN_IF_ERROR(floating(O(0)));
   return layoutOf(O(0), I(0));
 }

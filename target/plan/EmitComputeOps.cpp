@@ -148,6 +148,12 @@ LogicalResult Emitter::emitComputeOp(Operation &op, Context ctx) {
     return failure();
   Pending p{op, ctx, std::vector<int32_t>(in->begin(), in->end()),
             std::move(*out)};
+  // A cast from an integer came with version 7: an older loader would
+  // refuse it by its type rule alone.
+  if (auto cast = dyn_cast<CastOp>(op);
+      cast && !isa<FloatType>(getElementTypeOrSelf(cast.getInput().getType())))
+    b_.plan().schema_version =
+        std::max(b_.plan().schema_version, plan::kIndexCastSchemaVersion);
   for (auto emit : {&Emitter::emitBufferOp, &Emitter::emitCollectiveOp,
                     &Emitter::emitKernelOp})
     if (std::optional<LogicalResult> emitted = (this->*emit)(p))

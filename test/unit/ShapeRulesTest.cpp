@@ -199,6 +199,11 @@ TEST(ShapeRules, Concats) {
   EXPECT_EQ(r.problem, Concat::Problem::dims);
   EXPECT_EQ(r.index, 2u);
   EXPECT_EQ(r.dim, 0u);
+  // Sizes that add up past int64 are refused, not taken as unknown.
+  const int64_t big = std::numeric_limits<int64_t>::max() / 2 + 1;
+  r = ConcatShapes({Shape{big}, Shape{big}}, 0);
+  EXPECT_EQ(r.problem, Concat::Problem::overflow);
+  EXPECT_EQ(r.index, 1u);
 }
 
 } // namespace
