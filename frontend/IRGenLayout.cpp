@@ -237,7 +237,8 @@ Val ModelGen::layoutBuiltin(FnState &fn, const CallExpr &call,
 
   if (name == "arange") {
     // arange(n), or arange(start, end, step = 1).
-    std::optional<int64_t> first = constInt(fn, *args[0], "arange's start");
+    std::optional<int64_t> first = constInt(
+        fn, *args[0], args[1] ? "arange's start" : "the argument of arange");
     if (!first)
       return Val::error();
     int64_t start = 0, end = *first, step = 1;
