@@ -1226,6 +1226,36 @@ TEST(PlanMemoryTest, ViewsTakeNoBytesOfTheirOwn) {
   EXPECT_EQ(memory->peakInstruction, 2);
 }
 
+TEST(PlanLoaderTest, CastFromAnIntegerNeedsSchemaVersion7) {
+  // step: [0] arange 0..8 -> i i64[8]; [1] cast i -> f f32[8]; [2] relu f.
+  // Version 7 let cast take an integer; an older plan with one is refused
+  // by name, and a cast to an integer stays refused at any version.
+  PlanBuilder b = examples::MinimalPlan();
+  fb::PlanT &p = b.plan();
+  p.buffers.clear();
+  p.blocks.clear();
+  int32_t step = b.addBlock(fb::BlockKind::Step);
+  b.setStepBlock(step);
+  int32_t i = b.addBuffer(PlanBuilder::full("i", fb::DType::I64, {8}));
+  int32_t f = b.addBuffer(PlanBuilder::full("f", fb::DType::F32, {8}));
+  int32_t r = b.addBuffer(PlanBuilder::full("r", fb::DType::F32, {8}));
+  b.add(step, fb::Opcode::Arange, {}, {i}).ints = {0, 8};
+  b.add(step, fb::Opcode::Cast, {i}, {f});
+  b.add(step, fb::Opcode::Relu, {f}, {r});
+  ASSERT_TRUE(b.inferLiveness().ok());
+  p.schema_version = 7;
+  EXPECT_TRUE(Load(p, 1).ok()) << Load(p, 1).status();
+  p.schema_version = 6;
+  ExpectRefused(p,
+                "cast: buffer 0 is i64[8], but a cast from an integer needs "
+                "schema_version 7, the plan says 6",
+                1);
+  p.schema_version = 7;
+  Inst(p, step, 1).inputs = {f};
+  Inst(p, step, 1).outputs = {i};
+  ExpectRefused(p, "cast: buffer 0 is i64[8], but must be a float tensor", 1);
+}
+
 TEST(PlanSummaryTest, TinyMlpAtTwoRanks) {
   constexpr int64_t bytes = examples::TinyMlpShape::kUnitNumel * 4; // 848
   absl::StatusOr<LoadedPlan> loaded = Load(Tiny(), 2);
