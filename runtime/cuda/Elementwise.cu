@@ -220,14 +220,17 @@ __global__ void columnSumsKernel(const void *x, int xt, int64_t rows, int64_t n,
   }
 }
 
-template <typename T>
-__global__ void permuteKernel(const T *x, T *out, Strided space, int64_t n) {
-  MD_GRID_STRIDE(i, n) { out[i] = x[offsetA(space, i)]; }
-}
-
-template <typename T>
-__global__ void scatterKernel(const T *x, T *out, Strided space, int64_t n) {
-  MD_GRID_STRIDE(i, n) { out[offsetA(space, i)] = x[i]; }
+/// out[i] = x[offset(i)] (a gather: permute), or with Scatter
+/// out[offset(i)] = x[i].
+template <typename T, bool Scatter>
+__global__ void stridedCopyKernel(const T *x, T *out, Strided space,
+                                  int64_t n) {
+  MD_GRID_STRIDE(i, n) {
+    if (Scatter)
+      out[offsetA(space, i)] = x[i];
+    else
+      out[i] = x[offsetA(space, i)];
+  }
 }
 
 __global__ void castIndexKernel(const void *x, bool i32, void *out, int ot,
@@ -378,34 +381,34 @@ cudaError_t columnSums(const void *x, int xt, int64_t rows, int64_t n,
                 ot);
 }
 
-cudaError_t permute(const void *x, void *out, int elemBytes,
-                    const Strided &space, int64_t n, cudaStream_t stream) {
+namespace {
+
+template <bool Scatter>
+cudaError_t stridedCopy(const void *x, void *out, int elemBytes,
+                        const Strided &space, int64_t n, cudaStream_t stream) {
   if (elemBytes == 2)
-    return launch(permuteKernel<uint16_t>, n, gridFor(n), stream,
+    return launch(stridedCopyKernel<uint16_t, Scatter>, n, gridFor(n), stream,
                   static_cast<const uint16_t *>(x),
                   static_cast<uint16_t *>(out), space, n);
   if (elemBytes == 4)
-    return launch(permuteKernel<uint32_t>, n, gridFor(n), stream,
+    return launch(stridedCopyKernel<uint32_t, Scatter>, n, gridFor(n), stream,
                   static_cast<const uint32_t *>(x),
                   static_cast<uint32_t *>(out), space, n);
-  return launch(permuteKernel<uint64_t>, n, gridFor(n), stream,
+  return launch(stridedCopyKernel<uint64_t, Scatter>, n, gridFor(n), stream,
                 static_cast<const uint64_t *>(x), static_cast<uint64_t *>(out),
                 space, n);
 }
 
+} // namespace
+
+cudaError_t permute(const void *x, void *out, int elemBytes,
+                    const Strided &space, int64_t n, cudaStream_t stream) {
+  return stridedCopy<false>(x, out, elemBytes, space, n, stream);
+}
+
 cudaError_t scatter(const void *x, void *out, int elemBytes,
                     const Strided &space, int64_t n, cudaStream_t stream) {
-  if (elemBytes == 2)
-    return launch(scatterKernel<uint16_t>, n, gridFor(n), stream,
-                  static_cast<const uint16_t *>(x),
-                  static_cast<uint16_t *>(out), space, n);
-  if (elemBytes == 4)
-    return launch(scatterKernel<uint32_t>, n, gridFor(n), stream,
-                  static_cast<const uint32_t *>(x),
-                  static_cast<uint32_t *>(out), space, n);
-  return launch(scatterKernel<uint64_t>, n, gridFor(n), stream,
-                static_cast<const uint64_t *>(x), static_cast<uint64_t *>(out),
-                space, n);
+  return stridedCopy<true>(x, out, elemBytes, space, n, stream);
 }
 
 cudaError_t castIndex(const void *x, bool i32, void *out, int ot, int64_t n,
