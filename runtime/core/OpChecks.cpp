@@ -559,6 +559,9 @@ absl::Status checkSliceOf(const char *op, const char *xName,
                           int64_t step) {
   MD_RETURN_IF_ERROR(checkTensor(x, op, xName));
   MD_RETURN_IF_ERROR(checkTensor(sliced, op, slicedName));
+  if (sliced.rank() != x.rank())
+    return invalid(op, "%s %s must have the rank of %s %s", slicedName,
+                   sliced.str(), xName, x.str());
   const int64_t count =
       axis >= 0 && axis < sliced.rank() ? sliced.shape[axis] : 0;
   rules::Slice r = rules::SliceShape(x.shape, axis, start, step, count);

@@ -1367,6 +1367,10 @@ TEST_P(KernelTest, SliceAndSliceGradRefuseWhatDoesNotFit) {
   args.out = otherDims;
   EXPECT_TRUE(refused(be().slice(args),
                       "slice: out must be f32[4, 3, 6], got f32[4, 3, 5]"));
+  DeviceTensor otherRank = zeros(DType::f32, {4, 3});
+  args.out = otherRank;
+  EXPECT_TRUE(refused(be().slice(args), "slice: out f32[4, 3] must have the "
+                                        "rank of x f32[4, 5, 6]"));
 
   SliceGradArgs grad;
   DeviceTensor dy = zeros(DType::f32, {4, 3, 6}),
