@@ -325,6 +325,7 @@ static Type broadcastType(Value lhs, Value rhs) {
 MD_BROADCAST_BINARY_OP(AddOp)
 MD_BROADCAST_BINARY_OP(SubOp)
 MD_BROADCAST_BINARY_OP(MulOp)
+MD_BROADCAST_BINARY_OP(DivOp)
 #undef MD_BROADCAST_BINARY_OP
 
 OpFoldResult ScaleOp::fold(FoldAdaptor) {

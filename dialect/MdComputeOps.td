@@ -116,6 +116,7 @@ class MD_BroadcastBinaryOp<string mnemonic, string what, string vjp>
   let description = [{
     Elementwise `lhs }] # !cond(!eq(mnemonic, "add") : "+",
                                !eq(mnemonic, "sub") : "-",
+                               !eq(mnemonic, "div") : "/",
                                true : "*") # [{ rhs` with numpy's trailing
     broadcasting: the shapes are aligned at their last dims, and each pair of
     dims must be equal or one of them 1 (a missing leading dim counts as 1).
@@ -148,6 +149,8 @@ def MD_SubOp : MD_BroadcastBinaryOp<"sub", "difference",
     "d(lhs) = dy and d(rhs) = `md.scale dy by -1.0`.">;
 def MD_MulOp : MD_BroadcastBinaryOp<"mul", "product",
     "d(lhs) = `md.mul dy, rhs` and d(rhs) = `md.mul dy, lhs`.">;
+def MD_DivOp : MD_BroadcastBinaryOp<"div", "quotient (IEEE, in f32)",
+    "d(lhs) = `md.div dy, rhs` and d(rhs) = -`md.div (md.mul dy, result), rhs` (-dy lhs / rhs^2 from the quotient itself).">;
 
 def MD_ScaleOp : MD_ComputeOp<"scale", [SameOperandsAndResultType]> {
   let summary = "multiplies a tensor by a constant";

@@ -258,6 +258,8 @@ Val ModelGen::elementwise(BinaryOp op, const Val &l, const Val &r, SMLoc at) {
     return Val::tensor(md::AddOp::create(b, where, type, l.value, r.value));
   case BinaryOp::Sub:
     return Val::tensor(md::SubOp::create(b, where, type, l.value, r.value));
+  case BinaryOp::Div:
+    return Val::tensor(md::DivOp::create(b, where, type, l.value, r.value));
   default:
     return Val::tensor(md::MulOp::create(b, where, type, l.value, r.value));
   }

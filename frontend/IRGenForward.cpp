@@ -345,15 +345,8 @@ Val ModelGen::evalBinary(FnState &fn, const BinaryExpr &e) {
     }
     return matmul(l, r, e.opLoc);
   }
-  if (l.isTensor() && r.isTensor()) {
-    if (e.op == BinaryOp::Div) {
-      error(e.opLoc, "'/' between tensors is not supported; divide by a "
-                     "number instead, got " +
-                         describe(l) + " and " + describe(r));
-      return Val::error();
-    }
+  if (l.isTensor() && r.isTensor())
     return elementwise(e.op, l, r, e.opLoc);
-  }
   // A tensor and a number.
   const Val &t = l.isTensor() ? l : r;
   const Val &n = l.isTensor() ? r : l;

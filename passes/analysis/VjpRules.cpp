@@ -34,6 +34,7 @@ public:
   LogicalResult vjp(AddOp op, ArrayRef<Value> dy);
   LogicalResult vjp(SubOp op, ArrayRef<Value> dy);
   LogicalResult vjp(MulOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(DivOp op, ArrayRef<Value> dy);
   LogicalResult vjp(ScaleOp op, ArrayRef<Value> dy);
   LogicalResult vjp(GeluOp op, ArrayRef<Value> dy);
   LogicalResult vjp(ReluOp op, ArrayRef<Value> dy);
@@ -150,6 +151,20 @@ LogicalResult VjpRules::vjp(MulOp op, ArrayRef<Value> dy) {
     add(op.getLhs(), sumTo(MulOp::create(b, dy[0], op.getRhs()), op.getLhs()));
   if (needs(op.getRhs()))
     add(op.getRhs(), sumTo(MulOp::create(b, dy[0], op.getLhs()), op.getRhs()));
+  return success();
+}
+
+// y = lhs / rhs: d(lhs) = dy / rhs, d(rhs) = -dy lhs / rhs^2 = -(dy y) / rhs
+// (from the quotient, as torch's div backward), each reduced like add's.
+LogicalResult VjpRules::vjp(DivOp op, ArrayRef<Value> dy) {
+  if (needs(op.getLhs()))
+    add(op.getLhs(), sumTo(DivOp::create(b, dy[0], op.getRhs()), op.getLhs()));
+  if (needs(op.getRhs())) {
+    Value q = DivOp::create(b, MulOp::create(b, dy[0], op.getResult()),
+                            op.getRhs());
+    add(op.getRhs(),
+        ScaleOp::create(b, sumTo(q, op.getRhs()), b.getF64FloatAttr(-1.0)));
+  }
   return success();
 }
 
@@ -390,7 +405,7 @@ LogicalResult md::emitVjp(Operation *op, ArrayRef<Value> resultGradients,
          "an op is differentiated only when the loss depends on a result");
   VjpRules rules(op, context);
   return TypeSwitch<Operation *, LogicalResult>(op)
-      .Case<MatmulOp, MatmulGeluOp, AddOp, SubOp, MulOp, ScaleOp, GeluOp,
+      .Case<MatmulOp, MatmulGeluOp, AddOp, SubOp, MulOp, DivOp, ScaleOp, GeluOp,
             ReluOp, SiluOp, ElementwiseOp, DetachOp, PowOp, LayerNormOp,
             RmsNormOp,
             BatchNormOp, SoftmaxOp, CausalAttentionOp, EmbeddingOp,

@@ -325,7 +325,8 @@ absl::StatusOr<MatmulDims> checkMatmulGrad(const MatmulGradArgs &args) {
 absl::Status checkBinary(const BinaryArgs &args) {
   const char *op = args.op == BinaryOp::add   ? "add"
                    : args.op == BinaryOp::sub ? "sub"
-                                              : "mul";
+                   : args.op == BinaryOp::mul ? "mul"
+                                              : "div";
   MD_RETURN_IF_ERROR(expectFloat(op, "lhs", args.lhs));
   MD_RETURN_IF_ERROR(checkTensor(args.rhs, op, "rhs"));
   if (args.rhs.dtype != args.lhs.dtype)

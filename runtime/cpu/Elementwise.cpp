@@ -151,6 +151,10 @@ absl::Status CpuBackend::binary(const BinaryArgs &args) {
       mapGrad(args.lhs, args.rhs, args.out,
               [](float a, float b) { return a * b; });
       break;
+    case BinaryOp::div:
+      mapGrad(args.lhs, args.rhs, args.out,
+              [](float a, float b) { return a / b; });
+      break;
     }
     return absl::OkStatus();
   }
@@ -175,6 +179,11 @@ absl::Status CpuBackend::binary(const BinaryArgs &args) {
     forEachBroadcast(
         args.out.shape, sl, sr,
         [&](int64_t i, int64_t a, int64_t b) { o[i] = l[a] * r[b]; });
+    break;
+  case BinaryOp::div:
+    forEachBroadcast(
+        args.out.shape, sl, sr,
+        [&](int64_t i, int64_t a, int64_t b) { o[i] = l[a] / r[b]; });
     break;
   }
   out.store();

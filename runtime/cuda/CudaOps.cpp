@@ -34,7 +34,8 @@ absl::Status CudaBackend::binary(const BinaryArgs &args) {
                               broadcastStrides(args.rhs.shape, full)));
   k::Binary op = args.op == BinaryOp::add   ? k::Binary::add
                  : args.op == BinaryOp::sub ? k::Binary::sub
-                                            : k::Binary::mul;
+                 : args.op == BinaryOp::mul ? k::Binary::mul
+                                            : k::Binary::div;
   MD_LAUNCH(k::binary(op, args.lhs.data, dt(args.lhs), args.rhs.data,
                       dt(args.rhs), args.out.data, dt(args.out), space,
                       args.out.numel(), s),

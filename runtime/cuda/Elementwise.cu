@@ -128,7 +128,10 @@ __global__ void binaryKernel(Binary op, const void *lhs, int lt,
     int64_t a, b;
     offsetsAB(space, i, a, b);
     float l = ld(lhs, lt, a), r = ld(rhs, rt, b);
-    float v = op == Binary::add ? l + r : op == Binary::sub ? l - r : l * r;
+    float v = op == Binary::add   ? l + r
+              : op == Binary::sub ? l - r
+              : op == Binary::mul ? l * r
+                                  : l / r;
     st(out, ot, i, v);
   }
 }

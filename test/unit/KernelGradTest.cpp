@@ -624,6 +624,53 @@ TEST_P(GradTest, MulVjpComposedFromForwardOps) {
   EXPECT_TRUE(matchesNumeric(dr.values(), f, {lv, rv}, 1, dyv)) << "drhs";
 }
 
+// md.div has no _grad op: d(lhs) = sum_to(dy / rhs), d(rhs) =
+// -sum_to((dy * y) / rhs), y = lhs / rhs (VjpRules.cpp).
+TEST_P(GradTest, DivVjpComposedFromForwardOps) {
+  std::vector<int64_t> ls = {2, 1, 4}, rs = {3, 1};
+  Vec lv = inputs(8, 40), rv = inputs(3, 41), dyv = inputs(24, 42);
+  for (double &v : rv)
+    v = v < 0 ? v - 0.5 : v + 0.5; // away from 0, where 1 / rhs is steep
+  DeviceTensor l = f32({2, 1, 4}, lv), r = f32({3, 1}, rv),
+               dy = f32({2, 3, 4}, dyv);
+  DeviceTensor y = zeros({2, 3, 4}), t = zeros({2, 3, 4}), q = zeros({2, 3, 4});
+  DeviceTensor dl = zeros({2, 1, 4}), dr = zeros({3, 1});
+  BinaryArgs op;
+  op.op = BinaryOp::div;
+  op.lhs = l;
+  op.rhs = r;
+  op.out = y;
+  ASSERT_TRUE(be().binary(op).ok());
+  // d(lhs) = sum_to(dy / rhs).
+  op.lhs = dy;
+  op.out = t;
+  ASSERT_TRUE(be().binary(op).ok());
+  SumToArgs sum;
+  sum.g = t;
+  sum.out = dl;
+  ASSERT_TRUE(be().sumTo(sum).ok());
+  // d(rhs) = -sum_to((dy * y) / rhs).
+  BinaryArgs mul;
+  mul.op = BinaryOp::mul;
+  mul.lhs = dy;
+  mul.rhs = y;
+  mul.out = q;
+  ASSERT_TRUE(be().binary(mul).ok());
+  op.lhs = q;
+  op.out = t;
+  ASSERT_TRUE(be().binary(op).ok());
+  sum.out = dr;
+  ASSERT_TRUE(be().sumTo(sum).ok());
+  Vec drv = dr.values();
+  for (double &v : drv)
+    v = -v;
+  RefForward f = [&](const std::vector<Vec> &in) {
+    return ref::binary(3, in[0], ls, in[1], rs);
+  };
+  EXPECT_TRUE(matchesNumeric(dl.values(), f, {lv, rv}, 0, dyv)) << "dlhs";
+  EXPECT_TRUE(matchesNumeric(drv, f, {lv, rv}, 1, dyv)) << "drhs";
+}
+
 // md.transpose's VJP is the transpose by the inverse permutation.
 TEST_P(GradTest, TransposeVjpIsTheInversePermutation) {
   Vec dyv = inputs(24, 39);

@@ -81,6 +81,7 @@ inline std::vector<int64_t> broadcastShape(const std::vector<int64_t> &a,
 }
 
 /// 0: add, 1: sub, 2: mul.
+/// op: 0 add, 1 sub, 2 mul, 3 div (runtime::BinaryOp's order).
 inline Vec binary(int op, const Vec &l, const std::vector<int64_t> &ls,
                   const Vec &r, const std::vector<int64_t> &rs) {
   std::vector<int64_t> full = broadcastShape(ls, rs);
@@ -88,7 +89,10 @@ inline Vec binary(int op, const Vec &l, const std::vector<int64_t> &ls,
   forEachIndex(full, [&](const std::vector<int64_t> &idx, int64_t) {
     double a = l[broadcastIndex(idx, full, ls)];
     double b = r[broadcastIndex(idx, full, rs)];
-    out.push_back(op == 0 ? a + b : op == 1 ? a - b : a * b);
+    out.push_back(op == 0   ? a + b
+                  : op == 1 ? a - b
+                  : op == 2 ? a * b
+                            : a / b);
   });
   return out;
 }
