@@ -472,13 +472,18 @@ std::vector<Val> ModelGen::applyInstance(FnState &fn, Instance *inst,
   case Instance::Kind::Block:
     return applyBlock(fn, inst, args, calleeName, l);
   case Instance::Kind::Repeated: {
+    // Each instance's results replace the leading arguments of the next;
+    // arguments past its results are shared by every instance (h(x, cos,
+    // sin) with `return x`): the call's results are the replaced ones.
     std::vector<Val> current = args;
+    size_t varying = args.size();
     for (auto &child : inst->children) {
       std::vector<Val> next =
           applyInstance(fn, child.get(), current, calleeName, l);
       if (next.empty())
         return {};
-      bool same = next.size() == current.size();
+      bool same = next.size() <= current.size() &&
+                  (&child == &inst->children.front() || next.size() == varying);
       for (size_t k = 0; same && k < next.size(); ++k)
         same = next[k].isTensor() && current[k].isTensor() &&
                next[k].type() == current[k].type();
@@ -490,13 +495,16 @@ std::vector<Val> ModelGen::applyInstance(FnState &fn, Instance *inst,
           return s;
         };
         error(l, "the repeated layer '" + calleeName +
-                     "' must map its input to the same type, but " +
+                     "' must map its leading inputs to results of the same "
+                     "types (the inputs after them are shared), but " +
                      child->signature + " maps " + list(current) + " to " +
                      list(next));
         return {};
       }
-      current = std::move(next);
+      varying = next.size();
+      std::copy(next.begin(), next.end(), current.begin());
     }
+    current.resize(varying);
     return current;
   }
   default:
