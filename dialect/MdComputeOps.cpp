@@ -597,6 +597,27 @@ LogicalResult MeanGradOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// ClampOp, ClampGradOp
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyClampBounds(Operation *op, double lo, double hi) {
+  if (lo <= hi)
+    return success();
+  return op->emitOpError() << "min " << lo << " must be at most max " << hi
+                           << " (neither NaN)";
+}
+
+LogicalResult ClampOp::verify() {
+  return verifyClampBounds(*this, getMin().convertToDouble(),
+                           getMax().convertToDouble());
+}
+
+LogicalResult ClampGradOp::verify() {
+  return verifyClampBounds(*this, getMin().convertToDouble(),
+                           getMax().convertToDouble());
+}
+
+//===----------------------------------------------------------------------===//
 // SliceOp, SliceGradOp, ConcatOp, ExpandOp
 //===----------------------------------------------------------------------===//
 

@@ -258,6 +258,41 @@ def MD_PowOp : MD_ComputeOp<"pow", [SameOperandsAndResultType]> {
   let assemblyFormat = "$x `by` $exponent attr-dict `:` type($x)";
 }
 
+def MD_ClampOp : MD_ComputeOp<"clamp", [SameOperandsAndResultType]> {
+  let summary = "limits each element to a range";
+  let description = [{
+    `result = x < min ? min : x > max ? max : x` for each element in f32,
+    `min <= max` f64 constants used in f32; a bound of -inf or inf is no
+    bound, and NaN stays NaN (torch's `clamp`). Same type in and out. The
+    gradient is `md.clamp_grad`.
+
+    ```mlir
+    %c = md.clamp %x min -1.0 max 1.0 : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins MD_FloatTensor:$x, F64Attr:$min, F64Attr:$max);
+  let results = (outs MD_FloatTensor:$result);
+  let assemblyFormat = "$x `min` $min `max` $max attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
+def MD_ClampGradOp : MD_ComputeOp<"clamp_grad", [SameOperandsAndResultType]> {
+  let summary = "gradient of md.clamp";
+  let description = [{
+    `dx = min <= x <= max ? dy : 0` for each element (torch's: the bounds
+    themselves pass the gradient). `dy`, `x` and `dx` have the same type.
+
+    ```mlir
+    %dx = md.clamp_grad %dy, %x min -1.0 max 1.0 : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins MD_FloatTensor:$dy, MD_FloatTensor:$x, F64Attr:$min,
+                       F64Attr:$max);
+  let results = (outs MD_FloatTensor:$dx);
+  let assemblyFormat = "$dy `,` $x `min` $min `max` $max attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
 def MD_PowGradOp : MD_ComputeOp<"pow_grad", [SameOperandsAndResultType]> {
   let summary = "gradient of md.pow";
   let description = [{

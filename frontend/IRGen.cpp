@@ -65,6 +65,7 @@ const std::map<std::string, std::vector<Formal>> &builtinFunctions() {
       {"rsqrt", {{"x", true}}},
       {"detach", {{"x", true}}},
       {"pow", {{"x", true}, {"exponent", true}}},
+      {"clamp", {{"x", true}, {"min", false}, {"max", false}}},
       {"softmax", {{"x", true}, {"axis", false}}},
       {"cross_entropy",
        {{"logits", true}, {"targets", true}, {"ignore_index", false}}},

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include <cmath>
+#include <limits>
 
 #include "frontend/ModelGen.h"
 #include "runtime/core/ShapeRules.h"
@@ -527,6 +528,40 @@ Val ModelGen::callBuiltin(FnState &fn, const CallExpr &call,
     }
     return Val::tensor(md::PowOp::create(b, loc(l), x.type(), x.value,
                                          b.getF64FloatAttr(c.num.value())));
+  }
+  if (name == "clamp") {
+    // clamp(x, min = lo, max = hi), either bound optional (torch's).
+    if (!args[1] && !args[2]) {
+      error(l, "clamp needs min, max or both, e.g. clamp(x, min = -1.0, "
+               "max = 1.0)");
+      return Val::error();
+    }
+    double bounds[2] = {-std::numeric_limits<double>::infinity(),
+                        std::numeric_limits<double>::infinity()};
+    for (int k = 0; k < 2; ++k) {
+      if (!args[1 + k])
+        continue;
+      Val v = eval(fn, *args[1 + k]);
+      if (v.isError())
+        return v;
+      if (!v.isNumber() || v.num.dynamic) {
+        error(args[1 + k]->loc, Twine("clamp's ") + (k ? "max" : "min") +
+                                    " must be a number known at compile "
+                                    "time, got " + describe(v));
+        return Val::error();
+      }
+      bounds[k] = v.num.value();
+    }
+    if (!(bounds[0] <= bounds[1])) {
+      error(l, "clamp's min " + formatNum(Num::real(bounds[0])) +
+                   " is above its max " + formatNum(Num::real(bounds[1])));
+      return Val::error();
+    }
+    if (!expectFloat(x, l, what))
+      return Val::error();
+    return Val::tensor(md::ClampOp::create(b, loc(l), x.type(), x.value,
+                                           b.getF64FloatAttr(bounds[0]),
+                                           b.getF64FloatAttr(bounds[1])));
   }
   if (name == "detach") {
     if (!expectFloat(x, l, what))

@@ -42,6 +42,7 @@ public:
   LogicalResult vjp(ElementwiseOp op, ArrayRef<Value> dy);
   LogicalResult vjp(DetachOp op, ArrayRef<Value> dy);
   LogicalResult vjp(PowOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(ClampOp op, ArrayRef<Value> dy);
   LogicalResult vjp(LayerNormOp op, ArrayRef<Value> dy);
   LogicalResult vjp(RmsNormOp op, ArrayRef<Value> dy);
   LogicalResult vjp(BatchNormOp op, ArrayRef<Value> dy);
@@ -312,6 +313,13 @@ LogicalResult VjpRules::vjp(TransposeOp op, ArrayRef<Value> dy) {
   return success();
 }
 
+// The elements inside [min, max] pass dy; the clamped ones get nothing.
+LogicalResult VjpRules::vjp(ClampOp op, ArrayRef<Value> dy) {
+  add(op.getX(), ClampGradOp::create(b, op.getX().getType(), dy[0], op.getX(),
+                                     op.getMinAttr(), op.getMaxAttr()));
+  return success();
+}
+
 // The elements a slice read get dy, the others nothing.
 LogicalResult VjpRules::vjp(SliceOp op, ArrayRef<Value> dy) {
   add(op.getX(),
@@ -406,7 +414,7 @@ LogicalResult md::emitVjp(Operation *op, ArrayRef<Value> resultGradients,
   VjpRules rules(op, context);
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case<MatmulOp, MatmulGeluOp, AddOp, SubOp, MulOp, DivOp, ScaleOp, GeluOp,
-            ReluOp, SiluOp, ElementwiseOp, DetachOp, PowOp, LayerNormOp,
+            ReluOp, SiluOp, ElementwiseOp, DetachOp, PowOp, ClampOp, LayerNormOp,
             RmsNormOp,
             BatchNormOp, SoftmaxOp, CausalAttentionOp, EmbeddingOp,
             CrossEntropyOp, ReshapeOp,

@@ -398,6 +398,25 @@ absl::Status CpuBackend::powGrad(const PowGradArgs &args) {
   return absl::OkStatus();
 }
 
+absl::Status CpuBackend::clamp(const ClampArgs &args) {
+  MD_RETURN_IF_ERROR(checkUnary("clamp", args.x, args.out));
+  const float lo = static_cast<float>(args.min),
+              hi = static_cast<float>(args.max);
+  mapUnary(args.x, args.out,
+           [lo, hi](float x) { return x < lo ? lo : x > hi ? hi : x; });
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::clampGrad(const ClampGradArgs &args) {
+  MD_RETURN_IF_ERROR(checkUnaryGrad("clamp_grad", args.dy, args.x, args.dx));
+  const float lo = static_cast<float>(args.min),
+              hi = static_cast<float>(args.max);
+  mapGrad(args.dy, args.x, args.dx, [lo, hi](float dy, float x) {
+    return x >= lo && x <= hi ? dy : 0.0f;
+  });
+  return absl::OkStatus();
+}
+
 absl::Status CpuBackend::accumulate(const AccumulateArgs &args) {
   MD_RETURN_IF_ERROR(checkAccumulate(args));
   mapGrad(args.acc, args.g, args.out, [](float a, float g) { return a + g; });

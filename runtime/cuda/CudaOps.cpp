@@ -160,6 +160,25 @@ absl::Status CudaBackend::powGrad(const PowGradArgs &args) {
                          args.dx, s, float(args.exponent));
 }
 
+absl::Status CudaBackend::clamp(const ClampArgs &args) {
+  MD_RETURN_IF_ERROR(checkUnary("clamp", args.x, args.out));
+  MD_STREAM(args);
+  MD_LAUNCH(k::clamp(args.x.data, dt(args.x), args.out.data, dt(args.out),
+                     args.x.numel(), float(args.min), float(args.max), s),
+            "clamp");
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::clampGrad(const ClampGradArgs &args) {
+  MD_RETURN_IF_ERROR(checkUnaryGrad("clamp_grad", args.dy, args.x, args.dx));
+  MD_STREAM(args);
+  MD_LAUNCH(k::clampGrad(args.dy.data, dt(args.dy), args.x.data, dt(args.x),
+                         args.dx.data, dt(args.dx), args.x.numel(),
+                         float(args.min), float(args.max), s),
+            "clamp_grad");
+  return absl::OkStatus();
+}
+
 absl::Status CudaBackend::accumulate(const AccumulateArgs &args) {
   MD_RETURN_IF_ERROR(checkAccumulate(args));
   MD_STREAM(args);

@@ -236,6 +236,23 @@ __global__ void stridedCopyKernel(const T *x, T *out, Strided space,
   }
 }
 
+__global__ void clampKernel(const void *x, int xt, void *out, int ot,
+                            int64_t n, float lo, float hi) {
+  MD_GRID_STRIDE(i, n) {
+    float v = ld(x, xt, i);
+    st(out, ot, i, v < lo ? lo : v > hi ? hi : v);
+  }
+}
+
+__global__ void clampGradKernel(const void *dy, int dyt, const void *x, int xt,
+                                void *dx, int dxt, int64_t n, float lo,
+                                float hi) {
+  MD_GRID_STRIDE(i, n) {
+    float v = ld(x, xt, i);
+    st(dx, dxt, i, v >= lo && v <= hi ? ld(dy, dyt, i) : 0.0f);
+  }
+}
+
 __global__ void castIndexKernel(const void *x, bool i32, void *out, int ot,
                                 int64_t n) {
   MD_GRID_STRIDE(i, n) { st(out, ot, i, float(ldIndex(x, i32, i))); }
@@ -412,6 +429,18 @@ cudaError_t permute(const void *x, void *out, int elemBytes,
 cudaError_t scatter(const void *x, void *out, int elemBytes,
                     const Strided &space, int64_t n, cudaStream_t stream) {
   return stridedCopy<true>(x, out, elemBytes, space, n, stream);
+}
+
+cudaError_t clamp(const void *x, int xt, void *out, int ot, int64_t n,
+                  float lo, float hi, cudaStream_t stream) {
+  return launch(clampKernel, n, gridFor(n), stream, x, xt, out, ot, n, lo, hi);
+}
+
+cudaError_t clampGrad(const void *dy, int dyt, const void *x, int xt, void *dx,
+                      int dxt, int64_t n, float lo, float hi,
+                      cudaStream_t stream) {
+  return launch(clampGradKernel, n, gridFor(n), stream, dy, dyt, x, xt, dx,
+                dxt, n, lo, hi);
 }
 
 cudaError_t castIndex(const void *x, bool i32, void *out, int ot, int64_t n,

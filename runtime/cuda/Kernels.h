@@ -81,6 +81,12 @@ cudaError_t permute(const void *x, void *out, int elemBytes,
 /// a concat's inputs written into their places. elemBytes 2, 4 or 8.
 cudaError_t scatter(const void *x, void *out, int elemBytes,
                     const Strided &space, int64_t n, cudaStream_t stream);
+/// out = x clamped to [lo, hi] (NaN stays NaN); dx = lo <= x <= hi ? dy : 0.
+cudaError_t clamp(const void *x, int xt, void *out, int ot, int64_t n,
+                  float lo, float hi, cudaStream_t stream);
+cudaError_t clampGrad(const void *dy, int dyt, const void *x, int xt, void *dx,
+                      int dxt, int64_t n, float lo, float hi,
+                      cudaStream_t stream);
 /// out = x (i32 or i64) converted to a float type: f32, rounded once more
 /// to a narrower one.
 cudaError_t castIndex(const void *x, bool i32, void *out, int ot, int64_t n,

@@ -50,7 +50,8 @@ constexpr KindText kIntKinds[] = {
     {"Bucket", " >= -1"}, {"Dataset", ": dataset index"}};
 constexpr KindText kFloatKinds[] = {{"Positive", " > 0"},
                                     {"NonNegative", " >= 0"},
-                                    {"UnitInterval", " in [0, 1)"}};
+                                    {"UnitInterval", " in [0, 1)"},
+                                    {"Bound", " (a number, or -inf / inf)"}};
 
 template <size_t N>
 std::string kindText(const KindText (&table)[N], const std::string &kind,

@@ -98,6 +98,7 @@ enum class FloatAttr : uint8_t {
   Positive,     // > 0
   NonNegative,  // >= 0
   UnitInterval, // in [0, 1)
+  Bound,        // a number, or -inf / inf for no bound (clamp's); not NaN
 };
 
 /// Properties of an opcode.

@@ -220,9 +220,17 @@ absl::Status SemanticVerifier::checkInstruction(const fb::Instruction &inst,
   for (uint32_t k = 0; k < count(inst.ints()); ++k)
     MD_RETURN_IF_ERROR(checkIntAttr(info.intKind(k), inst.ints()->Get(k),
                                     absl::StrCat(path, ".ints[", k, "]")));
-  for (uint32_t k = 0; k < count(inst.floats()); ++k)
-    MD_RETURN_IF_ERROR(checkFinite(inst.floats()->Get(k),
-                                   absl::StrCat(path, ".floats[", k, "]")));
+  for (uint32_t k = 0; k < count(inst.floats()); ++k) {
+    const double v = inst.floats()->Get(k);
+    const std::string at = absl::StrCat(path, ".floats[", k, "]");
+    // A bound may be infinite (no bound); every other float is finite.
+    if (info.floatKind(k) == FloatAttr::Bound) {
+      if (std::isnan(v))
+        return invalidf("%s: a bound is a number or -inf / inf, not NaN", at);
+      continue;
+    }
+    MD_RETURN_IF_ERROR(checkFinite(v, at));
+  }
 
   // Arity that depends on another list.
   uint32_t ins = count(inst.inputs()), outs = count(inst.outputs());

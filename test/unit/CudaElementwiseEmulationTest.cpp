@@ -97,6 +97,36 @@ TEST_F(CudaElementwiseEmulationTest, MathFunctionsAndTheirGradients) {
   }
 }
 
+TEST_F(CudaElementwiseEmulationTest, ClampAndItsGradient) {
+  const int64_t n = 700;
+  for (DType t : {DType::f32, DType::bf16}) {
+    HostTensor x = HostTensor::random(t, {n}, 7, -3, 3),
+               dy = HostTensor::random(t, {n}, 8);
+    HostTensor out(t, {n}), want(t, {n}), dx(t, {n}), wantDx(t, {n});
+    ASSERT_EQ(k::clamp(x.data(), x.type(), out.data(), out.type(), n, -1.0f,
+                       2.0f, nullptr),
+              cudaSuccess);
+    ASSERT_EQ(k::clampGrad(dy.data(), dy.type(), x.data(), x.type(), dx.data(),
+                           dx.type(), n, -1.0f, 2.0f, nullptr),
+              cudaSuccess);
+    runtime::ClampArgs a;
+    a.x = x.ref();
+    a.out = want.ref();
+    a.min = -1;
+    a.max = 2;
+    ASSERT_TRUE(cpu.clamp(a).ok());
+    runtime::ClampGradArgs g;
+    g.dy = dy.ref();
+    g.x = x.ref();
+    g.dx = wantDx.ref();
+    g.min = -1;
+    g.max = 2;
+    ASSERT_TRUE(cpu.clampGrad(g).ok());
+    EXPECT_TRUE(emulated::identical(out, want)) << "forward";
+    EXPECT_TRUE(emulated::identical(dx, wantDx)) << "gradient";
+  }
+}
+
 TEST_F(CudaElementwiseEmulationTest, PowAndItsGradient) {
   // md.pow's case: the exponent travels as the kernels' factor.
   const int64_t n = 700;

@@ -282,6 +282,28 @@ TEST_P(GradTest, PowGrad) {
   }
 }
 
+TEST_P(GradTest, ClampGradAwayFromTheBounds) {
+  Vec xv = inputs(23, 34, -2, 2), dyv = inputs(23, 35);
+  for (double &v : xv)
+    if (std::fabs(std::fabs(v) - 0.75) < 0.01)
+      v = 0.0; // the bounds are kinks, not differentiable
+  DeviceTensor x = f32({23}, xv), dy = f32({23}, dyv), dx = zeros({23});
+  ClampGradArgs args;
+  args.dy = dy;
+  args.x = x;
+  args.dx = dx;
+  args.min = -0.75;
+  args.max = 0.75;
+  ASSERT_TRUE(be().clampGrad(args).ok());
+  RefForward f = [](const std::vector<Vec> &in) {
+    Vec y;
+    for (double v : in[0])
+      y.push_back(std::clamp(v, -0.75, 0.75));
+    return y;
+  };
+  EXPECT_TRUE(matchesNumeric(dx.values(), f, {xv}, 0, dyv));
+}
+
 TEST_P(GradTest, ReluGradAwayFromZero) {
   Vec xv = inputs(17, 10), dyv = inputs(17, 11);
   for (double &v : xv)

@@ -571,6 +571,56 @@ TEST_P(KernelTest, PowMatchesItsFormulaAndSquaresExactly) {
   EXPECT_TRUE(std::isnan(out.values()[1]));
 }
 
+TEST_P(KernelTest, ClampLimitsEachElementAndKeepsNaN) {
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> xv = randomValues(200, 43, -3, 3);
+  xv.push_back(-1.0); // the bounds themselves stay
+  xv.push_back(1.5);
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtypeName(dt));
+    auto rounded = roundAll(dt, xv);
+    const int64_t n = static_cast<int64_t>(rounded.size());
+    for (auto [lo, hi] : {std::pair{-1.0, 1.5}, std::pair{-inf, 0.25},
+                          std::pair{0.0, inf}, std::pair{0.5, 0.5}}) {
+      SCOPED_TRACE(testing::Message() << lo << " " << hi);
+      DeviceTensor x = floats(dt, {n}, rounded), out = zeros(dt, {n});
+      ClampArgs args;
+      args.x = x;
+      args.out = out;
+      args.min = lo;
+      args.max = hi;
+      ASSERT_TRUE(be().clamp(args).ok());
+      std::vector<double> want;
+      for (double v : rounded)
+        want.push_back(v < lo ? lo : v > hi ? hi : v);
+      // Every value is an element or a bound: exact in the element type.
+      EXPECT_EQ(out.values(), roundAll(dt, want));
+    }
+  }
+  DeviceTensor x = floats(DType::f32, {2}, {std::nan(""), 7.0}),
+               out = zeros(DType::f32, {2});
+  ClampArgs args;
+  args.x = x;
+  args.out = out;
+  args.min = -1;
+  args.max = 1;
+  ASSERT_TRUE(be().clamp(args).ok());
+  EXPECT_TRUE(std::isnan(out.values()[0]));
+  EXPECT_EQ(out.values()[1], 1.0);
+  // The gradient passes inside [min, max], bounds included, and nowhere else.
+  DeviceTensor gx = floats(DType::f32, {5}, {-2.0, -1.0, 0.3, 1.0, 4.0}),
+               dy = floats(DType::f32, {5}, {1, 2, 3, 4, 5}),
+               dx = zeros(DType::f32, {5});
+  ClampGradArgs grad;
+  grad.dy = dy;
+  grad.x = gx;
+  grad.dx = dx;
+  grad.min = -1;
+  grad.max = 1;
+  ASSERT_TRUE(be().clampGrad(grad).ok());
+  EXPECT_EQ(dx.values(), (std::vector<double>{0, 2, 3, 4, 0}));
+}
+
 TEST_P(KernelTest, ElementwiseOpsMayRunInPlace) {
   auto xv = roundAll(DType::bf16, randomValues(10, 16));
   DeviceTensor x = floats(DType::bf16, {10}, xv);

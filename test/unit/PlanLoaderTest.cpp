@@ -1256,6 +1256,33 @@ TEST(PlanLoaderTest, CastFromAnIntegerNeedsSchemaVersion7) {
   ExpectRefused(p, "cast: buffer 0 is i64[8], but must be a float tensor", 1);
 }
 
+TEST(PlanLoaderTest, AClampBoundMayBeInfiniteButNotNaN) {
+  // step: [0] batch x f32[8]; [1] clamp x to [0, inf) -> y. Only a slot of
+  // the Bound kind takes an infinity (no bound); NaN is refused there too,
+  // and an infinite float of any other kind stays refused.
+  PlanBuilder b = examples::MinimalPlan();
+  fb::PlanT &p = b.plan();
+  p.buffers.clear();
+  p.blocks.clear();
+  p.schema_version = 7;
+  int32_t step = b.addBlock(fb::BlockKind::Step);
+  b.setStepBlock(step);
+  int32_t x = b.addBuffer(PlanBuilder::full("x", fb::DType::F32, {8}));
+  int32_t y = b.addBuffer(PlanBuilder::full("y", fb::DType::F32, {8}));
+  int32_t z = b.addBuffer(PlanBuilder::full("z", fb::DType::F32, {8}));
+  const double inf = std::numeric_limits<double>::infinity();
+  b.add(step, fb::Opcode::Batch, {}, {x}).ints = {0};
+  b.add(step, fb::Opcode::Clamp, {x}, {y}).floats = {0.0, inf};
+  b.add(step, fb::Opcode::Scale, {y}, {z}).floats = {2.0};
+  ASSERT_TRUE(b.inferLiveness().ok());
+  EXPECT_TRUE(Load(p, 1).ok()) << Load(p, 1).status();
+  Inst(p, step, 1).floats = {-inf, std::nan("")};
+  ExpectRefused(p, "floats[1]: a bound is a number or -inf / inf, not NaN", 1);
+  Inst(p, step, 1).floats = {0.0, inf};
+  Inst(p, step, 2).floats = {inf};
+  ExpectRefused(p, "floats[0]: inf is not a finite number", 1);
+}
+
 TEST(PlanSummaryTest, TinyMlpAtTwoRanks) {
   constexpr int64_t bytes = examples::TinyMlpShape::kUnitNumel * 4; // 848
   absl::StatusOr<LoadedPlan> loaded = Load(Tiny(), 2);

@@ -789,3 +789,11 @@ func.func @expand_shape(%x: tensor<8x2xf32>) {
   %0 = md.expand %x : tensor<8x2xf32> to tensor<8x4xf32>
   return
 }
+
+// -----
+
+func.func @clamp_bounds(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'md.clamp' op min 1.000000e+00 must be at most max -1.000000e+00 (neither NaN)}}
+  %0 = md.clamp %x min 1.0 max -1.0 : tensor<8xf32>
+  return %0 : tensor<8xf32>
+}

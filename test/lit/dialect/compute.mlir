@@ -47,6 +47,12 @@ func.func @elementwise(%x: tensor<8x64x768xf32>, %p: tensor<64x768xf32>, %c: ten
   %rsqrt = md.elementwise rsqrt %x : tensor<8x64x768xf32>
   // CHECK: md.pow %{{.*}} by 2.5{{.*}} : tensor<8x64x768xf32>
   %pow = md.pow %x by 2.5 : tensor<8x64x768xf32>
+  // CHECK: md.clamp %{{.*}} min -1.000000e+00 max 2.500000e-01 : tensor<8x64x768xf32>
+  %clamp = md.clamp %x min -1.0 max 0.25 : tensor<8x64x768xf32>
+  // CHECK: md.clamp %{{.*}} min 0.000000e+00 max 0x7FF0000000000000 : tensor<8x64x768xf32>
+  %relu6 = md.clamp %x min 0.0 max 0x7FF0000000000000 : tensor<8x64x768xf32>
+  // CHECK: md.clamp_grad %{{.*}}, %{{.*}} min -1.000000e+00 max 2.500000e-01 : tensor<8x64x768xf32>
+  %dclamp = md.clamp_grad %x, %x min -1.0 max 0.25 : tensor<8x64x768xf32>
   // CHECK: md.accumulate %{{.*}}, %{{.*}} : tensor<64x768xf32>, tensor<64x768xbf16>
   %acc = arith.constant dense<0.0> : tensor<64x768xbf16>
   %7 = md.accumulate %p, %acc : tensor<64x768xf32>, tensor<64x768xbf16>
