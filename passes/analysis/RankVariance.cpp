@@ -144,6 +144,10 @@ struct RankRange {
 
 constexpr int64_t kMaxCoefficient = int64_t{1} << 32;
 
+/// Whether `r` is one value for every rank (its bounds agree): a constant,
+/// world_size, an affine function of them.
+bool isSingle(RankRange r) { return r.lo.w == r.hi.w && r.lo.c == r.hi.c; }
+
 bool small(AffineW a) {
   return std::abs(a.w) < kMaxCoefficient && std::abs(a.c) < kMaxCoefficient;
 }
@@ -195,12 +199,39 @@ std::optional<RankRange> rangeOf(Value value, unsigned depth = 0) {
       }
     }
   } else if (isa<arith::RemSIOp>(op)) {
-    // x % k for x >= 0 and a constant k > 0 is in [0, min(k - 1, x)].
+    // x % d for x >= 0 and one positive d (a constant, world_size, W - 1
+    // when W >= 2 is not known: d must be >= 1 for every W) is in
+    // [0, d - 1], and is x itself when x < d always (rank % world_size).
     if (auto ab = operands()) {
       auto [a, b] = *ab;
-      if (a.lo.nonNegative() && b.lo.w == 0 && b.hi.w == 0 &&
-          b.lo.c == b.hi.c && b.lo.c > 0)
-        out = RankRange{{0, 0}, {0, b.lo.c - 1}};
+      if (a.lo.nonNegative() && isSingle(b) &&
+          (b.lo - AffineW{0, 1}).nonNegative()) {
+        AffineW last = b.lo - AffineW{0, 1};
+        out = (last - a.hi).nonNegative() ? a : RankRange{{0, 0}, last};
+      }
+    }
+  } else if (isa<arith::DivSIOp>(op)) {
+    // x / d for x >= 0 and one positive d truncates to floor(x / d): 0 when
+    // x < d always (rank / world_size); by a constant k an exact bound
+    // where W's coefficient divides by k, else [0, x.hi] (x / k <= x).
+    if (auto ab = operands()) {
+      auto [a, b] = *ab;
+      if (a.lo.nonNegative() && isSingle(b) &&
+          (b.lo - AffineW{0, 1}).nonNegative()) {
+        if ((b.lo - a.hi - AffineW{0, 1}).nonNegative()) {
+          out = RankRange{{0, 0}, {0, 0}};
+        } else if (b.lo.w == 0) {
+          int64_t k = b.lo.c;
+          auto floorDiv = [](int64_t n, int64_t k) {
+            return n >= 0 ? n / k : -((-n + k - 1) / k);
+          };
+          auto exact = [&](AffineW x) {
+            return AffineW{x.w / k, floorDiv(x.c, k)};
+          };
+          out = RankRange{a.lo.w % k == 0 ? exact(a.lo) : AffineW{0, 0},
+                          a.hi.w % k == 0 ? exact(a.hi) : a.hi};
+        }
+      }
     }
   }
   if (out && (!small(out->lo) || !small(out->hi)))
@@ -210,10 +241,29 @@ std::optional<RankRange> rangeOf(Value value, unsigned depth = 0) {
 
 } // namespace
 
+/// `value` without the remainders that are proven to be their dividend:
+/// `x % d` with 0 <= x < d always (`rank % world_size` is `rank`).
+static Value stripIdentities(Value value) {
+  for (unsigned depth = 0; depth < 16; ++depth) {
+    auto rem = value.getDefiningOp<arith::RemSIOp>();
+    if (!rem)
+      break;
+    std::optional<RankRange> x = rangeOf(rem.getLhs());
+    std::optional<RankRange> d = rangeOf(rem.getRhs());
+    if (!x || !d || !x->lo.nonNegative() || !isSingle(*d) ||
+        !(d->lo - x->hi - AffineW{0, 1}).nonNegative())
+      break;
+    value = rem.getLhs();
+  }
+  return value;
+}
+
 /// Whether `a` and `b` hold the same number on any one rank: one value, or
 /// two reads of the same number of the run (`rank - rank` reads `rank`
-/// twice).
+/// twice), through remainders that leave their dividend as it is.
 static bool sameNumber(Value a, Value b) {
+  a = stripIdentities(a);
+  b = stripIdentities(b);
   if (a == b)
     return true;
   Operation *x = a.getDefiningOp(), *y = b.getDefiningOp();
@@ -283,8 +333,11 @@ std::optional<bool> md::decideByRankRanges(Operation *op) {
     return decide(alwaysLessEq(*a, *b), alwaysLess(*b, *a));
   case arith::CmpIPredicate::eq:
   case arith::CmpIPredicate::ne:
-    // Equal only when both are the same single value; unequal when the
-    // ranges are apart.
+    // Equal when both are the same single value (`rank / world_size` is 0);
+    // unequal when the ranges are apart.
+    if (isSingle(*a) && isSingle(*b) && a->lo.w == b->lo.w &&
+        a->lo.c == b->lo.c)
+      return predicate == arith::CmpIPredicate::eq;
     if (alwaysLess(*a, *b) || alwaysLess(*b, *a))
       return predicate == arith::CmpIPredicate::ne;
     return std::nullopt;
@@ -317,7 +370,11 @@ bool md::armsCommunicateAlike(IfOp ifOp) {
   // What a rank runs: the op and its attributes, less the bucket a pass
   // numbered it into and md's scheduling marks (md.stream, ...), which do
   // not change what the ranks exchange.
+  // Two exits end the run alike, whatever they say or report (`stop` and
+  // `fail("why")`: every rank leaves the loop after this step).
   auto meaning = [](Operation *op) {
+    if (isa<ExitOp>(op))
+      return DictionaryAttr::get(op->getContext(), {});
     SmallVector<NamedAttribute> attrs;
     for (NamedAttribute attr : op->getAttrs())
       if (attr.getName() != "bucket" &&
