@@ -105,7 +105,8 @@ def MD_StateRole : I32EnumAttr<"StateRole", "role of an md.state", [
     I32EnumAttrCase<"exp_avg", 2>,
     I32EnumAttrCase<"exp_avg_sq", 3>,
     I32EnumAttrCase<"momentum", 4>,
-    I32EnumAttrCase<"grad_acc", 5>]> {
+    I32EnumAttrCase<"grad_acc", 5>,
+    I32EnumAttrCase<"frozen", 6>]> {
   let cppNamespace = "::md";
   let genSpecializedAttr = 0;
 }

@@ -135,6 +135,14 @@ StateStoreOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   FailureOr<StateOp> state = lookupState(*this, getStateAttr(), symbolTable);
   if (failed(state))
     return failure();
+  if (state->getRole() == StateRole::frozen) {
+    InFlightDiagnostic diag = emitOpError("stores to '")
+                              << getState()
+                              << "', a 'frozen' state: frozen parameters "
+                                 "are never updated";
+    diag.attachNote(state->getLoc()) << "state declared here";
+    return diag;
+  }
   return checkStateType(*this, *state, getValue().getType());
 }
 

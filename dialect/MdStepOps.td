@@ -34,7 +34,12 @@ def MD_StateOp : MD_Op<"state", [Symbol, HasParent<"ModelOp">]> {
       param dtype differs from it (`fsdp-full`, hybrid, `ddp`);
     - `exp_avg`, `exp_avg_sq`, `momentum`: optimizer state, zero-initialised;
     - `grad_acc`: the gradient accumulator of `md.micro_steps`, which exists
-      only when there is more than one micro-step per step.
+      only when there is more than one micro-step per step;
+    - `frozen`: the frozen parameters of unit `unit`, flattened in
+      `md.param` order, in the param dtype: initialised from their
+      initialisers (or `--init`), never updated, with no gradient and no
+      optimizer state; sharded and gathered around each use under
+      `fsdp-full`, whole under every other plan.
 
     ```mlir
     md.state @u1.master : tensor<?xf32> shard(4160) group world role master unit 1

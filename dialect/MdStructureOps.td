@@ -64,8 +64,9 @@ def MD_ParamOp : MD_Op<"param", [Symbol, HasParent<"ModelOp">]> {
     Declares a parameter by its global (unsharded) shape and dtype. `unit` is
     the wrap unit (FSDP unit) it belongs to once a plan is applied; `offset`,
     set by `md-apply-plan`, is its first element in the unit's flat buffer
-    (trainable parameters packed in `md.param` order); `frozen`
-    parameters get no gradient and no optimizer state.
+    (parameters packed in `md.param` order); `frozen` parameters get no
+    gradient and no optimizer state, and `md-apply-plan` moves them to a
+    unit of their own (a `frozen` state).
 
     Example:
 

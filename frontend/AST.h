@@ -334,6 +334,9 @@ struct ParamDecl {
   bool isRaw = false;
   TypeExpr type;
   ExprPtr init; // `normal(0.02)`, `zeros`, ...; null: the default
+  // `frozen` after the declaration: every parameter it makes is frozen.
+  bool frozen = false;
+  llvm::SMLoc frozenLoc;
 };
 
 struct ForwardArg {

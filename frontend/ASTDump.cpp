@@ -310,6 +310,8 @@ private:
           os << ']';
         }
       }
+      if (param.frozen)
+        os << " frozen";
       os << '\n';
     }
     if (decl.forward) {

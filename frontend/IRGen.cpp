@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontend/ModelGen.h"
+#include "dialect/ParamGroups.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -481,6 +482,59 @@ bool ModelGen::bindModelHyperParams(const BlockDecl &model, Env &env) {
 // Driver
 //===----------------------------------------------------------------------===//
 
+bool ModelGen::applyFreeze(Instance &root) {
+  if (module.trains.empty())
+    return true;
+  const Setting *freeze = nullptr;
+  for (const Setting &s : module.trains.front().settings)
+    if (s.key == "freeze")
+      freeze = &s;
+  if (!freeze)
+    return true;
+  auto *list = llvm::dyn_cast<ListExpr>(freeze->value.get());
+  if (!list) {
+    error(freeze->value->loc,
+          "'freeze' takes a list of parameter name patterns, such as "
+          "freeze = [\"embed.*\", \"h.*.attn.{q,v}.weight\"]");
+    return false;
+  }
+  std::vector<Instance *> leaves = root.leaves();
+  bool ok = true;
+  for (const ExprPtr &element : list->elements) {
+    auto *pattern = llvm::dyn_cast<StringExpr>(element.get());
+    if (!pattern) {
+      error(element->loc, "a 'freeze' pattern is a string, such as "
+                          "\"h.*.mlp.*\"");
+      ok = false;
+      continue;
+    }
+    llvm::Expected<llvm::GlobPattern> glob =
+        md::compileParamGlob(pattern->value);
+    if (!glob) {
+      error(pattern->loc, "'" + pattern->value +
+                              "' is not a valid pattern: " +
+                              llvm::toString(glob.takeError()));
+      ok = false;
+      continue;
+    }
+    int64_t matched = 0;
+    for (Instance *leaf : leaves)
+      if (glob->match(leaf->path)) {
+        leaf->frozen = true;
+        ++matched;
+      }
+    if (matched == 0) {
+      error(pattern->loc,
+            "freeze pattern '" + pattern->value + "' matches no parameter" +
+                (leaves.empty() ? std::string()
+                                : " (parameters are named like '" +
+                                      leaves.front()->path + "')"));
+      ok = false;
+    }
+  }
+  return ok;
+}
+
 mlir::OwningOpRef<mlir::ModuleOp> ModelGen::run() {
   mctx.loadDialect<md::MdDialect, mlir::arith::ArithDialect,
                    mlir::tensor::TensorDialect>();
@@ -524,7 +578,7 @@ mlir::OwningOpRef<mlir::ModuleOp> ModelGen::run() {
         sizesOk = false;
       }
     }
-    if (!sizesOk)
+    if (!sizesOk || !applyFreeze(*root))
       return nullptr;
 
     b.setInsertionPointToEnd(moduleOp->getBody());
@@ -534,7 +588,7 @@ mlir::OwningOpRef<mlir::ModuleOp> ModelGen::run() {
       symbols.insert(leaf->path);
       md::ParamOp::create(b, loc(leaf->loc), leaf->path, leaf->type, leaf->init,
                           b.getI64IntegerAttr(leaf->unit),
-                          /*offset=*/nullptr, /*frozen=*/false);
+                          /*offset=*/nullptr, /*frozen=*/leaf->frozen);
     }
     genModelForward(*root, *model);
   }

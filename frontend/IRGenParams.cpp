@@ -297,6 +297,17 @@ std::unique_ptr<Instance>
 ModelGen::buildParam(const ParamDecl &p, const Env &env,
                      const std::string &prefix, int64_t unit,
                      std::vector<const BlockDecl *> &stack) {
+  std::unique_ptr<Instance> inst = buildParamInstance(p, env, prefix, unit, stack);
+  if (p.frozen)
+    for (Instance *leaf : inst->leaves())
+      leaf->frozen = true;
+  return inst;
+}
+
+std::unique_ptr<Instance>
+ModelGen::buildParamInstance(const ParamDecl &p, const Env &env,
+                             const std::string &prefix, int64_t unit,
+                             std::vector<const BlockDecl *> &stack) {
   std::string path = childPath(prefix, p.name);
   auto invalid = [&] {
     return newInstance(Instance::Kind::Invalid, p.name, path, p.loc);

@@ -99,6 +99,9 @@ struct Instance {
   RankedTensorType type;
   md::InitAttr init;
   int64_t unit = 0;
+  /// Declared `frozen` (itself or a declaration it is part of), or matched
+  /// by the recipe's `freeze`.
+  bool frozen = false;
 
   // Layer.
   LayerKind layer = LayerKind::Linear;
@@ -263,6 +266,14 @@ private:
   std::unique_ptr<Instance> buildParam(const ParamDecl &p, const Env &env,
                                        const std::string &prefix, int64_t unit,
                                        std::vector<const BlockDecl *> &stack);
+  /// buildParam before `frozen` is applied to the leaves.
+  std::unique_ptr<Instance>
+  buildParamInstance(const ParamDecl &p, const Env &env,
+                     const std::string &prefix, int64_t unit,
+                     std::vector<const BlockDecl *> &stack);
+  /// Marks the leaves the recipe's `freeze = ["glob", ...]` names frozen;
+  /// false after an error (a pattern that is no glob or matches nothing).
+  bool applyFreeze(Instance &root);
   std::unique_ptr<Instance> buildOne(const ParamDecl &p, const Env &env,
                                      const std::string &name,
                                      const std::string &path, int64_t unit,

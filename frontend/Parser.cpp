@@ -33,7 +33,7 @@ bool isDType(StringRef s) {
 bool isTrainSetting(StringRef s) {
   return s == "data" || s == "global_batch" || s == "micro_batch" ||
          s == "optimizer" || s == "schedule" || s == "clip_grad_norm" ||
-         s == "seed" || s == "sync_batch_norm";
+         s == "seed" || s == "sync_batch_norm" || s == "freeze";
 }
 
 } // namespace
@@ -176,6 +176,13 @@ bool Parser::parseParam(BlockDecl &decl) {
                         "type such as 'f32[...]' after ':', found " +
                             describe(tok));
     return false;
+  }
+  // `frozen`: no gradient, no optimizer state (a contextual word, not a
+  // keyword: a parameter may still be named so).
+  if (tok.is(TokenKind::Identifier) && tok.spelling == "frozen") {
+    param.frozen = true;
+    param.frozenLoc = tok.getLoc();
+    consume();
   }
   decl.params.push_back(std::move(param));
   return parseStatementEnd();

@@ -42,7 +42,8 @@ using llvm::isa;
 
 inline const StringRef kSettings[] = {
     "data",     "global_batch",   "micro_batch", "optimizer",
-    "schedule", "clip_grad_norm", "seed",        "sync_batch_norm"};
+    "schedule", "clip_grad_norm", "seed",        "sync_batch_norm",
+    "freeze"};
 inline const StringRef kRequiredSettings[] = {"data", "global_batch",
                                               "micro_batch", "optimizer"};
 /// Values every hook can read without defining them.

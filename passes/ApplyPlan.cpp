@@ -45,14 +45,23 @@ enum class Sharding {
 
 enum class Phase { Forward, Backward };
 
-/// One wrap unit: its trainable parameters in `md.param` order, packed into a
-/// flat buffer of `numel` elements, and the states that hold it.
+/// One unit: the trainable parameters of a wrap unit in `md.param` order,
+/// packed into a flat buffer of `numel` elements, and the states that hold
+/// it; or (`frozen`) the frozen parameters of a wrap unit, in a `frozen`
+/// state of their own, with no gradient and no optimizer state.
 struct Unit {
   int64_t id = 0;
+  /// The wrap unit its parameters are in: the `md.unit` of the ops that
+  /// compute with them. `id` for a trainable unit and for a frozen unit
+  /// whose wrap unit has no trainable parameter; a unit id of its own
+  /// otherwise.
+  int64_t wrap = 0;
+  bool frozen = false;
   SmallVector<ParamOp> params;
   int64_t numel = 0;
   bool checkpoint = false;
   StateOp master, params_, expAvg, expAvgSq, momentum, gradAcc;
+  StateOp frozenState;
   /// A gradient all-reduced in several ranges (bucket_cap below the unit's
   /// gradient, as DDP's buckets split a module): each a contiguous run of
   /// `params`, with its own accumulator. Empty: the unit is reduced whole.
@@ -154,7 +163,9 @@ private:
   /// in: the world, or the shard group of a hybrid mesh.
   Group shardGroup = Group::world;
   Type f32;
+  /// The trainable units, then the frozen ones.
   SmallVector<Unit> units;
+  SmallVector<Unit> frozenUnits;
   DenseMap<Operation *, Unit *> unitOfParam;
 };
 
@@ -165,19 +176,36 @@ private:
 //===----------------------------------------------------------------------===//
 
 LogicalResult ApplyPlanPass::collectUnits() {
-  std::map<int64_t, Unit> byId;
+  std::map<int64_t, Unit> byId, frozenByWrap;
+  int64_t maxWrap = 0;
   for (ParamOp param : model.getBody().front().getOps<ParamOp>()) {
-    if (param.getFrozen())
-      return param.emitOpError(
-          "frozen parameters are not supported by md-apply-plan yet");
     if (!param.getTensorType().getElementType().isF32())
       return param.emitOpError("md-apply-plan expects f32 parameters (the "
                                "plan's precision decides the compute dtype), "
                                "got ")
              << param.getTensorType();
-    Unit &unit = byId[param.getUnit().value_or(0)];
-    unit.id = param.getUnit().value_or(0);
+    int64_t wrap = param.getUnit().value_or(0);
+    maxWrap = std::max(maxWrap, wrap);
+    Unit &unit = (param.getFrozen() ? frozenByWrap : byId)[wrap];
+    unit.id = unit.wrap = wrap;
+    unit.frozen = param.getFrozen();
     unit.params.push_back(param);
+  }
+  if (byId.empty()) {
+    model.emitOpError("has no trainable parameter: every 'md.param' is "
+                      "frozen, so a step would train nothing");
+    return failure();
+  }
+  // Frozen parameters get units of their own: the wrap unit's id when it
+  // has no trainable parameter, else the next free id, so that ids stay
+  // dense and a unit's state holds trainable or frozen parameters, never
+  // both.
+  int64_t nextId = maxWrap + 1;
+  for (auto &[wrap, unit] : frozenByWrap) {
+    if (byId.count(wrap))
+      unit.id = nextId++;
+    for (ParamOp param : unit.params)
+      param.setUnitAttr(i64(unit.id));
   }
   // A repeated block is checkpointed when the plan names it: its instances'
   // parameters are `<name>.<index>.<...>`.
@@ -193,17 +221,25 @@ LogicalResult ApplyPlanPass::collectUnits() {
     }
     return false;
   };
-  for (auto &[id, unit] : byId) {
+  auto pack = [&](Unit &unit) {
     for (ParamOp param : unit.params) {
       param.setOffsetAttr(i64(unit.numel));
       unit.numel += param.getTensorType().getNumElements();
-      unit.checkpoint |= id != 0 && isCheckpointed(param.getSymName());
+      unit.checkpoint |= unit.wrap != 0 && isCheckpointed(param.getSymName());
     }
+  };
+  for (auto &[id, unit] : byId) {
+    pack(unit);
     units.push_back(std::move(unit));
   }
-  for (Unit &unit : units)
-    for (ParamOp param : unit.params)
-      unitOfParam[param] = &unit;
+  for (auto &[wrap, unit] : frozenByWrap) {
+    pack(unit);
+    frozenUnits.push_back(std::move(unit));
+  }
+  for (SmallVector<Unit> *list : {&units, &frozenUnits})
+    for (Unit &unit : *list)
+      for (ParamOp param : unit.params)
+        unitOfParam[param] = &unit;
   return success();
 }
 
@@ -230,6 +266,11 @@ void ApplyPlanPass::createStates(OpBuilder &b) {
     b.setInsertionPointAfter(state);
     return state;
   };
+  // A frozen unit: one state, sharded where fsdp-full shards parameters and
+  // gathered around each use like a trainable unit; whole everywhere else.
+  for (Unit &unit : frozenUnits)
+    unit.frozenState = make(unit, "frozen", StateRole::frozen,
+                            sharding == Sharding::Full);
   bool shardOptimizer = sharded();
   for (Unit &unit : units) {
     unit.master = make(unit, "master", StateRole::master, shardOptimizer);
@@ -279,6 +320,20 @@ Value ApplyPlanPass::paramFlat(OpBuilder &b, MicroStep &step, Unit &unit,
   Value &flat = step.flats[{&unit, key}];
   if (flat)
     return flat;
+  if (unit.frozen) {
+    StringRef state = unit.frozenState.getSymName();
+    if (sharding != Sharding::Full) {
+      flat = StateLoadOp::create(b, loc, flatType(unit), state);
+      return flat;
+    }
+    Value shard = StateLoadOp::create(b, loc, shardType(), state);
+    auto gather =
+        AllGatherOp::create(b, loc, flatType(unit), shardGroup, nullptr, shard);
+    mark::setUnit(gather, unit.id);
+    mark::setPhase(gather, key ? "backward" : "forward");
+    flat = gather;
+    return flat;
+  }
   switch (sharding) {
   case Sharding::Full: {
     Value shard =
@@ -347,9 +402,10 @@ void ApplyPlanPass::cloneBody(OpBuilder &b, MicroStep &step) {
   // unit's first backward op; `recomputed[u]` maps the saved forward values
   // to their recomputed twins.
   DenseMap<int64_t, SmallVector<Operation *>> forwardOpsOf;
-  for (Unit &unit : units)
-    if (unit.checkpoint)
-      forwardOpsOf[unit.id];
+  for (SmallVector<Unit> *list : {&units, &frozenUnits})
+    for (Unit &unit : *list)
+      if (unit.checkpoint)
+        forwardOpsOf[unit.wrap];
   for (Operation &op : step.body->without_terminator())
     if (!isBackward(&op) && !isa<ParamRefOp>(op) &&
         forwardOpsOf.count(unitOf(&op)))

@@ -111,6 +111,12 @@ FailureOr<ExplainReport> md::computeExplainReport(ModelOp model,
   report.worldSize = worldSize;
   if (worldSize < 1)
     return model.emitError("world size must be >= 1, got ") << worldSize;
+  for (ParamOp param : model.getBody().getOps<ParamOp>()) {
+    ExplainReport::ParamCount &count =
+        param.getFrozen() ? report.frozen : report.trainable;
+    ++count.tensors;
+    count.elements += param.getTensorType().getNumElements();
+  }
 
   if (TrainOp train = model.getTrain()) {
     FailureOr<int64_t> steps = getAccumulationSteps(model, worldSize);
@@ -233,6 +239,12 @@ void md::printExplainText(const ExplainReport &report, raw_ostream &os) {
      << report.microBatch << " per rank, " << report.accumulationSteps
      << " accumulation step" << (report.accumulationSteps == 1 ? "" : "s")
      << ", effective batch " << report.effectiveBatch << "\n";
+  os << "parameters: " << report.trainable.elements << " trainable in "
+     << report.trainable.tensors << " tensor"
+     << (report.trainable.tensors == 1 ? "" : "s") << ", "
+     << report.frozen.elements << " frozen in " << report.frozen.tensors
+     << " tensor" << (report.frozen.tensors == 1 ? "" : "s")
+     << " (no gradient, no optimizer state)\n";
 
   const MemoryReport &memory = report.memory;
   // The same bytes as mdrun --inspect's memory section (MemoryFormat.h).
@@ -342,6 +354,15 @@ void md::printExplainJson(const ExplainReport &report, raw_ostream &os) {
       json.attribute("micro", report.microBatch);
       json.attribute("accumulation_steps", report.accumulationSteps);
       json.attribute("effective", report.effectiveBatch);
+    });
+    json.attributeObject("parameters", [&] {
+      for (auto [key, count] :
+           {std::pair{"trainable", report.trainable},
+            std::pair{"frozen", report.frozen}})
+        json.attributeObject(key, [&] {
+          json.attribute("tensors", count.tensors);
+          json.attribute("elements", count.elements);
+        });
     });
     const MemoryReport &memory = report.memory;
     // The same bytes as mdrun --inspect's memory_per_rank (MemoryFormat.h),

@@ -33,6 +33,12 @@ struct ExplainReport {
   /// Samples per optimizer step over all ranks (micro × A × W).
   int64_t effectiveBatch = 0;
 
+  /// The model's parameters, trainable and frozen apart (tensors, elements).
+  struct ParamCount {
+    int64_t tensors = 0, elements = 0;
+  };
+  ParamCount trainable, frozen;
+
   MemoryReport memory;
 
   /// Bytes one rank sends per optimizer step, by kind of collective

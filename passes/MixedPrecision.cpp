@@ -144,7 +144,8 @@ void MixedPrecisionPass::retypeParams(Block &block) {
     if (auto load = dyn_cast<StateLoadOp>(op)) {
       auto state = SymbolTable::lookupNearestSymbolFrom<StateOp>(
           model, load.getStateAttr());
-      if (state.getRole() == StateRole::params) {
+      if (state.getRole() == StateRole::params ||
+          state.getRole() == StateRole::frozen) {
         load.getResult().setType(withElementType(load.getType(), paramType));
         return;
       }
@@ -357,9 +358,11 @@ void MixedPrecisionPass::runOnOperation() {
     return signalPassFailure();
   }
 
-  // The `params` state holds P.
+  // The `params` state holds P, and so does a unit of frozen parameters:
+  // nothing updates it, so it needs no f32 master.
   for (StateOp state : model.getBody().front().getOps<StateOp>())
-    if (state.getRole() == StateRole::params)
+    if (state.getRole() == StateRole::params ||
+        state.getRole() == StateRole::frozen)
       state.setTypeAttr(
           TypeAttr::get(withElementType(state.getType(), paramType)));
   if (paramType != Float32Type::get(&getContext())) {

@@ -54,6 +54,7 @@ static MemoryCategory categoryOfRole(StateRole role) {
   switch (role) {
   case StateRole::master:
   case StateRole::params:
+  case StateRole::frozen:
     return MemoryCategory::Params;
   case StateRole::exp_avg:
   case StateRole::exp_avg_sq:
@@ -321,7 +322,9 @@ private:
 
   StateOp masterOf(int64_t unit) {
     for (StateOp state : model.getOps<StateOp>())
-      if (state.getRole() == StateRole::master && state.getUnit() &&
+      if ((state.getRole() == StateRole::master ||
+           state.getRole() == StateRole::frozen) &&
+          state.getUnit() &&
           static_cast<int64_t>(*state.getUnit()) == unit)
         return state;
     return nullptr;

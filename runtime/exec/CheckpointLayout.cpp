@@ -23,6 +23,12 @@ bool IsCheckpointState(const fb::Buffer &b) {
   return b.role() != fb::StateRole::None && b.role() != fb::StateRole::GradAcc;
 }
 
+bool HoldsParameters(const fb::Buffer &b) {
+  return b.unit() >= 0 && (b.role() == fb::StateRole::Master ||
+                           b.role() == fb::StateRole::Params ||
+                           b.role() == fb::StateRole::Frozen);
+}
+
 int64_t ShapeElements(const std::vector<int64_t> &shape) {
   int64_t n = 1;
   for (int64_t d : shape)
@@ -37,11 +43,12 @@ std::vector<StateRun> StateRuns(const fb::Plan &plan, int32_t x) {
     return runs;
   const std::string role = plan::StateRoleName(b.role());
   if (b.unit() >= 0 && b.role() != fb::StateRole::Buffer) {
-    // A unit's flat buffer: its trainable parameters at their offsets.
+    // A unit's flat buffer: its parameters at their offsets (a unit holds
+    // trainable or frozen ones, never both; a frozen one at offset -1 is in
+    // no buffer).
     for (uint32_t p = 0; p < count(plan.params()); ++p) {
       const fb::Param *param = plan.params()->Get(p);
-      if (param->unit() != b.unit() || !param->trainable() ||
-          param->offset() < 0)
+      if (param->unit() != b.unit() || param->offset() < 0)
         continue;
       StateRun r;
       r.tensor = absl::StrCat(role, "/", str(param->name()));

@@ -34,6 +34,10 @@ namespace md::runtime {
 /// a gradient accumulator.
 bool IsCheckpointState(const fb::Buffer &b);
 
+/// Whether plan buffer `b` holds a unit's parameters: its master weights,
+/// their working copy in the param dtype, or its frozen parameters.
+bool HoldsParameters(const fb::Buffer &b);
+
 /// A run of a logical tensor inside a buffer's flat elements (global
 /// positions, before any sharding): tensor elements [tensorStart,
 /// tensorStart + count) are the buffer's flat elements [flatStart,

@@ -258,7 +258,8 @@ std::vector<float> Executor::Impl::flatInit(int32_t unit, int64_t begin,
   std::vector<float> values(static_cast<size_t>(n), 0.0f);
   for (uint32_t p = 0; p < count(plan_.params()); ++p) {
     const fb::Param *param = plan_.params()->Get(p);
-    if (param->unit() != unit || !param->trainable() || param->offset() < 0)
+    // (A frozen parameter at offset -1 is in no buffer.)
+    if (param->unit() != unit || param->offset() < 0)
       continue;
     int64_t numel = 1;
     for (uint32_t d = 0; d < count(param->shape()); ++d)
@@ -295,9 +296,7 @@ absl::Status Executor::Impl::initState() {
       continue;
     MD_RETURN_IF_ERROR(
         backend_.zero(ptrs_[x], AlignUp(l.capacity), kComputeStream));
-    if ((b.role() != fb::StateRole::Master &&
-         b.role() != fb::StateRole::Params) ||
-        b.unit() < 0)
+    if (!HoldsParameters(b))
       continue;
     int64_t begin = 0;
     if (b.size_kind() == fb::SizeKind::Shard)

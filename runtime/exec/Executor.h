@@ -166,6 +166,10 @@ struct ExecutorOptions {
   /// The name map (runtime/exec/NameMap.h) through which `init`'s tensors
   /// are read; "": they carry md's names.
   std::string initMap;
+  /// With `init`: a parameter the file lacks keeps its declared initialiser
+  /// (PyTorch's load_state_dict(strict = False)) instead of failing the
+  /// run; RunInfo::initWhat names those parameters.
+  bool initMissing = false;
   /// Set (by a signal handler, say) to end the run after the current step,
   /// as a scheduler's preemption asks: at the end of every step the ranks
   /// agree on it (a 4-byte all-reduce, max), write the plan's first sharded

@@ -46,28 +46,43 @@ Executor::Impl::gatherUnits() {
   for (uint32_t i = 0; i < count(plan_.buffers()); ++i) {
     int32_t x = static_cast<int32_t>(i);
     const fb::Buffer &b = buf(x);
-    if (b.role() != fb::StateRole::Master || b.unit() < 0 ||
+    // A trainable unit's master weights (f32), a frozen unit's parameters
+    // (in the param dtype, widened exactly).
+    bool frozen = b.role() == fb::StateRole::Frozen;
+    if ((b.role() != fb::StateRole::Master && !frozen) || b.unit() < 0 ||
         layout_.buffers[x].placement != Placement::Persistent)
       continue;
-    if (b.dtype() != fb::DType::F32)
+    if (b.dtype() != fb::DType::F32 &&
+        (!frozen || (b.dtype() != fb::DType::BF16 &&
+                     b.dtype() != fb::DType::F16)))
       return absl::UnimplementedError(
           absl::StrFormat("master weights '%s' are %s; md saves f32 masters",
                           str(b.name()), plan::DTypeName(b.dtype())));
-    int64_t n = b.numel();
-    std::vector<float> &host = units[b.unit()].emplace();
-    host.assign(static_cast<size_t>(n), 0.0f);
+    const int64_t n = b.numel();
+    const int64_t width = esize(x);
+    std::vector<uint8_t> raw(static_cast<size_t>(n * width), 0);
     if (b.size_kind() == fb::SizeKind::Shard) {
       const Group &g = group(static_cast<int64_t>(b.group()));
       int64_t s = layout_.buffers[x].elements;
-      MD_ASSIGN_OR_RETURN(Buffer tmp, backend_.allocate(s * g.size() * 4));
+      MD_ASSIGN_OR_RETURN(Buffer tmp, backend_.allocate(s * g.size() * width));
       MD_RETURN_IF_ERROR(backend_.synchronize(kComputeStream));
       MD_RETURN_IF_ERROR(
-          comm_.allGather(ptrs_[x], tmp.data(), s, DType::f32, g));
+          comm_.allGather(ptrs_[x], tmp.data(), s, ref(x).dtype, g));
       MD_RETURN_IF_ERROR(
-          backend_.copy(host.data(), tmp.data(), n * 4, kCommStream));
+          backend_.copy(raw.data(), tmp.data(), n * width, kCommStream));
       MD_RETURN_IF_ERROR(backend_.synchronize(kCommStream));
     } else {
-      MD_RETURN_IF_ERROR(toHost(host.data(), x, 0, n * 4));
+      MD_RETURN_IF_ERROR(toHost(raw.data(), x, 0, n * width));
+    }
+    std::vector<float> &host = units[b.unit()].emplace();
+    host.assign(static_cast<size_t>(n), 0.0f);
+    if (width == 4) {
+      std::memcpy(host.data(), raw.data(), static_cast<size_t>(n * 4));
+    } else {
+      for (int64_t k = 0; k < n; ++k) {
+        uint16_t v = static_cast<uint16_t>(raw[2 * k] | (raw[2 * k + 1] << 8));
+        host[k] = b.dtype() == fb::DType::BF16 ? bf16ToF32(v) : f16ToF32(v);
+      }
     }
   }
   return units;
@@ -86,13 +101,12 @@ absl::StatusOr<std::vector<NamedTensor>> Executor::Impl::gatherParameters() {
       t.shape.push_back(param->shape()->Get(d));
       numel *= param->shape()->Get(d);
     }
-    if (param->trainable() && param->offset() >= 0 && param->unit() >= 0 &&
-        units[param->unit()]) {
+    if (param->offset() >= 0 && param->unit() >= 0 && units[param->unit()]) {
       const std::vector<float> &u = *units[param->unit()];
       t.values.assign(u.begin() + param->offset(),
                       u.begin() + param->offset() + numel);
     } else {
-      // Frozen parameters never change: their initial values.
+      // A frozen parameter in no buffer: its initialiser's values.
       t.values.resize(static_cast<size_t>(numel));
       for (int64_t e = 0; e < numel; ++e)
         t.values[e] = static_cast<float>(initValue(p, e));
@@ -629,6 +643,8 @@ absl::Status Executor::Impl::loadSharded(const std::string &dir,
       absl::StrFormat("%s (model %s, plan %s)", dir, meta.model, meta.plan);
   std::set<std::string> wanted;
   std::vector<bool> castFromMaster(count(plan_.buffers()), false);
+  // A frozen unit saved in another param dtype: read as saved, converted.
+  std::vector<std::string> frozenSavedAs(count(plan_.buffers()));
   for (uint32_t i = 0; i < count(plan_.buffers()); ++i) {
     int32_t x = static_cast<int32_t>(i);
     const fb::Buffer &b = buf(x);
@@ -658,7 +674,19 @@ absl::Status Executor::Impl::loadSharded(const std::string &dir,
             "%s: %s has shape %s in the checkpoint but %s in this plan", from,
             it->second->name, shapeText(it->second->shape),
             shapeText(run.shape)));
-      if (!castFromMaster[x] &&
+      if (b.role() == fb::StateRole::Frozen &&
+          it->second->dtype != SafetensorsDType(b.dtype())) {
+        const std::string &dt = it->second->dtype;
+        if (dt != "F32" && dt != "BF16" && dt != "F16")
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "%s: %s is %s; md reads F32, BF16 or F16 frozen parameters",
+              from, run.tensor, dt));
+        if (!frozenSavedAs[x].empty() && frozenSavedAs[x] != dt)
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "%s: %s is %s, but the unit's other parameters are %s", from,
+              run.tensor, dt, frozenSavedAs[x]));
+        frozenSavedAs[x] = dt;
+      } else if (!castFromMaster[x] &&
           it->second->dtype != SafetensorsDType(b.dtype()))
         return absl::InvalidArgumentError(absl::StrFormat(
             "%s: %s is %s in the checkpoint but %s in this plan", from,
@@ -686,7 +714,11 @@ absl::Status Executor::Impl::loadSharded(const std::string &dir,
         !IsCheckpointState(b))
       continue;
     HeldRange h = RankRange(b, world_, rank);
-    const int64_t width = castFromMaster[x] ? 4 : esize(x);
+    const std::string &savedAs = frozenSavedAs[x];
+    const int64_t width = castFromMaster[x] ? 4
+                          : savedAs.empty() ? esize(x)
+                          : savedAs == "F32" ? 4
+                                             : 2;
     std::vector<uint8_t> host(static_cast<size_t>(h.elements * width), 0);
     for (const StateRun &run : StateRuns(plan_, x)) {
       int64_t lo = std::max(h.begin, run.flatStart);
@@ -704,6 +736,18 @@ absl::Status Executor::Impl::loadSharded(const std::string &dir,
     if (castFromMaster[x]) {
       MD_RETURN_IF_ERROR(storeFloats(
           x, reinterpret_cast<const float *>(host.data()), h.elements));
+    } else if (!savedAs.empty()) {
+      std::vector<float> values(static_cast<size_t>(h.elements));
+      for (int64_t k = 0; k < h.elements; ++k) {
+        if (width == 4) {
+          std::memcpy(&values[k], host.data() + 4 * k, 4);
+          continue;
+        }
+        uint16_t v =
+            static_cast<uint16_t>(host[2 * k] | (host[2 * k + 1] << 8));
+        values[k] = savedAs == "BF16" ? bf16ToF32(v) : f16ToF32(v);
+      }
+      MD_RETURN_IF_ERROR(storeFloats(x, values.data(), h.elements));
     } else {
       MD_RETURN_IF_ERROR(fromHost(x, host.data(), 0, h.elements * width));
     }
@@ -745,15 +789,18 @@ absl::Status Executor::Impl::loadWeights(const std::string &path) {
     MD_ASSIGN_OR_RETURN(header, ApplyNameMap(map, header, path));
   }
 
-  // The file and the model name the same trainable parameters at the same
-  // shapes (PyTorch's load_state_dict(strict = True)).
+  // The file and the model name the same parameters, trainable and frozen,
+  // at the same shapes (PyTorch's load_state_dict(strict = True)); with
+  // initMissing, a parameter the file lacks keeps its declared initialiser
+  // (strict = False, as when a LoRA adapter starts on a base model's
+  // weights), and the run's banner names them.
   std::map<std::string, std::vector<int64_t>> wanted;
   for (uint32_t p = 0; p < count(plan_.params()); ++p) {
     const fb::Param *param = plan_.params()->Get(p);
     std::vector<int64_t> shape;
     for (uint32_t d = 0; d < count(param->shape()); ++d)
       shape.push_back(param->shape()->Get(d));
-    if (!param->trainable() || param->offset() < 0) {
+    if (param->offset() < 0) {
       if (header.tensors.count(str(param->name())))
         return absl::InvalidArgumentError(absl::StrFormat(
             "%s: %s is frozen in this model, which initialises it from the "
@@ -763,8 +810,16 @@ absl::Status Executor::Impl::loadWeights(const std::string &path) {
     }
     wanted[str(param->name())] = shape;
   }
-  for (const auto &[name, shape] : wanted) {
+  std::vector<std::string> missing;
+  for (auto entry = wanted.begin(); entry != wanted.end();) {
+    const auto &[name, shape] = *entry;
     auto it = header.tensors.find(name);
+    if (it == header.tensors.end() && options_.initMissing) {
+      missing.push_back(name);
+      entry = wanted.erase(entry);
+      continue;
+    }
+    ++entry;
     if (it == header.tensors.end())
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s holds no %s %s, a parameter of model %s", path, name,
@@ -785,24 +840,30 @@ absl::Status Executor::Impl::loadWeights(const std::string &path) {
           "%s holds %s %s, which model %s has no parameter for", path, name,
           shapeText(entry.shape), str(plan_.header()->model())));
 
-  // This rank's range of every master and working copy, by parameter.
+  // This rank's range of every master, working copy and frozen unit, by
+  // parameter; a parameter the file lacks keeps its initialiser's values.
   for (uint32_t i = 0; i < count(plan_.buffers()); ++i) {
     int32_t x = static_cast<int32_t>(i);
     const fb::Buffer &b = buf(x);
     if (layout_.buffers[x].placement != Placement::Persistent ||
-        (b.role() != fb::StateRole::Master &&
-         b.role() != fb::StateRole::Params) ||
-        b.unit() < 0)
+        !HoldsParameters(b))
       continue;
     HeldRange h = RankRange(b, world_, options_.rank);
-    std::vector<float> values(static_cast<size_t>(h.elements), 0.0f);
+    std::vector<float> values =
+        missing.empty() ? std::vector<float>(static_cast<size_t>(h.elements))
+                        : flatInit(b.unit(), h.begin, h.elements);
+    for (int64_t j = h.valid; j < h.elements; ++j)
+      values[j] = 0.0f; // padding
     for (const StateRun &run : StateRuns(plan_, x)) {
       int64_t lo = std::max(h.begin, run.flatStart);
       int64_t hi = std::min(h.begin + h.valid, run.flatStart + run.count);
       if (lo >= hi)
         continue;
-      const SafetensorsEntry &e =
-          header.tensors.at(run.tensor.substr(run.tensor.find('/') + 1));
+      auto found =
+          header.tensors.find(run.tensor.substr(run.tensor.find('/') + 1));
+      if (found == header.tensors.end())
+        continue; // missing: initialised above
+      const SafetensorsEntry &e = found->second;
       const int64_t width = e.dtype == "F32" ? 4 : 2;
       std::vector<uint8_t> raw(static_cast<size_t>((hi - lo) * width));
       int64_t first = run.tensorStart + lo - run.flatStart;
@@ -848,6 +909,15 @@ absl::Status Executor::Impl::loadWeights(const std::string &path) {
   info_.initWhat =
       absl::StrFormat("weights only: %d parameter%s", wanted.size(),
                       wanted.size() == 1 ? "" : "s");
+  if (!missing.empty()) {
+    constexpr size_t kNamed = 4;
+    std::vector<std::string> named(
+        missing.begin(), missing.begin() + std::min(missing.size(), kNamed));
+    absl::StrAppendFormat(
+        &info_.initWhat, "; %d not in the file keep their initialiser (%s%s)",
+        missing.size(), absl::StrJoin(named, ", "),
+        missing.size() > kNamed ? ", ..." : "");
+  }
   return absl::OkStatus();
 }
 

@@ -154,6 +154,7 @@ MemoryCategory categoryOfRole(fb::StateRole role) {
   case fb::StateRole::Master:
   case fb::StateRole::Params:
   case fb::StateRole::Buffer:
+  case fb::StateRole::Frozen:
     return MemoryCategory::Params;
   case fb::StateRole::GradAcc:
     return MemoryCategory::GradAcc;

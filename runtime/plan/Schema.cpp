@@ -251,7 +251,7 @@ static_assert(namesEveryValue(kReductionNames, fb::Reduction::MAX));
 // None is a transient buffer: it persists in no role.
 constexpr const char *kStateRoleNames[] = {
     "transient",  "master",   "params",   "exp_avg",
-    "exp_avg_sq", "momentum", "grad_acc", "buffer"};
+    "exp_avg_sq", "momentum", "grad_acc", "buffer",   "frozen"};
 static_assert(namesEveryValue(kStateRoleNames, fb::StateRole::MAX));
 constexpr const char *kBlockKindNames[] = {
     "step", "hooks", "micro_steps", "then", "else", "every", "for", "eval"};

@@ -36,13 +36,19 @@ constexpr uint32_t kParamGroupsSchemaVersion = 3;
 /// cast, and the loader refuses one in an older plan.
 constexpr uint32_t kIndexCastSchemaVersion = 7;
 
+/// Version 8 added frozen parameters: StateRole Frozen, the state of a unit
+/// whose parameters are never trained (kept in the param dtype, with no
+/// gradient or optimizer state), and such parameters at offsets in their
+/// unit's flat buffer. mdc writes at least it for a plan with a frozen unit.
+constexpr uint32_t kFrozenSchemaVersion = 8;
+
 /// The compatible revision of plan.fbs this runtime writes and the newest it
 /// reads (plan.fbs, "Versioning"): the newest of kParamGroupsSchemaVersion
 /// and every opcode's `since` in Opcodes.def, so that a row with a new
 /// version raises it. Bump it by hand (a constant beside
 /// kParamGroupsSchemaVersion) with every other compatible change.
 constexpr uint32_t kSchemaVersion = std::max({
-    kParamGroupsSchemaVersion, kIndexCastSchemaVersion,
+    kParamGroupsSchemaVersion, kIndexCastSchemaVersion, kFrozenSchemaVersion,
 #define MD_OP(Name, Value, Str, Flags, Since, ...) uint32_t{Since},
 #include "runtime/core/Opcodes.def"
 });

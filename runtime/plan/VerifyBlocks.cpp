@@ -158,6 +158,14 @@ absl::Status SemanticVerifier::checkBuffers() {
           buffer->last() != -1)
         return invalidf("%s: persistent (%s) but has a liveness interval", path,
                         StateRoleName(buffer->role()));
+      if (buffer->role() == fb::StateRole::Frozen) {
+        if (plan_.schema_version() < kFrozenSchemaVersion)
+          return invalidf("%s.role: frozen parameters need schema_version "
+                          "%d, the plan says %d",
+                          path, kFrozenSchemaVersion, plan_.schema_version());
+        if (buffer->unit() < 0)
+          return invalidf("%s.unit: a frozen state belongs to a unit", path);
+      }
       continue;
     }
     // Transient.

@@ -193,6 +193,8 @@ absl::Status SemanticVerifier::checkUnitsAndParams() {
   std::vector<std::vector<std::tuple<int64_t, int64_t, uint32_t>>> packed(
       numUnits_);
   absl::flat_hash_set<absl::string_view> names;
+  // Per unit: 0 no parameter in its buffer yet, 1 trainable, 2 frozen.
+  std::vector<int8_t> unitKind(numUnits_, 0);
   for (auto [i, param, path] : entries(plan_.params(), "params")) {
     absl::string_view name = str(param->name());
     if (name.empty())
@@ -221,14 +223,18 @@ absl::Status SemanticVerifier::checkUnitsAndParams() {
       return invalidf("%s.group: %d is not a group of the optimizer (%d "
                       "group%s; a frozen parameter is in group 0)",
                       path, param->group(), groups, groups == 1 ? "" : "s");
-    if (!param->trainable()) {
-      if (param->offset() != -1)
-        return invalidf(
-            "%s.offset: %d, but a frozen parameter is not in its unit's flat "
-            "buffer (must be -1)",
-            path, param->offset());
+    // A frozen parameter is in a unit of frozen parameters (its `frozen`
+    // state holds it), or, at offset -1, in no buffer: its initialiser's
+    // values are all it has.
+    if (!param->trainable() && param->offset() == -1)
       continue;
-    }
+    int8_t &kind = unitKind[param->unit()];
+    int8_t mine = param->trainable() ? 1 : 2;
+    if (kind != 0 && kind != mine)
+      return invalidf("%s.trainable: unit %d holds trainable and frozen "
+                      "parameters; md keeps them in separate units",
+                      path, param->unit());
+    kind = mine;
     int64_t end = 0;
     const fb::Unit *unit = plan_.units()->Get(param->unit());
     if (param->offset() < 0 ||

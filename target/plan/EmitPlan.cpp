@@ -67,6 +67,8 @@ fb::StateRole getPlanRole(StateRole role) {
     return fb::StateRole::Momentum;
   case StateRole::grad_acc:
     return fb::StateRole::GradAcc;
+  case StateRole::frozen:
+    return fb::StateRole::Frozen;
   }
   return fb::StateRole::None;
 }
@@ -331,11 +333,9 @@ LogicalResult Emitter::emitParamsAndState() {
   for (ParamOp param : model_.getBody().getOps<ParamOp>()) {
     params_[param.getSymName()] = param;
     std::optional<int64_t> unit = param.getUnit();
-    if (!unit || param.getFrozen())
+    if (!unit)
       return param.emitError("parameter '")
-             << param.getSymName()
-             << "' is frozen or in no unit: plans do not carry frozen "
-                "parameters yet";
+             << param.getSymName() << "' is in no unit (run md-apply-plan first)";
     UnitInfo &info = units_[unitSlot(*unit)];
     auto type = cast<RankedTensorType>(param.getType());
     info.numel = std::max<int64_t>(info.numel, param.getOffset().value_or(0) +
@@ -376,7 +376,8 @@ LogicalResult Emitter::emitParamsAndState() {
         std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
         dtype, static_cast<int32_t>(*param.getUnit()),
         param.getOffset().value_or(0),
-        static_cast<fb::InitKind>(init.getKind()), std::move(args));
+        static_cast<fb::InitKind>(init.getKind()), std::move(args),
+        /*trainable=*/!param.getFrozen());
     b_.plan().params[index]->group =
         static_cast<int32_t>(groups.groupOf.lookup(param));
   }
@@ -400,6 +401,7 @@ LogicalResult Emitter::emitParamsAndState() {
     switch (state.getRole()) {
     case StateRole::master:
     case StateRole::params:
+    case StateRole::frozen:
       buffer.category = fb::MemoryCategory::Params;
       break;
     case StateRole::grad_acc:
@@ -411,7 +413,14 @@ LogicalResult Emitter::emitParamsAndState() {
     }
     int32_t index = b_.addBuffer(std::move(buffer));
     states_[state.getSymName()] = index;
-    if (state.getRole() == StateRole::master && unit >= 0) {
+    // The buffer a unit's parameters are read from: its master weights, or
+    // a frozen unit's only state.
+    if ((state.getRole() == StateRole::master ||
+         state.getRole() == StateRole::frozen) &&
+        unit >= 0) {
+      if (state.getRole() == StateRole::frozen)
+        b_.plan().schema_version =
+            std::max(b_.plan().schema_version, plan::kFrozenSchemaVersion);
       UnitInfo &info = units_[unit];
       info.master = index;
       info.sharded = state.getShard().has_value();

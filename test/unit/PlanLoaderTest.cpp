@@ -437,6 +437,38 @@ TEST(PlanLoaderTest, KeepAndFailedSlotsNeedSchemaVersion3) {
   ExpectRefused(plan, "blocks[3].instructions[0].ints[1]: 0 is not positive");
 }
 
+TEST(PlanLoaderTest, FrozenParametersHaveUnitsOfTheirOwnFromVersion8) {
+  // A unit's flat buffer holds trainable or frozen parameters, not both.
+  ExpectRefusedAfter([](fb::PlanT &p) { p.params[1]->trainable = false; },
+                     "params[1].trainable: unit 0 holds trainable and frozen "
+                     "parameters; md keeps them in separate units");
+  // A frozen parameter in no buffer (offset -1) is still allowed.
+  fb::PlanT plan = Tiny();
+  plan.params[1]->trainable = false;
+  plan.params[1]->offset = -1;
+  EXPECT_TRUE(Load(plan).ok());
+  // A unit whose parameters are all frozen, in a `frozen` state, loads at
+  // version 8; at version 7 the loader names the version it needs.
+  plan = Tiny();
+  for (auto &param : plan.params)
+    param->trainable = false;
+  for (auto &buffer : plan.buffers)
+    if (buffer->role == fb::StateRole::Master)
+      buffer->role = fb::StateRole::Frozen;
+  plan.schema_version = kFrozenSchemaVersion;
+  absl::StatusOr<LoadedPlan> loaded = Load(plan);
+  EXPECT_TRUE(loaded.ok()) << loaded.status();
+  plan.schema_version = kFrozenSchemaVersion - 1;
+  ExpectRefused(plan, "role: frozen parameters need schema_version 8, the "
+                      "plan says 7");
+  // A frozen state belongs to a unit.
+  plan.schema_version = kFrozenSchemaVersion;
+  for (auto &buffer : plan.buffers)
+    if (buffer->role == fb::StateRole::Frozen)
+      buffer->unit = -1;
+  ExpectRefused(plan, "unit: a frozen state belongs to a unit");
+}
+
 TEST(PlanLoaderTest, RefusesANewerOrZeroSchemaVersion) {
   fb::PlanT plan = Tiny();
   plan.schema_version = kSchemaVersion + 1;

@@ -248,6 +248,10 @@ ABSL_FLAG(std::string, init, kTrainDefaults.initPath,
 ABSL_FLAG(std::string, init_map, kTrainDefaults.initMapPath,
           "with --init: read FILE's tensor names through the name map MAP "
           "(e.g. models/gpt.nanogpt.map)");
+ABSL_FLAG(bool, init_missing, kTrainDefaults.initMissing,
+          "with --init: a parameter FILE lacks keeps its declared "
+          "initialiser instead of failing the run (PyTorch's strict = False; "
+          "the banner names them)");
 ABSL_FLAG(md::mdrun::Seconds, timeout,
           md::mdrun::Seconds{kTrainDefaults.timeoutSeconds},
           "how long a collective waits for a peer (default 300)");
@@ -373,6 +377,8 @@ const std::vector<cli::Section> &sections() {
             .withTag(kTrain),
         FlagOption(FLAGS_init_map, {"--init-map"}, "MAP")
             .needsNonEmpty("a name map file")
+            .withTag(kTrain),
+        FlagOption(FLAGS_init_missing, {"--init-missing"}, "")
             .withTag(kTrain),
         FlagOption(FLAGS_evaluate, {"--evaluate"}, "").withTag(kTrain),
         FlagOption(FLAGS_timeout, {"--timeout"}, "SECONDS").withTag(kTrain),
@@ -539,6 +545,11 @@ absl::StatusOr<CommandLine> ParseCommandLine(int argc, char **argv) {
   if (!t.initMapPath.empty() && t.initPath.empty())
     return absl::InvalidArgumentError(
         "--init-map names the tensors of an --init file; give --init FILE");
+  t.initMissing = absl::GetFlag(FLAGS_init_missing);
+  if (t.initMissing && t.initPath.empty())
+    return absl::InvalidArgumentError(
+        "--init-missing says what to do with the parameters an --init file "
+        "lacks; give --init FILE");
   t.evaluate = absl::GetFlag(FLAGS_evaluate);
   t.logEvery = absl::GetFlag(FLAGS_log_every).value;
   t.metricsEvery = absl::GetFlag(FLAGS_metrics_every).value;

@@ -59,6 +59,9 @@ struct TrainOptions {
   std::string initPath;
   /// --init-map: the name map of the --init file ("": md's own names).
   std::string initMapPath;
+  /// --init-missing: parameters the --init file lacks keep their declared
+  /// initialiser (a LoRA adapter on a base model's weights).
+  bool initMissing = false;
   /// --evaluate: run the recipe's evaluations once instead of training.
   bool evaluate = false;
   int64_t logEvery = 10;

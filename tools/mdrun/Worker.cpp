@@ -564,6 +564,7 @@ absl::Status runWorker(const TrainOptions &options, const WorkerEnv &env,
   eo.resume = options.resumePath;
   eo.init = options.initPath;
   eo.initMap = options.initMapPath;
+  eo.initMissing = options.initMissing;
   eo.recorder = recorder;
   eo.trace = trace;
   eo.preempt = &gPreempt;

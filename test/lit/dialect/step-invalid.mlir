@@ -161,3 +161,16 @@ func.func @f(%x: tensor<16xf32>) -> tensor<?xbf16> {
   %s = md.shard_slice %x group world : tensor<16xf32> -> tensor<?xbf16>
   return %s : tensor<?xbf16>
 }
+
+// -----
+
+md.model @m {
+  // expected-note @+1 {{state declared here}}
+  md.state @u1.frozen : tensor<4xf32> role frozen unit 1
+  md.forward @forward(%x: tensor<4xf32>) -> tensor<f32> {
+    // expected-error @+1 {{'md.state_store' op stores to 'u1.frozen', a 'frozen' state: frozen parameters are never updated}}
+    md.state_store %x, @u1.frozen : tensor<4xf32>
+    %1 = md.sum %x dims [0] : tensor<4xf32> to tensor<f32>
+    md.return %1 : tensor<f32>
+  }
+}

@@ -15,6 +15,8 @@ md.model @m {
   md.state @u0.exp_avg : tensor<?xf32> shard(36) group shard role exp_avg unit 0
   // CHECK: md.state @u0.params : tensor<36xbf16> role params unit 0
   md.state @u0.params : tensor<36xbf16> role params unit 0
+  // CHECK: md.state @u1.frozen : tensor<?xbf16> shard(16) group world role frozen unit 1
+  md.state @u1.frozen : tensor<?xbf16> shard(16) group world role frozen unit 1
   // CHECK: md.state @u0.grad_acc : tensor<36xf32> role grad_acc unit 0 {note = "x"}
   md.state @u0.grad_acc : tensor<36xf32> role grad_acc unit 0 {note = "x"}
   // CHECK: md.state @scratch : tensor<2xf32> role momentum

@@ -16,6 +16,7 @@
 
 // CHECK:      model @mlp, plan fsdp-full, world size 2
 // CHECK-NEXT: batch: global 8, micro 2 per rank, 2 accumulation steps, effective batch 8
+// CHECK-NEXT: parameters: 51 trainable in 4 tensors, 0 frozen in 0 tensors (no gradient, no optimizer state)
 // CHECK:      memory per rank at W = 2, at the peak
 // CHECK-NEXT:   params {{.*}} bytes)
 // CHECK-NEXT:   grads {{.*}} bytes)
@@ -61,6 +62,16 @@
 // JSON-NEXT:     "micro": 2,
 // JSON-NEXT:     "accumulation_steps": 1,
 // JSON-NEXT:     "effective": 8
+// JSON-NEXT:   },
+// JSON-NEXT:   "parameters": {
+// JSON-NEXT:     "trainable": {
+// JSON-NEXT:       "tensors": 4,
+// JSON-NEXT:       "elements": 51
+// JSON-NEXT:     },
+// JSON-NEXT:     "frozen": {
+// JSON-NEXT:       "tensors": 0,
+// JSON-NEXT:       "elements": 0
+// JSON-NEXT:     }
 // JSON-NEXT:   },
 // JSON-NEXT:   "memory": {
 // JSON-NEXT:     "params": {{[0-9]+}},
