@@ -35,6 +35,12 @@ weights 1 + N(0, 0.1^2) (off 1, so their gradients and scaling show).
    repeat_interleave'd, must be far (> SENSITIVITY tolerances) from md's, so
    the comparisons above see those choices.
 
+The lora configuration is models/llama_lora.mdl against the same PyTorch
+Llama with peft-style LoRA on q and v (q(h) = base(h) + (alpha / r) (h aᵀ)
+bᵀ, every other weight with requires_grad = False): the held-out loss as in
+1, the adapters' gradients as in 2, and every frozen weight bitwise
+unchanged by md's step.
+
 An f64 copy of the PyTorch model measures how far each side is from the
 exact result: the lines print md - f64 next to torch f32 - f64.
 
@@ -70,6 +76,9 @@ CONFIGS = [
     ("mqa", dict(kv_heads=1, theta=10000.0), [("ddp", "ddp", 2, 4),
                                               ("full-f32", "full-f32", 2, 4)]),
     ("mha", dict(kv_heads=4, theta=100.0), [("full-f32", "full-f32", 2, 4)]),
+    # models/llama_lora.mdl: the base frozen, rank-r adapters on q and v.
+    ("lora", dict(theta=10000.0, r=4, alpha=8.0), [("ddp", "ddp", 2, 4),
+                                                   ("full-f32", "full-f32", 2, 4)]),
 ]
 THETA, EPS = 500000.0, 1e-5  # llama.mdl's defaults
 TRAIN, VAL, VAL_MICRO = 8, 32, 4
@@ -143,15 +152,34 @@ def repeat_kv(x, n_rep):
     return x[:, :, None, :, :].expand(b, kvh, n_rep, t, hd).reshape(b, kvh * n_rep, t, hd)
 
 
+class Lora(nn.Module):
+    """peft's LoRA Linear without dropout: base(x) + (alpha / r) (x aᵀ) bᵀ,
+    under md's names (base.weight, a, b)."""
+
+    def __init__(self, din, dout, r, alpha):
+        super().__init__()
+        self.base = nn.Linear(din, dout, bias=False)
+        self.a = nn.Parameter(torch.zeros(r, din))
+        self.b = nn.Parameter(torch.zeros(dout, r))
+        self.scale = alpha / r
+
+    def forward(self, x):
+        return self.base(x) + (x @ self.a.t()) @ self.b.t() * self.scale
+
+
 class Decoder(nn.Module):
     def __init__(self, c):
         super().__init__()
         d, hd = c["d"], c["d"] // c["heads"]
         self.heads, self.kv_heads, self.hd = c["heads"], c["kv_heads"], hd
         self.attn_norm = RMSNorm(d, c["eps"])
-        self.q = nn.Linear(d, c["heads"] * hd, bias=False)
+        if "r" in c:
+            self.q = Lora(d, c["heads"] * hd, c["r"], c["alpha"])
+            self.v = Lora(d, c["kv_heads"] * hd, c["r"], c["alpha"])
+        else:
+            self.q = nn.Linear(d, c["heads"] * hd, bias=False)
+            self.v = nn.Linear(d, c["kv_heads"] * hd, bias=False)
         self.k = nn.Linear(d, c["kv_heads"] * hd, bias=False)
-        self.v = nn.Linear(d, c["kv_heads"] * hd, bias=False)
         self.o = nn.Linear(c["heads"] * hd, d, bias=False)
         self.mlp_norm = RMSNorm(d, c["eps"])
         self.gate = nn.Linear(d, c["hidden"], bias=False)
@@ -186,6 +214,9 @@ class Llama(nn.Module):
         self.layers_ = nn.ModuleList(Decoder(c) for _ in range(c["layers"]))
         self.norm = RMSNorm(c["d"], c["eps"])
         self.lm_head = nn.Linear(c["d"], c["vocab"], bias=False)
+        if "r" in c:  # LoRA: only the adapters train
+            for name, p in self.named_parameters():
+                p.requires_grad_(name.endswith((".a", ".b")))
 
     def rope(self, t, dtype):
         """LlamaRotaryEmbedding (default rope_type): cos, sin [1, T, hd]."""
@@ -214,7 +245,7 @@ def init_weights(model, seed):
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
             elif name == "embed.weight":
                 p.copy_(torch.randn(p.shape, generator=g))
-            else:  # a Linear's [out, in]
+            else:  # a Linear's [out, in], an adapter's [r, in] or [out, r]
                 p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[1]))
 
 
@@ -239,14 +270,15 @@ def torch_loss(model, idx, targets, micro, variant="llama"):
 def torch_grads(model, idx, targets, variant="llama"):
     model.zero_grad(set_to_none=True)
     model(torch.from_numpy(idx).long(), torch.from_numpy(targets).long(), variant).backward()
-    return {n: p.grad.detach().double() for n, p in model.named_parameters()}
+    return {n: p.grad.detach().double() for n, p in model.named_parameters()
+            if p.requires_grad}
 
 
 # ---------------------------------------------------------------- md
 
 
-def write_model(models, work, name, micro):
-    with open(os.path.join(models, "llama.mdl")) as f:
+def write_model(models, work, name, micro, file="llama.mdl"):
+    with open(os.path.join(models, file)) as f:
         source = f.read()
     source = re.sub(r"data\s*=\s*synthetic\([^)]*\)", f'data = npy("{work}/train.npy")', source)
     source = re.sub(r"global_batch\s*=\s*\d+", f"global_batch = {TRAIN}", source)
@@ -264,7 +296,7 @@ def write_model(models, work, name, micro):
     if ("synthetic(" in source or "sgd(lr = 1.0)" not in source or "adamw" in source
             or "schedule = constant" not in source or "clip_grad_norm" in source
             or "evaluate(npy(" not in source):
-        sys.exit("llama.py: could not rewrite models/llama.mdl's recipe")
+        sys.exit(f"llama.py: could not rewrite models/{file}'s recipe")
     path = os.path.join(work, f"{name}.mdl")
     with open(path, "w") as f:
         f.write(source)
@@ -316,7 +348,8 @@ def main():
         needed = {(plan, micro) for _, plan, _, micro in grad_runs}
         needed |= {("ddp", VAL_MICRO), ("full-f32", VAL_MICRO)}
         for plan, micro in sorted(needed):
-            src = write_model(models, cwork, f"llama-mb{micro}", micro)
+            src = write_model(models, cwork, f"llama-mb{micro}", micro,
+                              "llama_lora.mdl" if "r" in c else "llama.mdl")
             extra = ["--world-size", "2"] if plan.startswith("full-f32") else []
             plans[(plan, micro)] = os.path.join(cwork, f"{plan}-mb{micro}.fb")
             run(mdc, src, *defines, "--plan", plan, *extra, "-o", plans[(plan, micro)])
@@ -325,6 +358,7 @@ def main():
         init_weights(model, seed=1000 + ci)
         exact = Llama(c).double()
         exact.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
+        frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
         init_path = os.path.join(cwork, "torch_init.safetensors")
         save_file({k: v.contiguous() for k, v in model.state_dict().items()}, init_path)
 
@@ -346,9 +380,16 @@ def main():
             run(mdrun, "--ranks", str(ranks), "--backend", "cpu", "--steps", "1",
                 "--init", init_path, "--save-final", after_path, plans[(plan, micro)])
             after = {k: v.double() for k, v in load_file(after_path).items()}
-            if sorted(after) != sorted(want_g):
+            if sorted(after) != sorted(list(want_g) + frozen):
                 sys.exit(f"llama.py: md's parameters {sorted(after)} are not PyTorch's "
-                         f"{sorted(want_g)}")
+                         f"{sorted(list(want_g) + frozen)}")
+            moved = [n for n in frozen if not torch.equal(after[n], init[n])]
+            if moved:
+                failures.append(f"{cname} W = {ranks} {label}: frozen parameters changed: "
+                                + ", ".join(moved))
+            elif frozen:
+                print(f"{cname} W = {ranks} {label}: the {len(frozen)} frozen parameters "
+                      "are bitwise unchanged")
             g_md = {n: init[n] - after[n] for n in want_g}
             first_md = first_md or g_md
             what = f"{cname} gradients, W = {ranks} {label} (micro_batch {micro})"
