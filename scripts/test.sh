@@ -17,10 +17,10 @@ scripts/install-deps.sh
 torch_args=()
 if [[ ${MD_TORCH:-1} != 0 ]]; then
   venv=${MD_TORCH_VENV:-$HOME/.cache/md/torch-venv}
-  if ! "$venv/bin/python" -c 'import torch, safetensors, numpy, matplotlib, tokenizers, tensorboardX' 2>/dev/null; then
-    echo "test.sh: installing PyTorch, safetensors, numpy, matplotlib, tokenizers and tensorboardX into $venv (once)"
+  if ! "$venv/bin/python" -c 'import torch, safetensors, numpy, matplotlib, tokenizers, tensorboardX, transformers' 2>/dev/null; then
+    echo "test.sh: installing PyTorch, safetensors, numpy, matplotlib, tokenizers, tensorboardX and transformers into $venv (once)"
     python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet torch safetensors numpy matplotlib tokenizers tensorboardX
+    "$venv/bin/pip" install --quiet torch safetensors numpy matplotlib tokenizers tensorboardX transformers
   fi
   torch_args=(-DMD_TORCH_PYTHON="$venv/bin/python")
 fi

@@ -41,6 +41,15 @@ bᵀ, every other weight with requires_grad = False): the held-out loss as in
 1, the adapters' gradients as in 2, and every frozen weight bitwise
 unchanged by md's step.
 
+5. Hugging Face: transformers' own LlamaForCausalLM at the gqa size, its
+   weights saved by save_pretrained (safetensors) and read by md through
+   models/llama.hf.map (`--init FILE --init-map`): md's held-out loss is
+   the cross-entropy of Hugging Face's logits, to RTOL; md's weights after a
+   step, written back to Hugging Face's names by tools/torch/md_names.py,
+   load into LlamaForCausalLM with strict = True and give the logits md's
+   weights give. Skipped, with the reason printed, when transformers is
+   absent.
+
 An f64 copy of the PyTorch model measures how far each side is from the
 exact result: the lines print md - f64 next to torch f32 - f64.
 
@@ -312,6 +321,95 @@ def md_loss(mdrun, plan, weights, ranks):
     return float(m[0])
 
 
+def hugging_face(mdc, mdrun, models, work, failures):
+    """5: transformers' LlamaForCausalLM through models/llama.hf.map."""
+    try:
+        from transformers import LlamaConfig, LlamaForCausalLM
+    except ImportError as e:
+        print(f"llama.py: Hugging Face part skipped: {e} (transformers is a test-only "
+              "dependency; scripts/test.sh installs it)")
+        return
+    c = dict(BASE, theta=10000.0, eps=EPS)
+    hwork = os.path.join(work, "hf")
+    os.makedirs(hwork, exist_ok=True)
+    print("== Hugging Face LlamaForCausalLM: " + ", ".join(f"{k}={v}" for k, v in c.items()))
+    config = LlamaConfig(vocab_size=c["vocab"], hidden_size=c["d"],
+                         intermediate_size=c["hidden"], num_hidden_layers=c["layers"],
+                         num_attention_heads=c["heads"], num_key_value_heads=c["kv_heads"],
+                         max_position_embeddings=c["seq"], rope_theta=c["theta"],
+                         rms_norm_eps=c["eps"], tie_word_embeddings=False,
+                         attention_bias=False, mlp_bias=False)
+    config._attn_implementation = "eager"
+    torch.manual_seed(7)
+    hf = LlamaForCausalLM(config).float().eval()
+    init_weights(hf, seed=2024)  # scores of order 1, as above
+    folder = os.path.join(hwork, "pretrained")
+    hf.save_pretrained(folder, safe_serialization=True)
+    weights = os.path.join(folder, "model.safetensors")
+    hf_map = os.path.join(models, "llama.hf.map")
+
+    rng = np.random.default_rng(300)
+    for name, n in (("train", TRAIN), ("val", VAL)):
+        stream = rng.integers(0, c["vocab"], size=(n, c["seq"] + 1), dtype=np.int32)
+        np.save(os.path.join(hwork, f"{name}.0.npy"), stream[:, :-1].copy())
+        np.save(os.path.join(hwork, f"{name}.1.npy"), stream[:, 1:].copy())
+    val_idx = np.load(os.path.join(hwork, "val.0.npy"))
+    val_tgt = np.load(os.path.join(hwork, "val.1.npy"))
+
+    def hf_loss(model):
+        losses = []
+        with torch.no_grad():
+            for b in range(0, val_idx.shape[0], VAL_MICRO):
+                logits = model(torch.from_numpy(val_idx[b:b + VAL_MICRO]).long()).logits
+                tgt = torch.from_numpy(val_tgt[b:b + VAL_MICRO]).long()
+                losses.append(F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                              tgt.reshape(-1)).item())
+        return float(np.mean(losses))
+
+    defines = [x for k, v in c.items() if k != "eps" for x in ("-D", f"{k}={v}")]
+    src = write_model(models, hwork, "llama", VAL_MICRO)
+    plan = os.path.join(hwork, "ddp.fb")
+    run(mdc, src, *defines, "--plan", "ddp", "-o", plan)
+    out = run(mdrun, "--ranks", "2", "--backend", "cpu", "--evaluate", "--steps", "1",
+              "--init", weights, "--init-map", hf_map, plan)
+    m = re.findall(r"evaluate at \S+ on \S+: loss ([-+0-9.eE]+|nan|inf)", out)
+    got, want = float(m[0]), hf_loss(hf)
+    rel = abs(got - want) / abs(want)
+    print(f"Hugging Face held-out loss: md {got:.7f} (its weights through llama.hf.map), "
+          f"LlamaForCausalLM {want:.7f} (relative {rel:.2e})")
+    if not rel <= RTOL:
+        failures.append(f"Hugging Face: md's loss {got} is not LlamaForCausalLM's {want}")
+
+    # md's weights after a step, back under Hugging Face's names.
+    after = os.path.join(hwork, "after.safetensors")
+    run(mdrun, "--ranks", "2", "--backend", "cpu", "--steps", "1", "--init", weights,
+        "--init-map", hf_map, "--save-final", after, plan)
+    back = os.path.join(hwork, "after.hf.safetensors")
+    run(sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                     "tools", "torch", "md_names.py"),
+        "to-torch", hf_map, after, back)
+    trained = LlamaForCausalLM(config).float().eval()
+    missing = trained.load_state_dict(load_file(back), strict=True)
+    print(f"Hugging Face: md's trained weights load into LlamaForCausalLM (strict): {missing}")
+    ours = Llama(c)
+    ours.load_state_dict(load_file(after))
+    with torch.no_grad():
+        idx = torch.from_numpy(val_idx[:VAL_MICRO]).long()
+        diff = (trained(idx).logits - torch_logits(ours, idx)).abs().max().item()
+    print(f"Hugging Face: logits of md's trained weights in LlamaForCausalLM vs this "
+          f"file's Llama: max |difference| {diff:.2e}")
+    if not diff <= 1e-4:
+        failures.append(f"Hugging Face: md's trained weights give other logits ({diff:.3g})")
+
+
+def torch_logits(model, idx):
+    x = model.embed(idx)
+    cos, sin = model.rope(idx.shape[1], x.dtype)
+    for layer in model.layers_:
+        x = layer(x, cos, sin, "llama")
+    return model.lm_head(model.norm(x))
+
+
 def main():
     mdc, mdrun, models, work = sys.argv[1:5]
     os.makedirs(work, exist_ok=True)
@@ -430,6 +528,8 @@ def main():
             if not ratio > SENSITIVITY:
                 failures.append(f"{cname}: md's gradients do not tell {variant} apart "
                                 f"({ratio:.3g} <= {SENSITIVITY} tolerances)")
+
+    hugging_face(mdc, mdrun, models, work, failures)
 
     if failures:
         sys.exit("llama.py: mismatches:\n  " + "\n  ".join(failures))
