@@ -778,10 +778,9 @@ absl::Status Executor::Impl::loadSharded(const std::string &dir,
 }
 
 absl::Status Executor::Impl::loadWeights(const std::string &path) {
-  MD_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
-                      OpenSafetensors(path));
-  const int fd = file->fd;
-  SafetensorsHeader &header = file->header;
+  // A file, or a save_pretrained folder of shards.
+  MD_ASSIGN_OR_RETURN(SafetensorsSet set, OpenSafetensorsSet(path));
+  SafetensorsHeader &header = set.header;
   if (!options_.initMap.empty()) {
     // Another framework's names: the map gives md's, with the byte ranges
     // of the (blocks of) tensors they are.
@@ -868,9 +867,9 @@ absl::Status Executor::Impl::loadWeights(const std::string &path) {
       std::vector<uint8_t> raw(static_cast<size_t>((hi - lo) * width));
       int64_t first = run.tensorStart + lo - run.flatStart;
       auto readAt = [&](uint8_t *to, size_t n, int64_t at) -> absl::Status {
-        if (!ReadAllAt(fd, to, n, at))
+        if (!ReadAllAt(set.files[e.file]->fd, to, n, at))
           return absl::DataLossError(absl::StrCat(
-              path, ": cannot read ", run.tensor, ": ",
+              set.paths[e.file], ": cannot read ", run.tensor, ": ",
               errno ? std::strerror(errno) : "the file ends early"));
         return absl::OkStatus();
       };

@@ -324,6 +324,140 @@ OpenSafetensors(const std::string &path) {
   return file;
 }
 
+namespace {
+
+/// Skips one JSON value of the kinds an index holds (objects, arrays,
+/// strings, integers, true, false, null).
+bool skipValue(JsonReader &json, int depth = 0) {
+  if (depth > 32)
+    return false;
+  std::string text;
+  int64_t number = 0;
+  if (json.eat('{'))
+    return json.items('}', [&] {
+      return json.string(&text) && json.eat(':') && skipValue(json, depth + 1);
+    });
+  if (json.eat('['))
+    return json.items(']', [&] { return skipValue(json, depth + 1); });
+  if (json.peek('"'))
+    return json.string(&text);
+  return json.literal("true") || json.literal("false") ||
+         json.literal("null") || json.integer(&number);
+}
+
+} // namespace
+
+absl::StatusOr<SafetensorsSet> OpenSafetensorsSet(const std::string &path) {
+  SafetensorsSet set;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    MD_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
+                        OpenSafetensors(path));
+    set.header = file->header;
+    set.files.push_back(std::move(file));
+    set.paths.push_back(path);
+    return set;
+  }
+  const std::string dir = absl::StrCat(absl::StripSuffix(path, "/"), "/");
+  const std::string indexPath = dir + "model.safetensors.index.json";
+  int fd = ::open(indexPath.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno != ENOENT)
+      return absl::NotFoundError(
+          absl::StrCat(indexPath, ": cannot open: ", std::strerror(errno)));
+    // One shard: save_pretrained's model.safetensors.
+    return OpenSafetensorsSet(dir + "model.safetensors");
+  }
+  std::string text;
+  char buf[1 << 16];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      return absl::DataLossError(
+          absl::StrCat(indexPath, ": cannot read: ", std::strerror(err)));
+    }
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > (size_t{256} << 20)) {
+      ::close(fd);
+      return absl::InvalidArgumentError(
+          absl::StrCat(indexPath, ": larger than 256 MiB; not an index"));
+    }
+  }
+  ::close(fd);
+
+  // {"metadata": {...}, "weight_map": {"tensor": "shard file", ...}}
+  std::map<std::string, std::string> weightMap;
+  bool sawMap = false;
+  JsonReader json(text);
+  auto bad = [&](const std::string &why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(indexPath, ": byte ", json.offset(), ": ", why));
+  };
+  std::string key, tensor, shard;
+  bool ok = json.eat('{') && json.items('}', [&] {
+    if (!json.string(&key) || !json.eat(':'))
+      return false;
+    if (key != "weight_map")
+      return skipValue(json);
+    sawMap = true;
+    return json.eat('{') && json.items('}', [&] {
+      if (!json.string(&tensor) || !json.eat(':') || !json.string(&shard))
+        return false;
+      return weightMap.emplace(tensor, shard).second;
+    });
+  }) && json.done();
+  if (!ok)
+    return bad("not an index of safetensors shards (expected an object "
+               "with a weight_map of tensor names to file names, each "
+               "tensor once)");
+  if (!sawMap || weightMap.empty())
+    return bad("has no weight_map naming the shards' tensors");
+
+  std::map<std::string, int> fileOf;
+  for (const auto &[name, file] : weightMap) {
+    if (file.empty() || file.find('/') != std::string::npos || file == "." ||
+        file == "..")
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: %s is in shard '%s', which is not a file name in %s",
+          indexPath, name, file, dir));
+    if (fileOf.count(file))
+      continue;
+    int index = static_cast<int>(set.files.size());
+    fileOf[file] = index;
+    MD_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> opened,
+                        OpenSafetensors(dir + file));
+    set.files.push_back(std::move(opened));
+    set.paths.push_back(dir + file);
+  }
+  for (size_t f = 0; f < set.files.size(); ++f) {
+    for (const auto &[name, entry] : set.files[f]->header.tensors) {
+      auto listed = weightMap.find(name);
+      if (listed == weightMap.end() ||
+          fileOf.at(listed->second) != static_cast<int>(f))
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s holds %s, which %s puts %s", set.paths[f], name, indexPath,
+            listed == weightMap.end()
+                ? std::string("in no shard")
+                : absl::StrCat("in ", listed->second)));
+      SafetensorsEntry e = entry;
+      e.file = static_cast<int>(f);
+      set.header.tensors.emplace(name, std::move(e));
+    }
+    for (const auto &[k, v] : set.files[f]->header.metadata)
+      set.header.metadata.emplace(k, v);
+    set.header.fileBytes += set.files[f]->header.fileBytes;
+  }
+  for (const auto &[name, file] : weightMap)
+    if (!set.header.tensors.count(name))
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s puts %s in %s, which does not hold it",
+                          indexPath, name, dir + file));
+  return set;
+}
+
 absl::StatusOr<std::vector<SafetensorsTensor>>
 ReadSafetensors(const std::string &path,
                 std::map<std::string, std::string> *metadata) {

@@ -83,6 +83,8 @@ struct SafetensorsEntry {
     int64_t fileCols = 0, firstCol = 0;
   };
   std::optional<Transposed> transposed;
+  /// Which file of a SafetensorsSet holds the bytes (0 for a single file).
+  int file = 0;
 };
 struct SafetensorsHeader {
   std::map<std::string, SafetensorsEntry> tensors;
@@ -109,6 +111,20 @@ struct SafetensorsFile {
 /// "<path>: cannot open: <why>" when it cannot be opened.
 absl::StatusOr<std::unique_ptr<SafetensorsFile>>
 OpenSafetensors(const std::string &path);
+/// The safetensors files of one model: one file, or a folder that Hugging
+/// Face's save_pretrained wrote, whose model.safetensors.index.json maps
+/// every tensor to one of its shards (else its model.safetensors). `header`
+/// holds every tensor of every file, each entry's `file` indexing `files`
+/// and `paths`; the index and the shards must agree (every tensor of a
+/// shard in the index under that shard, every indexed tensor in its shard,
+/// no tensor twice, shard names without a directory).
+struct SafetensorsSet {
+  std::vector<std::unique_ptr<SafetensorsFile>> files;
+  std::vector<std::string> paths;
+  SafetensorsHeader header;
+};
+absl::StatusOr<SafetensorsSet> OpenSafetensorsSet(const std::string &path);
+
 /// pread(2) of exactly `bytes` at `offset`; false with errno set (0 at the
 /// end of the file).
 bool ReadAllAt(int fd, void *data, size_t bytes, int64_t offset);

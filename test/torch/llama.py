@@ -44,7 +44,9 @@ unchanged by md's step.
 5. Hugging Face: transformers' own LlamaForCausalLM at the gqa size, its
    weights saved by save_pretrained (safetensors) and read by md through
    models/llama.hf.map (`--init FILE --init-map`): md's held-out loss is
-   the cross-entropy of Hugging Face's logits, to RTOL; md's weights after a
+   the cross-entropy of Hugging Face's logits, to RTOL, and the same from a
+   save_pretrained folder of several shards and its index (`--init
+   FOLDER`); md's weights after a
    step, written back to Hugging Face's names by tools/torch/md_names.py,
    load into LlamaForCausalLM with strict = True and give the logits md's
    weights give. Skipped, with the reason printed, when transformers is
@@ -379,6 +381,18 @@ def hugging_face(mdc, mdrun, models, work, failures):
           f"LlamaForCausalLM {want:.7f} (relative {rel:.2e})")
     if not rel <= RTOL:
         failures.append(f"Hugging Face: md's loss {got} is not LlamaForCausalLM's {want}")
+
+    # The same weights as save_pretrained's shards and index: --init FOLDER.
+    sharded = os.path.join(hwork, "sharded")
+    hf.save_pretrained(sharded, safe_serialization=True, max_shard_size="40KB")
+    shards = sorted(f for f in os.listdir(sharded) if f.endswith(".safetensors"))
+    out = run(mdrun, "--ranks", "2", "--backend", "cpu", "--evaluate", "--steps", "1",
+              "--init", sharded, "--init-map", hf_map, plan)
+    m2 = re.findall(r"evaluate at \S+ on \S+: loss ([-+0-9.eE]+|nan|inf)", out)
+    print(f"Hugging Face: from the folder of {len(shards)} shards and its index: loss "
+          f"{m2[0] if m2 else '?'} (from one file: {m[0]})")
+    if len(shards) < 2 or m2 != m:
+        failures.append(f"Hugging Face: {len(shards)} shards give loss {m2}, one file {m}")
 
     # md's weights after a step, back under Hugging Face's names.
     after = os.path.join(hwork, "after.safetensors")
