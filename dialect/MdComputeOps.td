@@ -114,10 +114,12 @@ class MD_BroadcastBinaryOp<string mnemonic, string what, string vjp>
     : MD_ComputeOp<mnemonic, [AllElementTypesMatch<["lhs", "rhs", "result"]>]> {
   let summary = "elementwise " # what # " with numpy broadcasting";
   let description = [{
-    Elementwise `lhs }] # !cond(!eq(mnemonic, "add") : "+",
-                               !eq(mnemonic, "sub") : "-",
-                               !eq(mnemonic, "div") : "/",
-                               true : "*") # [{ rhs` with numpy's trailing
+    Elementwise }] # !cond(!eq(mnemonic, "add") : "`lhs + rhs`",
+                           !eq(mnemonic, "sub") : "`lhs - rhs`",
+                           !eq(mnemonic, "div") : "`lhs / rhs`",
+                           !eq(mnemonic, "maximum") : "`max(lhs, rhs)` (NaN when either is NaN, as torch.maximum)",
+                           !eq(mnemonic, "minimum") : "`min(lhs, rhs)` (NaN when either is NaN, as torch.minimum)",
+                           true : "`lhs * rhs`") # [{ with numpy's trailing
     broadcasting: the shapes are aligned at their last dims, and each pair of
     dims must be equal or one of them 1 (a missing leading dim counts as 1).
     The result has the broadcast shape, e.g. [B, T, D] and [T, D] give
@@ -149,6 +151,10 @@ def MD_SubOp : MD_BroadcastBinaryOp<"sub", "difference",
     "d(lhs) = dy and d(rhs) = `md.scale dy by -1.0`.">;
 def MD_MulOp : MD_BroadcastBinaryOp<"mul", "product",
     "d(lhs) = `md.mul dy, rhs` and d(rhs) = `md.mul dy, lhs`.">;
+def MD_MaximumOp : MD_BroadcastBinaryOp<"maximum", "maximum",
+    "with s = `md.elementwise_grad abs` of dy at lhs - rhs (dy sign(lhs - rhs), 0 at a tie), d(lhs) = (dy + s) / 2 and d(rhs) = (dy - s) / 2: the larger operand gets dy, a tie splits it in halves (torch's).">;
+def MD_MinimumOp : MD_BroadcastBinaryOp<"minimum", "minimum",
+    "with s as for `md.maximum`, d(lhs) = (dy - s) / 2 and d(rhs) = (dy + s) / 2: the smaller operand gets dy, a tie splits it in halves (torch's).">;
 def MD_DivOp : MD_BroadcastBinaryOp<"div", "quotient (IEEE, in f32)",
     "d(lhs) = `md.div dy, rhs` and d(rhs) = -`md.div (md.mul dy, result), rhs` (-dy lhs / rhs^2 from the quotient itself).">;
 

@@ -67,6 +67,8 @@ const std::map<std::string, std::vector<Formal>> &builtinFunctions() {
       {"detach", {{"x", true}}},
       {"pow", {{"x", true}, {"exponent", true}}},
       {"clamp", {{"x", true}, {"min", false}, {"max", false}}},
+      {"maximum", {{"a", true}, {"b", true}}},
+      {"minimum", {{"a", true}, {"b", true}}},
       {"softmax", {{"x", true}, {"axis", false}}},
       {"cross_entropy",
        {{"logits", true}, {"targets", true}, {"ignore_index", false}}},

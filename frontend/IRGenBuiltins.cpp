@@ -529,6 +529,59 @@ Val ModelGen::callBuiltin(FnState &fn, const CallExpr &call,
     return Val::tensor(md::PowOp::create(b, loc(l), x.type(), x.value,
                                          b.getF64FloatAttr(c.num.value())));
   }
+  if (name == "maximum" || name == "minimum") {
+    // torch.maximum / torch.minimum with numpy broadcasting; a number
+    // operand is a bound (maximum(x, 0.0) is clamp(x, min = 0.0)), and of
+    // two numbers known at compile time the result is a number.
+    bool larger = name == "maximum";
+    Val y = eval(fn, *args[1]);
+    if (y.isError())
+      return y;
+    auto known = [](const Val &v) { return v.isNumber() && !v.num.dynamic; };
+    if (known(x) && known(y)) {
+      double a = x.num.value(), c = y.num.value();
+      return Val::number(Num::real(larger ? std::max(a, c) : std::min(a, c)));
+    }
+    if (x.isTensor() && y.isTensor()) {
+      if (!expectFloat(x, l, "the first operand of " + name) ||
+          !expectFloat(y, l, "the second operand of " + name))
+        return Val::error();
+      RankedTensorType xt = x.type(), yt = y.type();
+      if (xt.getElementType() != yt.getElementType()) {
+        error(l, "element types differ in " + name + ": " + formatType(xt) +
+                     " and " + formatType(yt));
+        return Val::error();
+      }
+      auto shape = broadcastShapes(xt.getShape(), yt.getShape());
+      if (!shape) {
+        error(l, "shape mismatch in " + name + ": " + formatType(xt) +
+                     " and " + formatType(yt) + " do not broadcast");
+        return Val::error();
+      }
+      auto type = tensorType(*shape, xt.getElementType());
+      if (larger)
+        return Val::tensor(
+            md::MaximumOp::create(b, loc(l), type, x.value, y.value));
+      return Val::tensor(
+          md::MinimumOp::create(b, loc(l), type, x.value, y.value));
+    }
+    const Val &t = x.isTensor() ? x : y;
+    const Val &n = x.isTensor() ? y : x;
+    const Expr *numberArg = x.isTensor() ? args[1] : args[0];
+    if (!t.isTensor() || !known(n)) {
+      error(numberArg->loc, name + " takes two tensors, or a tensor and a "
+                                   "number known at compile time, got " +
+                                   describe(x) + " and " + describe(y));
+      return Val::error();
+    }
+    if (!expectFloat(t, l, "the tensor operand of " + name))
+      return Val::error();
+    double inf = std::numeric_limits<double>::infinity();
+    double c = n.num.value();
+    return Val::tensor(md::ClampOp::create(
+        b, loc(l), t.type(), t.value, b.getF64FloatAttr(larger ? c : -inf),
+        b.getF64FloatAttr(larger ? inf : c)));
+  }
   if (name == "clamp") {
     // clamp(x, min = lo, max = hi), either bound optional (torch's).
     if (!args[1] && !args[2]) {

@@ -35,6 +35,11 @@ public:
   LogicalResult vjp(SubOp op, ArrayRef<Value> dy);
   LogicalResult vjp(MulOp op, ArrayRef<Value> dy);
   LogicalResult vjp(DivOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(MaximumOp op, ArrayRef<Value> dy);
+  LogicalResult vjp(MinimumOp op, ArrayRef<Value> dy);
+  /// max (`larger`) or min of lhs and rhs.
+  LogicalResult extremumVjp(Operation *op, Value lhs, Value rhs, bool larger,
+                            ArrayRef<Value> dy);
   LogicalResult vjp(ScaleOp op, ArrayRef<Value> dy);
   LogicalResult vjp(GeluOp op, ArrayRef<Value> dy);
   LogicalResult vjp(ReluOp op, ArrayRef<Value> dy);
@@ -167,6 +172,35 @@ LogicalResult VjpRules::vjp(DivOp op, ArrayRef<Value> dy) {
         ScaleOp::create(b, sumTo(q, op.getRhs()), b.getF64FloatAttr(-1.0)));
   }
   return success();
+}
+
+// y = max(lhs, rhs) = (lhs + rhs + |lhs - rhs|) / 2 and y = min(lhs, rhs) =
+// (lhs + rhs - |lhs - rhs|) / 2: with s = dy sign(lhs - rhs) (md's abs
+// gradient, 0 at 0), d(lhs) = (dy ± s) / 2 and d(rhs) = (dy ∓ s) / 2, each
+// reduced like add's. The larger (smaller) operand gets all of dy and a tie
+// gives each half, as torch.maximum's backward does.
+LogicalResult VjpRules::extremumVjp(Operation *op, Value lhs, Value rhs,
+                                    bool larger, ArrayRef<Value> dy) {
+  Value diff = SubOp::create(b, lhs, rhs);
+  Value s = ElementwiseGradOp::create(
+      b, dy[0], diff, ElementwiseFnAttr::get(op->getContext(), ElementwiseFn::abs));
+  Value plus = ScaleOp::create(b, AddOp::create(b, dy[0], s),
+                               b.getF64FloatAttr(0.5));
+  Value minus = ScaleOp::create(b, SubOp::create(b, dy[0], s),
+                                b.getF64FloatAttr(0.5));
+  if (needs(lhs))
+    add(lhs, sumTo(larger ? plus : minus, lhs));
+  if (needs(rhs))
+    add(rhs, sumTo(larger ? minus : plus, rhs));
+  return success();
+}
+
+LogicalResult VjpRules::vjp(MaximumOp op, ArrayRef<Value> dy) {
+  return extremumVjp(op, op.getLhs(), op.getRhs(), /*larger=*/true, dy);
+}
+
+LogicalResult VjpRules::vjp(MinimumOp op, ArrayRef<Value> dy) {
+  return extremumVjp(op, op.getLhs(), op.getRhs(), /*larger=*/false, dy);
 }
 
 // y = c x: dx = c dy.
@@ -413,7 +447,8 @@ LogicalResult md::emitVjp(Operation *op, ArrayRef<Value> resultGradients,
          "an op is differentiated only when the loss depends on a result");
   VjpRules rules(op, context);
   return TypeSwitch<Operation *, LogicalResult>(op)
-      .Case<MatmulOp, MatmulGeluOp, AddOp, SubOp, MulOp, DivOp, ScaleOp, GeluOp,
+      .Case<MatmulOp, MatmulGeluOp, AddOp, SubOp, MulOp, DivOp, MaximumOp,
+            MinimumOp, ScaleOp, GeluOp,
             ReluOp, SiluOp, ElementwiseOp, DetachOp, PowOp, ClampOp, LayerNormOp,
             RmsNormOp,
             BatchNormOp, SoftmaxOp, CausalAttentionOp, EmbeddingOp,

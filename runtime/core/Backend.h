@@ -151,7 +151,7 @@ const char *ElementwiseFnName(ElementwiseFn fn);
 // and of view, which no opcode calls (a plan's view aliases its source) but
 // hand-built callers do.
 
-enum class BinaryOp { add, sub, mul, div };
+enum class BinaryOp { add, sub, mul, div, maximum, minimum };
 
 /// md.add / md.sub / md.mul with numpy broadcasting.
 struct BinaryArgs {

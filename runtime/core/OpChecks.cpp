@@ -326,7 +326,9 @@ absl::Status checkBinary(const BinaryArgs &args) {
   const char *op = args.op == BinaryOp::add   ? "add"
                    : args.op == BinaryOp::sub ? "sub"
                    : args.op == BinaryOp::mul ? "mul"
-                                              : "div";
+                   : args.op == BinaryOp::div ? "div"
+                   : args.op == BinaryOp::maximum ? "maximum"
+                                                  : "minimum";
   MD_RETURN_IF_ERROR(expectFloat(op, "lhs", args.lhs));
   MD_RETURN_IF_ERROR(checkTensor(args.rhs, op, "rhs"));
   if (args.rhs.dtype != args.lhs.dtype)

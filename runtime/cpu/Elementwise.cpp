@@ -132,6 +132,14 @@ void mapGrad(const TensorRef &dy, const TensorRef &x, const TensorRef &dx,
 
 } // namespace
 
+namespace {
+
+/// torch.maximum / torch.minimum: NaN when either operand is NaN.
+float MaxNaN(float a, float b) { return (a > b || a != a) ? a : b; }
+float MinNaN(float a, float b) { return (a < b || a != a) ? a : b; }
+
+} // namespace
+
 absl::Status CpuBackend::binary(const BinaryArgs &args) {
   MD_RETURN_IF_ERROR(checkBinary(args));
   // Same shapes (a residual add, say): elementwise, a chunk at a time like
@@ -154,6 +162,12 @@ absl::Status CpuBackend::binary(const BinaryArgs &args) {
     case BinaryOp::div:
       mapGrad(args.lhs, args.rhs, args.out,
               [](float a, float b) { return a / b; });
+      break;
+    case BinaryOp::maximum:
+      mapGrad(args.lhs, args.rhs, args.out, MaxNaN);
+      break;
+    case BinaryOp::minimum:
+      mapGrad(args.lhs, args.rhs, args.out, MinNaN);
       break;
     }
     return absl::OkStatus();
@@ -184,6 +198,16 @@ absl::Status CpuBackend::binary(const BinaryArgs &args) {
     forEachBroadcast(
         args.out.shape, sl, sr,
         [&](int64_t i, int64_t a, int64_t b) { o[i] = l[a] / r[b]; });
+    break;
+  case BinaryOp::maximum:
+    forEachBroadcast(
+        args.out.shape, sl, sr,
+        [&](int64_t i, int64_t a, int64_t b) { o[i] = MaxNaN(l[a], r[b]); });
+    break;
+  case BinaryOp::minimum:
+    forEachBroadcast(
+        args.out.shape, sl, sr,
+        [&](int64_t i, int64_t a, int64_t b) { o[i] = MinNaN(l[a], r[b]); });
     break;
   }
   out.store();

@@ -35,7 +35,9 @@ absl::Status CudaBackend::binary(const BinaryArgs &args) {
   k::Binary op = args.op == BinaryOp::add   ? k::Binary::add
                  : args.op == BinaryOp::sub ? k::Binary::sub
                  : args.op == BinaryOp::mul ? k::Binary::mul
-                                            : k::Binary::div;
+                 : args.op == BinaryOp::div ? k::Binary::div
+                 : args.op == BinaryOp::maximum ? k::Binary::maximum
+                                                : k::Binary::minimum;
   MD_LAUNCH(k::binary(op, args.lhs.data, dt(args.lhs), args.rhs.data,
                       dt(args.rhs), args.out.data, dt(args.out), space,
                       args.out.numel(), s),

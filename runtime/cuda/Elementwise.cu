@@ -128,10 +128,13 @@ __global__ void binaryKernel(Binary op, const void *lhs, int lt,
     int64_t a, b;
     offsetsAB(space, i, a, b);
     float l = ld(lhs, lt, a), r = ld(rhs, rt, b);
-    float v = op == Binary::add   ? l + r
-              : op == Binary::sub ? l - r
-              : op == Binary::mul ? l * r
-                                  : l / r;
+    // maximum / minimum: NaN when either is NaN (torch's).
+    float v = op == Binary::add       ? l + r
+              : op == Binary::sub     ? l - r
+              : op == Binary::mul     ? l * r
+              : op == Binary::div     ? l / r
+              : op == Binary::maximum ? ((l > r || l != l) ? l : r)
+                                      : ((l < r || l != l) ? l : r);
     st(out, ot, i, v);
   }
 }

@@ -52,7 +52,7 @@ enum class UnaryGrad {
   exp, log, sin, cos, tanh, sigmoid, abs, neg, sqrt, rsqrt,
   pow // factor x ^ (factor - 1)
 };
-enum class Binary { add, sub, mul, div };
+enum class Binary { add, sub, mul, div, maximum, minimum };
 
 cudaError_t binary(Binary op, const void *lhs, int lt, const void *rhs, int rt,
                    void *out, int ot, const Strided &space, int64_t n,

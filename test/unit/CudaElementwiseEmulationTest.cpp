@@ -248,7 +248,9 @@ TEST_F(CudaElementwiseEmulationTest, BroadcastingBinaryOps) {
        {std::pair{k::Binary::add, runtime::BinaryOp::add},
         std::pair{k::Binary::sub, runtime::BinaryOp::sub},
         std::pair{k::Binary::mul, runtime::BinaryOp::mul},
-        std::pair{k::Binary::div, runtime::BinaryOp::div}}) {
+        std::pair{k::Binary::div, runtime::BinaryOp::div},
+        std::pair{k::Binary::maximum, runtime::BinaryOp::maximum},
+        std::pair{k::Binary::minimum, runtime::BinaryOp::minimum}}) {
     HostTensor out(DType::f32, {3, 4, 5}), want(DType::f32, {3, 4, 5});
     ASSERT_EQ(k::binary(op, l.data(), l.type(), r.data(), r.type(), out.data(),
                         out.type(), s, 60, nullptr),

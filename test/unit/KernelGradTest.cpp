@@ -693,6 +693,61 @@ TEST_P(GradTest, DivVjpComposedFromForwardOps) {
   EXPECT_TRUE(matchesNumeric(drv, f, {lv, rv}, 1, dyv)) << "drhs";
 }
 
+// md.maximum and md.minimum have no _grad op: with s = dy sign(lhs - rhs)
+// (md.elementwise_grad abs), d(lhs) = sum_to((dy ± s) / 2) and d(rhs) =
+// sum_to((dy ∓ s) / 2) (VjpRules.cpp).
+TEST_P(GradTest, MaximumAndMinimumVjpsComposedFromForwardOps) {
+  std::vector<int64_t> ls = {2, 1, 4}, rs = {3, 1};
+  Vec lv = inputs(8, 43), rv = inputs(3, 44), dyv = inputs(24, 45);
+  DeviceTensor l = f32({2, 1, 4}, lv), r = f32({3, 1}, rv),
+               dy = f32({2, 3, 4}, dyv);
+  for (bool larger : {true, false}) {
+    DeviceTensor diff = zeros({2, 3, 4}), s = zeros({2, 3, 4}),
+                 t = zeros({2, 3, 4}), plus = zeros({2, 3, 4}),
+                 minus = zeros({2, 3, 4});
+    DeviceTensor dl = zeros({2, 1, 4}), dr = zeros({3, 1});
+    BinaryArgs op;
+    op.op = BinaryOp::sub;
+    op.lhs = l;
+    op.rhs = r;
+    op.out = diff;
+    ASSERT_TRUE(be().binary(op).ok());
+    ElementwiseGradArgs sign;
+    sign.fn = ElementwiseFn::abs;
+    sign.dy = dy;
+    sign.x = diff;
+    sign.dx = s;
+    ASSERT_TRUE(be().elementwiseGrad(sign).ok());
+    ScaleArgs half;
+    half.factor = 0.5;
+    for (auto [kind, out] : {std::pair{BinaryOp::add, &plus},
+                             std::pair{BinaryOp::sub, &minus}}) {
+      op.op = kind;
+      op.lhs = dy;
+      op.rhs = s;
+      op.out = t;
+      ASSERT_TRUE(be().binary(op).ok());
+      half.x = t;
+      half.out = *out;
+      ASSERT_TRUE(be().scale(half).ok());
+    }
+    SumToArgs sum;
+    sum.g = larger ? plus : minus;
+    sum.out = dl;
+    ASSERT_TRUE(be().sumTo(sum).ok());
+    sum.g = larger ? minus : plus;
+    sum.out = dr;
+    ASSERT_TRUE(be().sumTo(sum).ok());
+    RefForward f = [&](const std::vector<Vec> &in) {
+      return ref::binary(larger ? 4 : 5, in[0], ls, in[1], rs);
+    };
+    EXPECT_TRUE(matchesNumeric(dl.values(), f, {lv, rv}, 0, dyv))
+        << (larger ? "maximum" : "minimum") << " dlhs";
+    EXPECT_TRUE(matchesNumeric(dr.values(), f, {lv, rv}, 1, dyv))
+        << (larger ? "maximum" : "minimum") << " drhs";
+  }
+}
+
 // md.transpose's VJP is the transpose by the inverse permutation.
 TEST_P(GradTest, TransposeVjpIsTheInversePermutation) {
   Vec dyv = inputs(24, 39);

@@ -80,8 +80,8 @@ inline std::vector<int64_t> broadcastShape(const std::vector<int64_t> &a,
   return out;
 }
 
-/// 0: add, 1: sub, 2: mul.
-/// op: 0 add, 1 sub, 2 mul, 3 div (runtime::BinaryOp's order).
+/// op: 0 add, 1 sub, 2 mul, 3 div, 4 maximum, 5 minimum (runtime::BinaryOp's
+/// order; maximum and minimum NaN when either operand is).
 inline Vec binary(int op, const Vec &l, const std::vector<int64_t> &ls,
                   const Vec &r, const std::vector<int64_t> &rs) {
   std::vector<int64_t> full = broadcastShape(ls, rs);
@@ -89,10 +89,14 @@ inline Vec binary(int op, const Vec &l, const std::vector<int64_t> &ls,
   forEachIndex(full, [&](const std::vector<int64_t> &idx, int64_t) {
     double a = l[broadcastIndex(idx, full, ls)];
     double b = r[broadcastIndex(idx, full, rs)];
+    bool nan = std::isnan(a) || std::isnan(b);
     out.push_back(op == 0   ? a + b
                   : op == 1 ? a - b
                   : op == 2 ? a * b
-                            : a / b);
+                  : op == 3 ? a / b
+                  : nan     ? std::nan("")
+                  : op == 4 ? std::max(a, b)
+                            : std::min(a, b));
   });
   return out;
 }

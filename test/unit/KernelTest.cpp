@@ -333,7 +333,7 @@ TEST_P(KernelTest, BinaryOpsBroadcastLikeNumpy) {
   for (const Case &c :
        {Case{{2, 1, 4}, {3, 1}, {2, 3, 4}}, Case{{5}, {}, {5}},
         Case{{3, 4}, {3, 4}, {3, 4}}, Case{{1, 3}, {2, 1}, {2, 3}}})
-    for (int op = 0; op < 4; ++op) {
+    for (int op = 0; op < 6; ++op) {
       SCOPED_TRACE(testing::Message() << "op " << op << " " << shapeString(c.l)
                                       << " x " << shapeString(c.r));
       auto lv = roundAll(DType::f32, randomValues(numel(c.l), 10));
@@ -355,6 +355,30 @@ TEST_P(KernelTest, BinaryOpsBroadcastLikeNumpy) {
       EXPECT_EQ(out.values(),
                 roundAll(DType::f32, ref::binary(op, lv, ls, rv, rs)));
     }
+}
+
+TEST_P(KernelTest, MaximumAndMinimumPropagateNaNAndTies) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<double> lv = {1.0, nan, 2.0, -inf, 3.0, -1.0};
+  std::vector<double> rv = {nan, 1.0, 2.0, 0.5, inf, -2.0};
+  DeviceTensor l = floats(DType::f32, {6}, lv), r = floats(DType::f32, {6}, rv);
+  for (BinaryOp op : {BinaryOp::maximum, BinaryOp::minimum}) {
+    DeviceTensor out = zeros(DType::f32, {6});
+    BinaryArgs args;
+    args.op = op;
+    args.lhs = l;
+    args.rhs = r;
+    args.out = out;
+    ASSERT_TRUE(be().binary(args).ok());
+    std::vector<double> got = out.values();
+    EXPECT_TRUE(std::isnan(got[0]) && std::isnan(got[1]));
+    bool max = op == BinaryOp::maximum;
+    EXPECT_EQ(got[2], 2.0);
+    EXPECT_EQ(got[3], max ? 0.5 : -inf);
+    EXPECT_EQ(got[4], max ? inf : 3.0);
+    EXPECT_EQ(got[5], max ? -1.0 : -2.0);
+  }
 }
 
 TEST_P(KernelTest, BinaryRefusesShapesThatDoNotBroadcast) {

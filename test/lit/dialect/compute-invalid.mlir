@@ -72,6 +72,14 @@ func.func @add_incompatible_shapes(%a: tensor<8x64x768xf32>, %b: tensor<32x768xf
 
 // -----
 
+func.func @maximum_incompatible_shapes(%a: tensor<8x64x768xf32>, %b: tensor<32x768xf32>) {
+  // expected-error @+1 {{'md.maximum' op incompatible shapes for broadcasting: lhs tensor<8x64x768xf32>, rhs tensor<32x768xf32>}}
+  %0 = md.maximum %a, %b : tensor<8x64x768xf32>, tensor<32x768xf32> -> tensor<8x64x768xf32>
+  return
+}
+
+// -----
+
 func.func @add_result_not_broadcast_shape(%a: tensor<8x64x768xf32>, %b: tensor<64x768xf32>) {
   // expected-error @+1 {{result must be tensor<8x64x768xf32> (the broadcast of lhs tensor<8x64x768xf32> and rhs tensor<64x768xf32>), got tensor<64x768xf32>}}
   %0 = md.add %a, %b : tensor<8x64x768xf32>, tensor<64x768xf32> -> tensor<64x768xf32>

@@ -31,6 +31,10 @@ func.func @elementwise(%x: tensor<8x64x768xf32>, %p: tensor<64x768xf32>, %c: ten
   %2 = md.mul %x, %x : tensor<8x64x768xf32>, tensor<8x64x768xf32> -> tensor<8x64x768xf32>
   // CHECK: md.div %{{.*}}, %{{.*}} : tensor<8x64x768xf32>, tensor<8x64x768xf32> -> tensor<8x64x768xf32>
   %div = md.div %x, %x : tensor<8x64x768xf32>, tensor<8x64x768xf32> -> tensor<8x64x768xf32>
+  // CHECK: md.maximum %{{.*}}, %{{.*}} : tensor<8x64x768xf32>, tensor<64x768xf32> -> tensor<8x64x768xf32>
+  %max = md.maximum %x, %p : tensor<8x64x768xf32>, tensor<64x768xf32> -> tensor<8x64x768xf32>
+  // CHECK: md.minimum %{{.*}}, %{{.*}} : tensor<8x64x768xf32>, tensor<8x64x768xf32> -> tensor<8x64x768xf32>
+  %min = md.minimum %x, %x : tensor<8x64x768xf32>, tensor<8x64x768xf32> -> tensor<8x64x768xf32>
   // CHECK: md.scale %{{.*}} by 5.000000e-01 : tensor<8x64x768xf32>
   %3 = md.scale %x by 0.5 : tensor<8x64x768xf32>
   // CHECK: md.gelu %{{.*}} : tensor<8x64x768xf32>
