@@ -235,24 +235,32 @@ Val ModelGen::matmul(const Val &a, const Val &bv, SMLoc l) {
                            a.value, bv.value, mlir::Value(), false, false));
 }
 
-Val ModelGen::elementwise(BinaryOp op, const Val &l, const Val &r, SMLoc at) {
-  std::string spelling = std::string("'") + binaryOpSpelling(op) + "'";
-  if (!expectFloat(l, at, "the left operand of " + spelling) ||
-      !expectFloat(r, at, "the right operand of " + spelling))
-    return Val::error();
+RankedTensorType ModelGen::broadcastFloatType(const Val &l, const Val &r,
+                                              SMLoc at,
+                                              const std::string &what) {
+  if (!expectFloat(l, at, "the left operand of " + what) ||
+      !expectFloat(r, at, "the right operand of " + what))
+    return nullptr;
   RankedTensorType lt = l.type(), rt = r.type();
   if (lt.getElementType() != rt.getElementType()) {
-    error(at, "element types differ in " + spelling + ": " + formatType(lt) +
+    error(at, "element types differ in " + what + ": " + formatType(lt) +
                   " and " + formatType(rt));
-    return Val::error();
+    return nullptr;
   }
   auto shape = broadcastShapes(lt.getShape(), rt.getShape());
   if (!shape) {
-    error(at, "shape mismatch in " + spelling + ": " + formatType(lt) +
-                  " and " + formatType(rt) + " do not broadcast");
-    return Val::error();
+    error(at, "shape mismatch in " + what + ": " + formatType(lt) + " and " +
+                  formatType(rt) + " do not broadcast");
+    return nullptr;
   }
-  auto type = tensorType(*shape, lt.getElementType());
+  return tensorType(*shape, lt.getElementType());
+}
+
+Val ModelGen::elementwise(BinaryOp op, const Val &l, const Val &r, SMLoc at) {
+  RankedTensorType type = broadcastFloatType(
+      l, r, at, std::string("'") + binaryOpSpelling(op) + "'");
+  if (!type)
+    return Val::error();
   mlir::Location where = loc(at);
   switch (op) {
   case BinaryOp::Add:
@@ -543,22 +551,9 @@ Val ModelGen::callBuiltin(FnState &fn, const CallExpr &call,
       return Val::number(Num::real(larger ? std::max(a, c) : std::min(a, c)));
     }
     if (x.isTensor() && y.isTensor()) {
-      if (!expectFloat(x, l, "the first operand of " + name) ||
-          !expectFloat(y, l, "the second operand of " + name))
+      RankedTensorType type = broadcastFloatType(x, y, l, name);
+      if (!type)
         return Val::error();
-      RankedTensorType xt = x.type(), yt = y.type();
-      if (xt.getElementType() != yt.getElementType()) {
-        error(l, "element types differ in " + name + ": " + formatType(xt) +
-                     " and " + formatType(yt));
-        return Val::error();
-      }
-      auto shape = broadcastShapes(xt.getShape(), yt.getShape());
-      if (!shape) {
-        error(l, "shape mismatch in " + name + ": " + formatType(xt) +
-                     " and " + formatType(yt) + " do not broadcast");
-        return Val::error();
-      }
-      auto type = tensorType(*shape, xt.getElementType());
       if (larger)
         return Val::tensor(
             md::MaximumOp::create(b, loc(l), type, x.value, y.value));

@@ -353,6 +353,11 @@ private:
   Val scale(const Val &x, double factor, SMLoc loc);
   Val matmul(const Val &a, const Val &bVal, SMLoc loc);
   Val elementwise(BinaryOp op, const Val &l, const Val &r, SMLoc loc);
+  /// The type of an elementwise op of float tensors `l` and `r` (`what`,
+  /// quoted in errors): their shared dtype at the broadcast shape; null
+  /// after an error.
+  RankedTensorType broadcastFloatType(const Val &l, const Val &r, SMLoc at,
+                                      const std::string &what);
   Val reduce(FnState &fn, const CallExpr &call, const Val &x, const Expr *dims,
              const Expr *keepdim, bool isMean);
   Val reshape(FnState &fn, const Val &x, const Expr &shape, SMLoc loc);
