@@ -502,14 +502,18 @@ fi
 
 # Resuming where node 1's copy of the checkpoint has a meta.json it cannot
 # read: every rank agrees on that before verifying, and rank 0 names rank 1.
+# Rank 1 fails with its own reading error at the same moment, so node 0
+# reports whichever failure reaches it first: rank 0's (rank 1 cannot read
+# it) or node 1's (rank 1's own error, naming the file and why). Both name
+# rank 1 and the file; neither may be a hang or a wrong resume.
 rm -rf nodeA/ckpt nodeB/ckpt
 mkdir -p nodeA/ckpt nodeB/ckpt
 cp -r "$saved" nodeA/ckpt/ && cp -r "$saved" nodeB/ckpt/
 echo '{' >nodeB/ckpt/step_00000008/meta.json
 two_nodes --steps 12 --log-every 0 --resume ckpt/step_00000008 "$work/mlp-fsdp-full.fb"
 [[ $rc0 -ne 0 ]] || fail "a resume from a meta.json that node 1 cannot read succeeded"
-grep -q 'ckpt/step_00000008/meta.json: rank 1 cannot read it' nodeA/node.err ||
-  fail "unreadable meta.json on node 1: rank 0 does not name rank 1:"$'\n'"$(cat nodeA/node.err)"
+grep -Eq "ckpt/step_00000008/meta.json: rank 1 cannot read it|node 1: rank 1 failed: ckpt/step_00000008/meta.json: not an md checkpoint's meta.json" nodeA/node.err ||
+  fail "unreadable meta.json on node 1: node 0 does not name rank 1 and the file:"$'\n'"$(cat nodeA/node.err)"
 
 if [[ $failures -ne 0 ]]; then
   echo "$failures failure(s)"
