@@ -479,14 +479,22 @@ def MD_CausalAttentionOp : MD_ComputeOp<"causal_attention", [SameOperandsAndResu
     concatenated back into C. The result is [B, T, C], the type of `q`. The
     gradient is `md.causal_attention_grad`, which recomputes P.
 
+    With `window` W (sliding-window attention, Mistral's), position i sees
+    the keys i - W < j <= i only: W positions, itself included; positions
+    j <= i - W are masked too. Without it every j <= i is seen.
+
     ```mlir
     %o = md.causal_attention %q, %k, %v num_heads 12 : tensor<8x64x768xf32>
+    %w = md.causal_attention %q, %k, %v num_heads 12 window 16 : tensor<8x64x768xf32>
     ```
   }];
   let arguments = (ins MD_FloatTensor3D:$q, MD_FloatTensor3D:$k, MD_FloatTensor3D:$v,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$window);
   let results = (outs MD_FloatTensor3D:$result);
-  let assemblyFormat = "$q `,` $k `,` $v `num_heads` $num_heads attr-dict `:` type($q)";
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `num_heads` $num_heads (`window` $window^)? attr-dict `:` type($q)
+  }];
   let hasVerifier = 1;
 }
 
@@ -945,17 +953,18 @@ def MD_CausalAttentionGradOp : MD_ComputeOp<"causal_attention_grad", [SameOperan
     the attention probabilities P per head and returns `dq`, `dk`, `dv`, all
     of the type of `q`: `dv = P^T dout`, `dP = dout V^T`,
     `dS = P * (dP - rowsum(dP * P))`, `dq = dS K / sqrt(d)`,
-    `dk = dS^T Q / sqrt(d)`, softmax terms in f32.
+    `dk = dS^T Q / sqrt(d)`, softmax terms in f32. `window` is the forward's.
 
     ```mlir
     %dq, %dk, %dv = md.causal_attention_grad %do, %q, %k, %v num_heads 12 : tensor<8x64x768xf32>
     ```
   }];
   let arguments = (ins MD_FloatTensor3D:$dout, MD_FloatTensor3D:$q, MD_FloatTensor3D:$k,
-                       MD_FloatTensor3D:$v, ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
+                       MD_FloatTensor3D:$v, ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$window);
   let results = (outs MD_FloatTensor3D:$dq, MD_FloatTensor3D:$dk, MD_FloatTensor3D:$dv);
   let assemblyFormat = [{
-    $dout `,` $q `,` $k `,` $v `num_heads` $num_heads attr-dict `:` type($q)
+    $dout `,` $q `,` $k `,` $v `num_heads` $num_heads (`window` $window^)? attr-dict `:` type($q)
   }];
   let hasVerifier = 1;
 }

@@ -87,7 +87,11 @@ const std::map<std::string, std::vector<Formal>> &builtinFunctions() {
       {"repeat_interleave", {{"x", true}, {"repeats", true}, {"dim", true}}},
       {"to", {{"x", true}, {"dtype", true}}},
       {"causal_attention",
-       {{"q", true}, {"k", true}, {"v", true}, {"heads", true}}},
+       {{"q", true},
+        {"k", true},
+        {"v", true},
+        {"heads", true},
+        {"window", false}}},
       {"sum", {{"x", true}, {"dims", false}, {"keepdim", false}}},
       {"mean", {{"x", true}, {"dims", false}, {"keepdim", false}}},
   };

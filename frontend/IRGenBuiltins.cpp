@@ -161,7 +161,7 @@ Val ModelGen::applyLayer(FnState &fn, Instance *inst, const Val &x,
       return Val::error();
     mlir::Value att = md::CausalAttentionOp::create(
         b, loc(l), q.type(), q.value, k.value, v.value,
-        static_cast<uint64_t>(inst->dimB));
+        b.getI64IntegerAttr(inst->dimB), mlir::IntegerAttr());
     return linear(fn, inst->child("proj"), Val::tensor(att),
                   calleeName + ".proj", l);
   }

@@ -331,9 +331,10 @@ Val ModelGen::layoutBuiltin(FnState &fn, const CallExpr &call,
   }
 
   if (name == "causal_attention") {
-    // causal_attention(q, k, v, heads): md.causal_attention on [B, T, C]
-    // split into `heads` heads, 1 / sqrt(C / heads) scaled (the Attention
-    // layer's core, for a block that makes its own q, k and v).
+    // causal_attention(q, k, v, heads, window = none): md.causal_attention
+    // on [B, T, C] split into `heads` heads, 1 / sqrt(C / heads) scaled (the
+    // Attention layer's core, for a block that makes its own q, k and v);
+    // with a window W, position i sees the W positions (i - W, i].
     Val qkv[3];
     const char *names[3] = {"q", "k", "v"};
     for (int i = 0; i < 3; ++i) {
@@ -347,6 +348,19 @@ Val ModelGen::layoutBuiltin(FnState &fn, const CallExpr &call,
     std::optional<int64_t> heads = constInt(fn, *args[3], "heads");
     if (!heads)
       return Val::error();
+    mlir::IntegerAttr window;
+    if (args[4]) {
+      std::optional<int64_t> w = constInt(fn, *args[4], "window");
+      if (!w)
+        return Val::error();
+      if (*w <= 0) {
+        error(args[4]->loc, "causal_attention's window must be a positive "
+                            "number of positions, got " +
+                                Twine(*w));
+        return Val::error();
+      }
+      window = b.getI64IntegerAttr(*w);
+    }
     RankedTensorType qt = qkv[0].type();
     for (int i = 1; i < 3; ++i)
       if (qkv[i].type() != qt) {
@@ -365,7 +379,7 @@ Val ModelGen::layoutBuiltin(FnState &fn, const CallExpr &call,
     }
     return Val::tensor(md::CausalAttentionOp::create(
         b, loc(l), qt, qkv[0].value, qkv[1].value, qkv[2].value,
-        static_cast<uint64_t>(*heads)));
+        b.getI64IntegerAttr(*heads), window));
   }
 
   if (name == "to") {

@@ -2,7 +2,9 @@
 
 #include "passes/analysis/CostModel.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 using namespace mlir;
 using namespace md;
@@ -41,13 +43,16 @@ static int64_t matmulFlops(Type aType, bool transposeA, Type resultType) {
   return 2 * result.getNumElements() * k;
 }
 
-static int64_t attentionFlops(Type qType) {
+static int64_t attentionFlops(Type qType, std::optional<uint64_t> window) {
   auto q = dyn_cast<RankedTensorType>(qType);
   if (!q || !q.hasStaticShape() || q.getRank() != 3)
     return 0;
   int64_t b = q.getDimSize(0), t = q.getDimSize(1), d = q.getDimSize(2);
-  // Q·K^T and P·V are 2·B·T²·D each; the causal mask halves both.
-  return 2 * b * t * t * d;
+  // Q·K^T and P·V are 2·B·T²·D each; the causal mask halves both. A window
+  // W < T leaves about T·W - W²/2 of the T²/2 pairs: 2·B·D·(2·T·W - W²),
+  // which is the causal count at W = T.
+  int64_t w = window ? std::min<int64_t>(int64_t(*window), t) : t;
+  return 2 * b * d * (2 * t * w - w * w);
 }
 
 int64_t md::estimateFlops(Operation *op) {
@@ -68,9 +73,9 @@ int64_t md::estimateFlops(Operation *op) {
     return 2 * matmulFlops(grad.getA().getType(), grad.getTransposeA(),
                            grad.getDy().getType());
   if (auto attention = dyn_cast<CausalAttentionOp>(op))
-    return attentionFlops(attention.getQ().getType());
+    return attentionFlops(attention.getQ().getType(), attention.getWindow());
   if (auto grad = dyn_cast<CausalAttentionGradOp>(op))
-    return 2 * attentionFlops(grad.getQ().getType());
+    return 2 * attentionFlops(grad.getQ().getType(), grad.getWindow());
   int64_t flops = 0;
   if (op->getNumRegions() != 0) {
     for (Region &region : op->getRegions())

@@ -303,8 +303,9 @@ LogicalResult VjpRules::vjp(SoftmaxOp op, ArrayRef<Value> dy) {
 // recomputes P and returns dv = P^T dout, dq = dS K / sqrt(d) and
 // dk = dS^T Q / sqrt(d) with dS = P * (dP - rowsum(dP * P)), dP = dout V^T.
 LogicalResult VjpRules::vjp(CausalAttentionOp op, ArrayRef<Value> dy) {
-  auto grad = CausalAttentionGradOp::create(b, dy[0], op.getQ(), op.getK(),
-                                            op.getV(), op.getNumHeadsAttr());
+  auto grad =
+      CausalAttentionGradOp::create(b, dy[0], op.getQ(), op.getK(), op.getV(),
+                                    op.getNumHeadsAttr(), op.getWindowAttr());
   add(op.getQ(), grad.getDq());
   add(op.getK(), grad.getDk());
   add(op.getV(), grad.getDv());

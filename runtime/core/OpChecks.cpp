@@ -10,6 +10,7 @@
 
 #include "runtime/core/ShapeRules.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -168,9 +169,13 @@ RowDims lastDimRows(const TensorRef &x) {
   return d;
 }
 
-absl::StatusOr<AttentionDims>
-attentionOperands(const char *op, const TensorRef &q, int64_t numHeads) {
+absl::StatusOr<AttentionDims> attentionOperands(const char *op,
+                                                const TensorRef &q,
+                                                int64_t numHeads,
+                                                std::optional<int64_t> window) {
   MD_RETURN_IF_ERROR(expectFloat(op, "q", q));
+  if (window && *window <= 0)
+    return invalid(op, "window must be positive, got %d", *window);
   const rules::Attention r = rules::AttentionShape(q.shape, numHeads);
   switch (r.problem) {
   case rules::Attention::Problem::none:
@@ -189,6 +194,7 @@ attentionOperands(const char *op, const TensorRef &q, int64_t numHeads) {
   d.channels = r.channels;
   d.heads = r.heads;
   d.headDim = r.headDim;
+  d.window = window ? std::min(*window, d.seq) : d.seq;
   return d;
 }
 
@@ -428,8 +434,9 @@ absl::StatusOr<AxisDims> checkSoftmaxGrad(const SoftmaxGradArgs &args) {
 absl::StatusOr<AttentionDims>
 checkCausalAttention(const CausalAttentionArgs &args) {
   const char *op = "causal_attention";
-  MD_ASSIGN_OR_RETURN(AttentionDims d,
-                      attentionOperands(op, args.q, args.numHeads));
+  MD_ASSIGN_OR_RETURN(
+      AttentionDims d,
+      attentionOperands(op, args.q, args.numHeads, args.window));
   MD_RETURN_IF_ERROR(expectLike(op, "k", args.k, args.q, "q"));
   MD_RETURN_IF_ERROR(expectLike(op, "v", args.v, args.q, "q"));
   MD_RETURN_IF_ERROR(expectLike(op, "out", args.out, args.q, "q"));
@@ -439,8 +446,9 @@ checkCausalAttention(const CausalAttentionArgs &args) {
 absl::StatusOr<AttentionDims>
 checkCausalAttentionGrad(const CausalAttentionGradArgs &args) {
   const char *op = "causal_attention_grad";
-  MD_ASSIGN_OR_RETURN(AttentionDims d,
-                      attentionOperands(op, args.q, args.numHeads));
+  MD_ASSIGN_OR_RETURN(
+      AttentionDims d,
+      attentionOperands(op, args.q, args.numHeads, args.window));
   MD_RETURN_IF_ERROR(expectLike(op, "dout", args.dout, args.q, "q"));
   MD_RETURN_IF_ERROR(expectLike(op, "k", args.k, args.q, "q"));
   MD_RETURN_IF_ERROR(expectLike(op, "v", args.v, args.q, "q"));

@@ -69,6 +69,11 @@ absl::StatusOr<AxisDims> checkSoftmaxGrad(const SoftmaxGradArgs &args);
 
 struct AttentionDims {
   int64_t batch = 0, seq = 0, channels = 0, heads = 0, headDim = 0;
+  /// Keys each query row sees, itself included: the op's window, at most
+  /// seq (seq without one, which is plain causal attention).
+  int64_t window = 0;
+  /// The first key row i sees.
+  int64_t firstKey(int64_t i) const { return i >= window ? i - window + 1 : 0; }
 };
 absl::StatusOr<AttentionDims>
 checkCausalAttention(const CausalAttentionArgs &args);

@@ -10,6 +10,10 @@
 // instead of a [T, T] matrix. Each row is normalised with Rows.h's softmax
 // (SLEEF exp, f64 sums), exactly as the softmax op does. The gradient
 // recomputes P tile by tile instead of storing it, as the dialect says.
+// With a window W, row i sees the keys (i - W, i] only, so a tile needs the
+// keys [first(i0), i1) and the GEMMs shrink to them: the work is O(T W),
+// not O(T^2). Without one (W = T) the key range starts at 0 and the calls
+// are those of plain causal attention.
 //
 // Bits: the tile size is a constant and the tiles run in order, so the
 // summation order is fixed: the same inputs give the same bits, whatever
@@ -60,21 +64,23 @@ absl::Status checkRange(const char *op, const AttentionDims &d) {
 struct Head {
   int64_t t, c, hd;
   float scale;
+  const AttentionDims *dims;
 };
 
-/// P rows [i0, i1) = softmax(scale * Q K^T) with j > i masked, into the
-/// panel `p` ([i1 - i0, i1] row-major, leading dim i1), zero above the
-/// diagonal.
+/// P rows [i0, i1) = softmax(scale * Q K[j0, i1)^T), j0 = firstKey(i0),
+/// with the keys j > i and j < firstKey(i) masked, into the panel `p`
+/// ([i1 - i0, i1 - j0] row-major, leading dim i1 - j0), zero where masked.
 absl::Status tileProbs(const char *kernel, const Head &h, const float *q,
                        const float *k, int64_t i0, int64_t i1, float *p) {
-  const int64_t rows = i1 - i0;
-  MD_RETURN_IF_ERROR(sgemm(kernel, false, true, rows, i1, h.hd, h.scale,
-                           q + i0 * h.c, h.c, k, h.c, 0.0f, p, i1));
+  const int64_t rows = i1 - i0, j0 = h.dims->firstKey(i0), n = i1 - j0;
+  MD_RETURN_IF_ERROR(sgemm(kernel, false, true, rows, n, h.hd, h.scale,
+                           q + i0 * h.c, h.c, k + j0 * h.c, h.c, 0.0f, p, n));
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t i = i0 + r;
-    float *row = p + r * i1;
-    softmaxRow(row, row, i + 1);
-    std::fill(row + i + 1, row + i1, 0.0f);
+    const int64_t i = i0 + r, lo = h.dims->firstKey(i) - j0, hi = i - j0 + 1;
+    float *row = p + r * n;
+    std::fill(row, row + lo, 0.0f);
+    softmaxRow(row + lo, row + lo, hi - lo);
+    std::fill(row + hi, row + n, 0.0f);
   }
   return absl::OkStatus();
 }
@@ -88,8 +94,8 @@ void zeroRows(const Head &h, float *x, int64_t i0, int64_t i1) {
 } // namespace
 
 // Per batch entry b, head h and tile of rows [i0, i1): S = Q K^T / sqrt(d)
-// against keys [0, i1), masked above the diagonal, P = softmax(S) row by
-// row, out rows = P V[0, i1).
+// against keys [j0, i1), masked above the diagonal (and before each row's
+// window), P = softmax(S) row by row, out rows = P V[j0, i1).
 absl::Status CpuBackend::causalAttention(const CausalAttentionArgs &args) {
   static constexpr const char *kName = "causal_attention";
   MD_ASSIGN_OR_RETURN(AttentionDims d, checkCausalAttention(args));
@@ -97,7 +103,7 @@ absl::Status CpuBackend::causalAttention(const CausalAttentionArgs &args) {
   F32In q(args.q), k(args.k), v(args.v);
   F32Out out(args.out);
   const Head h{d.seq, d.channels, d.headDim,
-               float(1.0 / std::sqrt(double(d.headDim)))};
+               float(1.0 / std::sqrt(double(d.headDim))), &d};
   if (h.t == 0 || h.hd == 0 || d.batch == 0) {
     std::fill(out.data(), out.data() + args.out.numel(), 0.0f);
     out.store();
@@ -108,21 +114,23 @@ absl::Status CpuBackend::causalAttention(const CausalAttentionArgs &args) {
     for (int64_t hh = 0; hh < d.heads; ++hh) {
       const int64_t off = b * h.t * h.c + hh * h.hd;
       for (int64_t i0 = 0; i0 < h.t; i0 += kTile) {
-        const int64_t i1 = std::min(i0 + kTile, h.t);
+        const int64_t i1 = std::min(i0 + kTile, h.t), j0 = d.firstKey(i0),
+                      n = i1 - j0;
         MD_RETURN_IF_ERROR(tileProbs(kName, h, q.data() + off,
                                      k.data() + off, i0, i1, p.data()));
-        MD_RETURN_IF_ERROR(sgemm(kName, false, false, i1 - i0, h.hd, i1, 1.0f,
-                                 p.data(), i1, v.data() + off, h.c, 0.0f,
-                                 out.data() + off + i0 * h.c, h.c));
+        MD_RETURN_IF_ERROR(sgemm(kName, false, false, i1 - i0, h.hd, n, 1.0f,
+                                 p.data(), n, v.data() + off + j0 * h.c, h.c,
+                                 0.0f, out.data() + off + i0 * h.c, h.c));
       }
     }
   out.store();
   return absl::OkStatus();
 }
 
-// Per head and tile of rows [i0, i1), with P recomputed for the tile:
-//   dV[0, i1) += P^T dO,  dP = dO V[0, i1)^T,  dS = P * (dP - rowsum(dP P)),
-//   dQ rows = dS K[0, i1) / sqrt(d),  dK[0, i1) += dS^T Q / sqrt(d).
+// Per head and tile of rows [i0, i1), with P recomputed for the tile over
+// the keys [j0, i1):
+//   dV[j0, i1) += P^T dO,  dP = dO V[j0, i1)^T,  dS = P * (dP - rowsum(dP P)),
+//   dQ rows = dS K[j0, i1) / sqrt(d),  dK[j0, i1) += dS^T Q / sqrt(d).
 // Masked entries have P = 0 and so dS = 0.
 absl::Status
 CpuBackend::causalAttentionGrad(const CausalAttentionGradArgs &args) {
@@ -132,7 +140,7 @@ CpuBackend::causalAttentionGrad(const CausalAttentionGradArgs &args) {
   F32In dout(args.dout), q(args.q), k(args.k), v(args.v);
   F32Out dq(args.dq), dk(args.dk), dv(args.dv);
   const Head h{d.seq, d.channels, d.headDim,
-               float(1.0 / std::sqrt(double(d.headDim)))};
+               float(1.0 / std::sqrt(double(d.headDim))), &d};
   if (h.t == 0 || h.hd == 0 || d.batch == 0) {
     for (F32Out *o : {&dq, &dk, &dv}) {
       std::fill(o->data(), o->data() + args.q.numel(), 0.0f);
@@ -149,34 +157,37 @@ CpuBackend::causalAttentionGrad(const CausalAttentionGradArgs &args) {
                   *vh = v.data() + off, *doh = dout.data() + off;
       float *dkh = dk.data() + off, *dvh = dv.data() + off;
       for (int64_t i0 = 0; i0 < h.t; i0 += kTile) {
-        const int64_t i1 = std::min(i0 + kTile, h.t), rows = i1 - i0;
-        // Tile 0 writes dK and dV rows [0, i1) (beta = 0); a later tile
-        // adds to the rows before it and starts its own from zero. So with
-        // T <= kTile this is the full-square kernel, call for call.
+        const int64_t i1 = std::min(i0 + kTile, h.t), rows = i1 - i0,
+                      j0 = d.firstKey(i0), n = i1 - j0;
+        // Tile 0 writes dK and dV rows [0, i1) (beta = 0; its j0 is 0); a
+        // later tile adds to the rows [j0, i0) before it, which earlier
+        // tiles wrote, and starts its own from zero. So with T <= kTile and
+        // no window this is the full-square kernel, call for call.
         const float beta = i0 == 0 ? 0.0f : 1.0f;
         if (i0 > 0) {
           zeroRows(h, dkh, i0, i1);
           zeroRows(h, dvh, i0, i1);
         }
         MD_RETURN_IF_ERROR(tileProbs(kName, h, qh, kh, i0, i1, p.data()));
-        MD_RETURN_IF_ERROR(sgemm(kName, true, false, i1, h.hd, rows, 1.0f,
-                                 p.data(), i1, doh + i0 * h.c, h.c, beta, dvh,
-                                 h.c));
-        MD_RETURN_IF_ERROR(sgemm(kName, false, true, rows, i1, h.hd, 1.0f,
-                                 doh + i0 * h.c, h.c, vh, h.c, 0.0f, ds.data(),
-                                 i1));
+        MD_RETURN_IF_ERROR(sgemm(kName, true, false, n, h.hd, rows, 1.0f,
+                                 p.data(), n, doh + i0 * h.c, h.c, beta,
+                                 dvh + j0 * h.c, h.c));
+        MD_RETURN_IF_ERROR(sgemm(kName, false, true, rows, n, h.hd, 1.0f,
+                                 doh + i0 * h.c, h.c, vh + j0 * h.c, h.c, 0.0f,
+                                 ds.data(), n));
         for (int64_t r = 0; r < rows; ++r) {
-          const int64_t i = i0 + r;
-          float *dr = ds.data() + r * i1;
-          softmaxGradRow(dr, p.data() + r * i1, dr, i + 1);
-          std::fill(dr + i + 1, dr + i1, 0.0f);
+          const int64_t i = i0 + r, lo = d.firstKey(i) - j0, hi = i - j0 + 1;
+          float *dr = ds.data() + r * n;
+          std::fill(dr, dr + lo, 0.0f);
+          softmaxGradRow(dr + lo, p.data() + r * n + lo, dr + lo, hi - lo);
+          std::fill(dr + hi, dr + n, 0.0f);
         }
-        MD_RETURN_IF_ERROR(sgemm(kName, false, false, rows, h.hd, i1, h.scale,
-                                 ds.data(), i1, kh, h.c, 0.0f,
+        MD_RETURN_IF_ERROR(sgemm(kName, false, false, rows, h.hd, n, h.scale,
+                                 ds.data(), n, kh + j0 * h.c, h.c, 0.0f,
                                  dq.data() + off + i0 * h.c, h.c));
-        MD_RETURN_IF_ERROR(sgemm(kName, true, false, i1, h.hd, rows, h.scale,
-                                 ds.data(), i1, qh + i0 * h.c, h.c, beta, dkh,
-                                 h.c));
+        MD_RETURN_IF_ERROR(sgemm(kName, true, false, n, h.hd, rows, h.scale,
+                                 ds.data(), n, qh + i0 * h.c, h.c, beta,
+                                 dkh + j0 * h.c, h.c));
       }
     }
   dq.store();

@@ -31,6 +31,13 @@
 //     dK = scale sum dS^T Q.
 // The forward has no statistics scratch, so kernel 1 recomputes them.
 //
+// With a window W, query i sees the keys (i - W, i]: the key tiles before
+// the one holding key i0 - W + 1 are skipped (and kernel 2 stops at the
+// query tiles past key j0 + TILE - 1 + W - 1), so a tile costs O(W), not
+// O(T). A row may have no valid key in the first tiles it visits; its
+// running maximum stays -inf there and its terms are 0 until one comes.
+// Without a window W = T, and every call is plain causal attention's.
+//
 // Summation orders are fixed: a dot product over the head dims runs in
 // column order (padding columns add exact zeros), P V and the gradients' sums
 // run over the tiles in order and within a tile in row order.
@@ -59,7 +66,25 @@ constexpr int64_t kMaxHeadDim = 128;
 struct Geometry {
   int64_t t, c, hd, heads;
   float scale;
+  /// Keys a query sees, itself included (t without a window).
+  int64_t window;
 };
+
+/// Whether query i sees key j: causal, in range, inside the window.
+__device__ inline bool sees(int64_t i, int64_t j, const Geometry &g) {
+  return j <= i && j < g.t && j > i - g.window;
+}
+
+/// The first key tile query row i0 (and so every row of its tile) needs.
+template <int TILE>
+__device__ inline int64_t firstKeyTile(int64_t i0, const Geometry &g) {
+  const int64_t first = i0 >= g.window ? i0 - g.window + 1 : 0;
+  return first / TILE * TILE;
+}
+
+/// The softmax shift for a running maximum that may still be -inf (a row
+/// with no valid key yet): 0 there, so that exp(-inf - shift) is 0, not NaN.
+__device__ inline float shiftOf(float m) { return m == -INFINITY ? 0.0f : m; }
 
 /// The tile sizes of one instantiation: HD is the head dim rounded up to a
 /// multiple of 16 (the kernels handle hd <= HD), TILE the rows per tile.
@@ -196,8 +221,8 @@ template <int R, int NC> __device__ inline void zero(float (&acc)[R][NC]) {
 }
 
 /// Scales the thread's scores of query row i (its row r) and masks the keys
-/// j > i and j >= T to -inf; returns their maximum over the row's 16
-/// threads (rowMax).
+/// it does not see (sees()) to -inf; returns their maximum over the row's
+/// 16 threads (rowMax).
 template <int R>
 __device__ inline float maskedScores(float (&s)[R][R], int r, int64_t i,
                                      int64_t j0, const Geometry &g) {
@@ -206,7 +231,7 @@ __device__ inline float maskedScores(float (&s)[R][R], int r, int64_t i,
 #pragma unroll
   for (int c = 0; c < R; ++c) {
     const int64_t j = j0 + tx + 16 * c;
-    s[r][c] = j > i || j >= g.t ? -INFINITY : g.scale * s[r][c];
+    s[r][c] = sees(i, j, g) ? g.scale * s[r][c] : -INFINITY;
     mx = fmaxf(mx, s[r][c]);
   }
   return rowMax(mx);
@@ -275,9 +300,11 @@ __global__ void __launch_bounds__(kThreads)
   float m[T::R], l[T::R], acc[T::R][T::NC];
   zero(acc);
   startRows(m, l);
-  // Key tiles up to the one holding the diagonal. Every row i >= i0 of the
-  // tile has the valid key j0 <= i in each, so m stays finite.
-  for (int64_t j0 = 0; j0 <= i0; j0 += TILE) {
+  // Key tiles from the window's first up to the one holding the diagonal.
+  // Without a window every row i >= i0 of the tile has the valid key
+  // j0 <= i in each, so m stays finite; with one, shiftOf covers the rows
+  // whose window starts in a later tile.
+  for (int64_t j0 = firstKeyTile<TILE>(i0, g); j0 <= i0; j0 += TILE) {
     nextKeyTile<HD, TILE>(sK, sV, k, v, t, g, bt, j0);
     float s[T::R][T::R];
     tileDots<HD, TILE>(sQ, sK, s);
@@ -285,11 +312,12 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < T::R; ++r) {
       const float mNew =
           fmaxf(m[r], maskedScores(s, r, i0 + ty * T::R + r, j0, g));
-      const float alpha = expf(m[r] - mNew); // 0 on the first tile
+      const float shift = shiftOf(mNew);
+      const float alpha = expf(m[r] - shift); // 0 on the first tile
       float sum = 0.0f;
 #pragma unroll
       for (int c = 0; c < T::R; ++c) {
-        const float p = expf(s[r][c] - mNew); // 0 where masked
+        const float p = expf(s[r][c] - shift); // 0 where masked
         sP[(ty * T::R + r) * T::PLD + tx + 16 * c] = p;
         sum += p;
       }
@@ -330,7 +358,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int r = 0; r < T::R; ++r)
     dn[r] = 0.0f;
-  for (int64_t j0 = 0; j0 <= i0; j0 += TILE) {
+  for (int64_t j0 = firstKeyTile<TILE>(i0, g); j0 <= i0; j0 += TILE) {
     nextKeyTile<HD, TILE>(sK, sV, k, v, t, g, bt, j0);
     float s[T::R][T::R], dp[T::R][T::R];
     tileDots<HD, TILE>(sQ, sK, s);
@@ -339,11 +367,12 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < T::R; ++r) {
       const float mNew =
           fmaxf(m[r], maskedScores(s, r, i0 + ty * T::R + r, j0, g));
-      const float alpha = expf(m[r] - mNew);
+      const float shift = shiftOf(mNew);
+      const float alpha = expf(m[r] - shift);
       float sum = 0.0f, dsum = 0.0f;
 #pragma unroll
       for (int c = 0; c < T::R; ++c) {
-        const float e = expf(s[r][c] - mNew);
+        const float e = expf(s[r][c] - shift);
         sum += e;
         dsum += e * dp[r][c];
       }
@@ -368,7 +397,7 @@ __global__ void __launch_bounds__(kThreads)
   // Pass 2: dS = P (dP - D), dQ = scale dS K.
   float acc[T::R][T::NC];
   zero(acc);
-  for (int64_t j0 = 0; j0 <= i0; j0 += TILE) {
+  for (int64_t j0 = firstKeyTile<TILE>(i0, g); j0 <= i0; j0 += TILE) {
     nextKeyTile<HD, TILE>(sK, sV, k, v, t, g, bt, j0);
     float s[T::R][T::R], dp[T::R][T::R];
     tileDots<HD, TILE>(sQ, sK, s);
@@ -379,10 +408,10 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int c = 0; c < T::R; ++c) {
         const int64_t j = j0 + tx + 16 * c;
-        const float ds = j > i || j >= g.t
-                             ? 0.0f
-                             : probability(g.scale * s[r][c], m[r], l[r]) *
-                                   (dp[r][c] - dRow[r]);
+        const float ds = sees(i, j, g)
+                             ? probability(g.scale * s[r][c], m[r], l[r]) *
+                                   (dp[r][c] - dRow[r])
+                             : 0.0f;
         sP[(ty * T::R + r) * T::PLD + tx + 16 * c] = ds;
       }
     }
@@ -416,8 +445,10 @@ __global__ void __launch_bounds__(kThreads)
   float accK[T::R][T::NC], accV[T::R][T::NC];
   zero(accK);
   zero(accV);
-  // Query tiles from the diagonal one on: rows i < j0 see none of the keys.
-  for (int64_t i0 = j0; i0 < g.t; i0 += TILE) {
+  // Query tiles from the diagonal one on: rows i < j0 see none of the keys,
+  // and, with a window, rows i >= j0 + TILE - 1 + window none either.
+  const int64_t lastQuery = j0 + TILE - 1 + g.window - 1;
+  for (int64_t i0 = j0; i0 < g.t && i0 <= lastQuery; i0 += TILE) {
     __syncthreads(); // the previous tile's readers of sQ, sDO, sP are done
     loadTile<HD, TILE>(sQ, q, t, g, bt.b, bt.h, i0);
     loadTile<HD, TILE>(sDO, dout, dot, g, bt.b, bt.h, i0);
@@ -442,7 +473,7 @@ __global__ void __launch_bounds__(kThreads)
         const int64_t i = i0 + qr;
         float p = 0.0f;
         ds[r][c] = 0.0f;
-        if (j <= i && i < g.t) {
+        if (i < g.t && sees(i, j, g)) {
           p = probability(g.scale * s[r][c], sM[qr], sL[qr]);
           ds[r][c] = p * (dp[r][c] - sD[qr]);
         }
@@ -506,9 +537,14 @@ cudaError_t backward(const void *dout, int dot, const void *q, const void *k,
                       static_cast<const double *>(rowStats), g);
 }
 
-Geometry geometryOf(int64_t seq, int64_t heads, int64_t headDim) {
-  return Geometry{seq, heads * headDim, headDim, heads,
-                  float(1.0 / std::sqrt(double(headDim)))};
+Geometry geometryOf(int64_t seq, int64_t heads, int64_t headDim,
+                    int64_t window) {
+  return Geometry{seq,
+                  heads * headDim,
+                  headDim,
+                  heads,
+                  float(1.0 / std::sqrt(double(headDim))),
+                  window > 0 && window < seq ? window : seq};
 }
 
 } // namespace
@@ -520,12 +556,13 @@ int64_t maxAttentionHeadDim() { return kMaxHeadDim; }
 
 cudaError_t attention(const void *q, const void *k, const void *v, int t,
                       void *out, int ot, int64_t batch, int64_t seq,
-                      int64_t heads, int64_t headDim, cudaStream_t stream) {
+                      int64_t heads, int64_t headDim, int64_t window,
+                      cudaStream_t stream) {
   if (batch * heads * seq == 0 || headDim == 0)
     return cudaSuccess;
   if (seq > maxAttentionSeq() || headDim > kMaxHeadDim)
     return cudaErrorInvalidValue;
-  const Geometry g = geometryOf(seq, heads, headDim);
+  const Geometry g = geometryOf(seq, heads, headDim, window);
   if (headDim <= 32)
     return forward<32, 64>(q, k, v, t, out, ot, batch, g, stream);
   if (headDim <= 64)
@@ -537,12 +574,13 @@ cudaError_t attentionGrad(const void *dout, int dot, const void *q,
                           const void *k, const void *v, int t, void *dq,
                           void *dk, void *dv, int gt, double *rowStats,
                           int64_t batch, int64_t seq, int64_t heads,
-                          int64_t headDim, cudaStream_t stream) {
+                          int64_t headDim, int64_t window,
+                          cudaStream_t stream) {
   if (batch * heads * seq == 0 || headDim == 0)
     return cudaSuccess;
   if (seq > maxAttentionSeq() || headDim > kMaxHeadDim)
     return cudaErrorInvalidValue;
-  const Geometry g = geometryOf(seq, heads, headDim);
+  const Geometry g = geometryOf(seq, heads, headDim, window);
   if (headDim <= 32)
     return backward<32, 64>(dout, dot, q, k, v, t, dq, dk, dv, gt, rowStats,
                             batch, g, stream);

@@ -348,7 +348,7 @@ absl::Status CudaBackend::causalAttention(const CausalAttentionArgs &args) {
   MD_STREAM(args);
   MD_LAUNCH(k::attention(args.q.data, args.k.data, args.v.data, dt(args.q),
                          args.out.data, dt(args.out), d.batch, d.seq, d.heads,
-                         d.headDim, s),
+                         d.headDim, d.window, s),
             "causal_attention");
   return absl::OkStatus();
 }
@@ -364,7 +364,7 @@ CudaBackend::causalAttentionGrad(const CausalAttentionGradArgs &args) {
                              args.k.data, args.v.data, dt(args.q), args.dq.data,
                              args.dk.data, args.dv.data, dt(args.dq),
                              stats.as<double>(), d.batch, d.seq, d.heads,
-                             d.headDim, s),
+                             d.headDim, d.window, s),
             "causal_attention_grad");
   return absl::OkStatus();
 }

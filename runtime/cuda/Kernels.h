@@ -189,13 +189,15 @@ int64_t maxAttentionSeq();
 int64_t maxAttentionHeadDim();
 cudaError_t attention(const void *q, const void *k, const void *v, int t,
                       void *out, int ot, int64_t batch, int64_t seq,
-                      int64_t heads, int64_t headDim, cudaStream_t stream);
-/// rowStats: 3 doubles per (batch, head, row) of scratch.
+                      int64_t heads, int64_t headDim, int64_t window,
+                      cudaStream_t stream);
+/// rowStats: 3 doubles per (batch, head, row) of scratch. `window`: the keys
+/// each query sees (seq, or 0, for plain causal attention).
 cudaError_t attentionGrad(const void *dout, int dot, const void *q,
                           const void *k, const void *v, int t, void *dq,
                           void *dk, void *dv, int gt, double *rowStats,
                           int64_t batch, int64_t seq, int64_t heads,
-                          int64_t headDim, cudaStream_t stream);
+                          int64_t headDim, int64_t window, cudaStream_t stream);
 
 } // namespace md::cuda::kernels
 

@@ -42,13 +42,22 @@ constexpr uint32_t kIndexCastSchemaVersion = 7;
 /// unit's flat buffer. mdc writes at least it for a plan with a frozen unit.
 constexpr uint32_t kFrozenSchemaVersion = 8;
 
+/// Version 9 added the attention opcodes' optional `window` slot
+/// (sliding-window attention): mdc writes at least it for a plan with a
+/// windowed attention, and the loader refuses one in an older plan, whose
+/// runtime would ignore the slot's meaning.
+constexpr uint32_t kAttentionWindowSchemaVersion = 9;
+
 /// The compatible revision of plan.fbs this runtime writes and the newest it
 /// reads (plan.fbs, "Versioning"): the newest of kParamGroupsSchemaVersion
 /// and every opcode's `since` in Opcodes.def, so that a row with a new
 /// version raises it. Bump it by hand (a constant beside
 /// kParamGroupsSchemaVersion) with every other compatible change.
 constexpr uint32_t kSchemaVersion = std::max({
-    kParamGroupsSchemaVersion, kIndexCastSchemaVersion, kFrozenSchemaVersion,
+    kParamGroupsSchemaVersion,
+    kIndexCastSchemaVersion,
+    kFrozenSchemaVersion,
+    kAttentionWindowSchemaVersion,
 #define MD_OP(Name, Value, Str, Flags, Since, ...) uint32_t{Since},
 #include "runtime/core/Opcodes.def"
 });

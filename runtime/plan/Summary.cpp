@@ -283,12 +283,16 @@ int64_t InstructionFlops(const fb::Plan &plan, const fb::Instruction &inst) {
   }
   case fb::Opcode::CausalAttention:
   case fb::Opcode::CausalAttentionGrad: {
-    // q is [B, T, C]: per (batch, head), T x T x C/heads products.
+    // q is [B, T, C]: per (batch, head), T x T x C/heads products; with a
+    // window W < T, T x W of them.
     bool grad = inst.opcode() == fb::Opcode::CausalAttentionGrad;
     std::vector<int64_t> q = shapeOf(buffer(grad ? 1 : 0));
     if (q.size() != 3)
       return 0;
-    return mulSat({grad ? 10 : 4, q[0], q[1], q[1], q[2]});
+    int64_t keys = q[1];
+    if (count(inst.ints()) > 1 && inst.ints()->Get(1) > 0)
+      keys = std::min(keys, inst.ints()->Get(1));
+    return mulSat({grad ? 10 : 4, q[0], q[1], keys, q[2]});
   }
   default:
     return 0;

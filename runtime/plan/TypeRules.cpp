@@ -659,6 +659,11 @@ absl::Status Rule::attention() {
   if (a.problem == rules::Attention::Problem::indivisible)
     return failAttr("ints[0]: %d heads do not divide %d channels", intAttr(0),
                     a.channels);
+  if (count(inst_.ints()) > 1 &&
+      plan_.schema_version() < kAttentionWindowSchemaVersion)
+    return failAttr("ints[1]: a window needs schema_version %d, the plan "
+                    "says %d",
+                    kAttentionWindowSchemaVersion, plan_.schema_version());
   for (uint32_t k = 0; k < outs(); ++k)
     MD_RETURN_IF_ERROR(typeOf(O(k), q));
   return absl::OkStatus();

@@ -154,6 +154,11 @@ LogicalResult Emitter::emitComputeOp(Operation &op, Context ctx) {
       cast && !isa<FloatType>(getElementTypeOrSelf(cast.getInput().getType())))
     b_.plan().schema_version =
         std::max(b_.plan().schema_version, plan::kIndexCastSchemaVersion);
+  // An attention's window came with version 9: an older runtime would not
+  // know the slot.
+  if (op.hasAttr("window") && isa<CausalAttentionOp, CausalAttentionGradOp>(op))
+    b_.plan().schema_version =
+        std::max(b_.plan().schema_version, plan::kAttentionWindowSchemaVersion);
   for (auto emit : {&Emitter::emitBufferOp, &Emitter::emitCollectiveOp,
                     &Emitter::emitKernelOp})
     if (std::optional<LogicalResult> emitted = (this->*emit)(p))

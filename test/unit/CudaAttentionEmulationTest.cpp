@@ -5,8 +5,9 @@
 // test/unit/emulated/runtime/cuda/KernelUtil.cuh (threads, barriers, warp
 // shuffles) and runs its tiled forward and backward against the f64
 // references of KernelReference.h. This checks the kernels' indexing, causal
-// masking, tile bounds (T not a multiple of the tile, T = 1, odd head dims,
-// several heads) and barrier placement on every build, GPU or not; the
+// and sliding-window masking, tile bounds (T not a multiple of the tile,
+// T = 1, odd head dims, several heads) and barrier placement on every build,
+// GPU or not; the
 // BackendKernelTest /cuda cases check the same kernels on a device.
 //
 //===----------------------------------------------------------------------===//
@@ -78,11 +79,14 @@ Operand randomOperand(int type, size_t n, uint32_t seed) {
 struct Size {
   int64_t batch, t, heads, hd;
   int type;
+  /// Sliding window (keys per query); 0 for plain causal attention.
+  int64_t window = 0;
 };
 
 void PrintTo(const Size &s, std::ostream *os) {
   *os << "B " << s.batch << " T " << s.t << " heads " << s.heads << " hd "
-      << s.hd << (s.type == k::kBf16 ? " bf16" : " f32");
+      << s.hd << (s.type == k::kBf16 ? " bf16" : " f32") << " window "
+      << s.window;
 }
 
 class CudaAttentionEmulationTest : public ::testing::TestWithParam<Size> {};
@@ -100,13 +104,13 @@ TEST_P(CudaAttentionEmulationTest, MatchesReferenceAndRepeats) {
   for (int run = 0; run < 2; ++run) {
     ASSERT_EQ(k::attention(q.data(), kk.data(), v.data(), sz.type,
                            out[run].data(), sz.type, sz.batch, sz.t, sz.heads,
-                           sz.hd, nullptr),
+                           sz.hd, sz.window, nullptr),
               cudaSuccess);
     ASSERT_EQ(k::attentionGrad(dout.data(), k::kF32, q.data(), kk.data(),
                                v.data(), sz.type, grads[run][0].data(),
                                grads[run][1].data(), grads[run][2].data(),
                                k::kF32, stats.data(), sz.batch, sz.t, sz.heads,
-                               sz.hd, nullptr),
+                               sz.hd, sz.window, nullptr),
               cudaSuccess);
   }
   EXPECT_EQ(out[0].read(), out[1].read());
@@ -116,12 +120,14 @@ TEST_P(CudaAttentionEmulationTest, MatchesReferenceAndRepeats) {
   // The tolerances of docs/runtime-cuda.md: the forward as the suites check
   // it, the gradients as KernelGradTest does.
   const bool bf16 = sz.type == k::kBf16;
-  EXPECT_TRUE(close(out[0].read(),
-                    ref::causalAttention(q.values, kk.values, v.values,
-                                         sz.batch, sz.t, c, sz.heads),
-                    bf16 ? 1.0 / 128 : 1e-5, bf16 ? 1e-2 : 1e-6));
-  const std::vector<Vec> want = ref::causalAttentionGrad(
-      q.values, kk.values, v.values, dout.values, sz.batch, sz.t, c, sz.heads);
+  EXPECT_TRUE(
+      close(out[0].read(),
+            ref::causalAttention(q.values, kk.values, v.values, sz.batch, sz.t,
+                                 c, sz.heads, sz.window),
+            bf16 ? 1.0 / 128 : 1e-5, bf16 ? 1e-2 : 1e-6));
+  const std::vector<Vec> want =
+      ref::causalAttentionGrad(q.values, kk.values, v.values, dout.values,
+                               sz.batch, sz.t, c, sz.heads, sz.window);
   const char *names[] = {"dq", "dk", "dv"};
   for (int g = 0; g < 3; ++g)
     EXPECT_TRUE(close(grads[0][g].read(), want[g], 1e-4, 1e-5)) << names[g];
@@ -130,26 +136,30 @@ TEST_P(CudaAttentionEmulationTest, MatchesReferenceAndRepeats) {
 
 // The suites' small shapes (one tile), T = 1, and T past one and several
 // tiles with a head dim in each of the kernels' widths (<= 32, <= 64,
-// <= 128), odd ones included.
+// <= 128), odd ones included; sliding windows shorter than a tile, of one
+// row, across tile edges and longer than T.
 INSTANTIATE_TEST_SUITE_P(
     Sizes, CudaAttentionEmulationTest,
-    ::testing::Values(Size{2, 5, 1, 6, k::kF32}, Size{2, 5, 3, 2, k::kBf16},
-                      Size{1, 1, 2, 4, k::kF32}, Size{1, 130, 3, 17, k::kF32},
-                      Size{1, 100, 2, 64, k::kF32},
-                      Size{1, 100, 2, 64, k::kBf16},
-                      Size{1, 70, 1, 100, k::kF32},
-                      Size{1, 64, 1, 128, k::kF32}),
+    ::testing::Values(
+        Size{2, 5, 1, 6, k::kF32}, Size{2, 5, 3, 2, k::kBf16},
+        Size{1, 1, 2, 4, k::kF32}, Size{1, 130, 3, 17, k::kF32},
+        Size{1, 100, 2, 64, k::kF32}, Size{1, 100, 2, 64, k::kBf16},
+        Size{1, 70, 1, 100, k::kF32}, Size{1, 64, 1, 128, k::kF32},
+        Size{2, 150, 2, 16, k::kF32, 5}, Size{1, 130, 1, 8, k::kF32, 1},
+        Size{1, 200, 2, 40, k::kF32, 70}, Size{1, 100, 1, 100, k::kBf16, 33},
+        Size{1, 20, 2, 8, k::kF32, 64}),
     [](const ::testing::TestParamInfo<Size> &info) {
       const Size &s = info.param;
       return "B" + std::to_string(s.batch) + "T" + std::to_string(s.t) + "H" +
              std::to_string(s.heads) + "D" + std::to_string(s.hd) +
-             (s.type == k::kBf16 ? "bf16" : "f32");
+             (s.type == k::kBf16 ? "bf16" : "f32") +
+             (s.window ? "W" + std::to_string(s.window) : "");
     });
 
 TEST(CudaAttentionEmulation, RefusesWiderHeads) {
   EXPECT_EQ(k::maxAttentionHeadDim(), 128);
   EXPECT_EQ(k::attention(nullptr, nullptr, nullptr, k::kF32, nullptr, k::kF32,
-                         1, 4, 1, 129, nullptr),
+                         1, 4, 1, 129, 0, nullptr),
             cudaErrorInvalidValue);
 }
 

@@ -512,6 +512,72 @@ TEST_P(GradTest, CausalAttentionGradAcrossTiles) {
   }
 }
 
+TEST_P(GradTest, SlidingWindowAttentionGrad) {
+  // Numeric gradients at small sizes, then the analytic f64 gradient over
+  // several tiles, windows shorter than and across the tiles.
+  const int64_t b = 2;
+  for (int64_t window : {1, 2, 4}) {
+    const int64_t t = 6, c = 6, heads = 3;
+    SCOPED_TRACE(testing::Message() << "window " << window);
+    Vec qv = inputs(b * t * c, 61), kv = inputs(b * t * c, 62),
+        vv = inputs(b * t * c, 63), dov = inputs(b * t * c, 64);
+    DeviceTensor q = f32({b, t, c}, qv), k = f32({b, t, c}, kv),
+                 v = f32({b, t, c}, vv), dout = f32({b, t, c}, dov);
+    DeviceTensor dq = zeros({b, t, c}), dk = zeros({b, t, c}),
+                 dv = zeros({b, t, c});
+    CausalAttentionGradArgs args;
+    args.dout = dout;
+    args.q = q;
+    args.k = k;
+    args.v = v;
+    args.dq = dq;
+    args.dk = dk;
+    args.dv = dv;
+    args.numHeads = heads;
+    args.window = window;
+    ASSERT_TRUE(be().causalAttentionGrad(args).ok());
+    RefForward f = [&](const std::vector<Vec> &in) {
+      return ref::causalAttention(in[0], in[1], in[2], b, t, c, heads, window);
+    };
+    std::vector<Vec> in = {qv, kv, vv};
+    EXPECT_TRUE(matchesNumeric(dq.values(), f, in, 0, dov)) << "dq";
+    EXPECT_TRUE(matchesNumeric(dk.values(), f, in, 1, dov)) << "dk";
+    EXPECT_TRUE(matchesNumeric(dv.values(), f, in, 2, dov)) << "dv";
+  }
+  struct Size {
+    int64_t t, heads, hd, window;
+  };
+  for (Size sz :
+       {Size{130, 3, 17, 5}, Size{150, 2, 16, 70}, Size{100, 1, 40, 64}}) {
+    SCOPED_TRACE(testing::Message()
+                 << "T " << sz.t << " heads " << sz.heads << " hd " << sz.hd
+                 << " window " << sz.window);
+    const int64_t c = sz.heads * sz.hd, n = b * sz.t * c;
+    Vec qv = inputs(n, 65), kv = inputs(n, 66), vv = inputs(n, 67),
+        dov = inputs(n, 68);
+    DeviceTensor q = f32({b, sz.t, c}, qv), k = f32({b, sz.t, c}, kv),
+                 v = f32({b, sz.t, c}, vv), dout = f32({b, sz.t, c}, dov);
+    DeviceTensor dq = zeros({b, sz.t, c}), dk = zeros({b, sz.t, c}),
+                 dv = zeros({b, sz.t, c});
+    CausalAttentionGradArgs args;
+    args.dout = dout;
+    args.q = q;
+    args.k = k;
+    args.v = v;
+    args.dq = dq;
+    args.dk = dk;
+    args.dv = dv;
+    args.numHeads = sz.heads;
+    args.window = sz.window;
+    ASSERT_TRUE(be().causalAttentionGrad(args).ok());
+    std::vector<Vec> want = ref::causalAttentionGrad(qv, kv, vv, dov, b, sz.t,
+                                                     c, sz.heads, sz.window);
+    EXPECT_TRUE(allClose(dq.values(), want[0], 1e-4, 1e-5)) << "dq";
+    EXPECT_TRUE(allClose(dk.values(), want[1], 1e-4, 1e-5)) << "dk";
+    EXPECT_TRUE(allClose(dv.values(), want[2], 1e-4, 1e-5)) << "dv";
+  }
+}
+
 TEST_P(GradTest, CrossEntropyGradIgnoresRows) {
   const int64_t rows = 5, classes = 4;
   Vec lv = inputs(rows * classes, 29, -3, 3);

@@ -174,18 +174,20 @@ inline Vec softmax(const Vec &x, int64_t outer, int64_t n, int64_t inner) {
 }
 
 inline Vec causalAttention(const Vec &q, const Vec &k, const Vec &v,
-                           int64_t batch, int64_t t, int64_t c, int64_t heads) {
+                           int64_t batch, int64_t t, int64_t c, int64_t heads,
+                           int64_t window = 0) {
   const int64_t d = c / heads;
   Vec out(q.size(), 0.0);
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t i = 0; i < t; ++i) {
+        const int64_t lo = window > 0 && i >= window ? i - window + 1 : 0;
         auto at = [&](const Vec &x, int64_t pos, int64_t ch) {
           return x[(b * t + pos) * c + h * d + ch];
         };
         Vec s(i + 1);
         double m = -INFINITY;
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = lo; j <= i; ++j) {
           double dot = 0;
           for (int64_t ch = 0; ch < d; ++ch)
             dot += at(q, i, ch) * at(k, j, ch);
@@ -193,11 +195,11 @@ inline Vec causalAttention(const Vec &q, const Vec &k, const Vec &v,
           m = std::max(m, s[j]);
         }
         double sum = 0;
-        for (int64_t j = 0; j <= i; ++j)
+        for (int64_t j = lo; j <= i; ++j)
           sum += std::exp(s[j] - m);
         for (int64_t ch = 0; ch < d; ++ch) {
           double o = 0;
-          for (int64_t j = 0; j <= i; ++j)
+          for (int64_t j = lo; j <= i; ++j)
             o += std::exp(s[j] - m) / sum * at(v, j, ch);
           out[(b * t + i) * c + h * d + ch] = o;
         }
@@ -205,43 +207,45 @@ inline Vec causalAttention(const Vec &q, const Vec &k, const Vec &v,
   return out;
 }
 
-/// The analytic f64 gradients of causal attention for upstream dout, as
+/// The analytic f64 gradients of causal attention (row i sees the keys
+/// (i - window, i] with a window, [0, i] without) for upstream dout, as
 /// {dq, dk, dv}: dV_j = sum_i p_ij dO_i, dP_ij = dO_i . v_j,
 /// dS_ij = p_ij (dP_ij - sum_k p_ik dP_ik), dQ_i = sum_j dS_ij k_j / sqrt(d),
 /// dK_j = sum_i dS_ij q_i / sqrt(d).
 inline std::vector<Vec> causalAttentionGrad(const Vec &q, const Vec &k,
                                             const Vec &v, const Vec &dout,
                                             int64_t batch, int64_t t, int64_t c,
-                                            int64_t heads) {
+                                            int64_t heads, int64_t window = 0) {
   const int64_t d = c / heads;
   const double scale = 1.0 / std::sqrt(double(d));
   std::vector<Vec> g(3, Vec(q.size(), 0.0));
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t i = 0; i < t; ++i) {
+        const int64_t lo = window > 0 && i >= window ? i - window + 1 : 0;
         auto at = [&](int64_t pos, int64_t ch) {
           return (b * t + pos) * c + h * d + ch;
         };
         Vec p(i + 1), dp(i + 1);
         double m = -INFINITY, sum = 0, dsum = 0;
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = lo; j <= i; ++j) {
           double s = 0;
           for (int64_t ch = 0; ch < d; ++ch)
             s += q[at(i, ch)] * k[at(j, ch)];
           p[j] = s * scale;
           m = std::max(m, p[j]);
         }
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = lo; j <= i; ++j) {
           p[j] = std::exp(p[j] - m);
           sum += p[j];
         }
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = lo; j <= i; ++j) {
           p[j] /= sum;
           for (int64_t ch = 0; ch < d; ++ch)
             dp[j] += dout[at(i, ch)] * v[at(j, ch)];
           dsum += p[j] * dp[j];
         }
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = lo; j <= i; ++j) {
           const double ds = p[j] * (dp[j] - dsum);
           for (int64_t ch = 0; ch < d; ++ch) {
             g[0][at(i, ch)] += ds * k[at(j, ch)] * scale;

@@ -1051,6 +1051,72 @@ TEST_P(KernelTest, CausalAttentionAcrossTiles) {
     }
 }
 
+TEST_P(KernelTest, SlidingWindowAttentionMatchesReference) {
+  // Row i sees the keys (i - W, i]: windows of one row, shorter than a
+  // tile, across tile edges and past T; T within one tile and over several.
+  struct Size {
+    int64_t t, heads, hd, window;
+  };
+  const int64_t b = 2;
+  for (Size sz :
+       {Size{5, 2, 3, 1}, Size{5, 3, 2, 2}, Size{130, 3, 17, 5},
+        Size{150, 2, 16, 70}, Size{100, 1, 64, 64}, Size{20, 2, 8, 300}})
+    for (DType dt : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(testing::Message()
+                   << "T " << sz.t << " heads " << sz.heads << " hd " << sz.hd
+                   << " window " << sz.window << " " << dtypeName(dt));
+      const int64_t c = sz.heads * sz.hd, n = b * sz.t * c;
+      auto qv = roundAll(dt, randomValues(n, 51)),
+           kv = roundAll(dt, randomValues(n, 52)),
+           vv = roundAll(dt, randomValues(n, 53));
+      DeviceTensor q = floats(dt, {b, sz.t, c}, qv),
+                   k = floats(dt, {b, sz.t, c}, kv),
+                   v = floats(dt, {b, sz.t, c}, vv),
+                   out = zeros(dt, {b, sz.t, c}),
+                   plain = zeros(dt, {b, sz.t, c});
+      CausalAttentionArgs args;
+      args.q = q;
+      args.k = k;
+      args.v = v;
+      args.out = out;
+      args.numHeads = sz.heads;
+      args.window = sz.window;
+      ASSERT_TRUE(be().causalAttention(args).ok());
+      EXPECT_TRUE(
+          allClose(out.values(),
+                   roundAll(dt, ref::causalAttention(qv, kv, vv, b, sz.t, c,
+                                                     sz.heads, sz.window)),
+                   rtolFor(dt), dt == DType::f32 ? 1e-6 : 1e-2));
+      // A window of T or more is plain causal attention, bit for bit.
+      args.out = plain;
+      args.window.reset();
+      ASSERT_TRUE(be().causalAttention(args).ok());
+      if (sz.window >= sz.t)
+        EXPECT_EQ(out.values(), plain.values());
+      else
+        EXPECT_NE(out.values(), plain.values());
+    }
+  // A window of one row: each position sees itself only, out = v.
+  auto vv = roundAll(DType::f32, randomValues(24, 54));
+  DeviceTensor q = floats(DType::f32, {1, 4, 6}, randomValues(24, 55)),
+               v = floats(DType::f32, {1, 4, 6}, vv),
+               out = zeros(DType::f32, {1, 4, 6});
+  CausalAttentionArgs args;
+  args.q = args.k = q;
+  args.v = v;
+  args.out = out;
+  args.numHeads = 2;
+  args.window = 1;
+  ASSERT_TRUE(be().causalAttention(args).ok());
+  EXPECT_EQ(out.values(), vv);
+  args.window = 0;
+  absl::Status s = be().causalAttention(args);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("window must be positive, got 0"),
+            std::string::npos)
+      << s;
+}
+
 TEST_P(KernelTest, EmbeddingCopiesRowsExactly) {
   auto tv = roundAll(DType::bf16, randomValues(7 * 3, 40));
   for (DType idt : {DType::i32, DType::i64}) {

@@ -1288,6 +1288,46 @@ TEST(PlanLoaderTest, CastFromAnIntegerNeedsSchemaVersion7) {
   ExpectRefused(p, "cast: buffer 0 is i64[8], but must be a float tensor", 1);
 }
 
+TEST(PlanLoaderTest, AnAttentionWindowNeedsSchemaVersion9) {
+  // step: [0] batch x f32[2, 8, 12]; [1] causal_attention(x, x, x), 3 heads,
+  // window 4 -> o; [2] its gradient with the same window. Version 9 added
+  // the window slot: an older plan with one is refused by name (its
+  // runtime would attend to every earlier position), a window of 0 at any
+  // version by the slot's range.
+  PlanBuilder b = examples::MinimalPlan();
+  fb::PlanT &p = b.plan();
+  p.buffers.clear();
+  p.blocks.clear();
+  int32_t step = b.addBlock(fb::BlockKind::Step);
+  b.setStepBlock(step);
+  auto full = [&](const char *name) {
+    return b.addBuffer(PlanBuilder::full(name, fb::DType::F32, {2, 8, 12}));
+  };
+  int32_t x = full("x");
+  b.add(step, fb::Opcode::Batch, {}, {x}).ints = {0};
+  int32_t o = full("o");
+  b.add(step, fb::Opcode::CausalAttention, {x, x, x}, {o}).ints = {3, 4};
+  int32_t dq = full("dq"), dk = full("dk"), dv = full("dv");
+  b.add(step, fb::Opcode::CausalAttentionGrad, {o, x, x, x}, {dq, dk, dv})
+      .ints = {3, 4};
+  ASSERT_TRUE(b.inferLiveness().ok());
+  p.schema_version = kAttentionWindowSchemaVersion;
+  EXPECT_TRUE(Load(p, 1).ok()) << Load(p, 1).status();
+  p.schema_version = kAttentionWindowSchemaVersion - 1;
+  ExpectRefused(p,
+                "blocks[0].instructions[1]: causal_attention: ints[1]: a "
+                "window needs schema_version 9, the plan says 8",
+                1);
+  p.schema_version = kAttentionWindowSchemaVersion;
+  Inst(p, step, 2).ints = {3, 0};
+  ExpectRefused(p, "blocks[0].instructions[2].ints[1]", 1);
+  // Without a window the opcodes load at their first version, as before.
+  Inst(p, step, 1).ints = {3};
+  Inst(p, step, 2).ints = {3};
+  p.schema_version = 1;
+  EXPECT_TRUE(Load(p, 1).ok()) << Load(p, 1).status();
+}
+
 TEST(PlanLoaderTest, AClampBoundMayBeInfiniteButNotNaN) {
   // step: [0] batch x f32[8]; [1] clamp x to [0, inf) -> y. Only a slot of
   // the Bound kind takes an infinity (no bound); NaN is refused there too,

@@ -264,6 +264,14 @@ func.func @causal_attention_zero_heads(%q: tensor<8x64x768xf32>) {
 
 // -----
 
+func.func @causal_attention_zero_window(%q: tensor<8x64x768xf32>) {
+  // expected-error @+1 {{'md.causal_attention' op attribute 'window' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %0 = md.causal_attention %q, %q, %q num_heads 12 window 0 : tensor<8x64x768xf32>
+  return
+}
+
+// -----
+
 func.func @embedding_result_wrong_shape(%t: tensor<50304x768xf32>, %ids: tensor<8x64xi32>) {
   // expected-error @+1 {{'md.embedding' op result must be tensor<8x64x768xf32> (ids tensor<8x64xi32> looking up rows of table tensor<50304x768xf32>), got tensor<8x768xf32>}}
   %0 = md.embedding %t, %ids : tensor<50304x768xf32>, tensor<8x64xi32> -> tensor<8x768xf32>

@@ -93,6 +93,8 @@ func.func @attention_embedding_loss(%q: tensor<8x64x768xbf16>, %wte: tensor<5030
                                     %logits: tensor<8x64x50304xf32>) {
   // CHECK: md.causal_attention %{{.*}}, %{{.*}}, %{{.*}} num_heads 12 : tensor<8x64x768xbf16>
   %0 = md.causal_attention %q, %q, %q num_heads 12 : tensor<8x64x768xbf16>
+  // CHECK: md.causal_attention %{{.*}}, %{{.*}}, %{{.*}} num_heads 12 window 16 : tensor<8x64x768xbf16>
+  %w = md.causal_attention %q, %q, %q num_heads 12 window 16 : tensor<8x64x768xbf16>
   // CHECK: md.embedding %{{.*}}, %{{.*}} : tensor<50304x768xf32>, tensor<8x64xi32> -> tensor<8x64x768xf32>
   %1 = md.embedding %wte, %ids : tensor<50304x768xf32>, tensor<8x64xi32> -> tensor<8x64x768xf32>
   // CHECK: md.cross_entropy %{{.*}}, %{{.*}} : tensor<8x64x50304xf32>, tensor<8x64xi64> -> tensor<f32>
@@ -201,6 +203,8 @@ func.func @grads_more(%dy: tensor<8x16x16x32xf32>, %img: tensor<8x16x16x32xf32>,
   %0:3 = md.batch_norm_grad %dy, %img, %cg, %mean, %invstd : tensor<8x16x16x32xf32>, tensor<8x16x16x32xf32>, tensor<32xf32>, tensor<32xf32>, tensor<32xf32> -> tensor<8x16x16x32xf32>, tensor<32xf32>, tensor<32xf32>
   // CHECK: md.causal_attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} num_heads 12 : tensor<8x64x768xf32>
   %1:3 = md.causal_attention_grad %q, %q, %q, %q num_heads 12 : tensor<8x64x768xf32>
+  // CHECK: md.causal_attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} num_heads 12 window 3 : tensor<8x64x768xf32>
+  %w:3 = md.causal_attention_grad %q, %q, %q, %q num_heads 12 window 3 : tensor<8x64x768xf32>
   // CHECK: md.embedding_grad %{{.*}}, %{{.*}} num_embeddings 50304 : tensor<8x64x768xf32>, tensor<8x64xi32> -> tensor<50304x768xf32>
   %2 = md.embedding_grad %q, %ids num_embeddings 50304 : tensor<8x64x768xf32>, tensor<8x64xi32> -> tensor<50304x768xf32>
   // CHECK: md.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<f32>, tensor<8x64x50304xf32>, tensor<8x64xi32>
