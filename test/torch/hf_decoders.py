@@ -20,7 +20,11 @@ written by save_pretrained:
    gradient is init - after; written back to Hugging Face's names by
    tools/torch/md_names.py, which must load into the class with strict =
    True, it must equal autograd's gradient of the same mean loss per tensor
-   to llama.py's tolerance (an ulp of the weights plus GREL relative).
+   to llama.py's tolerance (an ulp of the weights plus GREL relative). The
+   same weights exported as a folder (`md_names.py to-hf --config`, the
+   config.json of the folder they came from) load by from_pretrained and
+   give the same logits bit for bit; a config.json whose layer and
+   key/value head counts disagree with the weights is refused naming both.
 3. Sensitivity: Hugging Face's gradients without the model's distinctive
    part (Mistral without its sliding window; Qwen3 with q_norm and k_norm
    replaced by the identity) must be far from md's, so 1 and 2 see it.
@@ -29,9 +33,11 @@ Exits 77 (skipped) with the reason when torch, safetensors, numpy or
 transformers is missing (scripts/test.sh installs them in a venv).
 """
 
+import json
 import math
 import os
 import re
+import subprocess
 import sys
 
 try:
@@ -161,6 +167,46 @@ def check(mdc, mdrun, models, work, spec, seed, failures):
     trained = getattr(transformers, model_cls)(config).float()
     result = trained.load_state_dict(load_file(back), strict=True)
     print(f"{model_cls}: md's trained weights load with strict = True: {result}")
+    # The same weights as a folder from_pretrained loads (config.json from
+    # the folder they started from, checked against their shapes).
+    names = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
+                         "torch", "md_names.py")
+    exported = os.path.join(mwork, "exported")
+    run(sys.executable, names, "to-hf", hf_map, after, exported, "--config", folder)
+    loaded = getattr(transformers, model_cls).from_pretrained(
+        exported, attn_implementation="eager").float().eval()
+    same = [n for n, t in trained.state_dict().items()
+            if not torch.equal(loaded.state_dict()[n], t)]
+    if same:
+        failures.append(f"{model_cls}: from_pretrained of the exported folder has other "
+                        f"weights: {', '.join(same)}")
+    with torch.no_grad():
+        ids = torch.from_numpy(val_idx[:MICRO]).long()
+        diff = (loaded(ids).logits - trained.eval()(ids).logits).abs().max().item()
+    print(f"{model_cls}: from_pretrained of md's exported folder gives the logits of its "
+          f"weights: max |difference| {diff:.2e}")
+    if diff != 0.0:
+        failures.append(f"{model_cls}: the exported folder gives other logits ({diff:.3g})")
+    with open(os.path.join(folder, "config.json")) as f:
+        wrong = json.load(f)
+    wrong["num_hidden_layers"] += 1
+    wrong["num_key_value_heads"] = c["heads"]
+    wrong_path = os.path.join(mwork, "wrong-config.json")
+    with open(wrong_path, "w") as f:
+        json.dump(wrong, f)
+    r = subprocess.run([sys.executable, names, "to-hf", hf_map, after,
+                        os.path.join(mwork, "wrong"), "--config", wrong_path],
+                       capture_output=True, text=True)
+    want_msgs = [f"config num_hidden_layers = {c['layers'] + 1}, but",
+                 f"config num_key_value_heads = {c['heads']}, but"]
+    if r.returncode == 0 or not all(m in r.stderr for m in want_msgs) or \
+            os.path.exists(os.path.join(mwork, "wrong")):
+        failures.append(f"{model_cls}: a config.json that disagrees with the weights was "
+                        f"not refused naming its keys ({r.returncode}): {r.stderr}")
+    else:
+        print(f"{model_cls}: a config.json with other layer and key/value head counts is "
+              "refused: " + r.stderr.strip().replace("\n", " / "))
+
     init = {k: v.double() for k, v in load_file(os.path.join(folder, "model.safetensors"))
             .items()}
     stepped = {k: v.double() for k, v in load_file(back).items()}
