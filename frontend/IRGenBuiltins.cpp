@@ -191,6 +191,21 @@ Val ModelGen::scale(const Val &x, double factor, SMLoc l) {
                                          b.getF64FloatAttr(factor)));
 }
 
+Val ModelGen::numberLike(double value, const Val &like, SMLoc l) {
+  mlir::Type elem = like.type().getElementType();
+  mlir::Value one =
+      md::ArangeOp::create(b, loc(l), tensorType({1}, b.getI64Type()),
+                           b.getI64IntegerAttr(1), b.getI64IntegerAttr(2));
+  Val c = Val::tensor(
+      md::CastOp::create(b, loc(l), tensorType({1}, elem), one).getResult());
+  c = scale(c, value, l);
+  int64_t rank = like.type().getRank();
+  if (rank == 1)
+    return c;
+  return Val::tensor(md::ReshapeOp::create(
+      b, loc(l), tensorType(std::vector<int64_t>(rank, 1), elem), c.value));
+}
+
 Val ModelGen::matmul(const Val &a, const Val &bv, SMLoc l) {
   if (!expectFloat(a, l, "the left operand of '@'") ||
       !expectFloat(bv, l, "the right operand of '@'"))

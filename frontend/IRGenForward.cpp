@@ -352,11 +352,12 @@ Val ModelGen::evalBinary(FnState &fn, const BinaryExpr &e) {
   const Val &n = l.isTensor() ? r : l;
   bool scaling =
       e.op == BinaryOp::Mul || (e.op == BinaryOp::Div && l.isTensor());
-  if (!scaling) {
+  bool shifting = e.op == BinaryOp::Add || e.op == BinaryOp::Sub;
+  if (!scaling && !shifting) {
     error(e.opLoc, std::string("'") + op + "' between " + describe(l) +
                        " and " + describe(r) +
-                       " is not supported; only '*' and '/' scale a tensor "
-                       "by a number");
+                       " is not supported: a tensor divides by a number, "
+                       "a number not by a tensor");
     return Val::error();
   }
   if (n.num.dynamic) {
@@ -366,6 +367,13 @@ Val ModelGen::evalBinary(FnState &fn, const BinaryExpr &e) {
   }
   if (!expectFloat(t, e.opLoc, Twine("the tensor operand of '") + op + "'"))
     return Val::error();
+  if (shifting) {
+    // t + c, t - c, c + t, c - t: the number as a broadcast tensor of t's
+    // type (rounded to it), then md.add or md.sub.
+    Val c = numberLike(n.num.value(), t, e.opLoc);
+    return l.isTensor() ? elementwise(e.op, l, c, e.opLoc)
+                        : elementwise(e.op, c, r, e.opLoc);
+  }
   double factor = n.num.value();
   if (e.op == BinaryOp::Div) {
     if (factor == 0) {

@@ -351,6 +351,10 @@ private:
   Val linear(FnState &fn, Instance *lin, const Val &x,
              const std::string &calleeName, SMLoc loc);
   Val scale(const Val &x, double factor, SMLoc loc);
+  /// `value` as a tensor of `like`'s element type and rank with every dim 1
+  /// (it broadcasts against `like`): md.arange [1, 2) cast to the type and
+  /// scaled by value, so the number is rounded to that type once.
+  Val numberLike(double value, const Val &like, SMLoc loc);
   Val matmul(const Val &a, const Val &bVal, SMLoc loc);
   Val elementwise(BinaryOp op, const Val &l, const Val &r, SMLoc loc);
   /// The type of an elementwise op of float tensors `l` and `r` (`what`,

@@ -35,6 +35,11 @@ weights 1 + N(0, 0.1^2) (off 1, so their gradients and scaling show).
    repeat_interleave'd, must be far (> SENSITIVITY tolerances) from md's, so
    the comparisons above see those choices.
 
+The llama3.1 configuration turns on llama.mdl's Llama 3.1 RoPE frequency
+scaling (rope_factor 8, an original context of 400) against this file's
+Llama with transformers' _compute_llama3_parameters, and the Hugging Face
+part below checks it against LlamaForCausalLM with rope_type llama3 too.
+
 The lora configuration is models/llama_lora.mdl against the same PyTorch
 Llama with peft-style LoRA on q and v (q(h) = base(h) + (alpha / r) (h aᵀ)
 bᵀ, every other weight with requires_grad = False): the held-out loss as in
@@ -87,6 +92,11 @@ CONFIGS = [
     ("mqa", dict(kv_heads=1, theta=10000.0), [("ddp", "ddp", 2, 4),
                                               ("full-f32", "full-f32", 2, 4)]),
     ("mha", dict(kv_heads=4, theta=100.0), [("full-f32", "full-f32", 2, 4)]),
+    # Llama 3.1's RoPE frequency scaling (rope_type llama3): with hd = 8 and
+    # an original context of 400, one frequency keeps, one is interpolated
+    # and two are divided by the factor.
+    ("llama3.1", dict(rope_factor=8.0, rope_original=400.0),
+     [("full-f32", "full-f32", 2, 4)]),
     # models/llama_lora.mdl: the base frozen, rank-r adapters on q and v.
     ("lora", dict(theta=10000.0, r=4, alpha=8.0), [("ddp", "ddp", 2, 4),
                                                    ("full-f32", "full-f32", 2, 4)]),
@@ -229,11 +239,22 @@ class Llama(nn.Module):
             for name, p in self.named_parameters():
                 p.requires_grad_(name.endswith((".a", ".b")))
 
-    def rope(self, t, dtype):
-        """LlamaRotaryEmbedding (default rope_type): cos, sin [1, T, hd]."""
+    def rope(self, t, dtype, variant="llama"):
+        """LlamaRotaryEmbedding: cos, sin [1, T, hd]; the default rope_type,
+        or with rope_factor transformers' _compute_llama3_parameters (low and
+        high frequency factors 1 and 4)."""
         hd = self.c["d"] // self.c["heads"]
         inv_freq = 1.0 / (self.c["theta"] ** (torch.arange(0, hd, 2, dtype=torch.int64)
                                               .to(dtype) / hd))
+        factor = self.c.get("rope_factor", 1.0)
+        if factor != 1.0 and variant != "unscaled-rope":
+            low, high, old = 1.0, 4.0, self.c["rope_original"]
+            wavelen = 2 * math.pi / inv_freq
+            scaled = torch.where(wavelen > old / low, inv_freq / factor, inv_freq)
+            smooth = (old / wavelen - low) / (high - low)
+            smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+            medium = ~(wavelen < old / high) * ~(wavelen > old / low)
+            inv_freq = torch.where(medium, smoothed, scaled)
         pos = torch.arange(t, dtype=dtype)[None, :]
         freqs = (inv_freq[None, :, None] @ pos[:, None, :]).transpose(1, 2)
         emb = torch.cat((freqs, freqs), dim=-1)
@@ -241,7 +262,7 @@ class Llama(nn.Module):
 
     def forward(self, idx, targets, variant="llama"):
         x = self.embed(idx)
-        cos, sin = self.rope(idx.shape[1], x.dtype)
+        cos, sin = self.rope(idx.shape[1], x.dtype, variant)
         for layer in self.layers_:
             x = layer(x, cos, sin, variant)
         logits = self.lm_head(self.norm(x))
@@ -416,6 +437,35 @@ def hugging_face(mdc, mdrun, models, work, failures):
         failures.append(f"Hugging Face: md's trained weights give other logits ({diff:.3g})")
 
 
+    # Llama 3.1's scaled RoPE: Hugging Face's rope_type llama3 against
+    # llama.mdl's rope_factor and rope_original (with theta 10000 and hd 8,
+    # a context of 100 interpolates one frequency and divides two).
+    rope = {"rope_type": "llama3", "rope_theta": c["theta"], "factor": 8.0,
+            "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 100}
+    scaled_config = LlamaConfig(**dict(config.to_dict(), rope_parameters=rope))
+    scaled_config._attn_implementation = "eager"
+    scaled = LlamaForCausalLM(scaled_config).float().eval()
+    scaled.load_state_dict(hf.state_dict())
+    scaled_folder = os.path.join(hwork, "scaled")
+    scaled.save_pretrained(scaled_folder, safe_serialization=True)
+    scaled_plan = os.path.join(hwork, "scaled.fb")
+    run(mdc, src, *defines, "-D", "rope_factor=8.0", "-D", "rope_original=100.0",
+        "--plan", "ddp", "-o", scaled_plan)
+    out = run(mdrun, "--ranks", "2", "--backend", "cpu", "--evaluate", "--steps", "1",
+              "--init", scaled_folder, "--init-map", hf_map, scaled_plan)
+    m3 = re.findall(r"evaluate at \S+ on \S+: loss ([-+0-9.eE]+|nan|inf)", out)
+    got, want = float(m3[0]), hf_loss(scaled)
+    rel = abs(got - want) / abs(want)
+    print(f"Hugging Face rope_type llama3 (factor 8, original context 100): md "
+          f"{got:.7f}, LlamaForCausalLM {want:.7f} (relative {rel:.2e}; unscaled "
+          f"{float(m[0]):.7f})")
+    if not rel <= RTOL:
+        failures.append(f"Hugging Face llama3 RoPE: md's loss {got} is not {want}")
+    if not abs(float(m[0]) - want) / abs(want) > 10 * RTOL:
+        failures.append("Hugging Face llama3 RoPE: the scaling does not change the loss")
+
+
 def torch_logits(model, idx):
     x = model.embed(idx)
     cos, sin = model.rope(idx.shape[1], x.dtype)
@@ -532,6 +582,8 @@ def main():
         variants = ["interleaved-rope", "without-rope", "not-causal"]
         if 1 < c["kv_heads"] < c["heads"]:
             variants.append("tiled-kv")
+        if c.get("rope_factor", 1.0) != 1.0:
+            variants.append("unscaled-rope")
         for variant in variants:
             other = torch_grads(model, tr_idx, tr_tgt, variant)
             ratio, name = max((((first_md[n] - other[n]).abs().max().item()
