@@ -352,14 +352,9 @@ Val ModelGen::evalBinary(FnState &fn, const BinaryExpr &e) {
   const Val &n = l.isTensor() ? r : l;
   bool scaling =
       e.op == BinaryOp::Mul || (e.op == BinaryOp::Div && l.isTensor());
-  bool shifting = e.op == BinaryOp::Add || e.op == BinaryOp::Sub;
-  if (!scaling && !shifting) {
-    error(e.opLoc, std::string("'") + op + "' between " + describe(l) +
-                       " and " + describe(r) +
-                       " is not supported: a tensor divides by a number, "
-                       "a number not by a tensor");
-    return Val::error();
-  }
+  // Every other case (+, -, a number over a tensor) takes the number as
+  // a tensor.
+  bool shifting = !scaling;
   if (n.num.dynamic) {
     error(e.opLoc, "the batch size B is not known at compile time without a "
                    "train's micro_batch");
@@ -368,8 +363,8 @@ Val ModelGen::evalBinary(FnState &fn, const BinaryExpr &e) {
   if (!expectFloat(t, e.opLoc, Twine("the tensor operand of '") + op + "'"))
     return Val::error();
   if (shifting) {
-    // t + c, t - c, c + t, c - t: the number as a broadcast tensor of t's
-    // type (rounded to it), then md.add or md.sub.
+    // t + c, t - c, c + t, c - t, c / t: the number as a broadcast tensor
+    // of t's type (rounded to it), then md.add, md.sub or md.div.
     Val c = numberLike(n.num.value(), t, e.opLoc);
     return l.isTensor() ? elementwise(e.op, l, c, e.opLoc)
                         : elementwise(e.op, c, r, e.opLoc);
