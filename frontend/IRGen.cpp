@@ -45,6 +45,8 @@ const std::map<std::string, LayerInfo> &builtinLayers() {
       {"BatchNorm", {LayerKind::BatchNorm, {{"c", true}, {"eps", false}}}},
       {"Attention", {LayerKind::Attention, {{"d", true}, {"heads", true}}}},
       {"Mlp", {LayerKind::Mlp, {{"d", true}, {"hidden", false}}}},
+      {"GatedMlp",
+       {LayerKind::GatedMlp, {{"d", true}, {"hidden", true}, {"bias", false}}}},
   };
   return layers;
 }

@@ -176,6 +176,19 @@ Val ModelGen::applyLayer(FnState &fn, Instance *inst, const Val &x,
     return linear(fn, inst->child("proj"), Val::tensor(g), calleeName + ".proj",
                   l);
   }
+  case LayerKind::GatedMlp: {
+    // down(silu(gate(x)) * up(x)), as Llama's MLP (SwiGLU).
+    if (!lastDim(inst->dimA, 1))
+      return Val::error();
+    Val g = linear(fn, inst->child("gate"), x, calleeName + ".gate", l);
+    Val u = linear(fn, inst->child("up"), x, calleeName + ".up", l);
+    if (g.isError() || u.isError())
+      return Val::error();
+    mlir::Value s = md::SiluOp::create(b, loc(l), g.type(), g.value);
+    mlir::Value h = md::MulOp::create(b, loc(l), g.type(), s, u.value);
+    return linear(fn, inst->child("down"), Val::tensor(h), calleeName + ".down",
+                  l);
+  }
   case LayerKind::Embedding:
     break;
   }

@@ -258,11 +258,13 @@ ModelGen::makeLayer(LayerKind kind, int64_t a, int64_t bDim, bool bias,
     inst->children.push_back(
         makeRaw(n, childPath(path, n), tensorType(shape, f32), init, unit, l));
   };
-  auto sub = [&](const std::string &n, int64_t in, int64_t out) {
-    inst->children.push_back(makeLayer(LayerKind::Linear, in, out, true, 0,
-                                       "Linear(" + std::to_string(in) + ", " +
-                                           std::to_string(out) + ")",
-                                       n, childPath(path, n), unit, l));
+  auto sub = [&](const std::string &n, int64_t in, int64_t out,
+                 bool withBias = true) {
+    inst->children.push_back(
+        makeLayer(LayerKind::Linear, in, out, withBias, 0,
+                  "Linear(" + std::to_string(in) + ", " + std::to_string(out) +
+                      (withBias ? "" : ", bias = false") + ")",
+                  n, childPath(path, n), unit, l));
   };
   switch (kind) {
   case LayerKind::Linear:
@@ -288,6 +290,11 @@ ModelGen::makeLayer(LayerKind kind, int64_t a, int64_t bDim, bool bias,
   case LayerKind::Mlp:
     sub("fc", a, bDim);
     sub("proj", bDim, a);
+    break;
+  case LayerKind::GatedMlp:
+    sub("gate", a, bDim, bias);
+    sub("up", a, bDim, bias);
+    sub("down", bDim, a, bias);
     break;
   }
   return inst;
@@ -470,6 +477,27 @@ ModelGen::buildLayer(const ParamDecl &p, const LayerInfo &layer, const Env &env,
       return nullptr;
     }
     sig = "Mlp(" + std::to_string(a) + ", " + std::to_string(bDim) + ")";
+    break;
+  }
+  case LayerKind::GatedMlp: {
+    // GatedMlp(d, hidden, bias = false): SwiGLU, Llama's MLP.
+    auto d = dim(0), h = dim(1);
+    bias = false;
+    if ((*bound)[2]) {
+      if (vals[2].kind != Val::Kind::Bool) {
+        error((*bound)[2]->loc,
+              "argument 'bias' of 'GatedMlp' must be true or false, got " +
+                  describe(vals[2]));
+        return nullptr;
+      }
+      bias = vals[2].boolean;
+    }
+    if (!d || !h)
+      return nullptr;
+    a = *d;
+    bDim = *h;
+    sig = "GatedMlp(" + std::to_string(a) + ", " + std::to_string(bDim) +
+          (bias ? ", bias = true" : "") + ")";
     break;
   }
   }

@@ -58,7 +58,8 @@ enum class LayerKind {
   RMSNorm,
   BatchNorm,
   Attention,
-  Mlp
+  Mlp,
+  GatedMlp
 };
 
 /// One formal argument of a layer, a block or a built-in function.
