@@ -159,9 +159,32 @@ Val ModelGen::applyLayer(FnState &fn, Instance *inst, const Val &x,
     Val v = linear(fn, inst->child("v"), x, calleeName + ".v", l);
     if (q.isError() || k.isError() || v.isError())
       return Val::error();
+    // Grouped-query attention: each of the kv_heads key/value heads serves
+    // heads / kv_heads query heads in a row (repeat_interleave, Hugging
+    // Face's repeat_kv): [B, T, kv * hd] as [B, T, kv, 1, hd], expanded to
+    // [B, T, kv, g, hd], read as [B, T, heads * hd].
+    const int64_t heads = inst->dimB, kvHeads = inst->kvHeads,
+                  hd = inst->dimA / heads;
+    if (kvHeads != heads) {
+      const int64_t bt[2] = {xt.getShape()[0], xt.getShape()[1]};
+      auto repeat = [&](const Val &t) {
+        Val u = reshapeTo(t, {bt[0], bt[1], kvHeads, 1, hd}, l);
+        Val e = Val::tensor(md::ExpandOp::create(
+            b, loc(l),
+            tensorType({bt[0], bt[1], kvHeads, heads / kvHeads, hd},
+                       t.type().getElementType()),
+            u.value));
+        return reshapeTo(e, {bt[0], bt[1], heads * hd}, l);
+      };
+      k = repeat(k);
+      v = repeat(v);
+      if (k.isError() || v.isError())
+        return Val::error();
+    }
     mlir::Value att = md::CausalAttentionOp::create(
         b, loc(l), q.type(), q.value, k.value, v.value,
-        b.getI64IntegerAttr(inst->dimB), mlir::IntegerAttr());
+        b.getI64IntegerAttr(heads),
+        inst->window ? b.getI64IntegerAttr(inst->window) : mlir::IntegerAttr());
     return linear(fn, inst->child("proj"), Val::tensor(att),
                   calleeName + ".proj", l);
   }

@@ -243,8 +243,10 @@ std::unique_ptr<Instance>
 ModelGen::makeLayer(LayerKind kind, int64_t a, int64_t bDim, bool bias,
                     double eps, const std::string &signature,
                     const std::string &name, const std::string &path,
-                    int64_t unit, SMLoc l) {
+                    int64_t unit, SMLoc l, int64_t kvHeads, int64_t window) {
   auto inst = newInstance(Instance::Kind::Layer, name, path, l);
+  inst->kvHeads = kvHeads ? kvHeads : bDim;
+  inst->window = window;
   inst->layer = kind;
   inst->dimA = a;
   inst->dimB = bDim;
@@ -283,10 +285,15 @@ ModelGen::makeLayer(LayerKind kind, int64_t a, int64_t bDim, bool bias,
   case LayerKind::RMSNorm:
     raw("weight", {a}, initSimple(md::InitKind::ones));
     break;
-  case LayerKind::Attention:
-    for (const char *n : {"q", "k", "v", "proj"})
-      sub(n, a, a);
+  case LayerKind::Attention: {
+    // q and proj d x d; k and v d x (kv_heads * d / heads).
+    const int64_t kv = inst->kvHeads * (a / bDim);
+    sub("q", a, a, bias);
+    sub("k", a, kv, bias);
+    sub("v", a, kv, bias);
+    sub("proj", a, a, bias);
     break;
+  }
   case LayerKind::Mlp:
     sub("fc", a, bDim);
     sub("proj", bDim, a);
@@ -410,7 +417,7 @@ ModelGen::buildLayer(const ParamDecl &p, const LayerInfo &layer, const Env &env,
     return vals[k].num.value();
   };
   LayerKind kind = layer.kind;
-  int64_t a = 0, bDim = 0;
+  int64_t a = 0, bDim = 0, attnKv = 0, attnWindow = 0;
   bool bias = true;
   double epsValue = 0;
   std::string sig;
@@ -447,7 +454,42 @@ ModelGen::buildLayer(const ParamDecl &p, const LayerInfo &layer, const Env &env,
                             " is not divisible by heads = " + Twine(bDim));
       return nullptr;
     }
-    sig = p.layer + "(" + std::to_string(a) + ", " + std::to_string(bDim) + ")";
+    sig = p.layer + "(" + std::to_string(a) + ", " + std::to_string(bDim);
+    if (kind == LayerKind::Attention) {
+      // Attention(d, heads, kv_heads = heads, bias = true, window = none).
+      if ((*bound)[2]) {
+        auto kv = dim(2);
+        if (!kv)
+          return nullptr;
+        if (bDim % *kv != 0) {
+          error((*bound)[2]->loc,
+                "Attention: heads = " + Twine(bDim) +
+                    " is not a multiple of kv_heads = " + Twine(*kv));
+          return nullptr;
+        }
+        attnKv = *kv;
+        sig += ", kv_heads = " + std::to_string(*kv);
+      }
+      if ((*bound)[3]) {
+        if (vals[3].kind != Val::Kind::Bool) {
+          error((*bound)[3]->loc,
+                "argument 'bias' of 'Attention' must be true or false, got " +
+                    describe(vals[3]));
+          return nullptr;
+        }
+        bias = vals[3].boolean;
+        if (!bias)
+          sig += ", bias = false";
+      }
+      if ((*bound)[4]) {
+        auto w = dim(4);
+        if (!w)
+          return nullptr;
+        attnWindow = *w;
+        sig += ", window = " + std::to_string(*w);
+      }
+    }
+    sig += ")";
     break;
   }
   case LayerKind::LayerNorm:
@@ -501,7 +543,8 @@ ModelGen::buildLayer(const ParamDecl &p, const LayerInfo &layer, const Env &env,
     break;
   }
   }
-  return makeLayer(kind, a, bDim, bias, epsValue, sig, name, path, unit, p.loc);
+  return makeLayer(kind, a, bDim, bias, epsValue, sig, name, path, unit, p.loc,
+                   attnKv, attnWindow);
 }
 
 std::unique_ptr<Instance>

@@ -109,6 +109,9 @@ struct Instance {
   int64_t dimA = 0, dimB = 0; // in/out, n/d, d, d/heads, d/hidden
   bool bias = true;
   double eps = 0;
+  /// Attention: key/value heads (grouped-query attention when below dimB,
+  /// the query heads) and the sliding window (0: none).
+  int64_t kvHeads = 0, window = 0;
   std::string signature; // "Linear(768, 3072)", "Block(d = 768, heads = 12)"
 
   // Block.
@@ -306,7 +309,8 @@ private:
   std::unique_ptr<Instance>
   makeLayer(LayerKind kind, int64_t a, int64_t bDim, bool bias, double eps,
             const std::string &signature, const std::string &name,
-            const std::string &path, int64_t unit, SMLoc loc);
+            const std::string &path, int64_t unit, SMLoc loc,
+            int64_t kvHeads = 0, int64_t window = 0);
   md::InitAttr initNormal(double mean, double stddev);
   md::InitAttr initSimple(md::InitKind kind);
 
