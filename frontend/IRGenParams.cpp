@@ -416,6 +416,20 @@ ModelGen::buildLayer(const ParamDecl &p, const LayerInfo &layer, const Env &env,
     }
     return vals[k].num.value();
   };
+  // A true/false argument k into `out` (left as it is when not given);
+  // false after reporting one that is not a bool.
+  auto flag = [&](size_t k, bool &out) {
+    if (!(*bound)[k])
+      return true;
+    if (vals[k].kind != Val::Kind::Bool) {
+      error((*bound)[k]->loc, "argument '" + formals[k].name + "' of '" +
+                                  p.layer + "' must be true or false, got " +
+                                  describe(vals[k]));
+      return false;
+    }
+    out = vals[k].boolean;
+    return true;
+  };
   LayerKind kind = layer.kind;
   int64_t a = 0, bDim = 0, attnKv = 0, attnWindow = 0;
   bool bias = true;
@@ -424,16 +438,7 @@ ModelGen::buildLayer(const ParamDecl &p, const LayerInfo &layer, const Env &env,
   switch (kind) {
   case LayerKind::Linear: {
     auto in = dim(0), out = dim(1);
-    if ((*bound)[2]) {
-      if (vals[2].kind != Val::Kind::Bool) {
-        error((*bound)[2]->loc,
-              "argument 'bias' of 'Linear' must be true or false, got " +
-                  describe(vals[2]));
-        ok = false;
-      } else {
-        bias = vals[2].boolean;
-      }
-    }
+    ok &= flag(2, bias);
     if (!in || !out || !ok)
       return nullptr;
     a = *in;
@@ -470,17 +475,10 @@ ModelGen::buildLayer(const ParamDecl &p, const LayerInfo &layer, const Env &env,
         attnKv = *kv;
         sig += ", kv_heads = " + std::to_string(*kv);
       }
-      if ((*bound)[3]) {
-        if (vals[3].kind != Val::Kind::Bool) {
-          error((*bound)[3]->loc,
-                "argument 'bias' of 'Attention' must be true or false, got " +
-                    describe(vals[3]));
-          return nullptr;
-        }
-        bias = vals[3].boolean;
-        if (!bias)
-          sig += ", bias = false";
-      }
+      if (!flag(3, bias))
+        return nullptr;
+      if (!bias)
+        sig += ", bias = false";
       if ((*bound)[4]) {
         auto w = dim(4);
         if (!w)
@@ -525,16 +523,7 @@ ModelGen::buildLayer(const ParamDecl &p, const LayerInfo &layer, const Env &env,
     // GatedMlp(d, hidden, bias = false): SwiGLU, Llama's MLP.
     auto d = dim(0), h = dim(1);
     bias = false;
-    if ((*bound)[2]) {
-      if (vals[2].kind != Val::Kind::Bool) {
-        error((*bound)[2]->loc,
-              "argument 'bias' of 'GatedMlp' must be true or false, got " +
-                  describe(vals[2]));
-        return nullptr;
-      }
-      bias = vals[2].boolean;
-    }
-    if (!d || !h)
+    if (!flag(2, bias) || !d || !h)
       return nullptr;
     a = *d;
     bDim = *h;
