@@ -163,10 +163,35 @@ Val ModelGen::applyLayer(FnState &fn, Instance *inst, const Val &x,
     // heads / kv_heads query heads in a row (repeat_interleave, Hugging
     // Face's repeat_kv): [B, T, kv * hd] as [B, T, kv, 1, hd], expanded to
     // [B, T, kv, g, hd], read as [B, T, heads * hd].
-    const int64_t heads = inst->dimB, kvHeads = inst->kvHeads,
+    const AttentionOptions &attn = inst->attn;
+    const int64_t heads = inst->dimB, kvHeads = attn.kvHeads,
                   hd = inst->dimA / heads;
+    const int64_t bt[2] = {xt.getShape()[0], xt.getShape()[1]};
+    // Qwen3's q_norm and k_norm, then RoPE, on each head: q [B, T, heads,
+    // hd], k [B, T, kv_heads, hd].
+    if (attn.qkNorm || attn.ropeTheta) {
+      std::optional<std::pair<Val, Val>> tables;
+      if (attn.ropeTheta) {
+        if (!staticDim(x, 1, l, who + "'s RoPE"))
+          return Val::error();
+        tables = ropeTables(attn, bt[1], hd, l);
+        if (!tables)
+          return Val::error();
+      }
+      auto perHead = [&](const Val &t, int64_t n, const char *norm) {
+        Val u = reshapeTo(t, {bt[0], bt[1], n, hd}, l);
+        if (attn.qkNorm && !u.isError())
+          u = applyLayer(fn, inst->child(norm), u, calleeName + "." + norm, l);
+        if (tables && !u.isError())
+          u = applyRope(u, *tables, l);
+        return reshapeTo(u, {bt[0], bt[1], n * hd}, l);
+      };
+      q = perHead(q, heads, "q_norm");
+      k = perHead(k, kvHeads, "k_norm");
+      if (q.isError() || k.isError())
+        return Val::error();
+    }
     if (kvHeads != heads) {
-      const int64_t bt[2] = {xt.getShape()[0], xt.getShape()[1]};
       auto repeat = [&](const Val &t) {
         Val u = reshapeTo(t, {bt[0], bt[1], kvHeads, 1, hd}, l);
         Val e = Val::tensor(md::ExpandOp::create(
@@ -184,7 +209,7 @@ Val ModelGen::applyLayer(FnState &fn, Instance *inst, const Val &x,
     mlir::Value att = md::CausalAttentionOp::create(
         b, loc(l), q.type(), q.value, k.value, v.value,
         b.getI64IntegerAttr(heads),
-        inst->window ? b.getI64IntegerAttr(inst->window) : mlir::IntegerAttr());
+        attn.window ? b.getI64IntegerAttr(attn.window) : mlir::IntegerAttr());
     return linear(fn, inst->child("proj"), Val::tensor(att),
                   calleeName + ".proj", l);
   }
@@ -216,6 +241,74 @@ Val ModelGen::applyLayer(FnState &fn, Instance *inst, const Val &x,
     break;
   }
   return Val::error();
+}
+
+// The ops models/llama.mdl's forward writes for its tables, in its order:
+// inv_freq = exp(to(arange(0, hd, 2), f32) * (-log(theta) / hd)), Llama
+// 3.1's scaling of it, angles = t * inv_freq for t < T, both halves.
+std::optional<std::pair<Val, Val>>
+ModelGen::ropeTables(const AttentionOptions &attn, int64_t T, int64_t hd,
+                     SMLoc l) {
+  Type f32 = b.getF32Type();
+  auto range = [&](int64_t end) {
+    return Val::tensor(
+        md::ArangeOp::create(b, loc(l), tensorType({end}, b.getI64Type()),
+                             b.getI64IntegerAttr(0), b.getI64IntegerAttr(end)));
+  };
+  auto toF32 = [&](const Val &t) {
+    return Val::tensor(md::CastOp::create(
+        b, loc(l), tensorType(t.type().getShape(), f32), t.value));
+  };
+  auto fn = [&](const Val &t, md::ElementwiseFn f) {
+    return Val::tensor(
+        md::ElementwiseOp::create(b, loc(l), t.type(), t.value, f));
+  };
+  Val invFreq = toF32(sliceDim(range(hd), 0, 0, 2, hd / 2, l));
+  invFreq = fn(scale(invFreq, -std::log(attn.ropeTheta) / double(hd), l),
+               md::ElementwiseFn::exp);
+  if (attn.ropeLlama3) {
+    // s = clamp((f * (original / 2 pi) - low) / (high - low), 0, 1);
+    // f * ((1 - s) / factor + s).
+    Val s = scale(invFreq, attn.ropeOriginal / 6.283185307179586, l);
+    Val low = numberLike(attn.ropeLow, s, l);
+    s = elementwise(BinaryOp::Sub, s, low, l);
+    s = scale(s, 1.0 / (attn.ropeHigh - attn.ropeLow), l);
+    s = Val::tensor(md::ClampOp::create(b, loc(l), s.type(), s.value,
+                                        b.getF64FloatAttr(0.0),
+                                        b.getF64FloatAttr(1.0)));
+    Val one = numberLike(1.0, s, l);
+    Val m =
+        scale(elementwise(BinaryOp::Sub, one, s, l), 1.0 / attn.ropeFactor, l);
+    m = elementwise(BinaryOp::Add, m, s, l);
+    invFreq = elementwise(BinaryOp::Mul, invFreq, m, l);
+  }
+  if (invFreq.isError())
+    return std::nullopt;
+  Val freqs = reshapeTo(invFreq, {1, hd / 2}, l);
+  Val positions = reshapeTo(toF32(range(T)), {T, 1}, l);
+  Val angles = elementwise(BinaryOp::Mul, positions, freqs, l);
+  if (angles.isError())
+    return std::nullopt;
+  Val emb = concatDim({angles, angles}, 1, l);
+  // One statement per op: the order of the plan's instructions is fixed.
+  Val cosT = reshapeTo(fn(emb, md::ElementwiseFn::cos), {T, 1, hd}, l);
+  Val sinT = reshapeTo(fn(emb, md::ElementwiseFn::sin), {T, 1, hd}, l);
+  return std::make_pair(cosT, sinT);
+}
+
+// x * cos + concat([-x2, x1], dim = -1) * sin (rotate_half).
+Val ModelGen::applyRope(const Val &x, const std::pair<Val, Val> &tables,
+                        SMLoc l) {
+  const int64_t last = x.type().getRank() - 1,
+                half = x.type().getShape()[last] / 2;
+  Val xCos = elementwise(BinaryOp::Mul, x, tables.first, l);
+  Val x2 = scale(sliceDim(x, last, half, 1, half, l), -1.0, l);
+  Val x1 = sliceDim(x, last, 0, 1, half, l);
+  Val xSin = elementwise(BinaryOp::Mul, concatDim({x2, x1}, last, l),
+                         tables.second, l);
+  if (xCos.isError() || xSin.isError())
+    return Val::error();
+  return elementwise(BinaryOp::Add, xCos, xSin, l);
 }
 
 //===----------------------------------------------------------------------===//

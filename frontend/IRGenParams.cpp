@@ -243,10 +243,11 @@ std::unique_ptr<Instance>
 ModelGen::makeLayer(LayerKind kind, int64_t a, int64_t bDim, bool bias,
                     double eps, const std::string &signature,
                     const std::string &name, const std::string &path,
-                    int64_t unit, SMLoc l, int64_t kvHeads, int64_t window) {
+                    int64_t unit, SMLoc l, const AttentionOptions &attn) {
   auto inst = newInstance(Instance::Kind::Layer, name, path, l);
-  inst->kvHeads = kvHeads ? kvHeads : bDim;
-  inst->window = window;
+  inst->attn = attn;
+  if (!inst->attn.kvHeads)
+    inst->attn.kvHeads = bDim;
   inst->layer = kind;
   inst->dimA = a;
   inst->dimB = bDim;
@@ -287,11 +288,17 @@ ModelGen::makeLayer(LayerKind kind, int64_t a, int64_t bDim, bool bias,
     break;
   case LayerKind::Attention: {
     // q and proj d x d; k and v d x (kv_heads * d / heads).
-    const int64_t kv = inst->kvHeads * (a / bDim);
+    const int64_t hd = a / bDim, kv = inst->attn.kvHeads * hd;
     sub("q", a, a, bias);
     sub("k", a, kv, bias);
     sub("v", a, kv, bias);
     sub("proj", a, a, bias);
+    if (inst->attn.qkNorm)
+      for (const char *n : {"q_norm", "k_norm"})
+        inst->children.push_back(
+            makeLayer(LayerKind::RMSNorm, hd, 0, false, inst->attn.qkEps,
+                      "RMSNorm(" + std::to_string(hd) + ")", n,
+                      childPath(path, n), unit, l));
     break;
   }
   case LayerKind::Mlp:
@@ -393,7 +400,10 @@ ModelGen::buildLayer(const ParamDecl &p, const LayerInfo &layer, const Env &env,
   const auto &formals = layer.formals;
   std::vector<Val> vals(formals.size());
   bool ok = true;
-  for (size_t k = 0; k < formals.size(); ++k)
+  // Attention's rope and qk_norm take forms, not values (read below).
+  const size_t valueFormals =
+      layer.kind == LayerKind::Attention ? 5 : formals.size();
+  for (size_t k = 0; k < valueFormals; ++k)
     if ((*bound)[k]) {
       vals[k] = evalConst(*(*bound)[k], env, false);
       ok &= !vals[k].isError();
@@ -431,7 +441,8 @@ ModelGen::buildLayer(const ParamDecl &p, const LayerInfo &layer, const Env &env,
     return true;
   };
   LayerKind kind = layer.kind;
-  int64_t a = 0, bDim = 0, attnKv = 0, attnWindow = 0;
+  int64_t a = 0, bDim = 0;
+  AttentionOptions attn;
   bool bias = true;
   double epsValue = 0;
   std::string sig;
@@ -472,7 +483,7 @@ ModelGen::buildLayer(const ParamDecl &p, const LayerInfo &layer, const Env &env,
                     " is not a multiple of kv_heads = " + Twine(*kv));
           return nullptr;
         }
-        attnKv = *kv;
+        attn.kvHeads = *kv;
         sig += ", kv_heads = " + std::to_string(*kv);
       }
       if (!flag(3, bias))
@@ -483,8 +494,35 @@ ModelGen::buildLayer(const ParamDecl &p, const LayerInfo &layer, const Env &env,
         auto w = dim(4);
         if (!w)
           return nullptr;
-        attnWindow = *w;
+        attn.window = *w;
         sig += ", window = " + std::to_string(*w);
+      }
+      if ((*bound)[5]) {
+        if (!attentionRope(*(*bound)[5], env, attn))
+          return nullptr;
+        if (attn.ropeTheta) {
+          if ((a / bDim) % 2 != 0) {
+            error((*bound)[5]->loc,
+                  "Attention: RoPE needs an even head dim, got d / heads = " +
+                      Twine(a / bDim));
+            return nullptr;
+          }
+          sig += ", rope = rope(" + formatNum(Num::real(attn.ropeTheta));
+          if (attn.ropeLlama3)
+            sig += ", scaling = llama3(" +
+                   formatNum(Num::real(attn.ropeFactor)) + ", " +
+                   formatNum(Num::real(attn.ropeLow)) + ", " +
+                   formatNum(Num::real(attn.ropeHigh)) + ", " +
+                   formatNum(Num::real(attn.ropeOriginal)) + ")";
+          sig += ")";
+        }
+      }
+      if ((*bound)[6]) {
+        if (!attentionQkNorm(*(*bound)[6], env, attn))
+          return nullptr;
+        if (attn.qkNorm)
+          sig +=
+              ", qk_norm = rms(eps = " + formatNum(Num::real(attn.qkEps)) + ")";
       }
     }
     sig += ")";
@@ -533,7 +571,132 @@ ModelGen::buildLayer(const ParamDecl &p, const LayerInfo &layer, const Env &env,
   }
   }
   return makeLayer(kind, a, bDim, bias, epsValue, sig, name, path, unit, p.loc,
-                   attnKv, attnWindow);
+                   attn);
+}
+
+// rope = none | rope(theta, scaling = none | llama3(factor, low_freq,
+// high_freq, original_max)).
+bool ModelGen::attentionRope(const Expr &e, const Env &env,
+                             AttentionOptions &attn) {
+  auto isNone = [](const Expr &x) {
+    const auto *n = llvm::dyn_cast<NameExpr>(&x);
+    return n && n->name == "none";
+  };
+  if (isNone(e))
+    return true;
+  const auto *call = llvm::dyn_cast<CallExpr>(&e);
+  if (!call || call->callee != "rope") {
+    error(e.loc, "argument 'rope' of 'Attention' must be none or "
+                 "rope(theta, scaling = none | llama3(factor, low_freq, "
+                 "high_freq, original_max)), got " +
+                     describeExpr(e));
+    return false;
+  }
+  // The positive numbers of `call`'s arguments `formals`, in order.
+  auto numbers = [&](const CallExpr &c, llvm::ArrayRef<Formal> formals,
+                     size_t count) -> std::optional<std::vector<double>> {
+    auto bound = bindArgs(c.args, formals, c.callee, c.loc);
+    if (!bound)
+      return std::nullopt;
+    std::vector<double> out;
+    for (size_t k = 0; k < count; ++k) {
+      Val v = evalConst(*(*bound)[k], env, false);
+      if (v.isError())
+        return std::nullopt;
+      if (!v.isNumber() || !(v.num.value() > 0)) {
+        error((*bound)[k]->loc, "argument '" + formals[k].name + "' of '" +
+                                    c.callee +
+                                    "' must be a positive "
+                                    "number, got " +
+                                    describe(v));
+        return std::nullopt;
+      }
+      out.push_back(v.num.value());
+    }
+    return out;
+  };
+  static const Formal ropeFormals[] = {{"theta", true}, {"scaling", false}};
+  auto bound = bindArgs(call->args, ropeFormals, "rope", call->loc);
+  if (!bound)
+    return false;
+  Val theta = evalConst(*(*bound)[0], env, false);
+  if (theta.isError())
+    return false;
+  if (!theta.isNumber() || !(theta.num.value() > 0)) {
+    error((*bound)[0]->loc,
+          "argument 'theta' of 'rope' must be a positive number, got " +
+              describe(theta));
+    return false;
+  }
+  attn.ropeTheta = theta.num.value();
+  const Expr *scaling = (*bound)[1];
+  if (!scaling || isNone(*scaling))
+    return true;
+  const auto *llama3 = llvm::dyn_cast<CallExpr>(scaling);
+  if (!llama3 || llama3->callee != "llama3") {
+    error(scaling->loc, "argument 'scaling' of 'rope' must be none or "
+                        "llama3(factor, low_freq, high_freq, original_max), "
+                        "got " +
+                            describeExpr(*scaling));
+    return false;
+  }
+  static const Formal llama3Formals[] = {{"factor", true},
+                                         {"low_freq", true},
+                                         {"high_freq", true},
+                                         {"original_max", true}};
+  auto n = numbers(*llama3, llama3Formals, 4);
+  if (!n)
+    return false;
+  if (!((*n)[1] < (*n)[2])) {
+    error(llama3->loc, "llama3's low_freq " + formatNum(Num::real((*n)[1])) +
+                           " must be below its high_freq " +
+                           formatNum(Num::real((*n)[2])));
+    return false;
+  }
+  attn.ropeLlama3 = true;
+  attn.ropeFactor = (*n)[0];
+  attn.ropeLow = (*n)[1];
+  attn.ropeHigh = (*n)[2];
+  attn.ropeOriginal = (*n)[3];
+  return true;
+}
+
+// qk_norm = none | rms | rms(eps = E).
+bool ModelGen::attentionQkNorm(const Expr &e, const Env &env,
+                               AttentionOptions &attn) {
+  if (const auto *n = llvm::dyn_cast<NameExpr>(&e)) {
+    if (n->name == "none")
+      return true;
+    if (n->name == "rms") {
+      attn.qkNorm = true;
+      return true;
+    }
+  }
+  const auto *call = llvm::dyn_cast<CallExpr>(&e);
+  if (!call || call->callee != "rms") {
+    error(e.loc, "argument 'qk_norm' of 'Attention' must be none, rms or "
+                 "rms(eps = E), got " +
+                     describeExpr(e));
+    return false;
+  }
+  static const Formal rmsFormals[] = {{"eps", false}};
+  auto bound = bindArgs(call->args, rmsFormals, "rms", call->loc);
+  if (!bound)
+    return false;
+  attn.qkNorm = true;
+  if (!(*bound)[0])
+    return true;
+  Val eps = evalConst(*(*bound)[0], env, false);
+  if (eps.isError())
+    return false;
+  if (!eps.isNumber() || !(eps.num.value() > 0)) {
+    error((*bound)[0]->loc,
+          "argument 'eps' of 'rms' must be a positive number, got " +
+              describe(eps));
+    return false;
+  }
+  attn.qkEps = eps.num.value();
+  return true;
 }
 
 std::unique_ptr<Instance>

@@ -68,6 +68,24 @@ struct Formal {
   bool required;
 };
 
+/// The built-in Attention's options beyond d and heads (defaults: none).
+struct AttentionOptions {
+  /// Key/value heads (grouped-query attention when below the query heads;
+  /// 0: as many as the query heads) and the sliding window (0: none).
+  int64_t kvHeads = 0, window = 0;
+  /// RoPE in the rotate-half layout with base theta (0: none) and, with
+  /// ropeLlama3, Llama 3.1's frequency scaling (Hugging Face's rope_type
+  /// "llama3": factor, low_freq_factor, high_freq_factor and
+  /// original_max_position_embeddings).
+  double ropeTheta = 0;
+  bool ropeLlama3 = false;
+  double ropeFactor = 1, ropeLow = 1, ropeHigh = 4, ropeOriginal = 8192;
+  /// An RMSNorm over each head's query and key before RoPE (Qwen3's q_norm,
+  /// k_norm), with this eps.
+  bool qkNorm = false;
+  double qkEps = 1e-6;
+};
+
 struct LayerInfo {
   LayerKind kind;
   std::vector<Formal> formals;
@@ -109,9 +127,9 @@ struct Instance {
   int64_t dimA = 0, dimB = 0; // in/out, n/d, d, d/heads, d/hidden
   bool bias = true;
   double eps = 0;
-  /// Attention: key/value heads (grouped-query attention when below dimB,
-  /// the query heads) and the sliding window (0: none).
-  int64_t kvHeads = 0, window = 0;
+  /// Attention: grouped-query heads, window, RoPE and q/k norms (kvHeads
+  /// is set: dimB unless fewer were asked for).
+  AttentionOptions attn;
   std::string signature; // "Linear(768, 3072)", "Block(d = 768, heads = 12)"
 
   // Block.
@@ -310,7 +328,16 @@ private:
   makeLayer(LayerKind kind, int64_t a, int64_t bDim, bool bias, double eps,
             const std::string &signature, const std::string &name,
             const std::string &path, int64_t unit, SMLoc loc,
-            int64_t kvHeads = 0, int64_t window = 0);
+            const AttentionOptions &attn = {});
+  /// Attention's `rope` and `qk_norm` arguments into `attn`; false after
+  /// reporting one that is not of their forms.
+  bool attentionRope(const Expr &e, const Env &env, AttentionOptions &attn);
+  bool attentionQkNorm(const Expr &e, const Env &env, AttentionOptions &attn);
+  /// RoPE's cos and sin tables f32[T, 1, hd] (rotate-half: each frequency
+  /// for both halves) and their application to x [B, T, h, hd].
+  std::optional<std::pair<Val, Val>>
+  ropeTables(const AttentionOptions &attn, int64_t T, int64_t hd, SMLoc loc);
+  Val applyRope(const Val &x, const std::pair<Val, Val> &tables, SMLoc loc);
   md::InitAttr initNormal(double mean, double stddev);
   md::InitAttr initSimple(md::InitKind kind);
 
