@@ -164,8 +164,7 @@ Val ModelGen::applyLayer(FnState &fn, Instance *inst, const Val &x,
     // Face's repeat_kv): [B, T, kv * hd] as [B, T, kv, 1, hd], expanded to
     // [B, T, kv, g, hd], read as [B, T, heads * hd].
     const AttentionOptions &attn = inst->attn;
-    const int64_t heads = inst->dimB, kvHeads = attn.kvHeads,
-                  hd = inst->dimA / heads;
+    const int64_t heads = inst->dimB, kvHeads = attn.kvHeads, hd = attn.headDim;
     const int64_t bt[2] = {xt.getShape()[0], xt.getShape()[1]};
     // Qwen3's q_norm and k_norm, then RoPE, on each head: q [B, T, heads,
     // hd], k [B, T, kv_heads, hd].

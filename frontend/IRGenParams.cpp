@@ -288,11 +288,13 @@ ModelGen::makeLayer(LayerKind kind, int64_t a, int64_t bDim, bool bias,
     break;
   case LayerKind::Attention: {
     // q and proj d x d; k and v d x (kv_heads * d / heads).
-    const int64_t hd = a / bDim, kv = inst->attn.kvHeads * hd;
-    sub("q", a, a, bias);
+    if (!inst->attn.headDim)
+      inst->attn.headDim = a / bDim;
+    const int64_t hd = inst->attn.headDim, kv = inst->attn.kvHeads * hd;
+    sub("q", a, bDim * hd, bias);
     sub("k", a, kv, bias);
     sub("v", a, kv, bias);
-    sub("proj", a, a, bias);
+    sub("proj", bDim * hd, a, bias);
     if (inst->attn.qkNorm)
       for (const char *n : {"q_norm", "k_norm"})
         inst->children.push_back(
@@ -401,10 +403,11 @@ ModelGen::buildLayer(const ParamDecl &p, const LayerInfo &layer, const Env &env,
   std::vector<Val> vals(formals.size());
   bool ok = true;
   // Attention's rope and qk_norm take forms, not values (read below).
-  const size_t valueFormals =
-      layer.kind == LayerKind::Attention ? 5 : formals.size();
-  for (size_t k = 0; k < valueFormals; ++k)
-    if ((*bound)[k]) {
+  auto isForm = [&](size_t k) {
+    return layer.kind == LayerKind::Attention && (k == 5 || k == 6);
+  };
+  for (size_t k = 0; k < formals.size(); ++k)
+    if ((*bound)[k] && !isForm(k)) {
       vals[k] = evalConst(*(*bound)[k], env, false);
       ok &= !vals[k].isError();
     }
@@ -465,7 +468,12 @@ ModelGen::buildLayer(const ParamDecl &p, const LayerInfo &layer, const Env &env,
       return nullptr;
     a = *x;
     bDim = *y;
-    if (kind == LayerKind::Attention && a % bDim != 0) {
+    if (kind == LayerKind::Attention && (*bound)[7]) {
+      auto h = dim(7);
+      if (!h)
+        return nullptr;
+      attn.headDim = *h;
+    } else if (kind == LayerKind::Attention && a % bDim != 0) {
       error(p.layerLoc, "Attention: d = " + Twine(a) +
                             " is not divisible by heads = " + Twine(bDim));
       return nullptr;
@@ -497,14 +505,18 @@ ModelGen::buildLayer(const ParamDecl &p, const LayerInfo &layer, const Env &env,
         attn.window = *w;
         sig += ", window = " + std::to_string(*w);
       }
+      const int64_t hd = attn.headDim ? attn.headDim : a / bDim;
+      if (attn.headDim)
+        sig += ", head_dim = " + std::to_string(hd);
       if ((*bound)[5]) {
         if (!attentionRope(*(*bound)[5], env, attn))
           return nullptr;
         if (attn.ropeTheta) {
-          if ((a / bDim) % 2 != 0) {
+          if (hd % 2 != 0) {
             error((*bound)[5]->loc,
-                  "Attention: RoPE needs an even head dim, got d / heads = " +
-                      Twine(a / bDim));
+                  "Attention: RoPE needs an even head dim, got " +
+                      Twine(attn.headDim ? "head_dim = " : "d / heads = ") +
+                      Twine(hd));
             return nullptr;
           }
           sig += ", rope = rope(" + formatNum(Num::real(attn.ropeTheta));

@@ -73,6 +73,9 @@ struct AttentionOptions {
   /// Key/value heads (grouped-query attention when below the query heads;
   /// 0: as many as the query heads) and the sliding window (0: none).
   int64_t kvHeads = 0, window = 0;
+  /// Each head's size (0: d / heads); q and k, v project to heads and
+  /// kv_heads of it, proj from heads of it back to d.
+  int64_t headDim = 0;
   /// RoPE in the rotate-half layout with base theta (0: none) and, with
   /// ropeLlama3, Llama 3.1's frequency scaling (Hugging Face's rope_type
   /// "llama3": factor, low_freq_factor, high_freq_factor and
