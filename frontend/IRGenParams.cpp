@@ -604,43 +604,14 @@ bool ModelGen::attentionRope(const Expr &e, const Env &env,
                      describeExpr(e));
     return false;
   }
-  // The positive numbers of `call`'s arguments `formals`, in order.
-  auto numbers = [&](const CallExpr &c, llvm::ArrayRef<Formal> formals,
-                     size_t count) -> std::optional<std::vector<double>> {
-    auto bound = bindArgs(c.args, formals, c.callee, c.loc);
-    if (!bound)
-      return std::nullopt;
-    std::vector<double> out;
-    for (size_t k = 0; k < count; ++k) {
-      Val v = evalConst(*(*bound)[k], env, false);
-      if (v.isError())
-        return std::nullopt;
-      if (!v.isNumber() || !(v.num.value() > 0)) {
-        error((*bound)[k]->loc, "argument '" + formals[k].name + "' of '" +
-                                    c.callee +
-                                    "' must be a positive "
-                                    "number, got " +
-                                    describe(v));
-        return std::nullopt;
-      }
-      out.push_back(v.num.value());
-    }
-    return out;
-  };
   static const Formal ropeFormals[] = {{"theta", true}, {"scaling", false}};
   auto bound = bindArgs(call->args, ropeFormals, "rope", call->loc);
   if (!bound)
     return false;
-  Val theta = evalConst(*(*bound)[0], env, false);
-  if (theta.isError())
+  std::optional<double> theta = positiveArg(*(*bound)[0], env, "theta", "rope");
+  if (!theta)
     return false;
-  if (!theta.isNumber() || !(theta.num.value() > 0)) {
-    error((*bound)[0]->loc,
-          "argument 'theta' of 'rope' must be a positive number, got " +
-              describe(theta));
-    return false;
-  }
-  attn.ropeTheta = theta.num.value();
+  attn.ropeTheta = *theta;
   const Expr *scaling = (*bound)[1];
   if (!scaling || isNone(*scaling))
     return true;
@@ -656,20 +627,28 @@ bool ModelGen::attentionRope(const Expr &e, const Env &env,
                                          {"low_freq", true},
                                          {"high_freq", true},
                                          {"original_max", true}};
-  auto n = numbers(*llama3, llama3Formals, 4);
-  if (!n)
+  auto args = bindArgs(llama3->args, llama3Formals, "llama3", llama3->loc);
+  if (!args)
     return false;
-  if (!((*n)[1] < (*n)[2])) {
-    error(llama3->loc, "llama3's low_freq " + formatNum(Num::real((*n)[1])) +
+  double n[4];
+  for (size_t k = 0; k < 4; ++k) {
+    std::optional<double> v =
+        positiveArg(*(*args)[k], env, llama3Formals[k].name, "llama3");
+    if (!v)
+      return false;
+    n[k] = *v;
+  }
+  if (!(n[1] < n[2])) {
+    error(llama3->loc, "llama3's low_freq " + formatNum(Num::real(n[1])) +
                            " must be below its high_freq " +
-                           formatNum(Num::real((*n)[2])));
+                           formatNum(Num::real(n[2])));
     return false;
   }
   attn.ropeLlama3 = true;
-  attn.ropeFactor = (*n)[0];
-  attn.ropeLow = (*n)[1];
-  attn.ropeHigh = (*n)[2];
-  attn.ropeOriginal = (*n)[3];
+  attn.ropeFactor = n[0];
+  attn.ropeLow = n[1];
+  attn.ropeHigh = n[2];
+  attn.ropeOriginal = n[3];
   return true;
 }
 
@@ -698,17 +677,25 @@ bool ModelGen::attentionQkNorm(const Expr &e, const Env &env,
   attn.qkNorm = true;
   if (!(*bound)[0])
     return true;
-  Val eps = evalConst(*(*bound)[0], env, false);
-  if (eps.isError())
+  std::optional<double> eps = positiveArg(*(*bound)[0], env, "eps", "rms");
+  if (!eps)
     return false;
-  if (!eps.isNumber() || !(eps.num.value() > 0)) {
-    error((*bound)[0]->loc,
-          "argument 'eps' of 'rms' must be a positive number, got " +
-              describe(eps));
-    return false;
-  }
-  attn.qkEps = eps.num.value();
+  attn.qkEps = *eps;
   return true;
+}
+
+std::optional<double> ModelGen::positiveArg(const Expr &e, const Env &env,
+                                            StringRef formal,
+                                            StringRef callee) {
+  Val v = evalConst(e, env, false);
+  if (v.isError())
+    return std::nullopt;
+  if (!v.isNumber() || !(v.num.value() > 0)) {
+    error(e.loc, "argument '" + formal + "' of '" + callee +
+                     "' must be a positive number, got " + describe(v));
+    return std::nullopt;
+  }
+  return v.num.value();
 }
 
 std::unique_ptr<Instance>

@@ -336,6 +336,10 @@ private:
   /// reporting one that is not of their forms.
   bool attentionRope(const Expr &e, const Env &env, AttentionOptions &attn);
   bool attentionQkNorm(const Expr &e, const Env &env, AttentionOptions &attn);
+  /// The value of `e`, argument `formal` of `callee`, when it is a positive
+  /// number; nullopt after reporting it.
+  std::optional<double> positiveArg(const Expr &e, const Env &env,
+                                    StringRef formal, StringRef callee);
   /// RoPE's cos and sin tables f32[T, 1, hd] (rotate-half: each frequency
   /// for both halves) and their application to x [B, T, h, hd].
   std::optional<std::pair<Val, Val>>
