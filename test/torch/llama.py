@@ -335,9 +335,11 @@ def write_model(models, work, name, micro, file="llama.mdl"):
     return path
 
 
-def md_loss(mdrun, plan, weights, ranks):
+def md_loss(mdrun, plan, weights, ranks, *options):
+    """The held-out loss mdrun --evaluate prints for `plan` from `weights`
+    (a file or a save_pretrained folder; `options` such as --init-map)."""
     out = run(mdrun, "--ranks", str(ranks), "--backend", "cpu", "--evaluate", "--steps", "1",
-              "--init", weights, plan)
+              "--init", weights, *options, plan)
     m = re.findall(r"evaluate at \S+ on \S+: loss ([-+0-9.eE]+|nan|inf)", out)
     if len(m) != 1:
         sys.exit(f"llama.py: expected one evaluation in mdrun's output:\n{out}")
@@ -393,10 +395,8 @@ def hugging_face(mdc, mdrun, models, work, failures):
     src = write_model(models, hwork, "llama", VAL_MICRO)
     plan = os.path.join(hwork, "ddp.fb")
     run(mdc, src, *defines, "--plan", "ddp", "-o", plan)
-    out = run(mdrun, "--ranks", "2", "--backend", "cpu", "--evaluate", "--steps", "1",
-              "--init", weights, "--init-map", hf_map, plan)
-    m = re.findall(r"evaluate at \S+ on \S+: loss ([-+0-9.eE]+|nan|inf)", out)
-    got, want = float(m[0]), hf_loss(hf)
+    unscaled = md_loss(mdrun, plan, weights, 2, "--init-map", hf_map)
+    got, want = unscaled, hf_loss(hf)
     rel = abs(got - want) / abs(want)
     print(f"Hugging Face held-out loss: md {got:.7f} (its weights through llama.hf.map), "
           f"LlamaForCausalLM {want:.7f} (relative {rel:.2e})")
@@ -407,13 +407,12 @@ def hugging_face(mdc, mdrun, models, work, failures):
     sharded = os.path.join(hwork, "sharded")
     hf.save_pretrained(sharded, safe_serialization=True, max_shard_size="40KB")
     shards = sorted(f for f in os.listdir(sharded) if f.endswith(".safetensors"))
-    out = run(mdrun, "--ranks", "2", "--backend", "cpu", "--evaluate", "--steps", "1",
-              "--init", sharded, "--init-map", hf_map, plan)
-    m2 = re.findall(r"evaluate at \S+ on \S+: loss ([-+0-9.eE]+|nan|inf)", out)
+    from_shards = md_loss(mdrun, plan, sharded, 2, "--init-map", hf_map)
     print(f"Hugging Face: from the folder of {len(shards)} shards and its index: loss "
-          f"{m2[0] if m2 else '?'} (from one file: {m[0]})")
-    if len(shards) < 2 or m2 != m:
-        failures.append(f"Hugging Face: {len(shards)} shards give loss {m2}, one file {m}")
+          f"{from_shards!r} (from one file: {unscaled!r})")
+    if len(shards) < 2 or from_shards != unscaled:
+        failures.append(f"Hugging Face: {len(shards)} shards give loss {from_shards!r}, "
+                        f"one file {unscaled!r}")
 
     # md's weights after a step, back under Hugging Face's names.
     after = os.path.join(hwork, "after.safetensors")
@@ -452,17 +451,15 @@ def hugging_face(mdc, mdrun, models, work, failures):
     scaled_plan = os.path.join(hwork, "scaled.fb")
     run(mdc, src, *defines, "-D", "rope_factor=8.0", "-D", "rope_original=100.0",
         "--plan", "ddp", "-o", scaled_plan)
-    out = run(mdrun, "--ranks", "2", "--backend", "cpu", "--evaluate", "--steps", "1",
-              "--init", scaled_folder, "--init-map", hf_map, scaled_plan)
-    m3 = re.findall(r"evaluate at \S+ on \S+: loss ([-+0-9.eE]+|nan|inf)", out)
-    got, want = float(m3[0]), hf_loss(scaled)
+    got = md_loss(mdrun, scaled_plan, scaled_folder, 2, "--init-map", hf_map)
+    want = hf_loss(scaled)
     rel = abs(got - want) / abs(want)
     print(f"Hugging Face rope_type llama3 (factor 8, original context 100): md "
           f"{got:.7f}, LlamaForCausalLM {want:.7f} (relative {rel:.2e}; unscaled "
-          f"{float(m[0]):.7f})")
+          f"{unscaled:.7f})")
     if not rel <= RTOL:
         failures.append(f"Hugging Face llama3 RoPE: md's loss {got} is not {want}")
-    if not abs(float(m[0]) - want) / abs(want) > 10 * RTOL:
+    if not abs(unscaled - want) / abs(want) > 10 * RTOL:
         failures.append("Hugging Face llama3 RoPE: the scaling does not change the loss")
 
 
